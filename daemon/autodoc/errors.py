@@ -1,0 +1,116 @@
+"""The one error hierarchy. Each class carries its JSON-RPC code; the RPC layer
+maps any AutodocError to a response in one place and every other exception to
+-32603 without leaking a traceback. Codes are listed in protocol/PROTOCOL.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AutodocError(Exception):
+    code: int = -32000
+    name: str = "rpc.server_error"
+
+    def __init__(self, message: str, data: Any = None):
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+    def to_rpc(self) -> dict:
+        err: dict[str, Any] = {"code": self.code, "message": self.message}
+        data = {"name": self.name}
+        if isinstance(self.data, dict):
+            data.update(self.data)
+        elif self.data is not None:
+            data["detail"] = self.data
+        err["data"] = data
+        return err
+
+
+class ParseError(AutodocError):
+    code, name = -32700, "rpc.parse_error"
+
+
+class InvalidRequest(AutodocError):
+    code, name = -32600, "rpc.invalid_request"
+
+
+class MethodNotFound(AutodocError):
+    code, name = -32601, "rpc.method_not_found"
+
+
+class InvalidParams(AutodocError):
+    """-32602; `field` names the offending parameter (a JSON pointer-ish path)."""
+
+    code, name = -32602, "rpc.invalid_params"
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}", {"field": field})
+        self.field = field
+
+
+class InternalError(AutodocError):
+    code, name = -32603, "rpc.internal_error"
+
+
+class RequestCancelled(AutodocError):
+    # LSP's RequestCancelled code; clients already understand it.
+    code, name = -32800, "rpc.cancelled"
+
+
+# -- AutoDoc's own codes, all in -32000..-32099 ------------------------------
+
+class WorkspaceNotFound(AutodocError):
+    code, name = -32001, "workspace.not_found"
+
+
+class WorkspaceExists(AutodocError):
+    code, name = -32002, "workspace.exists"
+
+
+class DocumentNotFound(AutodocError):
+    code, name = -32003, "document.not_found"
+
+
+class PathOutsideWorkspace(AutodocError):
+    code, name = -32004, "document.outside_workspace"
+
+
+class CursorExpired(AutodocError):
+    """The cursor predates the retained change log: the client must resync."""
+
+    code, name = -32005, "changes.cursor_expired"
+
+
+class StoreLocked(AutodocError):
+    """Another process holds the writer lease on the store."""
+
+    code, name = -32010, "store.locked"
+
+
+class StoreTooNew(AutodocError):
+    code, name = -32011, "store.schema_too_new"
+
+
+class ShuttingDown(AutodocError):
+    code, name = -32020, "server.shutting_down"
+
+
+class Unsupported(AutodocError):
+    code, name = -32065, "rpc.unsupported"
+
+
+class EmbedFailed(AutodocError):
+    code, name = -32067, "rpc.embed_failed"
+
+
+class Switching(AutodocError):
+    code, name = -32069, "rpc.switching"
+
+
+ALL_ERRORS: tuple[type[AutodocError], ...] = (
+    ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError,
+    RequestCancelled, WorkspaceNotFound, WorkspaceExists, DocumentNotFound,
+    PathOutsideWorkspace, CursorExpired, StoreLocked, StoreTooNew, ShuttingDown,
+    Unsupported, EmbedFailed, Switching,
+)

@@ -1,0 +1,1 @@
+"""Stage 1–2: markdown files → parsed documents → chunks (pure, no I/O except scan)."""

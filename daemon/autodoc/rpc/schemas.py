@@ -1,0 +1,211 @@
+"""RPC stage, the contract as JSON Schema: load schemas/<method>.{params,result}.json,
+bind params (positional or named) to names, and check them.
+
+Input: a method name and the raw ``params`` of a request (array, object or absent).
+Output: a dict of named params, or InvalidParams naming the first bad field
+("opts.limit: must be ≤ 200", data.field == "opts.limit").
+
+The schemas live in the repository's ``schemas/`` folder (found relative to
+this file, which is where an editable install runs from); ``AUTODOC_SCHEMAS``
+points elsewhere. Positional params map to names in the order the params
+schema lists its ``properties``. An optional param given as null counts as
+absent. A subschema may carry ``x-message`` to word its own error.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+from referencing import Registry, Resource
+
+from ..errors import InvalidParams
+
+BASE_URI = "https://autodoc.invalid/schemas/"
+
+
+def schema_dir() -> Path:
+    env = os.environ.get("AUTODOC_SCHEMAS")
+    if env:
+        return Path(env)
+    # daemon/autodoc/rpc/schemas.py -> repository root
+    return Path(__file__).resolve().parents[3] / "schemas"
+
+
+def schema_stem(method: str) -> str:
+    """``search.query`` → ``search.query``; ``$/cancelRequest`` → ``$.cancelRequest``."""
+    return method.replace("$/", "$.")
+
+
+@functools.lru_cache(maxsize=1)
+def _registry() -> tuple[Registry, dict[str, dict]]:
+    folder = schema_dir()
+    if not folder.is_dir():
+        raise RuntimeError(f"AutoDoc's JSON schemas are missing: no folder {folder} (set AUTODOC_SCHEMAS)")
+    docs: dict[str, dict] = {}
+    for path in sorted(folder.glob("*.json")):
+        docs[path.name] = json.loads(path.read_text(encoding="utf-8"))
+    registry = Registry().with_resources(
+        (doc.get("$id", BASE_URI + name), Resource.from_contents(doc)) for name, doc in docs.items()
+    )
+    return registry, docs
+
+
+def load_schema(method: str, kind: str) -> dict:
+    """The schema document for ``kind`` ("params" or "result") of ``method``."""
+    _, docs = _registry()
+    name = f"{schema_stem(method)}.{kind}.json"
+    try:
+        return docs[name]
+    except KeyError:
+        raise KeyError(f"no schema {name} in {schema_dir()}") from None
+
+
+def schema_names() -> list[str]:
+    return sorted(_registry()[1])
+
+
+def methods_with_schemas() -> list[str]:
+    """Every method that has a params schema (client → server and notifications)."""
+    out = []
+    for name in schema_names():
+        if name.endswith(".params.json"):
+            out.append(name[: -len(".params.json")].replace("$.", "$/"))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def validator(method: str, kind: str) -> Draft202012Validator:
+    registry, _ = _registry()
+    return Draft202012Validator(load_schema(method, kind), registry=registry)
+
+
+def param_names(method: str) -> list[str]:
+    return list(load_schema(method, "params").get("properties", {}))
+
+
+def bind_params(method: str, params: Any) -> dict[str, Any]:
+    """Named, checked params for ``method`` or InvalidParams naming the bad field."""
+    schema = load_schema(method, "params")
+    names = list(schema.get("properties", {}))
+    required = set(schema.get("required", []))
+    if params is None:
+        params = {}
+    if isinstance(params, list):
+        if len(params) > len(names):
+            takes = ", ".join(names) if names else "none"
+            raise InvalidParams("params", f"too many positional params: {len(params)} given, takes {len(names)} ({takes})")
+        params = dict(zip(names, params))
+    elif not isinstance(params, dict):
+        raise InvalidParams("params", "must be an array or an object")
+    else:
+        params = dict(params)
+    for key in [k for k, v in params.items() if v is None and k in names and k not in required]:
+        del params[key]
+    error = first_error(validator(method, "params"), params)
+    if error is not None:
+        field, message = describe(error)
+        raise InvalidParams(field, message)
+    return params
+
+
+def result_errors(method: str, result: Any) -> list[str]:
+    """Every way ``result`` breaks ``method``'s result schema ("" = valid)."""
+    return [f"{_where(e)}: {describe(e)[1]}" for e in validator(method, "result").iter_errors(result)]
+
+
+def notification_errors(method: str, params: Any) -> list[str]:
+    return [f"{_where(e)}: {describe(e)[1]}" for e in validator(method, "params").iter_errors(params)]
+
+
+def first_error(v: Draft202012Validator, instance: Any) -> ValidationError | None:
+    errors = list(v.iter_errors(instance))
+    if not errors:
+        return None
+    # Plain checks before combinators ("stages[0]: must be one of …" says more
+    # than "stages: must include …"), then shallowest first, then in document
+    # order, so the same bad params always name the same field.
+    errors.sort(key=lambda e: (e.validator in _WEAK, len(e.absolute_path), [str(p) for p in e.absolute_path]))
+    return errors[0]
+
+
+_WEAK = frozenset({"contains", "not", "anyOf", "oneOf", "allOf", "if", "then", "else"})
+
+
+def field_name(path: Iterable[Any], root: str = "params") -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or root
+
+
+def _where(error: ValidationError) -> str:
+    return field_name(error.absolute_path, root="result")
+
+
+_ARTICLE = {"integer": "an integer", "object": "an object", "array": "an array", "string": "a string",
+            "number": "a number", "boolean": "a boolean", "null": "null"}
+
+
+def describe(error: ValidationError) -> tuple[str, str]:
+    """(field, message) for one validation error, worded for people."""
+    path = list(error.absolute_path)
+    kw = error.validator
+    value = error.validator_value
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    inst = error.instance
+    if kw == "required" and isinstance(inst, dict):
+        missing = next((k for k in value if k not in inst), value[0] if value else "?")
+        return field_name(path + [missing]), "is required"
+    if kw in ("additionalProperties", "unevaluatedProperties") and isinstance(inst, dict):
+        known = set(schema.get("properties", {}))
+        extra = next((k for k in inst if k not in known), "?")
+        return field_name(path + [extra]), "is not a known field"
+    if kw == "propertyNames" and error.context:
+        return describe(error.context[0])
+    field = field_name(path)
+    if "x-message" in schema and kw != "type":
+        return field, schema["x-message"]
+    if kw == "type":
+        types = value if isinstance(value, list) else [value]
+        return field, "must be " + " or ".join(_ARTICLE.get(t, t) for t in types)
+    if kw == "minimum":
+        return field, f"must be ≥ {value}"
+    if kw == "maximum":
+        return field, f"must be ≤ {value}"
+    if kw == "exclusiveMinimum":
+        return field, f"must be > {value}"
+    if kw == "exclusiveMaximum":
+        return field, f"must be < {value}"
+    if kw == "minLength":
+        return field, "must not be empty" if value == 1 else f"must be at least {value} characters"
+    if kw == "maxLength":
+        return field, f"must be at most {value} characters"
+    if kw == "minItems":
+        return field, "must not be empty" if value == 1 else f"must have at least {value} items"
+    if kw == "maxItems":
+        return field, f"must have at most {value} items"
+    if kw == "uniqueItems":
+        return field, "must not repeat an item"
+    if kw == "enum":
+        return field, "must be one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in value)
+    if kw == "const":
+        return field, f"must be {json.dumps(value, ensure_ascii=False)}"
+    if kw == "pattern":
+        return field, f"must match {value}"
+    if kw == "minProperties":
+        return field, "must not be empty" if value == 1 else f"must have at least {value} fields"
+    if kw in ("anyOf", "oneOf") and error.context:
+        # e.g. a nullable field: report the most relevant branch's problem.
+        return describe(best_match(error.context))
+    if kw == "false" or value is False:
+        return field, "is not allowed"
+    return field, error.message

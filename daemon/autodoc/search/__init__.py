@@ -1,0 +1,1 @@
+"""Stage 5: query parsing, the retrieval legs, fusion and boosts."""

@@ -1,0 +1,80 @@
+"""FTS5 text preparation and MATCH building (pure).
+
+unicode61 does not segment Chinese, Japanese or Korean: a run of CJK
+characters would be one giant token, findable only whole. Both the indexed
+text and the query therefore rewrite each CJK run as overlapping bigrams
+("数据库迁移" → "数据 据库 库迁 迁移"); a query substring of two or more
+characters becomes the phrase of its bigrams, which must then be adjacent.
+A single CJK character is matched as a bigram prefix.
+
+Every query term is emitted as an FTS5 string literal, so no user input can
+reach FTS5's operator grammar: AND, NEAR, column:filters, parentheses and
+`-32069` are all just words here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .query import Term
+
+# Han, Hiragana, Katakana, Hangul (syllables + jamo), CJK punctuation excluded.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_WORDISH = re.compile(r"\w", re.UNICODE)
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have
+    having he her here hers herself him himself his how i if in into is it its itself just me more most my
+    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
+    some such than that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves""".split()
+)
+
+
+def _bigrams(run: str) -> str:
+    if len(run) == 1:
+        return run
+    return " ".join(run[i : i + 2] for i in range(len(run) - 1))
+
+
+def fts_text(text: str) -> str:
+    """Text as it is written into the FTS index (CJK runs as bigrams)."""
+    if not _CJK_RUN.search(text):
+        return text
+    return _CJK_RUN.sub(lambda m: f" {_bigrams(m.group(0))} ", text)
+
+
+def _quote(s: str) -> str:
+    # FTS5 reads its query as a C string: a NUL would end it mid-literal
+    return '"' + s.replace('\x00', ' ').replace('"', '""') + '"'
+
+
+def term_match(term: Term) -> str | None:
+    """One term → an FTS5 expression, or None when it has nothing searchable."""
+    text = term.text
+    if not _WORDISH.search(text):
+        return None
+    runs = _CJK_RUN.findall(text)
+    if runs and len(text.strip()) == 1 and len(runs[0]) == 1:
+        return _quote(text.strip()) + "*"
+    body = _quote(fts_text(text).strip())
+    return body + "*" if term.prefix and not runs else body
+
+
+def build_match(terms: list[Term], mode: str = "all") -> str | None:
+    """AND (mode "all") or OR (mode "any", stopwords dropped) of the terms."""
+    parts: list[str] = []
+    seen: set[str] = set()
+    for t in terms:
+        if mode == "any" and not t.phrase and t.text.lower() in STOPWORDS:
+            continue
+        expr = term_match(t)
+        if expr and expr not in seen:
+            seen.add(expr)
+            parts.append(expr)
+    if not parts:
+        return None
+    return (" AND " if mode == "all" else " OR ").join(parts)

@@ -1,0 +1,224 @@
+"""Fusion and post-fusion adjustments (pure).
+
+Input: each leg's ordered candidate list (chunk ids, best first, with the
+leg's raw score). Output: one ordered list of Fused records. The order is a
+pure function of the legs' orders: ties are broken by chunk id, so the same
+legs give the same answer whatever order the legs finished in.
+
+Steps, in the spec's order (004 §4): RRF (k = 60) or weighted sum → tag boost
+(×1.2) → inbound-link authority boost → relevance → per-document cap →
+superseded demotion.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from ..config import LINK_BOOST, PER_DOCUMENT, RRF_K, TAG_BOOST
+
+
+@dataclass(frozen=True)
+class LegHit:
+    chunk_id: int
+    score: float  # the leg's own score (BM25 as positive "higher is better", cosine)
+
+
+@dataclass
+class Fused:
+    chunk_id: int
+    score: float
+    ranks: dict[str, int | None]  # 0-based per leg, None when the leg missed it
+    scores: dict[str, float | None]
+    relevance: float = 0.0
+    compatibility: float = 0.0
+    superseded_by: str | None = None
+    via: list[str] = field(default_factory=list)
+
+
+def fuse_rrf(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    k: int = RRF_K,
+    weights: Mapping[str, float] | None = None,
+) -> list[Fused]:
+    """Reciprocal rank fusion: Σ w_leg / (k + rank), rank 1-based."""
+    names = sorted(legs)
+    fused: dict[int, Fused] = {}
+    for name in names:
+        w = 1.0 if weights is None else float(weights.get(name, 1.0))
+        for rank, hit in enumerate(legs[name]):
+            f = fused.get(hit.chunk_id)
+            if f is None:
+                f = fused[hit.chunk_id] = Fused(
+                    hit.chunk_id, 0.0, {n: None for n in names}, {n: None for n in names}
+                )
+            if f.ranks[name] is not None:  # a leg listing a chunk twice counts once
+                continue
+            f.ranks[name] = rank
+            f.scores[name] = hit.score
+            f.score += w / (k + rank + 1)
+    out = list(fused.values())
+    for f in out:
+        f.via = [n for n in names if f.ranks[n] is not None]
+        f.compatibility = compatibility(f.ranks, len(names))
+    out.sort(key=lambda f: (-f.score, f.chunk_id))
+    return out
+
+
+def rrf_max(active_legs: int, k: int = RRF_K, weights: Mapping[str, float] | None = None, legs: Iterable[str] = ()) -> float:
+    """The unboosted score of a chunk ranked #1 by every active leg."""
+    if weights:
+        return sum(float(weights.get(n, 1.0)) for n in legs) / (k + 1)
+    return active_legs / (k + 1)
+
+
+def bm25_unit(score: float) -> float:
+    """BM25 (≥ 0, unbounded) → [0, 1) by s/(s+1), as in the weighted-sum ADR."""
+    return score / (score + 1.0) if score > 0 else 0.0
+
+
+def fuse_weighted(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    semantic_weight: float = 0.6,
+    lexical_weight: float = 0.4,
+    threshold: float = 0.2,
+) -> list[Fused]:
+    """Weighted sum 0.6·cosine + 0.4·bm25/(bm25+1); hits under the threshold dropped."""
+    names = sorted(legs)
+    fused: dict[int, Fused] = {}
+    wmap = {"semantic": semantic_weight, "lexical": lexical_weight}
+    for name in names:
+        for rank, hit in enumerate(legs[name]):
+            f = fused.setdefault(
+                hit.chunk_id, Fused(hit.chunk_id, 0.0, {n: None for n in names}, {n: None for n in names})
+            )
+            if f.ranks[name] is not None:
+                continue
+            f.ranks[name] = rank
+            f.scores[name] = hit.score
+            unit = bm25_unit(hit.score) if name == "lexical" else max(0.0, hit.score)
+            f.score += wmap.get(name, 0.0) * unit
+    out = [f for f in fused.values() if f.score >= threshold]
+    for f in out:
+        f.via = [n for n in names if f.ranks[n] is not None]
+        f.compatibility = compatibility(f.ranks, len(names))
+    out.sort(key=lambda f: (-f.score, f.chunk_id))
+    return out
+
+
+def compatibility(ranks: Mapping[str, int | None], active: int) -> float:
+    """0.6·agreement + 0.4·position (seed 001): a deterministic signal, not a probability.
+
+    agreement = fraction of the active legs that found the hit;
+    position = mean of 1/(1+rank) over those legs, rank 0-based.
+    """
+    found = [r for r in ranks.values() if r is not None]
+    if not found or active <= 0:
+        return 0.0
+    agreement = len(found) / active
+    position = sum(1.0 / (1 + r) for r in found) / len(found)
+    return round(0.6 * agreement + 0.4 * position, 6)
+
+
+def link_multiplier(inbound: int, boost: float = LINK_BOOST) -> float:
+    """Authority boost: × (1 + boost · log2(1 + inbound links)).
+
+    Logarithmic so a hub note linked from 100 places gains ×1.67, not ×11:
+    authority should break ties between comparable hits, not bury relevance.
+    """
+    return 1.0 + boost * math.log2(1 + max(0, inbound))
+
+
+def apply_boosts(
+    fused: list[Fused],
+    *,
+    doc_of: Mapping[int, int],
+    tag_match: set[int],
+    inbound: Mapping[int, int],
+    max_score: float,
+    tag_boost: float = TAG_BOOST,
+    link_boost: float = LINK_BOOST,
+) -> list[Fused]:
+    """Tag (×1.2 when a document tag matches a query word) and link boosts, then relevance."""
+    for f in fused:
+        d = doc_of[f.chunk_id]
+        if d in tag_match:
+            f.score *= tag_boost
+        f.score *= link_multiplier(inbound.get(d, 0), link_boost)
+        f.relevance = round(min(1.0, f.score / max_score), 6) if max_score > 0 else 0.0
+    fused.sort(key=lambda f: (-f.score, f.chunk_id))
+    return fused
+
+
+def cap_per_document(fused: list[Fused], doc_of: Mapping[int, int], cap: int = PER_DOCUMENT) -> list[Fused]:
+    seen: dict[int, int] = {}
+    out = []
+    for f in fused:
+        d = doc_of[f.chunk_id]
+        if seen.get(d, 0) < cap:
+            seen[d] = seen.get(d, 0) + 1
+            out.append(f)
+    return out
+
+
+def demote_superseded(
+    fused: list[Fused],
+    doc_of: Mapping[int, int],
+    successor: Mapping[int, int],
+    path_of: Mapping[int, str],
+) -> list[Fused]:
+    """Move a superseded document's hits directly below its successor's hits.
+
+    `successor` maps a document to the document that directly supersedes it.
+    Only applies when the successor (or a later one in its chain) is also in
+    the results; the hit is annotated with its *direct* successor's path. A
+    chain A → B → C ends with C's hits, then B's, then A's.
+    """
+    present = {doc_of[f.chunk_id] for f in fused}
+
+    def anchor(d: int) -> int | None:
+        # the nearest present document later in the chain; cycles are cut
+        seen = {d}
+        cur = successor.get(d)
+        while cur is not None and cur not in seen:
+            if cur in present:
+                return cur
+            seen.add(cur)
+            cur = successor.get(cur)
+        return None
+
+    moved: dict[int, list[Fused]] = {}
+    kept: list[Fused] = []
+    for f in fused:
+        d = doc_of[f.chunk_id]
+        a = anchor(d)
+        if a is None:
+            kept.append(f)
+        else:
+            f.superseded_by = path_of.get(successor[d])
+            moved.setdefault(a, []).append(f)
+    if not moved:
+        return fused
+
+    out: list[Fused] = []
+
+    def follow(d: int) -> None:
+        # d's hits are placed; its superseded documents follow, oldest last
+        group = moved.pop(d, [])
+        out.extend(group)
+        for child in dict.fromkeys(doc_of[f.chunk_id] for f in group):
+            follow(child)
+
+    last_index = {doc_of[f.chunk_id]: i for i, f in enumerate(kept)}
+    for i, f in enumerate(kept):
+        out.append(f)
+        d = doc_of[f.chunk_id]
+        if last_index[d] == i:
+            follow(d)
+    if len(out) < len(fused):  # a supersede cycle anchored nothing: keep its hits, in order
+        placed = {f.chunk_id for f in out}
+        out.extend(f for f in fused if f.chunk_id not in placed)
+    return out

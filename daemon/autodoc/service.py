@@ -1,0 +1,530 @@
+"""The one service object: owns the store, the embed queue and the searcher.
+
+RPC, LSP and CLI are thin adapters over it. Every public method validates its
+arguments (raising InvalidParams naming the field) and returns JSON-safe data
+shaped as schemas/<method>.result.json. Methods are synchronous and
+thread-safe: reads use a per-thread read connection (one snapshot per read
+transaction), writes are serialised through the single writer connection,
+which exists only while this process holds the store's lease.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import apsw
+
+from . import PROTOCOL_VERSION, __version__
+from .config import Settings, WorkspaceConfig
+from .errors import (
+    DocumentNotFound, InvalidParams, PathOutsideWorkspace, WorkspaceExists, WorkspaceNotFound,
+)
+from .ingest.chunk import chunk_document
+from .ingest.markdown import parse_markdown
+from .ingest.scan import SkipFile, is_ignored, is_markdown_path, read_document, scan_workspace
+from .search import engine
+from .search.options import parse_options
+from .store import changes as changelog
+from .store.db import open_reader, open_writer
+from .store.documents import (
+    Workspace, content_hash, delete_document, record_skip, rename_document, write_document,
+)
+from .store.lease import Lease
+from .store.links import resolve_workspace
+
+log = logging.getLogger("autodoc.service")
+
+Progress = Callable[[int, int, str], None]
+ChangeListener = Callable[[str, list[dict[str, Any]]], None]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_WRITE_BATCH = 64
+
+
+def _check_name(field: str, name: Any) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise InvalidParams(field, "must be 1–64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return name
+
+
+class Service:
+    def __init__(self, settings: Settings, *, writer: bool = True, holder: dict[str, Any] | None = None):
+        self.settings = settings
+        self.store_path = settings.store
+        self._lease: Lease | None = None
+        self._db: apsw.Connection | None = None
+        self._write_lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[apsw.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._listeners: list[ChangeListener] = []
+        self._fields_cache: dict[int, tuple[int, set[str]]] = {}
+        self.closed = False
+        if writer:
+            self._lease = Lease(self.store_path, holder)
+            try:
+                self._db = open_writer(self.store_path)
+            except BaseException:
+                self._lease.release()
+                raise
+        elif not self.store_path.exists():
+            raise WorkspaceNotFound(f"no store at {self.store_path}: add a workspace first (autodoc workspace add NAME PATH)")
+
+    # -- plumbing ------------------------------------------------------------
+
+    @property
+    def writable(self) -> bool:
+        return self._db is not None
+
+    def _writer(self) -> apsw.Connection:
+        if self._db is None:
+            raise RuntimeError("this service was opened read-only")
+        return self._db
+
+    def _reader(self) -> apsw.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = open_reader(self.store_path)
+            self._local.db = db
+            with self._readers_lock:
+                self._readers.append(db)
+        return db
+
+    def set_holder(self, holder: dict[str, Any]) -> None:
+        if self._lease:
+            self._lease.update(holder)
+
+    def add_change_listener(self, fn: ChangeListener) -> None:
+        self._listeners.append(fn)
+
+    def remove_change_listener(self, fn: ChangeListener) -> None:
+        if fn in self._listeners:
+            self._listeners.remove(fn)
+
+    def _emit(self, workspace: str, changes: list[dict]) -> None:
+        if not changes:
+            return
+        for fn in list(self._listeners):
+            try:
+                fn(workspace, changes)
+            except Exception:  # a listener's failure must not undo a committed write
+                log.exception("change listener failed")
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        with self._readers_lock:
+            for db in self._readers:
+                try:
+                    db.close()
+                except Exception:
+                    pass
+            self._readers.clear()
+        if self._db is not None:
+            with self._write_lock:
+                self._db.close()
+                self._db = None
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+
+    # -- workspaces ------------------------------------------------------------
+
+    def _ws(self, name: Any, db: apsw.Connection | None = None, field: str = "workspace") -> Workspace:
+        if not isinstance(name, str) or not name:
+            raise InvalidParams(field, "must be a workspace name")
+        db = db or (self._db if self._db is not None else self._reader())
+        row = db.execute("SELECT id, name, root, config, created FROM workspaces WHERE name=?", (name,)).fetchone()
+        if not row:
+            raise WorkspaceNotFound(f"no workspace named {name!r}", {"workspace": name})
+        return Workspace(row[0], row[1], row[2], json.loads(row[3]), row[4])
+
+    def _ws_json(self, ws: Workspace, db: apsw.Connection) -> dict[str, Any]:
+        docs, chunks = db.execute(
+            "SELECT (SELECT COUNT(*) FROM documents WHERE workspace_id=?), (SELECT COUNT(*) FROM chunks WHERE workspace_id=?)",
+            (ws.id, ws.id),
+        ).fetchone()
+        return {
+            "name": ws.name,
+            "root": ws.root,
+            "config": WorkspaceConfig.from_json(ws.config).to_json(),
+            "documents": docs,
+            "chunks": chunks,
+            "created": ws.created,
+        }
+
+    def workspace_add(self, name: Any, root: Any, config: Any = None) -> dict[str, Any]:
+        _check_name("name", name)
+        if not isinstance(root, str) or not root:
+            raise InvalidParams("root", "must be a folder path")
+        path = Path(root).expanduser()
+        if not path.is_dir():
+            raise InvalidParams("root", f"{root} is not a folder")
+        if config is not None and not isinstance(config, dict):
+            raise InvalidParams("config", "must be an object")
+        cfg = WorkspaceConfig().merged(config or {}, prefix="config")
+        db = self._writer()
+        with self._write_lock, db:
+            if db.execute("SELECT 1 FROM workspaces WHERE name=?", (name,)).fetchone():
+                raise WorkspaceExists(f"a workspace named {name!r} already exists", {"workspace": name})
+            db.execute(
+                "INSERT INTO workspaces(name, root, config, created) VALUES (?,?,?,?)",
+                (name, str(path.resolve()), json.dumps(cfg.to_json()), time.time()),
+            )
+            return self._ws_json(self._ws(name, db), db)
+
+    def workspace_remove(self, name: Any) -> dict[str, Any]:
+        db = self._writer()
+        with self._write_lock, db:
+            ws = self._ws(name, db, "name")
+            n = db.execute("SELECT COUNT(*) FROM documents WHERE workspace_id=?", (ws.id,)).fetchone()[0]
+            db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE workspace_id=?)", (ws.id,))
+            db.execute("DELETE FROM chunks WHERE workspace_id=?", (ws.id,))
+            db.execute("DELETE FROM workspaces WHERE id=?", (ws.id,))
+        return {"removed": ws.name, "documents": n}
+
+    def workspace_list(self) -> dict[str, Any]:
+        db = self._db if self._db is not None else self._reader()
+        with self._write_lock if db is self._db else _nullcontext():
+            rows = db.execute("SELECT name FROM workspaces ORDER BY name").fetchall()
+            return {"workspaces": [self._ws_json(self._ws(r[0], db), db) for r in rows]}
+
+    def workspace_configure(self, name: Any, options: Any) -> dict[str, Any]:
+        if not isinstance(options, dict):
+            raise InvalidParams("options", "must be an object")
+        db = self._writer()
+        with self._write_lock:
+            with db:
+                ws = self._ws(name, db)
+                old = WorkspaceConfig.from_json(ws.config)
+                new = old.merged(options)
+                db.execute("UPDATE workspaces SET config=? WHERE id=?", (json.dumps(new.to_json()), ws.id))
+            if new.section_tokens != old.section_tokens or new.abstract_chunk != old.abstract_chunk:
+                # chunk boundaries depend on these: re-chunk (unchanged chunks keep their rows)
+                self.index(ws.name, full=True)
+            return self._ws_json(self._ws(ws.name, db), db)
+
+    def workspace_section_size(self, name: Any, tokens: Any) -> dict[str, Any]:
+        return self.workspace_configure(name, {"section_tokens": tokens})
+
+    def workspace_status(self, name: Any) -> dict[str, Any]:
+        db = self._reader()
+        with db:  # one snapshot for every count
+            ws = self._ws(name, db)
+            cfg = WorkspaceConfig.from_json(ws.config)
+            indexed, chunks, generation = db.execute(
+                "SELECT COUNT(*), (SELECT COUNT(*) FROM chunks WHERE workspace_id=?), COALESCE(MAX(generation), 0) "
+                "FROM documents WHERE workspace_id=?",
+                (ws.id, ws.id),
+            ).fetchone()
+            skipped = [{"path": p, "reason": r} for p, r in db.execute(
+                "SELECT path, reason FROM skipped WHERE workspace_id=? ORDER BY path", (ws.id,))]
+            problems = []
+            for path, probs in db.execute(
+                "SELECT path, problems FROM documents WHERE workspace_id=? AND problems != '[]' ORDER BY path", (ws.id,)
+            ):
+                for p in json.loads(probs):
+                    problems.append({"path": path, **p})
+            broken = [{"path": s, "target": t, "line": ln} for s, t, ln in db.execute(
+                "SELECT d.path, l.target, l.line FROM links l JOIN documents d ON d.id = l.source_id "
+                "WHERE l.workspace_id=? AND l.target_path IS NULL ORDER BY d.path, l.line", (ws.id,))]
+            cursor = changelog.head(db)
+        on_disk = sum(1 for e in scan_workspace(Path(ws.root), max_bytes=cfg.max_file_bytes)) if Path(ws.root).is_dir() else 0
+        return {
+            "name": ws.name,
+            "root": ws.root,
+            "root_exists": Path(ws.root).is_dir(),
+            "files": {"on_disk": on_disk, "indexed": indexed, "skipped": skipped},
+            "chunks": chunks,
+            "generation": generation,
+            "problems": problems,
+            "broken_links": broken,
+            "embedding": {"available": False, "state": "off", "model": None, "embedded": 0, "pending": chunks,
+                          "skipped": chunks, "reason": engine.NO_MODEL_REASON},
+            "change_cursor": cursor,
+        }
+
+    # -- indexing ----------------------------------------------------------------
+
+    def _prepare(self, ws: Workspace, cfg: WorkspaceConfig, relpath: str, data: bytes):
+        text = data.decode("utf-8")
+        doc = parse_markdown(text)
+        chunks = chunk_document(text, doc, section_tokens=cfg.section_tokens, abstract_chunk=cfg.abstract_chunk)
+        return doc, chunks
+
+    def index(self, name: Any, *, full: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+        """Scan the workspace and bring the store in line with the disk.
+
+        Files are read and parsed outside the write transaction; each batch of
+        documents is written in one transaction, each document atomically.
+        `full` re-chunks every file even when its bytes are unchanged (after a
+        chunking setting changed); unchanged chunks still keep their rows.
+        """
+        started = time.monotonic()
+        db = self._writer()
+        ws = self._ws(name)
+        cfg = WorkspaceConfig.from_json(ws.config)
+        root = Path(ws.root)
+        if not root.is_dir():
+            raise InvalidParams("workspace", f"the workspace root {ws.root} is not a folder any more")
+        entries = list(scan_workspace(root, max_bytes=cfg.max_file_bytes))
+        known = {p: (h, s, m) for p, h, s, m in db.execute(
+            "SELECT path, content_hash, size, mtime_ns FROM documents WHERE workspace_id=?", (ws.id,))}
+        report = {"workspace": ws.name, "scanned": len(entries), "added": 0, "modified": 0, "deleted": 0,
+                  "renamed": 0, "unchanged": 0, "skipped": [], "chunks": 0, "seconds": 0.0}
+        on_disk: set[str] = set()
+        pending: list[tuple[str, bytes, Any, Any, int]] = []
+        skips: list[tuple[str, str]] = []
+        total = len(entries)
+        for i, e in enumerate(entries):
+            if e.skip:
+                skips.append((e.relpath, e.skip))
+                continue
+            on_disk.add(e.relpath)
+            old = known.get(e.relpath)
+            if old and not full and old[1] == e.size and old[2] == e.mtime_ns:
+                report["unchanged"] += 1
+                continue
+            try:
+                data = read_document(e.path, max_bytes=cfg.max_file_bytes)
+            except SkipFile as s:
+                skips.append((e.relpath, str(s)))
+                on_disk.discard(e.relpath)
+                continue
+            except OSError as err:  # vanished or unreadable between scan and read
+                skips.append((e.relpath, f"unreadable: {err.strerror or err}"))
+                on_disk.discard(e.relpath)
+                continue
+            if old and not full and old[0] == content_hash(data):
+                report["unchanged"] += 1
+                pending.append((e.relpath, b"", None, None, e.mtime_ns))  # refresh mtime only
+                continue
+            doc, chunks = self._prepare(ws, cfg, e.relpath, data)
+            pending.append((e.relpath, data, doc, chunks, e.mtime_ns))
+            if len(pending) >= _WRITE_BATCH:
+                self._flush(ws, pending, report, full)
+                pending = []
+            if progress:
+                progress(i + 1, total, e.relpath)
+        gone = [p for p in known if p not in on_disk]
+        self._flush(ws, pending, report, full, gone=gone, skips=skips)
+        if progress:
+            progress(total, total, "done")
+        report["skipped"] = [{"path": p, "reason": r} for p, r in skips]
+        report["chunks"] = db.execute("SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws.id,)).fetchone()[0]
+        report["seconds"] = round(time.monotonic() - started, 3)
+        return report
+
+    def _flush(self, ws: Workspace, pending: list, report: dict, full: bool, *,
+               gone: list[str] | None = None, skips: list[tuple[str, str]] | None = None) -> None:
+        db = self._writer()
+        emitted: list[dict] = []
+        with self._write_lock:
+            with db:
+                if gone:
+                    # a deleted file whose bytes reappear under a new path is a rename
+                    new_by_hash = {content_hash(d): p for p, d, doc, _, _ in pending if doc is not None}
+                    for path in gone:
+                        h = db.execute("SELECT content_hash FROM documents WHERE workspace_id=? AND path=?",
+                                       (ws.id, path)).fetchone()
+                        target = new_by_hash.pop(h[0], None) if h else None
+                        if target and not db.execute("SELECT 1 FROM documents WHERE workspace_id=? AND path=?",
+                                                     (ws.id, target)).fetchone():
+                            ch = rename_document(db, ws, path, target)
+                            report["renamed"] += 1
+                        else:
+                            ch = delete_document(db, ws, path)
+                            report["deleted"] += 1
+                        if ch:
+                            emitted.append(ch)
+                for path, data, doc, chunks, mtime_ns in pending:
+                    if doc is None:
+                        db.execute("UPDATE documents SET mtime_ns=? WHERE workspace_id=? AND path=?",
+                                   (mtime_ns, ws.id, path))
+                        continue
+                    ch = write_document(db, ws, path, data=data, doc=doc, chunks=chunks, mtime_ns=mtime_ns, force=full)
+                    if ch is None:
+                        report["unchanged"] += 1
+                    else:
+                        report["added" if ch["op"] == "add" else "renamed" if ch["op"] == "rename" else "modified"] += 1
+                        emitted.append(ch)
+                for path, reason in skips or ():
+                    ch = delete_document(db, ws, path)  # a file that became unreadable leaves the index
+                    if ch:
+                        emitted.append(ch)
+                    record_skip(db, ws, path, reason)
+                if skips is not None:
+                    keep = {p for p, _ in skips}
+                    for (p,) in db.execute("SELECT path FROM skipped WHERE workspace_id=?", (ws.id,)).fetchall():
+                        if p not in keep:
+                            db.execute("DELETE FROM skipped WHERE workspace_id=? AND path=?", (ws.id, p))
+                if emitted or gone is not None:
+                    resolve_workspace(db, ws.id)
+                    changelog.trim(db)
+        self._emit(ws.name, emitted)
+
+    def index_paths(self, name: Any, relpaths: list[str]) -> dict[str, Any]:
+        """Live index: bring just these workspace-relative paths up to date."""
+        ws = self._ws(name)
+        cfg = WorkspaceConfig.from_json(ws.config)
+        root = Path(ws.root).resolve()
+        report = {"workspace": ws.name, "scanned": 0, "added": 0, "modified": 0, "deleted": 0, "renamed": 0,
+                  "unchanged": 0, "skipped": [], "chunks": 0, "seconds": 0.0}
+        pending, gone, skips = [], [], []
+        for rel in sorted(set(relpaths)):
+            if not is_markdown_path(rel):
+                continue
+            path = root / rel
+            report["scanned"] += 1
+            if not path.exists():
+                gone.append(rel)
+                continue
+            if is_ignored(root, rel):
+                continue
+            try:
+                if not path.resolve().is_relative_to(root):
+                    raise SkipFile("symlink points outside the workspace")
+                data = read_document(path, max_bytes=cfg.max_file_bytes)
+            except SkipFile as s:
+                skips.append((rel, str(s)))
+                continue
+            except OSError:
+                gone.append(rel)
+                continue
+            doc, chunks = self._prepare(ws, cfg, rel, data)
+            pending.append((rel, data, doc, chunks, path.stat().st_mtime_ns))
+        self._flush(ws, pending, report, False, gone=gone or None, skips=skips or None)
+        report["skipped"] = [{"path": p, "reason": r} for p, r in skips]
+        return report
+
+    # -- reading -----------------------------------------------------------------
+
+    def _known_fields(self, db: apsw.Connection, ws: Workspace) -> set[str]:
+        gen = int(db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+        cached = self._fields_cache.get(ws.id)
+        if cached and cached[0] == gen:
+            return cached[1]
+        fields = {r[0] for r in db.execute("SELECT DISTINCT field FROM facets WHERE workspace_id=?", (ws.id,))}
+        self._fields_cache[ws.id] = (gen, fields)
+        return fields
+
+    def search(self, name: Any, query: Any, opts: Any = None) -> dict[str, Any]:
+        if not isinstance(query, str):
+            raise InvalidParams("query", "must be a string")
+        if len(query) > 4096:
+            raise InvalidParams("query", "must be at most 4096 characters")
+        db = self._reader()
+        with db:  # one read snapshot for the whole search
+            ws = self._ws(name, db)
+            options = parse_options(opts, WorkspaceConfig.from_json(ws.config))
+            ctx = engine.Context(db=db, ws=ws, known_fields=self._known_fields(db, ws))
+            return engine.search(ctx, query, options)
+
+    def document_read(self, name: Any, path: Any, opts: Any = None) -> dict[str, Any]:
+        if not isinstance(path, str) or not path:
+            raise InvalidParams("path", "must be a workspace-relative path")
+        if opts is not None and not isinstance(opts, dict):
+            raise InvalidParams("opts", "must be an object")
+        opts = opts or {}
+        db = self._reader()
+        with db:
+            ws = self._ws(name, db)
+            rel = _safe_relpath(ws, path)
+            row = db.execute(
+                "SELECT content, generation, line_count FROM documents WHERE workspace_id=? AND path=?", (ws.id, rel)
+            ).fetchone()
+        if not row:
+            raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
+        data: bytes = row[0]
+        start, end = 0, len(data)
+        for k in opts:
+            if k not in ("byte_start", "byte_end", "line_start", "line_end"):
+                raise InvalidParams(f"opts.{k}", "unknown option")
+        if "line_start" in opts or "line_end" in opts:
+            if "byte_start" in opts or "byte_end" in opts:
+                raise InvalidParams("opts", "give a byte span or a line span, not both")
+            lines = data.split(b"\n")
+            n = len(lines) - (1 if data.endswith(b"\n") else 0)
+            ls = _int_opt(opts, "line_start", 1, 1, max(1, n))
+            le = _int_opt(opts, "line_end", n, ls, max(1, n))
+            start = sum(len(l) + 1 for l in lines[: ls - 1])
+            end = min(len(data), sum(len(l) + 1 for l in lines[:le]))
+        else:
+            start = _int_opt(opts, "byte_start", 0, 0, len(data))
+            end = _int_opt(opts, "byte_end", len(data), start, len(data))
+        piece = data[start:end]
+        try:
+            text = piece.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidParams("opts.byte_start", "the span does not fall on UTF-8 character boundaries") from None
+        line_start = data.count(b"\n", 0, start) + 1
+        line_end = line_start + piece.count(b"\n") - (1 if piece.endswith(b"\n") and piece else 0)
+        return {"workspace": ws.name, "path": rel, "generation": row[1], "text": text, "byte_start": start,
+                "byte_end": end, "line_start": line_start, "line_end": max(line_start, line_end),
+                "total_bytes": len(data), "total_lines": row[2]}
+
+    def changes_since(self, name: Any, cursor: Any, limit: Any = 1000) -> dict[str, Any]:
+        if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
+            raise InvalidParams("cursor", "must be a non-negative integer")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not (1 <= limit <= 10000):
+            raise InvalidParams("limit", "must be an integer in 1..10000")
+        db = self._reader()
+        with db:
+            ws = self._ws(name, db)
+            return changelog.since(db, ws.name, cursor, limit)
+
+    def info(self) -> dict[str, Any]:
+        db = self._db if self._db is not None else self._reader()
+        with self._write_lock if db is self._db else _nullcontext():
+            names = [r[0] for r in db.execute("SELECT name FROM workspaces ORDER BY name")]
+        return {
+            "name": "autodoc",
+            "version": __version__,
+            "protocol_version": PROTOCOL_VERSION,
+            "store": str(self.store_path),
+            "pid": os.getpid(),
+            "writable": self.writable,
+            "stages": {"lexical": True, "semantic": False, "rerank": False},
+            "models": {"embedding": None, "ranker": None},
+            "workspaces": names,
+        }
+
+
+def _int_opt(opts: dict, key: str, default: int, lo: int, hi: int) -> int:
+    v = opts.get(key, default)
+    if not isinstance(v, int) or isinstance(v, bool) or not (lo <= v <= hi):
+        raise InvalidParams(f"opts.{key}", f"must be an integer in {lo}..{hi}")
+    return v
+
+
+def _safe_relpath(ws: Workspace, path: str) -> str:
+    """A workspace-relative path that cannot escape the root (.., absolute, symlinks out)."""
+    root = Path(ws.root).resolve()
+    p = Path(path)
+    candidate = p if p.is_absolute() else root / p
+    if ".." in Path(path).parts:
+        raise PathOutsideWorkspace(f"{path} leaves the workspace", {"path": path})
+    try:
+        resolved = candidate.resolve()
+    except OSError:
+        resolved = candidate
+    if not resolved.is_relative_to(root):
+        raise PathOutsideWorkspace(f"{path} is outside the workspace root {root}", {"path": path})
+    lexical = candidate.absolute()
+    return lexical.relative_to(root).as_posix() if lexical.is_relative_to(root) else resolved.relative_to(root).as_posix()
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False

@@ -1,0 +1,65 @@
+"""The change log: a monotonic cursor clients sync from.
+
+Entries are trimmed only when they are BOTH older than 7 days AND beyond the
+newest 100,000 — so a quiet week and a busy hour both keep enough history.
+A client whose cursor predates what was trimmed must resync (CursorExpired).
+"""
+
+from __future__ import annotations
+
+import time
+
+import apsw
+
+from ..config import CHANGELOG_KEEP_DAYS, CHANGELOG_KEEP_ENTRIES
+from ..errors import CursorExpired
+
+
+def _row(r) -> dict:
+    return {"cursor": r[0], "workspace": r[1], "path": r[2], "op": r[3], "generation": r[4],
+            "old_path": r[5], "time": r[6]}
+
+
+def head(db: apsw.Connection) -> int:
+    return db.execute("SELECT COALESCE(MAX(cursor), 0) FROM changes").fetchone()[0] or _trimmed(db)
+
+
+def _trimmed(db: apsw.Connection) -> int:
+    return int(db.execute("SELECT value FROM meta WHERE key='changes_trimmed_through'").fetchone()[0])
+
+
+def since(db: apsw.Connection, workspace: str, cursor: int, limit: int) -> dict:
+    if cursor < _trimmed(db):
+        raise CursorExpired(
+            f"cursor {cursor} is older than the retained change log (entries through {_trimmed(db)} were trimmed); "
+            "resync: read the workspace afresh, then continue from next_cursor",
+            {"oldest_cursor": _trimmed(db), "next_cursor": head(db)},
+        )
+    rows = db.execute(
+        "SELECT cursor, workspace, path, op, generation, old_path, time FROM changes "
+        "WHERE cursor > ? AND workspace = ? ORDER BY cursor LIMIT ?",
+        (cursor, workspace, limit + 1),
+    ).fetchall()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    # next_cursor advances past other workspaces' entries too, so polling stays cheap
+    nxt = rows[-1][0] if more else max(cursor, head(db))
+    return {"changes": [_row(r) for r in rows], "next_cursor": nxt, "has_more": more}
+
+
+def trim(db: apsw.Connection, *, now: float | None = None,
+         keep_days: float = CHANGELOG_KEEP_DAYS, keep_entries: int = CHANGELOG_KEEP_ENTRIES) -> int:
+    """Delete entries past both limits; return how many. Caller holds the transaction."""
+    now = time.time() if now is None else now
+    newest = db.execute("SELECT COALESCE(MAX(cursor), 0) FROM changes").fetchone()[0]
+    cutoff_cursor = newest - keep_entries
+    cutoff_time = now - keep_days * 86400
+    last = db.execute(
+        "SELECT MAX(cursor) FROM changes WHERE cursor <= ? AND time < ?", (cutoff_cursor, cutoff_time)
+    ).fetchone()[0]
+    if not last:
+        return 0
+    n = db.execute("SELECT COUNT(*) FROM changes WHERE cursor <= ? AND time < ?", (last, cutoff_time)).fetchone()[0]
+    db.execute("DELETE FROM changes WHERE cursor <= ?", (last,))
+    db.execute("UPDATE meta SET value=? WHERE key='changes_trimmed_through'", (str(last),))
+    return n

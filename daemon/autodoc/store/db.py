@@ -1,0 +1,46 @@
+"""Opening connections: every connection gets apsw's best practice (WAL, busy
+timeout, foreign keys). One writer connection; readers open one per thread."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import apsw
+import apsw.bestpractice
+
+from .migrations import migrate, schema_version, MIGRATIONS
+from ..errors import StoreTooNew
+
+_FLAGS_RW = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+
+
+_applied = False
+
+
+def _ensure_bestpractice() -> None:
+    # apply() installs hooks for every connection opened afterwards, process-wide.
+    global _applied
+    if not _applied:
+        apsw.bestpractice.apply(apsw.bestpractice.recommended)
+        _applied = True
+
+
+def open_writer(path: Path) -> apsw.Connection:
+    _ensure_bestpractice()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = apsw.Connection(str(path), flags=_FLAGS_RW)
+    db.execute("PRAGMA synchronous = NORMAL")
+    migrate(db)
+    return db
+
+
+def open_reader(path: Path) -> apsw.Connection:
+    _ensure_bestpractice()
+    if not path.exists():
+        raise FileNotFoundError(f"no store at {path}")
+    db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    version = schema_version(db)
+    if version > len(MIGRATIONS):
+        raise StoreTooNew(f"the store's schema is version {version}, newer than this AutoDoc understands ({len(MIGRATIONS)})")
+    return db

@@ -1,0 +1,219 @@
+"""Writing documents: one generation per change, in the caller's transaction.
+
+Input: a parsed document and its chunks (from ingest). Output: rows in
+documents / chunks / chunks_fts / facets / links, and a change-log entry.
+Chunks whose text hash is unchanged keep their row (and so their vectors and
+FTS entry); only their spans are updated when an edit above them moved them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import apsw
+
+from ..ingest.types import Chunk, ParsedDocument
+from ..search.fts import fts_text
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: int
+    name: str
+    root: str
+    config: dict[str, Any]
+    created: float
+
+
+def next_generation(db: apsw.Connection) -> int:
+    gen = int(db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+    db.execute("UPDATE meta SET value=? WHERE key='generation'", (str(gen),))
+    return gen
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def log_change(db: apsw.Connection, workspace: str, path: str, op: str, generation: int, old_path: str | None = None) -> dict:
+    now = time.time()
+    db.execute(
+        "INSERT INTO changes(workspace, path, op, generation, old_path, time) VALUES (?,?,?,?,?,?)",
+        (workspace, path, op, generation, old_path, now),
+    )
+    cursor = db.last_insert_rowid()
+    return {"cursor": cursor, "workspace": workspace, "path": path, "op": op,
+            "generation": generation, "old_path": old_path, "time": now}
+
+
+def _meta_text(doc: ParsedDocument) -> str:
+    return fts_text(" ".join([*doc.aliases, *doc.tags]))
+
+
+def _facet_rows(doc: ParsedDocument) -> Iterable[tuple[str, str]]:
+    """Frontmatter scalars and lists of scalars become (field, value) facets;
+    values are lowercased strings (typed facets come with a schema)."""
+    for key, value in doc.frontmatter.items():
+        field = str(key).lower()
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, (str, int, float, bool)) and not isinstance(v, dict):
+                sv = str(v).lower() if not isinstance(v, bool) else ("true" if v else "false")
+                yield field, sv
+    for t in doc.tags:
+        yield "tag", t.lower()
+
+
+def write_document(
+    db: apsw.Connection,
+    ws: Workspace,
+    path: str,
+    *,
+    data: bytes,
+    doc: ParsedDocument,
+    chunks: list[Chunk],
+    mtime_ns: int,
+    old_path: str | None = None,
+    force: bool = False,
+) -> dict | None:
+    """Write a new generation of `path` (or its first). Returns the change, or
+    None when the content is unchanged. Caller holds the transaction."""
+    chash = content_hash(data)
+    row = db.execute(
+        "SELECT id, content_hash, tags, aliases FROM documents WHERE workspace_id=? AND path=?",
+        (ws.id, path),
+    ).fetchone()
+    if row and row[1] == chash:
+        if not force:
+            return None
+        old_sig = db.execute(
+            "SELECT text_hash, kind, byte_start, byte_end FROM chunks WHERE document_id=? ORDER BY ordinal", (row[0],)
+        ).fetchall()
+        if old_sig == [(c.text_hash, c.kind, c.byte_start, c.byte_end) for c in chunks]:
+            return None
+    gen = next_generation(db)
+    title = doc.title or path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    line_count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    fields = (
+        gen, chash, len(data), mtime_ns, title, doc.status, json.dumps(doc.tags), json.dumps(doc.aliases),
+        json.dumps(doc.frontmatter, default=str), json.dumps(doc.supersedes), json.dumps(doc.superseded_by),
+        json.dumps([{"line": p.line, "message": p.message, "code": p.code} for p in doc.problems]),
+        line_count, data, time.time(),
+    )
+    meta_text = _meta_text(doc)
+    if row:
+        doc_id = row[0]
+        meta_changed = (json.loads(row[2]), json.loads(row[3])) != (doc.tags, doc.aliases)
+        db.execute(
+            """UPDATE documents SET generation=?, content_hash=?, size=?, mtime_ns=?, title=?, status=?, tags=?,
+               aliases=?, frontmatter=?, supersedes=?, superseded_by=?, problems=?, line_count=?, content=?, indexed_at=?
+               WHERE id=?""",
+            (*fields, doc_id),
+        )
+        op = "modify"
+    else:
+        db.execute(
+            """INSERT INTO documents(generation, content_hash, size, mtime_ns, title, status, tags, aliases,
+               frontmatter, supersedes, superseded_by, problems, line_count, content, indexed_at, workspace_id, path)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+            (*fields, ws.id, path),
+        )
+        doc_id = db.last_insert_rowid()
+        meta_changed = False
+        op = "rename" if old_path else "add"
+
+    _write_chunks(db, ws, doc_id, gen, title, meta_text, chunks, refresh_fts=meta_changed)
+
+    db.execute("DELETE FROM facets WHERE document_id=?", (doc_id,))
+    db.executemany(
+        "INSERT INTO facets(document_id, workspace_id, field, value) VALUES (?,?,?,?)",
+        [(doc_id, ws.id, f, v) for f, v in dict.fromkeys(_facet_rows(doc))],
+    )
+    db.execute("DELETE FROM links WHERE source_id=?", (doc_id,))
+    db.executemany(
+        "INSERT INTO links(source_id, workspace_id, target, kind, line, label, anchor) VALUES (?,?,?,?,?,?,?)",
+        [(doc_id, ws.id, l.target, l.kind, l.line, l.label, l.anchor) for l in doc.links],
+    )
+    db.execute("DELETE FROM skipped WHERE workspace_id=? AND path=?", (ws.id, path))
+    return log_change(db, ws.name, path, op, gen, old_path)
+
+
+def _write_chunks(
+    db: apsw.Connection, ws: Workspace, doc_id: int, gen: int, title: str, meta_text: str,
+    chunks: list[Chunk], *, refresh_fts: bool,
+) -> None:
+    old: dict[str, list[tuple]] = {}
+    for cid, text_hash, kind, ordinal, bs, be, ls, le in db.execute(
+        "SELECT id, text_hash, kind, ordinal, byte_start, byte_end, line_start, line_end FROM chunks "
+        "WHERE document_id=? ORDER BY ordinal",
+        (doc_id,),
+    ):
+        old.setdefault(text_hash + kind, []).append((cid, ordinal, bs, be, ls, le))
+    title_fts = fts_text(title)
+    for c in chunks:
+        reuse = old.get(c.text_hash + c.kind)
+        if reuse:
+            cid, ordinal, bs, be, ls, le = reuse.pop(0)
+            if (ordinal, bs, be, ls, le) != (c.ordinal, c.byte_start, c.byte_end, c.line_start, c.line_end):
+                db.execute(
+                    "UPDATE chunks SET ordinal=?, byte_start=?, byte_end=?, line_start=?, line_end=? WHERE id=?",
+                    (c.ordinal, c.byte_start, c.byte_end, c.line_start, c.line_end, cid),
+                )
+            if refresh_fts:
+                db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
+                db.execute(
+                    "INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)",
+                    (cid, title_fts, fts_text(c.breadcrumb), meta_text, fts_text(c.text)),
+                )
+            continue
+        db.execute(
+            """INSERT INTO chunks(document_id, workspace_id, generation, ordinal, kind, breadcrumb, text,
+               byte_start, byte_end, line_start, line_end, text_hash, tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+            (doc_id, ws.id, gen, c.ordinal, c.kind, c.breadcrumb, c.text, c.byte_start, c.byte_end,
+             c.line_start, c.line_end, c.text_hash, c.tokens),
+        )
+        cid = db.last_insert_rowid()
+        db.execute(
+            "INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)",
+            (cid, title_fts, fts_text(c.breadcrumb), meta_text, fts_text(c.text)),
+        )
+    stale = [r[0] for rows in old.values() for r in rows]
+    for cid in stale:
+        db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
+    if stale:
+        db.executemany("DELETE FROM chunks WHERE id=?", [(cid,) for cid in stale])
+
+
+def delete_document(db: apsw.Connection, ws: Workspace, path: str) -> dict | None:
+    row = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws.id, path)).fetchone()
+    if not row:
+        return None
+    doc_id = row[0]
+    for (cid,) in db.execute("SELECT id FROM chunks WHERE document_id=?", (doc_id,)).fetchall():
+        db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
+    db.execute("DELETE FROM documents WHERE id=?", (doc_id,))  # chunks, facets, links cascade
+    gen = next_generation(db)
+    return log_change(db, ws.name, path, "delete", gen)
+
+
+def rename_document(db: apsw.Connection, ws: Workspace, old: str, new: str) -> dict | None:
+    """A move with the same content keeps its rows (and vectors): only the path changes."""
+    row = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws.id, old)).fetchone()
+    if not row:
+        return None
+    db.execute("DELETE FROM documents WHERE workspace_id=? AND path=?", (ws.id, new))
+    gen = next_generation(db)
+    db.execute("UPDATE documents SET path=?, generation=? WHERE id=?", (new, gen, row[0]))
+    return log_change(db, ws.name, new, "rename", gen, old)
+
+
+def record_skip(db: apsw.Connection, ws: Workspace, path: str, reason: str) -> None:
+    db.execute(
+        "INSERT INTO skipped(workspace_id, path, reason) VALUES (?,?,?) "
+        "ON CONFLICT(workspace_id, path) DO UPDATE SET reason=excluded.reason",
+        (ws.id, path, reason),
+    )

@@ -1,0 +1,90 @@
+"""Link resolution: raw link targets → document paths in the same workspace.
+
+A target resolves, in order, as: a relative path from the linking file (with
+or without `.md`), a workspace-relative path, a file stem, a title, an alias,
+or an ADR number ("ADR 0203", "0203", "adr-203" → frontmatter `adr: 203`).
+Resolution runs after each index job over the whole workspace, so a link
+written before its target existed resolves once the target appears.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+
+import apsw
+
+_ADR_NUM = re.compile(r"^(?:adr[\s_-]*)?0*(\d{1,6})$", re.I)
+
+
+def _norm(s: str) -> str:
+    return " ".join(s.lower().split())
+
+
+def build_resolver(docs: list[tuple[str, str, list[str], dict]]):
+    """docs: (path, title, aliases, frontmatter). Returns resolve(source_path, target)."""
+    paths = {p: p for p, *_ in docs}
+    lower_paths = {p.lower(): p for p, *_ in docs}
+    by_stem: dict[str, str] = {}
+    by_title: dict[str, str] = {}
+    by_alias: dict[str, str] = {}
+    by_adr: dict[int, str] = {}
+    for p, title, aliases, fm in sorted(docs):
+        stem = posixpath.splitext(posixpath.basename(p))[0].lower()
+        by_stem.setdefault(stem, p)
+        if title:
+            by_title.setdefault(_norm(title), p)
+        for a in aliases:
+            by_alias.setdefault(_norm(str(a)), p)
+        num = fm.get("adr") if isinstance(fm, dict) else None
+        if isinstance(num, (int, str)) and str(num).strip().lstrip("0").isdigit():
+            by_adr.setdefault(int(str(num).strip()), p)
+        m = re.match(r"^(?:adr[-_ ]?)?(\d{3,6})\b", posixpath.basename(p), re.I)
+        if m:
+            by_adr.setdefault(int(m.group(1)), p)
+
+    def resolve(source: str, target: str) -> str | None:
+        t = target.strip()
+        if not t:
+            return None
+        base = posixpath.dirname(source)
+        for cand in (posixpath.normpath(posixpath.join(base, t)), posixpath.normpath(t.lstrip("/"))):
+            for c in (cand, cand + ".md", cand + ".markdown"):
+                if c in paths:
+                    return c
+                if c.lower() in lower_paths:
+                    return lower_paths[c.lower()]
+        n = _norm(t)
+        stem = posixpath.splitext(posixpath.basename(t))[0].lower()
+        for table, key in ((by_stem, stem), (by_title, n), (by_alias, n)):
+            if key in table:
+                return table[key]
+        m = _ADR_NUM.match(n.replace("adr ", "adr"))
+        if m and int(m.group(1)) in by_adr:
+            return by_adr[int(m.group(1))]
+        return None
+
+    return resolve
+
+
+def resolve_workspace(db: apsw.Connection, workspace_id: int) -> int:
+    """Recompute every link's target_path in the workspace; return how many changed."""
+    docs = [
+        (p, t, json.loads(a), json.loads(f))
+        for p, t, a, f in db.execute(
+            "SELECT path, title, aliases, frontmatter FROM documents WHERE workspace_id=?", (workspace_id,)
+        )
+    ]
+    resolve = build_resolver(docs)
+    updates = []
+    for rowid, source, target, current in db.execute(
+        "SELECT l.rowid, d.path, l.target, l.target_path FROM links l JOIN documents d ON d.id = l.source_id "
+        "WHERE l.workspace_id=?",
+        (workspace_id,),
+    ):
+        new = resolve(source, target)
+        if new != current:
+            updates.append((new, rowid))
+    db.executemany("UPDATE links SET target_path=? WHERE rowid=?", updates)
+    return len(updates)

@@ -1,0 +1,141 @@
+"""Ordered schema migrations, applied under PRAGMA user_version in one transaction.
+
+Each migration is a named function; the list index + 1 is the version it
+produces. A store written by a newer AutoDoc (user_version beyond the list) is
+refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import apsw
+
+from ..errors import StoreTooNew
+
+
+def _m001_initial(db: apsw.Connection) -> None:
+    db.execute(
+        """
+        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE workspaces(
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            root TEXT NOT NULL,
+            config TEXT NOT NULL,
+            created REAL NOT NULL
+        );
+        CREATE TABLE documents(
+            id INTEGER PRIMARY KEY,
+            workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+            path TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            content_hash TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            status TEXT,
+            tags TEXT NOT NULL,
+            aliases TEXT NOT NULL,
+            frontmatter TEXT NOT NULL,
+            supersedes TEXT NOT NULL,
+            superseded_by TEXT NOT NULL,
+            problems TEXT NOT NULL,
+            line_count INTEGER NOT NULL,
+            content BLOB NOT NULL,
+            indexed_at REAL NOT NULL,
+            UNIQUE(workspace_id, path)
+        );
+        CREATE TABLE chunks(
+            id INTEGER PRIMARY KEY,
+            document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            workspace_id INTEGER NOT NULL,
+            generation INTEGER NOT NULL,
+            ordinal INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            breadcrumb TEXT NOT NULL,
+            text TEXT NOT NULL,
+            byte_start INTEGER NOT NULL,
+            byte_end INTEGER NOT NULL,
+            line_start INTEGER NOT NULL,
+            line_end INTEGER NOT NULL,
+            text_hash TEXT NOT NULL,
+            tokens INTEGER NOT NULL
+        );
+        CREATE INDEX chunks_by_document ON chunks(document_id, ordinal);
+        CREATE INDEX chunks_by_hash ON chunks(workspace_id, text_hash);
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            title, breadcrumb, meta, body,
+            content='', contentless_delete=1,
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TABLE facets(
+            document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            workspace_id INTEGER NOT NULL,
+            field TEXT NOT NULL,
+            value TEXT NOT NULL
+        );
+        CREATE INDEX facets_by_value ON facets(workspace_id, field, value);
+        CREATE INDEX facets_by_document ON facets(document_id);
+        CREATE TABLE links(
+            source_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            workspace_id INTEGER NOT NULL,
+            target TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            line INTEGER NOT NULL,
+            label TEXT NOT NULL,
+            anchor TEXT NOT NULL,
+            target_path TEXT
+        );
+        CREATE INDEX links_by_source ON links(source_id);
+        CREATE INDEX links_by_target ON links(workspace_id, target_path);
+        CREATE TABLE skipped(
+            workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+            path TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            PRIMARY KEY(workspace_id, path)
+        ) WITHOUT ROWID;
+        CREATE TABLE changes(
+            cursor INTEGER PRIMARY KEY AUTOINCREMENT,
+            workspace TEXT NOT NULL,
+            path TEXT NOT NULL,
+            op TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            old_path TEXT,
+            time REAL NOT NULL
+        );
+        CREATE INDEX changes_by_time ON changes(time);
+        CREATE TABLE vectors(
+            workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+            model_fp TEXT NOT NULL,
+            text_hash TEXT NOT NULL,
+            f32 BLOB NOT NULL,
+            bits BLOB NOT NULL,
+            PRIMARY KEY(workspace_id, model_fp, text_hash)
+        ) WITHOUT ROWID;
+        INSERT INTO meta(key, value) VALUES ('generation', '0'), ('changes_trimmed_through', '0');
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_m001_initial]
+
+
+def schema_version(db: apsw.Connection) -> int:
+    return db.execute("PRAGMA user_version").fetchone()[0]
+
+
+def migrate(db: apsw.Connection) -> int:
+    """Bring the schema up to date; return the version. Refuse a newer store."""
+    target = len(MIGRATIONS)
+    with db:
+        current = schema_version(db)
+        if current > target:
+            raise StoreTooNew(
+                f"the store's schema is version {current}, newer than this AutoDoc understands ({target}); "
+                "upgrade AutoDoc or point --store at another file"
+            )
+        for version in range(current, target):
+            MIGRATIONS[version](db)
+            db.execute(f"PRAGMA user_version = {version + 1}")
+    return target
