@@ -257,6 +257,8 @@ class Service:
     def _prepare(self, ws: Workspace, cfg: WorkspaceConfig, relpath: str, data: bytes):
         text = data.decode("utf-8")
         doc = parse_markdown(text)
+        if not doc.title:  # no frontmatter title and no H1: the file name stands in, breadcrumbs too
+            doc.title = relpath.rsplit("/", 1)[-1].rsplit(".", 1)[0]
         chunks = chunk_document(text, doc, section_tokens=cfg.section_tokens, abstract_chunk=cfg.abstract_chunk)
         return doc, chunks
 

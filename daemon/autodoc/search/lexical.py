@@ -4,7 +4,8 @@ Column weights: title 3, breadcrumb 2, aliases+tags 2, body 1 — structure
 outranks prose, as the spec asks, without burying a body-only match.
 Words are ANDed first; when that finds fewer chunks than the caller asked for
 (a question, a pasted sentence), the leg relaxes to any of the words with
-stopwords dropped. The caller learns which ran.
+stopwords dropped; the chunks that had every word stay on top, in their BM25
+order, and the relaxed matches follow. The caller learns which ran.
 """
 
 from __future__ import annotations
@@ -44,5 +45,7 @@ def run_lexical(
         if relaxed and relaxed != match:
             more = db.execute(sql, (relaxed, workspace_id, *filt.params, top)).fetchall()
             if len(more) > len(rows):
-                rows, used = more, "any"
+                strict = {cid for cid, _ in rows}
+                rows = rows + [r for r in more if r[0] not in strict][: top - len(rows)]
+                used = "any"
     return [LegHit(cid, round(-s, 6)) for cid, s in rows], used

@@ -1,0 +1,361 @@
+"""Embedding providers: the shared protocol, the meter, the error and the factory.
+
+A provider turns strings into L2-normalised float32 rows. The caller builds the
+text (``breadcrumb + "\\n" + text``, see TEXT_TEMPLATE); the provider only
+embeds strings. ``fingerprint`` identifies everything that changes the vectors
+(model bytes, pooling, max length, text template, dimension): stored vectors
+whose fingerprint differs from the active provider's must be re-embedded.
+
+Providers are called from worker threads: ``embed`` is thread-safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ..errors import EmbedFailed, InvalidParams
+
+# How the caller joins a chunk's breadcrumb and text before embedding. It is
+# part of every fingerprint: changing it must invalidate stored vectors.
+TEXT_TEMPLATE = "{breadcrumb}\n{text}"
+
+QUERY_CACHE_SIZE = 256
+
+
+class ProviderDown(EmbedFailed):
+    """The provider cannot embed right now: unreachable, timed out, model files
+    missing, or the server answered with an error. The message says why.
+
+    Subclasses EmbedFailed (-32067) so that, if it ever reaches the RPC layer
+    uncaught, the client sees a meaningful code rather than -32603; callers
+    catch ProviderDown itself."""
+
+    def __init__(self, message: str, *, provider: str = "", retryable: bool = True):
+        super().__init__(message, {"provider": provider} if provider else None)
+        self.provider = provider
+        # False when retrying cannot help without a change (missing model,
+        # bad API key, unknown model name): the queue may then stop trying.
+        self.retryable = retryable
+
+
+class Meter:
+    """Thread-safe usage counters for one provider."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.texts = 0
+        self.tokens = 0
+        self.seconds = 0.0
+        self.errors = 0
+        self.last_error = ""
+        self.last_error_at: float | None = None
+
+    def record(self, texts: int, tokens: int, seconds: float) -> None:
+        with self._lock:
+            self.calls += 1
+            self.texts += texts
+            self.tokens += tokens
+            self.seconds += seconds
+
+    def error(self, message: str) -> None:
+        with self._lock:
+            self.errors += 1
+            self.last_error = message
+            self.last_error_at = time.time()
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "calls": self.calls,
+                "texts": self.texts,
+                "tokens": self.tokens,
+                "seconds": round(self.seconds, 6),
+                "errors": self.errors,
+                "last_error": self.last_error,
+                "last_error_at": self.last_error_at,
+                "texts_per_second": round(self.texts / self.seconds, 3) if self.seconds > 0 else None,
+            }
+
+
+@runtime_checkable
+class Provider(Protocol):
+    kind: str          # "onnx" | "http"
+    name: str          # model name, e.g. "all-MiniLM-L6-v2"
+    max_tokens: int
+    meter: Meter
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def make_fingerprint(parts: Mapping[str, Any]) -> str:
+    """sha256 over a canonical JSON rendering of `parts` (hex)."""
+    blob = json.dumps(dict(parts), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()
+
+
+def l2_normalise(mat: np.ndarray) -> np.ndarray:
+    """Row-normalise in place (float32); all-zero rows stay zero."""
+    mat = np.ascontiguousarray(mat, dtype=np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", mat, mat))
+    norms[norms == 0] = 1.0
+    mat /= norms[:, None]
+    return mat
+
+
+class _LRU:
+    """A tiny thread-safe LRU map (text -> read-only vector)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._data: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> np.ndarray | None:
+        with self._lock:
+            v = self._data.get(key)
+            if v is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+            return v
+
+    def put(self, key: str, value: np.ndarray) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+class BaseProvider:
+    """Shared behaviour: the query cache, describe(), the meter wrapper."""
+
+    kind = "base"
+    name = ""
+    max_tokens = 0
+
+    def __init__(self) -> None:
+        self.meter = Meter()
+        self._query_cache = _LRU(QUERY_CACHE_SIZE)
+
+    # subclasses implement: dim, fingerprint, _embed(texts) -> (matrix, tokens), count_tokens
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 [len(texts), dim], L2-normalised rows, in input order.
+        Raises ProviderDown."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of strings, not a string")
+        texts = list(texts)
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"embed() takes strings, got {type(t).__name__}")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._metered(len(texts)) as m:
+            out, tokens = self._embed(texts)
+            m["tokens"] = tokens
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One query vector [dim] (read-only), from a 256-entry LRU cache:
+        live-typed queries repeat."""
+        v = self._query_cache.get(text)
+        if v is None:
+            v = self.embed([text])[0].copy()
+            v.setflags(write=False)
+            self._query_cache.put(text, v)
+        return v
+
+    def _embed(self, texts: list[str]) -> tuple[np.ndarray, int]:  # pragma: no cover
+        raise NotImplementedError
+
+    @contextmanager
+    def _metered(self, n: int) -> Iterator[dict[str, int]]:
+        box = {"tokens": 0}
+        t0 = time.perf_counter()
+        try:
+            yield box
+        except ProviderDown as e:
+            if not getattr(e, "counted", False):  # the http client counts each failed attempt itself
+                self.meter.error(str(e))
+            raise
+        except Exception as e:  # an unexpected failure still counts
+            self.meter.error(f"{type(e).__name__}: {e}")
+            raise
+        self.meter.record(n, box["tokens"], time.perf_counter() - t0)
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "provider": self.kind,
+            "name": self.name,
+            "max_tokens": self.max_tokens,
+        }
+        try:
+            d["dim"] = self.dim
+            d["fingerprint"] = self.fingerprint
+        except ProviderDown as e:  # http provider whose dimension is still unknown
+            d["dim"] = None
+            d["fingerprint"] = None
+            d["error"] = str(e)
+        d["meter"] = self.meter.snapshot()
+        d["query_cache"] = {"size": self._query_cache.size, "hits": self._query_cache.hits,
+                            "misses": self._query_cache.misses}
+        d.update(self._describe_extra())
+        return d
+
+    def _describe_extra(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        self._query_cache.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# -- config --------------------------------------------------------------------
+
+def _check_int(cfg: Mapping[str, Any], key: str, field: str, lo: int, hi: int, default: int | None) -> int | None:
+    if key not in cfg or cfg[key] is None:
+        return default
+    v = cfg[key]
+    if not isinstance(v, int) or isinstance(v, bool) or not (lo <= v <= hi):
+        raise InvalidParams(f"{field}.{key}", f"must be an integer in {lo}..{hi}")
+    return v
+
+
+def _check_number(cfg: Mapping[str, Any], key: str, field: str, lo: float, hi: float, default: float) -> float:
+    if key not in cfg or cfg[key] is None:
+        return default
+    v = cfg[key]
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not (lo < v <= hi):
+        raise InvalidParams(f"{field}.{key}", f"must be a number in ({lo}, {hi}]")
+    return float(v)
+
+
+def _check_str(cfg: Mapping[str, Any], key: str, field: str, default: str | None, required: bool = False) -> str | None:
+    if key not in cfg or cfg[key] is None:
+        if required:
+            raise InvalidParams(f"{field}.{key}", "is required")
+        return default
+    v = cfg[key]
+    if not isinstance(v, str) or not v.strip():
+        raise InvalidParams(f"{field}.{key}", "must be a non-empty string")
+    return v.strip()
+
+
+def _refuse_unknown(cfg: Mapping[str, Any], known: set[str], field: str) -> None:
+    for key in cfg:
+        if key not in known:
+            raise InvalidParams(f"{field}.{key}", f"unknown option (known: {', '.join(sorted(known))})")
+
+
+ONNX_KEYS = {"provider", "max_tokens", "batch_size", "threads"}
+HTTP_KEYS = {"provider", "url", "model", "timeout", "retries", "api_key_env", "dim", "max_tokens", "batch_size"}
+
+
+def validate_config(config: Mapping[str, Any] | None, field: str = "embedding") -> dict[str, Any]:
+    """Check an embedding config and return it normalised with defaults filled.
+    Raises InvalidParams naming the field. {"provider": "none"} stays as is."""
+    if config is None:
+        config = {}
+    if not isinstance(config, Mapping):
+        raise InvalidParams(field, "must be an object")
+    kind = config.get("provider", "onnx")
+    if kind is None:
+        kind = "onnx"
+    if not isinstance(kind, str) or kind not in ("onnx", "http", "none"):
+        raise InvalidParams(f"{field}.provider", 'must be one of "onnx", "http", "none"')
+    if kind == "none":
+        _refuse_unknown(config, {"provider"}, field)
+        return {"provider": "none"}
+    if kind == "onnx":
+        _refuse_unknown(config, ONNX_KEYS, field)
+        return {
+            "provider": "onnx",
+            "max_tokens": _check_int(config, "max_tokens", field, 8, 512, 256),
+            "batch_size": _check_int(config, "batch_size", field, 1, 1024, 32),
+            "threads": _check_int(config, "threads", field, 1, 256, None),
+        }
+    _refuse_unknown(config, HTTP_KEYS, field)
+    from .http import normalise_url  # local: keeps httpx out of onnx-only imports
+
+    url = _check_str(config, "url", field, None, required=True)
+    assert url is not None
+    url = normalise_url(url, f"{field}.url")
+    model = _check_str(config, "model", field, None, required=True)
+    env = _check_str(config, "api_key_env", field, None)
+    if env is not None and not env.replace("_", "a").isalnum():
+        raise InvalidParams(f"{field}.api_key_env", "must be an environment variable name")
+    return {
+        "provider": "http",
+        "url": url,
+        "model": model,
+        "timeout": _check_number(config, "timeout", field, 0.0, 3600.0, 30.0),
+        "retries": _check_int(config, "retries", field, 0, 10, 2),
+        "api_key_env": env,
+        "dim": _check_int(config, "dim", field, 1, 65536, None),
+        "max_tokens": _check_int(config, "max_tokens", field, 8, 1_000_000, 512),
+        "batch_size": _check_int(config, "batch_size", field, 1, 4096, 32),
+    }
+
+
+def make_provider(config: Mapping[str, Any] | None, field: str = "embedding") -> Provider | None:
+    """Build a provider from a workspace's `embedding` config.
+
+    {"provider": "onnx"} (default; options max_tokens, batch_size, threads)
+    {"provider": "http", "url": ..., "model": ..., "timeout": s, "retries": n,
+     "api_key_env": "ENV", "dim": n, "max_tokens": n, "batch_size": n}
+    {"provider": "none"} -> None.
+
+    Bad config -> InvalidParams naming the field. A missing model (onnx) ->
+    ProviderDown, raised here because nothing could work without it. Nothing
+    is fetched over the network here: the http provider connects on first use.
+    """
+    cfg = validate_config(config, field)
+    if cfg["provider"] == "none":
+        return None
+    if cfg["provider"] == "onnx":
+        from .onnx import OnnxProvider
+
+        return OnnxProvider(max_tokens=cfg["max_tokens"], batch_size=cfg["batch_size"], threads=cfg["threads"])
+    from .http import HttpProvider
+
+    return HttpProvider(
+        url=cfg["url"], model=cfg["model"], timeout=cfg["timeout"], retries=cfg["retries"],
+        api_key_env=cfg["api_key_env"], dim=cfg["dim"], max_tokens=cfg["max_tokens"],
+        batch_size=cfg["batch_size"],
+    )

@@ -1,0 +1,23 @@
+"""Stage 3 (StageRerank) providers: cross-encoder rankers.
+
+``make_ranker(config)`` builds one from a workspace's ``ranker`` config;
+``Ranker.score(query, passages)`` returns one float per passage (higher = more
+relevant) or raises ``RankerDown`` with a reason for the answer's rank.error.
+Providers live in ``rank.onnx`` (local model folder) and ``rank.http`` (TEI or
+Cohere-compatible server); both are imported lazily by make_ranker.
+"""
+
+from .base import (
+    Meter,
+    Ranker,
+    RankerCancelled,
+    RankerDown,
+    default_timeout,
+    make_ranker,
+    validate_config,
+)
+
+__all__ = [
+    "Meter", "Ranker", "RankerCancelled", "RankerDown", "default_timeout", "make_ranker",
+    "validate_config",
+]

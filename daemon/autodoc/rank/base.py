@@ -1,0 +1,264 @@
+"""Stage 3 (StageRerank): the ranker contract, its meter, and the factory.
+
+A ranker is a cross-encoder provider. Input: one query and the passages of the
+top fused window (breadcrumb + body text, already assembled by the caller).
+Output: one float per passage, in input order, higher = more relevant. The
+search layer re-sorts the window by these scores; a ranker that fails raises
+RankerDown with a reason the answer's ``rank.error`` can show as is.
+
+Providers (``ranker`` in the workspace config):
+
+    {"provider": "none"}                                   -> no ranker
+    {"provider": "onnx", "path": "/abs/folder",            -> local cross-encoder
+     "max_length": 512, "batch": 16, "threads": 0,
+     "model": "name shown in answers", "timeout": s}
+    {"provider": "http", "url": "http://host:8080",        -> TEI or Cohere-style server
+     "api": "tei" | "cohere", "model": "...",
+     "api_key_env": "ENV_VAR", "timeout": s, "batch": n}
+
+``window`` (the search option) may sit in the same dict and is ignored here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+# One meter class for every provider (spec §5: ranker calls are metered like a
+# provider's), so status output has one shape. For a ranker, ``texts`` counts
+# the (query, passage) pairs scored and ``tokens`` the tokens fed to a local
+# model (0 for HTTP: the server does not say). ``record`` is called on success,
+# ``error`` on a failure; a cancelled call records neither.
+from ..embed.base import Meter
+from ..errors import InvalidParams
+
+__all__ = [
+    "Meter", "RankerDown", "RankerCancelled", "Ranker", "make_ranker", "validate_config",
+    "default_timeout", "find_model_files", "DEFAULT_MAX_LENGTH", "DEFAULT_ONNX_BATCH",
+    "DEFAULT_HTTP_TIMEOUT", "DEFAULT_TEI_BATCH", "DEFAULT_COHERE_BATCH",
+]
+
+DEFAULT_MAX_LENGTH = 512      # MODELS.md recipe: truncate pairs at 512, only the passage side
+DEFAULT_ONNX_BATCH = 16       # ~1 s of MiniLM-L6 work at 256 tokens here: the cancel/timeout granularity
+DEFAULT_HTTP_TIMEOUT = 30.0   # only when neither the caller nor the config gives one
+DEFAULT_TEI_BATCH = 32        # TEI's default --max-client-batch-size; a window of 40 would get a 422
+DEFAULT_COHERE_BATCH = 100    # the window's maximum: one request per search
+
+# Throughput used by default_timeout(): pairs per second of a MiniLM-L6
+# cross-encoder on this 2-core machine for ~350-token sections (MODELS.md:
+# 15-24/s at 256 tokens, 8-9/s at 512; sections are 350 tokens by default).
+_PAIRS_PER_SECOND = 12.0
+_HEADROOM = 1.5               # indexing/embedding may share the two cores with a search
+_OVERHEAD_S = 1.0             # tokenisation, first-run allocation, thread wake-ups
+
+
+def default_timeout(window: int, *, pairs_per_second: float = _PAIRS_PER_SECOND,
+                    headroom: float = _HEADROOM, overhead: float = _OVERHEAD_S) -> float:
+    """Seconds to give a ranker for a window of ``window`` passages.
+
+    timeout = overhead + headroom * window / pairs_per_second
+            = 1.0 + 1.5 * window / 12  = 1 + window / 8    (defaults)
+
+    window 10 -> 2.25 s, 20 -> 3.5 s, 40 -> 6.0 s, 100 -> 13.5 s. The expected
+    time of a window of 40 with MiniLM-L6 here is 2-3 s (256-token pairs) to
+    ~4.7 s (512-token pairs), so the default fits a healthy ranker even while
+    indexing competes for the CPU, and cuts off a stuck one. A faster ranker
+    (a GPU TEI server, TinyBERT) simply finishes early.
+    """
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        raise ValueError("window must be a positive integer")
+    return overhead + headroom * window / pairs_per_second
+
+
+class RankerDown(Exception):
+    """The ranker could not score this window; ``reason`` is shown to the user.
+
+    The search leaves the hits in fused order and reports ``rank.state =
+    "failed"`` with this reason (spec §5: a ranker that does not answer leaves
+    the hits in the order they were found, and the answer says why).
+    """
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RankerCancelled(RankerDown):
+    """The caller's cancel event fired; not a ranker failure (not metered as an error)."""
+
+
+@runtime_checkable
+class Ranker(Protocol):
+    """What the search layer holds. Implementations must be thread-safe."""
+
+    name: str     # the model name the answer's ``rank.model`` shows
+    meter: Meter
+
+    def describe(self) -> dict[str, Any]:
+        """Static facts for status output (never secrets)."""
+        ...
+
+    def score(self, query: str, passages: Sequence[str], *, timeout: float | None = None,
+              cancel: threading.Event | None = None) -> list[float]:
+        """One float per passage, in input order; raises RankerDown (or
+        RankerCancelled) instead of returning partial scores."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+# -- config validation -------------------------------------------------------
+
+_COMMON_KEYS = {"provider", "window"}
+_ONNX_KEYS = _COMMON_KEYS | {"path", "max_length", "batch", "threads", "model", "timeout"}
+_HTTP_KEYS = _COMMON_KEYS | {"url", "api", "model", "api_key_env", "timeout", "batch"}
+_PROVIDERS = ("none", "onnx", "http")
+_APIS = ("tei", "cohere")
+_MODEL_NAMES = ("model.onnx", os.path.join("onnx", "model.onnx"))
+
+
+def _int(field: str, value: Any, lo: int, hi: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not (lo <= value <= hi):
+        raise InvalidParams(field, f"must be an integer in {lo}..{hi}")
+    return value
+
+
+def _seconds(field: str, value: Any) -> float:
+    if (not isinstance(value, (int, float)) or isinstance(value, bool)
+            or not math.isfinite(value) or not (0 < value <= 600)):
+        raise InvalidParams(field, "must be a number of seconds in (0, 600]")
+    return float(value)
+
+
+def _text(field: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidParams(field, "must be a non-empty string")
+    return value.strip()
+
+
+def find_model_files(folder: Path) -> tuple[Path, Path] | None:
+    """(model.onnx, tokenizer.json) inside ``folder``, or None. Hugging Face
+    ONNX exports keep the graph in ``onnx/``, so that place is tried too."""
+    tok = folder / "tokenizer.json"
+    for name in _MODEL_NAMES:
+        model = folder / name
+        if model.is_file() and tok.is_file():
+            return model, tok
+    return None
+
+
+def validate_config(config: Any, field: str = "ranker") -> dict[str, Any]:
+    """Check a ranker config without loading anything; returns a normalised copy
+    (defaults filled in). Raises InvalidParams naming the offending field,
+    e.g. ``ranker.path``. Unknown keys are refused so a typo is not silently ignored."""
+    if not isinstance(config, dict):
+        raise InvalidParams(field, "must be an object")
+    provider = config.get("provider", "none")
+    if provider not in _PROVIDERS:
+        raise InvalidParams(f"{field}.provider", f"must be one of {', '.join(_PROVIDERS)}")
+    allowed = {"none": _COMMON_KEYS, "onnx": _ONNX_KEYS, "http": _HTTP_KEYS}[provider]
+    for key in config:
+        if key not in allowed:
+            raise InvalidParams(f"{field}.{key}", f"unknown option for provider {provider}")
+    out: dict[str, Any] = {"provider": provider}
+    if "window" in config:
+        out["window"] = config["window"]   # checked by config.check_window where it is used
+    if provider == "none":
+        return out
+
+    if provider == "onnx":
+        if "path" not in config:
+            raise InvalidParams(f"{field}.path", "required: a folder holding model.onnx and tokenizer.json")
+        raw = _text(f"{field}.path", config["path"])
+        path = Path(raw).expanduser()
+        if not path.is_absolute():
+            # The daemon's working directory is not the client's: a relative
+            # path would silently point somewhere else.
+            raise InvalidParams(f"{field}.path", f"must be an absolute path, got {raw!r}")
+        if path.is_file() and path.suffix == ".onnx":
+            path = path.parent
+        if not path.is_dir():
+            raise InvalidParams(f"{field}.path", f"no such folder: {path}")
+        if find_model_files(path) is None:
+            missing = [n for n in ("model.onnx", "tokenizer.json")
+                       if not any((path / m).is_file() for m in (_MODEL_NAMES if n == "model.onnx" else (n,)))]
+            raise InvalidParams(f"{field}.path", f"{path} lacks {' and '.join(missing)} "
+                                "(a ranker folder holds model.onnx, or onnx/model.onnx, beside tokenizer.json)")
+        out["path"] = str(path)
+        out["max_length"] = _int(f"{field}.max_length", config.get("max_length", DEFAULT_MAX_LENGTH), 16, 8192)
+        out["batch"] = _int(f"{field}.batch", config.get("batch", DEFAULT_ONNX_BATCH), 1, 256)
+        out["threads"] = _int(f"{field}.threads", config.get("threads", 0), 0, 64)
+        out["model"] = _text(f"{field}.model", config["model"]) if "model" in config else path.name
+        if "timeout" in config:
+            out["timeout"] = _seconds(f"{field}.timeout", config["timeout"])
+        return out
+
+    # http
+    if "url" not in config:
+        raise InvalidParams(f"{field}.url", "required: the ranker server's base URL or its rerank endpoint")
+    url = _text(f"{field}.url", config["url"])
+    if not (url.startswith("http://") or url.startswith("https://")) or len(url.split("://", 1)[1]) == 0:
+        raise InvalidParams(f"{field}.url", f"must be an http:// or https:// URL, got {url!r}")
+    api = config.get("api", "tei")
+    if api not in _APIS:
+        raise InvalidParams(f"{field}.api", f"must be one of {', '.join(_APIS)}")
+    out["url"] = url
+    out["api"] = api
+    if "model" in config:
+        out["model"] = _text(f"{field}.model", config["model"])
+    elif api == "cohere":
+        # The Cohere request shape carries the model name; servers refuse a request without it.
+        raise InvalidParams(f"{field}.model", "required when api is cohere")
+    if "api_key_env" in config:
+        env = _text(f"{field}.api_key_env", config["api_key_env"])
+        if not os.environ.get(env):
+            raise InvalidParams(f"{field}.api_key_env", f"environment variable {env} is not set in the daemon's environment")
+        out["api_key_env"] = env
+    out["timeout"] = _seconds(f"{field}.timeout", config.get("timeout", DEFAULT_HTTP_TIMEOUT))
+    out["batch"] = _int(f"{field}.batch", config.get("batch", DEFAULT_TEI_BATCH if api == "tei" else DEFAULT_COHERE_BATCH), 1, 1000)
+    return out
+
+
+def make_ranker(config: Any, field: str = "ranker") -> Ranker | None:
+    """Build the ranker a config names (None for provider "none").
+
+    Raises InvalidParams (naming ``field``.key) for a bad config, a missing
+    folder or model file, an unset API-key variable, or a model that does not
+    load. Loading a local model takes a moment: call it off the event loop.
+    """
+    cfg = validate_config(config, field)
+    provider = cfg["provider"]
+    if provider == "none":
+        return None
+    if provider == "onnx":
+        from .onnx import OnnxRanker   # lazy: importing onnxruntime costs ~0.3 s
+        return OnnxRanker.from_config(cfg, field=field)
+    from .http import HttpRanker
+    return HttpRanker.from_config(cfg, field=field)
+
+
+class Deadline:
+    """A monotonic deadline (or none); shared helper for the providers."""
+
+    __slots__ = ("seconds", "at")
+
+    def __init__(self, seconds: float | None):
+        if seconds is not None and (not math.isfinite(seconds) or seconds < 0):
+            raise ValueError("timeout must be a finite number ≥ 0")
+        self.seconds = seconds
+        self.at = None if seconds is None else time.monotonic() + seconds
+
+    def remaining(self) -> float | None:
+        return None if self.at is None else self.at - time.monotonic()
+
+    def passed(self) -> bool:
+        return self.at is not None and time.monotonic() >= self.at
+
+    def down(self) -> RankerDown:
+        return RankerDown(f"ranker passed its deadline of {self.seconds:g} s")

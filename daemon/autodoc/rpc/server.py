@@ -1,0 +1,276 @@
+"""RPC stage, the server: owns the transports, the connections, the change
+feed and shutdown. Methods live in methods.py, dispatch in dispatch.py,
+frames in framing.py.
+
+Input: a Service. Output: JSON-RPC over stdio and/or one Unix socket.
+
+Shutdown, whatever asked for it (server.shutdown, a signal, stdin closing):
+stop accepting connections and new requests (they answer -32020), let
+in-flight requests finish until the deadline, cancel the rest (-32020), flush
+every answer, close the connections and remove the socket file. Closing the
+Service is the caller's job (daemon.py), after ``run`` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
+
+from ..config import MAX_FRAME_BYTES
+from .connection import Connection, socket_peer_gone
+from .dispatch import Dispatcher
+from .methods import Methods
+from .transport import FdStream, prepare_socket_path, same_file
+
+log = logging.getLogger("autodoc.rpc")
+
+SHUTDOWN_DEADLINE_S = 5.0
+READERS = 8
+CHANGES_PER_NOTIFICATION = 500
+_POLL_S = 0.02
+
+
+class RpcServer:
+    def __init__(
+        self,
+        service: Any,
+        *,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        readers: int = READERS,
+        shutdown_deadline: float = SHUTDOWN_DEADLINE_S,
+        check_results: bool = False,
+    ):
+        self.service = service
+        self.max_frame_bytes = max_frame_bytes
+        self.shutdown_deadline = shutdown_deadline
+        # Named limiters: searches and reads share the readers; every write
+        # (workspace changes, index runs, the live index) takes the one writer slot.
+        self.readers = anyio.CapacityLimiter(readers)
+        self.writer = anyio.CapacityLimiter(1)
+        self.socket_path: Path | None = None
+        self.connections: set[Connection] = set()
+        self.dispatcher = Dispatcher(Methods(self).handlers(), check_results=check_results)
+        self.shutting_down = False
+        self.shutdown_reason = ""
+        self.workspace_listeners: list[Callable[[], None]] = []
+        self._shutdown_requested = anyio.Event()
+        self._accept_scopes: list[anyio.CancelScope] = []
+        self._token: Any = None
+        self._loop_thread: int | None = None
+        self._changes_lock = threading.Lock()
+        self._pending_changes: list[tuple[str, dict]] = []
+        self._wakeup_pending = False
+        self._fanout_send, self._fanout_recv = anyio.create_memory_object_stream[None](1)
+        self._listening = False
+        self._connection_count = 0
+
+    # -- running ---------------------------------------------------------------------
+
+    async def run(
+        self,
+        *,
+        stdio: bool = False,
+        socket_path: Path | None = None,
+        stdio_fds: tuple[int, int] = (0, 1),
+        task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve on the chosen transports until shutdown is requested, then
+        shut down in order. Reports ``started`` once every transport listens."""
+        self.bind_loop()
+        self._add_change_listener()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._fan_out_changes)
+                if socket_path is not None:
+                    await tg.start(self.serve_socket, Path(socket_path))
+                if stdio:
+                    await tg.start(self.serve_stdio, *stdio_fds)
+                task_status.started(self)
+                await self._shutdown_requested.wait()
+                with anyio.CancelScope(shield=True):
+                    await self.shutdown()
+                tg.cancel_scope.cancel()
+        finally:
+            self._remove_change_listener()
+
+    def bind_loop(self) -> None:
+        self._token = anyio.lowlevel.current_token()
+        self._loop_thread = threading.get_ident()
+
+    def request_shutdown(self, reason: str) -> None:
+        """Ask for a graceful shutdown (from the event loop's thread)."""
+        if not self._shutdown_requested.is_set():
+            log.info("shutting down: %s", reason)
+            self.shutdown_reason = reason
+            self.shutting_down = True
+            self._shutdown_requested.set()
+
+    @property
+    def shutdown_requested(self) -> anyio.Event:
+        return self._shutdown_requested
+
+    def accepting(self) -> bool:
+        return not self.shutting_down
+
+    async def shutdown(self) -> None:
+        self.shutting_down = True
+        for scope in self._accept_scopes:
+            scope.cancel()
+        with anyio.move_on_after(self.shutdown_deadline):
+            while any(c.inflight_count for c in self.connections):
+                await anyio.sleep(_POLL_S)
+        left = sum(c.inflight_count for c in self.connections)
+        if left:
+            log.warning("cancelling %d request(s) still running after %.1f s", left, self.shutdown_deadline)
+            for conn in list(self.connections):
+                conn.cancel_all("shutdown")
+            with anyio.move_on_after(1.0):
+                while any(c.inflight_count for c in self.connections):
+                    await anyio.sleep(_POLL_S)
+        for conn in list(self.connections):
+            conn.stop_reading()
+        with anyio.move_on_after(1.0):
+            for conn in list(self.connections):
+                await conn.done.wait()
+        for conn in list(self.connections):
+            conn.kill()
+
+    # -- transports -----------------------------------------------------------------
+
+    async def serve_socket(self, path: Path, *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Listen on a Unix socket (0600, in a 0700 folder) until shutdown."""
+        path = Path(path)
+        prepare_socket_path(path)
+        listener = await anyio.create_unix_listener(path)
+        os.chmod(path, 0o600)
+        ino = path.lstat().st_ino
+        self.socket_path = path
+        scope = anyio.CancelScope()
+        self._accept_scopes.append(scope)
+        try:
+            async with anyio.create_task_group() as conns:
+                with scope:
+                    async with listener:
+                        log.info("listening on %s", path)
+                        task_status.started(path)
+                        while not self.shutting_down:
+                            stream = await listener.accept()
+                            self._connection_count += 1
+                            conns.start_soon(
+                                self._serve_connection, stream, f"socket#{self._connection_count}",
+                                None, socket_peer_gone(stream),
+                            )
+                if same_file(path, ino):
+                    path.unlink()
+        finally:
+            if same_file(path, ino):
+                path.unlink()
+
+    async def serve_stdio(
+        self, read_fd: int = 0, write_fd: int = 1,
+        *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve one connection on stdin/stdout; stdin closing shuts the daemon down."""
+        stream = FdStream(read_fd, write_fd)
+        task_status.started()
+        await self._serve_connection(
+            stream, "stdio", lambda: self.request_shutdown("stdin closed"), lambda: False,
+        )
+
+    async def serve_stream(self, stream: anyio.abc.ByteStream, name: str = "stream") -> None:
+        """Serve one connection on any byte stream (tests, embedding)."""
+        await self._serve_connection(stream, name, None, lambda: True)
+
+    async def _serve_connection(
+        self, stream: anyio.abc.ByteStream, name: str,
+        on_eof: Callable[[], None] | None, peer_gone: Callable[[], bool],
+    ) -> None:
+        conn = Connection(
+            stream, self.dispatcher, name=name, max_frame_bytes=self.max_frame_bytes,
+            accepting=self.accepting, on_eof=on_eof, peer_gone=peer_gone,
+        )
+        self.connections.add(conn)
+        log.debug("%s: connected", name)
+        try:
+            await conn.run()
+        finally:
+            self.connections.discard(conn)
+            log.debug("%s: closed", name)
+
+    # -- calls from worker threads -------------------------------------------------------
+
+    def run_in_loop(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run a quick, non-blocking ``fn(*args)`` on the event loop, from any thread."""
+        if threading.get_ident() == self._loop_thread:
+            fn(*args)
+            return
+        try:
+            anyio.from_thread.run_sync(fn, *args, token=self._token)
+        except RuntimeError:
+            pass  # the loop has stopped: nobody is left to tell
+
+    def workspaces_changed(self) -> None:
+        for fn in list(self.workspace_listeners):
+            fn()
+
+    # -- the change feed ------------------------------------------------------------------
+
+    def _add_change_listener(self) -> None:
+        add = getattr(self.service, "add_change_listener", None)
+        if add is not None:
+            add(self._on_change)
+
+    def _remove_change_listener(self) -> None:
+        remove = getattr(self.service, "remove_change_listener", None)
+        if remove is not None:
+            try:
+                remove(self._on_change)
+            except Exception:
+                log.debug("removing the change listener failed", exc_info=True)
+
+    def _on_change(self, workspace: str, change: dict) -> None:
+        """Service's change listener (called from the writing thread)."""
+        with self._changes_lock:
+            self._pending_changes.append((workspace, change))
+            if self._wakeup_pending:
+                return
+            self._wakeup_pending = True
+        self.run_in_loop(self._wake_fan_out)
+
+    def _wake_fan_out(self) -> None:
+        try:
+            self._fanout_send.send_nowait(None)
+        except (anyio.WouldBlock, anyio.ClosedResourceError):
+            pass
+
+    async def _fan_out_changes(self) -> None:
+        async for _ in self._fanout_recv:
+            with self._changes_lock:
+                batch, self._pending_changes = self._pending_changes, []
+                self._wakeup_pending = False
+            subscribers = [c for c in self.connections if c.subscription.active and not c.closed]
+            if not subscribers or not batch:
+                continue
+            by_workspace: dict[str, list[dict]] = defaultdict(list)
+            for workspace, change in batch:
+                item = dict(change)
+                item.setdefault("workspace", workspace)
+                by_workspace[workspace].append(item)
+            for workspace, changes in by_workspace.items():
+                for conn in subscribers:
+                    if not conn.subscription.wants(workspace):
+                        continue
+                    for i in range(0, len(changes), CHANGES_PER_NOTIFICATION):
+                        conn.notify_nowait(
+                            "changes.changed",
+                            {"workspace": workspace, "changes": changes[i : i + CHANGES_PER_NOTIFICATION]},
+                        )

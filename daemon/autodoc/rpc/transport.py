@@ -1,0 +1,154 @@
+"""RPC stage, the transports' plumbing: a byte stream over two file
+descriptors (stdin/stdout) and the Unix socket's path rules.
+
+The socket is created mode 0600 in a folder of mode 0700 that this user owns.
+A socket file left by a dead daemon is removed; one that still answers a
+connect belongs to a live daemon and is refused (SocketInUse). No TCP.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import stat
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+
+class SocketInUse(RuntimeError):
+    """Another live process answers on the socket path."""
+
+
+class SocketPathError(RuntimeError):
+    """The socket path cannot be used safely (not ours, not a socket…)."""
+
+
+def prepare_socket_path(path: Path) -> None:
+    """Make ``path``'s folder (0700, ours) and clear a stale socket file, or
+    raise SocketInUse / SocketPathError with a message a person can act on."""
+    path = Path(path)
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
+    st = folder.stat()
+    if st.st_uid != os.getuid():
+        raise SocketPathError(f"the socket folder {folder} belongs to another user (uid {st.st_uid}); choose another --socket")
+    if len(os.fsencode(str(path))) >= 104:
+        raise SocketPathError(f"the socket path {path} is too long for a Unix socket (at most 103 bytes)")
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise SocketPathError(f"{path} exists and is not a socket; refusing to replace it")
+    if socket_answers(path):
+        raise SocketInUse(f"another AutoDoc daemon is already listening on {path}; talk to it, or stop it first")
+    path.unlink()  # stale: nothing listens any more
+
+
+def socket_answers(path: Path, timeout: float = 1.0) -> bool:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(str(path))
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+            return False
+        if isinstance(exc, (socket.timeout, TimeoutError)) or exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+            return True  # a backlog that is full still means somebody is there
+        raise
+    finally:
+        s.close()
+
+
+def same_file(path: Path, ino: int | None) -> bool:
+    try:
+        return ino is not None and path.lstat().st_ino == ino
+    except OSError:
+        return False
+
+
+class FdStream(anyio.abc.ByteStream):
+    """A byte stream over a readable and a writable file descriptor (stdio).
+
+    Pipes, sockets and terminals are switched to non-blocking mode and waited
+    on with the event loop; a regular file (``< requests.jsonl``) never blocks,
+    so it is read directly. The descriptors' blocking modes are restored on
+    close; the descriptors themselves are closed only if ``close_fds``.
+    """
+
+    def __init__(self, read_fd: int, write_fd: int, *, close_fds: bool = False):
+        self.read_fd = read_fd
+        self.write_fd = write_fd
+        self._close_fds = close_fds
+        self._restore: list[tuple[int, bool]] = []
+        self._read_waitable = self._make_nonblocking(read_fd)
+        self._write_waitable = self._make_nonblocking(write_fd) if write_fd != read_fd else self._read_waitable
+        self._closed = False
+        self._eof_sent = False
+
+    def _make_nonblocking(self, fd: int) -> bool:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        was = os.get_blocking(fd)
+        if was:
+            os.set_blocking(fd, False)
+            self._restore.append((fd, was))
+        return True
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            try:
+                data = os.read(self.read_fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(self.read_fd)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            await anyio.lowlevel.checkpoint()
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def send(self, item: bytes) -> None:
+        view = memoryview(item)
+        while view:
+            if self._closed or self._eof_sent:
+                raise anyio.ClosedResourceError
+            try:
+                n = os.write(self.write_fd, view)
+            except BlockingIOError:
+                await anyio.wait_writable(self.write_fd)
+                continue
+            except (BrokenPipeError, ConnectionError) as exc:
+                raise anyio.BrokenResourceError from exc
+            view = view[n:]
+        await anyio.lowlevel.checkpoint()
+
+    async def send_eof(self) -> None:
+        self._eof_sent = True
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for fd, was in self._restore:
+            try:
+                os.set_blocking(fd, was)
+            except OSError:
+                pass
+        if self._close_fds:
+            for fd in {self.read_fd, self.write_fd}:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        await anyio.lowlevel.checkpoint()
