@@ -14,6 +14,7 @@ from autodoc.errors import InvalidParams, PathOutsideWorkspace, StoreLocked, Uns
 from autodoc.service import Service
 
 CORPUS = Path(__file__).parent / "corpora" / "kb"
+NO_MODEL = {"embedding": {"provider": "none"}}  # the lexical core alone
 
 
 @pytest.fixture()
@@ -29,7 +30,7 @@ def kb(tmp_path: Path) -> Path:
 @pytest.fixture()
 def svc(tmp_path: Path, kb: Path):
     s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
-    s.workspace_add("kb", str(kb))
+    s.workspace_add("kb", str(kb), NO_MODEL)
     s.index("kb")
     yield s
     s.close()
@@ -41,7 +42,7 @@ def paths(answer):
 
 def test_index_reports_what_it_did_and_why_it_skipped(tmp_path, kb):
     s = Service(Settings.from_env(store=tmp_path / "s.db"))
-    s.workspace_add("kb", str(kb))
+    s.workspace_add("kb", str(kb), NO_MODEL)
     rep = s.index("kb")
     reasons = {x["path"]: x["reason"] for x in rep["skipped"]}
     assert "binary" in reasons["notes/diagram-export.md"]

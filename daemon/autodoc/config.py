@@ -105,6 +105,10 @@ def _check_option(field_name: str, key: str, value: Any) -> Any:
             raise InvalidParams(field_name, "must be an object")
         if key == "ranker" and "window" in value:
             check_window(f"{field_name}.window", value["window"])
+        if key == "embedding":
+            from .embed.base import validate_config
+
+            validate_config(value, field_name)
     return value
 
 

@@ -63,7 +63,7 @@ def call_in_process(settings: Settings, method: str, params: Any, *, writer: boo
         if method in ("workspace.index", "workspace.reindex"):
             bar = _progress_bar() if progress else None
             try:
-                return fn(*args, full=method == "workspace.reindex", progress=bar)
+                return fn(*args, full=method == "workspace.reindex", progress=bar, embed=True)
             finally:
                 if bar:
                     bar.close()

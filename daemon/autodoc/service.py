@@ -38,6 +38,8 @@ from .store.documents import (
 )
 from .store.lease import Lease
 from .store.links import resolve_workspace
+from .embed.runtime import SemanticRuntime
+from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger("autodoc.service")
 
@@ -67,6 +69,9 @@ class Service:
         self._listeners: list[ChangeListener] = []
         self._fields_cache: dict[int, tuple[int, set[str]]] = {}
         self.closed = False
+        self.semantic = SemanticRuntime(self)
+        # the semantic leg runs beside the lexical one, on its own thread and connection
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="autodoc-leg")
         if writer:
             self._lease = Lease(self.store_path, holder)
             try:
@@ -121,6 +126,7 @@ class Service:
         if self.closed:
             return
         self.closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
         with self._readers_lock:
             for db in self._readers:
                 try:
@@ -189,6 +195,7 @@ class Service:
             db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE workspace_id=?)", (ws.id,))
             db.execute("DELETE FROM chunks WHERE workspace_id=?", (ws.id,))
             db.execute("DELETE FROM workspaces WHERE id=?", (ws.id,))
+        self.semantic.forget(ws.id)
         return {"removed": ws.name, "documents": n}
 
     def workspace_list(self) -> dict[str, Any]:
@@ -207,6 +214,9 @@ class Service:
                 old = WorkspaceConfig.from_json(ws.config)
                 new = old.merged(options)
                 db.execute("UPDATE workspaces SET config=? WHERE id=?", (json.dumps(new.to_json()), ws.id))
+            if new.embedding != old.embedding:
+                self.semantic.forget(ws.id)
+                self.semantic.wake.set()
             if new.section_tokens != old.section_tokens or new.abstract_chunk != old.abstract_chunk:
                 # chunk boundaries depend on these: re-chunk (unchanged chunks keep their rows)
                 self.index(ws.name, full=True)
@@ -247,8 +257,7 @@ class Service:
             "generation": generation,
             "problems": problems,
             "broken_links": broken,
-            "embedding": {"available": False, "state": "off", "model": None, "embedded": 0, "pending": chunks,
-                          "skipped": chunks, "reason": engine.NO_MODEL_REASON},
+            "embedding": self.embedding_status(ws),
             "change_cursor": cursor,
         }
 
@@ -259,10 +268,12 @@ class Service:
         doc = parse_markdown(text)
         if not doc.title:  # no frontmatter title and no H1: the file name stands in, breadcrumbs too
             doc.title = relpath.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-        chunks = chunk_document(text, doc, section_tokens=cfg.section_tokens, abstract_chunk=cfg.abstract_chunk)
+        chunks = chunk_document(text, doc, section_tokens=cfg.section_tokens, abstract_chunk=cfg.abstract_chunk,
+                                count_tokens=self.semantic.token_counter(ws))
         return doc, chunks
 
-    def index(self, name: Any, *, full: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+    def index(self, name: Any, *, full: bool = False, progress: Progress | None = None,
+              embed: bool = False) -> dict[str, Any]:
         """Scan the workspace and bring the store in line with the disk.
 
         Files are read and parsed outside the write transaction; each batch of
@@ -322,6 +333,13 @@ class Service:
             progress(total, total, "done")
         report["skipped"] = [{"path": p, "reason": r} for p, r in skips]
         report["chunks"] = db.execute("SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws.id,)).fetchone()[0]
+        if embed:
+            report["embedding"] = self.embed_pending(ws.name, progress)
+        else:
+            st = self.embedding_status(ws)
+            report["embedding"] = {"available": st["available"], "embedded": st["embedded"],
+                                   "skipped": st["pending"] if st["available"] else st["total"],
+                                   "reason": st["reason"] if st["state"] != "ready" else None}
         report["seconds"] = round(time.monotonic() - started, 3)
         return report
 
@@ -329,8 +347,21 @@ class Service:
                gone: list[str] | None = None, skips: list[tuple[str, str]] | None = None) -> None:
         db = self._writer()
         emitted: list[dict] = []
+        touched: set[int] = set()
+
+        def doc_id(path: str) -> None:
+            r = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws.id, path)).fetchone()
+            if r:
+                touched.add(r[0])
+
         with self._write_lock:
             with db:
+                for path in gone or ():
+                    doc_id(path)
+                for path, _, _, _, _ in pending:
+                    doc_id(path)
+                for path, _ in skips or ():
+                    doc_id(path)
                 if gone:
                     # a deleted file whose bytes reappear under a new path is a rename
                     new_by_hash = {content_hash(d): p for p, d, doc, _, _ in pending if doc is not None}
@@ -371,6 +402,11 @@ class Service:
                 if emitted or gone is not None:
                     resolve_workspace(db, ws.id)
                     changelog.trim(db)
+                for path, _, doc, _, _ in pending:
+                    if doc is not None:
+                        doc_id(path)
+        if emitted:
+            self.semantic.mark_dirty(ws.id, sorted(touched))
         self._emit(ws.name, emitted)
 
     def index_paths(self, name: Any, relpaths: list[str]) -> dict[str, Any]:
@@ -407,6 +443,55 @@ class Service:
         report["skipped"] = [{"path": p, "reason": r} for p, r in skips]
         return report
 
+    # -- embeddings ----------------------------------------------------------------
+
+    def embedding_status(self, ws: Workspace) -> dict[str, Any]:
+        """{available, state, model, embedded, pending, skipped, reason}: what semantic coverage really is."""
+        provider, reason = self.semantic.target(ws)
+        db = self._reader()
+        total = db.execute("SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws.id,)).fetchone()[0]
+        if provider is None:
+            state = "failed" if reason else "off"
+            return {"available": False, "state": state, "model": None, "embedded": 0, "pending": 0,
+                    "skipped": total, "total": total, "reason": reason or engine.NO_MODEL_REASON}
+        try:
+            fp = provider.fingerprint
+        except Exception as e:
+            return {"available": False, "state": "failed", "model": provider.name, "embedded": 0, "pending": 0,
+                    "skipped": total, "total": total, "reason": str(e)}
+        done, pending = self.semantic.counts(db, ws.id, fp)
+        active = self.semantic._state(db, ws.id)[0]
+        state = "switching" if active not in (None, fp) else ("partial" if pending else "ready")
+        return {"available": True, "state": state, "model": provider.name, "fingerprint": fp, "embedded": done,
+                "pending": pending, "skipped": 0, "total": total,
+                "reason": None if state == "ready" else (
+                    "a new embedding model is filling" if state == "switching" else f"{pending} chunks wait for vectors")}
+
+    def embed_step(self, name: Any, batch: int = 16) -> dict[str, Any]:
+        """One batch of the embed queue for a workspace (the daemon's worker calls this)."""
+        return self.semantic.embed_step(self._ws(name), batch)
+
+    def embed_pending(self, name: Any, progress: Progress | None = None) -> dict[str, Any]:
+        """Embed everything pending for a workspace now (the CLI's in-process path)."""
+        ws = self._ws(name)
+        total_done = 0
+        status = self.embedding_status(ws)
+        total = status["pending"]
+        while True:
+            step = self.semantic.embed_step(ws, 32)
+            total_done += step["embedded"]
+            if progress and total:
+                progress(min(total_done, total), total, "embedding")
+            if step["embedded"] == 0:
+                break
+        final = self.embedding_status(ws)
+        return {"available": final["available"], "embedded": total_done, "skipped": final["pending"] if final["available"] else final["total"],
+                "reason": final["reason"] if final["state"] != "ready" else None}
+
+    def workspaces(self) -> list[str]:
+        db = self._reader()
+        return [r[0] for r in db.execute("SELECT name FROM workspaces ORDER BY name")]
+
     # -- reading -----------------------------------------------------------------
 
     def _known_fields(self, db: apsw.Connection, ws: Workspace) -> set[str]:
@@ -427,7 +512,8 @@ class Service:
         with db:  # one read snapshot for the whole search
             ws = self._ws(name, db)
             options = parse_options(opts, WorkspaceConfig.from_json(ws.config))
-            ctx = engine.Context(db=db, ws=ws, known_fields=self._known_fields(db, ws))
+            ctx = engine.Context(db=db, ws=ws, known_fields=self._known_fields(db, ws),
+                                 semantic=self.semantic.leg, pool=self._pool)
             return engine.search(ctx, query, options)
 
     def document_read(self, name: Any, path: Any, opts: Any = None) -> dict[str, Any]:
@@ -494,8 +580,8 @@ class Service:
             "store": str(self.store_path),
             "pid": os.getpid(),
             "writable": self.writable,
-            "stages": {"lexical": True, "semantic": False, "rerank": False},
-            "models": {"embedding": None, "ranker": None},
+            "stages": {"lexical": True, "semantic": bool(self.semantic.describe()), "rerank": False},
+            "models": {"embedding": self.semantic.describe(), "ranker": []},
             "workspaces": names,
         }
 

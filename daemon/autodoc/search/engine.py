@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import apsw
 
 from ..config import PER_DOCUMENT, RRF_K, SEMANTIC_TOP
-from ..errors import AutodocError
+from ..errors import AutodocError, Unsupported
 from ..store.documents import Workspace
 from . import fusion as F
 from .filters import Filter, build_filter
@@ -69,7 +68,7 @@ class Context:
     semantic: SemanticLeg | None = None
     rank: RankFn | None = None
     rank_model: str | None = None
-    cancelled: Callable[[], bool] = lambda: False
+    pool: Any = None  # an executor for the semantic leg; None runs it inline
 
 
 def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
@@ -95,35 +94,29 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     want_lex = "lexical" in requested
     want_sem = "semantic" in requested
     sem_future = None
-    pool = None
-    if want_sem and ctx.semantic is not None:
+    if want_sem and ctx.semantic is not None and ctx.pool is not None and want_lex:
         # The semantic leg runs on its own thread and connection while the
         # lexical leg runs here; fusion depends only on each leg's order.
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autodoc-semantic")
-        sem_future = pool.submit(ctx.semantic, ctx.ws, parsed.text, filt, SEMANTIC_TOP)
-    try:
-        if want_lex:
-            hits, lexical_match = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit)
-            legs["lexical"] = hits
-            performed.append("lexical")
-        if want_sem:
-            if sem_future is None:
-                outcome = SemanticOutcome(None, "off", NO_MODEL_REASON, None)
-            else:
-                outcome = sem_future.result()
-            semantic_state = outcome.state
-            if outcome.hits is None:
-                if not want_lex:
-                    from ..errors import Unsupported
-
-                    raise outcome.error or Unsupported(outcome.reason or NO_MODEL_REASON)
-                skipped["semantic"] = outcome.reason or NO_MODEL_REASON
-            else:
-                legs["semantic"] = outcome.hits
-                performed.append("semantic")
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=False)
+        sem_future = ctx.pool.submit(ctx.semantic, ctx.ws, parsed.text, filt, SEMANTIC_TOP)
+    if want_lex:
+        hits, lexical_match = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit)
+        legs["lexical"] = hits
+        performed.append("lexical")
+    if want_sem:
+        if sem_future is not None:
+            outcome = sem_future.result()
+        elif ctx.semantic is not None:
+            outcome = ctx.semantic(ctx.ws, parsed.text, filt, SEMANTIC_TOP)
+        else:
+            outcome = SemanticOutcome(None, "off", NO_MODEL_REASON, None)
+        semantic_state = outcome.state
+        if outcome.hits is None:
+            if not want_lex:  # semantic alone was asked for: never answer with words instead
+                raise outcome.error or Unsupported(outcome.reason or NO_MODEL_REASON)
+            skipped["semantic"] = outcome.reason or NO_MODEL_REASON
+        else:
+            legs["semantic"] = outcome.hits
+            performed.append("semantic")
 
     fusion_opts = opts.fusion
     if fusion_opts.get("method") == "weighted":

@@ -113,6 +113,12 @@ def _m001_initial(db: apsw.Connection) -> None:
             bits BLOB NOT NULL,
             PRIMARY KEY(workspace_id, model_fp, text_hash)
         ) WITHOUT ROWID;
+        CREATE TABLE embed_state(
+            workspace_id INTEGER PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+            active_fp TEXT,
+            active_config TEXT,
+            active_name TEXT
+        );
         INSERT INTO meta(key, value) VALUES ('generation', '0'), ('changes_trimmed_through', '0');
         """
     )

@@ -1,0 +1,361 @@
+"""The semantic runtime (I/O): per-workspace providers, the embed queue's
+steps, and the in-memory vector indexes the semantic leg searches.
+
+State lives in the store, so a killed daemon resumes where it stopped: a
+chunk is pending exactly when no vector exists for (workspace, fingerprint of
+the configured model, chunk text hash). `embed_step` embeds one batch of
+pending texts outside any transaction and writes the batch in one. When the
+configured model differs from the one whose vectors serve searches (a
+switch), the old vectors keep serving until the new model has every vector;
+then the switch is one transaction and the old vectors are deleted.
+
+A document answers semantically only once every one of its chunks has a
+vector; until then the leg reports `partial`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..errors import EmbedFailed, Switching, Unsupported
+from ..search.engine import SemanticOutcome
+from ..search.filters import Filter
+from ..search.fusion import LegHit
+from ..search.vectors import VectorIndex, sign_codes
+from .base import ProviderDown, make_provider, validate_config
+
+if TYPE_CHECKING:
+    from ..service import Service
+    from ..store.documents import Workspace
+
+log = logging.getLogger("autodoc.embed")
+
+EMBED_BATCH = 16  # small batches keep a search's wait for the CPU short
+SWITCHING_REASON = "a new embedding model is filling"
+
+
+def _config_key(cfg: dict[str, Any]) -> str:
+    return json.dumps(cfg, sort_keys=True)
+
+
+@dataclass
+class _Index:
+    fp: str
+    index: VectorIndex
+    doc_chunks: dict[int, np.ndarray] = field(default_factory=dict)  # document → its chunk ids in the index
+    dirty: set[int] = field(default_factory=set)  # documents to refresh before the next search
+    all_dirty: bool = False
+
+
+class SemanticRuntime:
+    def __init__(self, service: "Service"):
+        self.svc = service
+        self._providers: dict[str, Any] = {}
+        self._provider_errors: dict[str, str] = {}
+        self._lock = threading.RLock()
+        self._indexes: dict[int, _Index] = {}
+        self._searching = 0
+        self._search_lock = threading.Lock()
+        self.wake = threading.Event()  # set when there may be new work for the queue
+        self._version: dict[int, int] = {}  # bumped on every change to a workspace's chunks or vectors
+        self._pending_cache: dict[tuple[int, str], tuple[int, int]] = {}
+
+    # -- providers ---------------------------------------------------------------
+
+    def provider(self, cfg: dict[str, Any]):
+        """The provider for a config (shared between workspaces with the same
+        one), None for "none"; raises ProviderDown when it cannot be loaded."""
+        cfg = validate_config(cfg)
+        if cfg["provider"] == "none":
+            return None
+        key = _config_key(cfg)
+        with self._lock:
+            p = self._providers.get(key)
+            if p is None:
+                try:
+                    p = make_provider(cfg)
+                except ProviderDown as e:
+                    self._provider_errors[key] = str(e)
+                    raise
+                self._providers[key] = p
+            return p
+
+    def target(self, ws: "Workspace") -> tuple[Any, str | None]:
+        """(provider, reason) for the workspace's configured model; provider is
+        None when none is configured (reason None) or it cannot load (reason)."""
+        from ..config import WorkspaceConfig
+
+        cfg = WorkspaceConfig.from_json(ws.config).embedding
+        try:
+            return self.provider(cfg), None
+        except ProviderDown as e:
+            return None, f"the embedding provider is unavailable: {e}"
+
+    def token_counter(self, ws: "Workspace") -> Callable[[str], int] | None:
+        p, _ = self.target(ws)
+        if p is None:
+            return None
+        try:
+            p.count_tokens(["probe"])
+        except Exception:
+            return None
+        return lambda s: p.count_tokens([s])[0]
+
+    def describe(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [p.describe() for p in self._providers.values()]
+
+    # -- state in the store --------------------------------------------------------
+
+    def _state(self, db, ws_id: int) -> tuple[str | None, dict | None, str | None]:
+        row = db.execute("SELECT active_fp, active_config, active_name FROM embed_state WHERE workspace_id=?",
+                         (ws_id,)).fetchone()
+        if not row:
+            return None, None, None
+        return row[0], (json.loads(row[1]) if row[1] else None), row[2]
+
+    def counts(self, db, ws_id: int, fp: str) -> tuple[int, int]:
+        """(chunks with a vector for fp, chunks without)."""
+        total = db.execute("SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws_id,)).fetchone()[0]
+        done = db.execute(
+            "SELECT COUNT(*) FROM chunks c WHERE c.workspace_id=? AND EXISTS (SELECT 1 FROM vectors v "
+            "WHERE v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash)",
+            (ws_id, fp),
+        ).fetchone()[0]
+        return done, total - done
+
+    # -- the queue's step ----------------------------------------------------------
+
+    def pending_batch(self, db, ws_id: int, fp: str, limit: int) -> list[tuple[str, str]]:
+        return db.execute(
+            """SELECT c.text_hash, MIN(c.breadcrumb || char(10) || c.text) FROM chunks c
+               WHERE c.workspace_id=? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.workspace_id=c.workspace_id
+                 AND v.model_fp=? AND v.text_hash=c.text_hash)
+               GROUP BY c.text_hash ORDER BY MIN(c.id) LIMIT ?""",
+            (ws_id, fp, limit),
+        ).fetchall()
+
+    def embed_step(self, ws: "Workspace", batch: int = EMBED_BATCH) -> dict[str, Any]:
+        """Embed one batch for the workspace's configured model.
+
+        Returns {embedded, remaining, state, reason}. Never holds a transaction
+        while the model runs. Yields briefly to searches in flight.
+        """
+        provider, reason = self.target(ws)
+        if provider is None:
+            return {"embedded": 0, "remaining": 0, "state": "failed" if reason else "off", "reason": reason}
+        try:
+            fp = provider.fingerprint
+        except ProviderDown as e:
+            return {"embedded": 0, "remaining": 0, "state": "failed", "reason": str(e)}
+        db = self.svc._reader()
+        with db:
+            rows = self.pending_batch(db, ws.id, fp, batch)
+        if not rows:
+            self._maybe_switch(ws, provider, fp)
+            return {"embedded": 0, "remaining": 0, "state": "ready", "reason": None}
+        deadline = time.monotonic() + 0.5
+        while self._searching and time.monotonic() < deadline:
+            time.sleep(0.005)
+        try:
+            vecs = provider.embed([r[1] for r in rows])
+        except ProviderDown as e:
+            return {"embedded": 0, "remaining": len(rows), "state": "failed", "reason": str(e)}
+        vecs = np.ascontiguousarray(vecs, dtype="<f4")
+        codes = sign_codes(vecs)
+        w = self.svc._writer()
+        with self.svc._write_lock, w:
+            w.executemany(
+                "INSERT OR REPLACE INTO vectors(workspace_id, model_fp, text_hash, f32, bits) VALUES (?,?,?,?,?)",
+                [(ws.id, fp, h, vecs[i].tobytes(), codes[i].tobytes()) for i, (h, _) in enumerate(rows)],
+            )
+            if self._state(w, ws.id)[0] is None:
+                # the first model a workspace ever has needs no switch
+                self._activate(w, ws.id, fp, provider)
+            docs = [r[0] for r in w.execute(
+                f"SELECT DISTINCT document_id FROM chunks WHERE workspace_id=? AND text_hash IN ({','.join('?' * len(rows))})",
+                (ws.id, *[h for h, _ in rows]),
+            )]
+        self.mark_dirty(ws.id, docs)
+        return {"embedded": len(rows), "remaining": None, "state": "filling", "reason": None}
+
+    def _activate(self, db, ws_id: int, fp: str, provider) -> None:
+        db.execute(
+            "INSERT INTO embed_state(workspace_id, active_fp, active_config, active_name) VALUES (?,?,?,?) "
+            "ON CONFLICT(workspace_id) DO UPDATE SET active_fp=excluded.active_fp, "
+            "active_config=excluded.active_config, active_name=excluded.active_name",
+            (ws_id, fp, json.dumps(self._provider_config(provider)), provider.name),
+        )
+
+    def _provider_config(self, provider) -> dict:
+        with self._lock:
+            for key, p in self._providers.items():
+                if p is provider:
+                    return json.loads(key)
+        return {}
+
+    def _maybe_switch(self, ws: "Workspace", provider, fp: str) -> None:
+        w = self.svc._writer()
+        with self.svc._write_lock, w:
+            active = self._state(w, ws.id)[0]
+            if active == fp:
+                return
+            self._activate(w, ws.id, fp, provider)
+            w.execute("DELETE FROM vectors WHERE workspace_id=? AND model_fp != ?", (ws.id, fp))
+        log.info("workspace %s switched to embedding model %s", ws.name, provider.name)
+        with self._lock:
+            self._indexes.pop(ws.id, None)
+
+    # -- the in-memory index ------------------------------------------------------
+
+    def pending(self, db, ws_id: int, fp: str) -> int:
+        """Chunks still without a vector, cached until the workspace next changes."""
+        with self._lock:
+            version = self._version.get(ws_id, 0)
+            hit = self._pending_cache.get((ws_id, fp))
+        if hit and hit[0] == version:
+            return hit[1]
+        n = self.counts(db, ws_id, fp)[1]
+        with self._lock:
+            self._pending_cache[(ws_id, fp)] = (version, n)
+        return n
+
+    def mark_dirty(self, ws_id: int, doc_ids: list[int] | None = None) -> None:
+        with self._lock:
+            self._version[ws_id] = self._version.get(ws_id, 0) + 1
+            idx = self._indexes.get(ws_id)
+            if idx is not None:
+                if doc_ids is None:
+                    idx.all_dirty = True
+                else:
+                    idx.dirty.update(doc_ids)
+        self.wake.set()
+
+    def forget(self, ws_id: int) -> None:
+        with self._lock:
+            self._indexes.pop(ws_id, None)
+
+    def _eligible(self, db, ws_id: int, fp: str, doc_ids: list[int] | None):
+        """(chunk id, document id, f32, bits) of documents whose every chunk has a vector."""
+        scope = ""
+        params: list[Any] = [fp, ws_id]
+        if doc_ids is not None:
+            scope = f" AND c.document_id IN ({','.join('?' * len(doc_ids))})"
+            params += doc_ids
+        params += [ws_id, fp]
+        return db.execute(
+            f"""SELECT c.id, c.document_id, v.f32, v.bits FROM chunks c
+                JOIN vectors v ON v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash
+                WHERE c.workspace_id=?{scope} AND c.document_id NOT IN (
+                  SELECT c2.document_id FROM chunks c2 WHERE c2.workspace_id=? AND NOT EXISTS (
+                    SELECT 1 FROM vectors v2 WHERE v2.workspace_id=c2.workspace_id AND v2.model_fp=?
+                    AND v2.text_hash=c2.text_hash))
+                ORDER BY c.id""",
+            params,
+        ).fetchall()
+
+    def _build(self, db, ws_id: int, fp: str, dim: int) -> _Index:
+        rows = self._eligible(db, ws_id, fp, None)
+        idx = _Index(fp, VectorIndex.from_blobs([r[0] for r in rows], [r[2] for r in rows], [r[3] for r in rows], dim=dim)
+                     if rows else VectorIndex.empty(dim))
+        for cid, did, _, _ in rows:
+            idx.doc_chunks.setdefault(did, []).append(cid)
+        idx.doc_chunks = {d: np.array(c, dtype=np.int64) for d, c in idx.doc_chunks.items()}
+        return idx
+
+    def _refresh(self, db, idx: _Index, ws_id: int, dim: int) -> None:
+        docs = sorted(idx.dirty)
+        idx.dirty.clear()
+        drop = [idx.doc_chunks.pop(d) for d in docs if d in idx.doc_chunks]
+        new = idx.index.without(np.concatenate(drop)) if drop else idx.index
+        rows = []
+        for i in range(0, len(docs), 500):
+            rows += self._eligible(db, ws_id, idx.fp, docs[i : i + 500])
+        if rows:
+            vecs = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(-1, dim)
+            codes = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.uint8).reshape(len(rows), -1)
+            new = new.with_added([r[0] for r in rows], vecs, codes)
+            per: dict[int, list[int]] = {}
+            for cid, did, _, _ in rows:
+                per.setdefault(did, []).append(cid)
+            for d, c in per.items():
+                idx.doc_chunks[d] = np.array(c, dtype=np.int64)
+        idx.index = new
+
+    def index_for(self, db, ws_id: int, fp: str, dim: int) -> VectorIndex:
+        with self._lock:
+            idx = self._indexes.get(ws_id)
+            if idx is None or idx.fp != fp or idx.all_dirty:
+                idx = self._indexes[ws_id] = self._build(db, ws_id, fp, dim)
+            elif idx.dirty:
+                self._refresh(db, idx, ws_id, dim)
+            return idx.index
+
+    # -- the leg -------------------------------------------------------------------
+
+    def leg(self, ws: "Workspace", text: str, filt: Filter, top: int) -> SemanticOutcome:
+        with self._search_lock:
+            self._searching += 1
+        try:
+            return self._leg(ws, text, filt, top)
+        finally:
+            with self._search_lock:
+                self._searching -= 1
+
+    def _leg(self, ws: "Workspace", text: str, filt: Filter, top: int) -> SemanticOutcome:
+        target, reason = self.target(ws)
+        if target is None and reason is None:
+            return SemanticOutcome(None, "off", "no embedding model is configured for this workspace",
+                                   Unsupported("semantic search needs an embedding model, and this workspace has none"))
+        db = self.svc._reader()
+        with db:
+            active_fp, active_cfg, active_name = self._state(db, ws.id)
+            target_fp = None
+            if target is not None:
+                try:
+                    target_fp = target.fingerprint
+                except ProviderDown as e:
+                    reason = f"the embedding provider is unavailable: {e}"
+                    target = None
+            switching = target_fp is not None and active_fp is not None and active_fp != target_fp
+            if target is None:
+                # the configured model cannot run; nothing else may stand in for it
+                return SemanticOutcome(None, "failed", reason, EmbedFailed(reason or "embedding failed"))
+            if switching:
+                # old vectors keep serving when their model can still embed the query
+                try:
+                    serving = self.provider(active_cfg or {})
+                except ProviderDown:
+                    serving = None
+                if serving is None or serving.fingerprint != active_fp:
+                    return SemanticOutcome(None, "switching", SWITCHING_REASON, Switching(
+                        "semantic search is unavailable while a new embedding model is filling"))
+                fp, provider, state = active_fp, serving, "switching"
+            else:
+                fp, provider = target_fp, target
+                state = "partial" if self.pending(db, ws.id, fp) else "ready"
+            try:
+                qvec = provider.embed_query(text)
+            except ProviderDown as e:
+                return SemanticOutcome(None, "failed", f"the query could not be embedded: {e}",
+                                       EmbedFailed(f"the query could not be embedded: {e}"))
+            index = self.index_for(db, ws.id, fp, provider.dim)
+            allowed = None
+            if not filt.empty:
+                ids = np.fromiter((r[0] for r in db.execute(
+                    f"SELECT c.id FROM chunks c WHERE c.workspace_id=? AND {filt.sql}", (ws.id, *filt.params))),
+                    dtype=np.int64)
+                allowed = index.mask_for(ids)
+            hits = index.search(qvec, top=top, allowed=allowed)
+        note = None
+        if state == "partial":
+            note = "some documents are still being embedded and answer lexically until they are done"
+        return SemanticOutcome([LegHit(int(i), round(float(s), 6)) for i, s in hits], state, note, None,
+                               model=provider.name)
