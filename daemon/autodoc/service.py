@@ -70,6 +70,8 @@ class Service:
         self._fields_cache: dict[int, tuple[int, set[str]]] = {}
         self.closed = False
         self.semantic = SemanticRuntime(self)
+        self._rankers: dict[str, Any] = {}
+        self._rankers_lock = threading.Lock()
         # the semantic leg runs beside the lexical one, on its own thread and connection
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="autodoc-leg")
         if writer:
@@ -134,6 +136,11 @@ class Service:
                 except Exception:
                     pass
             self._readers.clear()
+        for r in list(self._rankers.values()):
+            try:
+                r.close()
+            except Exception:
+                pass
         if self._db is not None:
             with self._write_lock:
                 self._db.close()
@@ -503,7 +510,49 @@ class Service:
         self._fields_cache[ws.id] = (gen, fields)
         return fields
 
-    def search(self, name: Any, query: Any, opts: Any = None) -> dict[str, Any]:
+    # -- ranking -------------------------------------------------------------------
+
+    def ranker(self, cfg: dict[str, Any]):
+        """The ranker a workspace config names (shared by equal configs), or None."""
+        from .rank.base import make_ranker, validate_config
+
+        norm = validate_config(cfg)
+        norm.pop("window", None)
+        if norm["provider"] == "none":
+            return None
+        key = json.dumps(norm, sort_keys=True)
+        with self._rankers_lock:
+            r = self._rankers.get(key)
+            if r is None:
+                r = self._rankers[key] = make_ranker(norm)
+            return r
+
+    def _rank_fn(self, ws: Workspace, cancel: threading.Event | None):
+        from .rank.base import RankerCancelled, RankerDown, default_timeout
+
+        cfg = WorkspaceConfig.from_json(ws.config).ranker
+        try:
+            ranker = self.ranker(cfg)
+        except InvalidParams as e:  # a model folder that vanished since it was configured
+            def broken(query: str, passages: list[str]) -> engine.RankOutcome:
+                return engine.RankOutcome(None, "failed", cfg.get("model") or cfg.get("path"), e.message)
+            return broken, cfg.get("model") or cfg.get("path")
+        if ranker is None:
+            return None, None
+
+        def rank(query: str, passages: list[str]) -> engine.RankOutcome:
+            timeout = cfg.get("timeout") or default_timeout(len(passages))
+            try:
+                scores = ranker.score(query, passages, timeout=timeout, cancel=cancel)
+            except RankerCancelled as e:
+                return engine.RankOutcome(None, "failed", ranker.name, f"cancelled: {e}")
+            except RankerDown as e:
+                return engine.RankOutcome(None, "failed", ranker.name, str(e))
+            return engine.RankOutcome(list(scores), "ready", ranker.name)
+
+        return rank, ranker.name
+
+    def search(self, name: Any, query: Any, opts: Any = None, *, cancel: threading.Event | None = None) -> dict[str, Any]:
         if not isinstance(query, str):
             raise InvalidParams("query", "must be a string")
         if len(query) > 4096:
@@ -512,8 +561,9 @@ class Service:
         with db:  # one read snapshot for the whole search
             ws = self._ws(name, db)
             options = parse_options(opts, WorkspaceConfig.from_json(ws.config))
+            rank, rank_model = self._rank_fn(ws, cancel)
             ctx = engine.Context(db=db, ws=ws, known_fields=self._known_fields(db, ws),
-                                 semantic=self.semantic.leg, pool=self._pool)
+                                 semantic=self.semantic.leg, pool=self._pool, rank=rank, rank_model=rank_model)
             return engine.search(ctx, query, options)
 
     def document_read(self, name: Any, path: Any, opts: Any = None) -> dict[str, Any]:
@@ -580,8 +630,9 @@ class Service:
             "store": str(self.store_path),
             "pid": os.getpid(),
             "writable": self.writable,
-            "stages": {"lexical": True, "semantic": bool(self.semantic.describe()), "rerank": False},
-            "models": {"embedding": self.semantic.describe(), "ranker": []},
+            "stages": {"lexical": True, "semantic": bool(self.semantic.describe()), "rerank": bool(self._rankers)},
+            "models": {"embedding": self.semantic.describe(),
+                       "ranker": [r.describe() for r in list(self._rankers.values())]},
             "workspaces": names,
         }
 

@@ -142,15 +142,29 @@ def _text(field: str, value: Any) -> str:
     return value.strip()
 
 
-def find_model_files(folder: Path) -> tuple[Path, Path] | None:
-    """(model.onnx, tokenizer.json) inside ``folder``, or None. Hugging Face
-    ONNX exports keep the graph in ``onnx/``, so that place is tried too."""
+def find_model_files(path: Path) -> tuple[Path, Path] | str:
+    """(model file, tokenizer.json) for a ranker ``path``, or why there are none.
+
+    ``path`` is a folder holding model.onnx (or onnx/model.onnx, where Hugging
+    Face ONNX exports put it) beside tokenizer.json, or an .onnx file itself
+    (e.g. model_quint8_avx2.onnx) whose folder holds tokenizer.json.
+    """
+    if path.is_file():
+        if path.suffix != ".onnx":
+            return f"{path} is a file but not an .onnx model"
+        model, folder = path, path.parent
+    elif path.is_dir():
+        folder = path
+        model = next((folder / n for n in _MODEL_NAMES if (folder / n).is_file()), None)
+    else:
+        return f"no such folder: {path}"
     tok = folder / "tokenizer.json"
-    for name in _MODEL_NAMES:
-        model = folder / name
-        if model.is_file() and tok.is_file():
-            return model, tok
-    return None
+    missing = [n for n, present in (("model.onnx", model is not None), ("tokenizer.json", tok.is_file())) if not present]
+    if missing:
+        return (f"{folder} lacks {' and '.join(missing)} "
+                "(a ranker folder holds model.onnx, or onnx/model.onnx, beside tokenizer.json)")
+    assert model is not None
+    return model, tok
 
 
 def validate_config(config: Any, field: str = "ranker") -> dict[str, Any]:
@@ -181,20 +195,15 @@ def validate_config(config: Any, field: str = "ranker") -> dict[str, Any]:
             # The daemon's working directory is not the client's: a relative
             # path would silently point somewhere else.
             raise InvalidParams(f"{field}.path", f"must be an absolute path, got {raw!r}")
-        if path.is_file() and path.suffix == ".onnx":
-            path = path.parent
-        if not path.is_dir():
-            raise InvalidParams(f"{field}.path", f"no such folder: {path}")
-        if find_model_files(path) is None:
-            missing = [n for n in ("model.onnx", "tokenizer.json")
-                       if not any((path / m).is_file() for m in (_MODEL_NAMES if n == "model.onnx" else (n,)))]
-            raise InvalidParams(f"{field}.path", f"{path} lacks {' and '.join(missing)} "
-                                "(a ranker folder holds model.onnx, or onnx/model.onnx, beside tokenizer.json)")
+        found = find_model_files(path)
+        if isinstance(found, str):
+            raise InvalidParams(f"{field}.path", found)
         out["path"] = str(path)
         out["max_length"] = _int(f"{field}.max_length", config.get("max_length", DEFAULT_MAX_LENGTH), 16, 8192)
         out["batch"] = _int(f"{field}.batch", config.get("batch", DEFAULT_ONNX_BATCH), 1, 256)
         out["threads"] = _int(f"{field}.threads", config.get("threads", 0), 0, 64)
-        out["model"] = _text(f"{field}.model", config["model"]) if "model" in config else path.name
+        # The name answers show: the folder's name unless the config names the model.
+        out["model"] = _text(f"{field}.model", config["model"]) if "model" in config else found[1].parent.name
         if "timeout" in config:
             out["timeout"] = _seconds(f"{field}.timeout", config["timeout"])
         return out
@@ -221,7 +230,8 @@ def validate_config(config: Any, field: str = "ranker") -> dict[str, Any]:
             raise InvalidParams(f"{field}.api_key_env", f"environment variable {env} is not set in the daemon's environment")
         out["api_key_env"] = env
     out["timeout"] = _seconds(f"{field}.timeout", config.get("timeout", DEFAULT_HTTP_TIMEOUT))
-    out["batch"] = _int(f"{field}.batch", config.get("batch", DEFAULT_TEI_BATCH if api == "tei" else DEFAULT_COHERE_BATCH), 1, 1000)
+    default_batch = DEFAULT_TEI_BATCH if api == "tei" else DEFAULT_COHERE_BATCH
+    out["batch"] = _int(f"{field}.batch", config.get("batch", default_batch), 1, 1000)
     return out
 
 

@@ -102,6 +102,7 @@ class HttpRanker:
             "batch": self.batch,
             "timeout": self.timeout,
             "api_key_env": self.api_key_env,   # the variable's name, never its value
+            "meter": self.meter.snapshot(),
         }
 
     def close(self) -> None:
@@ -114,8 +115,9 @@ class HttpRanker:
         returning partial scores; RankerCancelled between batches if ``cancel``
         is set (an HTTP request in flight is not interrupted)."""
         started = time.monotonic()
+        deadline = Deadline(self.timeout if timeout is None else timeout)   # ValueError for a negative one
         try:
-            scores = self._score(query, list(passages), Deadline(self.timeout if timeout is None else timeout), cancel)
+            scores = self._score(query, list(passages), deadline, cancel)
         except RankerCancelled:
             raise                          # the caller gave up: not a ranker failure
         except RankerDown as exc:
@@ -125,7 +127,7 @@ class HttpRanker:
             reason = f"ranker at {self.endpoint} failed: {type(exc).__name__}: {exc}"
             self.meter.error(reason)
             raise RankerDown(reason) from exc
-        self.meter.record(pairs=len(scores), seconds=time.monotonic() - started)
+        self.meter.record(len(scores), 0, time.monotonic() - started)   # tokens: the server does not say
         return scores
 
     def _headers(self) -> dict[str, str]:

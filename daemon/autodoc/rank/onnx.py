@@ -117,7 +117,7 @@ class OnnxRanker:
                  timeout: float | None = None):
         self.model_path = Path(model_path)
         self.tokenizer_path = Path(tokenizer_path)
-        self.name = name or self.model_path.parent.name
+        self.name = name or self.tokenizer_path.parent.name
         self.max_length = max_length
         self.batch = batch
         self.threads = threads
@@ -160,11 +160,11 @@ class OnnxRanker:
     def from_config(cls, cfg: dict[str, Any], field: str = "ranker") -> "OnnxRanker":
         """Build from a validated config (base.validate_config); load failures
         become InvalidParams on ``field.path`` so the user sees what to fix."""
-        folder = Path(cfg["path"])
-        files = find_model_files(folder)
-        if files is None:   # raced with a delete since validation
-            raise InvalidParams(f"{field}.path", f"{folder} lacks model.onnx or tokenizer.json")
-        model, tok = files
+        found = find_model_files(Path(cfg["path"]))
+        if isinstance(found, str):   # raced with a delete since validation
+            raise InvalidParams(f"{field}.path", found)
+        model, tok = found
+        folder = tok.parent
         try:
             return cls(model, tok, name=cfg.get("model"), max_length=cfg["max_length"],
                        batch=cfg["batch"], threads=cfg.get("threads", 0), timeout=cfg.get("timeout"))
@@ -209,7 +209,7 @@ class OnnxRanker:
         return {
             "provider": "onnx",
             "model": self.name,
-            "path": str(self.model_path.parent),
+            "path": str(self.tokenizer_path.parent),
             "model_file": str(self.model_path),
             "max_length": self.max_length,
             "batch": self.batch,
@@ -217,6 +217,7 @@ class OnnxRanker:
             "inputs": sorted(self._dtypes),
             "output": self._output,
             "type_ids": self._type_ids_kind,
+            "meter": self.meter.snapshot(),
         }
 
     def close(self) -> None:
@@ -235,7 +236,7 @@ class OnnxRanker:
         deadline = Deadline(self.timeout if timeout is None else timeout)
         stopper = _Stopper(deadline, cancel)
         try:
-            scores = self._score(query, list(passages), stopper)
+            scores, tokens = self._score(query, list(passages), stopper)
         except RankerCancelled:
             raise                          # the caller gave up: not a ranker failure
         except RankerDown as exc:
@@ -247,16 +248,18 @@ class OnnxRanker:
             raise RankerDown(reason) from exc
         finally:
             stopper.close()
-        self.meter.record(pairs=len(scores), seconds=time.monotonic() - started)
+        self.meter.record(len(scores), tokens, time.monotonic() - started)
         return scores
 
-    def _score(self, query: str, passages: list[str], stopper: _Stopper) -> list[float]:
+    def _score(self, query: str, passages: list[str], stopper: _Stopper) -> tuple[list[float], int]:
+        """(scores, real tokens fed) for the meter."""
         if not isinstance(query, str) or not all(isinstance(p, str) for p in passages):
             raise RankerDown("query and passages must be strings")
         if not passages:
-            return []
+            return [], 0
         query = self._fit_query(query)
         out: list[float] = []
+        tokens = 0
         for start in range(0, len(passages), self.batch):
             stopper.check()
             chunk = passages[start:start + self.batch]
@@ -265,6 +268,7 @@ class OnnxRanker:
                 "input_ids": np.asarray([e.ids for e in encs], dtype=self._dtypes["input_ids"]),
                 "attention_mask": np.asarray([e.attention_mask for e in encs], dtype=self._dtypes["attention_mask"]),
             }
+            tokens += int(feeds["attention_mask"].sum())
             if self._has_type_ids:
                 feeds["token_type_ids"] = np.asarray([e.type_ids for e in encs], dtype=self._dtypes["token_type_ids"])
             ro = stopper.run_options()
@@ -285,7 +289,7 @@ class OnnxRanker:
             if not np.all(np.isfinite(col)):
                 raise RankerDown(f"ranker {self.name} returned non-finite scores")
             out.extend(float(x) for x in col)
-        return out
+        return out, tokens
 
     def _infer(self, feeds: dict[str, np.ndarray], run_options: ort.RunOptions) -> np.ndarray:
         return self._session.run([self._output], feeds, run_options)[0]
