@@ -474,6 +474,9 @@ class Service:
                 "reason": None if state == "ready" else (
                     "a new embedding model is filling" if state == "switching" else f"{pending} chunks wait for vectors")}
 
+    def embedding_status_by_name(self, name: Any) -> dict[str, Any]:
+        return self.embedding_status(self._ws(name))
+
     def embed_step(self, name: Any, batch: int = 16) -> dict[str, Any]:
         """One batch of the embed queue for a workspace (the daemon's worker calls this)."""
         return self.semantic.embed_step(self._ws(name), batch)
