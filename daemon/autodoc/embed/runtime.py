@@ -344,6 +344,9 @@ class SemanticRuntime:
             try:
                 qvec = provider.embed_query(text)
             except ProviderDown as e:
+                if switching:  # the old model is gone and the new one is not filled: the switch is the reason
+                    return SemanticOutcome(None, "switching", SWITCHING_REASON, Switching(
+                        f"semantic search is unavailable while a new embedding model is filling ({e})"))
                 return SemanticOutcome(None, "failed", f"the query could not be embedded: {e}",
                                        EmbedFailed(f"the query could not be embedded: {e}"))
             index = self.index_for(db, ws.id, fp, provider.dim)

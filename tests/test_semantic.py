@@ -1,0 +1,170 @@
+"""The semantic stage with the real bundled model (all-MiniLM-L6-v2 via
+onnxruntime) and a real local HTTP embeddings server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autodoc.config import Settings
+from autodoc.errors import EmbedFailed, Switching, Unsupported
+from autodoc.service import Service
+from helpers.embed_server import EmbedServer
+
+DOCS = {
+    "storage.md": "# Storage choice\n\nWe chose an embedded relational store that lives in one file beside the "
+                  "application, because it needs no server process.\n\n## Backups\n\nCopy the file while holding "
+                  "the lease.\n",
+    "passwords.md": "# Account help\n\nTo reset a forgotten password, open settings and follow the emailed link.\n",
+    "cooking.md": "# Pasta\n\nBoil salted water, add the spaghetti and cook for nine minutes.\n",
+    "oncall.md": "# On-call\n\nPage the secondary when the primary does not acknowledge within ten minutes.\n",
+}
+
+
+def write_corpus(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in DOCS.items():
+        (root / name).write_text(text)
+    return root
+
+
+@pytest.fixture()
+def svc(tmp_path):
+    s = Service(Settings.from_env(store=tmp_path / "s.db"))
+    s.workspace_add("kb", str(write_corpus(tmp_path / "kb")))
+    yield s
+    s.close()
+
+
+def _meter(s: Service) -> dict:
+    return s.info()["models"]["embedding"][0]["meter"]
+
+
+def test_every_chunk_embedded_once_and_an_edit_reembeds_one(svc, tmp_path):
+    rep = svc.index("kb", embed=True)
+    n = rep["chunks"]
+    assert rep["embedding"] == {"available": True, "embedded": n, "skipped": 0, "reason": None}
+    texts0 = _meter(svc)["texts"]
+    assert texts0 == n
+    again = svc.index("kb", embed=True)
+    assert again["embedding"]["embedded"] == 0 and _meter(svc)["texts"] == texts0
+    # one section edited → one new vector
+    p = tmp_path / "kb" / "storage.md"
+    p.write_text(p.read_text().replace("holding the lease", "holding the writer lease"))
+    rep = svc.index("kb", embed=True)
+    assert rep["modified"] == 1 and rep["embedding"]["embedded"] == 1
+    assert _meter(svc)["texts"] == texts0 + 1
+    # identical text in another file shares the vector
+    (tmp_path / "kb" / "copy.md").write_text(DOCS["passwords.md"])
+    rep = svc.index("kb", embed=True)
+    assert rep["added"] == 1 and rep["embedding"]["embedded"] == 0
+
+
+def test_paraphrase_found_by_meaning_not_words(svc):
+    svc.index("kb", embed=True)
+    q = "how do I recover my login credentials"
+    lex = svc.search("kb", q, {"stages": ["lexical"]})
+    assert "passwords.md" not in [h["path"] for h in lex["hits"]]
+    sem = svc.search("kb", q, {"stages": ["semantic"], "limit": 1})
+    assert sem["mode_used"] == "semantic" and sem["semantic"] == "ready"
+    assert sem["hits"][0]["path"] == "passwords.md"
+    h = sem["hits"][0]
+    assert h["via"] == ["semantic"] and h["scores"]["lexical"] is None and h["ranks"]["lexical"] is None
+    assert 0 < h["scores"]["semantic"] <= 1
+    hy = svc.search("kb", "embedded store in one file")
+    assert hy["mode_used"] == "hybrid" and hy["stages"]["performed"] == ["lexical", "semantic"]
+    assert hy["hits"][0]["path"] == "storage.md" and set(hy["hits"][0]["via"]) == {"lexical", "semantic"}
+    assert hy["hits"][0]["compatibility"] > 0.6
+
+
+def test_partial_until_a_document_is_embedded(svc):
+    svc.index("kb")  # no embedding yet
+    ans = svc.search("kb", "reset forgotten password")
+    assert ans["semantic"] == "partial" and ans["mode_used"] == "hybrid"
+    assert all("semantic" not in h["via"] for h in ans["hits"])  # nothing is ready to answer by meaning
+    assert svc.workspace_status("kb")["embedding"]["state"] == "partial"
+    while svc.embed_step("kb", 1)["embedded"]:
+        pass
+    ans = svc.search("kb", "reset forgotten password")
+    assert ans["semantic"] == "ready" and "semantic" in ans["hits"][0]["via"]
+
+
+def test_no_model_is_unsupported(tmp_path):
+    s = Service(Settings.from_env(store=tmp_path / "n.db"))
+    s.workspace_add("kb", str(write_corpus(tmp_path / "kb")), {"embedding": {"provider": "none"}})
+    s.index("kb")
+    with pytest.raises(Unsupported) as e:
+        s.search("kb", "password", {"stages": ["semantic"]})
+    assert e.value.code == -32065
+    ans = s.search("kb", "password")
+    assert ans["semantic"] == "off" and "semantic" in ans["stages"]["skipped"]
+    s.close()
+
+
+def test_provider_down_degrades_to_lexical_and_says_why(tmp_path):
+    s = Service(Settings.from_env(store=tmp_path / "d.db"))
+    s.workspace_add("kb", str(write_corpus(tmp_path / "kb")),
+                    {"embedding": {"provider": "http", "url": "http://127.0.0.1:9/v1/embeddings", "model": "m",
+                                   "timeout": 0.5, "retries": 0}})
+    rep = s.index("kb", embed=True)
+    assert rep["embedding"]["available"] is False and rep["embedding"]["reason"]
+    assert rep["embedding"]["skipped"] == rep["chunks"]
+    with pytest.raises(EmbedFailed) as e:
+        s.search("kb", "password", {"mode": "semantic"})
+    assert e.value.code == -32067
+    ans = s.search("kb", "password")
+    assert ans["mode_used"] == "lexical" and ans["semantic"] == "failed"
+    assert "unavailable" in ans["stages"]["skipped"]["semantic"] and ans["hits"]
+    s.close()
+
+
+def test_model_switch_keeps_old_vectors_then_swaps_atomically(tmp_path):
+    a, b = EmbedServer(), EmbedServer()
+    try:
+        s = Service(Settings.from_env(store=tmp_path / "w.db"))
+        s.workspace_add("kb", str(write_corpus(tmp_path / "kb")),
+                        {"embedding": {"provider": "http", "url": a.url, "model": "model-a"}})
+        s.index("kb", embed=True)
+        assert s.search("kb", "reset password", {"mode": "semantic"})["semantic"] == "ready"
+        s.workspace_configure("kb", {"embedding": {"provider": "http", "url": b.url, "model": "model-b"}})
+        # old vectors keep serving while model-b fills
+        ans = s.search("kb", "reset password", {"mode": "semantic"})
+        assert ans["semantic"] == "switching" and ans["hits"][0]["path"] == "passwords.md"
+        assert s.workspace_status("kb")["embedding"]["state"] == "switching"
+        # the old model is gone: semantic-only is refused, hybrid says why
+        a.stop()
+        with pytest.raises(Switching) as e:
+            s.search("kb", "reset my account password", {"mode": "semantic"})
+        assert e.value.code == -32069
+        hy = s.search("kb", "reset my account password")
+        assert hy["stages"]["skipped"]["semantic"] == "a new embedding model is filling"
+        assert hy["mode_used"] == "lexical" and hy["semantic"] == "switching"
+        # fill completes → switch, old vectors removed
+        s.embed_pending("kb")
+        st = s.workspace_status("kb")["embedding"]
+        assert st["state"] == "ready" and st["model"] == "model-b"
+        db = s._reader()
+        assert db.execute("SELECT COUNT(DISTINCT model_fp) FROM vectors").fetchone()[0] == 1
+        assert s.search("kb", "reset password", {"mode": "semantic"})["hits"][0]["path"] == "passwords.md"
+        s.close()
+    finally:
+        b.stop()
+
+
+def test_repeat_hybrid_searches_are_byte_identical(svc):
+    svc.index("kb", embed=True)
+    a = json.dumps(svc.search("kb", "file store lease backup", {"limit": 10}))
+    for _ in range(3):
+        assert json.dumps(svc.search("kb", "file store lease backup", {"limit": 10})) == a
+
+
+def test_weighted_fusion_selectable_per_request(svc):
+    svc.index("kb", embed=True)
+    ans = svc.search("kb", "embedded relational store", {"fusion": {"method": "weighted"}})
+    h = ans["hits"][0]
+    assert h["path"] == "storage.md"
+    expected = 0.6 * h["scores"]["semantic"] + 0.4 * h["scores"]["lexical"] / (h["scores"]["lexical"] + 1)
+    assert abs(h["score"] - expected) < 1e-6  # storage.md has no tags or inbound links: no boost
+    assert all(x["score"] >= 0.2 for x in ans["hits"])
