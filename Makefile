@@ -20,11 +20,12 @@ $(STAMP): pyproject.toml Makefile
 
 setup: $(STAMP)
 
-# The main job: index a real folder (this project's docs) and search it.
+# The main job: index a real folder (this repository: its README, docs,
+# protocol and test corpora) with the bundled model, then search it.
 demo: $(STAMP)
-	$(BIN)/autodoc --store $(DEMO_STORE) workspace add docs $(CURDIR)/docs --if-missing
-	$(BIN)/autodoc --store $(DEMO_STORE) index docs
-	$(BIN)/autodoc --store $(DEMO_STORE) search -w docs "$(or $(Q),how are search results fused)"
+	$(BIN)/autodoc --store $(DEMO_STORE) workspace add autodoc $(CURDIR) --if-missing
+	$(BIN)/autodoc --store $(DEMO_STORE) index autodoc
+	$(BIN)/autodoc --store $(DEMO_STORE) search -w autodoc "$(or $(Q),how are search results fused)"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from .fts import _CJK_RUN
+from .fts import _CJK_RUN, STOPWORDS
 from .query import Term
 
 MARK_OPEN, MARK_CLOSE = "«", "»"
@@ -31,7 +31,9 @@ def query_matchers(terms: list[Term]) -> tuple[set[str], list[str], list[str]]:
     stems: set[str] = set()
     prefixes: list[str] = []
     cjk: list[str] = []
-    for t in terms:
+    # stopwords are marked only when the query is nothing but stopwords ("to be or not to be")
+    content = [t for t in terms if t.phrase or t.text.lower() not in STOPWORDS] or terms
+    for t in content:
         for run in _CJK_RUN.findall(t.text):
             cjk.append(run)
         words = [w for w in _WORD.findall(t.text) if not _CJK_RUN.fullmatch(w)]
