@@ -10,7 +10,6 @@ Pure: no I/O.
 from __future__ import annotations
 
 import hashlib
-from collections import deque
 from typing import Callable
 
 from .lines import SETEXT_LINE, ByteMap, Line, fence_blocks, split_lines
@@ -114,36 +113,60 @@ def _split(text, lines, fences, heads, first, last, budget, count) -> list[tuple
         return []
     if count(text[s:e]) <= budget:
         return [(s, e)]
-    queue = deque(
-        p
-        for blk in block_pieces(text, lines, fences, heads, first, last)
-        for p in _fit(text, blk, budget, count)
-    )
+    pieces = [q for blk in block_pieces(text, lines, fences, heads, first, last) for q in _fit(text, blk, budget, count)]
     out: list[tuple[int, int]] = []
-    cur: Piece | None = None
-    while queue:
-        p = queue.popleft()
-        if cur is None:
-            cur = p
-        elif count(text[cur.start : p.end]) <= budget:
-            cur = Piece(cur.start, p.end, "mixed")
-        elif cur.kind == "heading" and p.kind != "code" and len(finer := sub_pieces(text, p)) > 1:
+    i = 0
+    while i < len(pieces):
+        j = _last_fitting(text, pieces, i, budget, count)
+        if j == i and pieces[i].kind == "heading" and i + 1 < len(pieces) and pieces[i + 1].kind != "code":
             # A heading alone makes a useless chunk: open up the next piece so
             # the heading can travel with its first sentence (never open a
             # code block that fits: those are only cut when they alone overflow).
-            queue.extendleft(reversed(finer))
-        else:
-            out.append((cur.start, cur.end))
-            cur = p
-    if cur is not None:
-        out.append((cur.start, cur.end))
+            finer = sub_pieces(text, pieces[i + 1])
+            if len(finer) > 1:
+                pieces[i + 1 : i + 2] = finer
+                continue
+        out.append((pieces[i].start, pieces[j].end))
+        i = j + 1
     return out
+
+
+def _last_fitting(text: str, pieces: list[Piece], i: int, budget: int, count) -> int:
+    """The last j such that pieces i..j fit the budget together (at least i).
+
+    Same answer as adding pieces one by one, but galloping then bisecting keeps
+    the number of (whole-slice) counts logarithmic per chunk, so a paragraph of
+    100,000 words without a full stop is not counted 100,000 times.
+    """
+    start = pieces[i].start
+    lo, hi, step = i, len(pieces), 1  # pieces[lo] is in; hi is the first known not to fit
+    while True:
+        j = min(lo + step, hi - 1)
+        if j <= lo:
+            break
+        if count(text[start : pieces[j].end]) <= budget:
+            lo, step = j, step * 2
+        else:
+            hi = j
+            break
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if count(text[start : pieces[mid].end]) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _fit(text: str, p: Piece, budget: int, count) -> list[Piece]:
     """p itself if it fits, else its finer pieces, recursively (down to single characters)."""
     if count(text[p.start : p.end]) <= budget:
         return [p]
+    if p.kind == "word" and p.end - p.start > 2 * budget:
+        # A huge unbroken run (minified data, CJK without punctuation): cut it
+        # in budget-sized character slices first instead of halving log(n) times.
+        finer = [Piece(k, min(k + budget, p.end), "word") for k in range(p.start, p.end, budget)]
+        return [q for f in finer for q in _fit(text, f, budget, count)]
     finer = sub_pieces(text, p)
     if len(finer) <= 1:
         return finer or [p]

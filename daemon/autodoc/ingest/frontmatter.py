@@ -31,6 +31,9 @@ class Frontmatter:
     value_lines: dict[str, list[tuple[Any, int]]] = field(default_factory=dict)
     # char span of the abstract field (key through value), trailing whitespace trimmed
     abstract_chars: tuple[int, int] | None = None
+    # every top-level key (as written) -> 1-based file line of the key, and of each item of a list value
+    field_lines: dict[str, int] = field(default_factory=dict)
+    item_lines: dict[str, list[int]] = field(default_factory=dict)
 
 
 def read_frontmatter(text: str, lines: list[Line]) -> Frontmatter:
@@ -64,11 +67,15 @@ def read_frontmatter(text: str, lines: list[Line]) -> Frontmatter:
 
 
 def _locate(node: yaml.Node, y_text: str, y_start: int, fm: Frontmatter) -> None:
-    """Record where supersedes/superseded_by values and the abstract field sit in the file."""
+    """Record where every key, supersedes/superseded_by values and the abstract field sit in the file."""
     if not isinstance(node, yaml.MappingNode):
         return
     for key, val in node.value:
         name = key.value if isinstance(key, yaml.ScalarNode) else None
+        if name is not None:
+            fm.field_lines.setdefault(str(name), key.start_mark.line + 2)
+            if isinstance(val, yaml.SequenceNode):
+                fm.item_lines.setdefault(str(name), [it.start_mark.line + 2 for it in val.value])
         if name in ("supersedes", "superseded_by"):
             items = val.value if isinstance(val, yaml.SequenceNode) else [val]
             fm.value_lines[name] = [

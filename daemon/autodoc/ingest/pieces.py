@@ -24,7 +24,7 @@ _WORD = re.compile(r"\S+")
 class Piece:
     start: int  # char index, inclusive
     end: int  # char index, exclusive
-    kind: str  # heading | para | code | sentence | line | word | mixed
+    kind: str  # heading | para | code | sentence | line | word
 
 
 def block_pieces(text: str, lines: list[Line], fences: dict[int, int], heads: set[int], first: int, last: int):
@@ -62,7 +62,7 @@ def sub_pieces(text: str, p: Piece) -> list[Piece]:
         finer = _lines(text, p)
         if len(finer) > 1:
             return finer
-    if p.kind in ("para", "mixed"):
+    if p.kind == "para":
         finer = _sentences(text, p)
         if len(finer) > 1:
             return finer

@@ -5,8 +5,9 @@ relpath), with skip set when the file must not be read (a symlink leaving
 the workspace, a dangling link, a file over the size limit); read_document
 turns one entry into raw bytes or raises SkipFile. is_markdown_path,
 is_ignored and entry_for answer the same questions for a single path, for a
-file watcher. Hidden files and folders, .git, node_modules and whatever
-.gitignore files (root and nested) ignore are never yielded.
+file watcher. Hidden files and folders, .git, node_modules, the root's
+_schema/ folder (where the frontmatter schema lives) and whatever .gitignore
+files (root and nested) ignore are never yielded.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pathspec
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIP_DIRS = frozenset({".git", "node_modules"})
+SCHEMA_DIR = "_schema"  # the workspace's schema folder (autodoc.schema): configuration, not documents
 OUTSIDE = "symlink points outside the workspace"
 DANGLING = "symlink target does not exist or loops"
 BINARY_PROBE = 8192
@@ -66,7 +68,7 @@ def _walk(d: Path, real_root: Path, rel: str, specs: _Specs, max_bytes: int, out
     except OSError:
         return  # unreadable folder: nothing we can index in it
     for it in items:
-        if it.name.startswith(".") or it.name in SKIP_DIRS:
+        if it.name.startswith(".") or it.name in SKIP_DIRS or (not rel and it.name == SCHEMA_DIR):
             continue
         r = f"{rel}/{it.name}" if rel else it.name
         if it.is_symlink():
@@ -115,7 +117,7 @@ def entry_for(root: Path, relpath: str, *, max_bytes: int) -> ScanEntry | None:
 def is_ignored(root: Path, relpath: str) -> bool:
     """Whether scan_workspace would never look at relpath (hidden, .git, node_modules, .gitignore)."""
     parts = [p for p in relpath.replace("\\", "/").split("/") if p]
-    if any(p.startswith(".") or p in SKIP_DIRS for p in parts):
+    if any(p.startswith(".") or p in SKIP_DIRS for p in parts) or (parts and parts[0] == SCHEMA_DIR):
         return True
     root = Path(root)
     specs = _specs_in(root, "", ())
