@@ -128,8 +128,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    quiet = logging.INFO if args.cmd == "serve" else logging.WARNING  # a daemon's log is its status
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr,
+        level=logging.DEBUG if args.verbose else quiet, stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     settings = Settings.from_env(args.store, args.socket_path)

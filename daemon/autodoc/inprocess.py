@@ -28,6 +28,9 @@ METHODS: dict[str, tuple[str, tuple[str, ...]]] = {
     "workspace.reindex": ("index", ("workspace",)),
     "search.query": ("search", ("workspace", "query", "opts")),
     "document.read": ("document_read", ("workspace", "path", "opts")),
+    "document.links": ("document_links", ("workspace", "path")),
+    "document.backlinks": ("document_backlinks", ("workspace", "path")),
+    "document.problems": ("document_problems", ("workspace", "path")),
     "changes.since": ("changes_since", ("workspace", "cursor", "limit")),
 }
 

@@ -38,6 +38,9 @@ from .store.documents import (
 )
 from .store.lease import Lease
 from .store.links import resolve_workspace
+from .store.facets import active_schema, schema_row, sync_schema
+from .store.documents import next_generation
+from .schema import SCHEMA_RELPATH
 from .embed.runtime import SemanticRuntime
 from concurrent.futures import ThreadPoolExecutor
 
@@ -64,7 +67,7 @@ class Service:
         self._db: apsw.Connection | None = None
         self._write_lock = threading.RLock()
         self._local = threading.local()
-        self._readers: list[apsw.Connection] = []
+        self._readers: list[tuple[threading.Thread, apsw.Connection]] = []
         self._readers_lock = threading.Lock()
         self._listeners: list[ChangeListener] = []
         self._fields_cache: dict[int, tuple[int, set[str]]] = {}
@@ -100,8 +103,21 @@ class Service:
         if db is None:
             db = open_reader(self.store_path)
             self._local.db = db
+            me = threading.current_thread()
             with self._readers_lock:
-                self._readers.append(db)
+                # worker threads come and go (anyio retires idle ones): close the
+                # connections of threads that are gone instead of leaking them
+                alive = []
+                for t, conn in self._readers:
+                    if t.is_alive():
+                        alive.append((t, conn))
+                    else:
+                        try:
+                            conn.close()
+                        except Exception:
+                            pass
+                alive.append((me, db))
+                self._readers = alive
         return db
 
     def set_holder(self, holder: dict[str, Any]) -> None:
@@ -130,7 +146,7 @@ class Service:
         self.closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
         with self._readers_lock:
-            for db in self._readers:
+            for _, db in self._readers:
                 try:
                     db.close()
                 except Exception:
@@ -244,12 +260,9 @@ class Service:
             ).fetchone()
             skipped = [{"path": p, "reason": r} for p, r in db.execute(
                 "SELECT path, reason FROM skipped WHERE workspace_id=? ORDER BY path", (ws.id,))]
-            problems = []
-            for path, probs in db.execute(
-                "SELECT path, problems FROM documents WHERE workspace_id=? AND problems != '[]' ORDER BY path", (ws.id,)
-            ):
-                for p in json.loads(probs):
-                    problems.append({"path": path, **p})
+            problems = self._problems(db, ws)
+            applied = schema_row(db, ws.id)
+            schema = applied[1] if applied else None
             broken = [{"path": s, "target": t, "line": ln} for s, t, ln in db.execute(
                 "SELECT d.path, l.target, l.line FROM links l JOIN documents d ON d.id = l.source_id "
                 "WHERE l.workspace_id=? AND l.target_path IS NULL ORDER BY d.path, l.line", (ws.id,))]
@@ -264,6 +277,10 @@ class Service:
             "generation": generation,
             "problems": problems,
             "broken_links": broken,
+            # the frontmatter schema in force (protocol/SCHEMA.md): what a facet picker can offer
+            "schema": None if schema is None else {
+                "path": SCHEMA_RELPATH, "fields": schema.kinds, "types": sorted(schema.types),
+                "type_field": schema.type_field, "link_fields": schema.link_fields()},
             "embedding": self.embedding_status(ws),
             "change_cursor": cursor,
         }
@@ -295,6 +312,7 @@ class Service:
         root = Path(ws.root)
         if not root.is_dir():
             raise InvalidParams("workspace", f"the workspace root {ws.root} is not a folder any more")
+        self._sync_schema(ws)
         entries = list(scan_workspace(root, max_bytes=cfg.max_file_bytes))
         known = {p: (h, s, m) for p, h, s, m in db.execute(
             "SELECT path, content_hash, size, mtime_ns FROM documents WHERE workspace_id=?", (ws.id,))}
@@ -421,6 +439,8 @@ class Service:
         ws = self._ws(name)
         cfg = WorkspaceConfig.from_json(ws.config)
         root = Path(ws.root).resolve()
+        if root.is_dir():
+            self._sync_schema(ws)  # the watcher hands us _schema/frontmatter.yaml too
         report = {"workspace": ws.name, "scanned": 0, "added": 0, "modified": 0, "deleted": 0, "renamed": 0,
                   "unchanged": 0, "skipped": [], "chunks": 0, "seconds": 0.0}
         pending, gone, skips = [], [], []
@@ -565,8 +585,11 @@ class Service:
             ws = self._ws(name, db)
             options = parse_options(opts, WorkspaceConfig.from_json(ws.config))
             rank, rank_model = self._rank_fn(ws, cancel)
-            ctx = engine.Context(db=db, ws=ws, known_fields=self._known_fields(db, ws),
-                                 semantic=self.semantic.leg, pool=self._pool, rank=rank, rank_model=rank_model)
+            schema = active_schema(db, ws.id)
+            ctx = engine.Context(db=db, ws=ws,
+                                 known_fields=schema.declared if schema else self._known_fields(db, ws),
+                                 semantic=self.semantic.leg, pool=self._pool, rank=rank, rank_model=rank_model,
+                                 facet_kinds=schema.kinds if schema else None)
             return engine.search(ctx, query, options)
 
     def document_read(self, name: Any, path: Any, opts: Any = None) -> dict[str, Any]:
@@ -638,6 +661,98 @@ class Service:
                        "ranker": [r.describe() for r in list(self._rankers.values())]},
             "workspaces": names,
         }
+
+    # -- schema, problems and the link graph (issue 7) ----------------------------------
+
+    def _sync_schema(self, ws: Workspace) -> bool:
+        """Apply _schema/frontmatter.yaml if it changed: every document's facets and
+        problems are derived again from the stored frontmatter (no re-chunk, no re-embed)."""
+        db = self._writer()
+        with self._write_lock:
+            with db:
+                changed = sync_schema(db, ws.id, Path(ws.root))
+                if changed:
+                    resolve_workspace(db, ws.id)  # link fields may have changed
+                    next_generation(db)  # readers' cached field sets are keyed by it
+        if changed:
+            self._fields_cache.pop(ws.id, None)
+            log.info("workspace %s: frontmatter schema applied", ws.name)
+        return changed
+
+    def _problems(self, db: apsw.Connection, ws: Workspace, path: str | None = None) -> list[dict[str, Any]]:
+        """Problems with the schema file, then each document's (parse, then schema), by path and line."""
+        out: list[dict[str, Any]] = []
+        row = schema_row(db, ws.id)
+        if row is not None and path in (None, SCHEMA_RELPATH):
+            out += [{"path": SCHEMA_RELPATH, **p} for p in row[2]]
+        sql = ("SELECT path, problems, schema_problems FROM documents WHERE workspace_id=? "
+               "AND (problems != '[]' OR schema_problems != '[]')")
+        args: tuple = (ws.id,)
+        if path is not None:
+            sql += " AND path=?"
+            args += (path,)
+        for p, probs, sprobs in db.execute(sql + " ORDER BY path", args):
+            parse = json.loads(probs)
+            schema = sorted(json.loads(sprobs), key=lambda x: (x["line"], x["code"], x["message"]))
+            out += [{"path": p, **x} for x in parse + schema]
+        return out
+
+    def document_problems(self, name: Any, path: Any = None) -> dict[str, Any]:
+        """{workspace, path, problems: [{path, line, message, code}]}: why a document (or every
+        document, and the schema file) breaks the parser or the workspace schema."""
+        if path is not None and (not isinstance(path, str) or not path):
+            raise InvalidParams("path", "must be a workspace-relative path")
+        db = self._reader()
+        with db:
+            ws = self._ws(name, db)
+            rel = None
+            if path is not None:
+                rel = _safe_relpath(ws, path)
+                if rel != SCHEMA_RELPATH and not db.execute(
+                        "SELECT 1 FROM documents WHERE workspace_id=? AND path=?", (ws.id, rel)).fetchone():
+                    raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
+            return {"workspace": ws.name, "path": rel, "problems": self._problems(db, ws, rel)}
+
+    def _doc_row(self, db: apsw.Connection, ws: Workspace, path: Any) -> tuple[int, str]:
+        if not isinstance(path, str) or not path:
+            raise InvalidParams("path", "must be a workspace-relative path")
+        rel = _safe_relpath(ws, path)
+        row = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws.id, rel)).fetchone()
+        if not row:
+            raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
+        return row[0], rel
+
+    def document_links(self, name: Any, path: Any) -> dict[str, Any]:
+        """Outgoing links of one document, in file order: {workspace, path, links: [{target, kind,
+        line, label, anchor, target_path, target_title}]}; target_path is null for a broken link."""
+        db = self._reader()
+        with db:
+            ws = self._ws(name, db)
+            doc_id, rel = self._doc_row(db, ws, path)
+            links = [
+                {"target": t, "kind": k, "line": ln, "label": lb, "anchor": an, "target_path": tp, "target_title": tt}
+                for t, k, ln, lb, an, tp, tt in db.execute(
+                    """SELECT l.target, l.kind, l.line, l.label, l.anchor, l.target_path, d.title FROM links l
+                       LEFT JOIN documents d ON d.workspace_id = l.workspace_id AND d.path = l.target_path
+                       WHERE l.source_id=? ORDER BY l.line, l.rowid""", (doc_id,))
+            ]
+        return {"workspace": ws.name, "path": rel, "links": links}
+
+    def document_backlinks(self, name: Any, path: Any) -> dict[str, Any]:
+        """Links to one document from the others (and itself): {workspace, path, backlinks:
+        [{source_path, source_title, target, kind, line, label, anchor}]}, by source path and line."""
+        db = self._reader()
+        with db:
+            ws = self._ws(name, db)
+            _, rel = self._doc_row(db, ws, path)
+            back = [
+                {"source_path": sp, "source_title": st, "target": t, "kind": k, "line": ln, "label": lb, "anchor": an}
+                for sp, st, t, k, ln, lb, an in db.execute(
+                    """SELECT s.path, s.title, l.target, l.kind, l.line, l.label, l.anchor FROM links l
+                       JOIN documents s ON s.id = l.source_id
+                       WHERE l.workspace_id=? AND l.target_path=? ORDER BY s.path, l.line, l.rowid""", (ws.id, rel))
+            ]
+        return {"workspace": ws.name, "path": rel, "backlinks": back}
 
 
 def _int_opt(opts: dict, key: str, default: int, lo: int, hi: int) -> int:

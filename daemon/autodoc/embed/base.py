@@ -179,8 +179,8 @@ class BaseProvider:
         for t in texts:
             if not isinstance(t, str):
                 raise TypeError(f"embed() takes strings, got {type(t).__name__}")
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
+        if not texts:  # no work, and never a network probe for an unknown dimension
+            return np.zeros((0, self._known_dim() or 0), dtype=np.float32)
         with self._metered(len(texts)) as m:
             out, tokens = self._embed(texts)
             m["tokens"] = tokens
@@ -198,6 +198,10 @@ class BaseProvider:
 
     def _embed(self, texts: list[str]) -> tuple[np.ndarray, int]:  # pragma: no cover
         raise NotImplementedError
+
+    def _known_dim(self) -> int | None:
+        """The dimension if known without any I/O."""
+        return self.dim
 
     @contextmanager
     def _metered(self, n: int) -> Iterator[dict[str, int]]:
@@ -220,13 +224,11 @@ class BaseProvider:
             "name": self.name,
             "max_tokens": self.max_tokens,
         }
-        try:
-            d["dim"] = self.dim
-            d["fingerprint"] = self.fingerprint
-        except ProviderDown as e:  # http provider whose dimension is still unknown
-            d["dim"] = None
-            d["fingerprint"] = None
-            d["error"] = str(e)
+        # never blocks on the network: an http provider that has not answered
+        # yet shows dim and fingerprint as null
+        dim = self._known_dim()
+        d["dim"] = dim
+        d["fingerprint"] = self.fingerprint if dim else None
         d["meter"] = self.meter.snapshot()
         d["query_cache"] = {"size": self._query_cache.size, "hits": self._query_cache.hits,
                             "misses": self._query_cache.misses}

@@ -31,6 +31,7 @@ BACKOFF_BASE = 0.25     # seconds; attempt k waits BACKOFF_BASE * 2**k (capped)
 BACKOFF_CAP = 8.0
 RETRY_AFTER_CAP = 30.0
 PROBE_TEXT = "dimension probe"
+PROBE_RETRY_S = 10.0    # a failed dimension probe is not repeated for this long
 
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -80,6 +81,7 @@ class HttpProvider(BaseProvider):
         self.backoff = float(backoff)
         self._dim: int | None = int(dim) if dim else None
         self._dim_lock = threading.Lock()
+        self._probe_failed: tuple[float, ProviderDown] | None = None
         self._client = httpx.Client(
             timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
             headers={"User-Agent": "autodoc", "Accept": "application/json"},
@@ -95,8 +97,18 @@ class HttpProvider(BaseProvider):
         if self._dim is None:
             with self._dim_lock:
                 if self._dim is None:
-                    self._embed([PROBE_TEXT])
+                    failed = self._probe_failed
+                    if failed and time.monotonic() - failed[0] < PROBE_RETRY_S:
+                        raise failed[1]  # status calls must not each wait out a timeout
+                    try:
+                        self._embed([PROBE_TEXT])
+                    except ProviderDown as e:
+                        self._probe_failed = (time.monotonic(), e)
+                        raise
         assert self._dim is not None
+        return self._dim
+
+    def _known_dim(self) -> int | None:
         return self._dim
 
     @property

@@ -172,6 +172,8 @@ class SemanticRuntime:
         codes = sign_codes(vecs)
         w = self.svc._writer()
         with self.svc._write_lock, w:
+            if not w.execute("SELECT 1 FROM workspaces WHERE id=?", (ws.id,)).fetchone():
+                return {"embedded": 0, "remaining": 0, "state": "off", "reason": "the workspace was removed"}
             w.executemany(
                 "INSERT OR REPLACE INTO vectors(workspace_id, model_fp, text_hash, f32, bits) VALUES (?,?,?,?,?)",
                 [(ws.id, fp, h, vecs[i].tobytes(), codes[i].tobytes()) for i, (h, _) in enumerate(rows)],

@@ -181,12 +181,19 @@ class Connection:
         if target is not NOID:
             self.cancel_request(target)
             return
+        registered = []
         for rid in request_ids(message):
-            self._inflight[id_key(rid)] = InFlight(rid)
-        requests.start_soon(self._handle, message, self._accepting())
+            inflight = self._inflight[id_key(rid)] = InFlight(rid)
+            registered.append(inflight)
+        requests.start_soon(self._handle, message, self._accepting(), registered)
 
-    async def _handle(self, message: Any, admitted: bool) -> None:
-        response = await self.dispatcher.dispatch(message, self, admitted=admitted)
+    async def _handle(self, message: Any, admitted: bool, registered: list[InFlight]) -> None:
+        try:
+            response = await self.dispatcher.dispatch(message, self, admitted=admitted)
+        finally:
+            # Requests refused before they ran (invalid ones) never ended themselves.
+            for inflight in registered:
+                self.end_request(inflight.id, inflight)
         if response is not None:
             await self.send(response)
 

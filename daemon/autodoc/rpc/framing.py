@@ -80,6 +80,7 @@ class FrameDecoder:
         self._scan = 0  # newline mode: bytes of _buf already known to hold no newline
         self._discard_line = False  # newline mode: inside an oversized line
         self._skip = 0  # content-length mode: body bytes still to discard
+        self._body = -1  # content-length mode: length of the body being awaited
         self._resync = False  # content-length mode: looking for the next header
 
     @property
@@ -109,10 +110,11 @@ class FrameDecoder:
             line = bytes(self._buf).rstrip(b"\r")
             if line.strip(_BLANK):
                 out.append(self._line_item(line))
-        elif self.framing == CONTENT_LENGTH and not self._resync and self._buf.strip(_BLANK):
+        elif self.framing == CONTENT_LENGTH and not self._resync and (self._body >= 0 or self._buf.strip(_BLANK)):
             out.append(FrameError(PARSE_ERROR, "connection closed in the middle of a frame"))
         self._buf.clear()
         self._scan = 0
+        self._body = -1
         return out
 
     # -- detection ------------------------------------------------------------
@@ -173,6 +175,8 @@ class FrameDecoder:
 
     def _decode_content_length(self, out: list[Item]) -> None:
         buf = self._buf
+        if self._body >= 0 and not self._take_body(out):
+            return
         while True:
             if self._skip:
                 n = min(self._skip, len(buf))
@@ -211,10 +215,18 @@ class FrameDecoder:
                 out.append(_too_large(length, self.max_frame_bytes))
                 self._skip = length
                 continue
-            if len(buf) < length:
+            self._body = length
+            if not self._take_body(out):
                 return
-            out.append(Frame(bytes(buf[:length])))
-            del buf[:length]
+
+    def _take_body(self, out: list[Item]) -> bool:
+        """Emit the announced body once it is all here; False while waiting."""
+        if len(self._buf) < self._body:
+            return False
+        out.append(Frame(bytes(self._buf[: self._body])))
+        del self._buf[: self._body]
+        self._body = -1
+        return True
 
     def _find_header(self) -> bool:
         """Drop bytes up to the next Content-Length header; False if none yet."""

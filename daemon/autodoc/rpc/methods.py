@@ -4,8 +4,8 @@ Input: a RequestContext and named params already checked against
 schemas/<method>.params.json. Output: the Service's JSON-safe answer.
 
 Every Service call runs in a worker thread behind a named capacity limiter:
-reads (search, read, status, list, changes) on ``app.readers`` and may be
-abandoned when cancelled; writes (workspace.add/remove/configure/section_size,
+reads (search, read, links, backlinks, problems, status, list, changes) on
+``app.readers`` and may be abandoned when cancelled; writes (workspace.add/remove/configure/section_size,
 index runs, the live index) on the single-slot ``app.writer``. A write that
 has started finishes and answers with its real result even when cancelled,
 except an index run, which polls for cancellation between files (through its
@@ -14,6 +14,8 @@ progress callback) and then answers -32800.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 from functools import partial
 from typing import Any, Callable, Protocol
@@ -52,6 +54,18 @@ async def run_write(app: App, fn: Callable[..., Any], *args: Any, **kwargs: Any)
             return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
 
 
+@functools.lru_cache(maxsize=64)
+def _accepts_cached(fn: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _accepts(method: Any, name: str) -> bool:
+    return _accepts_cached(getattr(method, "__func__", method), name)
+
+
 class Methods:
     def __init__(self, app: App):
         self.app = app
@@ -71,6 +85,9 @@ class Methods:
             "workspace.index": self.workspace_index,
             "search.query": self.search_query,
             "document.read": self.document_read,
+            "document.links": self.document_links,
+            "document.backlinks": self.document_backlinks,
+            "document.problems": self.document_problems,
             "changes.since": self.changes_since,
             "changes.subscribe": self.changes_subscribe,
             "changes.unsubscribe": self.changes_unsubscribe,
@@ -82,6 +99,7 @@ class Methods:
     async def server_info(self, ctx: RequestContext, p: dict) -> dict:
         info = dict(await run_read(self.app, self.service.info))
         info["socket"] = str(self.app.socket_path) if self.app.socket_path else None
+        info["watching"] = list(getattr(self.app, "watching", []))
         return info
 
     async def server_shutdown(self, ctx: RequestContext, p: dict) -> dict:
@@ -153,10 +171,24 @@ class Methods:
     # -- search and documents ---------------------------------------------------------
 
     async def search_query(self, ctx: RequestContext, p: dict) -> dict:
-        return await run_read(self.app, self.service.search, p["workspace"], p["query"], p.get("opts"))
+        extra = {}
+        if ctx.inflight is not None and _accepts(self.service.search, "cancel"):
+            # The search thread is abandoned when cancelled; this flag lets it
+            # stop its own work (a rerank, say) instead of finishing unseen.
+            extra["cancel"] = ctx.inflight.cancelled
+        return await run_read(self.app, self.service.search, p["workspace"], p["query"], p.get("opts"), **extra)
 
     async def document_read(self, ctx: RequestContext, p: dict) -> dict:
         return await run_read(self.app, self.service.document_read, p["workspace"], p["path"], p.get("opts"))
+
+    async def document_links(self, ctx: RequestContext, p: dict) -> dict:
+        return await run_read(self.app, self.service.document_links, p["workspace"], p["path"])
+
+    async def document_backlinks(self, ctx: RequestContext, p: dict) -> dict:
+        return await run_read(self.app, self.service.document_backlinks, p["workspace"], p["path"])
+
+    async def document_problems(self, ctx: RequestContext, p: dict) -> dict:
+        return await run_read(self.app, self.service.document_problems, p["workspace"], p.get("path"))
 
     # -- changes ----------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -116,11 +117,11 @@ def bind_params(method: str, params: Any) -> dict[str, Any]:
 
 def result_errors(method: str, result: Any) -> list[str]:
     """Every way ``result`` breaks ``method``'s result schema ("" = valid)."""
-    return [f"{_where(e)}: {describe(e)[1]}" for e in validator(method, "result").iter_errors(result)]
+    return ["%s: %s" % describe(e, root="result") for e in validator(method, "result").iter_errors(result)]
 
 
 def notification_errors(method: str, params: Any) -> list[str]:
-    return [f"{_where(e)}: {describe(e)[1]}" for e in validator(method, "params").iter_errors(params)]
+    return ["%s: %s" % describe(e, root="params") for e in validator(method, "params").iter_errors(params)]
 
 
 def first_error(v: Draft202012Validator, instance: Any) -> ValidationError | None:
@@ -147,15 +148,11 @@ def field_name(path: Iterable[Any], root: str = "params") -> str:
     return out or root
 
 
-def _where(error: ValidationError) -> str:
-    return field_name(error.absolute_path, root="result")
-
-
 _ARTICLE = {"integer": "an integer", "object": "an object", "array": "an array", "string": "a string",
             "number": "a number", "boolean": "a boolean", "null": "null"}
 
 
-def describe(error: ValidationError) -> tuple[str, str]:
+def describe(error: ValidationError, root: str = "params") -> tuple[str, str]:
     """(field, message) for one validation error, worded for people."""
     path = list(error.absolute_path)
     kw = error.validator
@@ -163,15 +160,17 @@ def describe(error: ValidationError) -> tuple[str, str]:
     schema = error.schema if isinstance(error.schema, dict) else {}
     inst = error.instance
     if kw == "required" and isinstance(inst, dict):
-        missing = next((k for k in value if k not in inst), value[0] if value else "?")
-        return field_name(path + [missing]), "is required"
+        # jsonschema reports each missing property as its own error: "'x' is a required property".
+        named = re.match(r"^'(.+)' is a required property$", error.message)
+        missing = named.group(1) if named else next((k for k in value if k not in inst), "?")
+        return field_name(path + [missing], root), "is required"
     if kw in ("additionalProperties", "unevaluatedProperties") and isinstance(inst, dict):
         known = set(schema.get("properties", {}))
         extra = next((k for k in inst if k not in known), "?")
-        return field_name(path + [extra]), "is not a known field"
+        return field_name(path + [extra], root), "is not a known field"
     if kw == "propertyNames" and error.context:
-        return describe(error.context[0])
-    field = field_name(path)
+        return describe(error.context[0], root)
+    field = field_name(path, root)
     if "x-message" in schema and kw != "type":
         return field, schema["x-message"]
     if kw == "type":
@@ -205,7 +204,7 @@ def describe(error: ValidationError) -> tuple[str, str]:
         return field, "must not be empty" if value == 1 else f"must have at least {value} fields"
     if kw in ("anyOf", "oneOf") and error.context:
         # e.g. a nullable field: report the most relevant branch's problem.
-        return describe(best_match(error.context))
+        return describe(best_match(error.context), root)
     if kw == "false" or value is False:
         return field, "is not allowed"
     return field, error.message

@@ -57,6 +57,7 @@ class RpcServer:
         self.readers = anyio.CapacityLimiter(readers)
         self.writer = anyio.CapacityLimiter(1)
         self.socket_path: Path | None = None
+        self.watching: list[str] = []  # workspaces the live index watches (daemon.py)
         self.connections: set[Connection] = set()
         self.dispatcher = Dispatcher(Methods(self).handlers(), check_results=check_results)
         self.shutting_down = False
@@ -222,6 +223,16 @@ class RpcServer:
         for fn in list(self.workspace_listeners):
             fn()
 
+    def broadcast(self, workspace: str, method: str, params: Any) -> None:
+        """Notify every connection subscribed to ``workspace`` (from any thread)."""
+
+        def send() -> None:
+            for conn in list(self.connections):
+                if not conn.closed and conn.subscription.wants(workspace):
+                    conn.notify_nowait(method, params)
+
+        self.run_in_loop(send)
+
     # -- the change feed ------------------------------------------------------------------
 
     def _add_change_listener(self) -> None:
@@ -237,10 +248,12 @@ class RpcServer:
             except Exception:
                 log.debug("removing the change listener failed", exc_info=True)
 
-    def _on_change(self, workspace: str, change: dict) -> None:
-        """Service's change listener (called from the writing thread)."""
+    def _on_change(self, workspace: str, changes: list[dict] | dict) -> None:
+        """Service's change listener (called from the writing thread, after a
+        commit) with one change or a list of them."""
+        items = changes if isinstance(changes, list) else [changes]
         with self._changes_lock:
-            self._pending_changes.append((workspace, change))
+            self._pending_changes.extend((workspace, c) for c in items)
             if self._wakeup_pending:
                 return
             self._wakeup_pending = True

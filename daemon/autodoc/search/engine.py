@@ -17,10 +17,13 @@ from typing import Any, Callable, Protocol
 import apsw
 
 from ..config import PER_DOCUMENT, RRF_K, SEMANTIC_TOP
-from ..errors import AutodocError, Unsupported
+from ..errors import AutodocError, InvalidParams, Unsupported
 from ..store.documents import Workspace
 from . import fusion as F
+from .counts import facet_counts
 from .filters import Filter, build_filter
+from .fts import build_match
+from .graph import run_graph
 from .lexical import run_lexical
 from .options import SearchOptions
 from .query import ParsedQuery, Term, parse_query, resolve_facets
@@ -69,9 +72,24 @@ class Context:
     rank: RankFn | None = None
     rank_model: str | None = None
     pool: Any = None  # an executor for the semantic leg; None runs it inline
+    facet_kinds: dict[str, str] | None = None  # declared field -> comparison kind; None: no schema
+
+
+def _check_fields(ctx: Context, opts: SearchOptions) -> None:
+    """opts.facets / opts.facet_counts may name only facets: declared fields
+    (with a schema) or fields some document has (without), and tag."""
+    def check(name: str, fields) -> None:
+        for f in fields:
+            if f != "tag" and f not in ctx.known_fields:
+                what = ("is not declared in the workspace schema (_schema/frontmatter.yaml)"
+                        if ctx.facet_kinds is not None else "is not a field of any document in this workspace")
+                raise InvalidParams(name.format(f), f"{f!r} {what}")
+    check("opts.facets.{}", opts.facets)
+    check("opts.facet_counts", opts.facet_counts)
 
 
 def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
+    _check_fields(ctx, opts)
     parsed = resolve_facets(parse_query(query), ctx.known_fields)
     filt = build_filter(
         ctx.ws.id,
@@ -80,6 +98,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         tags=opts.tags,
         paths=opts.paths,
         include_abstract=opts.abstract_chunk,
+        kinds=ctx.facet_kinds,
     )
     requested = list(opts.stages)
     if parsed.wordless:
@@ -117,6 +136,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         else:
             legs["semantic"] = outcome.hits
             performed.append("semantic")
+    if "graph" in requested:
+        _graph_leg(ctx, opts, filt, legs, performed, skipped)
 
     fusion_opts = opts.fusion
     if fusion_opts.get("method") == "weighted":
@@ -172,6 +193,14 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         rank["state"] = "skipped" if ctx.rank is not None else "off"
 
     hits = [_hit(ctx.ws, rows[f.chunk_id], f, parsed.terms, rank_scores.get(f.chunk_id)) for f in fused[: opts.limit]]
+    if "graph" in requested:  # the graph leg's rank and link count, beside the others'
+        for h, f in zip(hits, fused):
+            h["scores"]["graph"], h["ranks"]["graph"] = f.scores.get("graph"), f.ranks.get("graph")
+    counts = facet_counts(
+        ctx.db, ctx.ws.id, opts.facet_counts, filt,
+        match=build_match(parsed.terms, lexical_match) if "lexical" in performed and lexical_match else None,
+        extra_docs={doc_of[f.chunk_id] for f in fused},
+    ) if opts.facet_counts else {}
     sem_performed = "semantic" in performed
     mode_used = "hybrid" if ("lexical" in performed and sem_performed) else ("semantic" if sem_performed else "lexical")
     return {
@@ -183,7 +212,35 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         "semantic": semantic_state,
         "rank": rank,
         "stages": {"requested": requested, "performed": performed, "skipped": skipped},
+        "facet_counts": counts,
     }
+
+
+def _graph_leg(ctx: Context, opts: SearchOptions, filt: Filter, legs: dict[str, list[F.LegHit]],
+               performed: list[str], skipped: dict[str, str]) -> None:
+    """Stage "graph": one hop from the other legs' documents (search/graph.py)."""
+    if opts.fusion.get("method") == "weighted":
+        skipped["graph"] = "the graph leg fuses by rank only (fusion.method rrf); weighted fusion has no place for it"
+        return
+    seed_hits = [h for name in ("lexical", "semantic") for h in legs.get(name, [])]
+    if not seed_hits:
+        skipped["graph"] = "the lexical and semantic legs found nothing to start from"
+        return
+    ids = sorted({h.chunk_id for h in seed_hits})
+    doc_of = {cid: d for cid, d in ctx.db.execute(
+        "SELECT id, document_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))}
+    # seeds in order of their best rank in either leg; each document's best chunk stands for it
+    best: dict[int, tuple[int, int]] = {}
+    for name in ("lexical", "semantic"):
+        for rank, h in enumerate(legs.get(name, [])):
+            d = doc_of.get(h.chunk_id)
+            if d is not None and (d not in best or rank < best[d][0]):
+                best[d] = (rank, h.chunk_id)
+    seeds = sorted(best, key=lambda d: (best[d][0], d))
+    found = run_graph(ctx.db, ctx.ws.id, seeds, {d: c for d, (_, c) in best.items()}, filt)
+    if found:  # a leg that found nothing must not dilute relevance and compatibility
+        legs["graph"] = found
+    performed.append("graph")
 
 
 def _load(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
@@ -295,9 +352,11 @@ def _facet_browse(ctx: Context, query: str, parsed: ParsedQuery, filt: Filter, o
             "tags": json.loads(tags),
         })
     reason = "the query has only facets: matching files are listed in path order"
+    counts = facet_counts(ctx.db, ctx.ws.id, opts.facet_counts, filt, match=None, extra_docs=set(), wordless=True)
     return {
         "workspace": ctx.ws.name, "query": query, "hits": hits, "mode_used": "facet", "lexical_match": None,
         "semantic": "off" if ctx.semantic is None else "ready",
         "rank": {"state": "skipped" if ctx.rank else "off", "model": ctx.rank_model, "error": ""},
         "stages": {"requested": requested, "performed": [], "skipped": {s: reason for s in requested}},
+        "facet_counts": counts,
     }

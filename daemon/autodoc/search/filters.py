@@ -2,14 +2,17 @@
 fragment over `c` (chunks) and its parameters. Filters apply before ranking
 limits, so a facet never empties a top-50 that had matches further down.
 
-Values of one field are ORed (status:accepted status:proposed), different
-fields are ANDed, negations exclude.
+Values of one field are ORed (status:accepted status:proposed), ranges of
+one field are ANDed (adr:>=5 adr:<=9), different fields are ANDed, negations
+exclude. Values are compared as the workspace schema types the field
+(schema/values.py: `adr:0042` is the number 42, `date:>=2025-01-01` a date).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..schema.values import condition, is_range
 from .query import Facet
 
 
@@ -31,30 +34,50 @@ def build_filter(
     tags: tuple[str, ...],
     paths: tuple[str, ...],
     include_abstract: bool,
+    kinds: dict[str, str] | None = None,
 ) -> Filter:
+    """kinds: each declared field's comparison kind (string | number | date |
+    boolean) from the workspace schema, or None when there is no schema."""
     clauses: list[str] = []
     params: list = []
     positive: dict[str, list[str]] = {}
     for f in facets:
         if not f.negate:
-            positive.setdefault(f.field, []).append(f.value.lower())
+            positive.setdefault(f.field, []).append(f.value)
     for name, values in opt_facets.items():
-        positive.setdefault(name, []).extend(v.lower() for v in values)
+        positive.setdefault(name, []).extend(values)
     if tags:
         positive.setdefault("tag", []).extend(tags)
+
+    def kind(name: str) -> str | None:
+        if name == "tag":
+            return "string"
+        return None if kinds is None else kinds.get(name, "string")
+
+    sub = "c.document_id {} (SELECT document_id FROM facets WHERE workspace_id=? AND field=? AND {})"
     for name, values in sorted(positive.items()):
-        values = list(dict.fromkeys(values))
-        marks = ",".join("?" * len(values))
-        clauses.append(
-            f"c.document_id IN (SELECT document_id FROM facets WHERE workspace_id=? AND field=? AND value IN ({marks}))"
-        )
-        params += [workspace_id, name, *values]
+        literal: list[str] = []
+        typed: list[tuple[str, list]] = []
+        for v in dict.fromkeys(values):
+            sql, ps = condition(kind(name), v)
+            if is_range(v) and sql != "value = ?":
+                # ranges of one field are ANDed (adr:>=5 adr:<=9), each its own clause
+                clauses.append(sub.format("IN", sql))
+                params += [workspace_id, name, *ps]
+            elif sql == "value = ?":
+                literal.append(ps[0])
+            else:
+                typed.append((sql, ps))
+        ors = [f"value IN ({','.join('?' * len(literal))})"] if literal else []
+        ors += [sql for sql, _ in typed]
+        if ors:
+            clauses.append(sub.format("IN", ors[0] if len(ors) == 1 else "(" + " OR ".join(ors) + ")"))
+            params += [workspace_id, name, *literal, *(p for _, ps in typed for p in ps)]
     for f in facets:
         if f.negate:
-            clauses.append(
-                "c.document_id NOT IN (SELECT document_id FROM facets WHERE workspace_id=? AND field=? AND value=?)"
-            )
-            params += [workspace_id, f.field, f.value.lower()]
+            sql, ps = condition(kind(f.field), f.value)
+            clauses.append(sub.format("NOT IN", sql))
+            params += [workspace_id, f.field, *ps]
     if paths:
         ors: list[str] = []
         path_params: list = [workspace_id]

@@ -12,8 +12,10 @@ from typing import Any
 from ..config import RERANK_WINDOW, RRF_K, WorkspaceConfig, check_window
 from ..errors import InvalidParams
 
-STAGES = ("lexical", "semantic", "rerank")
+STAGES = ("lexical", "semantic", "rerank")  # the default: graph is opt-in
+ALL_STAGES = ("lexical", "semantic", "graph", "rerank")  # every stage, in the order they run
 MAX_LIMIT = 200
+MAX_FACET_COUNTS = 20
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class SearchOptions:
     demote_superseded: bool = True
     window: int = RERANK_WINDOW
     fusion: dict[str, Any] = field(default_factory=lambda: {"method": "rrf", "k": RRF_K})
+    facet_counts: tuple[str, ...] = ()  # fields whose per-value counts over the matching set are wanted
 
 
 def _str_list(name: str, value: Any) -> tuple[str, ...]:
@@ -79,7 +82,7 @@ def parse_options(opts: Any, ws: WorkspaceConfig) -> SearchOptions:
         opts = {}
     if not isinstance(opts, dict):
         raise InvalidParams("opts", "must be an object")
-    known = {"limit", "paths", "tags", "facets", "stages", "mode", "retrieval", "ranker", "fusion"}
+    known = {"limit", "paths", "tags", "facets", "stages", "mode", "retrieval", "ranker", "fusion", "facet_counts"}
     for k in opts:
         if k not in known:
             raise InvalidParams(f"opts.{k}", "unknown search option")
@@ -101,9 +104,9 @@ def parse_options(opts: Any, ws: WorkspaceConfig) -> SearchOptions:
     if "stages" in opts:
         raw = _str_list("opts.stages", opts["stages"])
         for s in raw:
-            if s not in STAGES:
-                raise InvalidParams("opts.stages", f"unknown stage {s!r}: stages are lexical, semantic, rerank")
-        stages = tuple(s for s in STAGES if s in raw) or STAGES
+            if s not in ALL_STAGES:
+                raise InvalidParams("opts.stages", f"unknown stage {s!r}: stages are lexical, semantic, graph, rerank")
+        stages = tuple(s for s in ALL_STAGES if s in raw) or STAGES
         if "lexical" not in stages and "semantic" not in stages:
             raise InvalidParams("opts.stages", "needs at least one of lexical and semantic")
     elif "mode" in opts:
@@ -132,4 +135,7 @@ def parse_options(opts: Any, ws: WorkspaceConfig) -> SearchOptions:
             raise InvalidParams(f"opts.ranker.{k}", "unknown ranker option")
     window = check_window("opts.ranker.window", ranker.get("window", ws.ranker.get("window", RERANK_WINDOW)))
     fusion = check_fusion("opts.fusion", opts.get("fusion", ws.fusion))
-    return SearchOptions(limit, paths, tags, facets, stages, abstract, demote, window, fusion)
+    counts = tuple(dict.fromkeys(f.lower() for f in _str_list("opts.facet_counts", opts.get("facet_counts", []))))
+    if len(counts) > MAX_FACET_COUNTS:
+        raise InvalidParams("opts.facet_counts", f"at most {MAX_FACET_COUNTS} fields")
+    return SearchOptions(limit, paths, tags, facets, stages, abstract, demote, window, fusion, counts)

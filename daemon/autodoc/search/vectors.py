@@ -1,44 +1,50 @@
-"""Vector search math (pure numpy, no I/O): 1-bit sign codes and a two-phase
-top-k cosine search.
+"""Vector search math (pure numpy, no I/O): 1-bit sign codes and a top-k
+cosine search that prefilters on the codes and rescores exactly.
 
-Phase 1 (only for large candidate sets): score every row from its 1-bit sign
-code and keep a shortlist. Phase 2: exact float32 cosine on the shortlist.
-Below EXACT_BELOW candidate rows the exact scan is both faster and exact, so
-it is used directly.
+Below EXACT_BELOW candidate rows, one exact float32 scan (a matrix-vector
+product) is fast and exact, so it is all that runs. Above it (default
+prefilter "hamming+asym"):
 
-Two phase-1 scorers are implemented (spec 004 §3 describes the Hamming one):
+  1a. Hamming: XOR + popcount of the query's sign code against every row's
+      code (spec 004 §3), over uint64 words stored column-major and scanned in
+      cache-sized blocks (~8 ms per million rows here) -> a coarse shortlist
+      of max(COARSE_MIN, COARSE_FRACTION·n) rows;
+  1b. asymmetric: the float query against those rows' sign codes,
+      Σ_j q_j·s_j with s = ±1, through a per-query 256-entry lookup table per
+      code byte -> a shortlist of max(SHORTLIST_MIN, SHORTLIST_FACTOR·top);
+  2.  exact float32 cosine on the shortlist.
 
-* "asym" (default): the float query against the documents' sign codes,
-  score = Σ_j q_j·s_ij with s = ±1, computed per code byte through a 256-entry
-  lookup table. Measured recall is far better than Hamming at the same
-  shortlist (bench/vectors_search.py, report figures), for a small cost.
-* "hamming": XOR + popcount of the query's own sign code against the
-  documents', as in the spec.
-
-Codes are kept column-major ([code bytes, n]) so every pass reads one
-contiguous column; rows are processed in blocks that stay in cache.
+The asymmetric score is much closer to the cosine than Hamming (recall@50
+at the same shortlist: see bench/vectors_search.py and the report) but costs
+~8x Hamming per row in numpy, hence the coarse Hamming pass first. The other
+modes, "hamming" (1a then 2) and "asym" (1b over all rows then 2), exist for
+measurement.
 
 Vectors are expected L2-normalised (the providers guarantee it), so cosine =
 dot product; the query is normalised here. Results are (id, cosine) sorted by
-cosine descending then id ascending, including at the cut-off (ties on the
-top-th score are resolved by id too), so the answer is deterministic.
+cosine descending then id ascending, including at the cut-off (rows tied on
+the top-th score are chosen by id), so the answer is deterministic.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Iterable, Sequence
 
 import numpy as np
 
-# Candidate-set size from which the 1-bit prefilter is used (measured: the
-# exact float32 scan wins below, see the report / bench/vectors_search.py).
+# Candidate-set size above which the prefilter runs (measured; see report).
 EXACT_BELOW = 100_000
-# Shortlist size for exact rescoring: max(SHORTLIST_MIN, SHORTLIST_FACTOR*top).
-SHORTLIST_MIN = 500
-SHORTLIST_FACTOR = 10
+# Phase 1a shortlist: max(COARSE_MIN, COARSE_FRACTION * candidates).
+COARSE_MIN = 20_000
+COARSE_FRACTION = 0.05
+# Phase 1b / final shortlist for exact rescoring: max(SHORTLIST_MIN, SHORTLIST_FACTOR * top).
+SHORTLIST_MIN = 4_000
+SHORTLIST_FACTOR = 50
 BLOCK_ROWS = 1 << 15
-PREFILTERS = ("asym", "hamming")
+GATHER_ROWS = 1 << 14     # float rows copied at once when rescoring a subset (24 MiB at 384-d)
+PREFILTERS = ("hamming+asym", "hamming", "asym")
 
 # _BITS[v] = the 8 bits of byte v, most significant first (np.packbits order).
 _BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float32)
@@ -56,6 +62,7 @@ def sign_codes(vecs: np.ndarray) -> np.ndarray:
 
 
 def normalise_rows(vecs: np.ndarray) -> np.ndarray:
+    """A float32 copy with L2-normalised rows (zero rows stay zero)."""
     v = np.array(vecs, dtype=np.float32, copy=True)
     n = np.linalg.norm(v, axis=1, keepdims=True)
     n[n == 0] = 1.0
@@ -63,21 +70,83 @@ def normalise_rows(vecs: np.ndarray) -> np.ndarray:
     return v
 
 
+def asym_lut(q: np.ndarray, nbytes: int) -> np.ndarray:
+    """lut[b, v] = Σ_k q[8b+k]·bit_k(v): the query's dot product with the set
+    bits of byte value v at code byte b. Ranking rows by Σ_b lut[b, code[b]] is
+    ranking by q·s (s = ±1), since q·s = 2·q·bits − Σq."""
+    qp = np.zeros(nbytes * 8, dtype=np.float32)
+    qp[: q.shape[0]] = q
+    return qp.reshape(nbytes, 8) @ _BITS.T
+
+
+def asym_scores(lut: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Σ_b lut[b, codes[:, b]] for row-major codes [m, nbytes], float32 [m]."""
+    m, nb = codes.shape
+    out = np.empty(m, dtype=np.float32)
+    tmp = np.empty(min(m, BLOCK_ROWS), dtype=np.float32)
+    for s in range(0, m, BLOCK_ROWS):
+        e = min(m, s + BLOCK_ROWS)
+        cols = np.ascontiguousarray(codes[s:e].T)  # [nb, block]: one contiguous column per pass
+        acc, t = out[s:e], tmp[: e - s]
+        np.take(lut[0], cols[0], out=acc)
+        for b in range(1, nb):
+            np.take(lut[b], cols[b], out=t)
+            acc += t
+    return out
+
+
+def hamming_distances(words: np.ndarray, qwords: np.ndarray) -> np.ndarray:
+    """Hamming distances between a query code (uint64 [nw]) and column-major
+    codes (uint64 [nw, n]), uint16 [n]."""
+    nw, n = words.shape
+    out = np.empty(n, dtype=np.uint16)
+    for s in range(0, n, BLOCK_ROWS):
+        e = min(n, s + BLOCK_ROWS)
+        acc = out[s:e]
+        acc[:] = np.bitwise_count(words[0, s:e] ^ qwords[0])
+        for w in range(1, nw):
+            acc += np.bitwise_count(words[w, s:e] ^ qwords[w])
+    return out
+
+
+def _words_of(codes: np.ndarray) -> np.ndarray:
+    """Row-major byte codes [n, nb] -> column-major uint64 words [ceil(nb/8), n]."""
+    n, nb = codes.shape
+    nw = (nb + 7) // 8
+    if nw * 8 != nb:
+        codes = np.concatenate([codes, np.zeros((n, nw * 8 - nb), np.uint8)], axis=1)
+    return np.ascontiguousarray(np.ascontiguousarray(codes).view(np.uint64).T)
+
+
+def _smallest(values: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k smallest values (any order); all when k >= len."""
+    if k >= values.shape[0]:
+        return np.arange(values.shape[0])
+    return np.argpartition(values, k - 1)[:k]
+
+
 class VectorIndex:
     """An immutable index over one workspace's chunk vectors.
 
-    ids: int64 [n] (chunk ids, any order, unique); vecs: float32 [n, dim];
-    codes: uint8 [n, ceil(dim/8)] from sign_codes (computed when omitted).
-    The arrays are used as given when already float32/int64 and C-contiguous
-    (no copy). `allowed` masks in search() are aligned with `ids` (use
-    mask_for(ids) to build one from a set of chunk ids).
+    ids: int64 [n] (chunk ids, unique, any order); vecs: float32 [n, dim],
+    L2-normalised rows; codes: uint8 [n, ceil(dim/8)] from sign_codes
+    (computed when omitted). Arrays already float32/int64/uint8 and
+    C-contiguous are used without a copy. `allowed` masks in search() are
+    aligned with `ids` (mask_for(chunk_ids) builds one).
 
-    To change it, build a new one (with_added / without return new indexes)
-    and swap the reference: readers never see a half-updated index.
+    Memory: the vectors (4·dim B/row) + ids (8 B) + codes (dim/8 B) and, once a
+    prefiltered search ran (n > exact_below), a column-major copy of the codes
+    (dim/8 B). For 384-d: ~1.64 KB/row, 1.6 GB per million rows, 97% of it
+    the float32 vectors the exact rescoring needs.
+
+    To change it build a new one (with_added / without return new indexes)
+    and swap the reference: readers never see a half-updated index, and a
+    search never takes a lock.
     """
 
     def __init__(self, ids: np.ndarray | Sequence[int], vecs: np.ndarray, codes: np.ndarray | None = None, *,
-                 exact_below: int = EXACT_BELOW, prefilter: str = "asym",
+                 exact_below: int = EXACT_BELOW, prefilter: str = "hamming+asym",
+                 coarse_min: int = COARSE_MIN, coarse_fraction: float = COARSE_FRACTION,
                  shortlist_min: int = SHORTLIST_MIN, shortlist_factor: int = SHORTLIST_FACTOR):
         ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
         vecs = np.ascontiguousarray(vecs, dtype=np.float32)
@@ -89,20 +158,24 @@ class VectorIndex:
             raise ValueError(f"prefilter must be one of {PREFILTERS}")
         n, dim = vecs.shape
         nbytes = (dim + 7) // 8
-        if codes is not None:
-            codes = np.asarray(codes, dtype=np.uint8)
+        if codes is None:
+            codes = sign_codes(vecs)
+        else:
+            codes = np.ascontiguousarray(codes, dtype=np.uint8)
             if codes.shape != (n, nbytes):
                 raise ValueError(f"codes shape {codes.shape}, expected {(n, nbytes)}")
         self.ids = ids
         self.vecs = vecs
+        self.codes = codes
         self.dim = dim
         self.exact_below = int(exact_below)
         self.prefilter = prefilter
+        self.coarse_min = int(coarse_min)
+        self.coarse_fraction = float(coarse_fraction)
         self.shortlist_min = int(shortlist_min)
         self.shortlist_factor = int(shortlist_factor)
-        self._codes_in = codes          # row-major, dropped once the column layout exists
-        self._cols: np.ndarray | None = None
-        self._cols_lock = threading.Lock()
+        self._words: np.ndarray | None = None
+        self._lock = threading.Lock()
         self._pos: dict[int, int] | None = None
 
     # -- construction helpers ---------------------------------------------------
@@ -115,20 +188,21 @@ class VectorIndex:
     def from_blobs(cls, ids: Iterable[int], f32_blobs: Iterable[bytes], bits_blobs: Iterable[bytes] | None = None,
                    *, dim: int, **kw) -> "VectorIndex":
         """Build from per-chunk byte strings as a store keeps them (float32
-        little-endian; packbits codes). bits_blobs may be None (recomputed)."""
+        little-endian; packbits codes). bits_blobs None: recomputed."""
         ids_a = np.fromiter(ids, dtype=np.int64)
-        vecs = np.frombuffer(b"".join(f32_blobs), dtype="<f4").astype(np.float32, copy=False)
-        vecs = vecs.reshape(-1, dim)
+        vecs = np.frombuffer(b"".join(f32_blobs), dtype="<f4").astype(np.float32, copy=False).reshape(-1, dim)
         codes = None
         if bits_blobs is not None:
             codes = np.frombuffer(b"".join(bits_blobs), dtype=np.uint8).reshape(-1, (dim + 7) // 8)
         return cls(ids_a, vecs, codes, **kw)
 
-    def _options(self) -> dict:
+    def options(self) -> dict:
         return {"exact_below": self.exact_below, "prefilter": self.prefilter,
+                "coarse_min": self.coarse_min, "coarse_fraction": self.coarse_fraction,
                 "shortlist_min": self.shortlist_min, "shortlist_factor": self.shortlist_factor}
 
-    def with_added(self, ids: np.ndarray | Sequence[int], vecs: np.ndarray, codes: np.ndarray | None = None) -> "VectorIndex":
+    def with_added(self, ids: np.ndarray | Sequence[int], vecs: np.ndarray,
+                   codes: np.ndarray | None = None) -> "VectorIndex":
         """A new index with these rows added (an id already present is replaced)."""
         ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
         vecs = np.ascontiguousarray(vecs, dtype=np.float32).reshape(len(ids), self.dim)
@@ -136,15 +210,15 @@ class VectorIndex:
             codes = sign_codes(vecs)
         base = self.without(ids)
         return VectorIndex(np.concatenate([base.ids, ids]), np.concatenate([base.vecs, vecs]),
-                           np.concatenate([base.codes, codes]), **self._options())
+                           np.concatenate([base.codes, codes]), **self.options())
 
     def without(self, ids: Iterable[int]) -> "VectorIndex":
         """A new index without these ids (unknown ids are ignored)."""
-        drop = np.fromiter(ids, dtype=np.int64) if not isinstance(ids, np.ndarray) else ids.astype(np.int64)
+        drop = ids.astype(np.int64) if isinstance(ids, np.ndarray) else np.fromiter(ids, dtype=np.int64)
         keep = ~np.isin(self.ids, drop)
         if keep.all():
             return self
-        return VectorIndex(self.ids[keep], self.vecs[keep], self.codes[keep], **self._options())
+        return VectorIndex(self.ids[keep], self.vecs[keep], self.codes[keep], **self.options())
 
     # -- properties -------------------------------------------------------------
 
@@ -152,25 +226,10 @@ class VectorIndex:
         return int(self.ids.shape[0])
 
     @property
-    def codes(self) -> np.ndarray:
-        """Row-major codes [n, nbytes] (a view of the column layout if built)."""
-        if self._codes_in is not None:
-            return self._codes_in
-        if self._cols is not None:
-            if self.prefilter == "hamming":
-                return np.ascontiguousarray(self._cols.T).view(np.uint8)[:, : (self.dim + 7) // 8]
-            return self._cols.T
-        return sign_codes(self.vecs)
-
-    @property
     def nbytes(self) -> int:
-        """Memory held by the index arrays (vectors, ids, codes)."""
-        total = self.vecs.nbytes + self.ids.nbytes
-        if self._cols is not None:
-            total += self._cols.nbytes
-        elif self._codes_in is not None:
-            total += self._codes_in.nbytes
-        return total
+        """Memory held by the index arrays."""
+        total = self.vecs.nbytes + self.ids.nbytes + self.codes.nbytes
+        return total + (self._words.nbytes if self._words is not None else 0)
 
     def mask_for(self, allowed_ids: Iterable[int]) -> np.ndarray:
         """bool [n] aligned with self.ids: True where the id is in allowed_ids."""
@@ -178,37 +237,25 @@ class VectorIndex:
         return np.isin(self.ids, a)
 
     def position(self, chunk_id: int) -> int | None:
+        """Row of a chunk id (None if absent)."""
         if self._pos is None:
             self._pos = {int(i): p for p, i in enumerate(self.ids.tolist())}
         return self._pos.get(int(chunk_id))
 
-    def _columns(self) -> np.ndarray:
-        """Column-major codes, built once on first prefiltered search: byte
-        columns [nbytes, n] for "asym", uint64 word columns [ceil(nbytes/8), n]
-        for "hamming". The row-major copy is then dropped."""
-        if self._cols is None:
-            with self._cols_lock:
-                if self._cols is None:
-                    codes = self._codes_in if self._codes_in is not None else sign_codes(self.vecs)
-                    if self.prefilter == "hamming":
-                        nb = codes.shape[1]
-                        nw = (nb + 7) // 8
-                        if nw * 8 != nb:
-                            codes = np.concatenate([codes, np.zeros((codes.shape[0], nw * 8 - nb), np.uint8)], axis=1)
-                        words = np.ascontiguousarray(codes).view(np.uint64)
-                        self._cols = np.ascontiguousarray(words.T)
-                    else:
-                        self._cols = np.ascontiguousarray(codes.T)
-                    self._codes_in = None
-        return self._cols
+    def _hamming_words(self) -> np.ndarray:
+        if self._words is None:
+            with self._lock:
+                if self._words is None:
+                    self._words = _words_of(self.codes)
+        return self._words
 
     # -- search -----------------------------------------------------------------
 
     def search(self, query_vec: np.ndarray, *, top: int = 50, allowed: np.ndarray | None = None,
                exact: bool | None = None) -> list[tuple[int, float]]:
         """Top `top` (id, cosine), cosine desc then id asc. `allowed`: bool [n]
-        aligned with ids, or None for all rows. exact=True forces the exact
-        scan, False forces the prefilter, None decides by size."""
+        aligned with ids, None for all rows. exact=True forces the exact scan,
+        False the prefilter, None decides by the number of candidate rows."""
         n = len(self)
         if top <= 0 or n == 0:
             return []
@@ -216,75 +263,68 @@ class VectorIndex:
         if q.shape[0] != self.dim:
             raise ValueError(f"query has {q.shape[0]} dimensions, index has {self.dim}")
         norm = float(np.linalg.norm(q))
-        if not np.isfinite(norm) or norm == 0:
+        if not math.isfinite(norm) or norm == 0.0:
             return []
         q = q / norm
+        rows: np.ndarray | None = None  # candidate rows; None = all
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=bool)
             if allowed.shape != (n,):
                 raise ValueError(f"allowed mask has shape {allowed.shape}, expected ({n},)")
-            count = int(np.count_nonzero(allowed))
-            if count == 0:
+            rows = np.flatnonzero(allowed)
+            if rows.shape[0] == 0:
                 return []
-        else:
-            count = n
-        shortlist = max(self.shortlist_min, self.shortlist_factor * top)
-        use_exact = exact if exact is not None else (count <= self.exact_below or count <= shortlist)
-        if use_exact:
-            if allowed is None or count == n:
+            if rows.shape[0] == n:
                 rows = None
-                scores = self.vecs @ q
-            else:
-                rows = np.flatnonzero(allowed)
-                scores = self.vecs[rows] @ q
-            return self._top(rows, scores, top)
-        approx = self.prefilter_scores(q)
-        if allowed is not None and count < n:
-            approx[~allowed] = -np.inf
-        k = min(shortlist, count)
-        rows = np.argpartition(-approx, k - 1)[:k] if k < n else np.arange(n)
-        rows.sort()  # ascending row order: a sequential gather
-        scores = self.vecs[rows] @ q
-        return self._top(rows, scores, top)
+        count = n if rows is None else int(rows.shape[0])
+        shortlist = max(self.shortlist_min, self.shortlist_factor * top)
+        if exact is None:
+            exact = count <= self.exact_below or count <= shortlist
+        if not exact:
+            rows = self._shortlist(q, rows, count, shortlist)
+        return self._top(rows, self._dot(rows, q), top)
 
-    def prefilter_scores(self, q: np.ndarray) -> np.ndarray:
-        """Phase-1 scores for every row (higher = closer), float32 [n]."""
-        cols = self._columns()
-        n = len(self)
-        out = np.empty(n, dtype=np.float32)
-        if self.prefilter == "asym":
-            nb = cols.shape[0]
-            qp = np.zeros(nb * 8, dtype=np.float32)
-            qp[: self.dim] = q
-            # lut[b, v] = Σ_k q[8b+k]·bit_k(v): the query's dot product with the
-            # set bits of byte value v at byte position b. Ranking by Σ_b lut is
-            # ranking by q·s (s = ±1) since q·s = 2·q·bits − Σq.
-            lut = qp.reshape(nb, 8) @ _BITS.T
-            for s in range(0, n, BLOCK_ROWS):
-                e = min(n, s + BLOCK_ROWS)
-                acc = out[s:e]
-                np.take(lut[0], cols[0, s:e], out=acc)
-                tmp = np.empty(e - s, dtype=np.float32)
-                for b in range(1, nb):
-                    np.take(lut[b], cols[b, s:e], out=tmp)
-                    acc += tmp
-        else:
-            nw = cols.shape[0]
-            qc = np.zeros(nw * 8, dtype=np.uint8)
-            qb = np.packbits(q > 0)
-            qc[: qb.shape[0]] = qb
-            qw = qc.view(np.uint64)
-            for s in range(0, n, BLOCK_ROWS):
-                e = min(n, s + BLOCK_ROWS)
-                acc = np.zeros(e - s, dtype=np.uint16 if nw * 64 > 255 else np.uint8)
-                for w in range(nw):
-                    acc += np.bitwise_count(cols[w, s:e] ^ qw[w])
-                out[s:e] = acc
-            np.negative(out, out=out)  # smaller distance = higher score
+    def _dot(self, rows: np.ndarray | None, q: np.ndarray) -> np.ndarray:
+        """Exact cosines of the given rows (all when None), without copying
+        more than GATHER_ROWS vectors at a time."""
+        if rows is None:
+            return self.vecs @ q
+        m = rows.shape[0]
+        if m > len(self) // 3:  # most rows: one pass over the matrix beats gathering
+            return (self.vecs @ q)[rows]
+        if m <= GATHER_ROWS:
+            return self.vecs[rows] @ q
+        out = np.empty(m, dtype=np.float32)
+        for s in range(0, m, GATHER_ROWS):
+            out[s:s + GATHER_ROWS] = self.vecs[rows[s:s + GATHER_ROWS]] @ q
         return out
 
+    def _shortlist(self, q: np.ndarray, rows: np.ndarray | None, count: int, shortlist: int) -> np.ndarray:
+        """Phase 1: candidate rows (sorted) for exact rescoring."""
+        if self.prefilter in ("hamming+asym", "hamming"):
+            final = self.prefilter == "hamming"
+            k = shortlist if final else max(self.coarse_min, math.ceil(self.coarse_fraction * count))
+            if k < count:
+                qwords = _words_of(np.packbits(q > 0)[None, :])[:, 0]
+                dist = hamming_distances(self._hamming_words(), qwords)
+                if rows is None:
+                    rows = _smallest(dist, k)
+                else:
+                    rows = rows[_smallest(dist[rows], k)]
+                rows.sort()
+            if final:
+                return rows if rows is not None else np.arange(count)
+            count = len(rows) if rows is not None else count
+        if shortlist < count:
+            lut = asym_lut(q, self.codes.shape[1])
+            codes = self.codes if rows is None else self.codes[rows]
+            pick = _smallest(-asym_scores(lut, codes), shortlist)
+            rows = pick if rows is None else rows[pick]
+            rows.sort()  # ascending rows: the float gather walks memory forward
+        return rows if rows is not None else np.arange(count)
+
     def _top(self, rows: np.ndarray | None, scores: np.ndarray, top: int) -> list[tuple[int, float]]:
-        """Best `top` of (rows, scores) by score desc, id asc; rows None = all."""
+        """Best `top` of (rows, scores) by score desc then id asc; rows None = all."""
         m = scores.shape[0]
         if top < m:
             part = np.argpartition(-scores, top - 1)[:top]

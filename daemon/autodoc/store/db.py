@@ -18,11 +18,17 @@ _FLAGS_RW = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
 _applied = False
 
 
+BUSY_TIMEOUT_MS = 5000
+
+
 def _ensure_bestpractice() -> None:
     # apply() installs hooks for every connection opened afterwards, process-wide.
+    # Not connection_optimize: its PRAGMA optimize on every new reader can take
+    # the write lock and collide with the writer; the writer runs it on close.
     global _applied
     if not _applied:
-        apsw.bestpractice.apply(apsw.bestpractice.recommended)
+        bp = apsw.bestpractice
+        apsw.bestpractice.apply(tuple(f for f in bp.recommended if f is not bp.connection_optimize))
         _applied = True
 
 
@@ -30,6 +36,7 @@ def open_writer(path: Path) -> apsw.Connection:
     _ensure_bestpractice()
     path.parent.mkdir(parents=True, exist_ok=True)
     db = apsw.Connection(str(path), flags=_FLAGS_RW)
+    db.set_busy_timeout(BUSY_TIMEOUT_MS)
     db.execute("PRAGMA synchronous = NORMAL")
     migrate(db)
     return db
@@ -40,6 +47,7 @@ def open_reader(path: Path) -> apsw.Connection:
     if not path.exists():
         raise FileNotFoundError(f"no store at {path}")
     db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    db.set_busy_timeout(BUSY_TIMEOUT_MS)
     version = schema_version(db)
     if version > len(MIGRATIONS):
         raise StoreTooNew(f"the store's schema is version {version}, newer than this AutoDoc understands ({len(MIGRATIONS)})")

@@ -12,12 +12,13 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import apsw
 
 from ..ingest.types import Chunk, ParsedDocument
 from ..search.fts import fts_text
+from .facets import active_schema, write_facets
 
 
 @dataclass(frozen=True)
@@ -52,20 +53,6 @@ def log_change(db: apsw.Connection, workspace: str, path: str, op: str, generati
 
 def _meta_text(doc: ParsedDocument) -> str:
     return fts_text(" ".join([*doc.aliases, *doc.tags]))
-
-
-def _facet_rows(doc: ParsedDocument) -> Iterable[tuple[str, str]]:
-    """Frontmatter scalars and lists of scalars become (field, value) facets;
-    values are lowercased strings (typed facets come with a schema)."""
-    for key, value in doc.frontmatter.items():
-        field = str(key).lower()
-        values = value if isinstance(value, list) else [value]
-        for v in values:
-            if isinstance(v, (str, int, float, bool)) and not isinstance(v, dict):
-                sv = str(v).lower() if not isinstance(v, bool) else ("true" if v else "false")
-                yield field, sv
-    for t in doc.tags:
-        yield "tag", t.lower()
 
 
 def write_document(
@@ -128,11 +115,8 @@ def write_document(
 
     _write_chunks(db, ws, doc_id, gen, title, meta_text, chunks, refresh_fts=meta_changed)
 
-    db.execute("DELETE FROM facets WHERE document_id=?", (doc_id,))
-    db.executemany(
-        "INSERT INTO facets(document_id, workspace_id, field, value) VALUES (?,?,?,?)",
-        [(doc_id, ws.id, f, v) for f, v in dict.fromkeys(_facet_rows(doc))],
-    )
+    # facets typed by the workspace schema as last applied (store/facets.py), and its violations
+    write_facets(db, ws.id, doc_id, doc.frontmatter, doc.tags, data, active_schema(db, ws.id))
     db.execute("DELETE FROM links WHERE source_id=?", (doc_id,))
     db.executemany(
         "INSERT INTO links(source_id, workspace_id, target, kind, line, label, anchor) VALUES (?,?,?,?,?,?,?)",

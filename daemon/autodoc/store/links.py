@@ -2,7 +2,8 @@
 
 A target resolves, in order, as: a relative path from the linking file (with
 or without `.md`), a workspace-relative path, a file stem, a title, an alias,
-or an ADR number ("ADR 0203", "0203", "adr-203" → frontmatter `adr: 203`).
+or an ADR number ("ADR 0203", "0203", "adr-203" → frontmatter `adr: 203`),
+or "<field> N" for an integer field the workspace schema marks `link: true`.
 Resolution runs after each index job over the whole workspace, so a link
 written before its target existed resolves once the target appears.
 """
@@ -15,6 +16,9 @@ import re
 
 import apsw
 
+from ..schema.values import parse_int
+from .facets import active_schema
+
 _ADR_NUM = re.compile(r"^(?:adr[\s_-]*)?0*(\d{1,6})$", re.I)
 
 
@@ -22,14 +26,20 @@ def _norm(s: str) -> str:
     return " ".join(s.lower().split())
 
 
-def build_resolver(docs: list[tuple[str, str, list[str], dict]]):
-    """docs: (path, title, aliases, frontmatter). Returns resolve(source_path, target)."""
+def build_resolver(docs: list[tuple[str, str, list[str], dict]], link_fields: tuple[str, ...] | list[str] = ()):
+    """docs: (path, title, aliases, frontmatter). Returns resolve(source_path, target).
+
+    link_fields: integer fields the workspace schema marks `link: true`; a
+    target written "<field> N" ("RFC 12", "rfc-0012") resolves to the
+    document whose field is N."""
     paths = {p: p for p, *_ in docs}
     lower_paths = {p.lower(): p for p, *_ in docs}
     by_stem: dict[str, str] = {}
     by_title: dict[str, str] = {}
     by_alias: dict[str, str] = {}
     by_adr: dict[int, str] = {}
+    by_field: dict[str, dict[int, str]] = {}
+    field_res = [(f, re.compile(rf"^{re.escape(f)}[\s_-]*#?0*(\d{{1,9}})$", re.I)) for f in link_fields]
     for p, title, aliases, fm in sorted(docs):
         stem = posixpath.splitext(posixpath.basename(p))[0].lower()
         by_stem.setdefault(stem, p)
@@ -43,6 +53,11 @@ def build_resolver(docs: list[tuple[str, str, list[str], dict]]):
         m = re.match(r"^(?:adr[-_ ]?)?(\d{3,6})\b", posixpath.basename(p), re.I)
         if m:
             by_adr.setdefault(int(m.group(1)), p)
+        lower = {str(k).lower(): v for k, v in fm.items()} if isinstance(fm, dict) else {}
+        for f in link_fields:
+            n = parse_int(lower.get(f))
+            if n is not None:
+                by_field.setdefault(f, {}).setdefault(n, p)
 
     def resolve(source: str, target: str) -> str | None:
         t = target.strip()
@@ -63,6 +78,10 @@ def build_resolver(docs: list[tuple[str, str, list[str], dict]]):
         m = _ADR_NUM.match(n.replace("adr ", "adr"))
         if m and int(m.group(1)) in by_adr:
             return by_adr[int(m.group(1))]
+        for f, rx in field_res:
+            m = rx.match(n)
+            if m and int(m.group(1)) in by_field.get(f, {}):
+                return by_field[f][int(m.group(1))]
         return None
 
     return resolve
@@ -76,7 +95,8 @@ def resolve_workspace(db: apsw.Connection, workspace_id: int) -> int:
             "SELECT path, title, aliases, frontmatter FROM documents WHERE workspace_id=?", (workspace_id,)
         )
     ]
-    resolve = build_resolver(docs)
+    schema = active_schema(db, workspace_id)
+    resolve = build_resolver(docs, schema.link_fields() if schema else ())
     updates = []
     for rowid, source, target, current in db.execute(
         "SELECT l.rowid, d.path, l.target, l.target_path FROM links l JOIN documents d ON d.id = l.source_id "

@@ -124,7 +124,30 @@ def _m001_initial(db: apsw.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_m001_initial]
+def _m002_typed_facets(db: apsw.Connection) -> None:
+    """Typed facets (num, ISO date beside the text value), schema violations
+    per document, and each workspace's frontmatter schema as last applied.
+    Rows written before this have no num/date: the next index run re-derives
+    every document's facets because no schema state is recorded yet."""
+    db.execute(
+        """
+        ALTER TABLE facets ADD COLUMN num REAL;
+        ALTER TABLE facets ADD COLUMN date TEXT;
+        CREATE INDEX facets_by_num ON facets(workspace_id, field, num) WHERE num IS NOT NULL;
+        CREATE INDEX facets_by_date ON facets(workspace_id, field, date) WHERE date IS NOT NULL;
+        ALTER TABLE documents ADD COLUMN schema_problems TEXT NOT NULL DEFAULT '[]';
+        CREATE TABLE schemas(
+            workspace_id INTEGER PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+            hash TEXT NOT NULL,
+            schema TEXT,
+            problems TEXT NOT NULL,
+            loaded REAL NOT NULL
+        );
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_m001_initial, _m002_typed_facets]
 
 
 def schema_version(db: apsw.Connection) -> int:

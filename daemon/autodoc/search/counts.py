@@ -1,0 +1,56 @@
+"""Facet counts (I/O): for the whole matching set of a search, how many
+documents carry each value of the requested fields — what a picker needs to
+offer refinements ("accepted 4, proposed 1").
+
+The matching set is every document (within the facet, tag and path filter)
+that has a chunk matching the query's words — the way the lexical leg
+matched them, all words or, when it relaxed, any — plus every document
+another performed leg (semantic, graph) returned. For a wordless query it is
+every document the filter admits. Not just the page of hits: `limit` does
+not change the counts. Each document counts once per value; a list field
+counts each of its values. Values are the stored canonical text (lowercase;
+integers as digits, dates as YYYY-MM-DD); order is count descending, then value.
+"""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+
+from .filters import Filter
+
+
+def facet_counts(db: apsw.Connection, workspace_id: int, fields: tuple[str, ...], filt: Filter, *,
+                 match: str | None, extra_docs: set[int], wordless: bool = False) -> dict[str, dict[str, int]]:
+    if not fields:
+        return {}
+    where = f" AND {filt.sql}" if filt.sql else ""
+    parts: list[str] = []
+    params: list = []
+    if wordless:
+        parts.append(f"SELECT c.document_id FROM chunks c WHERE c.workspace_id = ?{where}")
+        params += [workspace_id, *filt.params]
+    elif match is not None:
+        parts.append(
+            "SELECT c.document_id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+            f"WHERE chunks_fts MATCH ? AND c.workspace_id = ?{where}"
+        )
+        params += [match, workspace_id, *filt.params]
+    if extra_docs:
+        parts.append("SELECT value FROM json_each(?)")
+        params.append(json.dumps(sorted(extra_docs)))
+    out: dict[str, dict[str, int]] = {f: {} for f in fields}
+    if not parts:
+        return out
+    marks = ",".join("?" * len(fields))
+    rows = db.execute(
+        f"""WITH m(id) AS ({' UNION '.join(parts)})
+            SELECT field, value, COUNT(DISTINCT document_id) FROM facets
+            WHERE workspace_id = ? AND field IN ({marks}) AND document_id IN (SELECT id FROM m)
+            GROUP BY field, value""",
+        (*params, workspace_id, *fields),
+    ).fetchall()
+    for field, value, n in sorted(rows, key=lambda r: (r[0], -r[2], r[1])):
+        out[field][value] = n
+    return out

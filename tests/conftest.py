@@ -1,0 +1,40 @@
+"""Shared fixtures. Keep this small: helpers for one area live beside its tests."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+CORPORA = Path(__file__).parent / "corpora"
+
+
+@pytest.fixture
+def short_tmp():
+    """A temp folder with a short path: a Unix socket path must fit in 104 bytes,
+    which pytest's tmp_path does not promise."""
+    path = Path(tempfile.mkdtemp(prefix="ad-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def kb_copy(short_tmp) -> Path:
+    """A private, writable copy of tests/corpora/kb (symlinks kept as links);
+    a tiny stand-in corpus when that one is absent."""
+    dest = short_tmp / "kb"
+    src = CORPORA / "kb"
+    if src.is_dir():
+        shutil.copytree(src, dest, symlinks=True)
+    else:
+        (dest / "adrs").mkdir(parents=True)
+        (dest / "index.md").write_text("# Index\n\nSee [[0001-sqlite-storage]].\n")
+        (dest / "adrs" / "0001-sqlite-storage.md").write_text(
+            "---\ntitle: ADR 0001 SQLite storage\ntags: [sqlite]\n---\n# ADR 0001\n\n"
+            "## Lease\n\nThe store takes an exclusive lease beside autodoc.db.\n"
+        )
+    return dest

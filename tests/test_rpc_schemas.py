@@ -1,0 +1,118 @@
+"""schemas/ and protocol/PROTOCOL.md: the contract is complete, valid and in step."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from autodoc.errors import ALL_ERRORS, InvalidParams
+from autodoc.rpc import schemas
+from autodoc.rpc.dispatch import Dispatcher
+from autodoc.rpc.methods import Methods
+
+ROOT = Path(__file__).resolve().parents[1]
+PROTOCOL = ROOT / "protocol" / "PROTOCOL.md"
+NOTIFICATIONS = {"$/progress", "changes.changed", "embedding.progress"}
+
+
+class _App:
+    service = readers = writer = socket_path = None
+
+    def request_shutdown(self, reason): ...
+
+    def workspaces_changed(self): ...
+
+    def run_in_loop(self, fn, *args): ...
+
+
+METHODS = sorted(Methods(_App()).handlers())
+
+
+def test_schema_folder_is_found_from_the_package():
+    assert schemas.schema_dir() == ROOT / "schemas"
+
+
+@pytest.mark.parametrize("name", schemas.schema_names())
+def test_every_schema_is_valid_draft_2020_12(name):
+    doc = json.loads((ROOT / "schemas" / name).read_text())
+    Draft202012Validator.check_schema(doc)
+    assert doc["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert doc["$id"].endswith("/" + name)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_has_params_and_result_schemas(method):
+    params = schemas.load_schema(method, "params")
+    schemas.load_schema(method, "result")
+    assert params["type"] == "object" and params["additionalProperties"] is False
+    assert set(params.get("required", [])) <= set(params["properties"])
+
+
+def test_nothing_else_has_a_schema():
+    assert set(schemas.methods_with_schemas()) == set(METHODS) | NOTIFICATIONS
+
+
+def test_positional_params_follow_the_schema_order():
+    assert schemas.param_names("search.query") == ["workspace", "query", "opts"]
+    assert schemas.param_names("workspace.configure") == ["workspace", "options"]
+    assert schemas.param_names("workspace.section_size") == ["workspace", "tokens"]
+    assert schemas.param_names("document.read") == ["workspace", "path", "opts"]
+    assert schemas.param_names("changes.since") == ["workspace", "cursor", "limit"]
+    # The spec's own examples (004 §1, §6).
+    assert schemas.bind_params("workspace.section_size", ["kb", 400]) == {"workspace": "kb", "tokens": 400}
+    spec = ["kb", "lease recovery lock -status:superseded",
+            {"limit": 5, "paths": ["adrs", "synthesis"], "tags": ["sqlite"],
+             "facets": {"type": ["adr", "synthesis"]},
+             "retrieval": {"abstract_chunk": True, "demote_superseded": True}}]
+    assert schemas.bind_params("search.query", spec)["opts"]["limit"] == 5
+    assert schemas.bind_params("search.query", ["kb", "q", {"stages": ["lexical", "semantic"], "limit": 5}])
+    assert schemas.bind_params("workspace.configure", ["kb", {"section_tokens": 400, "abstract_chunk": True,
+                                                              "demote_superseded": True}])
+
+
+def test_the_first_bad_field_is_named_the_same_way_every_time():
+    with pytest.raises(InvalidParams) as info:
+        schemas.bind_params("search.query", {"opts": {"limit": 999, "paths": [1]}})
+    assert info.value.field == "workspace"
+    with pytest.raises(InvalidParams) as info:
+        schemas.bind_params("search.query", ["kb", "q", {"paths": ["a", 2], "limit": 999}])
+    assert info.value.field == "opts.limit"
+
+
+def test_results_are_strict_where_the_contract_is_exact():
+    hit_errors = schemas.result_errors("search.query", {
+        "workspace": "kb", "query": "q", "hits": [{"path": "a.md"}], "mode_used": "lexical",
+        "lexical_match": "all", "semantic": "off", "rank": {"state": "off", "model": None, "error": ""},
+        "stages": {"requested": ["lexical"], "performed": ["lexical"], "skipped": {}}})
+    assert any(e.startswith("hits[0].breadcrumb: is required") for e in hit_errors)
+    assert schemas.result_errors("changes.since", {"changes": [], "next_cursor": "7", "has_more": False}) == [
+        "next_cursor: must be an integer"]
+
+
+def test_protocol_md_documents_every_method_notification_and_error_code():
+    text = PROTOCOL.read_text()
+    for method in METHODS + sorted(NOTIFICATIONS):
+        assert re.search(rf"^###? `{re.escape(method)}`", text, re.M), method
+    for cls in ALL_ERRORS:
+        assert f"`{cls.code}`" in text and f"`{cls.name}`" in text, cls.__name__
+
+
+def test_protocol_md_examples_are_valid_json_and_match_the_schemas():
+    text = PROTOCOL.read_text()
+    checked = 0
+    for method, kind, body in re.findall(r"<!-- (\S+) (params|result) -->\n```json\n(.*?)```", text, re.S):
+        value = json.loads(body)
+        if kind == "params":
+            schemas.bind_params(method, value)
+        else:
+            assert schemas.result_errors(method, value) == [], method
+        checked += 1
+    assert checked >= len(METHODS)
+
+
+def test_dispatcher_serves_exactly_the_methods():
+    assert set(Dispatcher(Methods(_App()).handlers()).handlers) == set(METHODS)
