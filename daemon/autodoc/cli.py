@@ -134,13 +134,18 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     settings = Settings.from_env(args.store, args.socket_path)
+    from autodoc_client import RemoteError
+
     try:
         return _run(args, settings)
-    except AutodocError as e:
+    except (AutodocError, RemoteError) as e:
         print(f"autodoc: {e.message} ({e.code})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `autodoc search … | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -151,12 +156,13 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         except json.JSONDecodeError as e:
             print(f"autodoc: the params are not JSON: {e}", file=sys.stderr)
             return 2
-        from .inprocess import RemoteError
+        from autodoc_client import RemoteError
 
         try:
             result = call(settings, method, params)
-        except RemoteError as e:
-            print(json.dumps({"error": e.error}, ensure_ascii=False, indent=2))
+        except RemoteError as e:  # the daemon answered with an error
+            err = {"code": e.code, "message": e.message, "data": e.data}
+            print(json.dumps({"error": err}, ensure_ascii=False, indent=2))
             return 1
         except AutodocError as e:
             print(json.dumps({"error": e.to_rpc()}, ensure_ascii=False, indent=2))

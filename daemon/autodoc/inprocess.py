@@ -6,54 +6,41 @@ import sys
 from typing import Any
 
 from .config import Settings
-from .errors import InvalidParams, MethodNotFound
+from .errors import MethodNotFound
 
 
-class RemoteError(Exception):
-    def __init__(self, error: dict):
-        super().__init__(error.get("message", "error"))
-        self.error = error
-
-
-# method → (Service attribute, parameter names in positional order)
-METHODS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "server.info": ("info", ()),
-    "workspace.add": ("workspace_add", ("name", "root", "config")),
-    "workspace.remove": ("workspace_remove", ("name",)),
-    "workspace.list": ("workspace_list", ()),
-    "workspace.configure": ("workspace_configure", ("workspace", "options")),
-    "workspace.section_size": ("workspace_section_size", ("workspace", "tokens")),
-    "workspace.status": ("workspace_status", ("workspace",)),
-    "workspace.index": ("index", ("workspace",)),
-    "workspace.reindex": ("index", ("workspace",)),
-    "search.query": ("search", ("workspace", "query", "opts")),
-    "document.read": ("document_read", ("workspace", "path", "opts")),
-    "document.links": ("document_links", ("workspace", "path")),
-    "document.backlinks": ("document_backlinks", ("workspace", "path")),
-    "document.problems": ("document_problems", ("workspace", "path")),
-    "changes.since": ("changes_since", ("workspace", "cursor", "limit")),
+# method → Service attribute; parameters are bound and checked by the method's
+# JSON Schema (rpc.schemas), exactly as the daemon does, then passed in schema order.
+METHODS: dict[str, str] = {
+    "server.info": "info",
+    "workspace.add": "workspace_add",
+    "workspace.remove": "workspace_remove",
+    "workspace.list": "workspace_list",
+    "workspace.configure": "workspace_configure",
+    "workspace.section_size": "workspace_section_size",
+    "workspace.status": "workspace_status",
+    "workspace.index": "index",
+    "workspace.reindex": "index",
+    "search.query": "search",
+    "document.read": "document_read",
+    "document.links": "document_links",
+    "document.backlinks": "document_backlinks",
+    "document.problems": "document_problems",
+    "changes.since": "changes_since",
 }
 
 
 def bind(method: str, params: Any) -> tuple[str, list[Any]]:
+    from .rpc.schemas import bind_params, param_names
+
     if method not in METHODS:
-        raise MethodNotFound(f"no method {method!r}")
-    attr, names = METHODS[method]
-    if params is None:
-        params = []
-    if isinstance(params, list):
-        if len(params) > len(names):
-            raise InvalidParams("params", f"{method} takes at most {len(names)} parameters")
-        return attr, list(params)
-    if isinstance(params, dict):
-        for k in params:
-            if k not in names:
-                raise InvalidParams(k, "unknown parameter")
-        args = [params.get(n) for n in names]
-        while args and args[-1] is None and names[len(args) - 1] not in params:
-            args.pop()
-        return attr, args
-    raise InvalidParams("params", "must be an array or an object")
+        raise MethodNotFound(f"no method {method!r} runs without the daemon (start one: autodoc serve --socket)")
+    bound = bind_params(method, params)
+    names = param_names(method)
+    args = [bound.get(n) for n in names]
+    while args and args[-1] is None and names[len(args) - 1] not in bound:
+        args.pop()
+    return METHODS[method], args
 
 
 def call_in_process(settings: Settings, method: str, params: Any, *, writer: bool, progress: bool = False) -> Any:

@@ -1,0 +1,87 @@
+"""The command line, for people and scripts: real processes on a real store,
+in-process when no daemon runs and through the daemon's socket when one does."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).parent / "corpora" / "kb"
+
+
+def run(env, *args, check=True):
+    p = subprocess.run([sys.executable, "-m", "autodoc.cli", *args], env=env, capture_output=True, text=True, timeout=120)
+    if check and p.returncode != 0:
+        raise AssertionError(f"autodoc {' '.join(args)} → {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+@pytest.fixture()
+def env(short_tmp):
+    e = dict(os.environ)
+    e["AUTODOC_STORE"] = str(short_tmp / "store" / "a.db")
+    e["AUTODOC_SOCKET"] = str(short_tmp / "d.sock")
+    e["XDG_RUNTIME_DIR"] = str(short_tmp)
+    kb = short_tmp / "kb"
+    from corpora.make_special import ensure_special_files
+
+    ensure_special_files()
+    shutil.copytree(CORPUS, kb, symlinks=True)
+    run(e, "workspace", "add", "kb", str(kb), "--config", '{"embedding": {"provider": "none"}}')
+    return e
+
+
+def test_people_commands_in_process(env):
+    out = run(env, "index", "kb")
+    assert "added" in out.stdout and "skipped" in out.stdout
+    assert "notes/diagram-export.md" in out.stderr  # the skip reasons are shown
+    listed = run(env, "workspace", "list").stdout
+    assert listed.startswith("kb\t") and "documents" in listed
+    human = run(env, "search", "-w", "kb", "reclaimBatch", "-n", "2").stdout
+    assert "«reclaimBatch»" in human and ".md:" in human
+    answer = json.loads(run(env, "search", "-w", "kb", "--json", "reclaimBatch").stdout)
+    assert answer["stages"]["performed"] == ["lexical"] and answer["hits"]
+    h = answer["hits"][0]
+    text = run(env, "read", "kb", h["path"], "--lines", f"{h['line_start']}:{h['line_end']}").stdout
+    assert "reclaimBatch" in text
+    again = run(env, "workspace", "add", "kb", "/tmp", "--if-missing").stdout
+    assert "exists" in again
+
+
+def test_call_prints_the_rpc_answer_and_fails_on_errors(env):
+    run(env, "index", "kb")
+    ok = run(env, "--call", "search.query", '["kb", "lease recovery lock", {"limit": 2}]')
+    assert len(json.loads(ok.stdout)["hits"]) == 2
+    bad = run(env, "--call", "search.query", '["kb", "x", {"limit": 0}]', check=False)
+    assert bad.returncode == 1 and json.loads(bad.stdout)["error"]["data"]["field"] == "opts.limit"
+    missing = run(env, "search", "-w", "nope", "x", check=False)
+    assert missing.returncode == 2 and "-32001" in missing.stderr
+
+
+def test_commands_go_to_a_running_daemon(env, short_tmp):
+    d = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "serve", "--socket"], env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        sock = Path(env["AUTODOC_SOCKET"])
+        deadline = time.monotonic() + 30
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sock.exists()
+        info = json.loads(run(env, "--call", "server.info", "{}").stdout)
+        assert info["pid"] == d.pid  # answered by the daemon, not in-process
+        # a write while the daemon holds the lease goes through the daemon too
+        out = run(env, "workspace", "add", "kb2", str(short_tmp / "kb"), "--config", '{"embedding": {"provider": "none"}}')
+        assert "added workspace kb2" in out.stdout
+        answer = json.loads(run(env, "search", "-w", "kb", "--json", "lease").stdout)
+        assert answer["hits"]
+    finally:
+        run(env, "--call", "server.shutdown", "{}", check=False)
+        d.wait(timeout=30)
+    assert d.returncode == 0
