@@ -105,3 +105,20 @@ def test_info_reports_the_ranker(svc):
     assert info["stages"]["rerank"] is True
     assert any(r.get("model") == "tiny-ce" for r in info["models"]["ranker"])
     json.dumps(info)
+
+
+def test_status_reports_the_ranker_state(svc, tmp_path, tiny):
+    assert svc.workspace_status("kb")["ranker"] == {"state": "ready", "model": "tiny-ce", "reason": None}
+    svc.workspace_configure("kb", {"ranker": {"provider": "none"}})
+    assert svc.workspace_status("kb")["ranker"]["state"] == "off"
+    # a model folder that disappears after it was configured
+    gone = tmp_path / "gone"
+    import shutil as sh
+
+    sh.copytree(tiny, gone)
+    svc.workspace_configure("kb", {"ranker": {"provider": "onnx", "path": str(gone)}})
+    sh.rmtree(gone)
+    st = svc.workspace_status("kb")["ranker"]
+    assert st["state"] == "failed" and "no such folder" in st["reason"]
+    ans = svc.search("kb", "lease")
+    assert ans["rank"]["state"] == "failed" and ans["stages"]["skipped"]["rerank"]

@@ -115,6 +115,7 @@ class FakeService:
                 "problems": [], "broken_links": [],
                 "embedding": {"available": False, "state": "off", "model": None, "embedded": 0, "pending": 0,
                               "skipped": 2, "total": 2, "reason": "no embedding model"},
+                "ranker": {"state": "off", "model": None, "reason": "no ranker"},
                 "change_cursor": len(self.changes)}
 
     def index(self, name: str, *, full: bool = False, progress: Callable[[int, int, str], None] | None = None) -> dict:
@@ -281,8 +282,7 @@ async def test_every_method_answers_within_its_schema(short_tmp, framing):
         await wait_until(lambda: server.shutting_down)
         await client.close()
     assert set(schemas.methods_with_schemas()) >= {m for m, _ in CALLS}
-    assert set(server.dispatcher.handlers) == {m for m in schemas.methods_with_schemas()
-                                               if m not in ("$/progress", "changes.changed", "embedding.progress")}
+    assert set(server.dispatcher.handlers) == set(schemas.methods_with_schemas()) - schemas.NOTIFICATIONS
 
 
 async def test_positional_and_named_params_are_the_same(short_tmp):

@@ -16,7 +16,7 @@ from autodoc.rpc.methods import Methods
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOL = ROOT / "protocol" / "PROTOCOL.md"
-NOTIFICATIONS = {"$/progress", "changes.changed", "embedding.progress"}
+NOTIFICATIONS = schemas.NOTIFICATIONS
 
 
 class _App:

@@ -77,8 +77,11 @@ class WorkspaceConfig:
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "WorkspaceConfig":
-        base = cls()
-        return base.merged(data or {}, prefix="config") if data else base
+        """A stored configuration, as it was validated when it was written. Not
+        checked again: a ranker folder that vanished since must fail that stage,
+        not every call on the workspace."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (data or {}).items() if k in known})
 
     def merged(self, options: dict[str, Any], prefix: str = "options") -> "WorkspaceConfig":
         known = {f.name for f in fields(self)}

@@ -282,6 +282,7 @@ class Service:
                 "path": SCHEMA_RELPATH, "fields": schema.kinds, "types": sorted(schema.types),
                 "type_field": schema.type_field, "link_fields": schema.link_fields()},
             "embedding": self.embedding_status(ws),
+            "ranker": self.ranker_status(ws),
             "change_cursor": cursor,
         }
 
@@ -550,6 +551,20 @@ class Service:
                 r = self._rankers[key] = make_ranker(norm)
             return r
 
+    def ranker_status(self, ws: Workspace) -> dict[str, Any]:
+        """{state, model, reason}: off (none configured), ready (loaded), failed (cannot load,
+        or its last call failed: reason says why)."""
+        cfg = WorkspaceConfig.from_json(ws.config).ranker
+        try:
+            ranker = self.ranker(cfg)
+        except InvalidParams as e:
+            return {"state": "failed", "model": cfg.get("model") or cfg.get("path") or cfg.get("url"), "reason": e.message}
+        if ranker is None:
+            return {"state": "off", "model": None, "reason": "no ranker is configured for this workspace"}
+        # loaded is ready; a failure of its last call is worth showing, not hiding
+        last_error = ranker.describe().get("meter", {}).get("last_error") or None
+        return {"state": "ready", "model": ranker.name, "reason": last_error and f"last call failed: {last_error}"}
+
     def _rank_fn(self, ws: Workspace, cancel: threading.Event | None):
         from .rank.base import RankerCancelled, RankerDown, default_timeout
 
@@ -557,9 +572,11 @@ class Service:
         try:
             ranker = self.ranker(cfg)
         except InvalidParams as e:  # a model folder that vanished since it was configured
+            why, model = e.message, cfg.get("model") or cfg.get("path") or cfg.get("url")
+
             def broken(query: str, passages: list[str]) -> engine.RankOutcome:
-                return engine.RankOutcome(None, "failed", cfg.get("model") or cfg.get("path"), e.message)
-            return broken, cfg.get("model") or cfg.get("path")
+                return engine.RankOutcome(None, "failed", model, why)
+            return broken, model
         if ranker is None:
             return None, None
 

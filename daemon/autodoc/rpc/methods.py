@@ -42,6 +42,8 @@ class App(Protocol):
 
     def run_in_loop(self, fn: Callable[..., Any], *args: Any) -> None: ...
 
+    def broadcast(self, workspace: str, method: str, params: Any) -> None: ...
+
 
 async def run_read(app: App, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=app.readers, abandon_on_cancel=True)
@@ -108,24 +110,35 @@ class Methods:
 
     # -- workspaces ---------------------------------------------------------------
 
+    def _announce(self, workspace: str, op: str, config: dict | None) -> None:
+        """Tell subscribed clients a workspace came, went or changed its
+        configuration, so an open picker can re-run its query."""
+        self.app.broadcast(workspace, "workspace.changed", {"workspace": workspace, "op": op, "config": config})
+
     async def workspace_add(self, ctx: RequestContext, p: dict) -> dict:
         result = await run_write(self.app, self.service.workspace_add, p["name"], p["root"], p.get("config"))
         self.app.workspaces_changed()
+        self._announce(result["name"], "added", result["config"])
         return result
 
     async def workspace_remove(self, ctx: RequestContext, p: dict) -> dict:
         result = await run_write(self.app, self.service.workspace_remove, p["name"])
         self.app.workspaces_changed()
+        self._announce(result["removed"], "removed", None)
         return result
 
     async def workspace_list(self, ctx: RequestContext, p: dict) -> dict:
         return await run_read(self.app, self.service.workspace_list)
 
     async def workspace_configure(self, ctx: RequestContext, p: dict) -> dict:
-        return await run_write(self.app, self.service.workspace_configure, p["workspace"], p["options"])
+        result = await run_write(self.app, self.service.workspace_configure, p["workspace"], p["options"])
+        self._announce(result["name"], "configured", result["config"])
+        return result
 
     async def workspace_section_size(self, ctx: RequestContext, p: dict) -> dict:
-        return await run_write(self.app, self.service.workspace_section_size, p["workspace"], p["tokens"])
+        result = await run_write(self.app, self.service.workspace_section_size, p["workspace"], p["tokens"])
+        self._announce(result["name"], "configured", result["config"])
+        return result
 
     async def workspace_status(self, ctx: RequestContext, p: dict) -> dict:
         return await run_read(self.app, self.service.workspace_status, p["workspace"])

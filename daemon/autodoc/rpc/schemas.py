@@ -30,6 +30,10 @@ from ..errors import InvalidParams
 BASE_URI = "https://autodoc.invalid/schemas/"
 
 
+# Server → client notifications: they have params schemas but no handler.
+NOTIFICATIONS = frozenset({"$/progress", "changes.changed", "embedding.progress", "workspace.changed"})
+
+
 def schema_dir() -> Path:
     env = os.environ.get("AUTODOC_SCHEMAS")
     if env:

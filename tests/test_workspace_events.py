@@ -1,0 +1,44 @@
+"""workspace.changed: subscribed clients hear of workspaces added, reconfigured
+and removed (the real daemon, over its socket)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from autodoc.rpc import schemas
+from autodoc.rpc.transport import socket_answers
+from autodoc_client import Client
+
+NO_MODEL = {"embedding": {"provider": "none"}}
+
+
+async def test_workspace_changes_are_pushed(short_tmp):
+    store, sock = short_tmp / "s" / "a.db", short_tmp / "d.sock"
+    (short_tmp / "kb").mkdir()
+    (short_tmp / "kb" / "a.md").write_text("# A\n\nalpha\n")
+    d = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not (sock.exists() and socket_answers(sock)):
+            assert d.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        async with await Client.connect_socket(sock) as c:
+            await c.call("changes.subscribe", [])
+            await c.call("workspace.add", {"name": "kb", "root": str(short_tmp / "kb"), "config": NO_MODEL})
+            n = await c.next_notification("workspace.changed", timeout=20)
+            assert n.params["op"] == "added" and n.params["workspace"] == "kb"
+            await c.call("workspace.section_size", ["kb", 200])
+            n = await c.next_notification("workspace.changed", timeout=20)
+            assert n.params["op"] == "configured" and n.params["config"]["section_tokens"] == 200
+            assert schemas.notification_errors("workspace.changed", n.params) == []
+            await c.call("workspace.remove", ["kb"])
+            n = await c.next_notification("workspace.changed", timeout=20)
+            assert n.params == {"workspace": "kb", "op": "removed", "config": None}
+            await c.call("server.shutdown", {})
+        d.wait(timeout=30)
+    finally:
+        if d.poll() is None:
+            d.kill()
