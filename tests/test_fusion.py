@@ -116,3 +116,24 @@ def test_fusion_is_deterministic_under_shuffled_equal_scores():
         random.seed(seed)
         legs = {"b": [F.LegHit(i, 1) for i in reversed(ids)], "a": [F.LegHit(i, 1) for i in ids]}
         assert [f.chunk_id for f in F.fuse_rrf(legs)] == base
+
+
+def test_convex_normalises_each_leg_and_weighs_them():
+    legs = {"lexical": [F.LegHit(1, 12.0), F.LegHit(2, 7.0), F.LegHit(3, 2.0)],
+            "semantic": [F.LegHit(3, 0.9), F.LegHit(1, 0.5), F.LegHit(4, 0.1)]}
+    out = {f.chunk_id: f for f in F.fuse_convex(legs)}
+    assert abs(out[1].score - (0.6 * 1.0 + 0.4 * 0.5)) < 1e-12
+    assert abs(out[3].score - (0.6 * 0.0 + 0.4 * 1.0)) < 1e-12
+    assert abs(out[2].score - 0.6 * 0.5) < 1e-12 and out[2].scores["semantic"] is None
+    assert out[4].score == 0.0 and out[4].via == ["semantic"]
+    order = [f.chunk_id for f in F.fuse_convex(legs, weights={"semantic": 0.9, "lexical": 0.1})]
+    assert order[0] == 3
+
+
+@given(legs_strategy())
+def test_convex_is_order_independent_and_bounded(d):
+    legs = {k: [F.LegHit(i, float(len(v) - r)) for r, i in enumerate(v)] for k, v in d.items()}
+    a = F.fuse_convex(legs)
+    b = F.fuse_convex(dict(reversed(list(legs.items()))))
+    assert [(f.chunk_id, f.score) for f in a] == [(f.chunk_id, f.score) for f in b]
+    assert all(0.0 <= f.score <= 1.0 + 1e-12 for f in a)

@@ -70,9 +70,10 @@ def test_facets_are_split_out_and_unknown_fields_fall_back_to_words():
     assert r.text == "migration foo:bar owner:Ana Lima"
 
 
-def test_any_mode_drops_stopwords_but_keeps_phrases():
-    terms = parse_query('why did we pick "the store" sqlite').terms
-    assert build_match(terms, "any") == '"pick" OR "the store" OR "sqlite"'
+def test_any_mode_splits_words_drops_stopwords_but_keeps_phrases():
+    terms = parse_query('is the UCP1-dependent path "the store" of sqlite migr*').terms
+    assert build_match(terms, "any") == '"UCP1" OR "dependent" OR "path" OR "the store" OR "sqlite" OR "migr"*'
+    assert build_match(terms, "all").startswith('"is" AND "the" AND "UCP1-dependent"')
 
 
 @settings(max_examples=400, deadline=None)

@@ -168,3 +168,11 @@ def test_weighted_fusion_selectable_per_request(svc):
     expected = 0.6 * h["scores"]["semantic"] + 0.4 * h["scores"]["lexical"] / (h["scores"]["lexical"] + 1)
     assert abs(h["score"] - expected) < 1e-6  # storage.md has no tags or inbound links: no boost
     assert all(x["score"] >= 0.2 for x in ans["hits"])
+
+
+def test_convex_fusion_selectable_per_request(svc):
+    svc.index("kb", embed=True)
+    ans = svc.search("kb", "embedded relational store", {"fusion": {"method": "convex"}})
+    top = ans["hits"][0]
+    assert top["path"] == "storage.md" and set(top["via"]) == {"lexical", "semantic"}
+    assert 0 < top["relevance"] <= 1 and top["score"] <= 1.0

@@ -148,6 +148,10 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
             threshold=fusion_opts.get("threshold", 0.2),
         )
         max_score = sum({"semantic": 0.6, "lexical": 0.4}.get(n, 0) for n in legs) or 1.0
+    elif fusion_opts.get("method") == "convex":
+        weights = {**F.CONVEX_WEIGHTS, **fusion_opts.get("weights", {})}
+        fused = F.fuse_convex(legs, weights=weights)
+        max_score = sum(weights.get(n, 0.0) for n in legs) or 1.0
     else:
         k = fusion_opts.get("k", RRF_K)
         weights = fusion_opts.get("weights")
@@ -219,8 +223,9 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
 def _graph_leg(ctx: Context, opts: SearchOptions, filt: Filter, legs: dict[str, list[F.LegHit]],
                performed: list[str], skipped: dict[str, str]) -> None:
     """Stage "graph": one hop from the other legs' documents (search/graph.py)."""
-    if opts.fusion.get("method") == "weighted":
-        skipped["graph"] = "the graph leg fuses by rank only (fusion.method rrf); weighted fusion has no place for it"
+    if opts.fusion.get("method") != "rrf":
+        skipped["graph"] = (f"the graph leg fuses by rank only (fusion.method rrf); {opts.fusion.get('method')} "
+                            "fusion has no place for it")
         return
     seed_hits = [h for name in ("lexical", "semantic") for h in legs.get(name, [])]
     if not seed_hits:

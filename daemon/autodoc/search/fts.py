@@ -23,15 +23,14 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORDISH = re.compile(r"\w", re.UNICODE)
 
+# Lucene's English stop set (33 words), as published BM25 baselines use. A
+# longer list (NLTK's) measured worse on SciFact: it drops words like "after"
+# and "between" that carry meaning in a claim (docs/benchmarks/quality.md).
 STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have
-    having he her here hers herself him himself his how i if in into is it its itself just me more most my
-    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
-    some such than that the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with would you your
-    yours yourself yourselves""".split()
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there "
+    "these they this to was will with".split()
 )
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # what unicode61 keeps as a token
 
 
 def _bigrams(run: str) -> str:
@@ -64,13 +63,27 @@ def term_match(term: Term) -> str | None:
     return body + "*" if term.prefix and not runs else body
 
 
+def _any_terms(terms: list[Term]) -> list[Term]:
+    """For OR: each unquoted term becomes its tokens ("UCP1-dependent" → UCP1,
+    dependent, not a phrase), stopwords dropped; quoted phrases stay phrases."""
+    out: list[Term] = []
+    for t in terms:
+        if t.phrase:
+            out.append(t)
+            continue
+        toks = _TOKEN.findall(t.text)
+        for i, tok in enumerate(toks):
+            if tok.lower() in STOPWORDS:
+                continue
+            out.append(Term(tok, prefix=t.prefix and i == len(toks) - 1))
+    return out
+
+
 def build_match(terms: list[Term], mode: str = "all") -> str | None:
-    """AND (mode "all") or OR (mode "any", stopwords dropped) of the terms."""
+    """AND (mode "all") of the terms, or OR (mode "any") of their tokens without stopwords."""
     parts: list[str] = []
     seen: set[str] = set()
-    for t in terms:
-        if mode == "any" and not t.phrase and t.text.lower() in STOPWORDS:
-            continue
+    for t in (_any_terms(terms) if mode == "any" else terms):
         expr = term_match(t)
         if expr and expr not in seen:
             seen.add(expr)

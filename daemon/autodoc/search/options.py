@@ -12,6 +12,7 @@ from typing import Any
 from ..config import RERANK_WINDOW, RRF_K, WorkspaceConfig, check_window
 from ..errors import InvalidParams
 
+FUSION_METHODS = ("rrf", "convex", "weighted")
 STAGES = ("lexical", "semantic", "rerank")  # the default: graph is opt-in
 ALL_STAGES = ("lexical", "semantic", "graph", "rerank")  # every stage, in the order they run
 MAX_LIMIT = 200
@@ -50,8 +51,8 @@ def check_fusion(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidParams(name, "must be an object")
     method = value.get("method", "rrf")
-    if method not in ("rrf", "weighted"):
-        raise InvalidParams(f"{name}.method", 'must be "rrf" or "weighted"')
+    if method not in FUSION_METHODS:
+        raise InvalidParams(f"{name}.method", 'must be "rrf", "convex" or "weighted"')
     out: dict[str, Any] = {"method": method}
     if method == "rrf":
         k = value.get("k", RRF_K)
