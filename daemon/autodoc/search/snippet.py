@@ -45,15 +45,23 @@ def query_matchers(terms: list[Term]) -> tuple[set[str], list[str], list[str]]:
     return stems, prefixes, cjk
 
 
+@lru_cache(maxsize=256)
+def _matchers(terms: tuple[Term, ...]) -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
+    stems, prefixes, cjk = query_matchers(list(terms))
+    return frozenset(stems), tuple(prefixes), tuple(cjk)
+
+
 def _spans(text: str, terms: list[Term]) -> list[tuple[int, int]]:
-    stems, prefixes, cjk = query_matchers(terms)
+    stems, prefixes, cjk = _matchers(tuple(terms))
     spans: list[tuple[int, int]] = []
+    seen: dict[str, bool] = {}  # a word's verdict, once per call: prose repeats its words
     for m in _WORD.finditer(text):
-        w = m.group(0)
-        if _CJK_RUN.search(w):
-            continue
-        lw = w.lower()
-        if stem(lw) in stems or any(lw.startswith(p) for p in prefixes):
+        lw = m.group(0).lower()
+        hit = seen.get(lw)
+        if hit is None:
+            hit = seen[lw] = (lw.isascii() or not _CJK_RUN.search(lw)) and (
+                stem(lw) in stems or bool(prefixes and lw.startswith(prefixes)))
+        if hit:
             spans.append((m.start(), m.end()))
     for run in cjk:
         for m in re.finditer(re.escape(run), text):
