@@ -67,7 +67,8 @@ def test_facets_are_split_out_and_unknown_fields_fall_back_to_words():
     r = resolve_facets(p, {"type", "status"})
     assert [f.field for f in r.facets] == ["type", "status", "tag"]
     assert [t.text for t in r.terms] == ["migration", "foo:bar", "owner:Ana Lima"]
-    assert r.text == "migration foo:bar owner:Ana Lima"
+    assert all(t.phrase for t in r.terms[1:])  # kept whole: the words of foo:bar, adjacent
+    assert r.text == 'migration "foo:bar" "owner:Ana Lima"'
 
 
 def test_any_mode_splits_words_drops_stopwords_but_keeps_phrases():

@@ -262,7 +262,7 @@ def test_deadline_and_cancel_interrupt_the_batch_in_flight(heavy, tiny):
     started = time.monotonic()
     full = r.score(QUERY, [long])
     full_s = time.monotonic() - started
-    assert full_s > 0.6, f"heavy model too fast on this machine ({full_s:.2f} s) to test interruption"
+    assert full_s > 0.3, f"heavy model too fast on this machine ({full_s:.2f} s) to test interruption"
 
     started = time.monotonic()
     with pytest.raises(RankerDown, match="deadline of 0.15 s"):

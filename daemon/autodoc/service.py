@@ -37,7 +37,7 @@ from .store.documents import (
     Workspace, content_hash, delete_document, record_skip, rename_document, write_document,
 )
 from .store.lease import Lease
-from .store.links import resolve_workspace
+from .store.links import LinkResolver
 from .store.facets import active_schema, schema_row, sync_schema
 from .store.documents import next_generation
 from .schema import SCHEMA_RELPATH
@@ -74,6 +74,7 @@ class Service:
         self.closed = False
         self.semantic = SemanticRuntime(self)
         self._rankers: dict[str, Any] = {}
+        self._links = LinkResolver()
         self._rankers_lock = threading.Lock()
         # the semantic leg runs beside the lexical one, on its own thread and connection
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="autodoc-leg")
@@ -219,6 +220,7 @@ class Service:
             db.execute("DELETE FROM chunks WHERE workspace_id=?", (ws.id,))
             db.execute("DELETE FROM workspaces WHERE id=?", (ws.id,))
         self.semantic.forget(ws.id)
+        self._links.forget(ws.id)
         return {"removed": ws.name, "documents": n}
 
     def workspace_list(self) -> dict[str, Any]:
@@ -374,11 +376,17 @@ class Service:
         db = self._writer()
         emitted: list[dict] = []
         touched: set[int] = set()
+        names_changed = False  # whether any document's names (path, title, aliases, frontmatter) changed
 
         def doc_id(path: str) -> None:
             r = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws.id, path)).fetchone()
             if r:
                 touched.add(r[0])
+
+        def names_of(path: str):
+            r = db.execute("SELECT title, aliases, frontmatter FROM documents WHERE workspace_id=? AND path=?",
+                           (ws.id, path)).fetchone()
+            return None if r is None else (r[0], json.loads(r[1]), json.loads(r[2]))
 
         with self._write_lock:
             with db:
@@ -404,11 +412,15 @@ class Service:
                             report["deleted"] += 1
                         if ch:
                             emitted.append(ch)
+                            names_changed = True
                 for path, data, doc, chunks, mtime_ns in pending:
                     if doc is None:
                         db.execute("UPDATE documents SET mtime_ns=? WHERE workspace_id=? AND path=?",
                                    (mtime_ns, ws.id, path))
                         continue
+                    if not names_changed:
+                        fm = json.loads(json.dumps(doc.frontmatter, default=str))
+                        names_changed = names_of(path) != (doc.title, doc.aliases, fm)
                     ch = write_document(db, ws, path, data=data, doc=doc, chunks=chunks, mtime_ns=mtime_ns, force=full)
                     if ch is None:
                         report["unchanged"] += 1
@@ -419,6 +431,7 @@ class Service:
                     ch = delete_document(db, ws, path)  # a file that became unreadable leaves the index
                     if ch:
                         emitted.append(ch)
+                        names_changed = True
                     record_skip(db, ws, path, reason)
                 if skips is not None:
                     keep = {p for p, _ in skips}
@@ -426,7 +439,7 @@ class Service:
                         if p not in keep:
                             db.execute("DELETE FROM skipped WHERE workspace_id=? AND path=?", (ws.id, p))
                 if emitted or gone is not None:
-                    resolve_workspace(db, ws.id)
+                    self._links.update(db, ws.id, names_changed=names_changed or full)
                     changelog.trim(db)
                 for path, _, doc, _, _ in pending:
                     if doc is not None:
@@ -689,7 +702,7 @@ class Service:
             with db:
                 changed = sync_schema(db, ws.id, Path(ws.root))
                 if changed:
-                    resolve_workspace(db, ws.id)  # link fields may have changed
+                    self._links.update(db, ws.id, names_changed=True)  # link fields may have changed
                     next_generation(db)  # readers' cached field sets are keyed by it
         if changed:
             self._fields_cache.pop(ws.id, None)

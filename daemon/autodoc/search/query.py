@@ -107,5 +107,6 @@ def resolve_facets(parsed: ParsedQuery, known_fields: set[str]) -> ParsedQuery:
         if f.field == "tag" or f.field in known_fields:
             facets.append(f)
         else:
-            terms.append(Term(f.raw.lstrip("-") if f.negate else f.raw))
+            # kept whole: "foo:bar" is searched as those words, adjacent
+            terms.append(Term(f.raw.lstrip("-") if f.negate else f.raw, phrase=True))
     return ParsedQuery(terms=terms, facets=facets)

@@ -4,8 +4,11 @@ A target resolves, in order, as: a relative path from the linking file (with
 or without `.md`), a workspace-relative path, a file stem, a title, an alias,
 or an ADR number ("ADR 0203", "0203", "adr-203" → frontmatter `adr: 203`),
 or "<field> N" for an integer field the workspace schema marks `link: true`.
-Resolution runs after each index job over the whole workspace, so a link
-written before its target existed resolves once the target appears.
+After each write, links without a target are tried again, so a link written
+before its target existed resolves once the target appears. The resolver (the
+name tables) is rebuilt over the whole workspace only when some document's
+names change (added, deleted, moved, retitled, re-aliased, new frontmatter):
+an edit to a body, the common case while typing, resolves just its own links.
 """
 
 from __future__ import annotations
@@ -87,8 +90,7 @@ def build_resolver(docs: list[tuple[str, str, list[str], dict]], link_fields: tu
     return resolve
 
 
-def resolve_workspace(db: apsw.Connection, workspace_id: int) -> int:
-    """Recompute every link's target_path in the workspace; return how many changed."""
+def _resolver_for(db: apsw.Connection, workspace_id: int):
     docs = [
         (p, t, json.loads(a), json.loads(f))
         for p, t, a, f in db.execute(
@@ -96,15 +98,41 @@ def resolve_workspace(db: apsw.Connection, workspace_id: int) -> int:
         )
     ]
     schema = active_schema(db, workspace_id)
-    resolve = build_resolver(docs, schema.link_fields() if schema else ())
+    return build_resolver(docs, schema.link_fields() if schema else ())
+
+
+def _apply(db: apsw.Connection, resolve, rows) -> int:
     updates = []
-    for rowid, source, target, current in db.execute(
-        "SELECT l.rowid, d.path, l.target, l.target_path FROM links l JOIN documents d ON d.id = l.source_id "
-        "WHERE l.workspace_id=?",
-        (workspace_id,),
-    ):
+    for rowid, source, target, current in rows:
         new = resolve(source, target)
         if new != current:
             updates.append((new, rowid))
     db.executemany("UPDATE links SET target_path=? WHERE rowid=?", updates)
     return len(updates)
+
+
+_LINKS_SQL = ("SELECT l.rowid, d.path, l.target, l.target_path FROM links l JOIN documents d ON d.id = l.source_id "
+              "WHERE l.workspace_id=?")
+
+
+def resolve_workspace(db: apsw.Connection, workspace_id: int) -> int:
+    """Recompute every link's target_path in the workspace; return how many changed."""
+    return _apply(db, _resolver_for(db, workspace_id), db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
+
+
+class LinkResolver:
+    """Per-workspace resolver cache (one per Service; used under its write lock)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, object] = {}
+
+    def forget(self, workspace_id: int) -> None:
+        self._cache.pop(workspace_id, None)
+
+    def update(self, db: apsw.Connection, workspace_id: int, *, names_changed: bool) -> int:
+        resolve = self._cache.get(workspace_id)
+        if names_changed or resolve is None:
+            resolve = self._cache[workspace_id] = _resolver_for(db, workspace_id)
+            return _apply(db, resolve, db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
+        # rewritten links start unresolved; broken ones get another try
+        return _apply(db, resolve, db.execute(_LINKS_SQL + " AND l.target_path IS NULL", (workspace_id,)).fetchall())
