@@ -191,3 +191,29 @@ def test_exact_subsets_of_every_size_agree_with_brute_force():
         got = ix.search(q, top=20, allowed=mask)
         assert_same_top(got, brute(ids, vecs, q, 20, mask), ids, vecs, q)
         assert {i for i, _ in got} <= set(ids[mask].tolist())
+
+
+def test_workspace_index_delta_and_dead_rows_match_a_rebuild():
+    """The runtime's base + delta index answers exactly as one index rebuilt from scratch."""
+    from autodoc.embed.runtime import _Index
+    from autodoc.search.vectors import VectorIndex, sign_codes
+
+    rng = np.random.default_rng(7)
+    vecs = rng.normal(size=(3000, 64)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    ids = np.arange(1, 3001, dtype=np.int64)
+    idx = _Index("fp", VectorIndex(ids[:2000], vecs[:2000]), VectorIndex.empty(64))
+    idx.retire(np.array([5, 6, 7, 1500], dtype=np.int64))
+    idx.add(list(ids[2000:2500]), vecs[2000:2500], sign_codes(vecs[2000:2500]))
+    idx.retire(np.array([2100, 2200], dtype=np.int64))  # retired while still in the delta
+    keep = np.isin(ids[:2500], [5, 6, 7, 1500, 2100, 2200], invert=True)
+    ref = VectorIndex(ids[:2500][keep], vecs[:2500][keep])
+    assert len(idx) == int(keep.sum())
+    for q in rng.normal(size=(5, 64)).astype(np.float32):
+        assert idx.search(q, 20, None) == ref.search(q, top=20)
+        allowed = ids[:2500][::3]
+        assert idx.search(q, 20, allowed) == ref.search(q, top=20, allowed=ref.mask_for(allowed))
+    idx.merge()
+    assert len(idx.delta) == 0 and not idx.dead and len(idx.base) == len(idx) == len(ref)
+    q = rng.normal(size=64).astype(np.float32)
+    assert idx.search(q, 20, None) == ref.search(q, top=20)

@@ -47,11 +47,60 @@ def _config_key(cfg: dict[str, Any]) -> str:
 
 @dataclass
 class _Index:
+    """One workspace's searchable vectors: a large base plus a small delta.
+
+    Edits land in the delta and retire base rows by marking them dead, so a
+    saved file costs a copy of the delta, not of every vector (1.5 GB at 1M
+    chunks); the two are merged when the delta grows past a twentieth of the
+    base. Searches read both and merge by (cosine desc, id).
+    """
+
     fp: str
-    index: VectorIndex
+    base: VectorIndex
+    delta: VectorIndex
     doc_chunks: dict[int, np.ndarray] = field(default_factory=dict)  # document → its chunk ids in the index
     dirty: set[int] = field(default_factory=set)  # documents to refresh before the next search
     all_dirty: bool = False
+    dead: set[int] = field(default_factory=set)  # base ids retired since the last merge
+    alive: np.ndarray | None = None  # bool mask over base rows; None while nothing is dead
+
+    def __len__(self) -> int:
+        return len(self.base) - len(self.dead) + len(self.delta)
+
+    def retire(self, ids: np.ndarray) -> None:
+        in_delta = self.delta.mask_for(ids)
+        if in_delta.any():
+            self.delta = self.delta.without(self.delta.ids[in_delta])
+        for i in ids.tolist():
+            pos = self.base.position(i)
+            if pos is not None and i not in self.dead:
+                if self.alive is None:
+                    self.alive = np.ones(len(self.base), dtype=bool)
+                self.alive[pos] = False
+                self.dead.add(i)
+
+    def add(self, ids: list[int], vecs: np.ndarray, codes: np.ndarray) -> None:
+        self.delta = self.delta.with_added(ids, vecs, codes)
+        if len(self.delta) > max(2000, len(self.base) // 20) or len(self.dead) > max(2000, len(self.base) // 10):
+            self.merge()
+
+    def merge(self) -> None:
+        base = self.base.without(np.fromiter(self.dead, dtype=np.int64)) if self.dead else self.base
+        self.base = base.with_added(self.delta.ids, self.delta.vecs, self.delta.codes) if len(self.delta) else base
+        self.delta = VectorIndex.empty(self.base.dim)
+        self.dead.clear()
+        self.alive = None
+
+    def search(self, q: np.ndarray, top: int, allowed_ids: np.ndarray | None) -> list[tuple[int, float]]:
+        mask = self.alive
+        if allowed_ids is not None:
+            m = self.base.mask_for(allowed_ids)
+            mask = m if mask is None else (m & mask)
+        hits = self.base.search(q, top=top, allowed=mask)
+        if len(self.delta):
+            dm = None if allowed_ids is None else self.delta.mask_for(allowed_ids)
+            hits = sorted(hits + self.delta.search(q, top=top, allowed=dm), key=lambda h: (-h[1], h[0]))[:top]
+        return hits
 
 
 class SemanticRuntime:
@@ -265,40 +314,50 @@ class SemanticRuntime:
 
     def _build(self, db, ws_id: int, fp: str, dim: int) -> _Index:
         rows = self._eligible(db, ws_id, fp, None)
-        idx = _Index(fp, VectorIndex.from_blobs([r[0] for r in rows], [r[2] for r in rows], [r[3] for r in rows], dim=dim)
-                     if rows else VectorIndex.empty(dim))
+        base = (VectorIndex.from_blobs([r[0] for r in rows], [r[2] for r in rows], [r[3] for r in rows], dim=dim)
+                if rows else VectorIndex.empty(dim))
+        idx = _Index(fp, base, VectorIndex.empty(dim))
+        per: dict[int, list[int]] = {}
         for cid, did, _, _ in rows:
-            idx.doc_chunks.setdefault(did, []).append(cid)
-        idx.doc_chunks = {d: np.array(c, dtype=np.int64) for d, c in idx.doc_chunks.items()}
+            per.setdefault(did, []).append(cid)
+        idx.doc_chunks = {d: np.array(c, dtype=np.int64) for d, c in per.items()}
         return idx
 
     def _refresh(self, db, idx: _Index, ws_id: int, dim: int) -> None:
         docs = sorted(idx.dirty)
         idx.dirty.clear()
         drop = [idx.doc_chunks.pop(d) for d in docs if d in idx.doc_chunks]
-        new = idx.index.without(np.concatenate(drop)) if drop else idx.index
+        if drop:
+            idx.retire(np.concatenate(drop))
         rows = []
         for i in range(0, len(docs), 500):
             rows += self._eligible(db, ws_id, idx.fp, docs[i : i + 500])
         if rows:
             vecs = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(-1, dim)
             codes = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.uint8).reshape(len(rows), -1)
-            new = new.with_added([r[0] for r in rows], vecs, codes)
+            idx.add([r[0] for r in rows], vecs, codes)
             per: dict[int, list[int]] = {}
             for cid, did, _, _ in rows:
                 per.setdefault(did, []).append(cid)
             for d, c in per.items():
                 idx.doc_chunks[d] = np.array(c, dtype=np.int64)
-        idx.index = new
 
     def index_for(self, db, ws_id: int, fp: str, dim: int) -> VectorIndex:
+        """The workspace's vectors as one VectorIndex (merging any delta first)."""
+        with self._lock:
+            idx = self._workspace_index(db, ws_id, fp, dim)
+            if len(idx.delta) or idx.dead:
+                idx.merge()
+            return idx.base
+
+    def _workspace_index(self, db, ws_id: int, fp: str, dim: int) -> _Index:
         with self._lock:
             idx = self._indexes.get(ws_id)
             if idx is None or idx.fp != fp or idx.all_dirty:
                 idx = self._indexes[ws_id] = self._build(db, ws_id, fp, dim)
             elif idx.dirty:
                 self._refresh(db, idx, ws_id, dim)
-            return idx.index
+            return idx
 
     # -- the leg -------------------------------------------------------------------
 
@@ -351,14 +410,13 @@ class SemanticRuntime:
                         f"semantic search is unavailable while a new embedding model is filling ({e})"))
                 return SemanticOutcome(None, "failed", f"the query could not be embedded: {e}",
                                        EmbedFailed(f"the query could not be embedded: {e}"))
-            index = self.index_for(db, ws.id, fp, provider.dim)
+            index = self._workspace_index(db, ws.id, fp, provider.dim)
             allowed = None
             if not filt.empty:
-                ids = np.fromiter((r[0] for r in db.execute(
+                allowed = np.fromiter((r[0] for r in db.execute(
                     f"SELECT c.id FROM chunks c WHERE c.workspace_id=? AND {filt.sql}", (ws.id, *filt.params))),
                     dtype=np.int64)
-                allowed = index.mask_for(ids)
-            hits = index.search(qvec, top=top, allowed=allowed)
+            hits = index.search(qvec, top, allowed)
         note = None
         if state == "partial":
             note = "some documents are still being embedded and answer lexically until they are done"
