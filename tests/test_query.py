@@ -95,3 +95,17 @@ def test_operator_soup_never_errors(fts, parts):
         expr = build_match(parse_query(q).terms, mode)
         if expr is not None:
             fts.execute("SELECT rowid FROM t WHERE t MATCH ?", (expr,)).fetchall()
+
+
+def test_snippets_mark_what_fts5_matched():
+    from autodoc.search.snippet import make_snippet
+    from autodoc.search.tokens import tokenize
+
+    text = "Stores were storing the stored lease; migrations ran. Café owners 数据库迁移 worked."
+    snip = make_snippet(text, parse_query("store cafe 迁移 migr*").terms, tokenize)
+    assert "«Stores»" in snip and "«storing»" in snip and "«stored»" in snip
+    assert "«migrations»" in snip and "«Café»" in snip and "«迁移»" in snip
+    assert "«lease»" not in snip
+    # stopwords are marked only when the query is nothing else
+    assert "«the»" not in make_snippet(text, parse_query("the lease").terms, tokenize)
+    assert "«the»" in make_snippet(text, parse_query("the").terms, tokenize)

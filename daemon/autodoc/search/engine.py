@@ -27,7 +27,8 @@ from .graph import run_graph
 from .lexical import run_lexical
 from .options import SearchOptions
 from .query import ParsedQuery, Term, parse_query, resolve_facets
-from .snippet import make_snippet, stem
+from .snippet import make_snippet
+from .tokens import stem, tokenize
 
 log = logging.getLogger("autodoc.search")
 
@@ -316,7 +317,7 @@ def _hit(ws: Workspace, row: dict, f: F.Fused, terms: list[Term], rank_score: fl
         "breadcrumb": row["breadcrumb"],
         "kind": row["kind"],
         "chunk_id": row["chunk_id"],
-        "snippet": make_snippet(row["text"], terms),
+        "snippet": make_snippet(row["text"], terms, tokenize),
         "byte_start": row["byte_start"],
         "byte_end": row["byte_end"],
         "line_start": row["line_start"],
@@ -349,7 +350,7 @@ def _facet_browse(ctx: Context, query: str, parsed: ParsedQuery, filt: Filter, o
     for path, title, gen, tags, size, lines, cid in rows:
         hits.append({
             "workspace": ctx.ws.name, "path": path, "title": title, "breadcrumb": title, "kind": "document",
-            "chunk_id": None, "snippet": make_snippet(first[cid]["text"], []) if cid in first else "",
+            "chunk_id": None, "snippet": make_snippet(first[cid]["text"], [], tokenize) if cid in first else "",
             "byte_start": 0, "byte_end": size, "line_start": 1, "line_end": max(1, lines),
             "relevance": None, "score": None, "via": ["facet"],
             "scores": {"lexical": None, "semantic": None}, "ranks": {"lexical": None, "semantic": None},

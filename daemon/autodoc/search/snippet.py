@@ -1,16 +1,15 @@
 """Snippets (pure): the best short window of a chunk, the matched words marked.
 
-Words match the query the way FTS5 matched them: case-folded, Snowball-stemmed
-(close to FTS5's Porter), or by prefix for a trailing `prefix*` term. CJK
-query runs are matched as substrings.
+Words match the query the way FTS5 matched them: the caller passes FTS5's own
+tokenizer (search/tokens.py), so a word is marked when its stem is a query
+word's stem, or begins with a trailing `prefix*`. CJK query runs are matched
+as substrings, as their bigrams were.
 """
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-
-import snowballstemmer
+from typing import Callable
 
 from .fts import _CJK_RUN, STOPWORDS
 from .query import Term
@@ -18,15 +17,12 @@ from .query import Term
 MARK_OPEN, MARK_CLOSE = "«", "»"
 SNIPPET_CHARS = 240
 _WORD = re.compile(r"\w+", re.UNICODE)
-_stemmer = snowballstemmer.stemmer("english")
+
+# text → (start, end, stem) for each word, character offsets
+Tokenize = Callable[[str], list[tuple[int, int, str]]]
 
 
-@lru_cache(maxsize=4096)
-def stem(word: str) -> str:
-    return _stemmer.stemWord(word.lower())
-
-
-def query_matchers(terms: list[Term]) -> tuple[set[str], list[str], list[str]]:
+def query_matchers(terms: list[Term], tokenize: Tokenize) -> tuple[set[str], tuple[str, ...], list[str]]:
     """(stems, prefixes, cjk substrings) that mark a word as matched."""
     stems: set[str] = set()
     prefixes: list[str] = []
@@ -34,35 +30,21 @@ def query_matchers(terms: list[Term]) -> tuple[set[str], list[str], list[str]]:
     # stopwords are marked only when the query is nothing but stopwords ("to be or not to be")
     content = [t for t in terms if t.phrase or t.text.lower() not in STOPWORDS] or terms
     for t in content:
-        for run in _CJK_RUN.findall(t.text):
-            cjk.append(run)
-        words = [w for w in _WORD.findall(t.text) if not _CJK_RUN.fullmatch(w)]
+        cjk.extend(_CJK_RUN.findall(t.text))
+        words = [w for w in _WORD.findall(t.text) if not _CJK_RUN.search(w)]
         for i, w in enumerate(words):
             if t.prefix and i == len(words) - 1:
                 prefixes.append(w.lower())
             else:
-                stems.add(stem(w))
-    return stems, prefixes, cjk
+                stems.update(tok for _, _, tok in tokenize(w))
+    return stems, tuple(prefixes), cjk
 
 
-@lru_cache(maxsize=256)
-def _matchers(terms: tuple[Term, ...]) -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
-    stems, prefixes, cjk = query_matchers(list(terms))
-    return frozenset(stems), tuple(prefixes), tuple(cjk)
-
-
-def _spans(text: str, terms: list[Term]) -> list[tuple[int, int]]:
-    stems, prefixes, cjk = _matchers(tuple(terms))
-    spans: list[tuple[int, int]] = []
-    seen: dict[str, bool] = {}  # a word's verdict, once per call: prose repeats its words
-    for m in _WORD.finditer(text):
-        lw = m.group(0).lower()
-        hit = seen.get(lw)
-        if hit is None:
-            hit = seen[lw] = (lw.isascii() or not _CJK_RUN.search(lw)) and (
-                stem(lw) in stems or bool(prefixes and lw.startswith(prefixes)))
-        if hit:
-            spans.append((m.start(), m.end()))
+def _spans(text: str, terms: list[Term], tokenize: Tokenize) -> list[tuple[int, int]]:
+    stems, prefixes, cjk = query_matchers(terms, tokenize)
+    spans = [(s, e) for s, e, tok in tokenize(text)
+             if tok in stems or (prefixes and tok.startswith(prefixes)) or
+             (prefixes and text[s:e].lower().startswith(prefixes))]
     for run in cjk:
         for m in re.finditer(re.escape(run), text):
             spans.append((m.start(), m.end()))
@@ -76,10 +58,10 @@ def _spans(text: str, terms: list[Term]) -> list[tuple[int, int]]:
     return merged
 
 
-def make_snippet(text: str, terms: list[Term], width: int = SNIPPET_CHARS) -> str:
+def make_snippet(text: str, terms: list[Term], tokenize: Tokenize, width: int = SNIPPET_CHARS) -> str:
     """A window of about `width` characters around the densest cluster of matches."""
     flat = " ".join(text.split())
-    spans = _spans(flat, terms)
+    spans = _spans(flat, terms, tokenize) if terms else []
     if not spans:
         return _clip(flat, 0, width)
     best_start, best_count = spans[0][0], 0
