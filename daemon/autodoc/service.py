@@ -522,7 +522,8 @@ class Service:
         status = self.embedding_status(ws)
         total = status["pending"]
         while True:
-            step = self.semantic.embed_step(ws, 32)
+            # large steps: the provider sorts each by length into batches, so less padding
+            step = self.semantic.embed_step(ws, 256)
             total_done += step["embedded"]
             if progress and total:
                 progress(min(total_done, total), total, "embedding")
