@@ -295,6 +295,9 @@ class SemanticRuntime:
 
     def _eligible(self, db, ws_id: int, fp: str, doc_ids: list[int] | None):
         """(chunk id, document id, f32, bits) of documents whose every chunk has a vector."""
+        return self._eligible_cursor(db, ws_id, fp, doc_ids).fetchall()
+
+    def _eligible_cursor(self, db, ws_id: int, fp: str, doc_ids: list[int] | None):
         scope = ""
         params: list[Any] = [fp, ws_id]
         if doc_ids is not None:
@@ -310,16 +313,29 @@ class SemanticRuntime:
                     AND v2.text_hash=c2.text_hash))
                 ORDER BY c.id""",
             params,
-        ).fetchall()
+        )
 
     def _build(self, db, ws_id: int, fp: str, dim: int) -> _Index:
-        rows = self._eligible(db, ws_id, fp, None)
-        base = (VectorIndex.from_blobs([r[0] for r in rows], [r[2] for r in rows], [r[3] for r in rows], dim=dim)
-                if rows else VectorIndex.empty(dim))
-        idx = _Index(fp, base, VectorIndex.empty(dim))
+        # Rows stream into arrays sized once: holding every row's blobs first
+        # doubled the load's peak memory (280 MB for 156 MB of arrays at 100k).
+        bound = db.execute("SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws_id,)).fetchone()[0]
+        nbytes = (dim + 7) // 8
+        ids = np.empty(bound, dtype=np.int64)
+        vecs = np.empty((bound, dim), dtype=np.float32)
+        codes = np.empty((bound, nbytes), dtype=np.uint8)
         per: dict[int, list[int]] = {}
-        for cid, did, _, _ in rows:
+        n = 0
+        for cid, did, f32, bits in self._eligible_cursor(db, ws_id, fp, None):
+            if n == bound:  # a chunk written since the count: grow (rare)
+                bound = max(16, bound * 2)
+                ids, vecs, codes = np.resize(ids, bound), np.resize(vecs, (bound, dim)), np.resize(codes, (bound, nbytes))
+            ids[n] = cid
+            vecs[n] = np.frombuffer(f32, dtype="<f4")
+            codes[n] = np.frombuffer(bits, dtype=np.uint8)
             per.setdefault(did, []).append(cid)
+            n += 1
+        base = VectorIndex(ids[:n], vecs[:n], codes[:n]) if n else VectorIndex.empty(dim)
+        idx = _Index(fp, base, VectorIndex.empty(dim))
         idx.doc_chunks = {d: np.array(c, dtype=np.int64) for d, c in per.items()}
         return idx
 
