@@ -33,6 +33,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.quality
 	$(BIN)/python -m bench.speed
+	$(BIN)/python -m bench.concurrency
 
 clean:
 	rm -rf $(VENV) .autodoc-demo
