@@ -171,7 +171,7 @@ class Service:
     def _ws(self, name: Any, db: apsw.Connection | None = None, field: str = "workspace") -> Workspace:
         if not isinstance(name, str) or not name:
             raise InvalidParams(field, "must be a workspace name")
-        db = db or (self._db if self._db is not None else self._reader())
+        db = db or self._reader()  # the writer is only ever used under the write lock
         row = db.execute("SELECT id, name, root, config, created FROM workspaces WHERE name=?", (name,)).fetchone()
         if not row:
             raise WorkspaceNotFound(f"no workspace named {name!r}", {"workspace": name})
@@ -224,8 +224,8 @@ class Service:
         return {"removed": ws.name, "documents": n}
 
     def workspace_list(self) -> dict[str, Any]:
-        db = self._db if self._db is not None else self._reader()
-        with self._write_lock if db is self._db else _nullcontext():
+        db = self._reader()
+        with db:
             rows = db.execute("SELECT name FROM workspaces ORDER BY name").fetchall()
             return {"workspaces": [self._ws_json(self._ws(r[0], db), db) for r in rows]}
 
@@ -317,8 +317,9 @@ class Service:
             raise InvalidParams("workspace", f"the workspace root {ws.root} is not a folder any more")
         self._sync_schema(ws)
         entries = list(scan_workspace(root, max_bytes=cfg.max_file_bytes))
-        known = {p: (h, s, m) for p, h, s, m in db.execute(
-            "SELECT path, content_hash, size, mtime_ns FROM documents WHERE workspace_id=?", (ws.id,))}
+        with self._write_lock:
+            known = {p: (h, s, m) for p, h, s, m in db.execute(
+                "SELECT path, content_hash, size, mtime_ns FROM documents WHERE workspace_id=?", (ws.id,))}
         report = {"workspace": ws.name, "scanned": len(entries), "added": 0, "modified": 0, "deleted": 0,
                   "renamed": 0, "unchanged": 0, "skipped": [], "chunks": 0, "seconds": 0.0}
         on_disk: set[str] = set()
@@ -360,7 +361,8 @@ class Service:
         if progress:
             progress(total, total, "done")
         report["skipped"] = [{"path": p, "reason": r} for p, r in skips]
-        report["chunks"] = db.execute("SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws.id,)).fetchone()[0]
+        with self._write_lock:
+            report["chunks"] = db.execute("SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws.id,)).fetchone()[0]
         if embed:
             report["embedding"] = self.embed_pending(ws.name, progress)
         else:
@@ -677,9 +679,8 @@ class Service:
             return changelog.since(db, ws.name, cursor, limit)
 
     def info(self) -> dict[str, Any]:
-        db = self._db if self._db is not None else self._reader()
-        with self._write_lock if db is self._db else _nullcontext():
-            names = [r[0] for r in db.execute("SELECT name FROM workspaces ORDER BY name")]
+        db = self._reader()
+        names = [r[0] for r in db.execute("SELECT name FROM workspaces ORDER BY name")]
         return {
             "name": "autodoc",
             "version": __version__,
@@ -808,11 +809,3 @@ def _safe_relpath(ws: Workspace, path: str) -> str:
         raise PathOutsideWorkspace(f"{path} is outside the workspace root {root}", {"path": path})
     lexical = candidate.absolute()
     return lexical.relative_to(root).as_posix() if lexical.is_relative_to(root) else resolved.relative_to(root).as_posix()
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
