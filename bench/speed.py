@@ -44,6 +44,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .vectors_search import synthetic
 from .common import (DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note, summary_ms)
 
 WORKSPACE = "speed"
@@ -147,19 +148,8 @@ def real_vectors(cache: Path, data: Path, fp: str, sample: int = 512, min_rows: 
     return v, f"{len(v)} SciFact abstracts embedded for this benchmark (no SciFact store in the cache)"
 
 
-def synthetic_vectors(real: np.ndarray, n: int, seed: int, noise: float = 0.5) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    d = real.shape[1]
-    out = np.empty((n, d), dtype=np.float32)
-    sigma = noise / np.sqrt(d)
-    for s in range(0, n, 100_000):
-        e = min(n, s + 100_000)
-        a = real[rng.integers(0, len(real), e - s)]
-        b = real[rng.integers(0, len(real), e - s)]
-        x = 0.7 * a + 0.3 * b + rng.standard_normal((e - s, d), dtype=np.float32) * sigma
-        x /= np.linalg.norm(x, axis=1, keepdims=True)
-        out[s:e] = x
-    return out
+# normalise(0.7·a + 0.3·b + noise) for random real vectors a, b: one recipe for every bench
+synthetic_vectors = synthetic
 
 
 def seed_vectors(store: Path, fp: str, real: np.ndarray, seed: int) -> int:
