@@ -26,8 +26,8 @@ from .fts import build_match
 from .graph import run_graph
 from .lexical import run_lexical
 from .options import SearchOptions
-from .query import ParsedQuery, Term, parse_query, resolve_facets
-from .snippet import make_snippet
+from .query import ParsedQuery, parse_query, resolve_facets
+from .snippet import make_snippet, snippet_maker
 from .tokens import stem, tokenize
 
 log = logging.getLogger("autodoc.search")
@@ -182,7 +182,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
             rank["state"] = "ready"
         else:
             window = fused[: opts.window]
-            passages = [rows[f.chunk_id]["breadcrumb"] + "\n" + rows[f.chunk_id]["text"] for f in window]
+            texts = _texts(ctx.db, [f.chunk_id for f in window])
+            passages = [rows[f.chunk_id]["breadcrumb"] + "\n" + texts.get(f.chunk_id, "") for f in window]
             outcome = ctx.rank(parsed.text, passages)
             rank = {"state": outcome.state, "model": outcome.model, "error": outcome.error}
             if outcome.scores is None:
@@ -197,7 +198,11 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     else:
         rank["state"] = "skipped" if ctx.rank is not None else "off"
 
-    hits = [_hit(ctx.ws, rows[f.chunk_id], f, parsed.terms, rank_scores.get(f.chunk_id)) for f in fused[: opts.limit]]
+    page = fused[: opts.limit]
+    texts = _texts(ctx.db, [f.chunk_id for f in page])
+    snippet = snippet_maker(parsed.terms, tokenize)
+    hits = [_hit(ctx.ws, rows[f.chunk_id], f, snippet(texts.get(f.chunk_id, "")), rank_scores.get(f.chunk_id))
+            for f in page]
     if "graph" in requested:  # the graph leg's rank and link count, beside the others'
         for h, f in zip(hits, fused):
             h["scores"]["graph"], h["ranks"]["graph"] = f.scores.get("graph"), f.ranks.get("graph")
@@ -250,24 +255,34 @@ def _graph_leg(ctx: Context, opts: SearchOptions, filt: Filter, legs: dict[str, 
 
 
 def _load(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
+    """Every candidate's row without its text: boosts, the cap and demotion need
+    only the document; the text is read for the page alone (_texts)."""
     if not ids:
         return {}
     out: dict[int, dict] = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i : i + 500]
-        marks = ",".join("?" * len(part))
-        for r in db.execute(
-            f"""SELECT c.id, c.document_id, c.kind, c.breadcrumb, c.text, c.byte_start, c.byte_end, c.line_start,
-                c.line_end, d.path, d.title, d.generation, d.tags, d.superseded_by, d.supersedes, d.status
-                FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})""",
-            part,
-        ):
-            out[r[0]] = {
-                "chunk_id": r[0], "document_id": r[1], "kind": r[2], "breadcrumb": r[3], "text": r[4],
-                "byte_start": r[5], "byte_end": r[6], "line_start": r[7], "line_end": r[8], "path": r[9],
-                "title": r[10], "generation": r[11], "tags": json.loads(r[12]),
-            }
+    tags: dict[int, list[str]] = {}
+    for r in db.execute(
+        """SELECT c.id, c.document_id, c.kind, c.breadcrumb, c.byte_start, c.byte_end, c.line_start,
+           c.line_end, d.path, d.title, d.generation, d.tags
+           FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT value FROM json_each(?))""",
+        (json.dumps(ids),),
+    ):
+        t = tags.get(r[1])
+        if t is None:
+            t = tags[r[1]] = json.loads(r[11])
+        out[r[0]] = {
+            "chunk_id": r[0], "document_id": r[1], "kind": r[2], "breadcrumb": r[3],
+            "byte_start": r[4], "byte_end": r[5], "line_start": r[6], "line_end": r[7], "path": r[8],
+            "title": r[9], "generation": r[10], "tags": t,
+        }
     return out
+
+
+def _texts(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    return dict(db.execute("SELECT id, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                           (json.dumps(ids),)))
 
 
 def _inbound(db: apsw.Connection, workspace_id: int, path_to_doc: dict[str, int]) -> dict[int, int]:
@@ -309,7 +324,7 @@ def _successors(db: apsw.Connection, workspace_id: int, docs: dict[int, dict]) -
     return successor, path_of
 
 
-def _hit(ws: Workspace, row: dict, f: F.Fused, terms: list[Term], rank_score: float | None) -> dict[str, Any]:
+def _hit(ws: Workspace, row: dict, f: F.Fused, snippet: str, rank_score: float | None) -> dict[str, Any]:
     return {
         "workspace": ws.name,
         "path": row["path"],
@@ -317,7 +332,7 @@ def _hit(ws: Workspace, row: dict, f: F.Fused, terms: list[Term], rank_score: fl
         "breadcrumb": row["breadcrumb"],
         "kind": row["kind"],
         "chunk_id": row["chunk_id"],
-        "snippet": make_snippet(row["text"], terms, tokenize),
+        "snippet": snippet,
         "byte_start": row["byte_start"],
         "byte_end": row["byte_end"],
         "line_start": row["line_start"],
@@ -345,12 +360,12 @@ def _facet_browse(ctx: Context, query: str, parsed: ParsedQuery, filt: Filter, o
             WHERE c.workspace_id = ?{where} GROUP BY d.id ORDER BY d.path LIMIT ?""",
         (ctx.ws.id, *filt.params, opts.limit),
     ).fetchall()
-    first = _load(ctx.db, [r[6] for r in rows])
+    first = _texts(ctx.db, [r[6] for r in rows])
     hits = []
     for path, title, gen, tags, size, lines, cid in rows:
         hits.append({
             "workspace": ctx.ws.name, "path": path, "title": title, "breadcrumb": title, "kind": "document",
-            "chunk_id": None, "snippet": make_snippet(first[cid]["text"], [], tokenize) if cid in first else "",
+            "chunk_id": None, "snippet": make_snippet(first[cid], [], tokenize) if cid in first else "",
             "byte_start": 0, "byte_end": size, "line_start": 1, "line_end": max(1, lines),
             "relevance": None, "score": None, "via": ["facet"],
             "scores": {"lexical": None, "semantic": None}, "ranks": {"lexical": None, "semantic": None},

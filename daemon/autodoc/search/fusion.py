@@ -32,9 +32,13 @@ class Fused:
     ranks: dict[str, int | None]  # 0-based per leg, None when the leg missed it
     scores: dict[str, float | None]
     relevance: float = 0.0
-    compatibility: float = 0.0
     superseded_by: str | None = None
     via: list[str] = field(default_factory=list)
+
+    @property
+    def compatibility(self) -> float:
+        # worked out on demand: only the page's hits show it (every leg asked for is in ranks)
+        return compatibility(self.ranks, len(self.ranks))
 
 
 def fuse_rrf(
@@ -62,7 +66,6 @@ def fuse_rrf(
     out = list(fused.values())
     for f in out:
         f.via = [n for n in names if f.ranks[n] is not None]
-        f.compatibility = compatibility(f.ranks, len(names))
     out.sort(key=lambda f: (-f.score, f.chunk_id))
     return out
 
@@ -104,7 +107,6 @@ def fuse_weighted(
     out = [f for f in fused.values() if f.score >= threshold]
     for f in out:
         f.via = [n for n in names if f.ranks[n] is not None]
-        f.compatibility = compatibility(f.ranks, len(names))
     out.sort(key=lambda f: (-f.score, f.chunk_id))
     return out
 
@@ -141,7 +143,6 @@ def fuse_convex(legs: Mapping[str, Sequence[LegHit]], *, weights: Mapping[str, f
     out = list(fused.values())
     for f in out:
         f.via = [n for n in names if f.ranks[n] is not None]
-        f.compatibility = compatibility(f.ranks, len(names))
     out.sort(key=lambda f: (-f.score, f.chunk_id))
     return out
 

@@ -10,6 +10,8 @@ order, and the relaxed matches follow. The caller learns which ran.
 
 from __future__ import annotations
 
+import json
+
 import apsw
 
 from ..config import LEXICAL_TOP
@@ -24,10 +26,13 @@ _BM25 = "bm25(chunks_fts, {}, {}, {}, {})".format(*BM25_WEIGHTS)
 
 # FTS5 ranks its matches fastest on its own; joining every match to `chunks`
 # before the ORDER BY doubled the leg's time (docs/benchmarks/speed.md). So the
-# leg ranks inside FTS5 first, over a window wider than it needs, and filters
-# the window by workspace, facets and paths; only when the filter leaves too
-# few and the window was full does it fall back to joining every match.
+# leg ranks inside FTS5 first and keeps the rows that pass the filter. When the
+# store holds one workspace and nothing else filters, every FTS5 row passes and
+# the ranked rows are the answer as they are. Otherwise the window over FTS5's
+# ranking widens (×4) while the filter leaves too few, and past a limit the leg
+# falls back to joining every match (exact under any filter).
 WINDOW_FACTOR = 4
+WINDOW_STEPS = 2  # windows of top, 4·top, 16·top, then the fallback
 
 
 def lexical_sql(filt: Filter) -> str:
@@ -42,20 +47,31 @@ def lexical_sql(filt: Filter) -> str:
 RANKED_SQL = f"SELECT rowid, {_BM25} AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s, rowid LIMIT ?"
 
 
-def _ranked(db: apsw.Connection, match: str, workspace_id: int, filt: Filter, top: int) -> list[tuple[int, float]]:
-    window = top * WINDOW_FACTOR
-    ranked = db.execute(RANKED_SQL, (match, window)).fetchall()
+def _keep_sql(filt: Filter) -> str:
+    # one statement text whatever the window's size, so SQLite's statement cache serves it
     where = f" AND {filt.sql}" if filt.sql else ""
-    keep: set[int] = set()
-    for i in range(0, len(ranked), 500):
-        part = [r[0] for r in ranked[i : i + 500]]
-        keep.update(r[0] for r in db.execute(
-            f"SELECT c.id FROM chunks c WHERE c.id IN ({','.join('?' * len(part))}) AND c.workspace_id = ?{where}",
-            (*part, workspace_id, *filt.params)))
-    rows = [(cid, s) for cid, s in ranked if cid in keep][:top]
-    if len(rows) < top and len(ranked) == window:  # matches beyond the window might pass the filter
-        return db.execute(lexical_sql(filt), (match, workspace_id, *filt.params, top)).fetchall()
-    return rows
+    return f"SELECT c.id FROM chunks c WHERE c.id IN (SELECT value FROM json_each(?)) AND c.workspace_id = ?{where}"
+
+
+def _ranked(db: apsw.Connection, match: str, workspace_id: int, filt: Filter, top: int,
+            unfiltered: bool) -> list[tuple[int, float]]:
+    if unfiltered:
+        return db.execute(RANKED_SQL, (match, top)).fetchall()
+    window = top
+    for _ in range(WINDOW_STEPS + 1):
+        ranked = db.execute(RANKED_SQL, (match, window)).fetchall()
+        keep = {r[0] for r in db.execute(
+            _keep_sql(filt), (json.dumps([r[0] for r in ranked]), workspace_id, *filt.params))}
+        rows = [(cid, s) for cid, s in ranked if cid in keep][:top]
+        if len(rows) >= top or len(ranked) < window:  # enough, or FTS5 had no more matches
+            return rows
+        window *= WINDOW_FACTOR
+    return db.execute(lexical_sql(filt), (match, workspace_id, *filt.params, top)).fetchall()
+
+
+def sole_workspace(db: apsw.Connection, workspace_id: int) -> bool:
+    """True when every chunk in the store belongs to this workspace."""
+    return db.execute("SELECT COUNT(*) = 1 AND MIN(id) = ? FROM workspaces", (workspace_id,)).fetchone()[0] == 1
 
 
 def run_lexical(
@@ -65,12 +81,13 @@ def run_lexical(
     match = build_match(terms, "all")
     if match is None:
         return [], None
-    rows = _ranked(db, match, workspace_id, filt, top)
+    unfiltered = filt.empty and sole_workspace(db, workspace_id)
+    rows = _ranked(db, match, workspace_id, filt, top, unfiltered)
     used = "all"
     if len(rows) < want:
         relaxed = build_match(terms, "any")
         if relaxed and relaxed != match:
-            more = _ranked(db, relaxed, workspace_id, filt, top)
+            more = _ranked(db, relaxed, workspace_id, filt, top, unfiltered)
             if len(more) > len(rows):
                 strict = {cid for cid, _ in rows}
                 rows = rows + [r for r in more if r[0] not in strict][: top - len(rows)]

@@ -40,8 +40,11 @@ def query_matchers(terms: list[Term], tokenize: Tokenize) -> tuple[set[str], tup
     return stems, tuple(prefixes), cjk
 
 
-def _spans(text: str, terms: list[Term], tokenize: Tokenize) -> list[tuple[int, int]]:
-    stems, prefixes, cjk = query_matchers(terms, tokenize)
+Matchers = tuple[set[str], tuple[str, ...], list[str]]
+
+
+def _spans(text: str, matchers: Matchers, tokenize: Tokenize) -> list[tuple[int, int]]:
+    stems, prefixes, cjk = matchers
     spans = [(s, e) for s, e, tok in tokenize(text)
              if tok in stems or (prefixes and tok.startswith(prefixes)) or
              (prefixes and text[s:e].lower().startswith(prefixes))]
@@ -58,10 +61,20 @@ def _spans(text: str, terms: list[Term], tokenize: Tokenize) -> list[tuple[int, 
     return merged
 
 
+def snippet_maker(terms: list[Term], tokenize: Tokenize, width: int = SNIPPET_CHARS) -> Callable[[str], str]:
+    """make_snippet for one query's terms, with the query's stems worked out once for all its hits."""
+    matchers = query_matchers(terms, tokenize) if terms else None
+    return lambda text: _snippet(text, matchers, tokenize, width)
+
+
 def make_snippet(text: str, terms: list[Term], tokenize: Tokenize, width: int = SNIPPET_CHARS) -> str:
     """A window of about `width` characters around the densest cluster of matches."""
+    return snippet_maker(terms, tokenize, width)(text)
+
+
+def _snippet(text: str, matchers: Matchers | None, tokenize: Tokenize, width: int) -> str:
     flat = " ".join(text.split())
-    spans = _spans(flat, terms, tokenize) if terms else []
+    spans = _spans(flat, matchers, tokenize) if matchers else []
     if not spans:
         return _clip(flat, 0, width)
     best_start, best_count = spans[0][0], 0

@@ -10,6 +10,7 @@ index, so what is marked is what matched.
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 
 import apsw
 
@@ -39,6 +40,7 @@ def tokenize(text: str) -> list[tuple[int, int, str]]:
     return [(char_at[t[0]], char_at[t[1]], t[2]) for t in raw]
 
 
+@lru_cache(maxsize=8192)  # tag and query words repeat from search to search
 def stem(word: str) -> str:
     toks = tokenize(word)
     return toks[0][2] if toks else word.lower()
