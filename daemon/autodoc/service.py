@@ -71,6 +71,7 @@ class Service:
         self._readers_lock = threading.Lock()
         self._listeners: list[ChangeListener] = []
         self._fields_cache: dict[int, tuple[int, set[str]]] = {}
+        self._successors_cache: dict[int, tuple[int, Any]] = {}
         self.closed = False
         self.semantic = SemanticRuntime(self)
         self._rankers: dict[str, Any] = {}
@@ -541,14 +542,22 @@ class Service:
 
     # -- reading -----------------------------------------------------------------
 
-    def _known_fields(self, db: apsw.Connection, ws: Workspace) -> set[str]:
-        gen = int(db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+    def _known_fields(self, db: apsw.Connection, ws: Workspace, gen: int) -> set[str]:
         cached = self._fields_cache.get(ws.id)
         if cached and cached[0] == gen:
             return cached[1]
         fields = {r[0] for r in db.execute("SELECT DISTINCT field FROM facets WHERE workspace_id=?", (ws.id,))}
         self._fields_cache[ws.id] = (gen, fields)
         return fields
+
+    def _successors(self, db: apsw.Connection, ws: Workspace, gen: int):
+        """The workspace's supersede chains, read once per store generation."""
+        cached = self._successors_cache.get(ws.id)
+        if cached and cached[0] == gen:
+            return cached[1]
+        chains = engine._successors(db, ws.id)
+        self._successors_cache[ws.id] = (gen, chains)
+        return chains
 
     # -- ranking -------------------------------------------------------------------
 
@@ -619,10 +628,12 @@ class Service:
             options = parse_options(opts, WorkspaceConfig.from_json(ws.config))
             rank, rank_model = self._rank_fn(ws, cancel)
             schema = active_schema(db, ws.id)
+            gen = int(db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
             ctx = engine.Context(db=db, ws=ws,
-                                 known_fields=schema.declared if schema else self._known_fields(db, ws),
+                                 known_fields=schema.declared if schema else self._known_fields(db, ws, gen),
                                  semantic=self.semantic.leg, pool=self._pool, rank=rank, rank_model=rank_model,
-                                 facet_kinds=schema.kinds if schema else None)
+                                 facet_kinds=schema.kinds if schema else None,
+                                 successors=lambda: self._successors(db, ws, gen))
             return engine.search(ctx, query, options)
 
     def document_read(self, name: Any, path: Any, opts: Any = None) -> dict[str, Any]:

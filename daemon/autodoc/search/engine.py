@@ -74,6 +74,7 @@ class Context:
     rank_model: str | None = None
     pool: Any = None  # an executor for the semantic leg; None runs it inline
     facet_kinds: dict[str, str] | None = None  # declared field -> comparison kind; None: no schema
+    successors: Callable[[], tuple[dict[int, int], dict[int, str]]] | None = None  # cached _successors
 
 
 def _check_fields(ctx: Context, opts: SearchOptions) -> None:
@@ -159,18 +160,22 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         fused = F.fuse_rrf(legs, k=k, weights=weights)
         max_score = F.rrf_max(len(legs), k, weights, legs.keys())
 
-    rows = _load(ctx.db, [f.chunk_id for f in fused])
-    fused = [f for f in fused if f.chunk_id in rows]  # a chunk retired between leg and load
-    doc_of = {cid: r["document_id"] for cid, r in rows.items()}
-    docs = {r["document_id"]: r for r in rows.values()}
+    cands = _candidates(ctx.db, [f.chunk_id for f in fused])
+    fused = [f for f in fused if f.chunk_id in cands]  # a chunk retired between the semantic leg and here
+    doc_of = {cid: c[0] for cid, c in cands.items()}
+    doc_path = {c[0]: c[1] for c in cands.values()}
+    doc_tags = {c[0]: c[2] for c in cands.values()}
     qstems = {stem(w) for t in parsed.terms for w in re.findall(r"\w+", t.text)}
-    tag_match = {d for d, r in docs.items() if any(stem(t) in qstems or t in qstems for t in r["tags"])}
-    inbound = _inbound(ctx.db, ctx.ws.id, {r["path"]: d for d, r in docs.items()})
+    tag_match = {d for d, tags in doc_tags.items()
+                 if tags != "[]" and any(stem(t) in qstems or t in qstems for t in json.loads(tags))}
+    inbound = _inbound(ctx.db, ctx.ws.id, {p: d for d, p in doc_path.items()})
     fused = F.apply_boosts(fused, doc_of=doc_of, tag_match=tag_match, inbound=inbound, max_score=max_score)
     fused = F.cap_per_document(fused, doc_of, PER_DOCUMENT)
     if opts.demote_superseded:
-        successor, path_of = _successors(ctx.db, ctx.ws.id, docs)
+        successor, path_of = ctx.successors() if ctx.successors else _successors(ctx.db, ctx.ws.id)
         fused = F.demote_superseded(fused, doc_of, successor, path_of)
+    shown = max(opts.limit, opts.window if "rerank" in requested and ctx.rank is not None else 0)
+    rows = _load(ctx.db, [f.chunk_id for f in fused[:shown]])
 
     rank = {"state": "off", "model": ctx.rank_model, "error": ""}
     rank_scores: dict[int, float] = {}
@@ -182,8 +187,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
             rank["state"] = "ready"
         else:
             window = fused[: opts.window]
-            texts = _texts(ctx.db, [f.chunk_id for f in window])
-            passages = [rows[f.chunk_id]["breadcrumb"] + "\n" + texts.get(f.chunk_id, "") for f in window]
+            passages = [rows[f.chunk_id]["breadcrumb"] + "\n" + rows[f.chunk_id]["text"] for f in window]
             outcome = ctx.rank(parsed.text, passages)
             rank = {"state": outcome.state, "model": outcome.model, "error": outcome.error}
             if outcome.scores is None:
@@ -199,9 +203,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         rank["state"] = "skipped" if ctx.rank is not None else "off"
 
     page = fused[: opts.limit]
-    texts = _texts(ctx.db, [f.chunk_id for f in page])
     snippet = snippet_maker(parsed.terms, tokenize)
-    hits = [_hit(ctx.ws, rows[f.chunk_id], f, snippet(texts.get(f.chunk_id, "")), rank_scores.get(f.chunk_id))
+    hits = [_hit(ctx.ws, rows[f.chunk_id], f, snippet(rows[f.chunk_id]["text"]), rank_scores.get(f.chunk_id))
             for f in page]
     if "graph" in requested:  # the graph leg's rank and link count, beside the others'
         for h, f in zip(hits, fused):
@@ -254,16 +257,24 @@ def _graph_leg(ctx: Context, opts: SearchOptions, filt: Filter, legs: dict[str, 
     performed.append("graph")
 
 
+def _candidates(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[int, str, str]]:
+    """chunk id → (document id, path, tags as JSON): all that boosts, the cap and
+    demotion need, for every fused candidate; whole rows are read for the page only."""
+    if not ids:
+        return {}
+    return {r[0]: r[1:] for r in db.execute(
+        """SELECT c.id, c.document_id, d.path, d.tags FROM chunks c JOIN documents d ON d.id = c.document_id
+           WHERE c.id IN (SELECT value FROM json_each(?))""", (json.dumps(ids),))}
+
+
 def _load(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
-    """Every candidate's row without its text: boosts, the cap and demotion need
-    only the document; the text is read for the page alone (_texts)."""
     if not ids:
         return {}
     out: dict[int, dict] = {}
     tags: dict[int, list[str]] = {}
     for r in db.execute(
         """SELECT c.id, c.document_id, c.kind, c.breadcrumb, c.byte_start, c.byte_end, c.line_start,
-           c.line_end, d.path, d.title, d.generation, d.tags
+           c.line_end, d.path, d.title, d.generation, d.tags, c.text
            FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT value FROM json_each(?))""",
         (json.dumps(ids),),
     ):
@@ -273,7 +284,7 @@ def _load(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
         out[r[0]] = {
             "chunk_id": r[0], "document_id": r[1], "kind": r[2], "breadcrumb": r[3],
             "byte_start": r[4], "byte_end": r[5], "line_start": r[6], "line_end": r[7], "path": r[8],
-            "title": r[9], "generation": r[10], "tags": t,
+            "title": r[9], "generation": r[10], "tags": t, "text": r[12],
         }
     return out
 
@@ -304,7 +315,7 @@ def _inbound(db: apsw.Connection, workspace_id: int, path_to_doc: dict[str, int]
     return out
 
 
-def _successors(db: apsw.Connection, workspace_id: int, docs: dict[int, dict]) -> tuple[dict[int, int], dict[int, str]]:
+def _successors(db: apsw.Connection, workspace_id: int) -> tuple[dict[int, int], dict[int, str]]:
     """Direct successor of each document (superseded_by, or the reverse of supersedes)."""
     rows = db.execute(
         """SELECT s.id, s.path, l.kind, t.id, t.path FROM links l

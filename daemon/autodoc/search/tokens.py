@@ -9,7 +9,9 @@ index, so what is marked is what matched.
 
 from __future__ import annotations
 
+import re
 import threading
+from bisect import bisect_right
 from functools import lru_cache
 
 import apsw
@@ -25,19 +27,30 @@ def _tokenizer():
     return tok
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
 def tokenize(text: str) -> list[tuple[int, int, str]]:
     """(start, end, stem) for each word of `text`, offsets in characters."""
     data = text.encode("utf-8")
-    raw = _tokenizer()(data, apsw.FTS5_TOKENIZE_DOCUMENT, None)
+    raw = _tokenizer()(data, apsw.FTS5_TOKENIZE_DOCUMENT, None)  # (byte start, byte end, stem); porter never colocates
     if len(data) == len(text):
-        return [(t[0], t[1], t[2]) for t in raw]
-    char_at: dict[int, int] = {}
-    b = 0
-    for i, ch in enumerate(text):
-        char_at[b] = i
-        b += len(ch.encode("utf-8"))
-    char_at[b] = len(text)
-    return [(char_at[t[0]], char_at[t[1]], t[2]) for t in raw]
+        return raw
+    # Byte offsets → character offsets. Only the non-ASCII characters shift
+    # them, and prose has few, so step over those rather than every character.
+    after: list[int] = []  # byte offset just past each non-ASCII character
+    shift: list[int] = []  # extra bytes up to and including it
+    extra = 0
+    for m in _NON_ASCII.finditer(text):
+        extra += len(m.group().encode("utf-8")) - 1
+        after.append(m.start() + extra + 1)
+        shift.append(extra)
+
+    def char(b: int) -> int:
+        i = bisect_right(after, b)
+        return b - shift[i - 1] if i else b
+
+    return [(char(t[0]), char(t[1]), t[2]) for t in raw]
 
 
 @lru_cache(maxsize=8192)  # tag and query words repeat from search to search
