@@ -156,7 +156,9 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         max_score = sum(weights.get(n, 0.0) for n in legs) or 1.0
     else:
         k = fusion_opts.get("k", RRF_K)
-        weights = fusion_opts.get("weights")
+        weights = dict(fusion_opts.get("weights") or {})
+        if "graph" in legs:  # neighbours found through a seed never outweigh the leg that found the seed
+            weights["graph"] = min(weights.get(n, 1.0) for n in legs if n != "graph")
         fused = F.fuse_rrf(legs, k=k, weights=weights)
         max_score = F.rrf_max(len(legs), k, weights, legs.keys())
 

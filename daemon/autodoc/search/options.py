@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import RERANK_WINDOW, RRF_K, WorkspaceConfig, check_window
+from ..config import RERANK_WINDOW, RRF_K, RRF_WEIGHTS, WorkspaceConfig, check_window
 from ..errors import InvalidParams
 
 FUSION_METHODS = ("rrf", "convex", "weighted")
@@ -29,7 +29,7 @@ class SearchOptions:
     abstract_chunk: bool = True
     demote_superseded: bool = True
     window: int = RERANK_WINDOW
-    fusion: dict[str, Any] = field(default_factory=lambda: {"method": "rrf", "k": RRF_K})
+    fusion: dict[str, Any] = field(default_factory=lambda: {"method": "rrf", "k": RRF_K, "weights": dict(RRF_WEIGHTS)})
     facet_counts: tuple[str, ...] = ()  # fields whose per-value counts over the matching set are wanted
 
 
@@ -67,6 +67,8 @@ def check_fusion(name: str, value: Any) -> dict[str, Any]:
         ):
             raise InvalidParams(f"{name}.weights", "must map lexical/semantic to numbers in 0..10")
         out["weights"] = {k: float(v) for k, v in weights.items()}
+    elif method == "rrf":
+        out["weights"] = dict(RRF_WEIGHTS)
     if method == "weighted":
         t = value.get("threshold", 0.2)
         if not isinstance(t, (int, float)) or isinstance(t, bool) or not (0 <= t <= 1):
