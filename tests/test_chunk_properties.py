@@ -142,3 +142,12 @@ def test_structured_documents(case, budget, counter_name):
 @given(wild_with_fm, st.integers(1, 200), st.sampled_from(sorted(COUNTERS)))
 def test_wild_markdown(text, budget, counter_name):
     check_invariants(text, budget, counter_name)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60))
+def test_byte_map_matches_the_encoded_prefix(text):
+    from autodoc.ingest.lines import ByteMap
+
+    m = ByteMap(text)
+    assert [m.byte(i) for i in range(len(text) + 1)] == [len(text[:i].encode("utf-8")) for i in range(len(text) + 1)]

@@ -29,6 +29,8 @@ _DOC_EXT = (".md", ".markdown")
 
 def mask_code_spans(s: str) -> str:
     """Blank out `code spans` (any backtick-run length), keeping string positions."""
+    if "`" not in s:  # most lines: no walk over their characters
+        return s
     out = list(s)
     i = 0
     n = len(s)
@@ -65,6 +67,8 @@ def _blank(s: str, a: int, b: int) -> str:
 def line_links(masked: str, line_no: int) -> tuple[list[Link], str]:
     """Links in a code-masked line, and the line with links and URLs blanked for tag search."""
     found: list[tuple[int, Link]] = []
+    if "[" not in masked and ":" not in masked and "www." not in masked:  # no link, reference or URL here
+        return [], masked
     for m in _WIKI.finditer(masked):
         link = _wiki_link(m.group(2), line_no, embed=bool(m.group(1)))
         if link:

@@ -9,9 +9,8 @@ both read the text through these functions.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from itertools import accumulate
 
 
 @dataclass(frozen=True)
@@ -84,20 +83,28 @@ def fence_mask(lines: list[Line], first: int = 0) -> list[bool]:
     return mask
 
 
-def _utf8_len(ch: str) -> int:
-    o = ord(ch)
-    return 1 if o < 0x80 else 2 if o < 0x800 else 3 if o < 0x10000 else 4
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 class ByteMap:
     """Char index → UTF-8 byte offset into text.encode("utf-8"), and line lookup."""
 
     def __init__(self, text: str, lines: list[Line] | None = None):
-        self._acc = None if text.isascii() else list(accumulate(map(_utf8_len, text), initial=0))
+        # Only non-ASCII characters shift byte offsets, and prose has few of them:
+        # keep their positions and the running count of extra bytes, not a table per character.
+        self._pos: list[int] = []
+        self._extra: list[int] = [0]
+        if not text.isascii():
+            extra = 0
+            for m in _NON_ASCII.finditer(text):
+                o = ord(m.group())
+                extra += 1 if o < 0x800 else 2 if o < 0x10000 else 3
+                self._pos.append(m.start())
+                self._extra.append(extra)
         self._line_starts = [ln.start for ln in (lines if lines is not None else split_lines(text))]
 
     def byte(self, i: int) -> int:
-        return i if self._acc is None else self._acc[i]
+        return i + self._extra[bisect_left(self._pos, i)] if self._pos else i
 
     def line_of(self, i: int) -> int:
         """1-based line containing char index i (an index at the very end maps to the last line)."""
