@@ -223,3 +223,25 @@ def test_graph_leg_seeds_from_the_semantic_leg_too(svc):
     assert ans["stages"]["performed"] == ["lexical", "semantic", "graph"] and ans["mode_used"] == "hybrid"
     assert paths(ans)[0] == RFC and set(paths(ans)) == {RFC, LAYOUT, A18}
     assert all(h["via"] == ["graph"] for h in ans["hits"][1:])
+
+
+def test_links_across_write_batches_resolve_when_the_job_ends(tmp_path, monkeypatch):
+    # batches of 64 are written one transaction each; links resolve once, at the end of the job,
+    # so a link to a document written in a later batch (and one back) must resolve all the same
+    import autodoc.service as service_mod
+
+    monkeypatch.setattr(service_mod, "_WRITE_BATCH", 3)
+    root = tmp_path / "ws"
+    root.mkdir()
+    for i in range(10):
+        (root / f"n{i}.md").write_text(f"# Note {i}\n\nSee [[n{(i + 7) % 10}]] and [back](n{(i + 9) % 10}.md).\n")
+    s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
+    try:
+        s.workspace_add("w", str(root), {"embedding": {"provider": "none"}})
+        s.index("w")
+        for i in range(10):
+            out = s.document_links("w", f"n{i}.md")["links"]
+            assert sorted(l["target_path"] for l in out) == sorted([f"n{(i + 7) % 10}.md", f"n{(i + 9) % 10}.md"])
+        assert {b["source_path"] for b in s.document_backlinks("w", "n0.md")["backlinks"]} == {"n3.md", "n1.md"}
+    finally:
+        s.close()

@@ -326,6 +326,7 @@ class Service:
         on_disk: set[str] = set()
         pending: list[tuple[str, bytes, Any, Any, int]] = []
         skips: list[tuple[str, str]] = []
+        names_changed = False
         total = len(entries)
         for i, e in enumerate(entries):
             if e.skip:
@@ -353,12 +354,12 @@ class Service:
             doc, chunks = self._prepare(ws, cfg, e.relpath, data)
             pending.append((e.relpath, data, doc, chunks, e.mtime_ns))
             if len(pending) >= _WRITE_BATCH:
-                self._flush(ws, pending, report, full)
+                names_changed |= self._flush(ws, pending, report, full, defer_links=True)
                 pending = []
             if progress:
                 progress(i + 1, total, e.relpath)
         gone = [p for p in known if p not in on_disk]
-        self._flush(ws, pending, report, full, gone=gone, skips=skips)
+        self._flush(ws, pending, report, full, gone=gone, skips=skips, names_changed=names_changed)
         if progress:
             progress(total, total, "done")
         report["skipped"] = [{"path": p, "reason": r} for p, r in skips]
@@ -375,11 +376,18 @@ class Service:
         return report
 
     def _flush(self, ws: Workspace, pending: list, report: dict, full: bool, *,
-               gone: list[str] | None = None, skips: list[tuple[str, str]] | None = None) -> None:
+               gone: list[str] | None = None, skips: list[tuple[str, str]] | None = None,
+               defer_links: bool = False, names_changed: bool = False) -> bool:
+        """Write one batch. Returns whether any document's names (path, title,
+        aliases, frontmatter) changed. With defer_links the batch's links stay
+        unresolved for the job's last batch to resolve in one pass: resolving
+        after every batch re-read every document's names each time, quadratic
+        in the workspace (a third of the indexing time at 10,000 files)."""
         db = self._writer()
         emitted: list[dict] = []
         touched: set[int] = set()
-        names_changed = False  # whether any document's names (path, title, aliases, frontmatter) changed
+        job_names_changed = names_changed
+        names_changed = False
 
         def doc_id(path: str) -> None:
             r = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws.id, path)).fetchone()
@@ -441,8 +449,8 @@ class Service:
                     for (p,) in db.execute("SELECT path FROM skipped WHERE workspace_id=?", (ws.id,)).fetchall():
                         if p not in keep:
                             db.execute("DELETE FROM skipped WHERE workspace_id=? AND path=?", (ws.id, p))
-                if emitted or gone is not None:
-                    self._links.update(db, ws.id, names_changed=names_changed or full)
+                if (emitted or gone is not None) and not defer_links:
+                    self._links.update(db, ws.id, names_changed=names_changed or job_names_changed or full)
                     changelog.trim(db)
                 for path, _, doc, _, _ in pending:
                     if doc is not None:
@@ -450,6 +458,7 @@ class Service:
         if emitted:
             self.semantic.mark_dirty(ws.id, sorted(touched))
         self._emit(ws.name, emitted)
+        return names_changed
 
     def index_paths(self, name: Any, relpaths: list[str]) -> dict[str, Any]:
         """Live index: bring just these workspace-relative paths up to date."""
