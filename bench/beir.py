@@ -195,6 +195,12 @@ def build_store(col: Collection, *, cache: Path | None = None, section_tokens: i
     try:
         if WORKSPACE not in svc.workspaces():
             svc.workspace_add(WORKSPACE, str(ws_dir), config)
+        else:
+            # a cached store keeps the fusion its workspace was created with; measure the product's
+            # current default, as a new workspace would have it
+            from autodoc.config import WorkspaceConfig
+
+            svc.workspace_configure(WORKSPACE, {"fusion": WorkspaceConfig().fusion})
         full = meta.get("ingest_digest") != ingest_digest and report["cached"]
         t0 = time.monotonic()
         idx = svc.index(WORKSPACE, full=full, progress=None if quiet else Progress("index", 15))

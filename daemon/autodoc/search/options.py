@@ -67,8 +67,6 @@ def check_fusion(name: str, value: Any) -> dict[str, Any]:
         ):
             raise InvalidParams(f"{name}.weights", "must map lexical/semantic to numbers in 0..10")
         out["weights"] = {k: float(v) for k, v in weights.items()}
-    elif method == "rrf":
-        out["weights"] = dict(RRF_WEIGHTS)
     if method == "weighted":
         t = value.get("threshold", 0.2)
         if not isinstance(t, (int, float)) or isinstance(t, bool) or not (0 <= t <= 1):
