@@ -176,3 +176,37 @@ def test_convex_fusion_selectable_per_request(svc):
     top = ans["hits"][0]
     assert top["path"] == "storage.md" and set(top["via"]) == {"lexical", "semantic"}
     assert 0 < top["relevance"] <= 1 and top["score"] <= 1.0
+
+
+def test_an_idle_queue_does_not_rescan_the_store(svc, tmp_path):
+    # the daemon's queue steps every workspace every couple of seconds when idle; finding
+    # "nothing pending" is a scan of every chunk, so it must happen once per change, not per step
+    svc.index("kb", embed=True)
+    scans = []
+    real = svc.semantic.pending_batch
+    svc.semantic.pending_batch = lambda *a, **k: scans.append(1) or real(*a, **k)
+    for _ in range(5):
+        assert svc.embed_step("kb")["embedded"] == 0
+    assert len(scans) <= 1
+    (tmp_path / "kb" / "new.md").write_text("# New\n\nA note about garden snails and their shells.\n")
+    svc.index("kb")
+    before = len(scans)
+    step = svc.embed_step("kb")
+    assert step["embedded"] == 1 and len(scans) == before + 1
+
+
+def test_the_model_hands_its_batch_memory_back_once_the_queue_drains(svc):
+    # onnxruntime keeps its largest batch's arena for the session's life (1.2 GB after a fill
+    # at 100k chunks); the queue gives it back when it runs dry, once, not after every batch
+    released = []
+    provider = svc.semantic.provider({"provider": "onnx"})
+    real = provider.release_memory
+    provider.release_memory = lambda: released.append(1) or real()
+    svc.index("kb")
+    while svc.embed_step("kb")["embedded"]:
+        assert released == []  # batches do not pay for it
+    assert released == [1]
+    svc.embed_step("kb")
+    assert released == [1]
+    ans = svc.search("kb", "lease", {"stages": ["semantic"]})  # the model still answers afterwards
+    assert ans["stages"]["performed"] == ["semantic"] and ans["hits"]

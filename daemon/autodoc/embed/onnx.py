@@ -219,7 +219,19 @@ class OnnxProvider(BaseProvider):
             return []
         return [len(e.ids) for e in self._count_tok.encode_batch(texts)]
 
-    def _embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
+    def release_memory(self) -> None:
+        """Give onnxruntime's arena back to the OS: it keeps the largest batch's
+        buffers for the session's life (the daemon sat at 1.2 GB after embedding
+        480 chunks at 100k, against ~0.4 GB before). One tiny run with arena
+        shrinkage frees them; the embed queue calls this when it drains, so
+        batches do not pay for it and queries never fault the arena back in."""
+        import onnxruntime as ort
+
+        opts = ort.RunOptions()
+        opts.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        self._embed([""], opts)
+
+    def _embed(self, texts: list[str], run_options=None) -> tuple[np.ndarray, int]:
         try:
             encs = self._tok.encode_batch(texts)
         except Exception as e:
@@ -242,7 +254,7 @@ class OnnxProvider(BaseProvider):
             if self._feed_types:
                 feed["token_type_ids"] = np.zeros_like(input_ids)
             try:
-                hidden = self._session.run([self._output], feed)[0]
+                hidden = self._session.run([self._output], feed, run_options)[0]
             except Exception as e:
                 raise ProviderDown(f"onnxruntime failed: {e}", provider="onnx") from e
             out[rows] = mean_pool(hidden, mask)
