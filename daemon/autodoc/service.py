@@ -326,7 +326,7 @@ class Service:
         on_disk: set[str] = set()
         pending: list[tuple[str, bytes, Any, Any, int]] = []
         skips: list[tuple[str, str]] = []
-        names_changed = False
+        renamed: set[str] = set()  # paths whose names changed in this job's batches
         total = len(entries)
         for i, e in enumerate(entries):
             if e.skip:
@@ -354,12 +354,12 @@ class Service:
             doc, chunks = self._prepare(ws, cfg, e.relpath, data)
             pending.append((e.relpath, data, doc, chunks, e.mtime_ns))
             if len(pending) >= _WRITE_BATCH:
-                names_changed |= self._flush(ws, pending, report, full, defer_links=True)
+                renamed |= self._flush(ws, pending, report, full, defer_links=True)
                 pending = []
             if progress:
                 progress(i + 1, total, e.relpath)
         gone = [p for p in known if p not in on_disk]
-        self._flush(ws, pending, report, full, gone=gone, skips=skips, names_changed=names_changed)
+        self._flush(ws, pending, report, full, gone=gone, skips=skips, renamed=renamed)
         if progress:
             progress(total, total, "done")
         report["skipped"] = [{"path": p, "reason": r} for p, r in skips]
@@ -377,17 +377,16 @@ class Service:
 
     def _flush(self, ws: Workspace, pending: list, report: dict, full: bool, *,
                gone: list[str] | None = None, skips: list[tuple[str, str]] | None = None,
-               defer_links: bool = False, names_changed: bool = False) -> bool:
-        """Write one batch. Returns whether any document's names (path, title,
-        aliases, frontmatter) changed. With defer_links the batch's links stay
-        unresolved for the job's last batch to resolve in one pass: resolving
-        after every batch re-read every document's names each time, quadratic
-        in the workspace (a third of the indexing time at 10,000 files)."""
+               defer_links: bool = False, renamed: set[str] | None = None) -> set[str]:
+        """Write one batch. Returns the paths whose names (path, title, aliases,
+        frontmatter) changed. With defer_links the batch's links stay unresolved
+        for the job's last batch to resolve in one pass (`renamed`: the earlier
+        batches' paths): resolving after every batch re-read every document's
+        names each time, quadratic in the workspace."""
         db = self._writer()
         emitted: list[dict] = []
         touched: set[int] = set()
-        job_names_changed = names_changed
-        names_changed = False
+        names_changed: set[str] = set()
 
         def doc_id(path: str) -> None:
             r = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws.id, path)).fetchone()
@@ -418,20 +417,21 @@ class Service:
                                                      (ws.id, target)).fetchone():
                             ch = rename_document(db, ws, path, target)
                             report["renamed"] += 1
+                            names_changed.add(target)
                         else:
                             ch = delete_document(db, ws, path)
                             report["deleted"] += 1
                         if ch:
                             emitted.append(ch)
-                            names_changed = True
+                            names_changed.add(path)
                 for path, data, doc, chunks, mtime_ns in pending:
                     if doc is None:
                         db.execute("UPDATE documents SET mtime_ns=? WHERE workspace_id=? AND path=?",
                                    (mtime_ns, ws.id, path))
                         continue
-                    if not names_changed:
-                        fm = json.loads(json.dumps(doc.frontmatter, default=str))
-                        names_changed = names_of(path) != (doc.title, doc.aliases, fm)
+                    fm = json.loads(json.dumps(doc.frontmatter, default=str))
+                    if names_of(path) != (doc.title, doc.aliases, fm):
+                        names_changed.add(path)
                     ch = write_document(db, ws, path, data=data, doc=doc, chunks=chunks, mtime_ns=mtime_ns, force=full)
                     if ch is None:
                         report["unchanged"] += 1
@@ -442,7 +442,7 @@ class Service:
                     ch = delete_document(db, ws, path)  # a file that became unreadable leaves the index
                     if ch:
                         emitted.append(ch)
-                        names_changed = True
+                        names_changed.add(path)
                     record_skip(db, ws, path, reason)
                 if skips is not None:
                     keep = {p for p, _ in skips}
@@ -450,7 +450,7 @@ class Service:
                         if p not in keep:
                             db.execute("DELETE FROM skipped WHERE workspace_id=? AND path=?", (ws.id, p))
                 if (emitted or gone is not None) and not defer_links:
-                    self._links.update(db, ws.id, names_changed=names_changed or job_names_changed or full)
+                    self._links.update(db, ws.id, changed=None if full else names_changed | (renamed or set()))
                     changelog.trim(db)
                 for path, _, doc, _, _ in pending:
                     if doc is not None:
@@ -724,7 +724,7 @@ class Service:
             with db:
                 changed = sync_schema(db, ws.id, Path(ws.root))
                 if changed:
-                    self._links.update(db, ws.id, names_changed=True)  # link fields may have changed
+                    self._links.update(db, ws.id, changed=None)  # link fields may have changed
                     next_generation(db)  # readers' cached field sets are keyed by it
         if changed:
             self._fields_cache.pop(ws.id, None)

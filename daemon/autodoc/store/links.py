@@ -5,10 +5,11 @@ or without `.md`), a workspace-relative path, a file stem, a title, an alias,
 or an ADR number ("ADR 0203", "0203", "adr-203" → frontmatter `adr: 203`),
 or "<field> N" for an integer field the workspace schema marks `link: true`.
 After each write, links without a target are tried again, so a link written
-before its target existed resolves once the target appears. The resolver (the
-name tables) is rebuilt over the whole workspace only when some document's
-names change (added, deleted, moved, retitled, re-aliased, new frontmatter):
-an edit to a body, the common case while typing, resolves just its own links.
+before its target existed resolves once the target appears. The name tables
+are kept per workspace and updated one document at a time: an edit to a body,
+the common case while typing, resolves just its own links; a new, moved or
+retitled document updates its own names and re-resolves only the links that
+could now point elsewhere.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+from bisect import insort
+from typing import Any
 
 import apsw
 
@@ -29,76 +32,127 @@ def _norm(s: str) -> str:
     return " ".join(s.lower().split())
 
 
-def build_resolver(docs: list[tuple[str, str, list[str], dict]], link_fields: tuple[str, ...] | list[str] = ()):
-    """docs: (path, title, aliases, frontmatter). Returns resolve(source_path, target).
+_WORD = re.compile(r"\w+")
 
-    link_fields: integer fields the workspace schema marks `link: true`; a
-    target written "<field> N" ("RFC 12", "rfc-0012") resolves to the
-    document whose field is N."""
-    paths = {p: p for p, *_ in docs}
-    lower_paths = {p.lower(): p for p, *_ in docs}
-    by_stem: dict[str, str] = {}
-    by_title: dict[str, str] = {}
-    by_alias: dict[str, str] = {}
-    by_adr: dict[int, str] = {}
-    by_field: dict[str, dict[int, str]] = {}
-    field_res = [(f, re.compile(rf"^{re.escape(f)}[\s_-]*#?0*(\d{{1,9}})$", re.I)) for f in link_fields]
-    for p, title, aliases, fm in sorted(docs):
-        stem = posixpath.splitext(posixpath.basename(p))[0].lower()
-        by_stem.setdefault(stem, p)
+
+class NameTables:
+    """The names a link target can resolve by, kept one document at a time.
+
+    Each key (path, lowercased path, file stem, title, alias, ADR number,
+    "<field> N") lists every document that has it, sorted; the first path
+    wins, so the answer does not depend on the order documents arrived in.
+    A save that adds, removes or renames one document updates its keys only,
+    instead of re-reading every document's names (2.3 s at 100,000 files)."""
+
+    def __init__(self, link_fields: tuple[str, ...] | list[str] = ()):
+        self.link_fields = tuple(link_fields)
+        self._field_res = [(f, re.compile(rf"^{re.escape(f)}[\s_-]*#?0*(\d{{1,9}})$", re.I)) for f in self.link_fields]
+        self._keys: dict[str, set[tuple[str, Any]]] = {}  # path -> its keys
+        self._table: dict[tuple[str, Any], list[str]] = {}  # key -> sorted paths
+
+    def _keys_of(self, p: str, title: str, aliases: list, fm: Any) -> set[tuple[str, Any]]:
+        keys: set[tuple[str, Any]] = {("path", p), ("lower", p.lower()),
+                                      ("stem", posixpath.splitext(posixpath.basename(p))[0].lower())}
         if title:
-            by_title.setdefault(_norm(title), p)
+            keys.add(("title", _norm(title)))
         for a in aliases:
-            by_alias.setdefault(_norm(str(a)), p)
+            keys.add(("alias", _norm(str(a))))
         num = fm.get("adr") if isinstance(fm, dict) else None
         if isinstance(num, (int, str)) and str(num).strip().lstrip("0").isdigit():
-            by_adr.setdefault(int(str(num).strip()), p)
+            keys.add(("adr", int(str(num).strip())))
         m = re.match(r"^(?:adr[-_ ]?)?(\d{3,6})\b", posixpath.basename(p), re.I)
         if m:
-            by_adr.setdefault(int(m.group(1)), p)
+            keys.add(("adr", int(m.group(1))))
         lower = {str(k).lower(): v for k, v in fm.items()} if isinstance(fm, dict) else {}
-        for f in link_fields:
+        for f in self.link_fields:
             n = parse_int(lower.get(f))
             if n is not None:
-                by_field.setdefault(f, {}).setdefault(n, p)
+                keys.add((f"field:{f}", n))
+        return keys
 
-    def resolve(source: str, target: str) -> str | None:
+    def add(self, p: str, title: str, aliases: list, fm: Any) -> None:
+        self.remove(p)
+        keys = self._keys[p] = self._keys_of(p, title, aliases, fm)
+        for k in keys:
+            insort(self._table.setdefault(k, []), p)
+
+    def remove(self, p: str) -> None:
+        for k in self._keys.pop(p, ()):
+            paths = self._table[k]
+            paths.remove(p)
+            if not paths:
+                del self._table[k]
+
+    def words(self, p: str) -> set[str]:
+        """The longest word of each of a document's keys: a link target that
+        resolves by that key contains it (what to look for among the links)."""
+        out = set()
+        for _, key in self._keys.get(p, ()):
+            ws = _WORD.findall(str(key).lower())
+            if ws:
+                out.add(max(ws, key=len))
+        return out
+
+    def _first(self, kind: str, key: Any) -> str | None:
+        paths = self._table.get((kind, key))
+        return paths[0] if paths else None
+
+    def resolve(self, source: str, target: str) -> str | None:
         t = target.strip()
         if not t:
             return None
         base = posixpath.dirname(source)
         for cand in (posixpath.normpath(posixpath.join(base, t)), posixpath.normpath(t.lstrip("/"))):
             for c in (cand, cand + ".md", cand + ".markdown"):
-                if c in paths:
-                    return c
-                if c.lower() in lower_paths:
-                    return lower_paths[c.lower()]
+                hit = self._first("path", c) or self._first("lower", c.lower())
+                if hit:
+                    return hit
         n = _norm(t)
         stem = posixpath.splitext(posixpath.basename(t))[0].lower()
-        for table, key in ((by_stem, stem), (by_title, n), (by_alias, n)):
-            if key in table:
-                return table[key]
+        for kind, key in (("stem", stem), ("title", n), ("alias", n)):
+            hit = self._first(kind, key)
+            if hit:
+                return hit
         m = _ADR_NUM.match(n.replace("adr ", "adr"))
-        if m and int(m.group(1)) in by_adr:
-            return by_adr[int(m.group(1))]
-        for f, rx in field_res:
+        if m:
+            hit = self._first("adr", int(m.group(1)))
+            if hit:
+                return hit
+        for f, rx in self._field_res:
             m = rx.match(n)
-            if m and int(m.group(1)) in by_field.get(f, {}):
-                return by_field[f][int(m.group(1))]
+            if m:
+                hit = self._first(f"field:{f}", int(m.group(1)))
+                if hit:
+                    return hit
         return None
 
-    return resolve
+
+def build_resolver(docs: list[tuple[str, str, list[str], dict]], link_fields: tuple[str, ...] | list[str] = ()):
+    """docs: (path, title, aliases, frontmatter). Returns resolve(source_path, target).
+
+    A target resolves, in order, as a relative path, a workspace-relative
+    path, a file stem, a title, an alias, an ADR number, or "<field> N" for an
+    integer field the workspace schema marks `link: true` ("RFC 12",
+    "rfc-0012" → the document whose field is N)."""
+    tables = NameTables(link_fields)
+    for p, title, aliases, fm in docs:
+        tables.add(p, title, aliases, fm)
+    return tables.resolve
+
+
+_NAMES_SQL = "SELECT path, title, aliases, frontmatter FROM documents WHERE workspace_id=?"
+
+
+def _tables_for(db: apsw.Connection, workspace_id: int) -> NameTables:
+    schema = active_schema(db, workspace_id)
+    tables = NameTables(schema.link_fields() if schema else ())
+    for p, t, a, f in db.execute(_NAMES_SQL, (workspace_id,)):
+        tables.add(p, t, json.loads(a), json.loads(f))
+    return tables
 
 
 def _resolver_for(db: apsw.Connection, workspace_id: int):
-    docs = [
-        (p, t, json.loads(a), json.loads(f))
-        for p, t, a, f in db.execute(
-            "SELECT path, title, aliases, frontmatter FROM documents WHERE workspace_id=?", (workspace_id,)
-        )
-    ]
-    schema = active_schema(db, workspace_id)
-    return build_resolver(docs, schema.link_fields() if schema else ())
+    return _tables_for(db, workspace_id).resolve
 
 
 def _apply(db: apsw.Connection, resolve, rows) -> int:
@@ -121,18 +175,43 @@ def resolve_workspace(db: apsw.Connection, workspace_id: int) -> int:
 
 
 class LinkResolver:
-    """Per-workspace resolver cache (one per Service; used under its write lock)."""
+    """Per-workspace name tables (one per Service; used under its write lock)."""
+
+    # Past this many renamed documents in one write, reading every name again is cheaper.
+    INCREMENTAL_MAX = 256
 
     def __init__(self) -> None:
-        self._cache: dict[int, object] = {}
+        self._cache: dict[int, NameTables] = {}
 
     def forget(self, workspace_id: int) -> None:
         self._cache.pop(workspace_id, None)
 
-    def update(self, db: apsw.Connection, workspace_id: int, *, names_changed: bool) -> int:
-        resolve = self._cache.get(workspace_id)
-        if names_changed or resolve is None:
-            resolve = self._cache[workspace_id] = _resolver_for(db, workspace_id)
-            return _apply(db, resolve, db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
-        # rewritten links start unresolved; broken ones get another try
-        return _apply(db, resolve, db.execute(_LINKS_SQL + " AND l.target_path IS NULL", (workspace_id,)).fetchall())
+    def update(self, db: apsw.Connection, workspace_id: int, *, changed: set[str] | None) -> int:
+        """Bring links up to date after a write. `changed`: the paths whose names
+        (path, title, aliases, frontmatter) changed, old and new paths of a move;
+        None when unknown (every name is read again and every link resolved)."""
+        tables = self._cache.get(workspace_id)
+        if tables is None or changed is None or len(changed) > self.INCREMENTAL_MAX:
+            tables = self._cache[workspace_id] = _tables_for(db, workspace_id)
+            return _apply(db, tables.resolve, db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
+        if not changed:  # rewritten links start unresolved; broken ones get another try
+            return _apply(db, tables.resolve,
+                          db.execute(_LINKS_SQL + " AND l.target_path IS NULL", (workspace_id,)).fetchall())
+        words: set[str] = set()
+        for p in changed:
+            words |= tables.words(p)
+            tables.remove(p)
+        paths = json.dumps(sorted(changed))
+        for p, t, a, f in db.execute(_NAMES_SQL + " AND path IN (SELECT value FROM json_each(?))",
+                                     (workspace_id, paths)):
+            tables.add(p, t, json.loads(a), json.loads(f))
+            words |= tables.words(p)
+        if not all(w.isascii() for w in words):  # SQLite's LIKE folds ASCII case only: try every link
+            return _apply(db, tables.resolve, db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
+        # A link can change its answer only if it is unresolved, points at a changed document, or
+        # names one of the changed keys, whose longest word its target then contains.
+        like = "".join(" OR l.target LIKE ?" for _ in words)
+        rows = db.execute(
+            _LINKS_SQL + f" AND (l.target_path IS NULL OR l.target_path IN (SELECT value FROM json_each(?)){like})",
+            (workspace_id, paths, *[f"%{w}%" for w in sorted(words)])).fetchall()
+        return _apply(db, tables.resolve, rows)
