@@ -210,3 +210,29 @@ def test_the_model_hands_its_batch_memory_back_once_the_queue_drains(svc):
     assert released == [1]
     ans = svc.search("kb", "lease", {"stages": ["semantic"]})  # the model still answers afterwards
     assert ans["stages"]["performed"] == ["semantic"] and ans["hits"]
+
+
+def test_a_store_from_before_the_vector_key_index_is_migrated(tmp_path):
+    # coverage counts and the queue's scan name the index (INDEXED BY): an older store gets it on open
+    import apsw
+
+    from autodoc.store.migrations import MIGRATIONS, schema_version
+
+    store = tmp_path / "old.db"
+    db = apsw.Connection(str(store))
+    with db:
+        MIGRATIONS[0](db)
+        MIGRATIONS[1](db)
+        db.execute("PRAGMA user_version = 2")
+    db.close()
+    s = Service(Settings.from_env(store=store))
+    try:
+        w = s._writer()
+        assert schema_version(w) == len(MIGRATIONS) >= 3
+        assert w.execute("SELECT 1 FROM sqlite_master WHERE type='index' AND name='vectors_keys'").fetchone()
+        s.workspace_add("kb", str(write_corpus(tmp_path / "kb")))
+        rep = s.index("kb", embed=True)
+        st = s.workspace_status("kb")["embedding"]
+        assert st["state"] == "ready" and st["embedded"] == rep["chunks"] and st["pending"] == 0
+    finally:
+        s.close()

@@ -209,7 +209,7 @@ class SemanticRuntime:
         """(chunks with a vector for fp, chunks without)."""
         total = db.execute("SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws_id,)).fetchone()[0]
         done = db.execute(
-            "SELECT COUNT(*) FROM chunks c WHERE c.workspace_id=? AND EXISTS (SELECT 1 FROM vectors v "
+            "SELECT COUNT(*) FROM chunks c WHERE c.workspace_id=? AND EXISTS (SELECT 1 FROM vectors v INDEXED BY vectors_keys "
             "WHERE v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash)",
             (ws_id, fp),
         ).fetchone()[0]
@@ -220,7 +220,7 @@ class SemanticRuntime:
     def pending_batch(self, db, ws_id: int, fp: str, limit: int) -> list[tuple[str, str]]:
         return db.execute(
             """SELECT c.text_hash, MIN(c.breadcrumb || char(10) || c.text) FROM chunks c
-               WHERE c.workspace_id=? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.workspace_id=c.workspace_id
+               WHERE c.workspace_id=? AND NOT EXISTS (SELECT 1 FROM vectors v INDEXED BY vectors_keys WHERE v.workspace_id=c.workspace_id
                  AND v.model_fp=? AND v.text_hash=c.text_hash)
                GROUP BY c.text_hash ORDER BY MIN(c.id) LIMIT ?""",
             (ws_id, fp, limit),
@@ -362,7 +362,7 @@ class SemanticRuntime:
                 JOIN vectors v ON v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash
                 WHERE c.workspace_id=?{scope} AND c.document_id NOT IN (
                   SELECT c2.document_id FROM chunks c2 WHERE c2.workspace_id=? AND NOT EXISTS (
-                    SELECT 1 FROM vectors v2 WHERE v2.workspace_id=c2.workspace_id AND v2.model_fp=?
+                    SELECT 1 FROM vectors v2 INDEXED BY vectors_keys WHERE v2.workspace_id=c2.workspace_id AND v2.model_fp=?
                     AND v2.text_hash=c2.text_hash))
                 ORDER BY c.id""",
             params,

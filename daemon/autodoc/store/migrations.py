@@ -147,7 +147,17 @@ def _m002_typed_facets(db: apsw.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_m001_initial, _m002_typed_facets]
+def _m003_vector_keys(db: apsw.Connection) -> None:
+    """A narrow index of which (workspace, model, text) have a vector. "Does
+    this chunk have a vector?" walked the vectors table itself, whose leaves
+    hold 1.5 KB of floats a row: counting coverage at 1M chunks took 11 s
+    (every index job's report, the embed queue's scan); through this index,
+    16x less at 100k. Queries name it (INDEXED BY): the planner prefers the
+    primary key, which has the same columns."""
+    db.execute("CREATE INDEX vectors_keys ON vectors(workspace_id, model_fp, text_hash)")
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_m001_initial, _m002_typed_facets, _m003_vector_keys]
 
 
 def schema_version(db: apsw.Connection) -> int:
