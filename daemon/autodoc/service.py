@@ -328,38 +328,43 @@ class Service:
         skips: list[tuple[str, str]] = []
         renamed: set[str] = set()  # paths whose names changed in this job's batches
         total = len(entries)
-        for i, e in enumerate(entries):
-            if e.skip:
-                skips.append((e.relpath, e.skip))
-                continue
-            on_disk.add(e.relpath)
-            old = known.get(e.relpath)
-            if old and not full and old[1] == e.size and old[2] == e.mtime_ns:
-                report["unchanged"] += 1
-                continue
-            try:
-                data = read_document(e.path, max_bytes=cfg.max_file_bytes)
-            except SkipFile as s:
-                skips.append((e.relpath, str(s)))
-                on_disk.discard(e.relpath)
-                continue
-            except OSError as err:  # vanished or unreadable between scan and read
-                skips.append((e.relpath, f"unreadable: {err.strerror or err}"))
-                on_disk.discard(e.relpath)
-                continue
-            if old and not full and old[0] == content_hash(data):
-                report["unchanged"] += 1
-                pending.append((e.relpath, b"", None, None, e.mtime_ns))  # refresh mtime only
-                continue
-            doc, chunks = self._prepare(ws, cfg, e.relpath, data)
-            pending.append((e.relpath, data, doc, chunks, e.mtime_ns))
-            if len(pending) >= _WRITE_BATCH:
-                renamed |= self._flush(ws, pending, report, full, defer_links=True)
-                pending = []
-            if progress:
-                progress(i + 1, total, e.relpath)
-        gone = [p for p in known if p not in on_disk]
-        self._flush(ws, pending, report, full, gone=gone, skips=skips, renamed=renamed)
+        try:
+            for i, e in enumerate(entries):
+                if e.skip:
+                    skips.append((e.relpath, e.skip))
+                    continue
+                on_disk.add(e.relpath)
+                old = known.get(e.relpath)
+                if old and not full and old[1] == e.size and old[2] == e.mtime_ns:
+                    report["unchanged"] += 1
+                    continue
+                try:
+                    data = read_document(e.path, max_bytes=cfg.max_file_bytes)
+                except SkipFile as s:
+                    skips.append((e.relpath, str(s)))
+                    on_disk.discard(e.relpath)
+                    continue
+                except OSError as err:  # vanished or unreadable between scan and read
+                    skips.append((e.relpath, f"unreadable: {err.strerror or err}"))
+                    on_disk.discard(e.relpath)
+                    continue
+                if old and not full and old[0] == content_hash(data):
+                    report["unchanged"] += 1
+                    pending.append((e.relpath, b"", None, None, e.mtime_ns))  # refresh mtime only
+                    continue
+                doc, chunks = self._prepare(ws, cfg, e.relpath, data)
+                pending.append((e.relpath, data, doc, chunks, e.mtime_ns))
+                if len(pending) >= _WRITE_BATCH:
+                    renamed |= self._flush(ws, pending, report, full, defer_links=True)
+                    pending = []
+                if progress:
+                    progress(i + 1, total, e.relpath)
+            gone = [p for p in known if p not in on_disk]
+            self._flush(ws, pending, report, full, gone=gone, skips=skips, renamed=renamed)
+        except BaseException:
+            # batches already committed never reached the cached name tables: read them all next time
+            self._links.forget(ws.id)
+            raise
         if progress:
             progress(total, total, "done")
         report["skipped"] = [{"path": p, "reason": r} for p, r in skips]
@@ -450,7 +455,13 @@ class Service:
                         if p not in keep:
                             db.execute("DELETE FROM skipped WHERE workspace_id=? AND path=?", (ws.id, p))
                 if (emitted or gone is not None) and not defer_links:
-                    self._links.update(db, ws.id, changed=None if full else names_changed | (renamed or set()))
+                    try:
+                        relinked = self._links.update(db, ws.id, changed=None if full else names_changed | (renamed or set()))
+                    except BaseException:
+                        self._links.forget(ws.id)  # the transaction rolls back; the cached names must too
+                        raise
+                    if relinked and not emitted:
+                        next_generation(db)  # readers' caches (supersede chains) are keyed by it
                     changelog.trim(db)
                 for path, _, doc, _, _ in pending:
                     if doc is not None:

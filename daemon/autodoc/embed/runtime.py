@@ -255,7 +255,10 @@ class SemanticRuntime:
                 self._settled[(ws.id, fp)] = version
                 drained, self._embedded_since_release = self._embedded_since_release, False
             if drained and hasattr(provider, "release_memory"):
-                provider.release_memory()  # the queue drained: hand the batches' arena back
+                try:
+                    provider.release_memory()  # the queue drained: hand the batches' arena back
+                except Exception as e:  # memory stays held; the vectors are written, nothing is lost
+                    log.warning("the embedding model could not release its memory: %s", e)
                 release_free_heap()
             return {"embedded": 0, "remaining": 0, "state": "ready", "reason": None}
         deadline = time.monotonic() + 0.5

@@ -83,14 +83,16 @@ class NameTables:
             if not paths:
                 del self._table[k]
 
-    def words(self, p: str) -> set[str]:
+    def words(self, p: str) -> set[str] | None:
         """The longest word of each of a document's keys: a link target that
-        resolves by that key contains it (what to look for among the links)."""
+        resolves by that key contains it (what to look for among the links).
+        None when some key has no word at all."""
         out = set()
         for _, key in self._keys.get(p, ()):
             ws = _WORD.findall(str(key).lower())
-            if ws:
-                out.add(max(ws, key=len))
+            if not ws:
+                return None
+            out.add(max(ws, key=len))
         return out
 
     def _first(self, kind: str, key: Any) -> str | None:
@@ -198,20 +200,28 @@ class LinkResolver:
             return _apply(db, tables.resolve,
                           db.execute(_LINKS_SQL + " AND l.target_path IS NULL", (workspace_id,)).fetchall())
         words: set[str] = set()
+        wordless = False  # a name with no word ("???", "🚀") cannot be looked for in link texts
         for p in changed:
-            words |= tables.words(p)
+            w = tables.words(p)
+            wordless |= w is None
+            words |= w or set()
             tables.remove(p)
         paths = json.dumps(sorted(changed))
         for p, t, a, f in db.execute(_NAMES_SQL + " AND path IN (SELECT value FROM json_each(?))",
                                      (workspace_id, paths)):
             tables.add(p, t, json.loads(a), json.loads(f))
-            words |= tables.words(p)
-        if not all(w.isascii() for w in words):  # SQLite's LIKE folds ASCII case only: try every link
+            w = tables.words(p)
+            wordless |= w is None
+            words |= w or set()
+        if wordless or not all(w.isascii() for w in words):  # SQLite's LIKE folds ASCII case only
             return _apply(db, tables.resolve, db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
-        # A link can change its answer only if it is unresolved, points at a changed document, or
-        # names one of the changed keys, whose longest word its target then contains.
-        like = "".join(" OR l.target LIKE ?" for _ in words)
+        # A link can change its answer only if it is unresolved, points at a changed document, is
+        # written in a changed (moved) document, or names one of the changed keys, whose longest
+        # word its target then contains. A target with any non-ASCII character is always tried:
+        # Python folds some (fullwidth digits, the Kelvin sign) to ASCII, LIKE does not.
         rows = db.execute(
-            _LINKS_SQL + f" AND (l.target_path IS NULL OR l.target_path IN (SELECT value FROM json_each(?)){like})",
-            (workspace_id, paths, *[f"%{w}%" for w in sorted(words)])).fetchall()
+            _LINKS_SQL + " AND (l.target_path IS NULL OR l.target_path IN (SELECT value FROM json_each(?2))"
+            " OR d.path IN (SELECT value FROM json_each(?2)) OR l.target GLOB '*[^ -~]*'"
+            " OR EXISTS (SELECT 1 FROM json_each(?3) w WHERE l.target LIKE w.value))",
+            (workspace_id, paths, json.dumps([f"%{w}%" for w in sorted(words)]))).fetchall()
         return _apply(db, tables.resolve, rows)
