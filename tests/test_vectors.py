@@ -217,3 +217,13 @@ def test_workspace_index_delta_and_dead_rows_match_a_rebuild():
     assert len(idx.delta) == 0 and not idx.dead and len(idx.base) == len(idx) == len(ref)
     q = rng.normal(size=64).astype(np.float32)
     assert idx.search(q, 20, None) == ref.search(q, top=20)
+
+
+def test_position_finds_rows_whatever_the_id_order():
+    rng = np.random.default_rng(3)
+    ids = rng.permutation(np.arange(1000, 1200))
+    vecs = rng.standard_normal((200, 16)).astype(np.float32)
+    vi = VectorIndex(ids, vecs / np.linalg.norm(vecs, axis=1, keepdims=True))
+    for row, cid in enumerate(ids.tolist()):
+        assert vi.position(cid) == row
+    assert vi.position(999) is None and vi.position(1200) is None and vi.position(1100.5) is None

@@ -427,6 +427,7 @@ class SemanticRuntime:
             idx = self._indexes.get(ws_id)
             if idx is None or idx.fp != fp or idx.all_dirty:
                 idx = self._indexes[ws_id] = self._build(db, ws_id, fp, dim)
+                release_free_heap()  # the load's row buffers, freed but kept by the C heap
             elif idx.dirty:
                 self._refresh(db, idx, ws_id, dim)
             return idx

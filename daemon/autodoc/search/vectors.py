@@ -186,7 +186,7 @@ class VectorIndex:
         self.shortlist_factor = int(shortlist_factor)
         self._words: np.ndarray | None = None
         self._lock = threading.Lock()
-        self._pos: dict[int, int] | None = None
+        self._by_id: tuple[np.ndarray, np.ndarray] | None = None  # (ids sorted, their rows), for position()
 
     # -- construction helpers ---------------------------------------------------
 
@@ -248,9 +248,13 @@ class VectorIndex:
 
     def position(self, chunk_id: int) -> int | None:
         """Row of a chunk id (None if absent)."""
-        if self._pos is None:
-            self._pos = {int(i): p for p, i in enumerate(self.ids.tolist())}
-        return self._pos.get(int(chunk_id))
+        # a sorted copy of the ids, not a dict: 16 B a row instead of ~100 (100 MB at 1M chunks)
+        if self._by_id is None:
+            order = np.argsort(self.ids, kind="stable")
+            self._by_id = (self.ids[order], order)
+        ids, rows = self._by_id
+        k = int(np.searchsorted(ids, chunk_id))
+        return int(rows[k]) if k < len(ids) and ids[k] == chunk_id else None
 
     def _hamming_words(self) -> np.ndarray:
         if self._words is None:
