@@ -992,8 +992,8 @@ def render(res: dict[str, Any]) -> str:
             L.append(f"- {int(k):,} chunks, loading the vector index in a fresh process: the product "
                      f"(`index_for` + one search) adds {pp['delta_mb']} MB RSS for {pp['arrays_mb']} MB of arrays; "
                      f"streaming the rows into preallocated arrays adds {st.get('delta_mb')} MB for "
-                     f"{st.get('arrays_mb')} MB (the product's fetchall of every blob, then b''.join, holds "
-                     "two extra copies at the peak, and the freed small objects stay in the heap).")
+                     f"{st.get('arrays_mb')} MB (the product streams too; it also keeps per-document chunk lists, "
+                     "the column-major codes for the Hamming pass and its query buffers).")
     L.append("")
     if res.get("findings"):
         L.append("## Findings\n")

@@ -70,8 +70,8 @@ class Service:
         self._readers: list[tuple[threading.Thread, apsw.Connection]] = []
         self._readers_lock = threading.Lock()
         self._listeners: list[ChangeListener] = []
-        self._fields_cache: dict[int, tuple[int, set[str]]] = {}
-        self._successors_cache: dict[int, tuple[int, Any]] = {}
+        # (what, workspace) → (store generation, value): facts readers derive once per generation
+        self._per_generation: dict[tuple[str, int], tuple[int, Any]] = {}
         self.closed = False
         self.semantic = SemanticRuntime(self)
         self._rankers: dict[str, Any] = {}
@@ -562,22 +562,21 @@ class Service:
 
     # -- reading -----------------------------------------------------------------
 
+    def _cached(self, what: str, ws: Workspace, gen: int, compute: Callable[[], Any]) -> Any:
+        hit = self._per_generation.get((what, ws.id))
+        if hit and hit[0] == gen:
+            return hit[1]
+        value = compute()
+        self._per_generation[(what, ws.id)] = (gen, value)
+        return value
+
     def _known_fields(self, db: apsw.Connection, ws: Workspace, gen: int) -> set[str]:
-        cached = self._fields_cache.get(ws.id)
-        if cached and cached[0] == gen:
-            return cached[1]
-        fields = {r[0] for r in db.execute("SELECT DISTINCT field FROM facets WHERE workspace_id=?", (ws.id,))}
-        self._fields_cache[ws.id] = (gen, fields)
-        return fields
+        return self._cached("fields", ws, gen, lambda: {r[0] for r in db.execute(
+            "SELECT DISTINCT field FROM facets WHERE workspace_id=?", (ws.id,))})
 
     def _successors(self, db: apsw.Connection, ws: Workspace, gen: int):
-        """The workspace's supersede chains, read once per store generation."""
-        cached = self._successors_cache.get(ws.id)
-        if cached and cached[0] == gen:
-            return cached[1]
-        chains = engine._successors(db, ws.id)
-        self._successors_cache[ws.id] = (gen, chains)
-        return chains
+        """The workspace's supersede chains."""
+        return self._cached("successors", ws, gen, lambda: engine._successors(db, ws.id))
 
     # -- ranking -------------------------------------------------------------------
 
@@ -738,7 +737,6 @@ class Service:
                     self._links.update(db, ws.id, changed=None)  # link fields may have changed
                     next_generation(db)  # readers' cached field sets are keyed by it
         if changed:
-            self._fields_cache.pop(ws.id, None)
             log.info("workspace %s: frontmatter schema applied", ws.name)
         return changed
 

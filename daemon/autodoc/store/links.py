@@ -129,19 +129,6 @@ class NameTables:
         return None
 
 
-def build_resolver(docs: list[tuple[str, str, list[str], dict]], link_fields: tuple[str, ...] | list[str] = ()):
-    """docs: (path, title, aliases, frontmatter). Returns resolve(source_path, target).
-
-    A target resolves, in order, as a relative path, a workspace-relative
-    path, a file stem, a title, an alias, an ADR number, or "<field> N" for an
-    integer field the workspace schema marks `link: true` ("RFC 12",
-    "rfc-0012" → the document whose field is N)."""
-    tables = NameTables(link_fields)
-    for p, title, aliases, fm in docs:
-        tables.add(p, title, aliases, fm)
-    return tables.resolve
-
-
 _NAMES_SQL = "SELECT path, title, aliases, frontmatter FROM documents WHERE workspace_id=?"
 
 
@@ -171,11 +158,6 @@ _LINKS_SQL = ("SELECT l.rowid, d.path, l.target, l.target_path FROM links l JOIN
               "WHERE l.workspace_id=?")
 
 
-def resolve_workspace(db: apsw.Connection, workspace_id: int) -> int:
-    """Recompute every link's target_path in the workspace; return how many changed."""
-    return _apply(db, _resolver_for(db, workspace_id), db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
-
-
 class LinkResolver:
     """Per-workspace name tables (one per Service; used under its write lock)."""
 
@@ -199,22 +181,18 @@ class LinkResolver:
         if not changed:  # rewritten links start unresolved; broken ones get another try
             return _apply(db, tables.resolve,
                           db.execute(_LINKS_SQL + " AND l.target_path IS NULL", (workspace_id,)).fetchall())
-        words: set[str] = set()
-        wordless = False  # a name with no word ("???", "🚀") cannot be looked for in link texts
+        # the longest word of each changed document's names, before and after (None: a name has none)
+        named: list[set[str] | None] = [tables.words(p) for p in changed]
         for p in changed:
-            w = tables.words(p)
-            wordless |= w is None
-            words |= w or set()
             tables.remove(p)
         paths = json.dumps(sorted(changed))
         for p, t, a, f in db.execute(_NAMES_SQL + " AND path IN (SELECT value FROM json_each(?))",
                                      (workspace_id, paths)):
             tables.add(p, t, json.loads(a), json.loads(f))
-            w = tables.words(p)
-            wordless |= w is None
-            words |= w or set()
-        if wordless or not all(w.isascii() for w in words):  # SQLite's LIKE folds ASCII case only
+            named.append(tables.words(p))
+        if None in named or not all(w.isascii() for ws in named for w in ws):  # LIKE folds ASCII case only
             return _apply(db, tables.resolve, db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
+        words = set().union(*named)
         # A link can change its answer only if it is unresolved, points at a changed document, is
         # written in a changed (moved) document, or names one of the changed keys, whose longest
         # word its target then contains. A target with any non-ASCII character is always tried:
