@@ -80,6 +80,61 @@ def test_fingerprint_stable_and_tied_to_max_length(p):
     assert OnnxProvider(batch_size=8, threads=1).fingerprint == p.fingerprint
 
 
+def test_split_windows():
+    open_, close = [101], [102]
+    short = [101, 5, 6, 102]
+    assert onnx_mod.split_windows(short, 4, open_, close) == [short]
+    ids = [101, *range(1, 11), 102]  # 10 inner tokens, windows of 4 hold 2 inner each
+    wins = onnx_mod.split_windows(ids, 4, open_, close)
+    assert all(len(w) <= 4 and w[0] == 101 and w[-1] == 102 for w in wins)
+    assert [t for w in wins for t in w[1:-1]] == list(range(1, 11))
+    wins = onnx_mod.split_windows([101, *range(1, 8), 102], 5, open_, close)  # 7 inner, 3 a window
+    assert [w[1:-1] for w in wins] == [[1, 2, 3], [4, 5, 6], [7]]
+
+
+def _plain_recipe(p, text):
+    """The model card's recipe run by hand: one input, [CLS] … [SEP], mean over the mask."""
+    ids = p._count_tok.encode(text).ids
+    ii = np.array([ids], dtype=np.int64)
+    mm = np.ones_like(ii)
+    hidden = p._session.run(None, {"input_ids": ii, "attention_mask": mm, "token_type_ids": np.zeros_like(ii)})[0]
+    return onnx_mod.mean_pool(hidden, mm)[0], hidden[0]
+
+
+def test_text_within_the_window_gets_the_plain_recipe_vector(p):
+    text = "The writer holds an exclusive lease beside the store file."
+    want, _ = _plain_recipe(p, text)
+    assert np.array_equal(p.embed([text])[0], want)
+
+
+def test_long_text_is_embedded_whole_not_truncated(p):
+    filler = "The storage engine keeps a write-ahead log and checkpoints it when the reader count drops. " * 18
+    assert p.count_tokens([filler])[0] > p.max_tokens
+    cat, revenue = p.embed([filler + "The cat sat on the mat and purred.",
+                            filler + "Quarterly revenue grew by twelve percent in the third quarter."])
+    # truncated at 256 tokens both would be the filler's vector, exactly
+    assert cos(cat, revenue) < 0.995
+    # the vector is the mean over every token of every window: recomputed by hand from the windows
+    text = filler + "The cat sat on the mat and purred."
+    ids = p._count_tok.encode(text).ids
+    inner, step = ids[1:-1], p.max_tokens - 2
+    total, count = np.zeros(p.dim, np.float64), 0
+    for s0 in range(0, len(inner), step):
+        w = np.array([[ids[0], *inner[s0:s0 + step], ids[-1]]], dtype=np.int64)
+        h = p._session.run(None, {"input_ids": w, "attention_mask": np.ones_like(w),
+                                  "token_type_ids": np.zeros_like(w)})[0][0]
+        total += h.sum(axis=0)
+        count += w.shape[1]
+    want = total / count
+    want /= np.linalg.norm(want)
+    assert np.allclose(cat, want, atol=1e-5)
+    # and the metered tokens are every window's, special tokens included
+    m0 = p.meter.snapshot()["tokens"]
+    p.embed([text])
+    windows = -(-len(inner) // step)
+    assert p.meter.snapshot()["tokens"] - m0 == len(inner) + 2 * windows
+
+
 def test_count_tokens_untruncated(p):
     assert p.count_tokens(["hello world"]) == [4]     # [CLS] hello world [SEP]
     n = p.count_tokens(["lease " * 400])[0]

