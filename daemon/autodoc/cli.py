@@ -125,6 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--stages", help="comma-separated: lexical,semantic,rerank")
     q.add_argument("--json", action="store_true", help="print the answer exactly as the RPC returns it")
 
+    sub.add_parser("lsp", help="run the language server on stdio (workspace symbols as search, links, "
+                              "backlinks, link completion, frontmatter diagnostics)")
     rd = sub.add_parser("read", help="print a document or a line span of it")
     rd.add_argument("name")
     rd.add_argument("path")
@@ -134,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    quiet = logging.INFO if args.cmd == "serve" else logging.WARNING  # a daemon's log is its status
+    quiet = logging.INFO if args.cmd in ("serve", "lsp") else logging.WARNING  # a server's log is its status
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else quiet, stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -175,6 +177,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             return 1
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
+
+    if args.cmd == "lsp":
+        from .lsp.server import serve
+
+        return serve(settings)
 
     if args.cmd == "serve":
         from .daemon import run_daemon

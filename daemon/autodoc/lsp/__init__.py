@@ -1,0 +1,1 @@
+"""The language server (pygls): the knowledge base in any editor."""

@@ -1,0 +1,309 @@
+"""`autodoc lsp`: the knowledge base inside any editor, over the Language Server Protocol (pygls, stdio).
+
+What it answers, each through the same RPC methods the daemon serves:
+
+* workspace/symbol: a search (`search.query`); each hit is a symbol named by
+  its breadcrumb, located at the exact lines it matched.
+* textDocument/definition on a `[[wikilink]]` or `[text](relative.md)` link:
+  the document it resolves to (`document.links`).
+* textDocument/references: the links that point at this document (`document.backlinks`).
+* textDocument/completion after `[[`: documents found by the typed prefix,
+  inserted as the wikilink target.
+* diagnostics on open and save: why the document breaks the parser or the
+  workspace schema (`document.problems`).
+
+Where the calls run: when a daemon holds the store and listens on a socket, on
+that daemon (it watches the files itself); otherwise on a Service in this
+process, which takes the writer lease and indexes a file when the editor saves it.
+A file outside every workspace gets no answers and one message saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from autodoc_client import RemoteError
+from lsprotocol import types as T
+from pygls.lsp.server import LanguageServer
+
+from .. import __version__
+from ..config import Settings
+from ..errors import AutodocError, StoreLocked
+
+log = logging.getLogger("autodoc.lsp")
+
+SYMBOL_LIMIT = 50
+COMPLETION_LIMIT = 20
+_WIKI = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+_MDLINK = re.compile(r"\[[^\]\n]*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
+_OPEN_WIKI = re.compile(r"\[\[([^\[\]\n|#]*)$")
+
+
+class Backend:
+    """One RPC call at a time, on the daemon's socket or on an in-process Service."""
+
+    def __init__(self, settings: Settings):
+        from ..cli import _daemon_socket
+
+        self.settings = settings
+        self.socket = _daemon_socket(settings)
+        self.service = None
+        self._lock = threading.Lock()
+        self._next_id = 0
+        if self.socket is not None:
+            log.info("calls go to the daemon at %s", self.socket)
+            return
+        from ..service import Service
+
+        try:
+            self.service = Service(settings, writer=True)
+            log.info("calls run in this process on %s, which indexes files as they are saved", settings.store)
+        except StoreLocked:  # a writer without a socket (e.g. a running `autodoc index`): read only
+            self.service = Service(settings, writer=False)
+            log.info("calls run in this process on %s, read only: another process holds the writer lease",
+                     settings.store)
+
+    @property
+    def indexes_on_save(self) -> bool:
+        return self.service is not None and self.service.writable
+
+    def call(self, method: str, params: list[Any]) -> Any:
+        with self._lock:
+            if self.service is not None:
+                from ..inprocess import bind
+
+                attr, args = bind(method, params)
+                return getattr(self.service, attr)(*args)
+            return self._call_socket(method, params)
+
+    def _call_socket(self, method: str, params: list[Any]) -> Any:
+        # newline-delimited JSON-RPC, blocking: pygls runs these handlers on worker threads
+        self._next_id += 1
+        req = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(60)
+            s.connect(str(self.socket))
+            s.sendall(json.dumps(req).encode() + b"\n")
+            with s.makefile("rb") as f:
+                for line in f:
+                    msg = json.loads(line)
+                    if msg.get("id") != req["id"]:
+                        continue  # a notification
+                    if "error" in msg:
+                        err = msg["error"]
+                        raise RemoteError(err.get("code", -32603), err.get("message", ""), err.get("data"))
+                    return msg.get("result")
+        raise RemoteError(-32603, "the daemon closed the connection without answering")
+
+    def index_paths(self, workspace: str, relpath: str) -> None:
+        if self.indexes_on_save:
+            self.service.index_paths(workspace, [relpath])
+
+    def close(self) -> None:
+        if self.service is not None:
+            self.service.close()
+
+
+def uri_path(uri: str) -> Path | None:
+    u = urlparse(uri)
+    return Path(unquote(u.path)) if u.scheme == "file" else None
+
+
+def path_uri(path: Path) -> str:
+    return path.resolve().as_uri()
+
+
+class AutodocLanguageServer(LanguageServer):
+    def __init__(self, settings: Settings):
+        super().__init__("autodoc", __version__)
+        self.settings = settings
+        self._backend: Backend | None = None
+        self._roots: list[tuple[Path, str]] | None = None  # (root, workspace name), longest root first
+        self._warned: set[str] = set()
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = Backend(self.settings)
+        return self._backend
+
+    def roots(self, refresh: bool = False) -> list[tuple[Path, str]]:
+        if self._roots is None or refresh:
+            listed = self.backend.call("workspace.list", [])["workspaces"]
+            self._roots = sorted(((Path(w["root"]).resolve(), w["name"]) for w in listed),
+                                 key=lambda r: -len(str(r[0])))
+        return self._roots
+
+    def locate(self, uri: str) -> tuple[str, str, Path] | None:
+        """(workspace, workspace-relative path, root) of a document, or None (said once per file)."""
+        path = uri_path(uri)
+        if path is None:
+            return None
+        path = path.resolve()
+        for refresh in (False, True):
+            for root, name in self.roots(refresh):
+                if path.is_relative_to(root):
+                    return name, path.relative_to(root).as_posix(), root
+        if uri not in self._warned:
+            self._warned.add(uri)
+            self.window_show_message(T.ShowMessageParams(
+                type=T.MessageType.Info,
+                message=f"AutoDoc: {path} is in no workspace (add one: autodoc workspace add NAME PATH)"))
+        return None
+
+    def workspaces_in_view(self) -> list[tuple[Path, str]]:
+        """The workspaces under or around the editor's folders; all of them when none matches."""
+        folders = [p.resolve() for p in (uri_path(f.uri) for f in self.workspace.folders.values()) if p]
+        if self.workspace.root_path:
+            folders.append(Path(self.workspace.root_path).resolve())
+        roots = self.roots()
+        near = [(r, n) for r, n in roots if any(r.is_relative_to(f) or f.is_relative_to(r) for f in folders)]
+        return near or roots
+
+
+def build_server(settings: Settings) -> AutodocLanguageServer:
+    server = AutodocLanguageServer(settings)
+
+    @server.feature(T.WORKSPACE_SYMBOL)
+    @server.thread()
+    def workspace_symbol(ls: AutodocLanguageServer, params: T.WorkspaceSymbolParams):
+        query = params.query.strip()
+        if not query:
+            return []
+        out: list[T.SymbolInformation] = []
+        for root, name in ls.workspaces_in_view():
+            answer = ls.backend.call("search.query", [name, query, {"limit": SYMBOL_LIMIT}])
+            for h in answer["hits"]:
+                out.append(T.SymbolInformation(
+                    name=h["breadcrumb"] or h["path"],
+                    kind=T.SymbolKind.String,
+                    container_name=f"{name}:{h['path']}:{h['line_start']}",
+                    location=T.Location(uri=path_uri(root / h["path"]), range=_lines(h["line_start"], h["line_end"])),
+                ))
+        return out
+
+    @server.feature(T.TEXT_DOCUMENT_DEFINITION)
+    @server.thread()
+    def definition(ls: AutodocLanguageServer, params: T.DefinitionParams):
+        where = ls.locate(params.text_document.uri)
+        if where is None:
+            return None
+        name, rel, root = where
+        line = _line(ls, params.text_document.uri, params.position.line)
+        target = _link_at(line, params.position.character)
+        if target is None:
+            return None
+        links = ls.backend.call("document.links", [name, rel])["links"]
+        on_line = [k for k in links if k["line"] == params.position.line + 1 and k["target_path"]]
+        chosen = [k for k in on_line if k["target"] == target or target.startswith(k["target"])] or \
+            (on_line if len(on_line) == 1 else [])
+        if not chosen:
+            return None
+        return T.Location(uri=path_uri(root / chosen[0]["target_path"]), range=_lines(1, 1))
+
+    @server.feature(T.TEXT_DOCUMENT_REFERENCES)
+    @server.thread()
+    def references(ls: AutodocLanguageServer, params: T.ReferenceParams):
+        where = ls.locate(params.text_document.uri)
+        if where is None:
+            return []
+        name, rel, root = where
+        back = ls.backend.call("document.backlinks", [name, rel])["backlinks"]
+        return [T.Location(uri=path_uri(root / b["source_path"]), range=_lines(b["line"], b["line"])) for b in back]
+
+    @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=["["]))
+    @server.thread()
+    def completion(ls: AutodocLanguageServer, params: T.CompletionParams):
+        where = ls.locate(params.text_document.uri)
+        if where is None:
+            return None
+        name, rel, _ = where
+        before = _line(ls, params.text_document.uri, params.position.line)[: params.position.character]
+        m = _OPEN_WIKI.search(before)
+        if m is None:
+            return None
+        prefix = m.group(1).strip()
+        if not prefix:
+            return T.CompletionList(is_incomplete=True, items=[])
+        answer = ls.backend.call("search.query", [name, prefix + "*", {"stages": ["lexical"], "limit": 50}])
+        items: list[T.CompletionItem] = []
+        seen: set[str] = set()
+        for h in answer["hits"]:
+            if h["path"] in seen or h["path"] == rel:
+                continue
+            seen.add(h["path"])
+            stem = h["path"].rsplit("/", 1)[-1].rsplit(".", 1)[0]
+            items.append(T.CompletionItem(label=stem, kind=T.CompletionItemKind.File, detail=h["path"],
+                                          documentation=h["snippet"], insert_text=stem,
+                                          sort_text=f"{len(items):04d}", filter_text=f"{stem} {h['breadcrumb']}"))
+            if len(items) >= COMPLETION_LIMIT:
+                break
+        return T.CompletionList(is_incomplete=True, items=items)
+
+    def publish(ls: AutodocLanguageServer, uri: str) -> None:
+        where = ls.locate(uri)
+        if where is None:
+            return
+        name, rel, _ = where
+        try:
+            problems = ls.backend.call("document.problems", [name, rel])["problems"]
+        except (AutodocError, RemoteError) as e:  # not indexed (yet), e.g. skipped as too large
+            log.info("no problems for %s: %s", rel, e)
+            problems = []
+        ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, diagnostics=[
+            T.Diagnostic(range=_lines(max(p.get("line") or 1, 1), max(p.get("line") or 1, 1)), message=p["message"],
+                         severity=T.DiagnosticSeverity.Warning, source="autodoc", code=p.get("code"))
+            for p in problems if p.get("path") in (None, rel)
+        ]))
+
+    @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
+    @server.thread()
+    def did_open(ls: AutodocLanguageServer, params: T.DidOpenTextDocumentParams):
+        publish(ls, params.text_document.uri)
+
+    @server.feature(T.TEXT_DOCUMENT_DID_SAVE)
+    @server.thread()
+    def did_save(ls: AutodocLanguageServer, params: T.DidSaveTextDocumentParams):
+        where = ls.locate(params.text_document.uri)
+        if where is not None:
+            ls.backend.index_paths(where[0], where[1])
+        publish(ls, params.text_document.uri)
+
+    @server.feature(T.SHUTDOWN)
+    def shutdown(ls: AutodocLanguageServer, params: Any):
+        if ls._backend is not None:
+            ls._backend.close()
+
+    return server
+
+
+def _lines(start: int, end: int) -> T.Range:
+    """1-based inclusive lines → an LSP range over whole lines (0-based, end exclusive)."""
+    return T.Range(start=T.Position(line=max(start - 1, 0), character=0), end=T.Position(line=max(end, 1), character=0))
+
+
+def _line(ls: LanguageServer, uri: str, n: int) -> str:
+    lines = ls.workspace.get_text_document(uri).lines
+    return lines[n].rstrip("\r\n") if 0 <= n < len(lines) else ""
+
+
+def _link_at(line: str, col: int) -> str | None:
+    """The target of the wikilink or Markdown link under column `col`, if any."""
+    for rx in (_WIKI, _MDLINK):
+        for m in rx.finditer(line):
+            if m.start() <= col <= m.end():
+                return m.group(1).split("|", 1)[0].split("#", 1)[0].strip()
+    return None
+
+
+def serve(settings: Settings) -> int:
+    server = build_server(settings)
+    server.start_io()
+    return 0

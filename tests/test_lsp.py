@@ -1,0 +1,232 @@
+"""`autodoc lsp`: the real language server process, spoken to over its stdio
+with LSP's Content-Length framing, on a real store; once on its own (the
+service runs in the server process) and once beside a daemon (the calls go to
+the daemon's socket)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autodoc.config import Settings
+from autodoc.service import Service
+
+from test_daemon_e2e import Daemon
+
+CORPUS = Path(__file__).parent / "corpora" / "kb"
+DEADLINE = 60.0
+
+
+class LspClient:
+    def __init__(self, store: Path, log: Path):
+        self._log = open(log, "wb")
+        self.log_path = log
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autodoc.cli", "--store", str(store), "lsp"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self._id = 0
+        self._replies: dict[int, dict] = {}
+        self._cond = threading.Condition()
+        self.notes: queue.Queue[dict] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        while True:
+            headers = {}
+            while True:
+                line = out.readline()
+                if not line:
+                    return
+                line = line.strip()
+                if not line:
+                    break
+                k, v = line.decode().split(":", 1)
+                headers[k.lower()] = v.strip()
+            msg = json.loads(out.read(int(headers["content-length"])))
+            if "id" in msg and "method" not in msg:
+                with self._cond:
+                    self._replies[msg["id"]] = msg
+                    self._cond.notify_all()
+            elif "id" in msg:  # a request from the server (e.g. client/registerCapability): accept it
+                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
+            else:
+                self.notes.put(msg)
+
+    def _send(self, msg: dict) -> None:
+        body = json.dumps(msg).encode()
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: Any) -> Any:
+        self._id += 1
+        rid = self._id
+        self._send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        deadline = time.monotonic() + DEADLINE
+        with self._cond:
+            while rid not in self._replies:
+                assert self.proc.poll() is None, f"the server died:\n{self.log_path.read_text()}"
+                assert self._cond.wait(timeout=max(0.0, deadline - time.monotonic())), f"no answer to {method}"
+        reply = self._replies.pop(rid)
+        assert "error" not in reply, reply
+        return reply["result"]
+
+    def notify(self, method: str, params: Any) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def wait_note(self, method: str, pred=lambda p: True) -> dict:
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            note = self.notes.get(timeout=max(0.01, deadline - time.monotonic()))
+            if note["method"] == method and pred(note["params"]):
+                return note["params"]
+
+    def start(self, root: Path) -> dict:
+        caps = self.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+                                           "workspaceFolders": [{"uri": root.as_uri(), "name": "kb"}]})
+        self.notify("initialized", {})
+        return caps
+
+    def open(self, path: Path) -> str:
+        uri = path.as_uri()
+        self.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": "markdown", "version": 1, "text": path.read_text(encoding="utf-8")}})
+        return uri
+
+    def stop(self) -> int:
+        self.request("shutdown", None)
+        self.notify("exit", None)
+        try:
+            return self.proc.wait(timeout=DEADLINE)
+        finally:
+            self._log.close()
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "kb"
+    shutil.copytree(CORPUS, root, symlinks=True)
+    store = tmp_path / "store" / "autodoc.db"
+    svc = Service(Settings.from_env(store=store))
+    try:
+        svc.workspace_add("kb", str(root), {"embedding": {"provider": "none"}})
+        svc.index("kb")
+    finally:
+        svc.close()
+    return root, store
+
+
+def _line_of(path: Path, needle: str) -> tuple[int, int]:
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if needle in line:
+            return n, line.index(needle)
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def test_lsp_on_its_own(kb, tmp_path):
+    root, store = kb
+    client = LspClient(store, tmp_path / "lsp.log")
+    caps = client.start(root)["capabilities"]
+    assert caps["workspaceSymbolProvider"] and caps["definitionProvider"] and caps["referencesProvider"]
+    assert "[" in caps["completionProvider"]["triggerCharacters"]
+
+    # workspace/symbol is a search: the same hits, at the lines they matched
+    reader = Service(Settings.from_env(store=store), writer=False)
+    try:
+        want = reader.search("kb", "lease recovery", {"limit": 50})["hits"]
+    finally:
+        reader.close()
+    symbols = client.request("workspace/symbol", {"query": "lease recovery"})
+    assert len(symbols) == len(want) > 0
+    for s, h in zip(symbols, want):
+        assert s["location"]["uri"] == (root / h["path"]).resolve().as_uri()
+        assert s["location"]["range"]["start"]["line"] == h["line_start"] - 1
+        assert s["location"]["range"]["end"]["line"] == h["line_end"]
+        assert s["name"] == h["breadcrumb"]
+    assert client.request("workspace/symbol", {"query": ""}) == []
+
+    # definition on a wikilink: the document it resolves to
+    runbook = root / "runbooks" / "lease-recovery.md"
+    uri = client.open(runbook)
+    line, col = _line_of(runbook, "[[ADR 0012]]")
+    loc = client.request("textDocument/definition", {"textDocument": {"uri": uri},
+                                                     "position": {"line": line, "character": col + 4}})
+    assert loc["uri"] == (root / "adrs" / "0012-lease-recovery.md").resolve().as_uri()
+    # …and nothing on plain text
+    assert client.request("textDocument/definition", {"textDocument": {"uri": uri},
+                                                      "position": {"line": 0, "character": 0}}) is None
+
+    # references: the links pointing at a document, at their lines
+    adr = root / "adrs" / "0012-lease-recovery.md"
+    refs = client.request("textDocument/references", {"textDocument": {"uri": adr.as_uri()},
+                                                      "position": {"line": 0, "character": 0},
+                                                      "context": {"includeDeclaration": False}})
+    assert {"uri": runbook.resolve().as_uri(), "line": line} in [
+        {"uri": r["uri"], "line": r["range"]["start"]["line"]} for r in refs]
+
+    # completion after [[: documents found by the typed prefix
+    draft = root / "notes" / "new-note.md"
+    draft.write_text("# New note\n\nSee [[lea\n", encoding="utf-8")
+    duri = client.open(draft)
+    items = client.request("textDocument/completion", {"textDocument": {"uri": duri},
+                                                       "position": {"line": 2, "character": 9}})["items"]
+    labels = [i["label"] for i in items]
+    assert "0012-lease-recovery" in labels and "lease-recovery" in labels
+    assert client.request("textDocument/completion", {"textDocument": {"uri": duri},
+                                                      "position": {"line": 0, "character": 3}}) is None
+
+    # diagnostics: the parser's problems with a document, on open…
+    broken = root / "notes" / "broken-frontmatter.md"
+    buri = client.open(broken)
+    diags = client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == buri)["diagnostics"]
+    assert diags and all(d["source"] == "autodoc" for d in diags)
+    assert any("frontmatter" in d["message"].lower() or "yaml" in d["message"].lower() for d in diags)
+    # …and on save: the server indexes the saved file first
+    guri = client.open(runbook)
+    assert client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == guri)["diagnostics"] == []
+    runbook.write_text("---\ntags: [unclosed\n---\n" + runbook.read_text(encoding="utf-8"), encoding="utf-8")
+    client.notify("textDocument/didSave", {"textDocument": {"uri": guri}})
+    diags = client.wait_note("textDocument/publishDiagnostics",
+                             lambda p: p["uri"] == guri and p["diagnostics"])["diagnostics"]
+    assert diags[0]["range"]["start"]["line"] >= 0
+
+    # a file in no workspace: no answer, and one message saying why
+    stray = tmp_path / "stray.md"
+    stray.write_text("[[ADR 0012]]\n", encoding="utf-8")
+    suri = client.open(stray)
+    assert client.request("textDocument/definition", {"textDocument": {"uri": suri},
+                                                      "position": {"line": 0, "character": 3}}) is None
+    msg = client.wait_note("window/showMessage")
+    assert "no workspace" in msg["message"] and "stray.md" in msg["message"]
+
+    assert client.stop() == 0
+    assert "calls run in this process" in (tmp_path / "lsp.log").read_text()
+
+
+def test_lsp_beside_a_daemon_uses_its_socket(kb, tmp_path):
+    root, store = kb
+    d = Daemon(tmp_path)
+    d.store = store
+    d.start()
+    try:
+        client = LspClient(store, tmp_path / "lsp.log")
+        client.start(root)
+        symbols = client.request("workspace/symbol", {"query": "porter stemming"})
+        assert any(s["location"]["uri"].endswith("/adrs/0009-porter-stemming.md") for s in symbols)
+        assert client.stop() == 0
+        assert f"calls go to the daemon at {d.sock}" in (tmp_path / "lsp.log").read_text()
+    finally:
+        d.call("server.shutdown")
+        d.proc.wait(timeout=DEADLINE)
