@@ -11,6 +11,7 @@ import queue
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 from autodoc.config import Settings
 from autodoc.service import Service
 
+from helpers.nvim import Nvim
 from test_daemon_e2e import Daemon
 
 CORPUS = Path(__file__).parent / "corpora" / "kb"
@@ -230,3 +232,50 @@ def test_lsp_beside_a_daemon_uses_its_socket(kb, tmp_path):
     finally:
         d.call("server.shutdown")
         d.proc.wait(timeout=DEADLINE)
+
+
+def test_neovim_as_the_client(kb):
+    """Neovim 0.11's own LSP client against `autodoc lsp`: symbols, definition, diagnostics."""
+    root, store = kb
+    base = Path(tempfile.mkdtemp(prefix="adlsp-", dir="/tmp"))
+    nv = Nvim(base, load_plugin=False, cwd=root)
+    try:
+        runbook = root / "runbooks" / "lease-recovery.md"
+        line, col = _line_of(runbook, "[[ADR 0012]]")
+        cid = nv.lua("""
+            local python, store, root, file = ...
+            vim.cmd.edit(file)
+            return vim.lsp.start({ name = "autodoc", root_dir = root,
+                                   cmd = { python, "-m", "autodoc.cli", "--store", store, "lsp" } })
+        """, sys.executable, str(store), str(root), str(runbook))
+        nv.wait_lua("local c = vim.lsp.get_client_by_id(...); return c ~= nil and c.initialized", cid,
+                    what="the client to initialise")
+        got = nv.json("""
+            local r = vim.lsp.buf_request_sync(0, "workspace/symbol", { query = "lease recovery" }, 30000)
+            local out = {}
+            for _, res in pairs(r or {}) do
+              for _, s in ipairs(res.result or {}) do table.insert(out, vim.uri_to_fname(s.location.uri)) end
+            end
+            return out
+        """)
+        assert str((root / "adrs" / "0012-lease-recovery.md").resolve()) in got
+        target = nv.json("""
+            local line, col = ...
+            local params = { textDocument = vim.lsp.util.make_text_document_params(0),
+                             position = { line = line, character = col } }
+            local r = vim.lsp.buf_request_sync(0, "textDocument/definition", params, 30000)
+            for _, res in pairs(r or {}) do
+              if res.result then return vim.uri_to_fname(res.result.uri or res.result[1].uri) end
+            end
+        """, line, col + 4)
+        assert target == str((root / "adrs" / "0012-lease-recovery.md").resolve())
+        nv.lua("local file, cid = ...; vim.cmd.edit(file); vim.lsp.buf_attach_client(0, cid)",
+               str(root / "notes" / "broken-frontmatter.md"), cid)
+        diags = nv.wait_lua("return vim.diagnostic.get(0)", what="diagnostics on the broken note")
+        assert diags[0]["source"] == "autodoc"
+        nv.lua("vim.lsp.stop_client(...)", cid)
+        nv.wait_lua("return vim.lsp.get_client_by_id(...) == nil", cid, what="the client to stop")
+        assert nv.lua_errors() == []
+    finally:
+        nv.close()
+        shutil.rmtree(base, ignore_errors=True)
