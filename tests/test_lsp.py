@@ -166,6 +166,25 @@ def test_lsp_on_its_own(kb, tmp_path):
     loc = client.request("textDocument/definition", {"textDocument": {"uri": uri},
                                                      "position": {"line": line, "character": col + 4}})
     assert loc["uri"] == (root / "adrs" / "0012-lease-recovery.md").resolve().as_uri()
+    # positions count UTF-16 units (this client sends no positionEncoding): 🔍 is two of them
+    note = root / "notes" / "links.md"
+    note.write_text("# Links\n\n🔍 see [[ADR 0012]] and [[ADR 0012 draft]]\n", encoding="utf-8")
+    nuri = client.open(note)
+    client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == nuri)
+    # not indexed until saved: no definition yet, and no error either
+    assert client.request("textDocument/definition", {"textDocument": {"uri": nuri},
+                                                      "position": {"line": 2, "character": 10}}) is None
+    client.notify("textDocument/didSave", {"textDocument": {"uri": nuri}})  # the server indexes it
+    client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == nuri)
+    text = note.read_text(encoding="utf-8").splitlines()[2]
+    last = len(text[: text.index("]]") + 1].encode("utf-16-le")) // 2  # the first link's last "]", in UTF-16
+    loc = client.request("textDocument/definition", {"textDocument": {"uri": nuri},
+                                                     "position": {"line": 2, "character": last}})
+    assert loc["uri"] == (root / "adrs" / "0012-lease-recovery.md").resolve().as_uri()
+    # the second link is broken: no definition, though its target begins with the first's
+    second = len(text[: text.rindex("[[") + 3].encode("utf-16-le")) // 2
+    assert client.request("textDocument/definition", {"textDocument": {"uri": nuri},
+                                                      "position": {"line": 2, "character": second}}) is None
     # …and nothing on plain text
     assert client.request("textDocument/definition", {"textDocument": {"uri": uri},
                                                       "position": {"line": 0, "character": 0}}) is None
@@ -227,11 +246,26 @@ def test_lsp_beside_a_daemon_uses_its_socket(kb, tmp_path):
         client.start(root)
         symbols = client.request("workspace/symbol", {"query": "porter stemming"})
         assert any(s["location"]["uri"].endswith("/adrs/0009-porter-stemming.md") for s in symbols)
-        assert client.stop() == 0
         assert f"calls go to the daemon at {d.sock}" in (tmp_path / "lsp.log").read_text()
-    finally:
+        # a save: the daemon's watcher indexes it, and the diagnostics are the saved file's
+        runbook = root / "runbooks" / "lease-recovery.md"
+        uri = client.open(runbook)
+        assert client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == uri)["diagnostics"] == []
+        runbook.write_text("---\ntags: [unclosed\n---\n" + runbook.read_text(encoding="utf-8"), encoding="utf-8")
+        client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+        assert client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == uri)["diagnostics"]
+        # the daemon goes away: the server carries on in its own process
         d.call("server.shutdown")
         d.proc.wait(timeout=DEADLINE)
+        symbols = client.request("workspace/symbol", {"query": "porter stemming"})
+        assert any(s["location"]["uri"].endswith("/adrs/0009-porter-stemming.md") for s in symbols)
+        assert client.stop() == 0
+        log = (tmp_path / "lsp.log").read_text()
+        assert "did not answer" in log and "calls run in this process" in log
+    finally:
+        if d.proc.poll() is None:
+            d.call("server.shutdown")
+            d.proc.wait(timeout=DEADLINE)
 
 
 def test_neovim_as_the_client(kb):

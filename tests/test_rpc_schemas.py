@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from autodoc.errors import ALL_ERRORS, InvalidParams
+from autodoc.errors import ALL_ERRORS, AutodocError, InvalidParams, from_rpc
 from autodoc.rpc import schemas
 from autodoc.rpc.dispatch import Dispatcher
 from autodoc.rpc.methods import Methods
@@ -99,6 +99,15 @@ def test_protocol_md_documents_every_method_notification_and_error_code():
         assert re.search(rf"^###? `{re.escape(method)}`", text, re.M), method
     for cls in ALL_ERRORS:
         assert f"`{cls.code}`" in text and f"`{cls.name}`" in text, cls.__name__
+
+
+def test_errors_come_back_as_their_own_class():
+    for cls in ALL_ERRORS:
+        wire = {"code": cls.code, "message": "why", "data": {"name": cls.name}}
+        e = from_rpc(wire)
+        assert type(e) is cls and e.code == cls.code and e.message == "why"
+    e = from_rpc({"code": -32099, "message": "a code this side does not know"})
+    assert type(e) is AutodocError and e.code == -32099
 
 
 def test_protocol_md_examples_are_valid_json_and_match_the_schemas():

@@ -114,3 +114,14 @@ ALL_ERRORS: tuple[type[AutodocError], ...] = (
     PathOutsideWorkspace, CursorExpired, StoreLocked, StoreTooNew, ShuttingDown,
     Unsupported, EmbedFailed, Switching,
 )
+
+
+def from_rpc(err: dict[str, Any]) -> AutodocError:
+    """An error a daemon answered, as the class it was raised as there (both ends share
+    this hierarchy), so a client handles a remote DocumentNotFound like a local one."""
+    code = err.get("code", InternalError.code)
+    cls = next((c for c in ALL_ERRORS if c.code == code), AutodocError)
+    e = cls.__new__(cls)
+    AutodocError.__init__(e, str(err.get("message", "")), err.get("data"))
+    e.code = code
+    return e

@@ -184,6 +184,8 @@ class OnnxProvider(BaseProvider):
         if opt_level not in OPT_LEVELS:
             raise ValueError(f"opt_level must be one of {OPT_LEVELS}")
         self.max_tokens = int(max_tokens)
+        if self.max_tokens < 3:  # [CLS] + at least one token + [SEP] a window
+            raise ValueError("max_tokens must be at least 3")
         self.batch_size = int(batch_size)
         self.threads = int(threads or os.cpu_count() or 1)
         self.model_path = Path(model_path) if model_path else default_model_path()
@@ -223,8 +225,8 @@ class OnnxProvider(BaseProvider):
         return self._fingerprint
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Untruncated token counts, [CLS] and [SEP] included (so a text is cut
-        when its count exceeds max_tokens)."""
+        """Token counts, [CLS] and [SEP] included once (a text over max_tokens runs as
+        several windows, each framed again, so the meter counts a little more)."""
         if isinstance(texts, str):
             raise TypeError("count_tokens() takes a sequence of strings")
         texts = list(texts)

@@ -94,6 +94,23 @@ def line_links(masked: str, line_no: int) -> tuple[list[Link], str]:
     return [link for _, link in found], masked
 
 
+def link_spans(line: str, line_no: int = 1) -> list[tuple[int, int, Link]]:
+    """(start, end, link) for each document link written in one line, as the indexer reads it
+    (code spans skipped, wikilinks before Markdown links): what an editor's cursor can be on."""
+    masked = mask_code_spans(line)
+    found: list[tuple[int, int, Link]] = []
+    for m in _WIKI.finditer(masked):
+        link = _wiki_link(m.group(2), line_no, embed=bool(m.group(1)))
+        if link:
+            found.append((m.start(), m.end(), link))
+        masked = _blank(masked, m.start(), m.end())
+    for m in _MDLINK.finditer(masked):
+        link = None if m.group(1) else _md_link(m.group(3), m.group(2), line_no)
+        if link:
+            found.append((m.start(), m.end(), link))
+    return sorted(found, key=lambda t: t[0])
+
+
 def _wiki_link(inner: str, line_no: int, *, embed: bool) -> Link | None:
     inner = inner.replace("\\|", "|")  # Obsidian escapes | inside tables
     target, _, label = inner.partition("|")

@@ -25,24 +25,24 @@ import logging
 import re
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from autodoc_client import RemoteError
 from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
 from ..config import Settings
-from ..errors import AutodocError, StoreLocked
+from ..errors import AutodocError, DocumentNotFound, StoreLocked, WorkspaceNotFound, from_rpc
+from ..ingest.inline import link_spans
 
 log = logging.getLogger("autodoc.lsp")
 
 SYMBOL_LIMIT = 50
 COMPLETION_LIMIT = 20
-_WIKI = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
-_MDLINK = re.compile(r"\[[^\]\n]*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
+SAVE_WAIT = 3.0  # seconds a daemon gets to index a saved file before its diagnostics are read
 _OPEN_WIKI = re.compile(r"\[\[([^\[\]\n|#]*)$")
 
 
@@ -97,18 +97,18 @@ class Backend:
                     if msg.get("id") != req["id"]:
                         continue  # a notification
                     if "error" in msg:
-                        err = msg["error"]
-                        raise RemoteError(err.get("code", -32603), err.get("message", ""), err.get("data"))
+                        raise from_rpc(msg["error"])
                     return msg.get("result")
-        raise RemoteError(-32603, "the daemon closed the connection without answering")
+        raise ConnectionError("the daemon closed the connection without answering")
 
     def index_paths(self, workspace: str, relpath: str) -> None:
         if self.indexes_on_save:
             self.service.index_paths(workspace, [relpath])
 
     def close(self) -> None:
-        if self.service is not None:
-            self.service.close()
+        with self._lock:
+            if self.service is not None:
+                self.service.close()
 
 
 def uri_path(uri: str) -> Path | None:
@@ -125,18 +125,35 @@ class AutodocLanguageServer(LanguageServer):
         super().__init__("autodoc", __version__)
         self.settings = settings
         self._backend: Backend | None = None
+        self._backend_lock = threading.Lock()
         self._roots: list[tuple[Path, str]] | None = None  # (root, workspace name), longest root first
         self._warned: set[str] = set()
 
     @property
     def backend(self) -> Backend:
-        if self._backend is None:
-            self._backend = Backend(self.settings)
-        return self._backend
+        with self._backend_lock:  # handlers run on several threads; one backend, one lease
+            if self._backend is None:
+                self._backend = Backend(self.settings)
+            return self._backend
+
+    def call(self, method: str, params: list[Any]) -> Any:
+        """One call; when the daemon it went to has gone, the backend is chosen again once
+        (the next daemon's socket, or this process) and the call retried."""
+        backend = self.backend
+        try:
+            return backend.call(method, params)
+        except OSError as e:
+            if backend.socket is None:
+                raise
+            log.warning("the daemon at %s did not answer (%s); choosing again", backend.socket, e)
+            with self._backend_lock:
+                if self._backend is backend:
+                    self._backend = None
+            return self.backend.call(method, params)
 
     def roots(self, refresh: bool = False) -> list[tuple[Path, str]]:
         if self._roots is None or refresh:
-            listed = self.backend.call("workspace.list", [])["workspaces"]
+            listed = self.call("workspace.list", [])["workspaces"]
             self._roots = sorted(((Path(w["root"]).resolve(), w["name"]) for w in listed),
                                  key=lambda r: -len(str(r[0])))
         return self._roots
@@ -157,6 +174,15 @@ class AutodocLanguageServer(LanguageServer):
                 type=T.MessageType.Info,
                 message=f"AutoDoc: {path} is in no workspace (add one: autodoc workspace add NAME PATH)"))
         return None
+
+    def ws_call(self, method: str, params: list[Any]) -> Any:
+        """A call naming a workspace: a workspace removed (or a nested one added) since the
+        roots were read makes them be read again before the error reaches the editor."""
+        try:
+            return self.call(method, params)
+        except WorkspaceNotFound:
+            self._roots = None
+            raise
 
     def workspaces_in_view(self) -> list[tuple[Path, str]]:
         """The workspaces under or around the editor's folders; all of them when none matches."""
@@ -179,7 +205,7 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
             return []
         out: list[T.SymbolInformation] = []
         for root, name in ls.workspaces_in_view():
-            answer = ls.backend.call("search.query", [name, query, {"limit": SYMBOL_LIMIT}])
+            answer = ls.ws_call("search.query", [name, query, {"limit": SYMBOL_LIMIT}])
             for h in answer["hits"]:
                 out.append(T.SymbolInformation(
                     name=h["breadcrumb"] or h["path"],
@@ -196,17 +222,21 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         if where is None:
             return None
         name, rel, root = where
-        line = _line(ls, params.text_document.uri, params.position.line)
-        target = _link_at(line, params.position.character)
-        if target is None:
+        line, col = _cursor(ls, params.text_document.uri, params.position)
+        under = [k for start, end, k in link_spans(line, params.position.line + 1) if start <= col < end]
+        if not under:
             return None
-        links = ls.backend.call("document.links", [name, rel])["links"]
-        on_line = [k for k in links if k["line"] == params.position.line + 1 and k["target_path"]]
-        chosen = [k for k in on_line if k["target"] == target or target.startswith(k["target"])] or \
-            (on_line if len(on_line) == 1 else [])
-        if not chosen:
+        link = under[0]
+        try:
+            links = ls.ws_call("document.links", [name, rel])["links"]
+        except DocumentNotFound:  # a new file, not saved (so not indexed) yet
             return None
-        return T.Location(uri=path_uri(root / chosen[0]["target_path"]), range=_lines(1, 1))
+        rows = [k for k in links if k["target"] == link.target and k["kind"] == link.kind and k["target_path"]]
+        if not rows:
+            return None  # a broken link, or one written since the last save
+        # the same link on the same line, else the same target elsewhere (lines move as the buffer is edited)
+        rows.sort(key=lambda k: (k["line"] != link.line, abs(k["line"] - link.line)))
+        return T.Location(uri=path_uri(root / rows[0]["target_path"]), range=_lines(1, 1))
 
     @server.feature(T.TEXT_DOCUMENT_REFERENCES)
     @server.thread()
@@ -215,7 +245,10 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         if where is None:
             return []
         name, rel, root = where
-        back = ls.backend.call("document.backlinks", [name, rel])["backlinks"]
+        try:
+            back = ls.ws_call("document.backlinks", [name, rel])["backlinks"]
+        except DocumentNotFound:
+            return []
         return [T.Location(uri=path_uri(root / b["source_path"]), range=_lines(b["line"], b["line"])) for b in back]
 
     @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=["["]))
@@ -225,14 +258,14 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         if where is None:
             return None
         name, rel, _ = where
-        before = _line(ls, params.text_document.uri, params.position.line)[: params.position.character]
-        m = _OPEN_WIKI.search(before)
+        line, col = _cursor(ls, params.text_document.uri, params.position)
+        m = _OPEN_WIKI.search(line[:col])
         if m is None:
             return None
         prefix = m.group(1).strip()
         if not prefix:
             return T.CompletionList(is_incomplete=True, items=[])
-        answer = ls.backend.call("search.query", [name, prefix + "*", {"stages": ["lexical"], "limit": 50}])
+        answer = ls.ws_call("search.query", [name, prefix + "*", {"stages": ["lexical"], "limit": 50}])
         items: list[T.CompletionItem] = []
         seen: set[str] = set()
         for h in answer["hits"]:
@@ -247,14 +280,19 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
                 break
         return T.CompletionList(is_incomplete=True, items=items)
 
-    def publish(ls: AutodocLanguageServer, uri: str) -> None:
+    def publish(ls: AutodocLanguageServer, uri: str, saved: bool = False) -> None:
         where = ls.locate(uri)
         if where is None:
             return
         name, rel, _ = where
+        if saved:
+            if ls.backend.indexes_on_save:
+                ls.backend.index_paths(name, rel)
+            else:
+                _await_index(ls, name, rel, uri)
         try:
-            problems = ls.backend.call("document.problems", [name, rel])["problems"]
-        except (AutodocError, RemoteError) as e:  # not indexed (yet), e.g. skipped as too large
+            problems = ls.ws_call("document.problems", [name, rel])["problems"]
+        except (AutodocError, OSError) as e:  # not indexed (yet, or skipped as too large)
             log.info("no problems for %s: %s", rel, e)
             problems = []
         ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, diagnostics=[
@@ -271,10 +309,7 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
     @server.feature(T.TEXT_DOCUMENT_DID_SAVE)
     @server.thread()
     def did_save(ls: AutodocLanguageServer, params: T.DidSaveTextDocumentParams):
-        where = ls.locate(params.text_document.uri)
-        if where is not None:
-            ls.backend.index_paths(where[0], where[1])
-        publish(ls, params.text_document.uri)
+        publish(ls, params.text_document.uri, saved=True)
 
     @server.feature(T.SHUTDOWN)
     def shutdown(ls: AutodocLanguageServer, params: Any):
@@ -284,23 +319,38 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
     return server
 
 
+def _await_index(ls: AutodocLanguageServer, name: str, rel: str, uri: str) -> None:
+    """A daemon indexes a saved file from its own watcher: wait (a little) until the
+    store holds what is on disk, so the diagnostics are the saved file's."""
+    path = uri_path(uri)
+    try:
+        want = path.read_bytes().decode("utf-8") if path else None
+    except (OSError, UnicodeDecodeError):
+        return
+    deadline = time.monotonic() + SAVE_WAIT
+    while time.monotonic() < deadline:
+        try:
+            if ls.ws_call("document.read", [name, rel])["text"] == want:
+                return
+        except AutodocError:
+            pass  # not indexed yet (a new file)
+        time.sleep(0.05)
+    log.info("%s: the daemon had not indexed the saved file after %.0f s", rel, SAVE_WAIT)
+
+
 def _lines(start: int, end: int) -> T.Range:
     """1-based inclusive lines → an LSP range over whole lines (0-based, end exclusive)."""
     return T.Range(start=T.Position(line=max(start - 1, 0), character=0), end=T.Position(line=max(end, 1), character=0))
 
 
-def _line(ls: LanguageServer, uri: str, n: int) -> str:
-    lines = ls.workspace.get_text_document(uri).lines
-    return lines[n].rstrip("\r\n") if 0 <= n < len(lines) else ""
-
-
-def _link_at(line: str, col: int) -> str | None:
-    """The target of the wikilink or Markdown link under column `col`, if any."""
-    for rx in (_WIKI, _MDLINK):
-        for m in rx.finditer(line):
-            if m.start() <= col <= m.end():
-                return m.group(1).split("|", 1)[0].split("#", 1)[0].strip()
-    return None
+def _cursor(ls: LanguageServer, uri: str, pos: T.Position) -> tuple[str, int]:
+    """The cursor's line and its column in characters (the client counts in UTF-16 or UTF-8 units)."""
+    doc = ls.workspace.get_text_document(uri)
+    lines = doc.lines
+    if not 0 <= pos.line < len(lines):
+        return "", 0
+    col = doc.position_codec.position_from_client_units(lines, pos).character
+    return lines[pos.line].rstrip("\r\n"), col
 
 
 def serve(settings: Settings) -> int:
