@@ -227,7 +227,8 @@ def _fmt(x: float | None, nd: int = 3) -> str:
 
 def _miss(value: float, target: float) -> str:
     d = value - target
-    return f"met (+{d:.3f})" if d >= 0 else f"**missed by {-d:.3f}**"
+    nd = 3 if abs(d) >= 0.0005 else 4  # a margin that rounds to 0.000 is shown, not hidden
+    return f"met (+{d:.{nd}f})" if d >= 0 else f"**missed by {-d:.{nd}f}**"
 
 
 def render(res: dict[str, Any]) -> str:
@@ -427,7 +428,7 @@ def findings(res: dict[str, Any]) -> list[str]:
                        "and the one the graph stage fuses by; convex is one option away. "
                        + ("RRF cannot reach 0.72 at any k or per-leg weight measured."
                           if max(v["test"]["nDCG@10"] for v in rrfs) < 0.72 else
-                          "some RRF variant reads ≥ 0.72 on test (see the weighted-RRF finding)."))
+                          "Some RRF variants read ≥ 0.72 on test (see the weighted-RRF finding)."))
         else:
             out.append("Proposal: a fusion method `{\"method\": \"convex\", \"weights\": {\"semantic\": a}}` — per leg, "
                        "(s − min)/(max − min) over the leg's own candidates, a·semantic + (1 − a)·lexical, a missing leg "
