@@ -387,6 +387,9 @@ def measure_size(chunks: int, meta: dict[str, Any], data: Path, nq: int, daemon:
     qs = query_sets(data, nq)
     svc = Service(Settings.from_env(store=store), writer=False)
     raw = open_reader(store)
+    # the leg gets a connection of its own: sharing one, whichever of the two ran second found
+    # the pages the other had just read for the same query, a warm cache the product never has
+    leg_db = open_reader(store)
     try:
         ws_id = raw.execute("SELECT id FROM workspaces WHERE name=?", (WORKSPACE,)).fetchone()[0]
         filt = build_filter(ws_id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
@@ -408,7 +411,7 @@ def measure_size(chunks: int, meta: dict[str, Any], data: Path, nq: int, daemon:
                 return svc.search(WORKSPACE, q, {"stages": ["lexical"], "limit": 10})
 
             def leg(q):
-                return run_lexical(raw, ws_id, terms(q), filt, want=10)
+                return run_lexical(leg_db, ws_id, terms(q), filt, want=10)
 
             def fts(q):
                 for m in matches[q]:
@@ -506,6 +509,7 @@ def measure_size(chunks: int, meta: dict[str, Any], data: Path, nq: int, daemon:
         out["index_mb"] = round(index.nbytes / 2**20, 1)
     finally:
         raw.close()
+        leg_db.close()
         svc.close()
 
     out["memory_probe"] = memory_probe(store)
