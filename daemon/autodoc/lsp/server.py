@@ -102,8 +102,9 @@ class Backend:
         raise ConnectionError("the daemon closed the connection without answering")
 
     def index_paths(self, workspace: str, relpath: str) -> None:
-        if self.indexes_on_save:
-            self.service.index_paths(workspace, [relpath])
+        with self._lock:
+            if self.indexes_on_save:
+                self.service.index_paths(workspace, [relpath])
 
     def close(self) -> None:
         with self._lock:
