@@ -185,6 +185,12 @@ def test_lsp_on_its_own(kb, tmp_path):
     second = len(text[: text.rindex("[[") + 3].encode("utf-16-le")) // 2
     assert client.request("textDocument/definition", {"textDocument": {"uri": nuri},
                                                       "position": {"line": 2, "character": second}}) is None
+    # hover on the same link: the linked document's title and first lines
+    shown = client.request("textDocument/hover", {"textDocument": {"uri": uri},
+                                                  "position": {"line": line, "character": col + 4}})
+    assert shown["contents"]["kind"] == "markdown"
+    assert "ADR 0012: Lease recovery after a crashed writer" in shown["contents"]["value"]
+    assert "adrs/0012-lease-recovery.md" in shown["contents"]["value"]
     # …and nothing on plain text
     assert client.request("textDocument/definition", {"textDocument": {"uri": uri},
                                                       "position": {"line": 0, "character": 0}}) is None

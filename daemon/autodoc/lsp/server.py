@@ -5,7 +5,7 @@ What it answers, each through the same RPC methods the daemon serves:
 * workspace/symbol: a search (`search.query`); each hit is a symbol named by
   its breadcrumb, located at the exact lines it matched.
 * textDocument/definition on a `[[wikilink]]` or `[text](relative.md)` link:
-  the document it resolves to (`document.links`).
+  the document it resolves to (`document.links`); hover: its title and first lines.
 * textDocument/references: the links that point at this document (`document.backlinks`).
 * textDocument/completion after `[[`: documents found by the typed prefix,
   inserted as the wikilink target.
@@ -42,6 +42,7 @@ log = logging.getLogger("autodoc.lsp")
 
 SYMBOL_LIMIT = 50
 COMPLETION_LIMIT = 20
+HOVER_LINES = 12  # lines of the linked document a hover shows
 SAVE_WAIT = 3.0  # seconds a daemon gets to index a saved file before its diagnostics are read
 _OPEN_WIKI = re.compile(r"\[\[([^\[\]\n|#]*)$")
 
@@ -216,15 +217,14 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
                 ))
         return out
 
-    @server.feature(T.TEXT_DOCUMENT_DEFINITION)
-    @server.thread()
-    def definition(ls: AutodocLanguageServer, params: T.DefinitionParams):
-        where = ls.locate(params.text_document.uri)
+    def linked(ls: AutodocLanguageServer, uri: str, position: T.Position) -> tuple[str, Path, dict] | None:
+        """(workspace, root, the stored link) for the link under the cursor, if it resolves."""
+        where = ls.locate(uri)
         if where is None:
             return None
         name, rel, root = where
-        line, col = _cursor(ls, params.text_document.uri, params.position)
-        under = [k for start, end, k in link_spans(line, params.position.line + 1) if start <= col < end]
+        line, col = _cursor(ls, uri, position)
+        under = [k for start, end, k in link_spans(line, position.line + 1) if start <= col < end]
         if not under:
             return None
         link = under[0]
@@ -237,7 +237,29 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
             return None  # a broken link, or one written since the last save
         # the same link on the same line, else the same target elsewhere (lines move as the buffer is edited)
         rows.sort(key=lambda k: (k["line"] != link.line, abs(k["line"] - link.line)))
-        return T.Location(uri=path_uri(root / rows[0]["target_path"]), range=_lines(1, 1))
+        return name, root, rows[0]
+
+    @server.feature(T.TEXT_DOCUMENT_DEFINITION)
+    @server.thread()
+    def definition(ls: AutodocLanguageServer, params: T.DefinitionParams):
+        found = linked(ls, params.text_document.uri, params.position)
+        if found is None:
+            return None
+        _, root, link = found
+        return T.Location(uri=path_uri(root / link["target_path"]), range=_lines(1, 1))
+
+    @server.feature(T.TEXT_DOCUMENT_HOVER)
+    @server.thread()
+    def hover(ls: AutodocLanguageServer, params: T.HoverParams):
+        found = linked(ls, params.text_document.uri, params.position)
+        if found is None:
+            return None
+        name, _, link = found
+        head = ls.ws_call("document.read", [name, link["target_path"], {"line_start": 1, "line_end": HOVER_LINES}])
+        more = "\n\n…" if head["line_end"] < head["total_lines"] else ""
+        text = f"**{link['target_title'] or link['target_path']}** · `{link['target_path']}`\n\n" \
+               f"```markdown\n{head['text'].rstrip()}\n```{more}"
+        return T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=text))
 
     @server.feature(T.TEXT_DOCUMENT_REFERENCES)
     @server.thread()
