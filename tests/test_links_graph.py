@@ -185,6 +185,7 @@ def test_new_methods_through_the_rpc_tables(setup):
         ("search.query", ["kb", "zanzibar", {"stages": ["lexical", "graph"], "facet_counts": ["type"]}]),
         ("search.query", ["kb", "type:adr", {"facet_counts": ["status"]}]),
         ("workspace.status", ["kb"]),
+        ("workspace.tags", ["kb", "s"]),
     ]
     for method, params in calls:
         assert method in METHODS
@@ -245,3 +246,27 @@ def test_links_across_write_batches_resolve_when_the_job_ends(tmp_path, monkeypa
         assert {b["source_path"] for b in s.document_backlinks("w", "n0.md")["backlinks"]} == {"n3.md", "n1.md"}
     finally:
         s.close()
+
+
+def test_workspace_tags_count_documents_per_tag(setup):
+    import collections
+    import json
+
+    svc, kb, store = setup
+    got = svc.workspace_tags("kb")["tags"]
+    # independently: the tags each document row keeps (frontmatter and inline), lowercased
+    want: collections.Counter = collections.Counter()
+    db = svc._reader()
+    for (tags,) in db.execute("SELECT d.tags FROM documents d JOIN workspaces w ON w.id = d.workspace_id "
+                              "WHERE w.name = 'kb'"):
+        want.update({t.lower() for t in json.loads(tags)})
+    assert {t["tag"]: t["documents"] for t in got} == dict(want) and want
+    assert [t["documents"] for t in got] == sorted((t["documents"] for t in got), reverse=True)
+    first = got[0]["tag"]
+    some = svc.workspace_tags("kb", first[:2].upper(), 2)["tags"]
+    assert 0 < len(some) <= 2 and all(t["tag"].startswith(first[:2]) for t in some)
+    assert svc.workspace_tags("kb", "no-tag-starts-like-this")["tags"] == []
+    with pytest.raises(InvalidParams, match="limit"):
+        svc.workspace_tags("kb", None, 0)
+    with pytest.raises(InvalidParams, match="prefix"):
+        svc.workspace_tags("kb", 7)

@@ -142,7 +142,7 @@ def test_lsp_on_its_own(kb, tmp_path):
     client = LspClient(store, tmp_path / "lsp.log")
     caps = client.start(root)["capabilities"]
     assert caps["workspaceSymbolProvider"] and caps["definitionProvider"] and caps["referencesProvider"]
-    assert "[" in caps["completionProvider"]["triggerCharacters"]
+    assert {"[", "#"} <= set(caps["completionProvider"]["triggerCharacters"])
 
     # workspace/symbol is a search: the same hits, at the lines they matched
     reader = Service(Settings.from_env(store=store), writer=False)
@@ -213,6 +213,21 @@ def test_lsp_on_its_own(kb, tmp_path):
     assert "0012-lease-recovery" in labels and "lease-recovery" in labels
     assert client.request("textDocument/completion", {"textDocument": {"uri": duri},
                                                       "position": {"line": 0, "character": 3}}) is None
+    # …and after #: the workspace's tags, by prefix, most used first
+    tagged = root / "notes" / "tagged.md"
+    tagged.write_text("# Tagged\n\nfiled under #sto\n#\n", encoding="utf-8")
+    turi = client.open(tagged)
+    items = client.request("textDocument/completion", {"textDocument": {"uri": turi},
+                                                       "position": {"line": 2, "character": 16}})["items"]
+    reader = Service(Settings.from_env(store=store), writer=False)
+    try:
+        want = [t["tag"] for t in reader.workspace_tags("kb", "sto", 20)["tags"]]
+    finally:
+        reader.close()
+    assert [i["label"] for i in items] == want and "storage" in want
+    # a lone # opening a line starts a heading, not a tag
+    assert client.request("textDocument/completion", {"textDocument": {"uri": turi},
+                                                      "position": {"line": 3, "character": 1}}) is None
 
     # diagnostics: the parser's problems with a document, on open…
     broken = root / "notes" / "broken-frontmatter.md"

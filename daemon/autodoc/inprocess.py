@@ -19,6 +19,7 @@ METHODS: dict[str, str] = {
     "workspace.configure": "workspace_configure",
     "workspace.section_size": "workspace_section_size",
     "workspace.status": "workspace_status",
+    "workspace.tags": "workspace_tags",
     "workspace.index": "index",
     "workspace.reindex": "index",
     "search.query": "search",

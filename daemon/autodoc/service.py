@@ -251,6 +251,23 @@ class Service:
     def workspace_section_size(self, name: Any, tokens: Any) -> dict[str, Any]:
         return self.workspace_configure(name, {"section_tokens": tokens})
 
+    def workspace_tags(self, name: Any, prefix: Any = None, limit: Any = 1000) -> dict[str, Any]:
+        """{workspace, tags: [{tag, documents}]}: every tag (frontmatter and inline, lowercased)
+        with how many documents carry it, most used first; `prefix` keeps those beginning with it."""
+        if prefix is not None and not isinstance(prefix, str):
+            raise InvalidParams("prefix", "must be a string")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100_000:
+            raise InvalidParams("limit", "must be an integer in 1..100000")
+        db = self._reader()
+        with db:
+            ws = self._ws(name, db)
+            low = (prefix or "").lower()
+            rows = db.execute(
+                """SELECT value, COUNT(DISTINCT document_id) AS n FROM facets
+                   WHERE workspace_id=? AND field='tag' AND substr(value, 1, length(?)) = ?
+                   GROUP BY value ORDER BY n DESC, value LIMIT ?""", (ws.id, low, low, limit)).fetchall()
+        return {"workspace": ws.name, "tags": [{"tag": t, "documents": n} for t, n in rows]}
+
     def workspace_status(self, name: Any) -> dict[str, Any]:
         db = self._reader()
         with db:  # one snapshot for every count

@@ -8,7 +8,7 @@ What it answers, each through the same RPC methods the daemon serves:
   the document it resolves to (`document.links`); hover: its title and first lines.
 * textDocument/references: the links that point at this document (`document.backlinks`).
 * textDocument/completion after `[[`: documents found by the typed prefix,
-  inserted as the wikilink target.
+  inserted as the wikilink target; after `#`: the workspace's tags (`workspace.tags`).
 * diagnostics on open and save: why the document breaks the parser or the
   workspace schema (`document.problems`).
 
@@ -45,6 +45,7 @@ COMPLETION_LIMIT = 20
 HOVER_LINES = 12  # lines of the linked document a hover shows
 SAVE_WAIT = 3.0  # seconds a daemon gets to index a saved file before its diagnostics are read
 _OPEN_WIKI = re.compile(r"\[\[([^\[\]\n|#]*)$")
+_OPEN_TAG = re.compile(r"(?<![\w&#/\\])#([\w/-]*)$")  # as ingest/inline.py reads a #tag
 
 
 class Backend:
@@ -274,7 +275,7 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
             return []
         return [T.Location(uri=path_uri(root / b["source_path"]), range=_lines(b["line"], b["line"])) for b in back]
 
-    @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=["["]))
+    @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=["[", "#"]))
     @server.thread()
     def completion(ls: AutodocLanguageServer, params: T.CompletionParams):
         where = ls.locate(params.text_document.uri)
@@ -282,6 +283,13 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
             return None
         name, rel, _ = where
         line, col = _cursor(ls, params.text_document.uri, params.position)
+        t = _OPEN_TAG.search(line[:col])
+        if t is not None and (t.group(1) or line[:t.start()].strip()):  # a lone # opening a line is a heading
+            tags = ls.ws_call("workspace.tags", [name, t.group(1), COMPLETION_LIMIT])["tags"]
+            return T.CompletionList(is_incomplete=True, items=[
+                T.CompletionItem(label=x["tag"], kind=T.CompletionItemKind.Keyword, insert_text=x["tag"],
+                                 detail=f"{x['documents']} document{'s' if x['documents'] != 1 else ''}",
+                                 sort_text=f"{i:04d}") for i, x in enumerate(tags)])
         m = _OPEN_WIKI.search(line[:col])
         if m is None:
             return None

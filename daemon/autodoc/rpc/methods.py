@@ -83,6 +83,7 @@ class Methods:
             "workspace.configure": self.workspace_configure,
             "workspace.section_size": self.workspace_section_size,
             "workspace.status": self.workspace_status,
+            "workspace.tags": self.workspace_tags,
             "workspace.reindex": self.workspace_reindex,
             "workspace.index": self.workspace_index,
             "search.query": self.search_query,
@@ -142,6 +143,10 @@ class Methods:
 
     async def workspace_status(self, ctx: RequestContext, p: dict) -> dict:
         return await run_read(self.app, self.service.workspace_status, p["workspace"])
+
+    async def workspace_tags(self, ctx: RequestContext, p: dict) -> dict:
+        return await run_read(self.app, self.service.workspace_tags, p["workspace"], p.get("prefix"),
+                              p.get("limit", 1000))
 
     async def workspace_reindex(self, ctx: RequestContext, p: dict) -> dict:
         return await self._index(ctx, p["workspace"], full=True)
