@@ -334,3 +334,43 @@ def test_neovim_as_the_client(kb):
     finally:
         nv.close()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_lsp_alone_embeds_what_a_save_changed(tmp_path):
+    """With the bundled model and no daemon, the server itself fills the vectors a save needs."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    note = root / "note.md"
+    note.write_text("# Note\n\n## Leases\n\nThe writer holds a lease file beside the store.\n", encoding="utf-8")
+    store = tmp_path / "store" / "autodoc.db"
+    svc = Service(Settings.from_env(store=store))
+    try:
+        svc.workspace_add("kb", str(root), {"embedding": {"provider": "onnx"}})
+        svc.index("kb")
+        svc.embed_pending("kb")
+        before = svc.workspace_status("kb")
+        assert before["embedding"]["state"] == "ready"
+    finally:
+        svc.close()
+    client = LspClient(store, tmp_path / "lsp.log")
+    client.start(root)
+    uri = client.open(note)
+    client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == uri)
+    note.write_text(note.read_text(encoding="utf-8") + "\n## Backups\n\nNightly copies go to cold storage.\n",
+                    encoding="utf-8")
+    client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+    client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == uri)
+    reader = Service(Settings.from_env(store=store), writer=False)
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            now = reader.workspace_status("kb")
+            emb = now["embedding"]
+            if now["chunks"] > before["chunks"] and emb["state"] == "ready":  # the new section, with its vector
+                assert emb["embedded"] > before["embedding"]["embedded"] and emb["pending"] == 0
+                break
+            assert time.monotonic() < deadline, f"the saved section was never embedded: {now}"
+            time.sleep(0.1)
+    finally:
+        reader.close()
+    assert client.stop() == 0

@@ -543,10 +543,11 @@ class Service:
         done, pending = self.semantic.counts(db, ws.id, fp)
         active = self.semantic._state(db, ws.id)[0]
         state = "switching" if active not in (None, fp) else ("partial" if pending else "ready")
+        waiting = "1 chunk waits for its vector" if pending == 1 else f"{pending} chunks wait for vectors"
         return {"available": True, "state": state, "model": provider.name, "fingerprint": fp, "embedded": done,
                 "pending": pending, "skipped": 0, "total": total,
                 "reason": None if state == "ready" else (
-                    "a new embedding model is filling" if state == "switching" else f"{pending} chunks wait for vectors")}
+                    "a new embedding model is filling" if state == "switching" else waiting)}
 
     def embedding_status_by_name(self, name: Any) -> dict[str, Any]:
         return self.embedding_status(self._ws(name))

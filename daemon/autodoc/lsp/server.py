@@ -14,7 +14,8 @@ What it answers, each through the same RPC methods the daemon serves:
 
 Where the calls run: when a daemon holds the store and listens on a socket, on
 that daemon (it watches the files itself); otherwise on a Service in this
-process, which takes the writer lease and indexes a file when the editor saves it.
+process, which takes the writer lease, indexes a file when the editor saves it
+and embeds its new sections in the background.
 A file outside every workspace gets no answers and one message saying why.
 """
 
@@ -42,6 +43,7 @@ log = logging.getLogger("autodoc.lsp")
 
 SYMBOL_LIMIT = 50
 COMPLETION_LIMIT = 20
+EMBED_BATCH = 16  # chunks embedded per turn of the backend's lock after a save
 HOVER_LINES = 12  # lines of the linked document a hover shows
 SAVE_WAIT = 3.0  # seconds a daemon gets to index a saved file before its diagnostics are read
 _OPEN_WIKI = re.compile(r"\[\[([^\[\]\n|#]*)$")
@@ -59,6 +61,9 @@ class Backend:
         self.service = None
         self._lock = threading.Lock()
         self._next_id = 0
+        self._closed = False
+        self._embedding: dict[str, bool] = {}  # workspace → saved again while its embed thread ran
+        self._embed_lock = threading.Lock()
         if self.socket is not None:
             log.info("calls go to the daemon at %s", self.socket)
             return
@@ -105,11 +110,43 @@ class Backend:
 
     def index_paths(self, workspace: str, relpath: str) -> None:
         with self._lock:
-            if self.indexes_on_save:
-                self.service.index_paths(workspace, [relpath])
+            if not self.indexes_on_save:
+                return
+            self.service.index_paths(workspace, [relpath])
+        self._embed_later(workspace)
+
+    def _embed_later(self, workspace: str) -> None:
+        """Vectors for what a save changed, on a thread, one batch per turn of the lock, so a
+        request waits for at most one batch (with no daemon, nobody else embeds them)."""
+        with self._embed_lock:
+            if workspace in self._embedding:
+                self._embedding[workspace] = True
+                return
+            self._embedding[workspace] = False
+
+        def run() -> None:
+            try:
+                while True:
+                    with self._lock:
+                        if self._closed:
+                            return
+                        step = self.service.embed_step(workspace, EMBED_BATCH)
+                    if not step["embedded"]:
+                        with self._embed_lock:
+                            if not self._embedding[workspace]:
+                                return
+                            self._embedding[workspace] = False  # saved meanwhile: look again
+            except Exception as e:  # the provider is down or missing: answers report it
+                log.info("embedding %s stopped: %s", workspace, e)
+            finally:
+                with self._embed_lock:
+                    self._embedding.pop(workspace, None)
+
+        threading.Thread(target=run, name=f"autodoc-lsp-embed-{workspace}", daemon=True).start()
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self.service is not None:
                 self.service.close()
 
