@@ -225,6 +225,8 @@ def test_lsp_on_its_own(kb, tmp_path):
     finally:
         reader.close()
     assert [i["label"] for i in items] == want and "storage" in want
+    # the typed part is what an item replaces (a tag may hold / and -)
+    assert {tuple(i["textEdit"]["range"]["start"].values()) for i in items} == {(2, 12 + 1)}
     # a lone # opening a line starts a heading, not a tag
     assert client.request("textDocument/completion", {"textDocument": {"uri": turi},
                                                       "position": {"line": 3, "character": 1}}) is None
@@ -374,3 +376,17 @@ def test_lsp_alone_embeds_what_a_save_changed(tmp_path):
     finally:
         reader.close()
     assert client.stop() == 0
+
+
+def test_where_a_tag_can_be_completed():
+    from autodoc.lsp.server import _tag_context
+
+    cases = {
+        "filed under #sto": "sto", "x #proj/al": "proj/al", "#how": "how", "done `x` #ta": "ta",
+        "[a](b.md) #ta": "ta", "see [[a]] #ta": "ta",
+        "#": None, "  #": None,              # a heading being written
+        "see [x](#": None, "see [[#": None, "see [[Note#": None,  # link anchors
+        "code `#inc": None, "issue &#": None, "a#b": None,
+    }
+    for before, want in cases.items():
+        assert _tag_context(before) == want, before

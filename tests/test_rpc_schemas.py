@@ -108,6 +108,9 @@ def test_errors_come_back_as_their_own_class():
         assert type(e) is cls and e.code == cls.code and e.message == "why"
     e = from_rpc({"code": -32099, "message": "a code this side does not know"})
     assert type(e) is AutodocError and e.code == -32099
+    # what a daemon really sends for bad params comes back with its field
+    e = from_rpc(InvalidParams("opts.limit", "must be an integer").to_rpc())
+    assert isinstance(e, InvalidParams) and e.field == "opts.limit" and e.name == "rpc.invalid_params"
 
 
 def test_protocol_md_examples_are_valid_json_and_match_the_schemas():

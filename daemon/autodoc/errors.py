@@ -121,7 +121,12 @@ def from_rpc(err: dict[str, Any]) -> AutodocError:
     this hierarchy), so a client handles a remote DocumentNotFound like a local one."""
     code = err.get("code", InternalError.code)
     cls = next((c for c in ALL_ERRORS if c.code == code), AutodocError)
+    data = err.get("data")
     e = cls.__new__(cls)
-    AutodocError.__init__(e, str(err.get("message", "")), err.get("data"))
+    AutodocError.__init__(e, str(err.get("message", "")), data)
     e.code = code
+    if isinstance(data, dict):
+        e.name = data.get("name", cls.name)
+        if "field" in data:
+            e.field = data["field"]  # what InvalidParams' own __init__ would have set
     return e

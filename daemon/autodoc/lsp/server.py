@@ -21,6 +21,7 @@ A file outside every workspace gets no answers and one message saying why.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -37,7 +38,7 @@ from pygls.lsp.server import LanguageServer
 from .. import __version__
 from ..config import Settings
 from ..errors import AutodocError, DocumentNotFound, StoreLocked, WorkspaceNotFound, from_rpc
-from ..ingest.inline import link_spans
+from ..ingest.inline import link_spans, mask_code_spans
 
 log = logging.getLogger("autodoc.lsp")
 
@@ -60,7 +61,7 @@ class Backend:
         self.socket = _daemon_socket(settings)
         self.service = None
         self._lock = threading.Lock()
-        self._next_id = 0
+        self._ids = itertools.count(1)
         self._closed = False
         self._embedding: dict[str, bool] = {}  # workspace → saved again while its embed thread ran
         self._embed_lock = threading.Lock()
@@ -82,18 +83,19 @@ class Backend:
         return self.service is not None and self.service.writable
 
     def call(self, method: str, params: list[Any]) -> Any:
-        with self._lock:
-            if self.service is not None:
-                from ..inprocess import bind
+        """A read (every method the server uses is one). The Service serves readers on any
+        thread at once, as the daemon does, so reads do not wait for a save or a batch of
+        embedding; only writes take the lock."""
+        if self.service is not None:
+            from ..inprocess import bind
 
-                attr, args = bind(method, params)
-                return getattr(self.service, attr)(*args)
-            return self._call_socket(method, params)
+            attr, args = bind(method, params)
+            return getattr(self.service, attr)(*args)
+        return self._call_socket(method, params)
 
     def _call_socket(self, method: str, params: list[Any]) -> Any:
-        # newline-delimited JSON-RPC, blocking: pygls runs these handlers on worker threads
-        self._next_id += 1
-        req = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
+        # newline-delimited JSON-RPC, blocking, one connection a call: pygls runs these handlers on worker threads
+        req = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(60)
             s.connect(str(self.socket))
@@ -129,18 +131,20 @@ class Backend:
                 while True:
                     with self._lock:
                         if self._closed:
-                            return
+                            break
                         step = self.service.embed_step(workspace, EMBED_BATCH)
                     if not step["embedded"]:
                         with self._embed_lock:
+                            # decide and leave in one critical section, so a save that lands
+                            # now either sees this thread gone or is looked at again
                             if not self._embedding[workspace]:
+                                del self._embedding[workspace]
                                 return
-                            self._embedding[workspace] = False  # saved meanwhile: look again
+                            self._embedding[workspace] = False
             except Exception as e:  # the provider is down or missing: answers report it
                 log.info("embedding %s stopped: %s", workspace, e)
-            finally:
-                with self._embed_lock:
-                    self._embedding.pop(workspace, None)
+            with self._embed_lock:
+                self._embedding.pop(workspace, None)
 
         threading.Thread(target=run, name=f"autodoc-lsp-embed-{workspace}", daemon=True).start()
 
@@ -319,21 +323,26 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         if where is None:
             return None
         name, rel, _ = where
-        line, col = _cursor(ls, params.text_document.uri, params.position)
-        t = _OPEN_TAG.search(line[:col])
-        if t is not None and (t.group(1) or line[:t.start()].strip()):  # a lone # opening a line is a heading
-            tags = ls.ws_call("workspace.tags", [name, t.group(1), COMPLETION_LIMIT])["tags"]
+        uri, pos = params.text_document.uri, params.position
+        line, col = _cursor(ls, uri, pos)
+        before = line[:col]
+        m = _OPEN_WIKI.search(before)
+        t = None if m else _tag_context(before)
+        if t is not None:
+            tags = ls.ws_call("workspace.tags", [name, t, COMPLETION_LIMIT])["tags"]
+            span = _span(ls, uri, pos, col - len(t))  # the typed part is replaced, `/` and `-` included
             return T.CompletionList(is_incomplete=True, items=[
-                T.CompletionItem(label=x["tag"], kind=T.CompletionItemKind.Keyword, insert_text=x["tag"],
+                T.CompletionItem(label=x["tag"], kind=T.CompletionItemKind.Keyword,
+                                 text_edit=T.TextEdit(range=span, new_text=x["tag"]),
                                  detail=f"{x['documents']} document{'s' if x['documents'] != 1 else ''}",
                                  sort_text=f"{i:04d}") for i, x in enumerate(tags)])
-        m = _OPEN_WIKI.search(line[:col])
         if m is None:
             return None
         prefix = m.group(1).strip()
         if not prefix:
             return T.CompletionList(is_incomplete=True, items=[])
         answer = ls.ws_call("search.query", [name, prefix + "*", {"stages": ["lexical"], "limit": 50}])
+        span = _span(ls, uri, pos, col - len(m.group(1)))
         items: list[T.CompletionItem] = []
         seen: set[str] = set()
         for h in answer["hits"]:
@@ -342,7 +351,7 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
             seen.add(h["path"])
             stem = h["path"].rsplit("/", 1)[-1].rsplit(".", 1)[0]
             items.append(T.CompletionItem(label=stem, kind=T.CompletionItemKind.File, detail=h["path"],
-                                          documentation=h["snippet"], insert_text=stem,
+                                          documentation=h["snippet"], text_edit=T.TextEdit(range=span, new_text=stem),
                                           sort_text=f"{len(items):04d}", filter_text=f"{stem} {h['breadcrumb']}"))
             if len(items) >= COMPLETION_LIMIT:
                 break
@@ -404,6 +413,29 @@ def _await_index(ls: AutodocLanguageServer, name: str, rel: str, uri: str) -> No
             pass  # not indexed yet (a new file)
         time.sleep(0.05)
     log.info("%s: the daemon had not indexed the saved file after %.0f s", rel, SAVE_WAIT)
+
+
+def _tag_context(before: str) -> str | None:
+    """The tag typed so far when the cursor ends a #tag the indexer would read, else None:
+    not in a code span, not in a link's target (`](#anchor`), not a lone # opening a line
+    (a heading)."""
+    t = _OPEN_TAG.search(before)
+    if t is None or (not t.group(1) and not before[:t.start()].strip()):
+        return None
+    if before.count("`") % 2 or mask_code_spans(before)[t.start()] != "#":
+        return None  # inside `code`
+    for opener, closer in (("](", ")"), ("[[", "]]")):
+        at = before.rfind(opener)
+        if at >= 0 and closer not in before[at:]:
+            return None  # a link's destination or a wikilink's #anchor
+    return t.group(1)
+
+
+def _span(ls: LanguageServer, uri: str, pos: T.Position, start_char: int) -> T.Range:
+    """From a character column on the cursor's line to the cursor, in the client's units."""
+    doc = ls.workspace.get_text_document(uri)
+    start = doc.position_codec.position_to_client_units(doc.lines, T.Position(line=pos.line, character=start_char))
+    return T.Range(start=start, end=pos)
 
 
 def _lines(start: int, end: int) -> T.Range:
