@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from autodoc import PROTOCOL_VERSION
 from autodoc.config import Settings
 from autodoc.inprocess import call_in_process
 from autodoc_client import call_socket
@@ -482,7 +483,7 @@ def test_checkhealth_reports_the_daemon(nv, kb):
     assert "autodoc: executable" in text
     assert f"{VENV_BIN / 'autodoc'}: autodoc 0.1.0" in text
     assert f"socket {kb.sock} answers" in text
-    assert "daemon autodoc 0.1.0, protocol 1.0 (compatible with this plugin's 1.x)" in text
+    assert f"daemon autodoc 0.1.0, protocol {PROTOCOL_VERSION} (compatible with this plugin's 1.x)" in text
     assert "kb embedding: off" in text
     assert "kb ranker: onnx tiny-ce" in text
     assert "ERROR" not in text
