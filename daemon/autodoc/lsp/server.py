@@ -21,24 +21,22 @@ A file outside every workspace gets no answers and one message saying why.
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
 import re
-import socket
 import threading
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from autodoc_client import RemoteError, call_socket
 from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
 from ..config import Settings
 from ..errors import AutodocError, DocumentNotFound, StoreLocked, WorkspaceNotFound, from_rpc
-from ..ingest.inline import link_spans, mask_code_spans
+from ..ingest.inline import link_spans
 
 log = logging.getLogger("autodoc.lsp")
 
@@ -61,7 +59,6 @@ class Backend:
         self.socket = _daemon_socket(settings)
         self.service = None
         self._lock = threading.Lock()
-        self._ids = itertools.count(1)
         self._closed = False
         self._embedding: dict[str, bool] = {}  # workspace → saved again while its embed thread ran
         self._embed_lock = threading.Lock()
@@ -94,21 +91,11 @@ class Backend:
         return self._call_socket(method, params)
 
     def _call_socket(self, method: str, params: list[Any]) -> Any:
-        # newline-delimited JSON-RPC, blocking, one connection a call: pygls runs these handlers on worker threads
-        req = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(60)
-            s.connect(str(self.socket))
-            s.sendall(json.dumps(req).encode() + b"\n")
-            with s.makefile("rb") as f:
-                for line in f:
-                    msg = json.loads(line)
-                    if msg.get("id") != req["id"]:
-                        continue  # a notification
-                    if "error" in msg:
-                        raise from_rpc(msg["error"])
-                    return msg.get("result")
-        raise ConnectionError("the daemon closed the connection without answering")
+        # pygls runs these handlers on worker threads, where the client's own event loop can run
+        try:
+            return call_socket(self.socket, method, params, timeout=60)
+        except RemoteError as e:
+            raise from_rpc({"code": e.code, "message": e.message, "data": e.data}) from None
 
     def index_paths(self, workspace: str, relpath: str) -> None:
         with self._lock:
@@ -422,8 +409,8 @@ def _tag_context(before: str) -> str | None:
     t = _OPEN_TAG.search(before)
     if t is None or (not t.group(1) and not before[:t.start()].strip()):
         return None
-    if before.count("`") % 2 or mask_code_spans(before)[t.start()] != "#":
-        return None  # inside `code`
+    if before.count("`") % 2:
+        return None  # inside `code` (a closed span cannot end where the tag does)
     for opener, closer in (("](", ")"), ("[[", "]]")):
         at = before.rfind(opener)
         if at >= 0 and closer not in before[at:]:
