@@ -118,7 +118,7 @@ def _check_option(field_name: str, key: str, value: Any) -> Any:
 
             validate_config(value, field_name)
         if key == "ranker":
-            from .rank.base import validate_config as validate_ranker
+            from .rerank.base import validate_config as validate_ranker
 
             validate_ranker(value, field_name)
     return value

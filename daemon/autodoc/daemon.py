@@ -47,7 +47,7 @@ import anyio.abc
 from .config import MAX_FRAME_BYTES, Settings
 from .errors import AutodocError, StoreLocked, WorkspaceNotFound
 from .rpc.methods import run_write
-from .schema import SCHEMA_RELPATH
+from .fmschema import SCHEMA_RELPATH
 from .rpc.server import SHUTDOWN_DEADLINE_S, RpcServer
 from .rpc.transport import SocketInUse, SocketPathError
 

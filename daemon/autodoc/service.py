@@ -40,7 +40,7 @@ from .store.lease import Lease
 from .store.links import LinkResolver
 from .store.facets import active_schema, schema_row, sync_schema
 from .store.documents import next_generation
-from .schema import SCHEMA_RELPATH
+from .fmschema import SCHEMA_RELPATH
 from .embed.runtime import SemanticRuntime
 from concurrent.futures import ThreadPoolExecutor
 
@@ -600,7 +600,7 @@ class Service:
 
     def ranker(self, cfg: dict[str, Any]):
         """The ranker a workspace config names (shared by equal configs), or None."""
-        from .rank.base import make_ranker, validate_config
+        from .rerank.base import make_ranker, validate_config
 
         norm = validate_config(cfg)
         norm.pop("window", None)
@@ -628,7 +628,7 @@ class Service:
         return {"state": "ready", "model": ranker.name, "reason": last_error and f"last call failed: {last_error}"}
 
     def _rank_fn(self, ws: Workspace, cancel: threading.Event | None):
-        from .rank.base import RankerCancelled, RankerDown, default_timeout
+        from .rerank.base import RankerCancelled, RankerDown, default_timeout
 
         cfg = WorkspaceConfig.from_json(ws.config).ranker
         try:

@@ -22,7 +22,7 @@ import pathspec
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIP_DIRS = frozenset({".git", "node_modules"})
-SCHEMA_DIR = "_schema"  # the workspace's schema folder (autodoc.schema): configuration, not documents
+SCHEMA_DIR = "_schema"  # the workspace's schema folder (autodoc.fmschema): configuration, not documents
 OUTSIDE = "symlink points outside the workspace"
 DANGLING = "symlink target does not exist or loops"
 BINARY_PROBE = 8192

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..schema.values import condition, is_range
+from ..fmschema.values import condition, is_range
 from .query import Facet
 
 

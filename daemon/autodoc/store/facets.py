@@ -23,8 +23,8 @@ from typing import Any
 
 import apsw
 
-from ..schema import SCHEMA_RELPATH, Schema, derive, load_schema, problems
-from ..schema.derive import FieldLines
+from ..fmschema import SCHEMA_RELPATH, Schema, derive, load_schema, problems
+from ..fmschema.derive import FieldLines
 
 # Bump when derivation changes, so stores derive their facets again.
 DERIVE_VERSION = "1"

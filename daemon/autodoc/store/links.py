@@ -22,7 +22,7 @@ from typing import Any
 
 import apsw
 
-from ..schema.values import parse_int
+from ..fmschema.values import parse_int
 from .facets import active_schema
 
 _ADR_NUM = re.compile(r"^(?:adr[\s_-]*)?0*(\d{1,6})$", re.I)

@@ -1,4 +1,4 @@
-"""Stage 3 factory (autodoc.rank.make_ranker / validate_config / default_timeout):
+"""Stage 3 factory (autodoc.rerank.make_ranker / validate_config / default_timeout):
 bad configs are InvalidParams naming the field, good ones build the provider."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from autodoc.errors import InvalidParams
-from autodoc.rank import Ranker, default_timeout, make_ranker, validate_config
-from autodoc.rank.http import HttpRanker
-from autodoc.rank.onnx import OnnxRanker
+from autodoc.rerank import Ranker, default_timeout, make_ranker, validate_config
+from autodoc.rerank.http import HttpRanker
+from autodoc.rerank.onnx import OnnxRanker
 from helpers.tiny_models import build_tiny_cross_encoder
 
 

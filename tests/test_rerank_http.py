@@ -1,4 +1,4 @@
-"""Stage 3 remote provider (autodoc.rank.http) against a real HTTP server on
+"""Stage 3 remote provider (autodoc.rerank.http) against a real HTTP server on
 127.0.0.1 that the test starts. The server scores with the tiny ONNX
 cross-encoder, so the HTTP ranker must reproduce the local scores exactly,
 in input order, whichever order the server lists them in."""
@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from autodoc.rank import RankerCancelled, RankerDown, make_ranker
-from autodoc.rank.http import HttpRanker
+from autodoc.rerank import RankerCancelled, RankerDown, make_ranker
+from autodoc.rerank.http import HttpRanker
 from helpers.tiny_models import MAGIC, build_tiny_cross_encoder
 
 QUERY = "how is the store lock recovered after a crash"

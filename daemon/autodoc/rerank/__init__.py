@@ -3,7 +3,7 @@
 ``make_ranker(config)`` builds one from a workspace's ``ranker`` config;
 ``Ranker.score(query, passages)`` returns one float per passage (higher = more
 relevant) or raises ``RankerDown`` with a reason for the answer's rank.error.
-Providers live in ``rank.onnx`` (local model folder) and ``rank.http`` (TEI or
+Providers live in ``rerank.onnx`` (local model folder) and ``rerank.http`` (TEI or
 Cohere-compatible server); both are imported lazily by make_ranker.
 """
 

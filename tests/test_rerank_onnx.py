@@ -1,4 +1,4 @@
-"""Stage 3 local provider (autodoc.rank.onnx) against a tiny cross-encoder
+"""Stage 3 local provider (autodoc.rerank.onnx) against a tiny cross-encoder
 built at test time (tests/helpers/tiny_models.py): real onnxruntime, real
 tokenizers, designed weights so the expected order is known."""
 
@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from autodoc.rank import Meter, RankerCancelled, RankerDown, make_ranker
-from autodoc.rank.onnx import OnnxRanker
+from autodoc.rerank import Meter, RankerCancelled, RankerDown, make_ranker
+from autodoc.rerank.onnx import OnnxRanker
 from helpers.tiny_models import MAGIC, build_tiny_cross_encoder
 
 QUERY = "how is the store lock recovered after a crash"

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from autodoc.schema import Schema, coerce, condition, derive, load_schema, problems
-from autodoc.schema.values import CoerceError, date_span
+from autodoc.fmschema import Schema, coerce, condition, derive, load_schema, problems
+from autodoc.fmschema.values import CoerceError, date_span
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS_SCHEMA = ROOT / "tests" / "corpora" / "kb-schema" / "_schema" / "frontmatter.yaml"
