@@ -30,16 +30,19 @@ from .evaluate import evaluate
 def collect_legs(store: Path, col: Collection, splits=("train", "test"), top: int = 100,
                  query_limit: int | None = None) -> dict[str, Any]:
     from autodoc.config import Settings
-    from autodoc.search.filters import build_filter
+    from autodoc.store.filters import build_filter
     from autodoc.search.lexical import run_lexical
     from autodoc.search.query import parse_query, resolve_facets
+    from autodoc.config import WorkspaceConfig
     from autodoc.service import Service
+    from autodoc.store.workspaces import get_workspace
 
     svc = Service(Settings.from_env(store=store), writer=False)
     legs: dict[str, dict[str, Any]] = {}
     try:
-        db = svc._reader()
-        ws = svc._ws(WORKSPACE)
+        db = svc.store.reader()
+        ws = get_workspace(db, WORKSPACE)
+        embedding = WorkspaceConfig.from_json(ws.config).embedding
         doc_of = {cid: path_doc(p) for cid, p in db.execute(
             "SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id=c.document_id WHERE c.workspace_id=?",
             (ws.id,))}
@@ -52,7 +55,8 @@ def collect_legs(store: Path, col: Collection, splits=("train", "test"), top: in
                 parsed = resolve_facets(parse_query(text), set())
                 with db:
                     lex, _ = run_lexical(db, ws.id, parsed.terms, filt, want=top, top=top)
-                sem = svc.semantic.leg(ws, parsed.text, filt, top)
+                with db:
+                    sem = svc.semantic.search(db, ws, embedding, parsed.text, filt, top)
                 tm = token_match(tok, text)
                 alt = db.execute(_ALT_SQL.format(limit=int(top)), (tm, ws.id)).fetchall() if tm else []
                 legs[qid] = {"lexical": [(h.chunk_id, h.score) for h in lex],

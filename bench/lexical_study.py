@@ -80,7 +80,7 @@ class Study:
         return resolve_facets(parse_query(text), set()).terms
 
     def product(self, text: str, want: int) -> list[tuple[int, float]]:
-        from autodoc.search.filters import build_filter
+        from autodoc.store.filters import build_filter
         from autodoc.search.lexical import run_lexical
 
         filt = build_filter(self.ws_id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)

@@ -373,7 +373,7 @@ def stop_daemon(p: subprocess.Popen) -> None:
 def measure_size(chunks: int, meta: dict[str, Any], data: Path, nq: int, daemon: bool,
                  fts_rounds: int = 2) -> dict[str, Any]:
     from autodoc.config import Settings
-    from autodoc.search.filters import build_filter
+    from autodoc.store.filters import build_filter
     from autodoc.search.fts import build_match
     from autodoc.search.lexical import run_lexical
     from autodoc.search.query import parse_query, resolve_facets
@@ -446,10 +446,10 @@ def measure_size(chunks: int, meta: dict[str, Any], data: Path, nq: int, daemon:
 
         # ---- semantic: Service.search (query vector cached) vs raw numpy exact top-50
         claims = qs["claims"]
-        prov = svc.semantic.provider({"provider": "onnx"})
-        db = svc._reader()
+        prov = svc.providers.get({"provider": "onnx"})
+        db = svc.store.reader()
         with db:
-            index = svc.semantic.index_for(db, ws_id, prov.fingerprint, prov.dim)
+            index = svc.vectors.merged(db, ws_id, prov.fingerprint, prov.dim)
         mat = index.vecs
         qv = {q: prov.embed_query(" ".join(t.text for t in terms(q))) for q in claims}
 
@@ -577,7 +577,7 @@ def measure_daemon(store: Path, qs: dict[str, list[str]], chunks: int, meta: dic
 
 def rss_probe(store: Path, mode: str) -> dict[str, Any]:
     """In a fresh process: RSS before and after loading the workspace's vectors,
-    through the product (SemanticRuntime.index_for, then one search) or
+    through the product (VectorCache.merged, then one search) or
     streamed row by row into preallocated arrays (the proposal)."""
     import gc
 
@@ -586,13 +586,13 @@ def rss_probe(store: Path, mode: str) -> dict[str, Any]:
 
     svc = Service(Settings.from_env(store=store), writer=False)
     try:
-        prov = svc.semantic.provider({"provider": "onnx"})
+        prov = svc.providers.get({"provider": "onnx"})
         r0 = rss_mb(os.getpid())
-        db = svc._reader()
+        db = svc.store.reader()
         ws_id = db.execute("SELECT id FROM workspaces WHERE name=?", (WORKSPACE,)).fetchone()[0]
         if mode == "product":
             with db:
-                idx = svc.semantic.index_for(db, ws_id, prov.fingerprint, prov.dim)
+                idx = svc.vectors.merged(db, ws_id, prov.fingerprint, prov.dim)
             idx.search(np.ones(prov.dim, np.float32), top=50)
             n, nbytes = len(idx), idx.nbytes
         else:
@@ -636,6 +636,8 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
     from autodoc.config import Settings
     from autodoc.embed.onnx import OnnxProvider, get_session, load_tokenizer
     from autodoc.service import Service
+    from autodoc.store.vectors import pending_texts
+    from autodoc.store.workspaces import get_workspace
 
     out: dict[str, Any] = {}
     sents, titles = sentence_pool(data)
@@ -654,7 +656,7 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
         svc = Service(Settings.from_env(store=tmp / "lex.db"))
         try:
             svc.workspace_add("t", str(lexdir), {"embedding": {"provider": "onnx"}})
-            svc.semantic.provider({"provider": "onnx"})  # model load is not indexing
+            svc.providers.get({"provider": "onnx"})  # model load is not indexing
             t0 = time.perf_counter()
             rep = svc.index("t")
             dt = time.perf_counter() - t0
@@ -707,10 +709,10 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
             try:
                 svc.workspace_add("t", str(d), {"embedding": {"provider": "onnx"}})
                 svc.index("t")
-                db = svc._reader()
-                ws = svc._ws("t")
+                db = svc.store.reader()
+                ws = get_workspace(db, "t")
                 with db:
-                    texts = [t for _, t in svc.semantic.pending_batch(db, ws.id, prov.fingerprint, 100000)]
+                    texts = [t for _, t in pending_texts(db, ws.id, prov.fingerprint, 100000)]
                 steps = ["raw", "raw_in_order", "product"] if r % 2 else ["product", "raw_in_order", "raw"]
                 for kind in steps:
                     t0 = time.perf_counter()
@@ -1020,7 +1022,7 @@ def render(res: dict[str, Any]) -> str:
         if mp.get("product", {}).get("delta_mb") is not None:
             pp, st = mp["product"], mp.get("streaming", {})
             L.append(f"- {int(k):,} chunks, loading the vector index in a fresh process: the product "
-                     f"(`index_for` + one search) adds {pp['delta_mb']} MB RSS for {pp['arrays_mb']} MB of arrays; "
+                     f"(`VectorCache.merged` + one search) adds {pp['delta_mb']} MB RSS for {pp['arrays_mb']} MB of arrays; "
                      f"streaming the rows into preallocated arrays adds {st.get('delta_mb')} MB for "
                      f"{st.get('arrays_mb')} MB (the product streams too; it also keeps per-document chunk lists, "
                      "the column-major codes for the Hamming pass and its query buffers).")

@@ -174,7 +174,7 @@ def test_repeat_searches_are_byte_identical(svc):
 
 
 def test_edit_writes_a_new_generation_and_keeps_unchanged_chunks(svc, kb):
-    db = svc._reader()
+    db = svc.store.reader()
     path = "adrs/0012-lease-recovery.md"
     before = dict(db.execute("SELECT c.text_hash, c.id FROM chunks c JOIN documents d ON d.id=c.document_id WHERE d.path=?", (path,)).fetchall())
     gen0 = db.execute("SELECT generation FROM documents WHERE path=?", (path,)).fetchone()[0]
@@ -212,7 +212,7 @@ def test_expired_cursor_is_a_distinct_error(svc, kb):
     from autodoc.errors import CursorExpired
     from autodoc.store import changes
 
-    db = svc._writer()
+    db = svc.store.writer()
     with db:
         db.execute("UPDATE changes SET time = time - 8*86400")
         changes.trim(db, keep_entries=1)

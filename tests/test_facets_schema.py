@@ -169,7 +169,7 @@ def test_schema_folder_is_not_indexed(svc):
 
 def test_schema_edit_takes_effect_live_without_rechunking(fresh):
     svc, kb = fresh
-    db = svc._reader()
+    db = svc.store.reader()
     before = db.execute("SELECT id, document_id, generation, text_hash FROM chunks ORDER BY id").fetchall()
     docs_before = db.execute("SELECT path, generation FROM documents ORDER BY path").fetchall()
     text = (kb / SCHEMA).read_text()
@@ -246,12 +246,12 @@ def test_a_store_from_before_typed_facets_is_migrated_and_derived_again(tmp_path
     kb = make_kb_schema(tmp_path / "kb")
     s = Service(Settings.from_env(store=store))  # migrates
     try:
-        assert schema_version(s._writer()) == len(MIGRATIONS) >= 2
+        assert schema_version(s.store.writer()) == len(MIGRATIONS) >= 2
         s.workspace_add("kb", str(kb), NO_MODEL)
         s.index("kb")
         assert browse(s, "adr:10..20") == ADRS_2024_ON
         # rows from before the schema state was recorded: derived again by the next index run
-        w = s._writer()
+        w = s.store.writer()
         with w:
             w.execute("DELETE FROM schemas")
             w.execute("UPDATE facets SET num = NULL, date = NULL")

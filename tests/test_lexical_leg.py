@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
 from autodoc.search import lexical
-from autodoc.search.filters import build_filter
+from autodoc.store import matches
+from autodoc.store.filters import build_filter
 from autodoc.search.fts import build_match
 from autodoc.search.query import parse_query
 from autodoc.service import Service
@@ -28,7 +30,7 @@ def _write(root: Path, n: int, body: str) -> None:
 def _exact(db, ws_id: int, query: str, top: int = 50):
     filt = build_filter(ws_id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
     match = build_match(parse_query(query).terms, "all")
-    return [(cid, round(-s, 6)) for cid, s in db.execute(lexical.lexical_sql(filt), (match, ws_id, top))]
+    return [(cid, round(-s, 6)) for cid, s in db.execute(matches.lexical_sql(filt), (match, ws_id, top))]
 
 
 def _leg(db, ws_id: int, query: str, **kw):
@@ -52,9 +54,9 @@ def two(tmp_path: Path):
 
 def test_sole_workspace_skips_the_filter_and_matches_the_exact_join(two):
     s, _ = two
-    db = s._reader()
-    ws = s._ws("big", db)
-    assert lexical.sole_workspace(db, ws.id)
+    db = s.store.reader()
+    ws = get_workspace(db, "big")
+    assert matches.sole_workspace(db, ws.id)
     rows, used = _leg(db, ws.id, "gear")
     assert used == "all" and len(rows) == 50
     assert rows == _exact(db, ws.id, "gear")
@@ -64,9 +66,9 @@ def test_buried_workspace_widens_the_window_and_matches_the_exact_join(two):
     s, root = two
     s.workspace_add("small", str(root / "small"), NO_MODEL)
     s.index("small")
-    db = s._reader()
-    small, big = s._ws("small", db), s._ws("big", db)
-    assert not lexical.sole_workspace(db, small.id) and not lexical.sole_workspace(db, big.id)
+    db = s.store.reader()
+    small, big = get_workspace(db, "small"), get_workspace(db, "big")
+    assert not matches.sole_workspace(db, small.id) and not matches.sole_workspace(db, big.id)
     rows, _ = _leg(db, small.id, "gear")
     assert len(rows) == 3
     assert rows == _exact(db, small.id, "gear")
@@ -79,11 +81,11 @@ def test_buried_workspace_widens_the_window_and_matches_the_exact_join(two):
 
 def test_filtered_search_in_a_sole_workspace_matches_the_exact_join(two):
     s, _ = two
-    db = s._reader()
-    ws = s._ws("big", db)
+    db = s.store.reader()
+    ws = get_workspace(db, "big")
     filt = build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=tuple(f"note-{i:03d}.md" for i in range(250, 300)), include_abstract=True)
     assert not filt.empty
     hits, _ = lexical.run_lexical(db, ws.id, parse_query("gear").terms, filt, want=10)
-    exact = db.execute(lexical.lexical_sql(filt), (build_match(parse_query("gear").terms, "all"), ws.id,
+    exact = db.execute(matches.lexical_sql(filt), (build_match(parse_query("gear").terms, "all"), ws.id,
                                                    *filt.params, 50)).fetchall()
     assert [h.chunk_id for h in hits] == [cid for cid, _ in exact] and len(hits) == 50

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from helpers.kb_schema import NO_MODEL, make_kb_schema
 
+from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
 from autodoc.errors import DocumentNotFound, InvalidParams, PathOutsideWorkspace
 from autodoc.service import Service
@@ -172,7 +173,8 @@ def test_graph_stage_options_and_skips(svc):
 
 
 def test_new_methods_through_the_rpc_tables(setup):
-    from autodoc.inprocess import METHODS, call_in_process
+    from autodoc.api import METHODS
+    from autodoc.connect import call as call_in_process
     from autodoc.rpc import schemas
 
     svc, kb, store = setup
@@ -190,10 +192,10 @@ def test_new_methods_through_the_rpc_tables(setup):
     for method, params in calls:
         assert method in METHODS
         named = schemas.bind_params(method, params)
-        result = call_in_process(settings, method, params, writer=False)
+        result = call_in_process(settings, method, params)
         assert schemas.result_errors(method, result) == [], (method, schemas.result_errors(method, result))
         assert named["workspace"] == "kb"
-    assert call_in_process(settings, "document.problems", ["kb"], writer=False) == svc.document_problems("kb")
+    assert call_in_process(settings, "document.problems", ["kb"]) == svc.document_problems("kb")
     with pytest.raises(InvalidParams):
         schemas.bind_params("document.links", ["kb"])
     with pytest.raises(InvalidParams):
@@ -205,16 +207,17 @@ def test_graph_leg_seeds_from_the_semantic_leg_too(svc):
     from autodoc.search import engine
     from autodoc.search.fusion import LegHit
     from autodoc.search.options import parse_options
+    from autodoc.search.semantic import SemanticOutcome
     from autodoc.store.facets import active_schema
 
-    db = svc._reader()
+    db = svc.store.reader()
     with db:
-        ws = svc._ws("kb", db)
+        ws = get_workspace(db, "kb")
         rfc_chunk = db.execute("SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id "
                                "WHERE d.path = ? ORDER BY c.ordinal LIMIT 1", (RFC,)).fetchone()[0]
 
-        def semantic(ws_, text, filt, top):  # a stand-in embedding leg: "meaning" finds the RFC
-            return engine.SemanticOutcome([LegHit(rfc_chunk, 0.9)], "ready")
+        def semantic(filt):  # a stand-in embedding leg: "meaning" finds the RFC
+            return SemanticOutcome([LegHit(rfc_chunk, 0.9)], "ready")
 
         schema = active_schema(db, ws.id)
         ctx = engine.Context(db=db, ws=ws, known_fields=schema.declared, semantic=semantic,
@@ -229,9 +232,9 @@ def test_graph_leg_seeds_from_the_semantic_leg_too(svc):
 def test_links_across_write_batches_resolve_when_the_job_ends(tmp_path, monkeypatch):
     # batches of 64 are written one transaction each; links resolve once, at the end of the job,
     # so a link to a document written in a later batch (and one back) must resolve all the same
-    import autodoc.service as service_mod
+    import autodoc.index.job as job
 
-    monkeypatch.setattr(service_mod, "_WRITE_BATCH", 3)
+    monkeypatch.setattr(job, "WRITE_BATCH", 3)
     root = tmp_path / "ws"
     root.mkdir()
     for i in range(10):
@@ -256,7 +259,7 @@ def test_workspace_tags_count_documents_per_tag(setup):
     got = svc.workspace_tags("kb")["tags"]
     # independently: the tags each document row keeps (frontmatter and inline), lowercased
     want: collections.Counter = collections.Counter()
-    db = svc._reader()
+    db = svc.store.reader()
     for (tags,) in db.execute("SELECT d.tags FROM documents d JOIN workspaces w ON w.id = d.workspace_id "
                               "WHERE w.name = 'kb'"):
         want.update({t.lower() for t in json.loads(tags)})

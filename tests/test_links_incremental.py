@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import autodoc.service as service_mod
+import autodoc.index.job as job
+from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
 from autodoc.service import Service
 from autodoc.store.links import _resolver_for
@@ -28,9 +29,9 @@ def kb(tmp_path: Path):
 
 def stale(svc: Service) -> list[tuple]:
     """Links whose stored target differs from a from-scratch resolution."""
-    db = svc._reader()
+    db = svc.store.reader()
     with db:
-        ws = svc._ws("kb", db)
+        ws = get_workspace(db, "kb")
         resolve = _resolver_for(db, ws.id)
         rows = db.execute("SELECT d.path, l.target, l.target_path FROM links l JOIN documents d "
                           "ON d.id = l.source_id WHERE l.workspace_id=?", (ws.id,)).fetchall()
@@ -117,20 +118,20 @@ def test_a_job_that_fails_halfway_leaves_no_stale_names(kb, monkeypatch):
     (root / "seed.md").write_text("# Seed\n\nbody\n")
     s.workspace_add("kb", str(root), NO_MODEL)
     s.index("kb")  # the name tables are cached now
-    for i in range(service_mod._WRITE_BATCH):  # one whole batch is committed before the failure
+    for i in range(job.WRITE_BATCH):  # one whole batch is committed before the failure
         (root / f"a{i:03d}.md").write_text(f"# Note {i}\n\nbody\n")
     (root / "zzz-bad.md").write_text("# Bad\n\nbody\n")
-    real = s._prepare
+    real = s.indexer.prepare
 
     def prepare(ws, cfg, rel, data):  # a parser bug on one file: a fault a real file cannot cause on demand
         if rel == "zzz-bad.md":
             raise RuntimeError("parser bug")
         return real(ws, cfg, rel, data)
 
-    monkeypatch.setattr(s, "_prepare", prepare)
+    monkeypatch.setattr(s.indexer, "prepare", prepare)
     with pytest.raises(RuntimeError):
         s.index("kb")
-    monkeypatch.setattr(s, "_prepare", real)
+    monkeypatch.setattr(s.indexer, "prepare", real)
     (root / "zzz-bad.md").unlink()
     (root / "link.md").write_text("# Link\n\nSee [[Note 5]].\n")
     s.index_paths("kb", ["link.md"])

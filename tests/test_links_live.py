@@ -4,6 +4,7 @@ appears, breaks when it is deleted, and follows a retitled target."""
 
 from pathlib import Path
 
+from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
 from autodoc.service import Service
 
@@ -91,9 +92,9 @@ def test_incremental_name_tables_agree_with_a_full_rebuild(tmp_path):
                 (root / f"{a}.md").replace(root / f"{b}.md")
                 changed = [f"{a}.md", f"{b}.md"]
             s.index_paths("w", changed)
-            db = s._reader()
+            db = s.store.reader()
             with db:
-                ws = s._ws("w", db)
+                ws = get_workspace(db, "w")
                 fresh = _tables_for(db, ws.id)
                 rows = db.execute("SELECT d.path, l.target, l.target_path FROM links l JOIN documents d "
                                   "ON d.id = l.source_id WHERE l.workspace_id=? AND l.kind IN ('wiki', 'markdown')",

@@ -18,7 +18,7 @@ import pytest
 
 from autodoc import PROTOCOL_VERSION
 from autodoc.config import Settings
-from autodoc.inprocess import call_in_process
+from autodoc.connect import call as call_in_process
 from autodoc_client import call_socket
 from helpers.nvim import PLUGIN, Nvim
 from helpers.nvim_daemon import NO_MODEL, Daemon, wait_gone, wait_listening
@@ -581,8 +581,8 @@ def test_autostart_starts_the_daemon(nv_factory):
     shutil.copytree(CORPUS, kb, symlinks=True)
     store, sock = base / "store" / "a.db", base / "run" / "a.sock"
     settings = Settings(store=store, socket=sock)
-    call_in_process(settings, "workspace.add", ["kb", str(kb), NO_MODEL], writer=True)
-    call_in_process(settings, "workspace.index", ["kb"], writer=True)
+    call_in_process(settings, "workspace.add", ["kb", str(kb), NO_MODEL])
+    call_in_process(settings, "workspace.index", ["kb"])
     cmd = [sys.executable, "-m", "autodoc.cli", "--store", str(store)]
     nv = nv_factory(options(sock, autostart=True, cmd=cmd), cwd=kb)
     pid = None

@@ -118,7 +118,8 @@ class FakeService:
                 "ranker": {"state": "off", "model": None, "reason": "no ranker"},
                 "change_cursor": len(self.changes)}
 
-    def index(self, name: str, *, full: bool = False, progress: Callable[[int, int, str], None] | None = None) -> dict:
+    def index(self, name: str, *, full: bool = False, progress: Callable[[int, int, str], None] | None = None,
+              embed: bool = False) -> dict:
         self._ws(name)
         self.index_started.set()
         paths = sorted(self.docs[name])
@@ -144,7 +145,7 @@ class FakeService:
         return {"workspace": name, "scanned": n, "added": 0, "modified": n, "deleted": 0, "renamed": 0,
                 "unchanged": 0, "skipped": [], "chunks": n, "seconds": 0.01}
 
-    def search(self, name: str, query: str, opts: dict | None = None) -> dict:
+    def search(self, name: str, query: str, opts: dict | None = None, *, cancel: threading.Event | None = None) -> dict:
         self._ws(name)
         self.calls.append(query)
         if query == "slow":

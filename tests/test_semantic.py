@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from autodoc.store import vectors as stored_vectors
 from autodoc.config import Settings
 from autodoc.errors import EmbedFailed, Switching, Unsupported
 from autodoc.service import Service
@@ -145,7 +146,7 @@ def test_model_switch_keeps_old_vectors_then_swaps_atomically(tmp_path):
         s.embed_pending("kb")
         st = s.workspace_status("kb")["embedding"]
         assert st["state"] == "ready" and st["model"] == "model-b"
-        db = s._reader()
+        db = s.store.reader()
         assert db.execute("SELECT COUNT(DISTINCT model_fp) FROM vectors").fetchone()[0] == 1
         assert s.search("kb", "reset password", {"mode": "semantic"})["hits"][0]["path"] == "passwords.md"
         s.close()
@@ -178,13 +179,13 @@ def test_convex_fusion_selectable_per_request(svc):
     assert 0 < top["relevance"] <= 1 and top["score"] <= 1.0
 
 
-def test_an_idle_queue_does_not_rescan_the_store(svc, tmp_path):
+def test_an_idle_queue_does_not_rescan_the_store(svc, tmp_path, monkeypatch):
     # the daemon's queue steps every workspace every couple of seconds when idle; finding
     # "nothing pending" is a scan of every chunk, so it must happen once per change, not per step
     svc.index("kb", embed=True)
     scans = []
-    real = svc.semantic.pending_batch
-    svc.semantic.pending_batch = lambda *a, **k: scans.append(1) or real(*a, **k)
+    real = stored_vectors.pending_texts
+    monkeypatch.setattr(stored_vectors, "pending_texts", lambda *a, **k: scans.append(1) or real(*a, **k))
     for _ in range(5):
         assert svc.embed_step("kb")["embedded"] == 0
     assert len(scans) <= 1
@@ -199,7 +200,7 @@ def test_the_model_hands_its_batch_memory_back_once_the_queue_drains(svc):
     # onnxruntime keeps its largest batch's arena for the session's life (1.2 GB after a fill
     # at 100k chunks); the queue gives it back when it runs dry, once, not after every batch
     released = []
-    provider = svc.semantic.provider({"provider": "onnx"})
+    provider = svc.providers.get({"provider": "onnx"})
     real = provider.release_memory
     provider.release_memory = lambda: released.append(1) or real()
     svc.index("kb")
@@ -227,7 +228,7 @@ def test_a_store_from_before_the_vector_key_index_is_migrated(tmp_path):
     db.close()
     s = Service(Settings.from_env(store=store))
     try:
-        w = s._writer()
+        w = s.store.writer()
         assert schema_version(w) == len(MIGRATIONS) >= 3
         assert w.execute("SELECT 1 FROM sqlite_master WHERE type='index' AND name='vectors_keys'").fetchone()
         s.workspace_add("kb", str(write_corpus(tmp_path / "kb")))

@@ -194,15 +194,15 @@ def test_exact_subsets_of_every_size_agree_with_brute_force():
 
 
 def test_workspace_index_delta_and_dead_rows_match_a_rebuild():
-    """The runtime's base + delta index answers exactly as one index rebuilt from scratch."""
-    from autodoc.embed.runtime import _Index
+    """The vector cache's base + delta index answers exactly as one index rebuilt from scratch."""
+    from autodoc.search.vector_cache import WorkspaceVectors
     from autodoc.search.vectors import VectorIndex, sign_codes
 
     rng = np.random.default_rng(7)
     vecs = rng.normal(size=(3000, 64)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     ids = np.arange(1, 3001, dtype=np.int64)
-    idx = _Index("fp", VectorIndex(ids[:2000], vecs[:2000]), VectorIndex.empty(64))
+    idx = WorkspaceVectors("fp", VectorIndex(ids[:2000], vecs[:2000]), VectorIndex.empty(64))
     idx.retire(np.array([5, 6, 7, 1500], dtype=np.int64))
     idx.add(list(ids[2000:2500]), vecs[2000:2500], sign_codes(vecs[2000:2500]))
     idx.retire(np.array([2100, 2200], dtype=np.int64))  # retired while still in the delta

@@ -24,39 +24,11 @@ from typing import Any
 
 from . import __version__
 from .config import Settings
-from .errors import AutodocError, StoreLocked
+from .config.logs import configure_logging
+from .connect import call
+from .errors import AutodocError
 
 log = logging.getLogger("autodoc")
-
-WRITE_METHODS = {
-    "workspace.add", "workspace.remove", "workspace.configure", "workspace.section_size",
-    "workspace.reindex", "workspace.index",
-}
-
-
-def _daemon_socket(settings: Settings) -> Path | None:
-    """The socket of the daemon holding this store's lease, if one does and it answers."""
-    from .store.lease import read_holder
-
-    holder = read_holder(settings.store)
-    if not holder:
-        return None
-    sock = holder.get("socket")
-    if sock and Path(sock).exists():
-        return Path(sock)
-    return None
-
-
-def call(settings: Settings, method: str, params: Any, *, progress: bool = False) -> Any:
-    """Run one method: on the daemon when one serves this store, else in-process."""
-    sock = _daemon_socket(settings)
-    if sock is not None:
-        from autodoc_client import call_socket
-
-        return call_socket(sock, method, params, timeout=3600)
-    from .inprocess import call_in_process
-
-    return call_in_process(settings, method, params, writer=method in WRITE_METHODS, progress=progress)
 
 
 def _print_hits(answer: dict) -> None:
@@ -136,17 +108,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    quiet = logging.INFO if args.cmd in ("serve", "lsp") else logging.WARNING  # a server's log is its status
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else quiet, stream=sys.stderr,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    # a server's log is its status; a command's output is its answer
+    configure_logging(logging.INFO if args.cmd in ("serve", "lsp") else logging.WARNING, verbose=args.verbose)
     settings = Settings.from_env(args.store, args.socket_path)
-    from autodoc_client import RemoteError
-
     try:
         return _run(args, settings)
-    except (AutodocError, RemoteError) as e:
+    except AutodocError as e:
         print(f"autodoc: {e.message} ({e.code})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -164,15 +131,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         except json.JSONDecodeError as e:
             print(f"autodoc: the params are not JSON: {e}", file=sys.stderr)
             return 2
-        from autodoc_client import RemoteError
-
         try:
             result = call(settings, method, params)
-        except RemoteError as e:  # the daemon answered with an error
-            err = {"code": e.code, "message": e.message, "data": e.data}
-            print(json.dumps({"error": err}, ensure_ascii=False, indent=2))
-            return 1
-        except AutodocError as e:
+        except AutodocError as e:  # raised here, or answered by the daemon (relayed as it was)
             print(json.dumps({"error": e.to_rpc()}, ensure_ascii=False, indent=2))
             return 1
         print(json.dumps(result, ensure_ascii=False, indent=2))

@@ -10,6 +10,7 @@ from typing import Any
 class AutodocError(Exception):
     code: int = -32000
     name: str = "rpc.server_error"
+    relayed: dict | None = None  # the error object exactly as a daemon answered it (from_rpc)
 
     def __init__(self, message: str, data: Any = None):
         super().__init__(message)
@@ -17,6 +18,8 @@ class AutodocError(Exception):
         self.data = data
 
     def to_rpc(self) -> dict:
+        if self.relayed is not None:  # passed on as it was answered
+            return dict(self.relayed)
         err: dict[str, Any] = {"code": self.code, "message": self.message}
         data = {"name": self.name}
         if isinstance(self.data, dict):
@@ -125,6 +128,7 @@ def from_rpc(err: dict[str, Any]) -> AutodocError:
     e = cls.__new__(cls)
     AutodocError.__init__(e, str(err.get("message", "")), data)
     e.code = code
+    e.relayed = {"code": code, "message": err.get("message", ""), "data": data}
     if isinstance(data, dict):
         e.name = data.get("name", cls.name)
         if "field" in data:

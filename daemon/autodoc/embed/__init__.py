@@ -13,9 +13,8 @@ from .base import (
     Provider,
     ProviderDown,
     make_fingerprint,
-    make_provider,
-    validate_config,
 )
+from .factory import make_provider, validate_config
 
 __all__ = [
     "QUERY_CACHE_SIZE", "TEXT_TEMPLATE", "BaseProvider", "Meter", "Provider", "ProviderDown",

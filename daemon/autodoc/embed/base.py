@@ -250,7 +250,7 @@ class BaseProvider:
 
 # -- config --------------------------------------------------------------------
 
-def _check_int(cfg: Mapping[str, Any], key: str, field: str, lo: int, hi: int, default: int | None) -> int | None:
+def check_int(cfg: Mapping[str, Any], key: str, field: str, lo: int, hi: int, default: int | None) -> int | None:
     if key not in cfg or cfg[key] is None:
         return default
     v = cfg[key]
@@ -259,7 +259,7 @@ def _check_int(cfg: Mapping[str, Any], key: str, field: str, lo: int, hi: int, d
     return v
 
 
-def _check_number(cfg: Mapping[str, Any], key: str, field: str, lo: float, hi: float, default: float) -> float:
+def check_number(cfg: Mapping[str, Any], key: str, field: str, lo: float, hi: float, default: float) -> float:
     if key not in cfg or cfg[key] is None:
         return default
     v = cfg[key]
@@ -268,7 +268,7 @@ def _check_number(cfg: Mapping[str, Any], key: str, field: str, lo: float, hi: f
     return float(v)
 
 
-def _check_str(cfg: Mapping[str, Any], key: str, field: str, default: str | None, required: bool = False) -> str | None:
+def check_str(cfg: Mapping[str, Any], key: str, field: str, default: str | None, required: bool = False) -> str | None:
     if key not in cfg or cfg[key] is None:
         if required:
             raise InvalidParams(f"{field}.{key}", "is required")
@@ -279,85 +279,7 @@ def _check_str(cfg: Mapping[str, Any], key: str, field: str, default: str | None
     return v.strip()
 
 
-def _refuse_unknown(cfg: Mapping[str, Any], known: set[str], field: str) -> None:
+def refuse_unknown(cfg: Mapping[str, Any], known: set[str], field: str) -> None:
     for key in cfg:
         if key not in known:
             raise InvalidParams(f"{field}.{key}", f"unknown option (known: {', '.join(sorted(known))})")
-
-
-ONNX_KEYS = {"provider", "max_tokens", "batch_size", "threads"}
-HTTP_KEYS = {"provider", "url", "model", "timeout", "retries", "api_key_env", "dim", "max_tokens", "batch_size"}
-
-
-def validate_config(config: Mapping[str, Any] | None, field: str = "embedding") -> dict[str, Any]:
-    """Check an embedding config and return it normalised with defaults filled.
-    Raises InvalidParams naming the field. {"provider": "none"} stays as is."""
-    if config is None:
-        config = {}
-    if not isinstance(config, Mapping):
-        raise InvalidParams(field, "must be an object")
-    kind = config.get("provider", "onnx")
-    if kind is None:
-        kind = "onnx"
-    if not isinstance(kind, str) or kind not in ("onnx", "http", "none"):
-        raise InvalidParams(f"{field}.provider", 'must be one of "onnx", "http", "none"')
-    if kind == "none":
-        _refuse_unknown(config, {"provider"}, field)
-        return {"provider": "none"}
-    if kind == "onnx":
-        _refuse_unknown(config, ONNX_KEYS, field)
-        return {
-            "provider": "onnx",
-            "max_tokens": _check_int(config, "max_tokens", field, 8, 512, 256),
-            "batch_size": _check_int(config, "batch_size", field, 1, 1024, 32),
-            "threads": _check_int(config, "threads", field, 1, 256, None),
-        }
-    _refuse_unknown(config, HTTP_KEYS, field)
-    from .http import normalise_url  # local: keeps httpx out of onnx-only imports
-
-    url = _check_str(config, "url", field, None, required=True)
-    assert url is not None
-    url = normalise_url(url, f"{field}.url")
-    model = _check_str(config, "model", field, None, required=True)
-    env = _check_str(config, "api_key_env", field, None)
-    if env is not None and not env.replace("_", "a").isalnum():
-        raise InvalidParams(f"{field}.api_key_env", "must be an environment variable name")
-    return {
-        "provider": "http",
-        "url": url,
-        "model": model,
-        "timeout": _check_number(config, "timeout", field, 0.0, 3600.0, 30.0),
-        "retries": _check_int(config, "retries", field, 0, 10, 2),
-        "api_key_env": env,
-        "dim": _check_int(config, "dim", field, 1, 65536, None),
-        "max_tokens": _check_int(config, "max_tokens", field, 8, 1_000_000, 512),
-        "batch_size": _check_int(config, "batch_size", field, 1, 4096, 32),
-    }
-
-
-def make_provider(config: Mapping[str, Any] | None, field: str = "embedding") -> Provider | None:
-    """Build a provider from a workspace's `embedding` config.
-
-    {"provider": "onnx"} (default; options max_tokens, batch_size, threads)
-    {"provider": "http", "url": ..., "model": ..., "timeout": s, "retries": n,
-     "api_key_env": "ENV", "dim": n, "max_tokens": n, "batch_size": n}
-    {"provider": "none"} -> None.
-
-    Bad config -> InvalidParams naming the field. A missing model (onnx) ->
-    ProviderDown, raised here because nothing could work without it. Nothing
-    is fetched over the network here: the http provider connects on first use.
-    """
-    cfg = validate_config(config, field)
-    if cfg["provider"] == "none":
-        return None
-    if cfg["provider"] == "onnx":
-        from .onnx import OnnxProvider
-
-        return OnnxProvider(max_tokens=cfg["max_tokens"], batch_size=cfg["batch_size"], threads=cfg["threads"])
-    from .http import HttpProvider
-
-    return HttpProvider(
-        url=cfg["url"], model=cfg["model"], timeout=cfg["timeout"], retries=cfg["retries"],
-        api_key_env=cfg["api_key_env"], dim=cfg["dim"], max_tokens=cfg["max_tokens"],
-        batch_size=cfg["batch_size"],
-    )

@@ -1,67 +1,223 @@
-"""The embed queue's worker (anyio): keeps every workspace's vectors filled.
+"""The embed queue: keeps every workspace's vectors filled.
 
 The queue itself is the store (a chunk without a vector for the configured
-model is pending), so the worker holds no state that a crash could lose: a
-killed daemon resumes where it stopped. Each step runs in a worker thread off
-the event loop and never inside a write transaction (SemanticRuntime.embed_step).
-A provider that is down is retried with backoff; it never stops lexical work.
+model is pending), so nothing a crash could lose is held here: a killed
+process resumes where it stopped. `step` embeds one batch outside any
+transaction and writes it in one. When the configured model differs from
+the one whose vectors serve searches (a switch), the old vectors keep
+serving until the new model has every vector; then the switch is one
+transaction and the old vectors are deleted.
+
+One loop drives it, `work`: the daemon runs it until shutdown, `autodoc
+index` until nothing is pending, the language server after each save.
+
+Runs on: the thread that calls `work` or `step` (one step at a time per
+queue; steps take the store's write lock only to write a batch).
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from typing import TYPE_CHECKING, Any, Callable
+import threading
+import time
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager, Iterable
 
-import anyio
-import anyio.to_thread
+import numpy as np
 
-if TYPE_CHECKING:
-    from ..service import Service
+from ..search.vectors import sign_codes
+from ..store import Store
+from ..store import vectors as stored
+from ..store.workspaces import Workspace, get_workspace, workspace_names
+from .base import ProviderDown
+from .memory import release_free_heap
+from .providers import Providers
 
-log = logging.getLogger("autodoc.embed.queue")
+log = logging.getLogger("autodoc.embed")
 
-# notify(workspace, {"embedded", "pending", "state", "reason"}) — progress for clients
-Notify = Callable[[str, dict[str, Any]], None]
-
+EMBED_BATCH = 16  # small batches keep a search's wait for the CPU short
 IDLE_POLL_S = 2.0
 BACKOFF_MIN_S, BACKOFF_MAX_S = 2.0, 60.0
+SEARCH_YIELD_S = 0.5  # how long a step waits for searches in flight before taking the CPU
+
+# notify(workspace, {"embedded", "pending", "state", "reason"}): progress for clients
+Notify = Callable[[str, dict[str, Any]], None]
+EmbeddingConfig = Callable[[Workspace], dict[str, Any]]
 
 
-async def run_embed_queue(svc: "Service", notify: Notify | None = None,
-                          limiter: anyio.CapacityLimiter | None = None) -> None:
-    """Run until cancelled."""
-    limiter = limiter or anyio.CapacityLimiter(1)
-    backoff: dict[str, tuple[float, float]] = {}  # workspace → (retry at, current delay)
-    wake = svc.semantic.wake
-    while True:
-        wake.clear()  # before the steps, so a write during them is not missed
-        names = await anyio.to_thread.run_sync(svc.workspaces, limiter=limiter)
-        did = 0
-        now = anyio.current_time()
-        for name in names:
-            retry_at, delay = backoff.get(name, (0.0, 0.0))
-            if now < retry_at:
-                continue
-            try:
-                step = await anyio.to_thread.run_sync(svc.embed_step, name, limiter=limiter)
-            except Exception as e:  # a removed workspace, a store hiccup: log, keep serving
-                log.warning("embed step for %s failed: %s", name, e)
-                continue
-            if step["state"] == "failed":
-                delay = min(BACKOFF_MAX_S, max(BACKOFF_MIN_S, delay * 2))
-                backoff[name] = (anyio.current_time() + delay, delay)
-                if notify:
-                    notify(name, {"embedded": 0, "pending": None, "state": "failed", "reason": step["reason"]})
-                continue
-            backoff.pop(name, None)
-            if step["embedded"]:
-                did += step["embedded"]
-                if notify:
-                    status = await anyio.to_thread.run_sync(svc.embedding_status_by_name, name, limiter=limiter)
-                    notify(name, {"embedded": status["embedded"], "pending": status["pending"],
-                                  "state": status["state"], "reason": status["reason"]})
-        if not did:
-            # nothing to do: sleep until an index write wakes us, or poll
-            with anyio.move_on_after(IDLE_POLL_S):
-                await anyio.to_thread.run_sync(wake.wait, IDLE_POLL_S, abandon_on_cancel=True)
+class EmbedQueue:
+    def __init__(self, store: Store, providers: Providers, embedding_config: EmbeddingConfig, *,
+                 on_vectors: Callable[[int, list[int]], None], busy: Callable[[], bool] = lambda: False):
+        self.store = store
+        self.providers = providers
+        self._config = embedding_config
+        self._on_vectors = on_vectors  # (workspace id, documents whose vectors changed)
+        self._busy = busy  # searches in flight: a step yields to them briefly
+        self.wake = threading.Event()  # set when there may be new work
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._stepping = threading.Lock()  # held for a whole step: close() waits for it
+        self._version: dict[int, int] = {}  # bumped on every change to a workspace's chunks or vectors
+        self._settled: dict[tuple[int, str], int] = {}  # (workspace, fingerprint) → version with nothing pending
+        self._pending: dict[tuple[int, str], tuple[int, int]] = {}  # (workspace, fp) → (version, count)
+        self._embedded_since_release = False
+
+    # -- what changed --------------------------------------------------------------
+
+    def changed(self, ws_id: int) -> None:
+        """A workspace's chunks or vectors changed: what was settled must be looked at again."""
+        with self._lock:
+            self._version[ws_id] = self._version.get(ws_id, 0) + 1
+        self.wake.set()
+
+    def pending(self, db, ws_id: int, fp: str) -> int:
+        """Chunks still without a vector, cached until the workspace next changes."""
+        with self._lock:
+            version = self._version.get(ws_id, 0)
+            hit = self._pending.get((ws_id, fp))
+        if hit and hit[0] == version:
+            return hit[1]
+        n = stored.coverage(db, ws_id, fp)[1]
+        with self._lock:
+            self._pending[(ws_id, fp)] = (version, n)
+        return n
+
+    # -- one batch -------------------------------------------------------------------
+
+    def step(self, ws: Workspace, batch: int = EMBED_BATCH) -> dict[str, Any]:
+        """Embed one batch for the workspace's configured model: {embedded, remaining, state, reason}.
+        Never holds a transaction while the model runs."""
+        with self._stepping:
+            return self._step(ws, batch)
+
+    def _step(self, ws: Workspace, batch: int) -> dict[str, Any]:
+        provider, reason = self.providers.target(self._config(ws))
+        if provider is None:
+            return {"embedded": 0, "remaining": 0, "state": "failed" if reason else "off", "reason": reason}
+        try:
+            fp = provider.fingerprint
+        except ProviderDown as e:
+            return {"embedded": 0, "remaining": 0, "state": "failed", "reason": str(e)}
+        with self._lock:
+            version = self._version.get(ws.id, 0)
+            settled = self._settled.get((ws.id, fp)) == version
+        if settled:
+            # Nothing changed since a step found nothing to embed: finding that out again is a
+            # scan of every chunk, which an idle daemon ran every IDLE_POLL_S (seconds at 1M chunks).
+            return {"embedded": 0, "remaining": 0, "state": "ready", "reason": None}
+        with self.store.read() as db:
+            rows = stored.pending_texts(db, ws.id, fp, batch)
+        if not rows:
+            self._maybe_switch(ws, provider, fp)
+            with self._lock:
+                self._settled[(ws.id, fp)] = version
+                drained, self._embedded_since_release = self._embedded_since_release, False
+            if drained and hasattr(provider, "release_memory"):
+                try:
+                    provider.release_memory()  # the queue drained: hand the batches' arena back
+                except Exception as e:  # memory stays held; the vectors are written, nothing is lost
+                    log.warning("the embedding model could not release its memory: %s", e)
+                release_free_heap()
+            return {"embedded": 0, "remaining": 0, "state": "ready", "reason": None}
+        deadline = time.monotonic() + SEARCH_YIELD_S
+        while self._busy() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        try:
+            vecs = provider.embed([text for _, text in rows])
+        except ProviderDown as e:
+            return {"embedded": 0, "remaining": len(rows), "state": "failed", "reason": str(e)}
+        finally:
+            release_free_heap()  # a batch's freed buffers; ~3 ms against ~2 s of embedding
+        vecs = np.ascontiguousarray(vecs, dtype="<f4")
+        codes = sign_codes(vecs)
+        with self.store.write() as w:
+            if not stored.workspace_exists(w, ws.id):
+                return {"embedded": 0, "remaining": 0, "state": "off", "reason": "the workspace was removed"}
+            stored.write_vectors(w, ws.id, fp, [(h, vecs[i].tobytes(), codes[i].tobytes())
+                                                for i, (h, _) in enumerate(rows)])
+            if stored.active_model(w, ws.id) is None:
+                # the first model a workspace ever has needs no switch
+                stored.activate(w, ws.id, fp, self.providers.config_of(provider), provider.name)
+            docs = stored.documents_with_texts(w, ws.id, [h for h, _ in rows])
+        with self._lock:
+            self._embedded_since_release = True
+        self._on_vectors(ws.id, docs)
+        return {"embedded": len(rows), "remaining": None, "state": "filling", "reason": None}
+
+    def _maybe_switch(self, ws: Workspace, provider, fp: str) -> None:
+        with self.store.write() as w:
+            active = stored.active_model(w, ws.id)
+            if active is not None and active.fingerprint == fp:
+                return
+            stored.activate(w, ws.id, fp, self.providers.config_of(provider), provider.name)
+            stored.drop_other_models(w, ws.id, fp)
+        log.info("workspace %s switched to embedding model %s", ws.name, provider.name)
+        self._on_vectors(ws.id, None)
+
+    # -- the loop --------------------------------------------------------------------
+
+    def work(self, names: Iterable[str] | None = None, *, until_idle: bool, batch: int = EMBED_BATCH,
+             guard: Callable[[], ContextManager[Any]] = nullcontext, notify: Notify | None = None,
+             status: Callable[[str], dict[str, Any]] | None = None,
+             progress: Callable[[int], None] | None = None) -> int:
+        """Embed the named workspaces (default: all) batch by batch; returns the vectors written.
+
+        until_idle: stop once a round embeds nothing (or the provider fails);
+        otherwise wait for `wake` and go on until `stopping` is set. Each step
+        runs inside `guard()` (the language server's lock). A provider that is
+        down is retried with backoff; it never stops lexical work."""
+        backoff: dict[str, tuple[float, float]] = {}  # workspace → (retry at, current delay)
+        total = 0
+        while not self.stopping.is_set():
+            self.wake.clear()  # before the steps, so a write during them is not missed
+            did, failed = 0, 0
+            for name in list(names) if names is not None else self._names():
+                if self.stopping.is_set():
+                    break
+                retry_at, delay = backoff.get(name, (0.0, 0.0))
+                if time.monotonic() < retry_at:
+                    continue
+                try:
+                    with guard():
+                        if self.stopping.is_set():
+                            break
+                        with self.store.read() as db:
+                            ws = get_workspace(db, name)
+                        step = self.step(ws, batch)
+                except Exception as e:  # a removed workspace, a store hiccup: log, keep serving
+                    log.warning("embed step for %s failed: %s", name, e)
+                    failed += 1
+                    continue
+                if step["state"] == "failed":
+                    failed += 1
+                    delay = min(BACKOFF_MAX_S, max(BACKOFF_MIN_S, delay * 2))
+                    backoff[name] = (time.monotonic() + delay, delay)
+                    if notify:
+                        notify(name, {"embedded": 0, "pending": None, "state": "failed", "reason": step["reason"]})
+                    continue
+                backoff.pop(name, None)
+                if step["embedded"]:
+                    did += step["embedded"]
+                    if progress:
+                        progress(step["embedded"])
+                    if notify and status:
+                        st = status(name)
+                        notify(name, {"embedded": st["embedded"], "pending": st["pending"],
+                                      "state": st["state"], "reason": st["reason"]})
+            total += did
+            if not did:
+                if until_idle:
+                    break
+                self.wake.wait(IDLE_POLL_S)
+        return total
+
+    def _names(self) -> list[str]:
+        with self.store.read() as db:
+            return workspace_names(db)
+
+    def stop(self) -> None:
+        """End `work` loops and wait for a step in progress (at most one batch)."""
+        self.stopping.set()
+        self.wake.set()
+        with self._stepping:
+            pass

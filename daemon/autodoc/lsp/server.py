@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from autodoc_client import RemoteError, call_socket
 from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
 from ..config import Settings
-from ..errors import AutodocError, DocumentNotFound, StoreLocked, WorkspaceNotFound, from_rpc
+from ..connect import Local, Remote, connect
+from ..errors import AutodocError, DocumentNotFound, WorkspaceNotFound
 from ..ingest.inline import link_spans
 
 log = logging.getLogger("autodoc.lsp")
@@ -50,28 +50,25 @@ _OPEN_TAG = re.compile(r"(?<![\w&#/\\])#([\w/-]*)$")  # as ingest/inline.py read
 
 
 class Backend:
-    """One RPC call at a time, on the daemon's socket or on an in-process Service."""
+    """The calls of one language server: on the daemon's socket, or on a Service in this
+    process (connect.py), which then also indexes saved files and embeds them."""
 
     def __init__(self, settings: Settings):
-        from ..cli import _daemon_socket
-
         self.settings = settings
-        self.socket = _daemon_socket(settings)
-        self.service = None
+        # with no daemon, this process writes; a writer without a socket (a running
+        # `autodoc index`, say) leaves it a reader
+        self.conn = connect(settings, writer=True, fall_back_to_reader=True)
+        self.socket = self.conn.socket if isinstance(self.conn, Remote) else None
+        self.service = self.conn.service if isinstance(self.conn, Local) else None
         self._lock = threading.Lock()
         self._closed = False
         self._embedding: dict[str, bool] = {}  # workspace → saved again while its embed thread ran
         self._embed_lock = threading.Lock()
         if self.socket is not None:
             log.info("calls go to the daemon at %s", self.socket)
-            return
-        from ..service import Service
-
-        try:
-            self.service = Service(settings, writer=True)
+        elif self.indexes_on_save:
             log.info("calls run in this process on %s, which indexes files as they are saved", settings.store)
-        except StoreLocked:  # a writer without a socket (e.g. a running `autodoc index`): read only
-            self.service = Service(settings, writer=False)
+        else:
             log.info("calls run in this process on %s, read only: another process holds the writer lease",
                      settings.store)
 
@@ -82,20 +79,8 @@ class Backend:
     def call(self, method: str, params: list[Any]) -> Any:
         """A read (every method the server uses is one). The Service serves readers on any
         thread at once, as the daemon does, so reads do not wait for a save or a batch of
-        embedding; only writes take the lock."""
-        if self.service is not None:
-            from ..inprocess import bind
-
-            attr, args = bind(method, params)
-            return getattr(self.service, attr)(*args)
-        return self._call_socket(method, params)
-
-    def _call_socket(self, method: str, params: list[Any]) -> Any:
-        # pygls runs these handlers on worker threads, where the client's own event loop can run
-        try:
-            return call_socket(self.socket, method, params, timeout=60)
-        except RemoteError as e:
-            raise from_rpc({"code": e.code, "message": e.message, "data": e.data}) from None
+        embedding; only writes take the lock. pygls runs these handlers on worker threads."""
+        return self.conn.call(method, params)
 
     def index_paths(self, workspace: str, relpath: str) -> None:
         with self._lock:
@@ -116,18 +101,15 @@ class Backend:
         def run() -> None:
             try:
                 while True:
-                    with self._lock:
-                        if self._closed:
-                            break
-                        step = self.service.embed_step(workspace, EMBED_BATCH)
-                    if not step["embedded"]:
-                        with self._embed_lock:
-                            # decide and leave in one critical section, so a save that lands
-                            # now either sees this thread gone or is looked at again
-                            if not self._embedding[workspace]:
-                                del self._embedding[workspace]
-                                return
-                            self._embedding[workspace] = False
+                    self.service.embed_queue.work([workspace], until_idle=True, batch=EMBED_BATCH,
+                                                  guard=lambda: self._lock)
+                    with self._embed_lock:
+                        # decide and leave in one critical section, so a save that lands
+                        # now either sees this thread gone or is looked at again
+                        if self._closed or not self._embedding[workspace]:
+                            del self._embedding[workspace]
+                            return
+                        self._embedding[workspace] = False
             except Exception as e:  # the provider is down or missing: answers report it
                 log.info("embedding %s stopped: %s", workspace, e)
             with self._embed_lock:

@@ -1,9 +1,12 @@
 """The search pipeline: query → filter → legs (concurrently) → fusion → boosts
-→ cap → demotion → rerank → answer. I/O lives in the legs and `_load`; the
-steps between are the pure functions of fusion.py and snippet.py.
+→ cap → demotion → rerank → answer. What it reads, it reads through store/
+(matches, hits) on one snapshot; the steps between are the pure functions of
+fusion.py and snippet.py.
 
-Input: a reader connection, the workspace, the user's query and validated
-options. Output: the search.query answer (docs/dev/CONTRACTS.md).
+Input: the search's read snapshot, the workspace, the user's query and
+validated options. Output: the search.query answer (docs/dev/CONTRACTS.md).
+
+Runs on: the caller's thread; the semantic leg's model and scan on `pool`.
 """
 
 from __future__ import annotations
@@ -11,70 +14,46 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import apsw
 
 from ..config import PER_DOCUMENT, RRF_K, SEMANTIC_TOP
-from ..errors import AutodocError, InvalidParams, Unsupported
-from ..store.documents import Workspace
+from ..errors import InvalidParams, Unsupported
+from ..store import hits as stored_hits
+from ..store.counts import facet_counts
+from ..store.filters import Filter, build_filter
+from ..store.workspaces import Workspace
 from . import fusion as F
-from .counts import facet_counts
-from .filters import Filter, build_filter
 from .fts import build_match
 from .graph import run_graph
 from .lexical import run_lexical
 from .options import SearchOptions
 from .query import ParsedQuery, parse_query, resolve_facets
+from .rerank import NO_RANKER_REASON, RankFn
+from .semantic import NO_MODEL_REASON, Prepared, SemanticOutcome
 from .snippet import make_snippet, snippet_maker
 from .tokens import stem, tokenize
 
 log = logging.getLogger("autodoc.search")
 
 
-@dataclass
-class SemanticOutcome:
-    """What the semantic leg did. hits is None when it could not run."""
-
-    hits: list[F.LegHit] | None
-    state: str  # ready | partial | switching | off | failed
-    reason: str | None = None  # why it was skipped (or why coverage is partial)
-    error: AutodocError | None = None  # raised instead when semantic was the only leg asked for
-    model: str | None = None
-
-
-class SemanticLeg(Protocol):
-    def __call__(self, ws: Workspace, text: str, filt: Filter, top: int) -> SemanticOutcome: ...
-
-
-@dataclass
-class RankOutcome:
-    scores: list[float] | None
-    state: str  # ready | failed | off
-    model: str | None
-    error: str = ""
-
-
-class RankFn(Protocol):
-    def __call__(self, query: str, passages: list[str]) -> RankOutcome: ...
-
-
-NO_MODEL_REASON = "no embedding model is configured for this workspace"
-NO_RANKER_REASON = "no ranker is configured for this workspace"
+# the semantic leg bound to this search's snapshot and workspace: prepare(filter)
+PrepareSemantic = Callable[[Filter], Prepared | SemanticOutcome]
 
 
 @dataclass
 class Context:
-    db: apsw.Connection
+    db: apsw.Connection  # the search's one read snapshot
     ws: Workspace
     known_fields: set[str]
-    semantic: SemanticLeg | None = None
+    semantic: PrepareSemantic | None = None
     rank: RankFn | None = None
     rank_model: str | None = None
-    pool: Any = None  # an executor for the semantic leg; None runs it inline
+    pool: Any = None  # an executor for the semantic leg's model and scan; None runs them inline
     facet_kinds: dict[str, str] | None = None  # declared field -> comparison kind; None: no schema
-    successors: Callable[[], tuple[dict[int, int], dict[int, str]]] | None = None  # cached _successors
+    successors: Callable[[], tuple[dict[int, int], dict[int, str]]] | None = None  # cached per generation
 
 
 def _check_fields(ctx: Context, opts: SearchOptions) -> None:
@@ -114,11 +93,14 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
 
     want_lex = "lexical" in requested
     want_sem = "semantic" in requested
+    planned: Prepared | SemanticOutcome = SemanticOutcome(None, "off", NO_MODEL_REASON, None)
+    if want_sem and ctx.semantic is not None:
+        planned = ctx.semantic(filt)  # what it reads, it reads from this search's snapshot
     sem_future = None
-    if want_sem and ctx.semantic is not None and ctx.pool is not None and want_lex:
-        # The semantic leg runs on its own thread and connection while the
+    if isinstance(planned, Prepared) and ctx.pool is not None and want_lex:
+        # The query's embedding and the vector scan run on a leg thread while the
         # lexical leg runs here; fusion depends only on each leg's order.
-        sem_future = ctx.pool.submit(ctx.semantic, ctx.ws, parsed.text, filt, SEMANTIC_TOP)
+        sem_future = ctx.pool.submit(planned.run, parsed.text, SEMANTIC_TOP)
     if want_lex:
         hits, lexical_match = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit)
         legs["lexical"] = hits
@@ -126,10 +108,10 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     if want_sem:
         if sem_future is not None:
             outcome = sem_future.result()
-        elif ctx.semantic is not None:
-            outcome = ctx.semantic(ctx.ws, parsed.text, filt, SEMANTIC_TOP)
+        elif isinstance(planned, Prepared):
+            outcome = planned.run(parsed.text, SEMANTIC_TOP)
         else:
-            outcome = SemanticOutcome(None, "off", NO_MODEL_REASON, None)
+            outcome = planned
         semantic_state = outcome.state
         if outcome.hits is None:
             if not want_lex:  # semantic alone was asked for: never answer with words instead
@@ -162,22 +144,21 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         fused = F.fuse_rrf(legs, k=k, weights=weights)
         max_score = F.rrf_max(len(legs), k, weights, legs.keys())
 
-    cands = _candidates(ctx.db, [f.chunk_id for f in fused])
-    fused = [f for f in fused if f.chunk_id in cands]  # a chunk retired between the semantic leg and here
-    doc_of = {cid: c[0] for cid, c in cands.items()}
-    doc_path = {c[0]: c[1] for c in cands.values()}
-    doc_tags = {c[0]: c[2] for c in cands.values()}
+    cands = stored_hits.candidates(ctx.db, [f.chunk_id for f in fused])
+    fused = [f for f in fused if f.chunk_id in cands]  # a chunk retired since the vector cache saw it
+    doc_of = {cid: c.document_id for cid, c in cands.items()}
+    doc_path = {c.document_id: c.path for c in cands.values()}
+    doc_tags = {c.document_id: c.tags for c in cands.values()}
     qstems = {stem(w) for t in parsed.terms for w in re.findall(r"\w+", t.text)}
-    tag_match = {d for d, tags in doc_tags.items()
-                 if tags != "[]" and any(stem(t) in qstems or t in qstems for t in json.loads(tags))}
-    inbound = _inbound(ctx.db, ctx.ws.id, {p: d for d, p in doc_path.items()})
+    tag_match = {d for d, tags in doc_tags.items() if any(stem(t) in qstems or t in qstems for t in tags)}
+    inbound = stored_hits.inbound_links(ctx.db, ctx.ws.id, {p: d for d, p in doc_path.items()})
     fused = F.apply_boosts(fused, doc_of=doc_of, tag_match=tag_match, inbound=inbound, max_score=max_score)
     fused = F.cap_per_document(fused, doc_of, PER_DOCUMENT)
     if opts.demote_superseded:
-        successor, path_of = ctx.successors() if ctx.successors else _successors(ctx.db, ctx.ws.id)
+        successor, path_of = ctx.successors() if ctx.successors else stored_hits.successors(ctx.db, ctx.ws.id)
         fused = F.demote_superseded(fused, doc_of, successor, path_of)
     shown = max(opts.limit, opts.window if "rerank" in requested and ctx.rank is not None else 0)
-    rows = _load(ctx.db, [f.chunk_id for f in fused[:shown]])
+    rows = stored_hits.hit_rows(ctx.db, [f.chunk_id for f in fused[:shown]])
 
     rank = {"state": "off", "model": ctx.rank_model, "error": ""}
     rank_scores: dict[int, float] = {}
@@ -242,9 +223,7 @@ def _graph_leg(ctx: Context, opts: SearchOptions, filt: Filter, legs: dict[str, 
     if not seed_hits:
         skipped["graph"] = "the lexical and semantic legs found nothing to start from"
         return
-    ids = sorted({h.chunk_id for h in seed_hits})
-    doc_of = {cid: d for cid, d in ctx.db.execute(
-        "SELECT id, document_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))}
+    doc_of = stored_hits.chunk_documents(ctx.db, sorted({h.chunk_id for h in seed_hits}))
     # seeds in order of their best rank in either leg; each document's best chunk stands for it
     best: dict[int, tuple[int, int]] = {}
     for name in ("lexical", "semantic"):
@@ -257,84 +236,6 @@ def _graph_leg(ctx: Context, opts: SearchOptions, filt: Filter, legs: dict[str, 
     if found:  # a leg that found nothing must not dilute relevance and compatibility
         legs["graph"] = found
     performed.append("graph")
-
-
-def _candidates(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[int, str, str]]:
-    """chunk id → (document id, path, tags as JSON): all that boosts, the cap and
-    demotion need, for every fused candidate; whole rows are read for the page only."""
-    if not ids:
-        return {}
-    return {r[0]: r[1:] for r in db.execute(
-        """SELECT c.id, c.document_id, d.path, d.tags FROM chunks c JOIN documents d ON d.id = c.document_id
-           WHERE c.id IN (SELECT value FROM json_each(?))""", (json.dumps(ids),))}
-
-
-def _load(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
-    if not ids:
-        return {}
-    out: dict[int, dict] = {}
-    tags: dict[int, list[str]] = {}
-    for r in db.execute(
-        """SELECT c.id, c.document_id, c.kind, c.breadcrumb, c.byte_start, c.byte_end, c.line_start,
-           c.line_end, d.path, d.title, d.generation, d.tags, c.text
-           FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT value FROM json_each(?))""",
-        (json.dumps(ids),),
-    ):
-        t = tags.get(r[1])
-        if t is None:
-            t = tags[r[1]] = json.loads(r[11])
-        out[r[0]] = {
-            "chunk_id": r[0], "document_id": r[1], "kind": r[2], "breadcrumb": r[3],
-            "byte_start": r[4], "byte_end": r[5], "line_start": r[6], "line_end": r[7], "path": r[8],
-            "title": r[9], "generation": r[10], "tags": t, "text": r[12],
-        }
-    return out
-
-
-def _texts(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
-    if not ids:
-        return {}
-    return dict(db.execute("SELECT id, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-                           (json.dumps(ids),)))
-
-
-def _inbound(db: apsw.Connection, workspace_id: int, path_to_doc: dict[str, int]) -> dict[int, int]:
-    """Distinct documents linking (wiki or markdown) to each candidate document."""
-    if not path_to_doc:
-        return {}
-    paths = list(path_to_doc)
-    out: dict[int, int] = {}
-    for i in range(0, len(paths), 500):
-        part = paths[i : i + 500]
-        marks = ",".join("?" * len(part))
-        for target, n in db.execute(
-            f"""SELECT l.target_path, COUNT(DISTINCT l.source_id) FROM links l JOIN documents s ON s.id = l.source_id
-                WHERE l.workspace_id=? AND l.kind IN ('wiki','markdown') AND l.target_path IN ({marks})
-                AND s.path != l.target_path GROUP BY l.target_path""",
-            (workspace_id, *part),
-        ):
-            out[path_to_doc[target]] = n
-    return out
-
-
-def _successors(db: apsw.Connection, workspace_id: int) -> tuple[dict[int, int], dict[int, str]]:
-    """Direct successor of each document (superseded_by, or the reverse of supersedes)."""
-    rows = db.execute(
-        """SELECT s.id, s.path, l.kind, t.id, t.path FROM links l
-           JOIN documents s ON s.id = l.source_id
-           JOIN documents t ON t.workspace_id = l.workspace_id AND t.path = l.target_path
-           WHERE l.workspace_id=? AND l.kind IN ('supersedes','superseded_by') AND s.id != t.id""",
-        (workspace_id,),
-    ).fetchall()
-    successor: dict[int, int] = {}
-    path_of: dict[int, str] = {}
-    for sid, spath, kind, tid, tpath in sorted(rows):
-        path_of[sid], path_of[tid] = spath, tpath
-        if kind == "superseded_by":
-            successor.setdefault(sid, tid)
-        else:
-            successor.setdefault(tid, sid)
-    return successor, path_of
 
 
 def _hit(ws: Workspace, row: dict, f: F.Fused, snippet: str, rank_score: float | None) -> dict[str, Any]:
@@ -366,14 +267,8 @@ def _hit(ws: Workspace, row: dict, f: F.Fused, snippet: str, rank_score: float |
 def _facet_browse(ctx: Context, query: str, parsed: ParsedQuery, filt: Filter, opts: SearchOptions,
                   requested: list[str]) -> dict[str, Any]:
     """A query of facets only: the matching files in path order, no ranking."""
-    where = f" AND {filt.sql}" if filt.sql else ""
-    rows = ctx.db.execute(
-        f"""SELECT d.path, d.title, d.generation, d.tags, d.size, d.line_count, MIN(c.id)
-            FROM chunks c JOIN documents d ON d.id = c.document_id
-            WHERE c.workspace_id = ?{where} GROUP BY d.id ORDER BY d.path LIMIT ?""",
-        (ctx.ws.id, *filt.params, opts.limit),
-    ).fetchall()
-    first = _texts(ctx.db, [r[6] for r in rows])
+    rows = stored_hits.matching_documents(ctx.db, ctx.ws.id, filt, opts.limit)
+    first = stored_hits.chunk_texts(ctx.db, [r[6] for r in rows])
     hits = []
     for path, title, gen, tags, size, lines, cid in rows:
         hits.append({

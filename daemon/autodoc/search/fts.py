@@ -14,36 +14,9 @@ reach FTS5's operator grammar: AND, NEAR, column:filters, parentheses and
 
 from __future__ import annotations
 
-import re
-
 from .query import Term
 
-# Han, Hiragana, Katakana, Hangul (syllables + jamo), CJK punctuation excluded.
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_WORDISH = re.compile(r"\w", re.UNICODE)
-
-# Lucene's English stop set (33 words), as published BM25 baselines use. A
-# longer list (NLTK's) measured worse on SciFact: it drops words like "after"
-# and "between" that carry meaning in a claim (docs/benchmarks/quality.md).
-STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there "
-    "these they this to was will with".split()
-)
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # what unicode61 keeps as a token
-
-
-def _bigrams(run: str) -> str:
-    if len(run) == 1:
-        return run
-    return " ".join(run[i : i + 2] for i in range(len(run) - 1))
-
-
-def fts_text(text: str) -> str:
-    """Text as it is written into the FTS index (CJK runs as bigrams)."""
-    if not _CJK_RUN.search(text):
-        return text
-    return _CJK_RUN.sub(lambda m: f" {_bigrams(m.group(0))} ", text)
+from ..store.ftstext import CJK_RUN, TOKEN, WORDISH, STOPWORDS, fts_text  # noqa: F401 (fts_text re-exported)
 
 
 def _quote(s: str) -> str:
@@ -54,9 +27,9 @@ def _quote(s: str) -> str:
 def term_match(term: Term) -> str | None:
     """One term → an FTS5 expression, or None when it has nothing searchable."""
     text = term.text
-    if not _WORDISH.search(text):
+    if not WORDISH.search(text):
         return None
-    runs = _CJK_RUN.findall(text)
+    runs = CJK_RUN.findall(text)
     if runs and len(text.strip()) == 1 and len(runs[0]) == 1:
         return _quote(text.strip()) + "*"
     body = _quote(fts_text(text).strip())
@@ -71,7 +44,7 @@ def _any_terms(terms: list[Term]) -> list[Term]:
         if t.phrase:
             out.append(t)
             continue
-        toks = _TOKEN.findall(t.text)
+        toks = TOKEN.findall(t.text)
         for i, tok in enumerate(toks):
             if tok.lower() in STOPWORDS:
                 continue

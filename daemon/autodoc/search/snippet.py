@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from .fts import _CJK_RUN, STOPWORDS
+from ..store.ftstext import CJK_RUN, STOPWORDS
 from .query import Term
 
 MARK_OPEN, MARK_CLOSE = "«", "»"
@@ -30,8 +30,8 @@ def query_matchers(terms: list[Term], tokenize: Tokenize) -> tuple[set[str], tup
     # stopwords are marked only when the query is nothing but stopwords ("to be or not to be")
     content = [t for t in terms if t.phrase or t.text.lower() not in STOPWORDS] or terms
     for t in content:
-        cjk.extend(_CJK_RUN.findall(t.text))
-        words = [w for w in _WORD.findall(t.text) if not _CJK_RUN.search(w)]
+        cjk.extend(CJK_RUN.findall(t.text))
+        words = [w for w in _WORD.findall(t.text) if not CJK_RUN.search(w)]
         for i, w in enumerate(words):
             if t.prefix and i == len(words) - 1:
                 prefixes.append(w.lower())

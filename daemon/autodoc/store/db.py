@@ -3,7 +3,6 @@ timeout, foreign keys). One writer connection; readers open one per thread."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import apsw

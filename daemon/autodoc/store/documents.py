@@ -11,23 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
-from typing import Any
 
 import apsw
 
 from ..ingest.types import Chunk, ParsedDocument
-from ..search.fts import fts_text
+from .ftstext import fts_text
 from .facets import active_schema, write_facets
-
-
-@dataclass(frozen=True)
-class Workspace:
-    id: int
-    name: str
-    root: str
-    config: dict[str, Any]
-    created: float
+from .workspaces import Workspace
 
 
 def next_generation(db: apsw.Connection) -> int:
@@ -201,3 +191,35 @@ def record_skip(db: apsw.Connection, ws: Workspace, path: str, reason: str) -> N
         "ON CONFLICT(workspace_id, path) DO UPDATE SET reason=excluded.reason",
         (ws.id, path, reason),
     )
+
+
+def clear_skips_except(db: apsw.Connection, ws: Workspace, keep: set[str]) -> None:
+    """Forget the skip records of files that are no longer skipped."""
+    for (p,) in db.execute("SELECT path FROM skipped WHERE workspace_id=?", (ws.id,)).fetchall():
+        if p not in keep:
+            db.execute("DELETE FROM skipped WHERE workspace_id=? AND path=?", (ws.id, p))
+
+
+# -- what the index job compares the disk with -----------------------------------------
+
+
+def file_states(db: apsw.Connection, ws_id: int) -> dict[str, tuple[str, int, int]]:
+    """path → (content hash, size, mtime_ns) of every indexed document."""
+    return {p: (h, s, m) for p, h, s, m in db.execute(
+        "SELECT path, content_hash, size, mtime_ns FROM documents WHERE workspace_id=?", (ws_id,))}
+
+
+def stored_hash(db: apsw.Connection, ws_id: int, path: str) -> str | None:
+    row = db.execute("SELECT content_hash FROM documents WHERE workspace_id=? AND path=?", (ws_id, path)).fetchone()
+    return None if row is None else row[0]
+
+
+def names_of(db: apsw.Connection, ws_id: int, path: str) -> tuple[str, list, dict] | None:
+    """(title, aliases, frontmatter): what links resolve against."""
+    row = db.execute("SELECT title, aliases, frontmatter FROM documents WHERE workspace_id=? AND path=?",
+                     (ws_id, path)).fetchone()
+    return None if row is None else (row[0], json.loads(row[1]), json.loads(row[2]))
+
+
+def touch_mtime(db: apsw.Connection, ws_id: int, path: str, mtime_ns: int) -> None:
+    db.execute("UPDATE documents SET mtime_ns=? WHERE workspace_id=? AND path=?", (mtime_ns, ws_id, path))

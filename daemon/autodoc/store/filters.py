@@ -5,15 +5,18 @@ limits, so a facet never empties a top-50 that had matches further down.
 Values of one field are ORed (status:accepted status:proposed), ranges of
 one field are ANDed (adr:>=5 adr:<=9), different fields are ANDed, negations
 exclude. Values are compared as the workspace schema types the field
-(schema/values.py: `adr:0042` is the number 42, `date:>=2025-01-01` a date).
+(fmschema/values.py: `adr:0042` is the number 42, `date:>=2025-01-01` a date).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..fmschema.values import condition, is_range
-from .query import Facet
+
+if TYPE_CHECKING:
+    from ..search.query import Facet
 
 
 @dataclass

@@ -1,0 +1,73 @@
+"""The method table: every RPC method, what it calls, and how it may run.
+
+Every adapter derives from this one table: the daemon's RPC handlers
+(rpc/methods.py), the in-process binding the CLI, the language server and
+the other clients use when no daemon runs (connect.py), the CLI's choice of
+a writer or a reader, and the contract tests. Adding a method: a row here,
+its schemas (schemas/<method>.params.json and .result.json), and its section
+in protocol/PROTOCOL.md.
+
+Params reach `call` already bound to names and checked by the method's JSON
+Schema (rpc/schemas.py), in-process exactly as over a socket.
+
+Runs on: the caller's thread (a worker thread of the daemon's reader pool or
+its writer slot, or the CLI's main thread).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .index.job import Progress
+    from .service import Service
+
+Call = Callable[..., Any]  # (service, params, **run) -> JSON-safe result
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    call: Call | None  # None: only a daemon can answer it (it is about connections or the process)
+    write: bool = False  # needs the writer lease; the daemon runs it on its single writer slot
+    cancellable: bool = False  # gets `cancel`, an Event set when the client cancels
+    progress: bool = False  # gets `progress(done, total, message)`, which may raise to stop the run
+
+
+def _index(full: bool) -> Call:
+    def call(s: "Service", p: dict, *, progress: "Progress | None" = None, embed: bool = False) -> Any:
+        return s.index(p["workspace"], full=full, progress=progress, embed=embed)
+    return call
+
+
+def _search(s: "Service", p: dict, *, cancel: threading.Event | None = None) -> Any:
+    return s.search(p["workspace"], p["query"], p.get("opts"), cancel=cancel)
+
+
+TABLE = (
+    Method("server.info", lambda s, p: s.info()),
+    Method("server.shutdown", None),
+    Method("workspace.add", lambda s, p: s.workspace_add(p["name"], p["root"], p.get("config")), write=True),
+    Method("workspace.remove", lambda s, p: s.workspace_remove(p["name"]), write=True),
+    Method("workspace.list", lambda s, p: s.workspace_list()),
+    Method("workspace.configure", lambda s, p: s.workspace_configure(p["workspace"], p["options"]), write=True),
+    Method("workspace.section_size", lambda s, p: s.workspace_section_size(p["workspace"], p["tokens"]), write=True),
+    Method("workspace.status", lambda s, p: s.workspace_status(p["workspace"])),
+    Method("workspace.tags", lambda s, p: s.workspace_tags(p["workspace"], p.get("prefix"), p.get("limit", 1000))),
+    Method("workspace.index", _index(full=False), write=True, progress=True),
+    Method("workspace.reindex", _index(full=True), write=True, progress=True),
+    Method("search.query", _search, cancellable=True),
+    Method("document.read", lambda s, p: s.document_read(p["workspace"], p["path"], p.get("opts"))),
+    Method("document.links", lambda s, p: s.document_links(p["workspace"], p["path"])),
+    Method("document.backlinks", lambda s, p: s.document_backlinks(p["workspace"], p["path"])),
+    Method("document.problems", lambda s, p: s.document_problems(p["workspace"], p.get("path"))),
+    Method("changes.since", lambda s, p: s.changes_since(p["workspace"], p["cursor"], p.get("limit", 1000))),
+    Method("changes.subscribe", None),
+    Method("changes.unsubscribe", None),
+    Method("$/cancelRequest", None),
+)
+
+METHODS: dict[str, Method] = {m.name: m for m in TABLE}
+WRITE_METHODS = frozenset(m.name for m in TABLE if m.write)

@@ -1,0 +1,77 @@
+"""Process-wide settings: where the store and the socket are, and every
+environment variable the daemon reads (AUTODOC_*), read here and nowhere else.
+
+Built once at start (defaults < environment < command-line flags), frozen,
+and passed explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .defaults import MAX_FRAME_BYTES
+
+SHUTDOWN_DEADLINE_S = 5.0
+
+
+def default_store_path() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "autodoc" / "autodoc.db"
+
+
+def default_socket_path() -> Path:
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    if run and os.path.isdir(run):
+        return Path(run) / "autodoc" / "autodoc.sock"
+    # No runtime dir (containers, cron): a per-user folder under /tmp, made 0700.
+    return Path("/tmp") / f"autodoc-{os.getuid()}" / "autodoc.sock"
+
+
+@dataclass(frozen=True)
+class Settings:
+    store: Path
+    socket: Path
+
+    @classmethod
+    def from_env(cls, store: str | os.PathLike | None = None, socket: str | os.PathLike | None = None) -> "Settings":
+        s = store or os.environ.get("AUTODOC_STORE") or default_store_path()
+        k = socket or os.environ.get("AUTODOC_SOCKET") or default_socket_path()
+        return cls(store=Path(s).expanduser().resolve(), socket=Path(k).expanduser())
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """Knobs for tests and debugging: AUTODOC_LOG (a logging level),
+    AUTODOC_MAX_FRAME_BYTES, AUTODOC_SHUTDOWN_DEADLINE (seconds),
+    AUTODOC_CHECK_RESULTS=1 (every answer is checked against its
+    schemas/*.result.json; a mismatch answers -32603 with data.problems)."""
+
+    log_level: str | None
+    max_frame_bytes: int
+    shutdown_deadline: float
+    check_results: bool
+
+
+def env_settings() -> EnvSettings:
+    return EnvSettings(
+        log_level=os.environ.get("AUTODOC_LOG") or None,
+        max_frame_bytes=_env_int("AUTODOC_MAX_FRAME_BYTES", MAX_FRAME_BYTES),
+        shutdown_deadline=_env_float("AUTODOC_SHUTDOWN_DEADLINE", SHUTDOWN_DEADLINE_S),
+        check_results=os.environ.get("AUTODOC_CHECK_RESULTS", "") not in ("", "0"),
+    )
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return default
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ[name])
+    except (KeyError, ValueError):
+        return default

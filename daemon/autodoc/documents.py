@@ -1,0 +1,77 @@
+"""Workspace paths and document spans (pure, but for resolving symlinks).
+
+`safe_relpath` turns what a client sends into a workspace-relative path that
+cannot leave the root; `slice_span` cuts a stored document to the byte or
+line span a client asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InvalidParams, PathOutsideWorkspace
+
+
+def safe_relpath(root: str, path: str) -> str:
+    """A workspace-relative path that cannot escape the root (.., absolute, symlinks out)."""
+    base = Path(root).resolve()
+    p = Path(path)
+    candidate = p if p.is_absolute() else base / p
+    if ".." in Path(path).parts:
+        raise PathOutsideWorkspace(f"{path} leaves the workspace", {"path": path})
+    try:
+        resolved = candidate.resolve()
+    except OSError:
+        resolved = candidate
+    if not resolved.is_relative_to(base):
+        raise PathOutsideWorkspace(f"{path} is outside the workspace root {base}", {"path": path})
+    lexical = candidate.absolute()
+    return lexical.relative_to(base).as_posix() if lexical.is_relative_to(base) else resolved.relative_to(base).as_posix()
+
+
+SPAN_KEYS = ("byte_start", "byte_end", "line_start", "line_end")
+
+
+@dataclass(frozen=True)
+class Span:
+    text: str
+    byte_start: int
+    byte_end: int
+    line_start: int
+    line_end: int
+
+
+def _int_opt(opts: dict, key: str, default: int, lo: int, hi: int) -> int:
+    v = opts.get(key, default)
+    if not isinstance(v, int) or isinstance(v, bool) or not (lo <= v <= hi):
+        raise InvalidParams(f"opts.{key}", f"must be an integer in {lo}..{hi}")
+    return v
+
+
+def slice_span(data: bytes, opts: dict[str, Any]) -> Span:
+    """The part of `data` that opts name: a byte span, a 1-based inclusive line span, or all of it."""
+    for k in opts:
+        if k not in SPAN_KEYS:
+            raise InvalidParams(f"opts.{k}", "unknown option")
+    if "line_start" in opts or "line_end" in opts:
+        if "byte_start" in opts or "byte_end" in opts:
+            raise InvalidParams("opts", "give a byte span or a line span, not both")
+        lines = data.split(b"\n")
+        n = len(lines) - (1 if data.endswith(b"\n") else 0)
+        ls = _int_opt(opts, "line_start", 1, 1, max(1, n))
+        le = _int_opt(opts, "line_end", n, ls, max(1, n))
+        start = sum(len(l) + 1 for l in lines[: ls - 1])
+        end = min(len(data), sum(len(l) + 1 for l in lines[:le]))
+    else:
+        start = _int_opt(opts, "byte_start", 0, 0, len(data))
+        end = _int_opt(opts, "byte_end", len(data), start, len(data))
+    piece = data[start:end]
+    try:
+        text = piece.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidParams("opts.byte_start", "the span does not fall on UTF-8 character boundaries") from None
+    line_start = data.count(b"\n", 0, start) + 1
+    line_end = line_start + piece.count(b"\n") - (1 if piece.endswith(b"\n") and piece else 0)
+    return Span(text, start, end, line_start, max(line_start, line_end))

@@ -1,0 +1,70 @@
+"""The loaded embedding providers, one per distinct configuration.
+
+Workspaces configured alike share one provider (one model in memory). A
+configuration that cannot load is remembered with its reason.
+
+Runs on: any thread (one lock around the table; a model loads under it once).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Callable
+
+from .base import Provider, ProviderDown
+from .factory import make_provider, validate_config
+from .memory import release_free_heap
+
+
+def config_key(cfg: dict[str, Any]) -> str:
+    return json.dumps(cfg, sort_keys=True)
+
+
+class Providers:
+    def __init__(self) -> None:
+        self._loaded: dict[str, Provider] = {}
+        self._lock = threading.RLock()
+
+    def get(self, cfg: dict[str, Any]) -> Provider | None:
+        """The provider for a config, None for "none"; raises ProviderDown when it cannot load."""
+        cfg = validate_config(cfg)
+        if cfg["provider"] == "none":
+            return None
+        key = config_key(cfg)
+        with self._lock:
+            p = self._loaded.get(key)
+            if p is None:
+                p = self._loaded[key] = make_provider(cfg)
+                release_free_heap()  # the model load's freed buffers (once per provider)
+            return p
+
+    def target(self, cfg: dict[str, Any]) -> tuple[Provider | None, str | None]:
+        """(provider, reason) for a workspace's `embedding` config; provider is
+        None when none is configured (reason None) or it cannot load (reason)."""
+        try:
+            return self.get(cfg), None
+        except ProviderDown as e:
+            return None, f"the embedding provider is unavailable: {e}"
+
+    def config_of(self, provider: Provider) -> dict[str, Any]:
+        with self._lock:
+            for key, p in self._loaded.items():
+                if p is provider:
+                    return json.loads(key)
+        return {}
+
+    def token_counter(self, cfg: dict[str, Any]) -> Callable[[str], int] | None:
+        """The configured model's own token count, which chunking budgets with (None: estimate)."""
+        p, _ = self.target(cfg)
+        if p is None:
+            return None
+        try:
+            p.count_tokens(["probe"])
+        except Exception:
+            return None
+        return lambda s: p.count_tokens([s])[0]
+
+    def describe(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [p.describe() for p in self._loaded.values()]

@@ -1,0 +1,317 @@
+"""The index job: diff a workspace's folder against the store and write the difference.
+
+Input: a workspace and either the whole folder (`run`) or some of its paths
+(`paths`, the live index). Output: an IndexReport, documents written a
+generation at a time, change-log entries, and the listeners told.
+
+Files are read and parsed outside the write transaction; each batch of
+documents is written in one transaction, each document atomically. A deleted
+file whose bytes reappear under a new path is a rename (its rows and vectors
+stay). Links are resolved once per job, after its last batch: resolving after
+every batch re-read every document's names each time, quadratic in the
+workspace.
+
+Runs on: the thread that calls it, holding the store's write lock only
+while a batch is written (the daemon's single writer slot).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..config import WorkspaceConfig
+from ..errors import InvalidParams
+from ..ingest.chunk import chunk_document
+from ..ingest.markdown import parse_markdown
+from ..ingest.scan import SkipFile, is_ignored, is_markdown_path, read_document, scan_workspace
+from ..ingest.types import Chunk, ParsedDocument
+from ..store import Store
+from ..store import changes as changelog
+from ..store import documents as stored
+from ..store import reads
+from ..store.facets import sync_schema
+from ..store.links import LinkResolver
+from ..store.workspaces import Workspace, chunk_count
+
+log = logging.getLogger("autodoc.index")
+
+Progress = Callable[[int, int, str], None]
+WRITE_BATCH = 64
+
+
+@dataclass
+class Parsed:
+    """A file whose bytes changed: the next generation of its document."""
+
+    path: str
+    data: bytes
+    doc: ParsedDocument
+    chunks: list[Chunk]
+    mtime_ns: int
+
+
+@dataclass
+class Touched:
+    """A file whose mtime changed but not its bytes: only the mtime is stored."""
+
+    path: str
+    mtime_ns: int
+
+
+Pending = Parsed | Touched
+
+
+@dataclass
+class IndexReport:
+    workspace: str
+    scanned: int = 0
+    added: int = 0
+    modified: int = 0
+    deleted: int = 0
+    renamed: int = 0
+    unchanged: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    chunks: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Batch:
+    """What one transaction writes."""
+
+    pending: list[Pending]
+    gone: list[str] | None = None  # paths no longer on disk (None: not known in this batch)
+    skips: list[tuple[str, str]] | None = None  # (path, reason); not None: the job's full skip list
+
+
+class IndexJob:
+    def __init__(self, store: Store, links: LinkResolver,
+                 token_counter: Callable[[Workspace], Callable[[str], int] | None],
+                 written: Callable[[Workspace, list[dict], list[int]], None]):
+        self.store = store
+        self.links = links
+        self._token_counter = token_counter
+        self._written = written  # (workspace, change-log entries, touched document ids), after each commit
+
+    # -- one file ----------------------------------------------------------------------
+
+    def prepare(self, ws: Workspace, cfg: WorkspaceConfig, relpath: str, data: bytes) -> Parsed:
+        """Parse and chunk one file's bytes."""
+        text = data.decode("utf-8")
+        doc = parse_markdown(text)
+        if not doc.title:  # no frontmatter title and no H1: the file name stands in, breadcrumbs too
+            doc.title = relpath.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        chunks = chunk_document(text, doc, section_tokens=cfg.section_tokens, abstract_chunk=cfg.abstract_chunk,
+                                count_tokens=self._token_counter(ws))
+        return Parsed(relpath, data, doc, chunks, 0)
+
+    # -- the frontmatter schema ---------------------------------------------------------
+
+    def sync_schema(self, ws: Workspace) -> bool:
+        """Apply _schema/frontmatter.yaml if it changed: every document's facets and
+        problems are derived again from the stored frontmatter (no re-chunk, no re-embed)."""
+        with self.store.write() as db:
+            changed = sync_schema(db, ws.id, Path(ws.root))
+            if changed:
+                self.links.update(db, ws.id, changed=None)  # link fields may have changed
+                stored.next_generation(db)  # readers' cached field sets are keyed by it
+        if changed:
+            log.info("workspace %s: frontmatter schema applied", ws.name)
+        return changed
+
+    # -- a whole workspace -----------------------------------------------------------------
+
+    def run(self, ws: Workspace, *, full: bool = False, progress: Progress | None = None) -> IndexReport:
+        """Scan the workspace and bring the store in line with the disk. `full`
+        re-chunks every file even when its bytes are unchanged (after a chunking
+        setting changed); unchanged chunks still keep their rows."""
+        started = time.monotonic()
+        cfg = WorkspaceConfig.from_json(ws.config)
+        root = Path(ws.root)
+        if not root.is_dir():
+            raise InvalidParams("workspace", f"the workspace root {ws.root} is not a folder any more")
+        self.sync_schema(ws)
+        entries = list(scan_workspace(root, max_bytes=cfg.max_file_bytes))
+        with self.store.locked() as db:
+            known = stored.file_states(db, ws.id)
+        report = IndexReport(ws.name, scanned=len(entries))
+        on_disk: set[str] = set()
+        pending: list[Pending] = []
+        skips: list[tuple[str, str]] = []
+        renamed: set[str] = set()  # paths whose names changed in this job's earlier batches
+        total = len(entries)
+        try:
+            for i, e in enumerate(entries):
+                if e.skip:
+                    skips.append((e.relpath, e.skip))
+                    continue
+                on_disk.add(e.relpath)
+                old = known.get(e.relpath)
+                if old and not full and old[1] == e.size and old[2] == e.mtime_ns:
+                    report.unchanged += 1
+                    continue
+                try:
+                    data = read_document(e.path, max_bytes=cfg.max_file_bytes)
+                except SkipFile as s:
+                    skips.append((e.relpath, str(s)))
+                    on_disk.discard(e.relpath)
+                    continue
+                except OSError as err:  # vanished or unreadable between scan and read
+                    skips.append((e.relpath, f"unreadable: {err.strerror or err}"))
+                    on_disk.discard(e.relpath)
+                    continue
+                if old and not full and old[0] == stored.content_hash(data):
+                    report.unchanged += 1
+                    pending.append(Touched(e.relpath, e.mtime_ns))
+                    continue
+                parsed = self.prepare(ws, cfg, e.relpath, data)
+                parsed.mtime_ns = e.mtime_ns
+                pending.append(parsed)
+                if len(pending) >= WRITE_BATCH:
+                    renamed |= self._flush(ws, _Batch(pending), report, full, defer_links=True)
+                    pending = []
+                if progress:
+                    progress(i + 1, total, e.relpath)
+            gone = [p for p in known if p not in on_disk]
+            self._flush(ws, _Batch(pending, gone=gone, skips=skips), report, full, renamed=renamed)
+        except BaseException:
+            # batches already committed never reached the cached name tables: read them all next time
+            self.links.forget(ws.id)
+            raise
+        if progress:
+            progress(total, total, "done")
+        report.skipped = [{"path": p, "reason": r} for p, r in skips]
+        with self.store.locked() as db:
+            report.chunks = chunk_count(db, ws.id)
+        report.seconds = round(time.monotonic() - started, 3)
+        return report
+
+    # -- some paths (the live index) ------------------------------------------------------------
+
+    def paths(self, ws: Workspace, relpaths: list[str]) -> IndexReport:
+        """Bring just these workspace-relative paths up to date."""
+        cfg = WorkspaceConfig.from_json(ws.config)
+        root = Path(ws.root).resolve()
+        if root.is_dir():
+            self.sync_schema(ws)  # the watcher hands us _schema/frontmatter.yaml too
+        report = IndexReport(ws.name)
+        pending: list[Pending] = []
+        gone: list[str] = []
+        skips: list[tuple[str, str]] = []
+        for rel in sorted(set(relpaths)):
+            if not is_markdown_path(rel):
+                continue
+            path = root / rel
+            report.scanned += 1
+            if not path.exists():
+                gone.append(rel)
+                continue
+            if is_ignored(root, rel):
+                continue
+            try:
+                if not path.resolve().is_relative_to(root):
+                    raise SkipFile("symlink points outside the workspace")
+                data = read_document(path, max_bytes=cfg.max_file_bytes)
+            except SkipFile as s:
+                skips.append((rel, str(s)))
+                continue
+            except OSError:
+                gone.append(rel)
+                continue
+            parsed = self.prepare(ws, cfg, rel, data)
+            parsed.mtime_ns = path.stat().st_mtime_ns
+            pending.append(parsed)
+        self._flush(ws, _Batch(pending, gone=gone or None, skips=skips or None), report, False)
+        report.skipped = [{"path": p, "reason": r} for p, r in skips]
+        return report
+
+    # -- one transaction ------------------------------------------------------------------------
+
+    def _flush(self, ws: Workspace, batch: _Batch, report: IndexReport, full: bool, *,
+               defer_links: bool = False, renamed: set[str] | None = None) -> set[str]:
+        """Write one batch. Returns the paths whose names (path, title, aliases,
+        frontmatter) changed. With defer_links the batch's links stay unresolved
+        for the job's last batch to resolve in one pass (`renamed`: the earlier
+        batches' paths)."""
+        emitted: list[dict] = []
+        touched: set[int] = set()
+        names_changed: set[str] = set()
+        gone, skips = batch.gone, batch.skips
+
+        with self.store.write() as db:
+            def note(path: str) -> None:
+                doc_id = reads.document_id(db, ws.id, path)
+                if doc_id is not None:
+                    touched.add(doc_id)
+
+            for path in gone or ():
+                note(path)
+            for p in batch.pending:
+                note(p.path)
+            for path, _ in skips or ():
+                note(path)
+            if gone:
+                # a deleted file whose bytes reappear under a new path is a rename
+                new_by_hash = {stored.content_hash(p.data): p.path for p in batch.pending if isinstance(p, Parsed)}
+                for path in gone:
+                    h = stored.stored_hash(db, ws.id, path)
+                    target = new_by_hash.pop(h, None) if h else None
+                    if target and reads.document_id(db, ws.id, target) is None:
+                        ch = stored.rename_document(db, ws, path, target)
+                        report.renamed += 1
+                        names_changed.add(target)
+                    else:
+                        ch = stored.delete_document(db, ws, path)
+                        report.deleted += 1
+                    if ch:
+                        emitted.append(ch)
+                        names_changed.add(path)
+            for p in batch.pending:
+                if isinstance(p, Touched):
+                    stored.touch_mtime(db, ws.id, p.path, p.mtime_ns)
+                    continue
+                fm = json.loads(json.dumps(p.doc.frontmatter, default=str))
+                if stored.names_of(db, ws.id, p.path) != (p.doc.title, p.doc.aliases, fm):
+                    names_changed.add(p.path)
+                ch = stored.write_document(db, ws, p.path, data=p.data, doc=p.doc, chunks=p.chunks,
+                                           mtime_ns=p.mtime_ns, force=full)
+                if ch is None:
+                    report.unchanged += 1
+                else:
+                    if ch["op"] == "add":
+                        report.added += 1
+                    elif ch["op"] == "rename":
+                        report.renamed += 1
+                    else:
+                        report.modified += 1
+                    emitted.append(ch)
+            for path, reason in skips or ():
+                ch = stored.delete_document(db, ws, path)  # a file that became unreadable leaves the index
+                if ch:
+                    emitted.append(ch)
+                    names_changed.add(path)
+                stored.record_skip(db, ws, path, reason)
+            if skips is not None:
+                stored.clear_skips_except(db, ws, {p for p, _ in skips})
+            if (emitted or gone is not None) and not defer_links:
+                try:
+                    relinked = self.links.update(db, ws.id, changed=None if full else names_changed | (renamed or set()))
+                except BaseException:
+                    self.links.forget(ws.id)  # the transaction rolls back; the cached names must too
+                    raise
+                if relinked and not emitted:
+                    stored.next_generation(db)  # readers' caches (supersede chains) are keyed by it
+                changelog.trim(db)
+            for p in batch.pending:
+                if isinstance(p, Parsed):
+                    note(p.path)
+        self._written(ws, emitted, sorted(touched))
+        return names_changed

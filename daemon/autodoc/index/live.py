@@ -1,0 +1,150 @@
+"""The live index: keeps every workspace's index in step with its folder while a daemon runs.
+
+watchfiles watches every workspace root (restarted when workspaces are added
+or removed); a saved .md/.markdown file is handed to `Service.index_paths`
+after a ~50 ms debounce (and so is _schema/frontmatter.yaml, which
+re-derives every document's facets). A changed folder (a rename, say) gets an
+incremental `Service.index` of its workspace. At start each workspace gets
+one incremental index, to catch edits made while no daemon ran.
+
+Runs on: the event loop; every store call goes through the host's `read`
+(a reader thread) or `write` (the single writer slot).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import anyio
+
+from ..errors import WorkspaceNotFound
+from ..fmschema import SCHEMA_RELPATH
+from ..ingest.scan import is_ignored, is_markdown_path
+
+log = logging.getLogger("autodoc.index.live")
+
+WATCH_DEBOUNCE_MS = 50
+WATCH_STEP_MS = 25
+
+Run = Callable[..., Awaitable[Any]]
+
+
+class LiveIndex:
+    def __init__(self, service: Any, *, read: Run, write: Run, set_watching: Callable[[list[str]], None],
+                 debounce_ms: int = WATCH_DEBOUNCE_MS, step_ms: int = WATCH_STEP_MS):
+        self.service = service
+        self._read = read
+        self._write = write
+        self._set_watching = set_watching  # which workspaces are watched, for server.info
+        self.debounce_ms = debounce_ms
+        self.step_ms = step_ms
+        self._restart = anyio.Event()
+        self._stopping = False
+
+    def roots_changed(self) -> None:
+        self._restart.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._restart.set()
+
+    async def run(self) -> None:
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watch_loop)
+                await self._catch_up()
+        finally:
+            self._set_watching([])
+
+    async def _roots(self) -> dict[str, Path]:
+        listed = await self._read(self.service.workspace_list)
+        return {w["name"]: Path(w["root"]) for w in listed["workspaces"] if Path(w["root"]).is_dir()}
+
+    async def _catch_up(self) -> None:
+        for name in await self._roots():
+            try:
+                report = await self._write(self.service.index, name)
+                log.info("caught up %s: %s", name, _summary(report))
+            except Exception:
+                log.exception("catching up workspace %s failed", name)
+
+    async def _watch_loop(self) -> None:
+        from watchfiles import awatch
+
+        while not self._stopping:
+            self._restart = anyio.Event()
+            roots = await self._roots()
+            if not roots:
+                self._set_watching([])
+                await self._restart.wait()
+                continue
+            # awatch creates its watcher synchronously on the first step of the
+            # loop, before any other task runs: once `watching` is visible to a
+            # request, the roots are watched.
+            self._set_watching(sorted(roots))
+            log.info("watching %s", ", ".join(f"{n}={r}" for n, r in sorted(roots.items())))
+            try:
+                async for changes in awatch(
+                    *roots.values(), watch_filter=None, debounce=self.debounce_ms, step=self.step_ms,
+                    stop_event=self._restart, ignore_permission_denied=True,
+                ):
+                    await self._apply(changes, roots)
+            except (FileNotFoundError, OSError) as exc:  # a root vanished under the watcher
+                log.warning("the watcher stopped (%s); restarting", exc)
+                with anyio.move_on_after(1.0):
+                    await self._restart.wait()
+
+    async def _apply(self, changes: set[tuple[Any, str]], roots: dict[str, Path]) -> None:
+        paths: dict[str, set[str]] = defaultdict(set)
+        rescan: set[str] = set()
+        for _, raw in changes:
+            for name, root in roots.items():
+                rel = _relative(raw, root)
+                if rel is None:
+                    continue
+                if is_markdown_path(rel):
+                    if not is_ignored(root, rel):
+                        paths[name].add(rel)
+                elif rel == SCHEMA_RELPATH:  # index_paths applies a changed frontmatter schema
+                    paths[name].add(rel)
+                elif _maybe_folder(root / rel) and not is_ignored(root, rel):
+                    rescan.add(name)
+        for name in sorted(set(paths) | rescan):
+            try:
+                if name in rescan:
+                    report = await self._write(self.service.index, name)
+                else:
+                    report = await self._write(self.service.index_paths, name, sorted(paths[name]))
+                log.debug("live index %s: %s", name, _summary(report))
+            except WorkspaceNotFound:
+                self.roots_changed()
+            except Exception:
+                log.exception("live index of workspace %s failed", name)
+
+
+def _relative(raw: str, root: Path) -> str | None:
+    try:
+        rel = Path(raw).relative_to(root)
+    except ValueError:
+        try:
+            rel = Path(raw).relative_to(root.resolve())
+        except ValueError:
+            return None
+    text = rel.as_posix()
+    return None if text in ("", ".") else text
+
+
+def _maybe_folder(path: Path) -> bool:
+    """A path that is a folder now, or was gone and had no suffix (a folder
+    moved or removed: the files inside it got no event of their own)."""
+    if path.is_dir():
+        return True
+    return not path.exists() and not path.suffix
+
+
+def _summary(report: dict) -> str:
+    keys = ("added", "modified", "deleted", "renamed", "unchanged")
+    return ", ".join(f"{k} {report[k]}" for k in keys if report.get(k))

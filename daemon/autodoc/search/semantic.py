@@ -1,0 +1,137 @@
+"""The semantic leg: the query's embedding against the workspace's vectors.
+
+Which model serves: the configured one, or while a new model fills its
+vectors (a switch), the previous one, as long as it can still embed the
+query; when none can, the leg says why instead of answering.
+
+Runs on: `prepare` on the search's thread, reading the search's one
+snapshot (which model is active, the vectors, the filter's chunks); `run`
+on a leg thread (the query's embedding and the vector scan touch no
+connection), beside the lexical leg.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import apsw
+import numpy as np
+
+from ..embed.base import Provider, ProviderDown
+from ..embed.providers import Providers
+from ..errors import AutodocError, EmbedFailed, Switching, Unsupported
+from ..store import hits as stored_hits
+from ..store import vectors as stored
+from ..store.filters import Filter
+from ..store.workspaces import Workspace
+from .fusion import LegHit
+from .vector_cache import VectorCache, WorkspaceVectors
+
+NO_MODEL_REASON = "no embedding model is configured for this workspace"
+SWITCHING_REASON = "a new embedding model is filling"
+PARTIAL_NOTE = "some documents are still being embedded and answer lexically until they are done"
+
+
+@dataclass
+class SemanticOutcome:
+    """What the semantic leg did. hits is None when it could not run."""
+
+    hits: list[LegHit] | None
+    state: str  # ready | partial | switching | off | failed
+    reason: str | None = None  # why it was skipped (or why coverage is partial)
+    error: AutodocError | None = None  # raised instead when semantic was the only leg asked for
+    model: str | None = None
+
+
+def _switching(detail: str = "") -> SemanticOutcome:
+    return SemanticOutcome(None, "switching", SWITCHING_REASON, Switching(
+        "semantic search is unavailable while a new embedding model is filling" + (f" ({detail})" if detail else "")))
+
+
+@dataclass
+class Prepared:
+    """Everything the leg read from the snapshot; `run` needs no connection."""
+
+    leg: "SemanticLeg"
+    provider: Provider
+    vectors: WorkspaceVectors
+    allowed: np.ndarray | None
+    state: str  # ready | partial | switching
+
+    def run(self, text: str, top: int) -> SemanticOutcome:
+        with self.leg._count:
+            self.leg._searching += 1
+        try:
+            try:
+                qvec = self.provider.embed_query(text)
+            except ProviderDown as e:
+                if self.state == "switching":  # the old model is gone and the new one is not filled
+                    return _switching(str(e))
+                why = f"the query could not be embedded: {e}"
+                return SemanticOutcome(None, "failed", why, EmbedFailed(why))
+            hits = self.vectors.search(qvec, top, self.allowed)
+        finally:
+            with self.leg._count:
+                self.leg._searching -= 1
+        note = PARTIAL_NOTE if self.state == "partial" else None
+        return SemanticOutcome([LegHit(int(i), round(float(s), 6)) for i, s in hits], self.state, note, None,
+                               model=self.provider.name)
+
+
+class SemanticLeg:
+    def __init__(self, providers: Providers, cache: VectorCache,
+                 pending: Callable[[apsw.Connection, int, str], int]):
+        self.providers = providers
+        self.cache = cache
+        self._pending = pending  # chunks still without a vector (the embed queue's cached count)
+        self._searching = 0
+        self._count = threading.Lock()
+
+    @property
+    def busy(self) -> bool:
+        """A query is being embedded or scanned now (the embed queue yields to it)."""
+        return self._searching > 0
+
+    def prepare(self, db: apsw.Connection, ws: Workspace, embedding: dict[str, Any],
+                filt: Filter) -> Prepared | SemanticOutcome:
+        """Decide which model serves and read what it needs, or say why the leg cannot run."""
+        target, reason = self.providers.target(embedding)
+        if target is None and reason is None:
+            return SemanticOutcome(None, "off", NO_MODEL_REASON,
+                                   Unsupported("semantic search needs an embedding model, and this workspace has none"))
+        active = stored.active_model(db, ws.id)
+        target_fp = None
+        if target is not None:
+            try:
+                target_fp = target.fingerprint
+            except ProviderDown as e:
+                reason = f"the embedding provider is unavailable: {e}"
+                target = None
+        if target is None:
+            # the configured model cannot run; nothing else may stand in for it
+            return SemanticOutcome(None, "failed", reason, EmbedFailed(reason or "embedding failed"))
+        if active is not None and active.fingerprint != target_fp:
+            # old vectors keep serving when their model can still embed the query
+            try:
+                serving = self.providers.get(active.config or {})
+            except ProviderDown:
+                serving = None
+            if serving is None or serving.fingerprint != active.fingerprint:
+                return _switching()
+            fp, provider, state = active.fingerprint, serving, "switching"
+        else:
+            fp, provider = target_fp, target
+            state = "partial" if self._pending(db, ws.id, fp) else "ready"
+        vectors = self.cache.get(db, ws.id, fp, provider.dim)
+        allowed = None
+        if not filt.empty:
+            allowed = np.array(stored_hits.filtered_chunk_ids(db, ws.id, filt), dtype=np.int64)
+        return Prepared(self, provider, vectors, allowed, state)
+
+    def search(self, db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], text: str, filt: Filter,
+               top: int) -> SemanticOutcome:
+        """prepare and run on this thread (a leg alone, or a study)."""
+        planned = self.prepare(db, ws, embedding, filt)
+        return planned.run(text, top) if isinstance(planned, Prepared) else planned

@@ -1,0 +1,165 @@
+"""The vectors the semantic leg scans, held in memory per workspace.
+
+Loaded from the store on a workspace's first semantic search; afterwards only
+the documents a write touched are read again (`mark_dirty`, called by the
+index job and the embed queue with the documents they changed). A document
+enters only once every one of its chunks has a vector, so it answers whole.
+
+Runs on: any thread. One lock guards the table; loads and refreshes read on
+the connection the caller passes (the search's own snapshot).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import apsw
+import numpy as np
+
+from ..embed.memory import release_free_heap
+from ..store import vectors as stored
+from ..store.workspaces import chunk_count
+from .vectors import VectorIndex
+
+
+@dataclass
+class WorkspaceVectors:
+    """One workspace's searchable vectors: a large base plus a small delta.
+
+    Edits land in the delta and retire base rows by marking them dead, so a
+    saved file costs a copy of the delta, not of every vector (1.5 GB at 1M
+    chunks); the two are merged when the delta grows past a twentieth of the
+    base. Searches read both and merge by (cosine desc, id).
+    """
+
+    fp: str
+    base: VectorIndex
+    delta: VectorIndex
+    doc_chunks: dict[int, np.ndarray] = field(default_factory=dict)  # document → its chunk ids in the index
+    dirty: set[int] = field(default_factory=set)  # documents to refresh before the next search
+    all_dirty: bool = False
+    dead: set[int] = field(default_factory=set)  # base ids retired since the last merge
+    alive: np.ndarray | None = None  # bool mask over base rows; None while nothing is dead
+
+    def __len__(self) -> int:
+        return len(self.base) - len(self.dead) + len(self.delta)
+
+    def retire(self, ids: np.ndarray) -> None:
+        in_delta = self.delta.mask_for(ids)
+        if in_delta.any():
+            self.delta = self.delta.without(self.delta.ids[in_delta])
+        for i in ids.tolist():
+            pos = self.base.position(i)
+            if pos is not None and i not in self.dead:
+                if self.alive is None:
+                    self.alive = np.ones(len(self.base), dtype=bool)
+                self.alive[pos] = False
+                self.dead.add(i)
+
+    def add(self, ids: list[int], vecs: np.ndarray, codes: np.ndarray) -> None:
+        self.delta = self.delta.with_added(ids, vecs, codes)
+        if len(self.delta) > max(2000, len(self.base) // 20) or len(self.dead) > max(2000, len(self.base) // 10):
+            self.merge()
+
+    def merge(self) -> None:
+        base = self.base.without(np.fromiter(self.dead, dtype=np.int64)) if self.dead else self.base
+        self.base = base.with_added(self.delta.ids, self.delta.vecs, self.delta.codes) if len(self.delta) else base
+        self.delta = VectorIndex.empty(self.base.dim)
+        self.dead.clear()
+        self.alive = None
+
+    def search(self, q: np.ndarray, top: int, allowed_ids: np.ndarray | None) -> list[tuple[int, float]]:
+        mask = self.alive
+        if allowed_ids is not None:
+            m = self.base.mask_for(allowed_ids)
+            mask = m if mask is None else (m & mask)
+        hits = self.base.search(q, top=top, allowed=mask)
+        if len(self.delta):
+            dm = None if allowed_ids is None else self.delta.mask_for(allowed_ids)
+            hits = sorted(hits + self.delta.search(q, top=top, allowed=dm), key=lambda h: (-h[1], h[0]))[:top]
+        return hits
+
+
+def _load(db: apsw.Connection, ws_id: int, fp: str, dim: int) -> WorkspaceVectors:
+    # Rows stream into arrays sized once: holding every row's blobs first
+    # doubled the load's peak memory (280 MB for 156 MB of arrays at 100k).
+    bound = chunk_count(db, ws_id)
+    nbytes = (dim + 7) // 8
+    ids = np.empty(bound, dtype=np.int64)
+    vecs = np.empty((bound, dim), dtype=np.float32)
+    codes = np.empty((bound, nbytes), dtype=np.uint8)
+    per: dict[int, list[int]] = {}
+    n = 0
+    for cid, did, f32, bits in stored.complete_vectors(db, ws_id, fp, None):
+        if n == bound:  # a chunk written since the count: grow (rare)
+            bound = max(16, bound * 2)
+            ids, vecs, codes = np.resize(ids, bound), np.resize(vecs, (bound, dim)), np.resize(codes, (bound, nbytes))
+        ids[n] = cid
+        vecs[n] = np.frombuffer(f32, dtype="<f4")
+        codes[n] = np.frombuffer(bits, dtype=np.uint8)
+        per.setdefault(did, []).append(cid)
+        n += 1
+    base = VectorIndex(ids[:n], vecs[:n], codes[:n]) if n else VectorIndex.empty(dim)
+    wv = WorkspaceVectors(fp, base, VectorIndex.empty(dim))
+    wv.doc_chunks = {d: np.array(c, dtype=np.int64) for d, c in per.items()}
+    return wv
+
+
+def _refresh(db: apsw.Connection, wv: WorkspaceVectors, ws_id: int, dim: int) -> None:
+    docs = sorted(wv.dirty)
+    wv.dirty.clear()
+    drop = [wv.doc_chunks.pop(d) for d in docs if d in wv.doc_chunks]
+    if drop:
+        wv.retire(np.concatenate(drop))
+    rows = []
+    for i in range(0, len(docs), 500):
+        rows += stored.complete_vectors(db, ws_id, wv.fp, docs[i : i + 500]).fetchall()
+    if rows:
+        vecs = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(-1, dim)
+        codes = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.uint8).reshape(len(rows), -1)
+        wv.add([r[0] for r in rows], vecs, codes)
+        per: dict[int, list[int]] = {}
+        for cid, did, _, _ in rows:
+            per.setdefault(did, []).append(cid)
+        for d, c in per.items():
+            wv.doc_chunks[d] = np.array(c, dtype=np.int64)
+
+
+class VectorCache:
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._by_workspace: dict[int, WorkspaceVectors] = {}
+
+    def mark_dirty(self, ws_id: int, doc_ids: list[int] | None = None) -> None:
+        """These documents' chunks or vectors changed (None: any may have)."""
+        with self._lock:
+            wv = self._by_workspace.get(ws_id)
+            if wv is not None:
+                if doc_ids is None:
+                    wv.all_dirty = True
+                else:
+                    wv.dirty.update(doc_ids)
+
+    def forget(self, ws_id: int) -> None:
+        with self._lock:
+            self._by_workspace.pop(ws_id, None)
+
+    def get(self, db: apsw.Connection, ws_id: int, fp: str, dim: int) -> WorkspaceVectors:
+        """The workspace's vectors for model fp, brought up to date on `db`."""
+        with self._lock:
+            wv = self._by_workspace.get(ws_id)
+            if wv is None or wv.fp != fp or wv.all_dirty:
+                wv = self._by_workspace[ws_id] = _load(db, ws_id, fp, dim)
+                release_free_heap()  # the load's row buffers, freed but kept by the C heap
+            elif wv.dirty:
+                _refresh(db, wv, ws_id, dim)
+            return wv
+
+    def merged(self, db: apsw.Connection, ws_id: int, fp: str, dim: int) -> VectorIndex:
+        """The workspace's vectors as one VectorIndex (merging any delta first)."""
+        with self._lock:
+            wv = self.get(db, ws_id, fp, dim)
+            if len(wv.delta) or wv.dead:
+                wv.merge()
+            return wv.base

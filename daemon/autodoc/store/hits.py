@@ -1,0 +1,149 @@
+"""What a search reads besides its legs' matches: the facts fusion needs
+for every candidate, the rows of the page it shows, and the link graph.
+
+Runs on: the caller's thread, on the search's one read snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import apsw
+
+from .filters import Filter
+
+
+def _ids(ids) -> str:
+    return json.dumps(list(ids))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    document_id: int
+    path: str
+    tags: list[str]
+
+
+def candidates(db: apsw.Connection, ids: list[int]) -> dict[int, Candidate]:
+    """chunk id → what boosts, the per-document cap and demotion need; whole
+    rows are read for the page only. A chunk retired since a leg found it is absent."""
+    if not ids:
+        return {}
+    return {cid: Candidate(document_id=did, path=path, tags=json.loads(tags)) for cid, did, path, tags in db.execute(
+        """SELECT c.id, c.document_id, d.path, d.tags FROM chunks c JOIN documents d ON d.id = c.document_id
+           WHERE c.id IN (SELECT value FROM json_each(?))""", (_ids(ids),))}
+
+
+def hit_rows(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
+    """chunk id → the chunk and its document as a hit shows them."""
+    if not ids:
+        return {}
+    out: dict[int, dict] = {}
+    tags: dict[int, list[str]] = {}
+    for r in db.execute(
+        """SELECT c.id, c.document_id, c.kind, c.breadcrumb, c.byte_start, c.byte_end, c.line_start,
+           c.line_end, d.path, d.title, d.generation, d.tags, c.text
+           FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT value FROM json_each(?))""",
+        (_ids(ids),),
+    ):
+        t = tags.get(r[1])
+        if t is None:
+            t = tags[r[1]] = json.loads(r[11])
+        out[r[0]] = {
+            "chunk_id": r[0], "document_id": r[1], "kind": r[2], "breadcrumb": r[3],
+            "byte_start": r[4], "byte_end": r[5], "line_start": r[6], "line_end": r[7], "path": r[8],
+            "title": r[9], "generation": r[10], "tags": t, "text": r[12],
+        }
+    return out
+
+
+def chunk_texts(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    return dict(db.execute("SELECT id, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),)))
+
+
+def chunk_documents(db: apsw.Connection, ids: list[int]) -> dict[int, int]:
+    """chunk id → document id."""
+    return dict(db.execute("SELECT id, document_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                           (_ids(ids),)))
+
+
+def filtered_chunk_ids(db: apsw.Connection, workspace_id: int, filt: Filter) -> list[int]:
+    """Every chunk of the workspace the filter admits."""
+    return [cid for (cid,) in db.execute(
+        f"SELECT c.id FROM chunks c WHERE c.workspace_id=? AND {filt.sql}", (workspace_id, *filt.params))]
+
+
+def inbound_links(db: apsw.Connection, workspace_id: int, path_to_doc: dict[str, int]) -> dict[int, int]:
+    """Distinct documents linking (wiki or markdown) to each candidate document."""
+    if not path_to_doc:
+        return {}
+    out: dict[int, int] = {}
+    for target, n in db.execute(
+        """SELECT l.target_path, COUNT(DISTINCT l.source_id) FROM links l JOIN documents s ON s.id = l.source_id
+           WHERE l.workspace_id=? AND l.kind IN ('wiki','markdown') AND l.target_path IN (SELECT value FROM json_each(?))
+           AND s.path != l.target_path GROUP BY l.target_path""",
+        (workspace_id, _ids(path_to_doc)),
+    ):
+        out[path_to_doc[target]] = n
+    return out
+
+
+def successors(db: apsw.Connection, workspace_id: int) -> tuple[dict[int, int], dict[int, str]]:
+    """Direct successor of each document (superseded_by, or the reverse of supersedes), and their paths."""
+    rows = db.execute(
+        """SELECT s.id, s.path, l.kind, t.id, t.path FROM links l
+           JOIN documents s ON s.id = l.source_id
+           JOIN documents t ON t.workspace_id = l.workspace_id AND t.path = l.target_path
+           WHERE l.workspace_id=? AND l.kind IN ('supersedes','superseded_by') AND s.id != t.id""",
+        (workspace_id,),
+    ).fetchall()
+    successor: dict[int, int] = {}
+    path_of: dict[int, str] = {}
+    for sid, spath, kind, tid, tpath in sorted(rows):
+        path_of[sid], path_of[tid] = spath, tpath
+        if kind == "superseded_by":
+            successor.setdefault(sid, tid)
+        else:
+            successor.setdefault(tid, sid)
+    return successor, path_of
+
+
+def link_edges(db: apsw.Connection, workspace_id: int, doc_ids: list[int]) -> list[tuple[int, int]]:
+    """(source document, target document) of every resolved link touching one of doc_ids."""
+    ids = _ids(doc_ids)
+    return db.execute(
+        """SELECT l.source_id, t.id FROM links l
+           JOIN documents t ON t.workspace_id = l.workspace_id AND t.path = l.target_path
+           WHERE l.workspace_id = ? AND l.target_path IS NOT NULL
+             AND (l.source_id IN (SELECT value FROM json_each(?)) OR t.id IN (SELECT value FROM json_each(?)))""",
+        (workspace_id, ids, ids),
+    ).fetchall()
+
+
+def first_chunks(db: apsw.Connection, workspace_id: int, doc_ids: list[int], filt: Filter) -> dict[int, int]:
+    """document id → its first chunk the filter admits."""
+    where = f" AND {filt.sql}" if filt.sql else ""
+    first: dict[int, int] = {}
+    for cid, doc in db.execute(
+        f"""SELECT c.id, c.document_id FROM chunks c
+            WHERE c.workspace_id = ? AND c.document_id IN (SELECT value FROM json_each(?)){where}
+            ORDER BY c.document_id, c.ordinal""",
+        (workspace_id, _ids(doc_ids), *filt.params),
+    ):
+        first.setdefault(doc, cid)
+    return first
+
+
+def matching_documents(db: apsw.Connection, workspace_id: int, filt: Filter, limit: int) -> list[tuple]:
+    """(path, title, generation, tags JSON, size, line count, first chunk id) of the documents the
+    filter admits, in path order: a query of facets only."""
+    where = f" AND {filt.sql}" if filt.sql else ""
+    return db.execute(
+        f"""SELECT d.path, d.title, d.generation, d.tags, d.size, d.line_count, MIN(c.id)
+            FROM chunks c JOIN documents d ON d.id = c.document_id
+            WHERE c.workspace_id = ?{where} GROUP BY d.id ORDER BY d.path LIMIT ?""",
+        (workspace_id, *filt.params, limit),
+    ).fetchall()

@@ -1,0 +1,67 @@
+"""FTS5 matches ranked by BM25, within a candidate filter.
+
+Column weights: title 3, breadcrumb 2, aliases+tags 2, body 1: structure
+outranks prose without burying a body-only match.
+
+FTS5 ranks its matches fastest on its own; joining every match to `chunks`
+before the ORDER BY doubled the leg's time (docs/benchmarks/speed.md). So a
+match is ranked inside FTS5 first and the rows that pass the filter are kept.
+When the store holds one workspace and nothing else filters, every FTS5 row
+passes and the ranked rows are the answer as they are. Otherwise the window
+over FTS5's ranking widens (×4) while the filter leaves too few, and past a
+limit the query falls back to joining every match (exact under any filter).
+
+Runs on: the caller's thread, on the read snapshot it passes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+
+from .filters import Filter
+
+BM25_WEIGHTS = (3.0, 2.0, 2.0, 1.0)
+_BM25 = "bm25(chunks_fts, {}, {}, {}, {})".format(*BM25_WEIGHTS)
+WINDOW_FACTOR = 4
+WINDOW_STEPS = 2  # windows of top, 4·top, 16·top, then the fallback
+
+RANKED_SQL = f"SELECT rowid, {_BM25} AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s, rowid LIMIT ?"
+
+
+def lexical_sql(filt: Filter) -> str:
+    """Every match joined, then ranked: exact under any filter (the fallback)."""
+    where = f" AND {filt.sql}" if filt.sql else ""
+    return (
+        f"SELECT c.id, {_BM25} AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+        f"WHERE chunks_fts MATCH ? AND c.workspace_id = ?{where} ORDER BY s, c.id LIMIT ?"
+    )
+
+
+def _keep_sql(filt: Filter) -> str:
+    # one statement text whatever the window's size, so SQLite's statement cache serves it
+    where = f" AND {filt.sql}" if filt.sql else ""
+    return f"SELECT c.id FROM chunks c WHERE c.id IN (SELECT value FROM json_each(?)) AND c.workspace_id = ?{where}"
+
+
+def ranked_matches(db: apsw.Connection, match: str, workspace_id: int, filt: Filter, top: int,
+                   unfiltered: bool) -> list[tuple[int, float]]:
+    """(chunk id, bm25) best first (bm25 is negative: lower is better), at most `top`."""
+    if unfiltered:
+        return db.execute(RANKED_SQL, (match, top)).fetchall()
+    window = top
+    for _ in range(WINDOW_STEPS + 1):
+        ranked = db.execute(RANKED_SQL, (match, window)).fetchall()
+        keep = {r[0] for r in db.execute(
+            _keep_sql(filt), (json.dumps([r[0] for r in ranked]), workspace_id, *filt.params))}
+        rows = [(cid, s) for cid, s in ranked if cid in keep][:top]
+        if len(rows) >= top or len(ranked) < window:  # enough, or FTS5 had no more matches
+            return rows
+        window *= WINDOW_FACTOR
+    return db.execute(lexical_sql(filt), (match, workspace_id, *filt.params, top)).fetchall()
+
+
+def sole_workspace(db: apsw.Connection, workspace_id: int) -> bool:
+    """True when every chunk in the store belongs to this workspace."""
+    return db.execute("SELECT COUNT(*) = 1 AND MIN(id) = ? FROM workspaces", (workspace_id,)).fetchone()[0] == 1

@@ -1,0 +1,99 @@
+"""Workspace rows: a name, a root folder and a stored configuration.
+
+Runs on: the caller's thread, on the connection it passes (a reader's
+snapshot, or the writer inside `Store.write()`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from ..errors import InvalidParams, WorkspaceExists, WorkspaceNotFound
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: int
+    name: str
+    root: str
+    config: dict[str, Any]
+    created: float
+
+
+def get_workspace(db: apsw.Connection, name: Any, field: str = "workspace") -> Workspace:
+    if not isinstance(name, str) or not name:
+        raise InvalidParams(field, "must be a workspace name")
+    row = db.execute(
+        "SELECT id, name, root, config, created FROM workspaces WHERE name=?", (name,)).fetchone()
+    if not row:
+        raise WorkspaceNotFound(f"no workspace named {name!r}", {"workspace": name})
+    wid, wname, root, config, created = row
+    return Workspace(id=wid, name=wname, root=root, config=json.loads(config), created=created)
+
+
+def workspace_names(db: apsw.Connection) -> list[str]:
+    return [name for (name,) in db.execute("SELECT name FROM workspaces ORDER BY name")]
+
+
+def add_workspace(db: apsw.Connection, name: str, root: str, config: dict[str, Any]) -> Workspace:
+    if db.execute("SELECT 1 FROM workspaces WHERE name=?", (name,)).fetchone():
+        raise WorkspaceExists(f"a workspace named {name!r} already exists", {"workspace": name})
+    db.execute("INSERT INTO workspaces(name, root, config, created) VALUES (?,?,?,?)",
+               (name, root, json.dumps(config), time.time()))
+    return get_workspace(db, name)
+
+
+def remove_workspace(db: apsw.Connection, ws: Workspace) -> int:
+    """Delete the workspace and everything in it; returns how many documents it had."""
+    (documents,) = db.execute("SELECT COUNT(*) FROM documents WHERE workspace_id=?", (ws.id,)).fetchone()
+    # chunks_fts is an external-content table: its rows go by hand, before the chunks they index
+    db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE workspace_id=?)", (ws.id,))
+    db.execute("DELETE FROM chunks WHERE workspace_id=?", (ws.id,))
+    db.execute("DELETE FROM workspaces WHERE id=?", (ws.id,))
+    return documents
+
+
+def set_config(db: apsw.Connection, ws: Workspace, config: dict[str, Any]) -> None:
+    db.execute("UPDATE workspaces SET config=? WHERE id=?", (json.dumps(config), ws.id))
+
+
+@dataclass(frozen=True)
+class Counts:
+    documents: int
+    chunks: int
+    generation: int  # the newest generation of any of its documents (0: none yet)
+
+
+def counts(db: apsw.Connection, ws: Workspace) -> Counts:
+    documents, chunks, generation = db.execute(
+        "SELECT COUNT(*) AS documents, (SELECT COUNT(*) FROM chunks WHERE workspace_id=?) AS chunks, "
+        "COALESCE(MAX(generation), 0) AS generation FROM documents WHERE workspace_id=?",
+        (ws.id, ws.id)).fetchone()
+    return Counts(documents=documents, chunks=chunks, generation=generation)
+
+
+def chunk_count(db: apsw.Connection, ws_id: int) -> int:
+    return db.execute("SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws_id,)).fetchone()[0]
+
+
+def tag_counts(db: apsw.Connection, ws: Workspace, prefix: str, limit: int) -> list[tuple[str, int]]:
+    """(tag, documents carrying it), most used first, for tags starting with `prefix` (lowercase)."""
+    return db.execute(
+        """SELECT value AS tag, COUNT(DISTINCT document_id) AS documents FROM facets
+           WHERE workspace_id=? AND field='tag' AND substr(value, 1, length(?)) = ?
+           GROUP BY value ORDER BY documents DESC, value LIMIT ?""", (ws.id, prefix, prefix, limit)).fetchall()
+
+
+def known_fields(db: apsw.Connection, ws_id: int) -> set[str]:
+    """Every frontmatter field some document of the workspace has."""
+    return {f for (f,) in db.execute("SELECT DISTINCT field FROM facets WHERE workspace_id=?", (ws_id,))}
+
+
+def store_generation(db: apsw.Connection) -> int:
+    """Bumped by every write that changes what a reader could derive (the one cache key)."""
+    return int(db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
