@@ -4,6 +4,8 @@ Each command is one RPC method. When a daemon holds the store and listens on
 a socket, the command is sent to it; otherwise the same service code runs in
 this process on the same store. Output for people goes to stdout; logs and
 progress bars go to stderr.
+
+Runs on: the main thread (a one-shot command), or becomes the daemon or the language server.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 `safe_relpath` turns what a client sends into a workspace-relative path that
 cannot leave the root; `slice_span` cuts a stored document to the byte or
 line span a client asked for.
+
+Runs on: any thread.
 """
 
 from __future__ import annotations

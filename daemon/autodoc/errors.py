@@ -1,6 +1,9 @@
 """The one error hierarchy. Each class carries its JSON-RPC code; the RPC layer
 maps any AutodocError to a response in one place and every other exception to
--32603 without leaking a traceback. Codes are listed in protocol/PROTOCOL.md."""
+-32603 without leaking a traceback. Codes are listed in protocol/PROTOCOL.md.
+
+Runs on: any thread (pure: no I/O, no shared state).
+"""
 
 from __future__ import annotations
 

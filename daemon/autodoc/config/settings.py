@@ -3,6 +3,8 @@ environment variable the daemon reads (AUTODOC_*), read here and nowhere else.
 
 Built once at start (defaults < environment < command-line flags), frozen,
 and passed explicitly.
+
+Runs on: the main thread, once at start.
 """
 
 from __future__ import annotations

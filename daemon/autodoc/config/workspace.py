@@ -1,6 +1,8 @@
 """Per-workspace settings (workspace.configure), stored in the store and
 changed atomically; validated once, when they are set. Per-request options
 override them for one search only (search/options.py).
+
+Runs on: any thread (frozen values; validation runs when a workspace is added or configured).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ embeds strings. ``fingerprint`` identifies everything that changes the vectors
 whose fingerprint differs from the active provider's must be re-embedded.
 
 Providers are called from worker threads: ``embed`` is thread-safe.
+
+Runs on: the thread that embeds (the embed queue's, or a search's leg thread for a query); the meter and the query cache take their own locks.
 """
 
 from __future__ import annotations

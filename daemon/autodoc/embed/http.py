@@ -8,6 +8,8 @@ Retries with exponential backoff on connection failures, 429 and 5xx
 up but too slow for this batch, and retrying would multiply the wait. Other 4xx
 (bad key, unknown model, input too long) fail at once. Every failure raises
 ProviderDown with the reason; every failed attempt counts in the meter.
+
+Runs on: the thread that embeds; one HTTP client per provider, safe across threads.
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ Faster options measured in MODELS.md and not done here (yet): constant folding
 + per-channel dynamic int8 (19/s vs 15/s at 256 tokens, cosine 0.992), and a
 graph rebuilt on onnxruntime's fused contrib ops + int8 (29/s, cosine 0.990).
 Either changes the vectors, hence the fingerprint.
+
+Runs on: the thread that embeds; sessions (one per model file, shared) run calls from several threads at once.
 """
 
 from __future__ import annotations

@@ -25,11 +25,11 @@ from typing import Any, Callable, ContextManager, Iterable
 
 import numpy as np
 
-from ..search.vectors import sign_codes
 from ..store import Store
 from ..store import vectors as stored
 from ..store.workspaces import Workspace, get_workspace, workspace_names
 from .base import ProviderDown
+from .codes import sign_codes
 from .memory import release_free_heap
 from .providers import Providers
 

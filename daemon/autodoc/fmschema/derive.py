@@ -10,6 +10,8 @@ Without a schema every frontmatter field is a facet compared as text (numbers
 and ISO dates also fill num/date, so ranges work). With one, only declared
 fields (and tag) are facets, each value coerced to its declared type; a value
 that does not coerce is a violation and stays findable as text.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

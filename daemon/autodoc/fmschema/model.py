@@ -22,6 +22,8 @@ takes the type's spec for documents of that type.
 Loading never raises: a file that is not YAML, or not a mapping, gives no
 schema and a problem; a bad field spec is left out with a problem; the rest
 of the schema applies. Problems carry the schema file's line.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

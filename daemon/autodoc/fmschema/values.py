@@ -5,6 +5,8 @@ parsing the value side of a facet token (`adr:0042`, `date:>=2025-01-01`,
 A facet row is (value, num, date): `value` is the canonical text, lowercased
 (what equality on string, enum, list and boolean fields compares, and what
 facet counts show); `num` is set for numbers, `date` (ISO YYYY-MM-DD) for dates.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stage 1–2: markdown files → parsed documents → chunks (pure, no I/O except scan)."""
+"""The ingest stage: markdown files → parsed documents → chunks (pure, no I/O except scan)."""
 
 from .chunk import chunk_document
 from .markdown import parse_markdown

@@ -17,6 +17,8 @@ that daemon (it watches the files itself); otherwise on a Service in this
 process, which takes the writer lease, indexes a file when the editor saves it
 and embeds its new sections in the background.
 A file outside every workspace gets no answers and one message saying why.
+
+Runs on: pygls's event loop and its worker threads (handlers); saved files are indexed under the backend's lock, and embedded on one thread per workspace.
 """
 
 from __future__ import annotations

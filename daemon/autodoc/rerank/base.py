@@ -17,6 +17,8 @@ Providers (``ranker`` in the workspace config):
      "api_key_env": "ENV_VAR", "timeout": s, "batch": n}
 
 ``window`` (the search option) may sit in the same dict and is ignored here.
+
+Runs on: the search's thread (a ranker scores one window at a time; the meter takes its own lock).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stage 3 (StageRerank), remote provider: a rerank server over HTTP.
+"""The rerank stage's remote provider: a rerank server over HTTP.
 
 Input: a query and the window's passages. Output: one float per passage, in
 input order. Two wire shapes:
@@ -15,6 +15,8 @@ input order. Two wire shapes:
 URL ending in ``/rerank`` (used as is, e.g. ``…/v2/rerank``). The key, if any,
 is read from the environment variable ``api_key_env`` at each call and sent as
 ``Authorization: Bearer``; it never appears in describe() or in errors.
+
+Runs on: the search's thread; one HTTP client per ranker, safe across threads.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stage 3 (StageRerank), local provider: a cross-encoder run by onnxruntime.
+"""The rerank stage's local provider: a cross-encoder run by onnxruntime.
 
 Input: a query and the window's passages. Each (query, passage) pair is
 tokenised together with the model's own tokenizer.json (truncated to
@@ -12,6 +12,8 @@ done in batches; a deadline or a cancel event stops it between batches, and a
 watcher also aborts the batch in flight (RunOptions.terminate) so a cancelled
 search-as-you-type query frees the two cores at once instead of finishing a
 batch nobody will read.
+
+Runs on: the search's thread; a watcher thread per call interrupts the session when its deadline passes or the search is cancelled.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stage 8: JSON-RPC 2.0 over stdio and a Unix socket.
+"""The RPC stage: JSON-RPC 2.0 over stdio and a Unix socket.
 
 Layers, each readable alone:
 

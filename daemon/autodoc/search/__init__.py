@@ -1,1 +1,2 @@
-"""Stage 5: query parsing, the retrieval legs, fusion and boosts."""
+"""The search stage: query parsing, the legs (lexical, semantic, graph), fusion and
+boosts, and the rerank step, all reading one snapshot of the store."""

@@ -10,6 +10,8 @@ A single CJK character is matched as a bigram prefix.
 Every query term is emitted as an FTS5 string literal, so no user input can
 reach FTS5's operator grammar: AND, NEAR, column:filters, parentheses and
 `-32069` are all just words here.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

@@ -5,9 +5,11 @@ leg's raw score). Output: one ordered list of Fused records. The order is a
 pure function of the legs' orders: ties are broken by chunk id, so the same
 legs give the same answer whatever order the legs finished in.
 
-Steps, in the spec's order (004 §4): RRF (k = 60) or weighted sum → tag boost
+Steps, in the order the design gives (docs/architecture.md): RRF (k = 60) or weighted sum → tag boost
 (×1.2) → inbound-link authority boost → relevance → per-document cap →
 superseded demotion.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations
@@ -148,7 +150,7 @@ def fuse_convex(legs: Mapping[str, Sequence[LegHit]], *, weights: Mapping[str, f
 
 
 def compatibility(ranks: Mapping[str, int | None], active: int) -> float:
-    """0.6·agreement + 0.4·position (seed 001): a deterministic signal, not a probability.
+    """0.6·agreement + 0.4·position, the compatibility score: a deterministic signal, not a probability.
 
     agreement = fraction of the active legs that found the hit;
     position = mean of 1/(1+rank) over those legs, rank 0-based.

@@ -9,6 +9,8 @@ score = the number of distinct seed documents linked. A document stands in
 the list by its best chunk from the other legs, or else by its first chunk
 that passes the filter (so facets, paths and abstract_chunk hold here too).
 Ties go to the neighbour of the better-ranked seed, then the lower document id.
+
+Runs on: the search's thread, on its snapshot.
 """
 
 from __future__ import annotations

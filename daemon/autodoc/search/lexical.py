@@ -4,6 +4,8 @@ Words are ANDed first; when that finds fewer chunks than the caller asked for
 (a question, a pasted sentence), the leg relaxes to any of the words with
 stopwords dropped; the chunks that had every word stay on top, in their BM25
 order, and the relaxed matches follow. The caller learns which ran.
+
+Runs on: the search's thread, on its snapshot.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Per-request options override the workspace's configuration for one search.
 Every problem raises InvalidParams naming the field, e.g. `opts.limit`.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ Everything the user types is words and phrases, never FTS5 syntax: operators
 ordinary words. `field:value`, `-field:value` and `tag:x` are facet
 *candidates*: whether a field is a facet is the workspace's business (a field
 no document declares is searched as words), decided by `resolve_facets`.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

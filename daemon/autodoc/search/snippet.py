@@ -4,6 +4,8 @@ Words match the query the way FTS5 matched them: the caller passes FTS5's own
 tokenizer (search/tokens.py), so a word is marked when its stem is a query
 word's stem, or begins with a trailing `prefix*`. CJK query runs are matched
 as substrings, as their bigrams were.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ product) is fast and exact, so it is all that runs. Above it (default
 prefilter "hamming+asym"):
 
   1a. Hamming: XOR + popcount of the query's sign code against every row's
-      code (spec 004 §3), over uint64 words stored column-major and scanned in
+      code (the design's Hamming prefilter), over uint64 words stored column-major and scanned in
       cache-sized blocks (~8 ms per million rows here) -> a coarse shortlist
       of max(COARSE_MIN, COARSE_FRACTION·n) rows;
   1b. asymmetric: the float query against those rows' sign codes,
@@ -24,6 +24,8 @@ Vectors are expected L2-normalised (the providers guarantee it), so cosine =
 dot product; the query is normalised here. Results are (id, cosine) sorted by
 cosine descending then id ascending, including at the cut-off (rows tied on
 the top-th score are chosen by id), so the answer is deterministic.
+
+Runs on: any thread (an index is immutable once built; a search only reads it).
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ import threading
 from typing import Iterable, Sequence
 
 import numpy as np
+
+from ..embed.codes import sign_codes
+
+__all__ = ["VectorIndex", "sign_codes"]
 
 # Candidate-set size above which the prefilter runs (measured; see report).
 EXACT_BELOW = 100_000
@@ -48,17 +54,6 @@ PREFILTERS = ("hamming+asym", "hamming", "asym")
 
 # _BITS[v] = the 8 bits of byte v, most significant first (np.packbits order).
 _BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float32)
-
-
-def sign_codes(vecs: np.ndarray) -> np.ndarray:
-    """1-bit codes: bit j of row i is set when vecs[i, j] > 0; packed with
-    np.packbits (big-endian bit order), uint8 [n, ceil(dim/8)]."""
-    v = np.asarray(vecs)
-    if v.ndim == 1:
-        v = v[None, :]
-    if v.ndim != 2:
-        raise ValueError("vecs must be 2-D [n, dim]")
-    return np.packbits(v > 0, axis=1)
 
 
 def normalise_rows(vecs: np.ndarray) -> np.ndarray:

@@ -3,6 +3,8 @@
 Entries are trimmed only when they are BOTH older than 7 days AND beyond the
 newest 100,000 — so a quiet week and a busy hour both keep enough history.
 A client whose cursor predates what was trimmed must resync (CursorExpired).
+
+Runs on: the caller's thread, on the connection it passes.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ import time
 
 import apsw
 
-from ..config import CHANGELOG_KEEP_DAYS, CHANGELOG_KEEP_ENTRIES
 from ..errors import CursorExpired
+
+# entries are trimmed only once they are both older than this and beyond the newest this many
+CHANGELOG_KEEP_DAYS = 7
+CHANGELOG_KEEP_ENTRIES = 100_000
 
 
 def _row(r) -> dict:

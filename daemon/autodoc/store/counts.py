@@ -10,6 +10,8 @@ every document the filter admits. Not just the page of hits: `limit` does
 not change the counts. Each document counts once per value; a list field
 counts each of its values. Values are the stored canonical text (lowercase;
 integers as digits, dates as YYYY-MM-DD); order is count descending, then value.
+
+Runs on: the search's thread, on its snapshot.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Opening connections: every connection gets apsw's best practice (WAL, busy
-timeout, foreign keys). One writer connection; readers open one per thread."""
+timeout, foreign keys). One writer connection; readers open one per thread.
+
+Runs on: the thread that will use the connection (apsw connections stay on one thread here).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ Input: a parsed document and its chunks (from ingest). Output: rows in
 documents / chunks / chunks_fts / facets / links, and a change-log entry.
 Chunks whose text hash is unchanged keep their row (and so their vectors and
 FTS entry); only their spans are updated when an edit above them moved them.
+
+Runs on: the writer, inside the caller's transaction (reads for the index job on the same).
 """
 
 from __future__ import annotations

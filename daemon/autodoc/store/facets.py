@@ -10,6 +10,8 @@ problems with the file itself).
 file's bytes differ from the recorded hash, every document's facets and
 problems are derived again from what is stored — nothing is re-read from
 disk, re-chunked or re-embedded.
+
+Runs on: the caller's thread, on the connection it passes (writes inside the caller's transaction).
 """
 
 from __future__ import annotations

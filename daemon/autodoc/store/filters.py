@@ -6,6 +6,8 @@ Values of one field are ORed (status:accepted status:proposed), ranges of
 one field are ANDed (adr:>=5 adr:<=9), different fields are ANDed, negations
 exclude. Values are compared as the workspace schema types the field
 (fmschema/values.py: `adr:0042` is the number 42, `date:>=2025-01-01` a date).
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 bigrams, since unicode61 does not segment Chinese, Japanese or Korean. The
 store writes it; the search leg's MATCH building (search/fts.py) reads the
 same rules, so both sides split text alike.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ A second writer fails at once, naming the holder (pid, socket) recorded in the
 lease file, instead of waiting on SQLite's busy timeout or racing the first.
 The kernel drops a flock when its process dies, so a crashed daemon never
 leaves a stale lease behind.
+
+Runs on: any thread; taken once when a writer opens the store, released when it closes.
 """
 
 from __future__ import annotations

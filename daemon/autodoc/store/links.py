@@ -10,6 +10,8 @@ are kept per workspace and updated one document at a time: an edit to a body,
 the common case while typing, resolves just its own links; a new, moved or
 retitled document updates its own names and re-resolves only the links that
 could now point elsewhere.
+
+Runs on: the writer, inside the caller's transaction; the name tables are only touched under the store's write lock.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Each migration is a named function; the list index + 1 is the version it
 produces. A store written by a newer AutoDoc (user_version beyond the list) is
 refused rather than guessed at.
+
+Runs on: the writer, when the store is opened.
 """
 
 from __future__ import annotations
