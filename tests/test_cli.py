@@ -85,3 +85,27 @@ def test_commands_go_to_a_running_daemon(env, short_tmp):
         run(env, "--call", "server.shutdown", "{}", check=False)
         d.wait(timeout=30)
     assert d.returncode == 0
+
+
+def test_the_forms_people_type_get_one_line_never_a_traceback(env):
+    # search prints path:10-15; people paste that span back, or guess names that do not exist
+    run(env, "index", "kb")
+    h = json.loads(run(env, "search", "-w", "kb", "--json", "reclaimBatch").stdout)["hits"][0]
+    for span in (f"{h['line_start']}-{h['line_end']}", f"{h['line_start']}:{h['line_end']}", f" {h['line_start']} "):
+        assert "reclaimBatch" in run(env, "read", "kb", h["path"], "--lines", span).stdout or span.strip().isdigit()
+    wrong = [
+        (("read", "kb", h["path"], "--lines", "ten-15"), 2, "--lines wants"),
+        (("read", "kb", h["path"], "--lines", "99999-100000"), 2, "opts.line_start"),
+        (("read", "nope", h["path"]), 2, "no workspace named 'nope'"),
+        (("read", "kb", "adrs/ADR-10.md"), 2, "is not an indexed document"),
+        (("read", "kb", "../../etc/passwd"), 2, "leaves the workspace"),
+        (("search", "-w", "nope", "x"), 2, "-32001"),
+        (("index", "nope"), 2, "no workspace named"),
+        (("workspace", "configure", "kb", "{not json"), 2, "not JSON"),
+        (("--call", "no.such.method", "[]"), 1, "-32601"),
+    ]
+    for args, code, said in wrong:
+        p = run(env, *args, check=False)
+        assert p.returncode == code, (args, p.returncode, p.stderr)
+        assert "Traceback" not in p.stderr + p.stdout, (args, p.stderr)
+        assert said in p.stderr + p.stdout, (args, p.stderr, p.stdout)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import autodoc.index.job as job
+import autodoc.store.documents as stored_documents
 from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
 from autodoc.service import Service
@@ -121,18 +122,58 @@ def test_a_job_that_fails_halfway_leaves_no_stale_names(kb, monkeypatch):
     for i in range(job.WRITE_BATCH):  # one whole batch is committed before the failure
         (root / f"a{i:03d}.md").write_text(f"# Note {i}\n\nbody\n")
     (root / "zzz-bad.md").write_text("# Bad\n\nbody\n")
-    real = s.indexer.prepare
 
-    def prepare(ws, cfg, rel, data):  # a parser bug on one file: a fault a real file cannot cause on demand
+    def progress(done, total, rel):  # the job stops there, as a cancelled index run does
         if rel == "zzz-bad.md":
-            raise RuntimeError("parser bug")
-        return real(ws, cfg, rel, data)
+            raise RuntimeError("cancelled")
 
-    monkeypatch.setattr(s.indexer, "prepare", prepare)
     with pytest.raises(RuntimeError):
-        s.index("kb")
-    monkeypatch.setattr(s.indexer, "prepare", real)
+        s.index("kb", progress=progress)
     (root / "zzz-bad.md").unlink()
     (root / "link.md").write_text("# Link\n\nSee [[Note 5]].\n")
     s.index_paths("kb", ["link.md"])
     assert links(s, "link.md") == {("Note 5", "a005.md")}
+
+
+def test_one_file_that_breaks_the_parser_is_skipped_with_its_reason(kb, monkeypatch):
+    root, s = kb
+    for name in ("a", "b", "c"):
+        (root / f"{name}.md").write_text(f"# Note {name}\n\nSee [[Note a]].\n")
+    real = s.indexer.prepare
+
+    def prepare(ws, cfg, rel, data):  # a parser bug on one file: a fault no fixed parser lets a real file cause
+        if rel == "b.md":
+            raise ValueError("day is out of range for month")
+        return real(ws, cfg, rel, data)
+
+    monkeypatch.setattr(s.indexer, "prepare", prepare)
+    s.workspace_add("kb", str(root), NO_MODEL)
+    report = s.index("kb")
+    assert report["added"] == 2
+    assert [x["path"] for x in report["skipped"]] == ["b.md"]
+    assert "day is out of range" in report["skipped"][0]["reason"]
+    status = s.workspace_status("kb")
+    assert status["files"]["indexed"] == 2 and [x["path"] for x in status["files"]["skipped"]] == ["b.md"]
+    live = s.index_paths("kb", ["b.md", "c.md"])
+    assert [x["path"] for x in live["skipped"]] == ["b.md"]
+    monkeypatch.setattr(s.indexer, "prepare", real)
+    assert s.index("kb")["added"] == 1 and s.workspace_status("kb")["files"]["skipped"] == []
+
+
+def test_one_document_that_cannot_be_written_leaves_the_rest_of_its_batch(kb, monkeypatch):
+    root, s = kb
+    for name in ("a", "b", "c"):
+        (root / f"{name}.md").write_text(f"# Note {name}\n\nbody {name}\n")
+    real = stored_documents.write_document
+
+    def write_document(db, ws, path, **kw):  # a store fault on one row: not causable by a real file on demand
+        if path == "b.md":
+            raise ValueError("cannot store this")
+        return real(db, ws, path, **kw)
+
+    monkeypatch.setattr(stored_documents, "write_document", write_document)
+    s.workspace_add("kb", str(root), NO_MODEL)
+    report = s.index("kb")
+    assert report["added"] == 2 and [x["path"] for x in report["skipped"]] == ["b.md"]
+    assert [x["path"] for x in s.workspace_status("kb")["files"]["skipped"]] == ["b.md"]
+    assert {h["path"] for h in s.search("kb", "body")["hits"]} == {"a.md", "c.md"}

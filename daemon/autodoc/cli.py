@@ -20,6 +20,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,35 @@ from .connect import call
 from .errors import AutodocError
 
 log = logging.getLogger("autodoc")
+
+# Exit codes (README, "Exit codes")
+EXIT_OK = 0
+EXIT_FAILED = 1  # --call answered with an error; the daemon could not start; an OS error
+EXIT_USAGE = 2  # what was asked cannot be done as asked: bad arguments, unknown workspace or file
+EXIT_INTERNAL = 70  # a bug (EX_SOFTWARE)
+EXIT_INTERRUPTED = 130
+
+_LINES = re.compile(r"^\s*(\d+)\s*(?:[-:]\s*(\d+)\s*)?$")
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out as written; its message says what to type."""
+
+
+def json_arg(what: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{what} is not JSON ({e}); quote it for the shell, e.g. '{{\"section_tokens\": 300}}'") from None
+
+
+def parse_lines(text: str) -> tuple[int, int] | None:
+    """'10-15', '10:15' (the form search prints: path:10-15) or '10' → (start, end)."""
+    m = _LINES.match(text)
+    if not m:
+        return None
+    start = int(m.group(1))
+    return start, int(m.group(2) or start)
 
 
 def _print_hits(answer: dict) -> None:
@@ -104,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     rd = sub.add_parser("read", help="print a document or a line span of it")
     rd.add_argument("name")
     rd.add_argument("path")
-    rd.add_argument("--lines", help="START:END (1-based, inclusive)")
+    rd.add_argument("--lines", help="START-END or START:END (1-based, inclusive), or one line")
     return p
 
 
@@ -117,12 +147,24 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args, settings)
     except AutodocError as e:
         print(f"autodoc: {e.message} ({e.code})", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except UsageError as e:
+        print(f"autodoc: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `autodoc search … | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return EXIT_OK
+    except OSError as e:  # a daemon that went away mid-call, a disk that is full, a folder not allowed
+        log.debug("the command failed", exc_info=True)
+        print(f"autodoc: {e.strerror or e} ({type(e).__name__}); run again with -v for details", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as e:  # a bug: one line here, the traceback with -v
+        log.debug("the command failed", exc_info=True)
+        print(f"autodoc: internal error: {type(e).__name__}: {e}; run again with -v for the traceback, "
+              "and please report it", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -132,14 +174,14 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             params = json.loads(raw)
         except json.JSONDecodeError as e:
             print(f"autodoc: the params are not JSON: {e}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         try:
             result = call(settings, method, params)
         except AutodocError as e:  # raised here, or answered by the daemon (relayed as it was)
             print(json.dumps({"error": e.to_rpc()}, ensure_ascii=False, indent=2))
-            return 1
+            return EXIT_FAILED
         print(json.dumps(result, ensure_ascii=False, indent=2))
-        return 0
+        return EXIT_OK
 
     if args.cmd == "lsp":
         from .lsp.server import serve
@@ -156,12 +198,12 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.cmd == "workspace":
         if args.wcmd == "add":
-            config = json.loads(args.config) if args.config else None
+            config = json_arg("--config", args.config) if args.config else None
             if args.if_missing:
                 names = {w["name"] for w in call(settings, "workspace.list", {})["workspaces"]} if settings.store.exists() else set()
                 if args.name in names:
                     print(f"workspace {args.name} exists")
-                    return 0
+                    return EXIT_OK
             ws = call(settings, "workspace.add", {"name": args.name, "root": str(Path(args.path).resolve()), "config": config})
             print(f"added workspace {ws['name']} → {ws['root']}")
         elif args.wcmd == "list":
@@ -173,9 +215,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         elif args.wcmd == "status":
             print(json.dumps(call(settings, "workspace.status", {"workspace": args.name}), ensure_ascii=False, indent=2))
         elif args.wcmd == "configure":
-            out = call(settings, "workspace.configure", {"workspace": args.name, "options": json.loads(args.options)})
+            out = call(settings, "workspace.configure", {"workspace": args.name, "options": json_arg("the options", args.options)})
             print(json.dumps(out["config"], indent=2))
-        return 0
+        return EXIT_OK
 
     if args.cmd == "index":
         names = [args.name] if args.name else [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
@@ -189,7 +231,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             )
             for s in rep["skipped"]:
                 print(f"  skipped {s['path']}: {s['reason']}", file=sys.stderr)
-        return 0
+        return EXIT_OK
 
     if args.cmd == "search":
         name = args.workspace
@@ -197,7 +239,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             names = [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
             if len(names) != 1:
                 print("autodoc: name a workspace with -w (" + (", ".join(names) or "none exist yet") + ")", file=sys.stderr)
-                return 2
+                return EXIT_USAGE
             name = names[0]
         opts: dict[str, Any] = {"limit": args.limit}
         if args.stages:
@@ -207,19 +249,23 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             print(json.dumps(answer, ensure_ascii=False, indent=2))
         else:
             _print_hits(answer)
-        return 0
+        return EXIT_OK
 
     if args.cmd == "read":
         opts = {}
         if args.lines:
-            a, _, b = args.lines.partition(":")
-            opts = {"line_start": int(a), "line_end": int(b or a)}
+            span = parse_lines(args.lines)
+            if span is None:
+                print(f"autodoc: --lines wants START-END, START:END or one line number, not {args.lines!r}",
+                      file=sys.stderr)
+                return EXIT_USAGE
+            opts = {"line_start": span[0], "line_end": span[1]}
         out = call(settings, "document.read", [args.name, args.path, opts])
         sys.stdout.write(out["text"])
-        return 0
+        return EXIT_OK
 
     _parser().print_help()
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -24,19 +24,26 @@ def config_key(cfg: dict[str, Any]) -> str:
 class Providers:
     def __init__(self) -> None:
         self._loaded: dict[str, Provider] = {}
+        self._by_config: dict[str, Provider | None] = {}  # a config as written → its provider
         self._lock = threading.RLock()
 
     def get(self, cfg: dict[str, Any]) -> Provider | None:
-        """The provider for a config, None for "none"; raises ProviderDown when it cannot load."""
-        cfg = validate_config(cfg)
-        if cfg["provider"] == "none":
-            return None
-        key = config_key(cfg)
+        """The provider for a config, None for "none"; raises ProviderDown when it cannot
+        load (asked again next time: a model can become available). A config is
+        normalised once, not on every search."""
+        raw = config_key(cfg)
         with self._lock:
-            p = self._loaded.get(key)
-            if p is None:
-                p = self._loaded[key] = make_provider(cfg)
-                release_free_heap()  # the model load's freed buffers (once per provider)
+            if raw in self._by_config:
+                return self._by_config[raw]
+            norm = validate_config(cfg)
+            p = None
+            if norm["provider"] != "none":
+                key = config_key(norm)
+                p = self._loaded.get(key)
+                if p is None:
+                    p = self._loaded[key] = make_provider(norm)
+                    release_free_heap()  # the model load's freed buffers (once per provider)
+            self._by_config[raw] = p
             return p
 
     def target(self, cfg: dict[str, Any]) -> tuple[Provider | None, str | None]:

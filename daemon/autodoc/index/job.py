@@ -113,6 +113,14 @@ class IndexJob:
                                 count_tokens=self._token_counter(ws))
         return Parsed(relpath, data, doc, chunks, 0)
 
+    def _prepare_one(self, ws: Workspace, cfg: WorkspaceConfig, relpath: str, data: bytes) -> Parsed | str:
+        """One file never fails the rest: whatever goes wrong parsing it skips it, with the reason."""
+        try:
+            return self.prepare(ws, cfg, relpath, data)
+        except Exception as e:
+            log.exception("workspace %s: %s could not be parsed", ws.name, relpath)
+            return f"could not be parsed ({type(e).__name__}: {e}); the log has the details"
+
     # -- the frontmatter schema ---------------------------------------------------------
 
     def sync_schema(self, ws: Workspace) -> bool:
@@ -147,6 +155,7 @@ class IndexJob:
         pending: list[Pending] = []
         skips: list[tuple[str, str]] = []
         renamed: set[str] = set()  # paths whose names changed in this job's earlier batches
+        failures: list[tuple[str, str]] = []  # documents that could not be written
         total = len(entries)
         try:
             for i, e in enumerate(entries):
@@ -172,23 +181,27 @@ class IndexJob:
                     report.unchanged += 1
                     pending.append(Touched(e.relpath, e.mtime_ns))
                     continue
-                parsed = self.prepare(ws, cfg, e.relpath, data)
+                parsed = self._prepare_one(ws, cfg, e.relpath, data)
+                if isinstance(parsed, str):
+                    skips.append((e.relpath, parsed))
+                    on_disk.discard(e.relpath)
+                    continue
                 parsed.mtime_ns = e.mtime_ns
                 pending.append(parsed)
                 if len(pending) >= WRITE_BATCH:
-                    renamed |= self._flush(ws, _Batch(pending), report, full, defer_links=True)
+                    renamed |= self._flush(ws, _Batch(pending), report, full, failures, defer_links=True)
                     pending = []
                 if progress:
                     progress(i + 1, total, e.relpath)
             gone = [p for p in known if p not in on_disk]
-            self._flush(ws, _Batch(pending, gone=gone, skips=skips), report, full, renamed=renamed)
+            self._flush(ws, _Batch(pending, gone=gone, skips=skips), report, full, failures, renamed=renamed)
         except BaseException:
             # batches already committed never reached the cached name tables: read them all next time
             self.links.forget(ws.id)
             raise
         if progress:
             progress(total, total, "done")
-        report.skipped = [{"path": p, "reason": r} for p, r in skips]
+        report.skipped = [{"path": p, "reason": r} for p, r in skips + failures]
         with self.store.locked() as db:
             report.chunks = chunk_count(db, ws.id)
         report.seconds = round(time.monotonic() - started, 3)
@@ -226,24 +239,30 @@ class IndexJob:
             except OSError:
                 gone.append(rel)
                 continue
-            parsed = self.prepare(ws, cfg, rel, data)
+            parsed = self._prepare_one(ws, cfg, rel, data)
+            if isinstance(parsed, str):
+                skips.append((rel, parsed))
+                continue
             parsed.mtime_ns = path.stat().st_mtime_ns
             pending.append(parsed)
-        self._flush(ws, _Batch(pending, gone=gone or None, skips=skips or None), report, False)
-        report.skipped = [{"path": p, "reason": r} for p, r in skips]
+        failures: list[tuple[str, str]] = []
+        self._flush(ws, _Batch(pending, gone=gone or None, skips=skips or None), report, False, failures)
+        report.skipped = [{"path": p, "reason": r} for p, r in skips + failures]
         return report
 
     # -- one transaction ------------------------------------------------------------------------
 
-    def _flush(self, ws: Workspace, batch: _Batch, report: IndexReport, full: bool, *,
-               defer_links: bool = False, renamed: set[str] | None = None) -> set[str]:
+    def _flush(self, ws: Workspace, batch: _Batch, report: IndexReport, full: bool, failures: list[tuple[str, str]],
+               *, defer_links: bool = False, renamed: set[str] | None = None) -> set[str]:
         """Write one batch. Returns the paths whose names (path, title, aliases,
         frontmatter) changed. With defer_links the batch's links stay unresolved
         for the job's last batch to resolve in one pass (`renamed`: the earlier
-        batches' paths)."""
+        batches' paths). A document that cannot be written is skipped with its
+        reason, appended to `failures` (the job's), and the rest of the batch is written."""
         emitted: list[dict] = []
         touched: set[int] = set()
         names_changed: set[str] = set()
+        failed: list[tuple[str, str]] = []
         gone, skips = batch.gone, batch.skips
 
         with self.store.write() as db:
@@ -278,11 +297,19 @@ class IndexJob:
                 if isinstance(p, Touched):
                     stored.touch_mtime(db, ws.id, p.path, p.mtime_ns)
                     continue
-                fm = json.loads(json.dumps(p.doc.frontmatter, default=str))
-                if stored.names_of(db, ws.id, p.path) != (p.doc.title, p.doc.aliases, fm):
+                try:
+                    with db:  # a savepoint: one document that cannot be written leaves the rest
+                        fm = json.loads(json.dumps(p.doc.frontmatter, default=str))
+                        names = stored.names_of(db, ws.id, p.path)
+                        ch = stored.write_document(db, ws, p.path, data=p.data, doc=p.doc, chunks=p.chunks,
+                                                   mtime_ns=p.mtime_ns, force=full)
+                except Exception as e:
+                    log.exception("workspace %s: %s could not be written", ws.name, p.path)
+                    reason = f"could not be written ({type(e).__name__}: {e}); the log has the details"
+                    failed.append((p.path, reason))
+                    continue
+                if names != (p.doc.title, p.doc.aliases, fm):
                     names_changed.add(p.path)
-                ch = stored.write_document(db, ws, p.path, data=p.data, doc=p.doc, chunks=p.chunks,
-                                           mtime_ns=p.mtime_ns, force=full)
                 if ch is None:
                     report.unchanged += 1
                 else:
@@ -293,6 +320,9 @@ class IndexJob:
                     else:
                         report.modified += 1
                     emitted.append(ch)
+            failures.extend(failed)
+            for path, reason in failed:
+                stored.record_skip(db, ws, path, reason)
             for path, reason in skips or ():
                 ch = stored.delete_document(db, ws, path)  # a file that became unreadable leaves the index
                 if ch:
@@ -300,7 +330,7 @@ class IndexJob:
                     names_changed.add(path)
                 stored.record_skip(db, ws, path, reason)
             if skips is not None:
-                stored.clear_skips_except(db, ws, {p for p, _ in skips})
+                stored.clear_skips_except(db, ws, {p for p, _ in skips} | {p for p, _ in failures})
             if (emitted or gone is not None) and not defer_links:
                 try:
                     relinked = self.links.update(db, ws.id, changed=None if full else names_changed | (renamed or set()))

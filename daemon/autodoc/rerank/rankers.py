@@ -22,21 +22,31 @@ def shown_model(cfg: dict[str, Any]) -> str | None:
 class Rankers:
     def __init__(self) -> None:
         self._loaded: dict[str, Ranker] = {}
+        self._by_config: dict[str, Ranker | None] = {}  # a stored config as written → its ranker
         self._lock = threading.Lock()
 
     def get(self, cfg: dict[str, Any]) -> Ranker | None:
         """The ranker a workspace's `ranker` config names, or None; raises
-        InvalidParams when it cannot load (a model folder that vanished, say)."""
+        InvalidParams when it cannot load (a model folder that vanished, say).
+        A config is checked when it is first used, not on every search (the
+        check stats the model folder)."""
+        raw = json.dumps(cfg, sort_keys=True)
+        with self._lock:
+            if raw in self._by_config:
+                return self._by_config[raw]
         norm = validate_config(cfg)
         norm.pop("window", None)
         if norm["provider"] == "none":
-            return None
-        key = json.dumps(norm, sort_keys=True)
+            ranker = None
+        else:
+            key = json.dumps(norm, sort_keys=True)
+            with self._lock:
+                ranker = self._loaded.get(key)
+                if ranker is None:
+                    ranker = self._loaded[key] = make_ranker(norm)
         with self._lock:
-            r = self._loaded.get(key)
-            if r is None:
-                r = self._loaded[key] = make_ranker(norm)
-            return r
+            self._by_config[raw] = ranker
+        return ranker
 
     def status(self, cfg: dict[str, Any]) -> dict[str, Any]:
         """{state, model, reason}: off (none configured), ready (loaded), failed (cannot load,
