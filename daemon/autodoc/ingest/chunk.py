@@ -15,7 +15,7 @@ from typing import Callable
 from .lines import SETEXT_LINE, ByteMap, Line, fence_blocks, split_lines
 from .pieces import Piece, block_pieces, sub_pieces
 from .tokens import estimate_tokens
-from .types import Chunk, ParsedDocument
+from .types import Chunk, ParsedDocument, Problem
 
 __all__ = ["chunk_document", "estimate_tokens", "SEP"]
 
@@ -31,9 +31,23 @@ def chunk_document(
     abstract_chunk: bool = True,
     fallback_title: str = "",
 ) -> list[Chunk]:
-    """Cut text into chunks; fallback_title (e.g. the file stem) stands in for an empty doc.title."""
+    """Cut text into chunks; fallback_title (e.g. the file stem) stands in for an empty doc.title.
+
+    Never raises: should cutting at the document's structure fail (a defect, or
+    a doc parsed from other text), the body is cut into plain windows of the
+    budget and doc.problems says so (code "chunk").
+    """
     count = count_tokens or estimate_tokens
     budget = max(1, section_tokens)
+    try:
+        return _chunks(text, doc, budget, count, abstract_chunk, fallback_title)
+    except Exception as e:  # noqa: BLE001 — one file's structure must not stop its text being indexed
+        doc.problems.append(Problem(1, f"could not cut the document at its headings ({type(e).__name__}: {e}); "
+                                       "cut into plain windows", "chunk"))
+        return _windows(text, doc.title or fallback_title, budget, count)
+
+
+def _chunks(text, doc, budget, count, abstract_chunk, fallback_title) -> list[Chunk]:
     lines = split_lines(text)
     bmap = ByteMap(text, lines)
     title = doc.title or fallback_title
@@ -55,8 +69,24 @@ def chunk_document(
     return out
 
 
+def _windows(text: str, title: str, budget: int, count) -> list[Chunk]:
+    """The whole text cut at word boundaries into pieces of about the budget: structure-free."""
+    lines = split_lines(text)
+    bmap = ByteMap(text, lines)
+    whole = Piece(0, len(text), "para")
+    spans = [(p.start, p.end) for p in _fit(text, whole, budget, count)] if text.strip() else []
+    out: list[Chunk] = []
+    for s, e in spans:
+        s, e = _trim(text, s, e)
+        if s < e:
+            out.append(_chunk(len(out), "section", title, text[s:e], bmap.byte(s), bmap.byte(e),
+                              bmap.line_of(s), bmap.line_of(e - 1), count))
+    return out
+
+
 def _chunk(ordinal, kind, crumb, text, bs, be, ls, le, count) -> Chunk:
-    digest = hashlib.sha256((crumb + "\n" + text).encode("utf-8")).hexdigest()
+    # surrogatepass: str input may hold lone surrogates (not from a file, which is UTF-8); hash them, don't fail
+    digest = hashlib.sha256((crumb + "\n" + text).encode("utf-8", "surrogatepass")).hexdigest()
     return Chunk(ordinal, kind, crumb, text, bs, be, ls, le, digest, count(text))
 
 
@@ -174,7 +204,7 @@ def _fit(text: str, p: Piece, budget: int, count) -> list[Piece]:
 
 
 def _trim(text: str, a: int, b: int) -> tuple[int, int]:
-    while a < b and text[a].isspace():
+    while a < b and (text[a].isspace() or text[a] == "\ufeff"):  # a UTF-8 BOM is not content
         a += 1
     while b > a and text[b - 1].isspace():
         b -= 1
