@@ -204,7 +204,7 @@ def _fit(text: str, p: Piece, budget: int, count) -> list[Piece]:
 
 
 def _trim(text: str, a: int, b: int) -> tuple[int, int]:
-    while a < b and (text[a].isspace() or text[a] == "\ufeff"):  # a UTF-8 BOM is not content
+    while a < b and text[a].isspace():
         a += 1
     while b > a and text[b - 1].isspace():
         b -= 1
