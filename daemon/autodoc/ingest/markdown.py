@@ -58,11 +58,14 @@ def _parse(text: str) -> ParsedDocument:
     para_first: int | None = None  # index of the first line of the current paragraph
     in_block = False  # inside a list/quote/table run, where --- never makes a heading
 
+    over: list[int] = []  # lines of headings past MAX_HEADINGS (reported once)
+
     def add_heading(level: int, raw: str, ln: Line) -> None:
-        if len(headings) == MAX_HEADINGS:
-            problems.append(Problem(ln.no, f"more than {MAX_HEADINGS} headings; from here on they are "
-                                           "read as body text", "limit"))
         if len(headings) >= MAX_HEADINGS:
+            if not over:
+                problems.append(Problem(ln.no, f"more than {MAX_HEADINGS} headings; from here on they are "
+                                               "read as body text", "limit"))
+            over.append(ln.no)
             return
         headings.append(Heading(level, _clip(plain_text(raw), ln.no, problems), ln.no, bmap.byte(ln.start)))
 
