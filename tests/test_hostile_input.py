@@ -183,3 +183,11 @@ def test_any_frontmatter_parses(text):
 def test_any_markdown_parses(text):
     doc, chunks = ingest_file(text)
     check_document(text, doc, chunks)
+
+
+def test_a_giant_integer_kept_as_text_is_a_schema_violation_not_a_crash():
+    from autodoc.fmschema.values import CoerceError, coerce
+
+    doc = parse_markdown("---\nn: " + "7" * 5000 + "\n---\n")
+    with pytest.raises(CoerceError, match="expected an integer"):
+        coerce("integer", doc.frontmatter["n"])
