@@ -70,7 +70,10 @@ def parse_int(v: Any) -> int | None:
     if isinstance(v, float):
         return int(v) if math.isfinite(v) and v.is_integer() else None
     if isinstance(v, str) and _INT.match(v.strip()):
-        return int(v.strip())
+        try:
+            return int(v.strip())
+        except ValueError:  # past Python's 4,300-digit limit: frontmatter keeps such a number as text
+            return None
     return None
 
 

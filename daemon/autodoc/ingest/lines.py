@@ -9,7 +9,7 @@ both read the text through these functions.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from dataclasses import dataclass
 
 
@@ -83,29 +83,48 @@ def fence_mask(lines: list[Line], first: int = 0) -> list[bool]:
     return mask
 
 
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
 
 
 class ByteMap:
     """Char index → UTF-8 byte offset into text.encode("utf-8"), and line lookup."""
 
     def __init__(self, text: str, lines: list[Line] | None = None):
-        # Only non-ASCII characters shift byte offsets, and prose has few of them:
-        # keep their positions and the running count of extra bytes, not a table per character.
-        self._pos: list[int] = []
-        self._extra: list[int] = [0]
+        # Only non-ASCII characters shift byte offsets. Keep each run of them
+        # (its start, end and the extra bytes before it), not one entry per
+        # character: CJK prose is almost all non-ASCII, and a per-character
+        # table was the largest cost of parsing it. An offset inside a run is
+        # measured on demand (lookups are per heading and chunk, not per character).
+        self._text = text
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._before: list[int] = []  # extra bytes before each run
         if not text.isascii():
             extra = 0
-            for m in _NON_ASCII.finditer(text):
-                o = ord(m.group())
-                extra += 1 if o < 0x800 else 2 if o < 0x10000 else 3
-                self._pos.append(m.start())
-                self._extra.append(extra)
+            for m in _NON_ASCII_RUN.finditer(text):
+                self._starts.append(m.start())
+                self._ends.append(m.end())
+                self._before.append(extra)
+                extra += _extra(m.group())
+            self._total = extra
         self._line_starts = [ln.start for ln in (lines if lines is not None else split_lines(text))]
 
     def byte(self, i: int) -> int:
-        return i + self._extra[bisect_left(self._pos, i)] if self._pos else i
+        if not self._starts:
+            return i
+        k = bisect_right(self._starts, i) - 1
+        if k < 0:
+            return i
+        if i >= self._ends[k]:
+            after = self._before[k + 1] if k + 1 < len(self._before) else self._total
+            return i + after
+        return i + self._before[k] + _extra(self._text[self._starts[k] : i])
 
     def line_of(self, i: int) -> int:
         """1-based line containing char index i (an index at the very end maps to the last line)."""
         return max(1, bisect_right(self._line_starts, i))
+
+
+def _extra(run: str) -> int:
+    """UTF-8 bytes beyond one per character (surrogatepass: str input may hold lone surrogates)."""
+    return len(run.encode("utf-8", "surrogatepass")) - len(run)

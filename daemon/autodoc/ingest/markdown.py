@@ -13,23 +13,44 @@ from typing import Any
 
 from .frontmatter import read_frontmatter
 from .inline import line_links, line_tags, mask_code_spans, plain_text
-from .lines import SETEXT_LINE, ByteMap, fence_mask, split_lines
-from .types import Heading, Link, ParsedDocument
+from .lines import SETEXT_LINE, ByteMap, Line, fence_mask, split_lines
+from .types import Heading, Link, ParsedDocument, Problem
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_ATX_CLOSE = re.compile(r"(?:^|[ \t]+)#+$")
-_THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 # Lines that open a list item, quote, table row or HTML block: they are not
 # paragraph text, so a following --- is a thematic break, not a setext heading.
 _NOT_PARA = re.compile(r"^(?: {0,3}(?:[-*+][ \t]|\d{1,9}[.)][ \t]|[-*+]$|\d{1,9}[.)]$|>|\||<)| {4,}|\t)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+# Limits per file, far above real documents (the five corpora in
+# ../shared/data/corpora: longest line 16,619 characters, at most 393 headings,
+# longest heading 257 characters). Past them the text is still indexed; what
+# is not read is reported as a problem with code "limit".
+MAX_LINE_CHARS = 100_000  # a longer line is body text: not read for a heading, links or #tags
+MAX_HEADINGS = 5_000  # later headings are read as body text (each heading is a chunk boundary)
+MAX_HEADING_CHARS = 500  # heading text and titles are cut here: they are repeated in every breadcrumb
+MAX_PROBLEMS = 100  # problems kept per document; one more line says how many were left out
 
 
 def parse_markdown(text: str) -> ParsedDocument:
-    """Parse one Markdown document (see the module docstring)."""
+    """Parse one Markdown document (see the module docstring). Never raises: a defect
+    met on some input costs the structure (one problem, code "parse"), never the file."""
+    try:
+        return _parse(text)
+    except Exception as e:  # noqa: BLE001 — the index must go on; the problem says what happened
+        return ParsedDocument(
+            title="", frontmatter={}, tags=[], aliases=[], abstract=None, status=None, supersedes=[],
+            superseded_by=[], links=[], headings=[], body_byte=0, body_line=1,
+            problems=[Problem(1, f"the document could not be parsed ({type(e).__name__}: {e}); "
+                                 "indexed as plain text", "parse")],
+        )
+
+
+def _parse(text: str) -> ParsedDocument:
     lines = split_lines(text)
     fm = read_frontmatter(text, lines)
     bmap = ByteMap(text, lines)
     code = fence_mask(lines, fm.body_index)
+    problems = list(fm.problems) + _text_problems(text, lines)
 
     headings: list[Heading] = []
     links: list[Link] = []
@@ -37,32 +58,46 @@ def parse_markdown(text: str) -> ParsedDocument:
     para_first: int | None = None  # index of the first line of the current paragraph
     in_block = False  # inside a list/quote/table run, where --- never makes a heading
 
+    over: list[int] = []  # lines of headings past MAX_HEADINGS (reported once)
+
+    def add_heading(level: int, raw: str, ln: Line) -> None:
+        if len(headings) >= MAX_HEADINGS:
+            if not over:
+                problems.append(Problem(ln.no, f"more than {MAX_HEADINGS} headings; from here on they are "
+                                               "read as body text", "limit"))
+            over.append(ln.no)
+            return
+        headings.append(Heading(level, _clip(plain_text(raw), ln.no, problems), ln.no, bmap.byte(ln.start)))
+
     for i in range(fm.body_index, len(lines)):
         ln = lines[i]
         if code[i]:
             para_first, in_block = None, False
             continue
-        s = ln.text
+        s = ln.text if ln.start else ln.text.lstrip("\ufeff")  # a BOM is not part of the first line's syntax
         if not s.strip():
+            para_first, in_block = None, False
+            continue
+        if len(s) > MAX_LINE_CHARS:
+            problems.append(Problem(ln.no, f"line is {len(s)} characters long (limit {MAX_LINE_CHARS}); "
+                                           "indexed as text, but not read for a heading, links or tags", "limit"))
             para_first, in_block = None, False
             continue
         setext = SETEXT_LINE.match(s)
         if setext and para_first is not None and not in_block:
             first = lines[para_first]
             words = " ".join(lines[k].text.strip() for k in range(para_first, i))
-            level = 1 if setext.group(1)[0] == "=" else 2
-            headings.append(Heading(level, plain_text(words), first.no, bmap.byte(first.start)))
+            add_heading(1 if setext.group(1)[0] == "=" else 2, words, first)
             para_first = None
             continue
         masked = mask_code_spans(s)
         found, masked = line_links(masked, ln.no)
         links.extend(found)
-        atx = _ATX.match(s)
+        atx = _atx(s)
         if atx:
-            content = _ATX_CLOSE.sub("", atx.group(2) or "")
-            headings.append(Heading(len(atx.group(1)), plain_text(content), ln.no, bmap.byte(ln.start)))
+            add_heading(atx[0], atx[1], ln)
             para_first, in_block = None, False
-        elif _THEMATIC.match(s):
+        elif _thematic(s):
             para_first, in_block = None, False
         elif in_block or _NOT_PARA.match(s):
             para_first, in_block = None, True
@@ -71,7 +106,9 @@ def parse_markdown(text: str) -> ParsedDocument:
         inline_tags.extend(line_tags(masked))
 
     data = fm.data
-    title = _text(data.get("title")) or next((h.text for h in headings if h.level == 1), "")
+    fm_title = _text(data.get("title"))
+    title = _clip(fm_title, fm.field_lines.get("title", 2), problems) if fm_title else next(
+        (h.text for h in headings if h.level == 1), "")
     supersedes = _names(data.get("supersedes"))
     superseded_by = _names(data.get("superseded_by"))
     fm_links = [
@@ -100,8 +137,85 @@ def parse_markdown(text: str) -> ParsedDocument:
         body_byte=bmap.byte(body_start),
         body_line=fm.body_index + 1,
         abstract_span=span,
-        problems=list(fm.problems),
+        problems=_capped(problems),
     )
+
+
+def _atx(s: str) -> tuple[int, str] | None:
+    """(level, raw text) of an ATX heading line, closing #s removed, or None.
+
+    By hand, not a regex: "(.*?)[ \t]*$" re-read the trailing spaces once per
+    character, so a heading of 20,000 spaces took 14 s.
+    """
+    t = s.lstrip(" ")
+    if len(s) - len(t) > 3:
+        return None
+    level = len(t) - len(t.lstrip("#"))
+    rest = t[level:]
+    if not 1 <= level <= 6 or (rest and rest[0] not in " \t"):
+        return None
+    content = rest.strip(" \t")
+    bare = content.rstrip("#")
+    if len(bare) < len(content) and (not bare or bare[-1] in " \t"):
+        content = bare.rstrip(" \t")  # the optional closing sequence: "## Title ##"
+    return level, content
+
+
+def _thematic(s: str) -> bool:
+    """A thematic break: 3+ of one of - * _ with only spaces/tabs between, indented 0-3."""
+    t = s.lstrip(" ")
+    if len(s) - len(t) > 3 or not t or t[0] not in "-*_":
+        return False
+    marks = t.replace(" ", "").replace("\t", "")
+    return len(marks) >= 3 and marks.count(t[0]) == len(marks)
+
+
+def _text_problems(text: str, lines: list[Line]) -> list[Problem]:
+    """Characters that pass through but deserve a word: NUL, lone surrogates, CR-only line ends."""
+    out = []
+    for what, pos in (("a NUL character", text.find("\0")),
+                      ("an unpaired surrogate (not Unicode text)", _first(_SURROGATE, text))):
+        if pos >= 0:
+            out.append(Problem(_line_at(lines, pos), f"the text holds {what}", "encoding"))
+    lone_cr = text.count("\r") - text.count("\r\n")
+    if lone_cr > text.count("\n"):
+        out.append(Problem(1, "line ends are CR only (classic Mac): lines are counted at LF, so the file "
+                              "reads as one line", "encoding"))
+    return out
+
+
+def _first(rx: re.Pattern, text: str) -> int:
+    if text.isascii():
+        return -1
+    m = rx.search(text)
+    return m.start() if m else -1
+
+
+def _line_at(lines: list[Line], pos: int) -> int:
+    lo, hi = 0, len(lines) - 1
+    while lo < hi:  # the last line starting at or before pos
+        mid = (lo + hi + 1) // 2
+        if lines[mid].start <= pos:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lines[lo].no if lines else 1
+
+
+def _clip(s: str, line: int, problems: list[Problem]) -> str:
+    if len(s) <= MAX_HEADING_CHARS:
+        return s
+    problems.append(Problem(line, f"heading or title is {len(s)} characters long; cut to {MAX_HEADING_CHARS}",
+                            "limit"))
+    return s[:MAX_HEADING_CHARS].rstrip() + "…"
+
+
+def _capped(problems: list[Problem]) -> list[Problem]:
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    rest = len(problems) - MAX_PROBLEMS
+    return problems[:MAX_PROBLEMS] + [Problem(problems[MAX_PROBLEMS].line,
+                                              f"{rest} more problems not listed", "limit")]
 
 
 def _text(v: Any) -> str:

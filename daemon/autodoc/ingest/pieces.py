@@ -16,7 +16,9 @@ from .lines import SETEXT_LINE, Line
 
 # A sentence ends at . ! ? … (plus closing quotes/brackets) before whitespace,
 # or at a CJK full stop / ! / ? whether or not a space follows.
-_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’）]*")
+# A match starts only at the start of a run of stops: tried from inside a
+# run of 100,000 dots, each try re-read the rest of the run (quadratic).
+_SENTENCE_END = re.compile(r"(?<![.!?…])[.!?…]++[\"'”’)\]]*+(?=\s)|[。！？]+[」』”’）]*")
 _WORD = re.compile(r"\S+")
 
 

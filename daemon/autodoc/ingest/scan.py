@@ -3,7 +3,11 @@
 Input: a workspace root. Output: ScanEntry per Markdown file (sorted by
 relpath), with skip set when the file must not be read (a symlink leaving
 the workspace, a dangling link, a file over the size limit); read_document
-turns one entry into raw bytes or raises SkipFile. is_markdown_path,
+turns one entry into raw bytes or raises SkipFile. Only regular files are
+read: a FIFO, socket or device named *.md is skipped with a reason (opening a
+FIFO would block the index forever), as is a name that is not valid UTF-8
+(it could not be stored or sent as text). The scan itself never raises: what
+it cannot look at becomes an entry with a reason. is_markdown_path,
 is_ignored and entry_for answer the same questions for a single path, for a
 file watcher. Hidden files and folders, .git, node_modules, the root's
 _schema/ folder (where the frontmatter schema lives) and whatever .gitignore
@@ -12,7 +16,9 @@ files (root and nested) ignore are never yielded.
 
 from __future__ import annotations
 
+import codecs
 import os
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -25,7 +31,11 @@ SKIP_DIRS = frozenset({".git", "node_modules"})
 SCHEMA_DIR = "_schema"  # the workspace's schema folder (autodoc.fmschema): configuration, not documents
 OUTSIDE = "symlink points outside the workspace"
 DANGLING = "symlink target does not exist or loops"
+BAD_NAME = "file name is not valid UTF-8"
 BINARY_PROBE = 8192
+# Checked longest first: a UTF-32LE mark starts with the UTF-16LE one.
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32LE"), (codecs.BOM_UTF32_BE, "UTF-32BE"),
+         (codecs.BOM_UTF16_LE, "UTF-16LE"), (codecs.BOM_UTF16_BE, "UTF-16BE"))
 
 
 class SkipFile(Exception):
@@ -54,7 +64,7 @@ def scan_workspace(root: Path, *, max_bytes: int) -> Iterator[ScanEntry]:
     root = Path(root)
     real_root = root.resolve()
     found: list[ScanEntry] = []
-    _walk(root, real_root, "", _specs_in(root, "", ()), max_bytes, found)
+    _walk(root, real_root, _specs_in(root, "", ()), max_bytes, found)
     found.sort(key=lambda e: e.relpath)
     yield from found
 
@@ -62,29 +72,81 @@ def scan_workspace(root: Path, *, max_bytes: int) -> Iterator[ScanEntry]:
 _Specs = tuple[tuple[str, pathspec.PathSpec], ...]
 
 
-def _walk(d: Path, real_root: Path, rel: str, specs: _Specs, max_bytes: int, out: list[ScanEntry]) -> None:
-    try:
-        items = sorted(os.scandir(d), key=lambda e: e.name)
-    except OSError:
-        return  # unreadable folder: nothing we can index in it
-    for it in items:
-        if it.name.startswith(".") or it.name in SKIP_DIRS or (not rel and it.name == SCHEMA_DIR):
+def _walk(root: Path, real_root: Path, specs: _Specs, max_bytes: int, out: list[ScanEntry]) -> None:
+    """Folders from a stack, not by recursion: a tree 1,000 folders deep must not end the scan."""
+    todo: list[tuple[Path, str, _Specs]] = [(root, "", specs)]
+    while todo:
+        d, rel, specs = todo.pop()
+        try:
+            items = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as e:
+            if rel:  # an unreadable folder: say so (the root's own absence is the caller's to report)
+                out.append(ScanEntry(_display(rel) + "/", d, 0, 0, f"folder is unreadable: {_why(e)}"))
             continue
-        r = f"{rel}/{it.name}" if rel else it.name
-        if it.is_symlink():
-            # Never descend into linked folders: outside ones leave the
-            # workspace, inside ones are scanned under their real path anyway
-            # (and could loop).
-            if is_markdown_path(it.name) and not _ignored(specs, r, False):
-                out.append(_entry(Path(it.path), r, real_root, max_bytes))
-        elif it.is_dir(follow_symlinks=False):
-            if not _ignored(specs, r, True):
-                _walk(Path(it.path), real_root, r, _specs_in(Path(it.path), r, specs), max_bytes, out)
-        elif is_markdown_path(it.name) and not _ignored(specs, r, False):
-            out.append(_entry(Path(it.path), r, real_root, max_bytes))
+        for it in items:
+            if it.name.startswith(".") or it.name in SKIP_DIRS or (not rel and it.name == SCHEMA_DIR):
+                continue
+            r = f"{rel}/{it.name}" if rel else it.name
+            try:
+                link = it.is_symlink()
+                folder = not link and it.is_dir(follow_symlinks=False)
+            except OSError:
+                link = folder = False
+            if folder:
+                if not _ignored(specs, r, True):
+                    todo.append((Path(it.path), r, _specs_in(Path(it.path), r, specs)))
+            # Never descend into linked folders: outside ones leave the workspace,
+            # inside ones are scanned under their real path anyway (and could loop).
+            elif is_markdown_path(it.name) and not _ignored(specs, r, False):
+                got = _entry_or_reason(Path(it.path), r, real_root, max_bytes)
+                if got is not None:
+                    out.append(got)
+
+
+def _display(rel: str) -> str:
+    """rel as valid text: bytes of a non-UTF-8 name (held as surrogate escapes) become \\xNN."""
+    try:
+        rel.encode("utf-8")
+        return rel
+    except UnicodeEncodeError:
+        return os.fsencode(rel).decode("utf-8", "backslashreplace")
+
+
+def _why(e: OSError) -> str:
+    return e.strerror or type(e).__name__
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, or None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _not_regular(mode: int) -> str | None:
+    kind = _kind(mode)
+    return None if kind is None else f"not a regular file ({kind})"
+
+
+def _entry_or_reason(path: Path, rel: str, real_root: Path, max_bytes: int) -> ScanEntry | None:
+    """_entry, with an OSError turned into a skip (None when the file vanished meanwhile)."""
+    try:
+        return _entry(path, rel, real_root, max_bytes)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return ScanEntry(_display(rel), path, 0, 0, f"unreadable: {_why(e)}")
 
 
 def _entry(path: Path, rel: str, real_root: Path, max_bytes: int) -> ScanEntry:
+    shown = _display(rel)
+    if shown != rel:
+        st = path.lstat()
+        return ScanEntry(shown, path, st.st_size, st.st_mtime_ns, BAD_NAME)
     if path.is_symlink():
         st = path.lstat()
         try:
@@ -93,10 +155,16 @@ def _entry(path: Path, rel: str, real_root: Path, max_bytes: int) -> ScanEntry:
             return ScanEntry(rel, path, st.st_size, st.st_mtime_ns, DANGLING)
         if not target.is_relative_to(real_root):
             return ScanEntry(rel, path, st.st_size, st.st_mtime_ns, OUTSIDE)
-        if not target.is_file():
+        try:
+            target_mode = target.stat().st_mode
+        except OSError:
             return ScanEntry(rel, path, st.st_size, st.st_mtime_ns, DANGLING)
+        if (odd := _not_regular(target_mode)) is not None:
+            return ScanEntry(rel, path, st.st_size, st.st_mtime_ns, odd)
     st = path.stat()
-    skip = f"larger than {max_bytes} bytes" if st.st_size > max_bytes else None
+    skip = _not_regular(st.st_mode)
+    if skip is None and st.st_size > max_bytes:
+        skip = f"larger than {max_bytes} bytes"
     return ScanEntry(rel, path, st.st_size, st.st_mtime_ns, skip)
 
 
@@ -106,12 +174,12 @@ def entry_for(root: Path, relpath: str, *, max_bytes: int) -> ScanEntry | None:
     if not is_markdown_path(relpath) or is_ignored(root, relpath):
         return None
     path = Path(root) / relpath
-    if not path.is_symlink() and not path.is_file():
-        return None
     try:
-        return _entry(path, relpath, Path(root).resolve(), max_bytes)
+        if not path.is_symlink() and (not path.exists() or path.is_dir()):
+            return None
     except OSError:
         return None
+    return _entry_or_reason(path, relpath, Path(root).resolve(), max_bytes)
 
 
 def is_ignored(root: Path, relpath: str) -> bool:
@@ -158,22 +226,30 @@ def _load_spec(path: str, mtime_ns: int, size: int) -> pathspec.PathSpec | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             return pathspec.GitIgnoreSpec.from_lines(fh.read().splitlines())
-    except (OSError, ValueError, TypeError):
+    except Exception:  # noqa: BLE001 — pathspec may reject a pattern in its own ways
         return None  # an unreadable or malformed .gitignore ignores nothing
 
 
 def read_document(path: Path, *, max_bytes: int) -> bytes:
-    """Raw bytes of a Markdown file, or SkipFile (too large, binary, not UTF-8).
+    """Raw bytes of a Markdown file, or SkipFile (not a regular file, too large, UTF-16/32, binary, not UTF-8).
 
     OSError (vanished, unreadable) propagates: that is not a property of the file's content.
     """
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size > max_bytes:
+    # O_NONBLOCK: a FIFO that became x.md after the scan must not block the open;
+    # the type is then checked on the opened descriptor itself, so no race.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", closefd=True) as fh:
+        st = os.fstat(fd)
+        if (odd := _not_regular(st.st_mode)) is not None:
+            raise SkipFile(odd)
+        if st.st_size > max_bytes:
             raise SkipFile(f"larger than {max_bytes} bytes")
         data = fh.read(max_bytes + 1)  # the file may grow between fstat and read
     if len(data) > max_bytes:
         raise SkipFile(f"larger than {max_bytes} bytes")
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            raise SkipFile(f"{name} text (byte-order mark); only UTF-8 is read")
     nul = data.find(b"\0", 0, BINARY_PROBE)
     if nul >= 0:
         raise SkipFile(f"binary file (NUL byte at byte {nul})")
