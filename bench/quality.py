@@ -73,7 +73,7 @@ def configurations(limit: int) -> list[dict[str, Any]]:
 
 def _has_convex() -> bool:
     try:
-        from autodoc.search.options import FUSION_METHODS
+        from autodoc.config.workspace import FUSION_METHODS
     except ImportError:
         return False
     return "convex" in FUSION_METHODS

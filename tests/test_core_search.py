@@ -9,6 +9,7 @@ from pathlib import Path
 import apsw
 import pytest
 
+from autodoc.connect import invoke
 from autodoc.config import Settings
 from autodoc.errors import InvalidParams, PathOutsideWorkspace, StoreLocked, Unsupported, WorkspaceNotFound
 from autodoc.service import Service
@@ -159,7 +160,7 @@ def test_bad_params_name_the_field(svc):
                         ({"ranker": {"window": 5}}, "opts.ranker.window"), ({"bogus": 1}, "opts.bogus"),
                         ({"fusion": {"method": "x"}}, "opts.fusion.method")]:
         with pytest.raises(InvalidParams) as e:
-            svc.search("kb", "lease", opts)
+            invoke(svc, "search.query", ["kb", "lease", opts])
         assert e.value.field == field
     with pytest.raises(WorkspaceNotFound):
         svc.search("nope", "lease")
@@ -256,4 +257,4 @@ def test_section_size_rechunks(svc):
     n1 = svc.workspace_status("kb")["chunks"]
     assert n1 > n0
     with pytest.raises(InvalidParams):
-        svc.workspace_section_size("kb", 5)
+        invoke(svc, "workspace.section_size", ["kb", 5])

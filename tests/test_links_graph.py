@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from helpers.kb_schema import NO_MODEL, make_kb_schema
 
+from autodoc.connect import invoke
 from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
 from autodoc.errors import DocumentNotFound, InvalidParams, PathOutsideWorkspace
@@ -79,7 +80,7 @@ def test_unknown_and_escaping_paths_are_refused(svc):
     with pytest.raises(PathOutsideWorkspace):
         svc.document_links("kb", "../outside-target.md")
     with pytest.raises(InvalidParams) as e:
-        svc.document_links("kb", "")
+        invoke(svc, "document.links", ["kb", ""])
     assert e.value.field == "path"
     with pytest.raises(DocumentNotFound):
         svc.document_problems("kb", "adrs/nope.md")
@@ -160,8 +161,8 @@ def test_graph_stage_options_and_skips(svc):
     assert svc.search("kb", "lease", {"mode": "hybrid"})["stages"]["requested"] == ["lexical", "semantic", "rerank"]
     for stages in (["graph"], ["graph", "rerank"], ["bogus"]):
         with pytest.raises(InvalidParams) as e:
-            svc.search("kb", "lease", {"stages": stages})
-        assert e.value.field == "opts.stages"
+            invoke(svc, "search.query", ["kb", "lease", {"stages": stages}])
+        assert e.value.field in ("opts.stages", "opts.stages[0]")  # the list, or its unknown item
     ordered = svc.search("kb", "lease", {"stages": ["rerank", "graph", "semantic", "lexical"]})
     assert ordered["stages"]["requested"] == ["lexical", "semantic", "graph", "rerank"]
     nothing = svc.search("kb", "nothingmatcheszzz", {"stages": ["lexical", "graph"]})
@@ -270,6 +271,6 @@ def test_workspace_tags_count_documents_per_tag(setup):
     assert 0 < len(some) <= 2 and all(t["tag"].startswith(first[:2]) for t in some)
     assert svc.workspace_tags("kb", "no-tag-starts-like-this")["tags"] == []
     with pytest.raises(InvalidParams, match="limit"):
-        svc.workspace_tags("kb", None, 0)
+        invoke(svc, "workspace.tags", ["kb", None, 0])
     with pytest.raises(InvalidParams, match="prefix"):
-        svc.workspace_tags("kb", 7)
+        invoke(svc, "workspace.tags", ["kb", 7])

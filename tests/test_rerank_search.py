@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from autodoc.connect import invoke
 from autodoc.config import Settings
 from autodoc.errors import InvalidParams
 from autodoc.service import Service
@@ -95,7 +96,7 @@ def test_bad_ranker_config_names_the_field(svc):
         svc.workspace_configure("kb", {"ranker": {"provider": "onnx", "path": "/nonexistent/model"}})
     assert e.value.field == "options.ranker.path"
     with pytest.raises(InvalidParams) as e:
-        svc.workspace_configure("kb", {"ranker": {"provider": "onnx", "path": "/x", "window": 500}})
+        invoke(svc, "workspace.configure", ["kb", {"ranker": {"provider": "onnx", "path": "/x", "window": 500}}])
     assert e.value.field == "options.ranker.window"
 
 

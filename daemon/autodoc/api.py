@@ -71,3 +71,4 @@ TABLE = (
 
 METHODS: dict[str, Method] = {m.name: m for m in TABLE}
 WRITE_METHODS = frozenset(m.name for m in TABLE if m.write)
+

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .api import METHODS, Method
 from .config import Settings
 from .errors import MethodNotFound, StoreLocked, from_rpc
 from .rpc.schemas import bind_params
 from .store.lease import read_holder
+
+if TYPE_CHECKING:
+    from .service import Service
 
 REMOTE_TIMEOUT_S = 3600.0
 
@@ -57,12 +60,19 @@ class Remote:
 
 
 def bind(method: str, params: Any) -> tuple[Method, dict[str, Any]]:
-    """The method's row and its params by name, checked by its schema: MethodNotFound or
-    InvalidParams before anything opens the store."""
+    """The method's row and its params by name, checked by its JSON Schema: the one
+    validation params get (MethodNotFound or InvalidParams naming the field)."""
     m = METHODS.get(method)
     if m is None or m.call is None:
         raise MethodNotFound(f"no method {method!r} runs without the daemon (start one: autodoc serve --socket)")
     return m, bind_params(method, params)
+
+
+def invoke(service: "Service", method: str, params: Any, **run: Any) -> Any:
+    """Bind, check and call one method on a service in this process."""
+    m, bound = bind(method, params)
+    assert m.call is not None
+    return m.call(service, bound, **run)
 
 
 class Local:

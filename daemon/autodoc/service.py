@@ -4,8 +4,10 @@ It owns the Store (store/), the index job (index/), the embed queue
 (embed/queue.py), the semantic leg and its vector cache (search/), and the
 loaded models (embed/providers.py, rerank/rankers.py). RPC, LSP, CLI and the
 other adapters reach it through the method table (api.py). Each public method
-takes checked params (the method's JSON Schema ran first) and returns
-JSON-safe data shaped as schemas/<method>.result.json.
+takes params its method's JSON Schema has checked (the binding in rpc/ and
+connect.py does it, once; the checks here are the ones a schema cannot
+make: a root that is a folder, a path inside the workspace, a field some
+document has) and returns JSON-safe data shaped as schemas/<method>.result.json.
 
 Runs on: any thread. Reads use the calling thread's read connection, one
 snapshot per method; writes are serialised by the store's write lock and
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -52,14 +53,7 @@ log = logging.getLogger("autodoc.service")
 
 ChangeListener = Callable[[str, list[dict[str, Any]]], None]
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LEG_THREADS = 4
-
-
-def _check_name(field: str, name: Any) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise InvalidParams(field, "must be 1–64 letters, digits, '.', '_' or '-', starting with a letter or digit")
-    return name
 
 
 def _config(ws: Workspace) -> WorkspaceConfig:
@@ -142,15 +136,10 @@ class Service:
         return {"name": ws.name, "root": ws.root, "config": _config(ws).to_json(),
                 "documents": counts.documents, "chunks": counts.chunks, "created": ws.created}
 
-    def workspace_add(self, name: Any, root: Any, config: Any = None) -> dict[str, Any]:
-        _check_name("name", name)
-        if not isinstance(root, str) or not root:
-            raise InvalidParams("root", "must be a folder path")
+    def workspace_add(self, name: str, root: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
         path = Path(root).expanduser()
         if not path.is_dir():
             raise InvalidParams("root", f"{root} is not a folder")
-        if config is not None and not isinstance(config, dict):
-            raise InvalidParams("config", "must be an object")
         cfg = WorkspaceConfig().merged(config or {}, prefix="config")
         with self.store.write() as db:
             ws = wsrows.add_workspace(db, name, str(path.resolve()), cfg.to_json())
@@ -168,9 +157,7 @@ class Service:
         with self.store.read() as db:
             return {"workspaces": [self._ws_json(db, wsrows.get_workspace(db, n)) for n in wsrows.workspace_names(db)]}
 
-    def workspace_configure(self, name: Any, options: Any) -> dict[str, Any]:
-        if not isinstance(options, dict):
-            raise InvalidParams("options", "must be an object")
+    def workspace_configure(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
         with self.store.locked():
             with self.store.write() as db:
                 ws = wsrows.get_workspace(db, name)
@@ -188,13 +175,9 @@ class Service:
     def workspace_section_size(self, name: Any, tokens: Any) -> dict[str, Any]:
         return self.workspace_configure(name, {"section_tokens": tokens})
 
-    def workspace_tags(self, name: Any, prefix: Any = None, limit: Any = 1000) -> dict[str, Any]:
+    def workspace_tags(self, name: str, prefix: str | None = None, limit: int = 1000) -> dict[str, Any]:
         """{workspace, tags: [{tag, documents}]}: every tag (frontmatter and inline, lowercased)
         with how many documents carry it, most used first; `prefix` keeps those beginning with it."""
-        if prefix is not None and not isinstance(prefix, str):
-            raise InvalidParams("prefix", "must be a string")
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100_000:
-            raise InvalidParams("limit", "must be an integer in 1..100000")
         with self.store.read() as db:
             ws = wsrows.get_workspace(db, name)
             rows = wsrows.tag_counts(db, ws, (prefix or "").lower(), limit)
@@ -317,11 +300,8 @@ class Service:
         self._per_generation[(what, ws.id)] = (gen, value)
         return value
 
-    def search(self, name: Any, query: Any, opts: Any = None, *, cancel: threading.Event | None = None) -> dict[str, Any]:
-        if not isinstance(query, str):
-            raise InvalidParams("query", "must be a string")
-        if len(query) > 4096:
-            raise InvalidParams("query", "must be at most 4096 characters")
+    def search(self, name: str, query: str, opts: dict[str, Any] | None = None, *,
+               cancel: threading.Event | None = None) -> dict[str, Any]:
         with self.store.read() as db:  # one read snapshot for the whole search
             ws = wsrows.get_workspace(db, name)
             cfg = _config(ws)
@@ -340,11 +320,7 @@ class Service:
 
     # -- documents -------------------------------------------------------------------
 
-    def document_read(self, name: Any, path: Any, opts: Any = None) -> dict[str, Any]:
-        if not isinstance(path, str) or not path:
-            raise InvalidParams("path", "must be a workspace-relative path")
-        if opts is not None and not isinstance(opts, dict):
-            raise InvalidParams("opts", "must be an object")
+    def document_read(self, name: str, path: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
         with self.store.read() as db:
             ws = wsrows.get_workspace(db, name)
             rel = safe_relpath(ws.root, path)
@@ -364,11 +340,9 @@ class Service:
             out += [{"path": SCHEMA_RELPATH, **p} for p in row[2]]
         return out + reads.document_problems(db, ws.id, path)
 
-    def document_problems(self, name: Any, path: Any = None) -> dict[str, Any]:
+    def document_problems(self, name: str, path: str | None = None) -> dict[str, Any]:
         """{workspace, path, problems: [{path, line, message, code}]}: why a document (or every
         document, and the schema file) breaks the parser or the workspace schema."""
-        if path is not None and (not isinstance(path, str) or not path):
-            raise InvalidParams("path", "must be a workspace-relative path")
         with self.store.read() as db:
             ws = wsrows.get_workspace(db, name)
             rel = None
@@ -378,9 +352,7 @@ class Service:
                     raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
             return {"workspace": ws.name, "path": rel, "problems": self._problems(db, ws, rel)}
 
-    def _document(self, db, ws: Workspace, path: Any) -> tuple[int, str]:
-        if not isinstance(path, str) or not path:
-            raise InvalidParams("path", "must be a workspace-relative path")
+    def _document(self, db, ws: Workspace, path: str) -> tuple[int, str]:
         rel = safe_relpath(ws.root, path)
         doc_id = reads.document_id(db, ws.id, rel)
         if doc_id is None:
@@ -405,11 +377,7 @@ class Service:
 
     # -- changes and the server ------------------------------------------------------------
 
-    def changes_since(self, name: Any, cursor: Any, limit: Any = 1000) -> dict[str, Any]:
-        if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
-            raise InvalidParams("cursor", "must be a non-negative integer")
-        if not isinstance(limit, int) or isinstance(limit, bool) or not (1 <= limit <= 10000):
-            raise InvalidParams("limit", "must be an integer in 1..10000")
+    def changes_since(self, name: str, cursor: int, limit: int = 1000) -> dict[str, Any]:
         with self.store.read() as db:
             ws = wsrows.get_workspace(db, name)
             return changelog.since(db, ws.name, cursor, limit)

@@ -13,10 +13,7 @@ from typing import Any
 from ..embed.factory import validate_config as validate_embedding
 from ..errors import InvalidParams
 from ..rerank.factory import validate_config as validate_ranker
-from .defaults import (
-    MAX_FILE_BYTES, RERANK_WINDOW_MAX, RERANK_WINDOW_MIN, RRF_K, RRF_WEIGHTS, SECTION_TOKENS, SECTION_TOKENS_MAX,
-    SECTION_TOKENS_MIN,
-)
+from .defaults import MAX_FILE_BYTES, RRF_K, RRF_WEIGHTS, SECTION_TOKENS
 
 
 @dataclass(frozen=True)
@@ -46,38 +43,51 @@ class WorkspaceConfig:
         return cls(**{k: v for k, v in (data or {}).items() if k in known})
 
     def merged(self, options: dict[str, Any], prefix: str = "options") -> "WorkspaceConfig":
-        known = {f.name for f in fields(self)}
-        changes: dict[str, Any] = {}
-        for key, value in options.items():
-            if key not in known:
-                raise InvalidParams(f"{prefix}.{key}", "unknown workspace option")
-            changes[key] = _check_option(f"{prefix}.{key}", key, value)
+        """These options over this configuration. Their types and ranges were checked by the
+        method's JSON Schema (workspaceOptions); what a schema cannot check is checked here,
+        once, when the options are set: that a provider can be built from them."""
+        changes = dict(options)
+        if "embedding" in changes:
+            validate_embedding(changes["embedding"], f"{prefix}.embedding")
+        if "ranker" in changes:
+            validate_ranker(changes["ranker"], f"{prefix}.ranker")
+        if "fusion" in changes:
+            check_fusion(f"{prefix}.fusion", changes["fusion"])
         return replace(self, **changes)
 
 
-def _check_option(field_name: str, key: str, value: Any) -> Any:
-    if key == "section_tokens":
-        if not isinstance(value, int) or isinstance(value, bool) or not (SECTION_TOKENS_MIN <= value <= SECTION_TOKENS_MAX):
-            raise InvalidParams(field_name, f"must be an integer in {SECTION_TOKENS_MIN}..{SECTION_TOKENS_MAX}")
-    elif key in ("abstract_chunk", "demote_superseded"):
-        if not isinstance(value, bool):
-            raise InvalidParams(field_name, "must be a boolean")
-    elif key == "max_file_bytes":
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1024:
-            raise InvalidParams(field_name, "must be an integer ≥ 1024")
-    elif key in ("embedding", "ranker", "fusion"):
-        if not isinstance(value, dict):
-            raise InvalidParams(field_name, "must be an object")
-        if key == "ranker" and "window" in value:
-            check_window(f"{field_name}.window", value["window"])
-        if key == "embedding":
-            validate_embedding(value, field_name)
-        if key == "ranker":
-            validate_ranker(value, field_name)
-    return value
+FUSION_METHODS = ("rrf", "convex", "weighted")
 
 
-def check_window(field_name: str, value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not (RERANK_WINDOW_MIN <= value <= RERANK_WINDOW_MAX):
-        raise InvalidParams(field_name, f"must be an integer in {RERANK_WINDOW_MIN}..{RERANK_WINDOW_MAX}")
-    return value
+def check_fusion(name: str, value: dict[str, Any]) -> None:
+    """A stored fusion is checked when it is set: the workspaceOptions schema names only its method."""
+    method = value.get("method", "rrf")
+    if method not in FUSION_METHODS:
+        raise InvalidParams(f"{name}.method", 'must be "rrf", "convex" or "weighted"')
+    k = value.get("k", RRF_K)
+    if not isinstance(k, int) or isinstance(k, bool) or not (1 <= k <= 1000):
+        raise InvalidParams(f"{name}.k", "must be an integer in 1..1000")
+    weights = value.get("weights")
+    if weights is not None and (not isinstance(weights, dict) or not all(
+            w in ("lexical", "semantic") and isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 10
+            for w, v in weights.items())):
+        raise InvalidParams(f"{name}.weights", "must map lexical/semantic to numbers in 0..10")
+    t = value.get("threshold", 0.2)
+    if not isinstance(t, (int, float)) or isinstance(t, bool) or not (0 <= t <= 1):
+        raise InvalidParams(f"{name}.threshold", "must be a number in 0..1")
+    unknown = set(value) - {"method", "k", "weights", "threshold"}
+    if unknown:
+        raise InvalidParams(f"{name}.{sorted(unknown)[0]}", "unknown fusion option")
+
+
+def normalise_fusion(value: dict[str, Any]) -> dict[str, Any]:
+    """A checked fusion with its defaults filled: what the search runs."""
+    method = value.get("method", "rrf")
+    out: dict[str, Any] = {"method": method}
+    if method == "rrf":
+        out["k"] = value.get("k", RRF_K)
+    if value.get("weights") is not None:
+        out["weights"] = {k: float(v) for k, v in value["weights"].items()}
+    if method == "weighted":
+        out["threshold"] = float(value.get("threshold", 0.2))
+    return out

@@ -74,9 +74,13 @@ class LiveIndex:
     async def _watch_loop(self) -> None:
         from watchfiles import awatch
 
+        rescan = False
         while not self._stopping:
             self._restart = anyio.Event()
             roots = await self._roots()
+            if rescan:  # what changed while no watcher ran
+                rescan = False
+                await self._catch_up()
             if not roots:
                 self._set_watching([])
                 await self._restart.wait()
@@ -92,10 +96,13 @@ class LiveIndex:
                     stop_event=self._restart, ignore_permission_denied=True,
                 ):
                     await self._apply(changes, roots)
-            except (FileNotFoundError, OSError) as exc:  # a root vanished under the watcher
-                log.warning("the watcher stopped (%s); restarting", exc)
+            except Exception as exc:
+                # a root vanished under the watcher, or the watcher could not report a file name
+                # (one that is not valid UTF-8): the daemon keeps serving, the watcher starts again
+                log.warning("the watcher stopped (%s: %s); restarting", type(exc).__name__, exc)
                 with anyio.move_on_after(1.0):
                     await self._restart.wait()
+                rescan = True
 
     async def _apply(self, changes: set[tuple[Any, str]], roots: dict[str, Path]) -> None:
         paths: dict[str, set[str]] = defaultdict(set)

@@ -1,10 +1,12 @@
-"""Ingest, stage 2: a parsed document → heading-scoped chunks.
+"""Ingest, the chunking: a parsed document → heading-scoped chunks.
 
 Input: the document text and its ParsedDocument (from parse_markdown on the
 same text). Output: Chunks — an optional abstract chunk, then one chunk per
 section under the token budget and several for larger sections, each an exact
 byte slice of the file with its breadcrumb, spans and text hash.
 Pure: no I/O.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

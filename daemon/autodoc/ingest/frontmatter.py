@@ -8,6 +8,8 @@ Never raises. A value YAML cannot construct (2020-02-30, a 5,000-digit
 integer, an unknown !tag, a list used as a key) is kept as the text written,
 with a problem; only YAML that does not parse at all, or that breaks a
 resource limit below, loses the whole block (again with a problem).
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Input: a line of Markdown outside fenced code. Output: the inline #tags, the
 wikilinks and relative Markdown links in it, and (for headings) its text with
 markup removed. Code spans, link targets and URLs are masked first so a
 `#not-a-tag` in code or a foo.md#anchor is never read as a tag.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations
@@ -68,17 +70,22 @@ def code_spans(s: str) -> list[tuple[int, int, int, int]]:
     return spans
 
 
-def mask_code_spans(s: str) -> str:
-    """Blank out `code spans` (any backtick-run length), keeping string positions."""
+def _replace_code_spans(s: str, by) -> str:
+    """Each code span (a, b, c, d: opening run a..b, closing run c..d) replaced by by(a, b, c, d)."""
     spans = code_spans(s)
     if not spans:
         return s
     parts, pos = [], 0
-    for a, _, _, d in spans:
-        parts += [s[pos:a], " " * (d - a)]
+    for a, b, c, d in spans:
+        parts += [s[pos:a], by(a, b, c, d)]
         pos = d
     parts.append(s[pos:])
     return "".join(parts)
+
+
+def mask_code_spans(s: str) -> str:
+    """Blank out `code spans` (any backtick-run length), keeping string positions."""
+    return _replace_code_spans(s, lambda a, b, c, d: " " * (d - a))
 
 
 def _blank_links(masked: str, line_no: int, found: list[tuple[int, int, Link]], *, keep_labels: bool) -> str:
@@ -200,15 +207,7 @@ def _strip_attr(s: str) -> str:
 
 def _unwrap_code(s: str) -> str:
     """`code` → code (stripped); unmatched backticks stay."""
-    spans = code_spans(s)
-    if not spans:
-        return s
-    parts, pos = [], 0
-    for a, b, c, d in spans:
-        parts += [s[pos:a], s[b:c].strip()]
-        pos = d
-    parts.append(s[pos:])
-    return "".join(parts)
+    return _replace_code_spans(s, lambda a, b, c, d: s[b:c].strip())
 
 
 def _wiki_label(inner: str) -> str:

@@ -4,6 +4,8 @@ Input: a document's text. Output: its lines (with character offsets), the
 fenced code blocks of its body, and a char-index → UTF-8 byte-offset map.
 markdown.py and chunk.py must agree on what is code and what is a heading, so
 both read the text through these functions.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""Ingest, stage 1: Markdown text → ParsedDocument.
+"""Ingest, the parse: Markdown text → ParsedDocument.
 
 Input: the decoded text of one file. Output: a ParsedDocument — frontmatter
 (JSON-safe), title, tags (frontmatter + inline), aliases, abstract, status,
 supersession, links, the heading tree, where the body starts, problems.
 Pure: no I/O. Byte offsets are into text.encode("utf-8").
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ spans with a kind — at the coarsest level (blocks: headings, paragraphs,
 fenced code) and, on request, one level finer (paragraph → sentences →
 words → halves of a word; code block → lines → words). Pieces never include
 surrounding whitespace, so packing them never loses a non-space character.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

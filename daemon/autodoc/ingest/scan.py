@@ -1,4 +1,4 @@
-"""Ingest, stage 0: a workspace folder → the Markdown files to index.
+"""Ingest, the scan: a workspace folder → the Markdown files to index.
 
 Input: a workspace root. Output: ScanEntry per Markdown file (sorted by
 relpath), with skip set when the file must not be read (a symlink leaving
@@ -12,6 +12,8 @@ is_ignored and entry_for answer the same questions for a single path, for a
 file watcher. Hidden files and folders, .git, node_modules, the root's
 _schema/ folder (where the frontmatter schema lives) and whatever .gitignore
 files (root and nested) ignore are never yielded.
+
+Runs on: the index job's thread (it reads the disk; nothing shared).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Input: a piece of text. Output: roughly how many WordPiece tokens the MiniLM
 tokenizer (BERT uncased vocabulary) would produce, without loading it. Used
 for chunk budgets when no real tokenizer is supplied.
+
+Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Data that flows out of ingest: a parsed document and its chunks."""
+"""Data that flows out of ingest: a parsed document and its chunks.
+
+Runs on: any thread (pure: no I/O, no shared state).
+"""
 
 from __future__ import annotations
 

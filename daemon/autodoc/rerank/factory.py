@@ -59,7 +59,7 @@ def validate_config(config: Any, field: str = "ranker") -> dict[str, Any]:
             raise InvalidParams(f"{field}.{key}", f"unknown option for provider {provider}")
     out: dict[str, Any] = {"provider": provider}
     if "window" in config:
-        out["window"] = config["window"]   # checked by config.check_window where it is used
+        out["window"] = config["window"]  # its range is the workspaceOptions schema's to check
     if provider == "none":
         return out
 
