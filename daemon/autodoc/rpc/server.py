@@ -26,7 +26,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from ..config import MAX_FRAME_BYTES
-from .connection import Connection, socket_peer_gone
+from .connection import MAX_INFLIGHT_BYTES, MAX_INFLIGHT_REQUESTS, Connection, socket_peer_gone
 from .dispatch import Dispatcher
 from .methods import Methods
 from .transport import FdStream, prepare_socket_path, same_file
@@ -45,12 +45,16 @@ class RpcServer:
         service: Any,
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_inflight: int = MAX_INFLIGHT_REQUESTS,
+        max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
         readers: int = READERS,
         shutdown_deadline: float = SHUTDOWN_DEADLINE_S,
         check_results: bool = False,
     ):
         self.service = service
         self.max_frame_bytes = max_frame_bytes
+        self.max_inflight = max_inflight
+        self.max_inflight_bytes = max_inflight_bytes
         self.shutdown_deadline = shutdown_deadline
         # Named limiters: searches and reads share the readers; every write
         # (workspace changes, index runs, the live index) takes the one writer slot.
@@ -197,12 +201,16 @@ class RpcServer:
     ) -> None:
         conn = Connection(
             stream, self.dispatcher, name=name, max_frame_bytes=self.max_frame_bytes,
+            max_inflight=self.max_inflight, max_inflight_bytes=self.max_inflight_bytes,
             accepting=self.accepting, on_eof=on_eof, peer_gone=peer_gone,
         )
         self.connections.add(conn)
         log.debug("%s: connected", name)
         try:
             await conn.run()
+        except Exception:
+            # Never through the listener's task group: that would drop every client.
+            log.exception("%s: the connection failed", name)
         finally:
             self.connections.discard(conn)
             log.debug("%s: closed", name)
