@@ -17,6 +17,7 @@ The same generators drive tests/test_protocol_fuzz.py at a CI budget.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import selectors
@@ -353,6 +354,15 @@ HOSTILE_STRINGS = [
 ]
 HOSTILE_INTS = [0, -1, 1, 2**31 - 1, 2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -(2**63) - 1, 10**29, 10**300]
 
+# Valid strings (no NUL, no lone surrogate) that mean something to the methods:
+# query syntax, FTS5 operators, paths in and out of the corpus, facets.
+TRICKY_STRINGS = [
+    "lease", "lease recovery", "\"lease recovery\"", "lease*", "*", "\"", "NEAR(a b)", "a OR b", "AND", "NOT x",
+    "^x", "-x", "tag:sqlite", "type:adr", "-status:superseded", "status:", ":", "title:\"x", "x:y:z", "(", ")",
+    "{a b}", "col:", "date:>=2024-01-01", "adr:10..20", "a\u2028b", "🙂 lease", "Ünïcode", "a" * 300,
+    "adrs", "adrs/", "adrs/0012-lease-recovery.md", "index.md", "../index.md", "/etc/passwd", "notes/../adrs",
+    "./index.md", "adrs//x.md", "missing.md", "sqlite", "storage/sqlite", "",
+]
 hostile_strings = st.sampled_from(HOSTILE_STRINGS)
 any_text = st.text(max_size=12)
 strings = st.one_of(any_text, hostile_strings)
@@ -379,50 +389,54 @@ def _resolve(schema: dict, base: str) -> tuple[dict, str]:
     return _resolve(target, doc_name)
 
 
-def from_schema(schema: dict, base: str, depth: int = 0) -> st.SearchStrategy:
+def from_schema(schema: dict, base: str, depth: int = 0, hostile: bool = True) -> st.SearchStrategy:
     """Values a schema accepts (roughly: if/then/not are ignored), each node
-    sometimes swapped for a hostile value."""
+    sometimes (if ``hostile``) swapped for a hostile value."""
     schema, base = _resolve(schema, base)
-    good = _valid(schema, base, depth)
-    hostile = st.one_of(hostile_strings, st.sampled_from(HOSTILE_INTS), json_values)
+    good = _valid(schema, base, depth, hostile)
+    if not hostile:
+        return good
+    bad = st.one_of(hostile_strings, st.sampled_from(HOSTILE_INTS), json_values)
     # Mostly valid, so the generated params reach the methods' own code.
-    return st.one_of(good, good, good, good, hostile)
+    return st.one_of(good, good, good, good, good, good, good, bad)
 
 
-def _valid(schema: dict, base: str, depth: int) -> st.SearchStrategy:
+def _valid(schema: dict, base: str, depth: int, hostile: bool) -> st.SearchStrategy:
     if schema.get("pattern") and schema.get("x-message", "").startswith("must be 1 to 64"):
-        return st.one_of(st.sampled_from([KB, SCRATCH, "nope"]), st.from_regex(schema["pattern"], fullmatch=True))
+        known = st.sampled_from([KB, KB, SCRATCH, "nope"])
+        return st.one_of(known, known, known, st.from_regex(schema["pattern"], fullmatch=True))
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
     if "const" in schema:
         return st.just(schema["const"])
     for key in ("anyOf", "oneOf"):
         if key in schema:
-            return st.one_of([from_schema(s, base, depth + 1) for s in schema[key]])
+            return st.one_of([from_schema(s, base, depth + 1, hostile) for s in schema[key]])
     kind = schema.get("type")
     if isinstance(kind, list):
-        return st.one_of([_valid({**schema, "type": k}, base, depth) for k in kind])
+        return st.one_of([_valid({**schema, "type": k}, base, depth, hostile) for k in kind])
     if kind == "object" or "properties" in schema:
         props = schema.get("properties", {})
         required = set(schema.get("required", []))
         if depth > 6:
             return st.just({})
-        need = {k: from_schema(v, base, depth + 1) for k, v in props.items() if k in required}
-        maybe = {k: from_schema(v, base, depth + 1) for k, v in props.items() if k not in required}
+        need = {k: from_schema(v, base, depth + 1, hostile) for k, v in props.items() if k in required}
+        maybe = {k: from_schema(v, base, depth + 1, hostile) for k, v in props.items() if k not in required}
         fixed = st.fixed_dictionaries(need, optional=maybe)
         if schema.get("additionalProperties") is False or not isinstance(schema.get("additionalProperties"), dict):
             return fixed
-        extra = st.dictionaries(any_text, from_schema(schema["additionalProperties"], base, depth + 1), max_size=3)
+        extra = st.dictionaries(any_text, from_schema(schema["additionalProperties"], base, depth + 1, hostile), max_size=3)
         return st.tuples(fixed, extra).map(lambda t: {**t[1], **t[0]})
     if kind == "array":
         items = schema.get("items")
-        item = from_schema(items, base, depth + 1) if isinstance(items, dict) else json_values
+        item = from_schema(items, base, depth + 1, hostile) if isinstance(items, dict) else json_values
         return st.lists(item, min_size=schema.get("minItems", 0), max_size=4)
     if kind == "string":
         if "pattern" in schema:
             return st.from_regex(schema["pattern"], fullmatch=True)
         low = schema.get("minLength", 0)
-        return st.text(min_size=low, max_size=max(low, min(schema.get("maxLength", 24), 24)))
+        text = st.text(min_size=low, max_size=max(low, min(schema.get("maxLength", 24), 24)))
+        return st.one_of(text, st.sampled_from([t for t in TRICKY_STRINGS if len(t) >= low]))
     if kind == "integer":
         return st.integers(schema.get("minimum"), schema.get("maximum"))
     if kind == "number":
@@ -438,15 +452,22 @@ def fuzzed_methods() -> list[str]:
     return sorted(m for m in schemas.methods_with_schemas() if m not in schemas.NOTIFICATIONS and m not in UNFUZZED)
 
 
+@functools.lru_cache(maxsize=None)
 def params_for(method: str) -> st.SearchStrategy:
     """Named params from the method's schema, made safe for the fixture (see
     ``make_safe``), sent named or positional, or something else entirely."""
     schema = schemas.load_schema(method, "params")
     stem = schemas.schema_stem(method) + ".params.json"
-    named = from_schema(schema, stem).filter(lambda v: isinstance(v, dict)).map(lambda p: make_safe(method, p))
     names = schemas.param_names(method)
-    positional = named.map(lambda p: [p[k] for k in names[: _last_given(p, names)]] if _in_order(p, names) else p)
-    return st.one_of(named, positional, named, positional, json_values.map(lambda v: make_safe(method, v)))
+
+    def both_forms(strategy: st.SearchStrategy) -> st.SearchStrategy:
+        named = strategy.filter(lambda v: isinstance(v, dict)).map(lambda p: make_safe(method, p))
+        positional = named.map(lambda p: [p[k] for k in names[: _last_given(p, names)]] if _in_order(p, names) else p)
+        return st.one_of(named, positional)
+
+    hostile, clean = both_forms(from_schema(schema, stem)), both_forms(from_schema(schema, stem, hostile=False))
+    # Clean params reach the methods' deepest code with the tricky-but-valid strings.
+    return st.one_of(hostile, clean, hostile, clean, json_values.map(lambda v: make_safe(method, v)))
 
 
 def _in_order(p: dict, names: list[str]) -> bool:
@@ -496,15 +517,15 @@ ids = st.one_of(
 
 
 @st.composite
-def requests(draw, methods: list[str] | None = None) -> Any:
-    """One request object: well-formed most of the time, then broken one way."""
+def requests(draw, methods: list[str] | None = None, broken: bool = True) -> Any:
+    """One request object: well-formed most of the time, then (if ``broken``) broken one way."""
     method = draw(st.sampled_from(methods or fuzzed_methods()))
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if draw(st.integers(0, 5)):
         message["id"] = draw(st.one_of(st.integers(0, 3), ids))
     if draw(st.integers(0, 5)):
         message["params"] = draw(params_for(method))
-    breakage = draw(st.integers(0, 12))
+    breakage = draw(st.integers(0, 12)) if broken else 0
     if breakage == 1:
         message["jsonrpc"] = draw(st.one_of(st.sampled_from(["1.0", "2", 2.0, None]), json_values))
     elif breakage == 2:
@@ -654,7 +675,7 @@ def envelope_cases() -> st.SearchStrategy[Case]:
 
 def params_cases() -> st.SearchStrategy[Case]:
     """Every method with params from its schema and hostile values, each frame well framed."""
-    return cases(requests(), kind="params")
+    return cases(requests(broken=False), kind="params")
 
 
 # -- the long run ------------------------------------------------------------------------------------
@@ -665,6 +686,7 @@ class Tally:
     cases: int = 0
     frames: int = 0
     answers: int = 0
+    results: int = 0
     exits: int = 0
     internal: int = 0
     failed_cases: int = 0
@@ -676,7 +698,9 @@ class Tally:
         self.cases += 1
         self.by_kind[case.kind] += 1
         self.frames += case.frames + 1
-        self.answers += len(flatten(out.answers))
+        answered = flatten(out.answers)
+        self.answers += len(answered)
+        self.results += sum(1 for m in answered if "result" in m and m.get("id") != SENTINEL_ID)
         self.codes.update(out.codes)
         self.internal += len(out.internal_errors)
         if out.daemon_died:
@@ -733,7 +757,8 @@ def write_report(t: Tally, seconds: float, seed: int, exit_code: int | None, pat
     others = ", ".join(f"`{code}` × {n:,}" for code, n in sorted(t.codes.items(), key=lambda kv: (-kv[1], kv[0]))
                        if code != INTERNAL_ERROR) or "none"
     lines = [
-        "# Reliability: protocol fuzzing",
+        BEGIN,
+        "## Protocol fuzzing",
         "",
         "`python -m bench.fuzz_protocol --cases N` drives a real daemon (`autodoc serve --socket`,",
         "a temp store, `tests/corpora/kb` indexed without an embedding model, answers checked",
@@ -751,6 +776,7 @@ def write_report(t: Tally, seconds: float, seed: int, exit_code: int | None, pat
         f"| cases | {t.cases:,} ({', '.join(f'{k} {v:,}' for k, v in sorted(t.by_kind.items()))}) |",
         f"| frames sent (each case's sentinel included) | {t.frames:,} |",
         f"| answers received (batch elements counted) | {t.answers:,} |",
+        f"| of which results (the sentinels' not counted) | {t.results:,} |",
         f"| daemon exits | {t.exits} |",
         f"| `-32603` answers | {t.internal} |",
         f"| cases with any problem (invalid answer, sentinel unanswered, timeout) | {t.failed_cases} |",
@@ -762,9 +788,22 @@ def write_report(t: Tally, seconds: float, seed: int, exit_code: int | None, pat
         f"Run on {time.strftime('%Y-%m-%d')} with Python {sys.version.split()[0]} on a shared 2-core machine.",
     ]
     if t.examples:
-        lines += ["", "## Problems found", ""] + [f"- {e}" for e in t.examples]
+        lines += ["", "Problems found:", ""] + [f"- {e}" for e in t.examples]
+    lines.append(END)
+    section = "\n".join(lines) + "\n"
+    # Only this section is rewritten: other reliability runs report in the same file.
+    old = path.read_text() if path.exists() else "# Reliability\n\n"
+    if BEGIN in old and END in old:
+        head, rest = old.split(BEGIN, 1)
+        new = head + section.rstrip("\n") + rest.split(END, 1)[1]
+    else:
+        new = old.rstrip("\n") + "\n\n" + section
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(new)
+
+
+BEGIN = "<!-- bench.fuzz_protocol: begin (generated) -->"
+END = "<!-- bench.fuzz_protocol: end -->"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -196,6 +196,14 @@ def test_lying_content_length_headers_cost_only_their_own_frame(daemon, header, 
     assert codes(answers) == expected
 
 
+def test_a_short_body_glued_to_a_lying_header_costs_both_frames_only(daemon):
+    # Found by the long run: the glued tail was read as an unknown header and the
+    # second Content-Length taken, eating a byte of the frame after.
+    short = b"Content-Length: %d\r\n\r\n" % (len(BODY) - 10) + BODY
+    two = b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (len(BODY), len(BODY) + 1) + BODY
+    assert codes(send(daemon, short + two, CONTENT_LENGTH)) == [-32700, -32700, -32700]
+
+
 def test_a_content_length_larger_than_the_body_waits_for_it_then_says_so(daemon):
     answers = send(daemon, b"Content-Length: %d\r\n\r\n" % (len(BODY) + 500) + BODY, CONTENT_LENGTH,
                    expect_sentinel=False)

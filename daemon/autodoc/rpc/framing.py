@@ -26,6 +26,7 @@ the next frame's headers), so the frame behind a lying header is not lost.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -46,6 +47,7 @@ MAX_LENGTH_DIGITS = 18
 _CL_PREFIX = b"content-"
 _CL_HEADER = b"content-length:"
 _BLANK = b" \t\r\n"
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an HTTP header name (RFC 9110 token)
 
 
 @dataclass(frozen=True)
@@ -273,7 +275,9 @@ def _parse_headers(header: bytes) -> tuple[int | None, str]:
         if not line:
             continue
         name, colon, value = line.partition(b":")
-        if not colon:
+        if not colon or not _TOKEN.fullmatch(name.strip()):
+            # Strict names: a short body's tail glued to the next header must
+            # read as a bad header, not as an unknown one that is ignored.
             return None, f"malformed frame header {_show(line)}"
         if name.strip().lower() == b"content-length":
             text = value.strip()
