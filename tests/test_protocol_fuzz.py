@@ -330,3 +330,21 @@ def test_any_envelope(daemon, case):
 def test_every_method_with_any_params(daemon, case):
     out = run_case(daemon, case)
     assert not out.problems, (out.problems, case.data[:500])
+
+
+# -- the same checks without a daemon ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("params, field", [
+    (["kb", "a\x00b"], "query"),
+    (["kb", "x", {"paths": ["adrs", "\ud800"]}], "opts.paths[1]"),
+    (["kb", "x", {"tags": "\x00"}], "opts.tags"),
+    (["kb", "x", {"facets": {"\ud800": "adr"}}], "opts.facets"),
+])
+def test_the_in_process_binding_refuses_the_same_params(params, field):
+    from autodoc.errors import InvalidParams
+    from autodoc.inprocess import bind
+
+    with pytest.raises(InvalidParams) as info:
+        bind("search.query", params)
+    assert info.value.field == field
