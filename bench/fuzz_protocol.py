@@ -716,8 +716,13 @@ def long_run(n_cases: int, seed: int, report: Path) -> Tally:
 
     tally = Tally()
     daemon = FuzzDaemon()
-    daemon.prepare()
-    daemon.start()
+    try:
+        daemon.prepare()
+        daemon.start()
+    except BaseException:
+        daemon.stop()
+        daemon.cleanup()
+        raise
     started = time.monotonic()
     kinds = st.one_of(frame_cases(), envelope_cases(), params_cases(), params_cases())
 

@@ -43,9 +43,9 @@ FUZZ = settings(max_examples=200, deadline=None, database=None,
 @pytest.fixture(scope="module")
 def daemon():
     d = FuzzDaemon()
-    d.prepare()
-    d.start()
     try:
+        d.prepare()
+        d.start()
         yield d
     finally:
         code = d.stop()
