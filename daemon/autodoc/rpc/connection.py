@@ -219,10 +219,15 @@ class Connection:
             return
         size = len(item.payload)
         refused, registered, admitted = self._admit(message, size)
-        counted = size if admitted else 0
+        if not admitted:
+            # Nothing to run (every element malformed or refused): answer from the
+            # reader, so a flood of such frames waits for outbox room instead of
+            # piling up one task each.
+            await self._handle(message, self._accepting(), refused, registered, 0, 0)
+            return
         self._running += admitted
-        self._running_bytes += counted
-        requests.start_soon(self._handle, message, self._accepting(), refused, registered, admitted, counted)
+        self._running_bytes += size
+        requests.start_soon(self._handle, message, self._accepting(), refused, registered, admitted, size)
 
     def _admit(self, message: Any, size: int) -> tuple[dict[int, AutodocError], list[InFlight], int]:
         """Decide, element by element, what runs: (refusals by element index,
