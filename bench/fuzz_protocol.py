@@ -736,6 +736,9 @@ def long_run(n_cases: int, seed: int, report: Path) -> Tally:
             daemon.start()
         out = run_case(daemon, case)
         tally.add(case, out)
+        if out.problems:
+            print(f"case {tally.cases} ({case.kind}): {out.problems[0][:300]} — sent {case.data[:300]!r}",
+                  file=sys.stderr, flush=True)
         if tally.cases % 100 == 0 and not out.daemon_died:
             try:
                 daemon.ensure_workspaces()

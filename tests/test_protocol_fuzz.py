@@ -202,6 +202,10 @@ def test_a_short_body_glued_to_a_lying_header_costs_both_frames_only(daemon):
     short = b"Content-Length: %d\r\n\r\n" % (len(BODY) - 10) + BODY
     two = b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (len(BODY), len(BODY) + 1) + BODY
     assert codes(send(daemon, short + two, CONTENT_LENGTH)) == [-32700, -32700, -32700]
+    # A tail of letters only reads as a header name; still the glued header is found.
+    letters = b"Content-Length: 1\r\n\r\nfalse"
+    two = b"Content-Length: 5\r\nContent-Length: 6\r\n\r\nfalse"
+    assert codes(send(daemon, letters + two, CONTENT_LENGTH)) == [-32700, -32700, -32700]
 
 
 def test_a_content_length_larger_than_the_body_waits_for_it_then_says_so(daemon):

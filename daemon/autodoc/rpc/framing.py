@@ -210,19 +210,21 @@ class FrameDecoder:
                     continue
                 return
             header = bytes(buf[:end])
+            # A body shorter than announced leaves its tail glued in front of the
+            # next frame's header, on the block's first line: report it and
+            # restart at that header, so the frame behind a lying one is not lost.
+            first_line = header.split(b"\n", 1)[0]
+            glued = first_line.lower().find(_CL_HEADER, 1)
+            if glued > 0:
+                out.append(FrameError(PARSE_ERROR, f"malformed frame header {_show(first_line)}"))
+                del buf[:glued]
+                continue
             length, problem = _parse_headers(header)
             if problem:
+                # Dropped with its body, up to the next header.
                 out.append(FrameError(PARSE_ERROR, problem))
-                # A body shorter than announced leaves its tail glued to the next
-                # frame's header, on the block's first line: restart there. Any other
-                # bad block is dropped with its body, up to the next header.
-                inner = header.lower().find(_CL_HEADER, 1)
-                first_line = header.find(b"\n")
-                if inner > 0 and (first_line < 0 or inner < first_line):
-                    del buf[:inner]
-                else:
-                    del buf[: end + sep]
-                    self._resync = True
+                del buf[: end + sep]
+                self._resync = True
                 continue
             assert length is not None
             del buf[: end + sep]
