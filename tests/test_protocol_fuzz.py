@@ -8,6 +8,7 @@ indexed) over its real Unix socket. The generators are bench/fuzz_protocol.py's;
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -368,3 +369,16 @@ def test_jsonrpcserver_is_driven_through_its_public_api_only():
                 assert {a.name for a in node.names} <= set(jsonrpcserver.__all__), path.name
             if isinstance(node, ast.Import):
                 assert not any(a.name.startswith("jsonrpcserver.") for a in node.names), path.name
+
+
+def test_a_second_daemon_on_the_same_socket_says_so_in_one_line(daemon, short_tmp):
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "autodoc.cli", "--store", str(short_tmp / "other.db"), "serve", "--socket", str(daemon.sock)],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=60, env={**os.environ, "AUTODOC_LOG": "WARNING"},
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "already listening" in err
+    assert "Traceback" not in err, err
+    assert daemon.serving()

@@ -90,6 +90,10 @@ class RpcServer:
     ) -> None:
         """Serve on the chosen transports until shutdown is requested, then
         shut down in order. Reports ``started`` once every transport listens."""
+        if socket_path is not None:
+            # Before any task group: a SocketInUse raised inside one would reach the
+            # caller wrapped in an ExceptionGroup (a traceback instead of one line).
+            prepare_socket_path(Path(socket_path))
         self.bind_loop()
         self._add_change_listener()
         try:
