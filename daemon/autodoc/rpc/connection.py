@@ -266,24 +266,33 @@ class Connection:
         self, message: Any, accepting: bool, refused: dict[int, AutodocError],
         registered: list[InFlight], admitted: int, size: int,
     ) -> None:
+        # A request counts as in flight until its answer is in the outbox: a peer
+        # that does not read its answers cannot pile up finished requests either.
         try:
-            response = await self.dispatcher.dispatch(message, self, admitted=accepting, refused=refused)
+            response = await self._dispatch(message, accepting, refused, registered)
+            if response is not None:
+                await self.send(response)
+        finally:
+            self._running -= admitted
+            self._running_bytes -= size
+
+    async def _dispatch(
+        self, message: Any, accepting: bool, refused: dict[int, AutodocError], registered: list[InFlight],
+    ) -> Any:
+        try:
+            return await self.dispatcher.dispatch(message, self, admitted=accepting, refused=refused)
         except Exception:
             # The dispatcher answers every error itself; this is a bug in it, and
             # it must not take the connection (and the listener) down with it.
             log.exception("%s: dispatching a frame failed", self.name)
-            ids = [inflight.id for inflight in registered]
-            response = [error_response(InternalError("internal error"), rid) for rid in ids] or None
-            if response is not None and not isinstance(message, list):
-                response = response[0]
+            answers = [error_response(InternalError("internal error"), inflight.id) for inflight in registered]
+            if not answers:
+                return None
+            return answers if isinstance(message, list) else answers[0]
         finally:
             # Requests refused before they ran (invalid ones) never ended themselves.
             for inflight in registered:
                 self.end_request(inflight.id, inflight)
-            self._running -= admitted
-            self._running_bytes -= size
-        if response is not None:
-            await self.send(response)
 
     async def _write_loop(self) -> None:
         async with self._outbox_recv:
