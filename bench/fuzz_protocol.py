@@ -515,21 +515,29 @@ ids = st.one_of(
     floats, st.none(), st.booleans(), st.lists(st.integers(), max_size=2), st.dictionaries(any_text, st.integers(), max_size=1),
 )
 
+# Strategies are built once, here: building them inside draws made hypothesis
+# validate fresh objects on every case, which was most of the run's time.
+_FUZZED = st.sampled_from(fuzzed_methods())
+_SOME_ID = st.one_of(st.integers(0, 3), ids)
+_BAD_JSONRPC = st.one_of(st.sampled_from(["1.0", "2", 2.0, None]), json_values)
+_BAD_METHOD = st.one_of(strings, json_values, st.sampled_from(["no.such", "$/x", "rpc.", "server.shutdownx"]))
+_DICE6 = st.integers(0, 5)
+_DICE13 = st.integers(0, 12)
 
-@st.composite
-def requests(draw, methods: list[str] | None = None, broken: bool = True) -> Any:
+
+def _request(draw: Any, broken: bool) -> Any:
     """One request object: well-formed most of the time, then (if ``broken``) broken one way."""
-    method = draw(st.sampled_from(methods or fuzzed_methods()))
+    method = draw(_FUZZED)
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if draw(st.integers(0, 5)):
-        message["id"] = draw(st.one_of(st.integers(0, 3), ids))
-    if draw(st.integers(0, 5)):
+    if draw(_DICE6):
+        message["id"] = draw(_SOME_ID)
+    if draw(_DICE6):
         message["params"] = draw(params_for(method))
-    breakage = draw(st.integers(0, 12)) if broken else 0
+    breakage = draw(_DICE13) if broken else 0
     if breakage == 1:
-        message["jsonrpc"] = draw(st.one_of(st.sampled_from(["1.0", "2", 2.0, None]), json_values))
+        message["jsonrpc"] = draw(_BAD_JSONRPC)
     elif breakage == 2:
-        message["method"] = draw(st.one_of(strings, json_values, st.sampled_from(["no.such", "$/x", "rpc.", "server.shutdownx"])))
+        message["method"] = draw(_BAD_METHOD)
     elif breakage == 3:
         del message["method"]
     elif breakage == 4:
@@ -541,38 +549,51 @@ def requests(draw, methods: list[str] | None = None, broken: bool = True) -> Any
     return message
 
 
+REQUESTS = st.composite(lambda draw: _request(draw, True))()
+CLEAN_REQUESTS = st.composite(lambda draw: _request(draw, False))()
+_BATCH = st.lists(st.one_of(REQUESTS, REQUESTS, json_values), min_size=1, max_size=6)
+_NESTED = st.lists(st.lists(REQUESTS, max_size=2), max_size=3)
+_ODD = st.sampled_from([[], [[]], [{}], {}, 0, "x", None, True])
+_DICE10 = st.integers(0, 9)
+_SMALL_ID = st.integers(0, 2)
+
+
 @st.composite
-def envelopes(draw) -> Any:
+def _envelope(draw) -> Any:
     """A whole message: a request, a batch (ids often repeated, sometimes
     nested or empty), or any JSON value at all."""
-    shape = draw(st.integers(0, 9))
+    shape = draw(_DICE10)
     if shape <= 4:
-        return draw(requests())
+        return draw(REQUESTS)
     if shape <= 6:
-        items = draw(st.lists(st.one_of(requests(), requests(), json_values), min_size=1, max_size=6))
+        items = draw(_BATCH)
         if draw(st.booleans()):
-            rid = draw(st.integers(0, 2))
+            rid = draw(_SMALL_ID)
             for it in items:
                 if isinstance(it, dict) and "method" in it:
                     it["id"] = rid  # a batch repeating one id
         return items
     if shape == 7:
-        return draw(st.lists(st.lists(requests(), max_size=2), max_size=3))  # nested batches
+        return draw(_NESTED)  # nested batches
     if shape == 8:
-        return draw(st.sampled_from([[], [[]], [{}], {}, 0, "x", None, True]))
+        return draw(_ODD)
     return draw(json_values)
 
 
-@st.composite
-def texts(draw, message: Any) -> bytes:
+ENVELOPES = _envelope()
+_STYLE = st.sampled_from(["escaped", "utf8", "utf8", "surrogatepass"])
+_RAW_TOKEN = st.sampled_from(RAW_TOKENS)
+
+
+def _text(draw: Any, message: Any) -> bytes:
     """The JSON text of a message: escaped or raw UTF-8, sometimes with one
     raw token (NaN, 1e999999, 5,000 digits, deep nesting …) spliced in, or
     with a lone surrogate written as bytes (not UTF-8)."""
-    style = draw(st.sampled_from(["escaped", "utf8", "utf8", "surrogatepass"]))
+    style = draw(_STYLE)
     text = json.dumps(message, ensure_ascii=(style == "escaped"))
     quoted = json.dumps(RAW)
     if quoted in text:
-        text = text.replace(quoted, draw(st.sampled_from(RAW_TOKENS)), 1)
+        text = text.replace(quoted, draw(_RAW_TOKEN), 1)
     errors = "surrogatepass" if style == "surrogatepass" else "strict"
     try:
         return text.encode("utf-8", errors)
@@ -582,26 +603,28 @@ def texts(draw, message: Any) -> bytes:
 
 HEADER_LIES = ["exact", "exact", "exact", "smaller", "larger", "negative", "words", "digits30", "two", "missing",
                "lowercase", "lf-only", "type-first", "over-limit"]
+_LIE = st.sampled_from(HEADER_LIES)
+_WORDS = st.sampled_from([b"ten", b"1e3", b"0x10", b" ", b"+5", b"5 5", b"\xff"])
+_DIGITS = st.sampled_from([19, 30, 5000])
+_EXTRA = st.integers(1, 4096)
+_FRACTION = st.floats(0, 1, exclude_max=True)
 
 
-@st.composite
-def content_length_frame(draw, payload: bytes, first: bool) -> tuple[bytes, bool]:
+def _content_length_frame(draw: Any, payload: bytes) -> tuple[bytes, bool]:
     """One Content-Length frame, its header true or lying; and whether what
     follows is still read as frames (False: a larger-than-sent length ate it)."""
-    lie = draw(st.sampled_from(HEADER_LIES))
+    lie = draw(_LIE)
     n = len(payload)
-    sep = b"\r\n"
     if lie == "smaller" and n > 1:
-        return b"Content-Length: %d\r\n\r\n" % draw(st.integers(0, n - 1)) + payload, True
+        return b"Content-Length: %d\r\n\r\n" % int(draw(_FRACTION) * n) + payload, True
     if lie == "larger":
-        return b"Content-Length: %d\r\n\r\n" % (n + draw(st.integers(1, 4096))) + payload, False
+        return b"Content-Length: %d\r\n\r\n" % (n + draw(_EXTRA)) + payload, False
     if lie == "negative":
         return b"Content-Length: -%d\r\n\r\n" % n + payload, True
     if lie == "words":
-        return b"Content-Length: " + draw(st.sampled_from([b"ten", b"1e3", b"0x10", b" ", b"+5", b"5 5", b"\xff"])) + \
-            b"\r\n\r\n" + payload, True
+        return b"Content-Length: " + draw(_WORDS) + b"\r\n\r\n" + payload, True
     if lie == "digits30":
-        return b"Content-Length: " + b"9" * draw(st.sampled_from([19, 30, 5000])) + b"\r\n\r\n" + payload, True
+        return b"Content-Length: " + b"9" * draw(_DIGITS) + b"\r\n\r\n" + payload, True
     if lie == "two":
         return b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (n, n + 1) + payload, True
     if lie == "missing":
@@ -611,24 +634,25 @@ def content_length_frame(draw, payload: bytes, first: bool) -> tuple[bytes, bool
     if lie == "lf-only":
         return b"Content-Length: %d\n\n" % n + payload, True
     if lie == "type-first":
-        return b"Content-Type: application/vscode-jsonrpc; charset=utf-8" + sep + \
-            b"Content-Length: %d\r\n\r\n" % n + payload, True
+        return b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\nContent-Length: %d\r\n\r\n" % n + payload, True
     if lie == "over-limit":
         body = payload + b" " * (MAX_FRAME + 1 - n) if n <= MAX_FRAME else payload
         return b"Content-Length: %d\r\n\r\n" % len(body) + body, True
     return b"Content-Length: %d\r\n\r\n" % n + payload, True
 
 
-@st.composite
-def newline_frame(draw, payload: bytes) -> bytes:
-    mutation = draw(st.sampled_from(["plain", "plain", "plain", "crlf", "blank-lines", "junk", "over-limit", "no-newline"]))
+_MUTATION = st.sampled_from(["plain", "plain", "plain", "crlf", "blank-lines", "junk", "over-limit", "no-newline"])
+_JUNK = st.binary(max_size=40)
+
+
+def _newline_frame(draw: Any, payload: bytes) -> bytes:
+    mutation = draw(_MUTATION)
     if mutation == "crlf":
         return payload + b"\r\n"
     if mutation == "blank-lines":
         return b"\n \r\n" + payload + b"\n\n"
     if mutation == "junk":
-        junk = draw(st.binary(max_size=40)).replace(b"\n", b" ")
-        return junk + b"\n" + payload + b"\n"
+        return draw(_JUNK).replace(b"\n", b" ") + b"\n" + payload + b"\n"
     if mutation == "over-limit":
         return payload + b" " * (MAX_FRAME + 1) + b"\n"
     if mutation == "no-newline":
@@ -637,45 +661,56 @@ def newline_frame(draw, payload: bytes) -> bytes:
     return payload + b"\n"
 
 
-@st.composite
-def cases(draw, messages: st.SearchStrategy | None = None, kind: str = "") -> Case:
+_FRAMING = st.sampled_from([NEWLINE, CONTENT_LENGTH])
+
+
+def cases(messages: st.SearchStrategy, kind: str) -> st.SearchStrategy[Case]:
     """One to three messages, as text, framed one way (mutated), as one case."""
-    framing = draw(st.sampled_from([NEWLINE, CONTENT_LENGTH]))
-    payloads = [draw(texts(m)) for m in draw(st.lists(messages if messages is not None else envelopes(), min_size=1, max_size=3))]
-    data, expect = b"", True
-    for i, payload in enumerate(payloads):
-        if framing == CONTENT_LENGTH:
-            frame, goes_on = draw(content_length_frame(payload, i == 0))
-            expect = expect and goes_on
-        else:
-            frame = draw(newline_frame(payload))
-        data += frame
-    if framing == NEWLINE:
-        if data.lstrip(b" \t\r\n")[:8].lower() == b"content-":
-            framing = CONTENT_LENGTH  # the junk said so: the daemon detects Content-Length framing
-            expect = False
-        elif not data.endswith(b"\n"):
-            data += b"\n"
-    return Case(data=data, framing=framing, frames=len(payloads), expect_sentinel=expect, kind=kind)
+    several = st.lists(messages, min_size=1, max_size=3)
+
+    @st.composite
+    def case(draw) -> Case:
+        framing = draw(_FRAMING)
+        payloads = [_text(draw, m) for m in draw(several)]
+        data, expect = b"", True
+        for payload in payloads:
+            if framing == CONTENT_LENGTH:
+                frame, goes_on = _content_length_frame(draw, payload)
+                expect = expect and goes_on
+            else:
+                frame = _newline_frame(draw, payload)
+            data += frame
+        if framing == NEWLINE:
+            if data.lstrip(b" \t\r\n")[:8].lower() == b"content-":
+                framing = CONTENT_LENGTH  # the junk said so: the daemon detects Content-Length framing
+                expect = False
+            elif not data.endswith(b"\n"):
+                data += b"\n"
+        return Case(data=data, framing=framing, frames=len(payloads), expect_sentinel=expect, kind=kind)
+
+    return case()
+
+
+_SIMPLE = st.sampled_from([
+    {"jsonrpc": "2.0", "id": 1, "method": "server.info"},
+    {"jsonrpc": "2.0", "id": "a", "method": "workspace.status", "params": [KB]},
+    {"jsonrpc": "2.0", "method": "workspace.list"},
+])
+FRAME_CASES = cases(st.one_of(_SIMPLE, _SIMPLE, ENVELOPES), "frames")  # framing first, every way wrong
+ENVELOPE_CASES = cases(ENVELOPES, "envelopes")
+PARAMS_CASES = cases(CLEAN_REQUESTS, "params")  # every method, params from its schema and hostile values
 
 
 def frame_cases() -> st.SearchStrategy[Case]:
-    """Framing first: mostly simple requests, every way to frame them wrong."""
-    simple = st.sampled_from([
-        {"jsonrpc": "2.0", "id": 1, "method": "server.info"},
-        {"jsonrpc": "2.0", "id": "a", "method": "workspace.status", "params": [KB]},
-        {"jsonrpc": "2.0", "method": "workspace.list"},
-    ])
-    return cases(st.one_of(simple, simple, envelopes()), kind="frames")
+    return FRAME_CASES
 
 
 def envelope_cases() -> st.SearchStrategy[Case]:
-    return cases(envelopes(), kind="envelopes")
+    return ENVELOPE_CASES
 
 
 def params_cases() -> st.SearchStrategy[Case]:
-    """Every method with params from its schema and hostile values, each frame well framed."""
-    return cases(requests(broken=False), kind="params")
+    return PARAMS_CASES
 
 
 # -- the long run ------------------------------------------------------------------------------------
