@@ -155,6 +155,8 @@ def test_a_batch_over_the_limit_is_refused_whole(daemon):
     ("document.read", [KB, "index.md", {"byte_start": 2**70}], "opts.byte_start"),
     ("workspace.configure", ["fz", {"max_file_bytes": 10**29}], "options.max_file_bytes"),
     ("document.links", [KB, "x" * 5000], "path"),
+    ("search.query", [KB, "x", {"facets": {f"f{i}": "a" for i in range(65)}}], "opts.facets"),
+    ("search.query", [KB, "x", {"tags": ["t"] * 1001}], "opts.tags"),
 ])
 def test_hostile_params_are_invalid_params_naming_the_field(daemon, method, params, field):
     (answer,) = send(daemon, line({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}))

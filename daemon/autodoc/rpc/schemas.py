@@ -257,9 +257,12 @@ def describe(error: ValidationError, root: str = "params") -> tuple[str, str]:
         return field, f"must match {value}"
     if kw == "minProperties":
         return field, "must not be empty" if value == 1 else f"must have at least {value} fields"
+    if kw == "maxProperties":
+        return field, f"must have at most {value} fields"
     if kw in ("anyOf", "oneOf") and error.context:
         # e.g. a nullable field: report the most relevant branch's problem.
         return describe(best_match(error.context), root)
     if kw == "false" or value is False:
         return field, "is not allowed"
-    return field, error.message
+    # jsonschema's own wording quotes the instance, which may be megabytes long.
+    return field, error.message if len(error.message) <= 200 else error.message[:200] + "…"
