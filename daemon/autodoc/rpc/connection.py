@@ -16,6 +16,8 @@ Per-connection limits (PROTOCOL.md, "Limits"): at most
 flight; beyond either a request is not run and answers -32021. An id already
 in flight on this connection (or twice in one batch) answers -32600: cancels
 and progress tokens name requests by id, so two live requests may not share one.
+
+Runs on: the event loop; nothing here blocks it.
 """
 
 from __future__ import annotations

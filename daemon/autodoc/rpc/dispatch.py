@@ -26,6 +26,8 @@ Limits on what one frame may hold (the connection adds the per-connection
 ones): nesting depth ``MAX_JSON_DEPTH`` and batch length ``MAX_BATCH_REQUESTS``,
 both answered -32600; ``NaN``, ``Infinity`` and numbers beyond a double are not
 JSON the daemon could answer with, so they are -32700.
+
+Runs on: the event loop (InFlight.check also from the worker thread a method runs on).
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ next frame. Malformed headers are reported and skipped up to the next
 ``Content-Length`` header — which may start on the bad block's first line
 (a body shorter than its announced length leaves its tail glued in front of
 the next frame's headers), so the frame behind a lying header is not lost.
+
+Runs on: any thread (pure: one decoder per connection, no I/O).
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ names end there) or a lone surrogate (it has no UTF-8 form, so it can be
 neither stored nor echoed); and nesting is capped at ``MAX_PARAM_DEPTH``.
 Both answer -32602 naming the field, for the daemon and the in-process
 binding alike.
+
+Runs on: any thread (the loaded schemas are cached, read-only).
 """
 
 from __future__ import annotations

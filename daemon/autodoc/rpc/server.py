@@ -9,6 +9,9 @@ stop accepting connections and new requests (they answer -32020), let
 in-flight requests finish until the deadline, cancel the rest (-32020), flush
 every answer, close the connections and remove the socket file. Closing the
 Service is the caller's job (daemon.py), after ``run`` returns.
+
+Runs on: the event loop; ``run_in_loop``, ``broadcast`` and the change listener
+are called from any thread and hop onto it.
 """
 
 from __future__ import annotations
