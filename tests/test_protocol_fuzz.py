@@ -155,6 +155,9 @@ def test_a_batch_over_the_limit_is_refused_whole(daemon):
     ("document.read", [KB, "index.md", {"byte_start": 2**70}], "opts.byte_start"),
     ("workspace.configure", ["fz", {"max_file_bytes": 10**29}], "options.max_file_bytes"),
     ("document.links", [KB, "x" * 5000], "path"),
+    # Found by the long run: a part longer than a file name may be (ENAMETOOLONG in the service).
+    ("workspace.add", ["fz2", "a" * 300], "root"),
+    ("document.read", [KB, "adrs/" + "b" * 256 + ".md"], "path"),
     ("search.query", [KB, "x", {"facets": {f"f{i}": "a" for i in range(65)}}], "opts.facets"),
     ("search.query", [KB, "x", {"tags": ["t"] * 1001}], "opts.tags"),
 ])
@@ -383,4 +386,39 @@ def test_a_second_daemon_on_the_same_socket_says_so_in_one_line(daemon, short_tm
     err = proc.stderr.decode()
     assert proc.returncode == 1 and "already listening" in err
     assert "Traceback" not in err, err
+    assert daemon.serving()
+
+
+def test_a_peer_that_never_reads_is_slowed_down_not_buffered_for(daemon):
+    import socket
+    import time
+
+    frame = b"{}\n"  # one -32600 answer each, about 50 times its own size
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # small, so the test is quick
+    s.connect(str(daemon.sock))
+    s.setblocking(False)
+    sent, blocked_since, data = 0, None, frame * 4096
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sent < 64 * 1024 * 1024:
+        try:
+            sent += s.send(data)
+            blocked_since = None
+        except BlockingIOError:
+            blocked_since = blocked_since or time.monotonic()
+            if time.monotonic() - blocked_since > 1.0:
+                break  # the daemon stopped reading us
+            time.sleep(0.01)
+    assert blocked_since is not None, f"the daemon read {sent} bytes without our reading a single answer"
+    s.shutdown(socket.SHUT_WR)
+    s.setblocking(True)
+    s.settimeout(60)
+    raw = bytearray()
+    while chunk := s.recv(1 << 20):
+        raw += chunk
+    s.close()
+    answers = [json.loads(x) for x in raw.splitlines()]
+    assert len(answers) == -(-sent // len(frame))  # every frame answered, a cut last one too
+    assert {a["error"]["code"] for a in answers} <= {-32600, -32700}
+    assert sent < 1024 * 1024, sent  # what the kernel and the outbox hold, not what we tried to send
     assert daemon.serving()
