@@ -746,7 +746,7 @@ class Tally:
                 self.examples.append(f"{case.kind}: {out.problems[0][:300]} — sent {case.data[:300]!r}")
 
 
-def long_run(n_cases: int, seed: int, report: Path) -> Tally:
+def long_run(n_cases: int, seed: int, report: Path, section: str = "") -> Tally:
     from hypothesis import HealthCheck, Phase, given, settings
 
     tally = Tally()
@@ -791,17 +791,19 @@ def long_run(n_cases: int, seed: int, report: Path) -> Tally:
     finally:
         duration = time.monotonic() - started
         code = daemon.stop()
-        write_report(tally, duration, seed, code, report, daemon.starts)
+        write_report(tally, duration, seed, code, report, daemon.starts, section)
         daemon.cleanup()
     return tally
 
 
-def write_report(t: Tally, seconds: float, seed: int, exit_code: int | None, path: Path, starts: int) -> None:
+def write_report(t: Tally, seconds: float, seed: int, exit_code: int | None, path: Path, starts: int,
+                 section: str = "") -> None:
     others = ", ".join(f"`{code}` × {n:,}" for code, n in sorted(t.codes.items(), key=lambda kv: (-kv[1], kv[0]))
                        if code != INTERNAL_ERROR) or "none"
+    begin, end = _markers(section)
     lines = [
-        BEGIN,
-        "## Protocol fuzzing",
+        begin,
+        f"## Protocol fuzzing{': ' + section if section else ''}",
         "",
         "`python -m bench.fuzz_protocol --cases N` drives a real daemon (`autodoc serve --socket`,",
         "a temp store, `tests/corpora/kb` indexed without an embedding model, answers checked",
@@ -832,21 +834,22 @@ def write_report(t: Tally, seconds: float, seed: int, exit_code: int | None, pat
     ]
     if t.examples:
         lines += ["", "Problems found:", ""] + [f"- {e}" for e in t.examples]
-    lines.append(END)
-    section = "\n".join(lines) + "\n"
+    lines.append(end)
+    text = "\n".join(lines) + "\n"
     # Only this section is rewritten: other reliability runs report in the same file.
     old = path.read_text() if path.exists() else "# Reliability\n\n"
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        new = head + section.rstrip("\n") + rest.split(END, 1)[1]
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        new = head + text.rstrip("\n") + rest.split(end, 1)[1]
     else:
-        new = old.rstrip("\n") + "\n\n" + section
+        new = old.rstrip("\n") + "\n\n" + text
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(new)
 
 
-BEGIN = "<!-- bench.fuzz_protocol: begin (generated) -->"
-END = "<!-- bench.fuzz_protocol: end -->"
+def _markers(section: str) -> tuple[str, str]:
+    name = f"bench.fuzz_protocol{' ' + section if section else ''}"
+    return f"<!-- {name}: begin (generated) -->", f"<!-- {name}: end -->"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -854,8 +857,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--report", type=Path, default=REPORT)
+    ap.add_argument("--section", default="", help="name of the report section to (re)write (default: the main one)")
     args = ap.parse_args(argv)
-    t = long_run(args.cases, args.seed, args.report)
+    t = long_run(args.cases, args.seed, args.report, args.section)
     print(f"{t.cases} cases, {t.exits} exits, {t.internal} answers of -32603, {t.failed_cases} cases with problems; "
           f"report: {args.report}")
     return 0 if t.exits == 0 and t.internal == 0 and t.failed_cases == 0 else 1

@@ -422,3 +422,17 @@ def test_a_peer_that_never_reads_is_slowed_down_not_buffered_for(daemon):
     assert {a["error"]["code"] for a in answers} <= {-32600, -32700}
     assert sent < 1024 * 1024, sent  # what the kernel and the outbox hold, not what we tried to send
     assert daemon.serving()
+
+
+def test_the_long_run_writes_its_figures_into_its_own_section(tmp_path):
+    from bench.fuzz_protocol import Tally, long_run, write_report
+
+    report = tmp_path / "reliability.md"
+    report.write_text("# Reliability\n\nSomeone else's section.\n")
+    tally = long_run(20, seed=1, report=report, section="smoke")
+    text = report.read_text()
+    assert tally.cases == 20 and tally.exits == 0 and tally.internal == 0
+    assert "Someone else's section." in text and "| cases | 20 (" in text and "| daemon exits | 0 |" in text
+    write_report(Tally(cases=7), 1.0, 2, 0, report, 1, "smoke")  # rewritten in place, not appended
+    text = report.read_text()
+    assert text.count("## Protocol fuzzing: smoke") == 1 and "| cases | 7 (" in text
