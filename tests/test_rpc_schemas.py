@@ -32,8 +32,12 @@ class _App:
 METHODS = sorted(Methods(_App()).handlers())
 
 
-def test_schema_folder_is_found_from_the_package():
-    assert schemas.schema_dir() == ROOT / "schemas"
+def test_schemas_are_package_data_and_the_top_level_folder_links_to_them():
+    folder = Path(str(schemas.schema_dir()))
+    assert folder == ROOT / "daemon" / "autodoc" / "schemas"
+    assert (ROOT / "schemas").is_symlink() and (ROOT / "schemas").resolve() == folder
+    # what puts them into a wheel
+    assert '"schemas/*.json"' in (ROOT / "pyproject.toml").read_text()
 
 
 @pytest.mark.parametrize("name", schemas.schema_names())

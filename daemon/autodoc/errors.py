@@ -102,6 +102,13 @@ class ShuttingDown(AutodocError):
     code, name = -32020, "server.shutting_down"
 
 
+class Overloaded(AutodocError):
+    """A connection already has as many requests (or bytes) in flight as it
+    may; the request was not run. Retry once some have answered."""
+
+    code, name = -32021, "server.overloaded"
+
+
 class Unsupported(AutodocError):
     code, name = -32065, "rpc.unsupported"
 
@@ -118,7 +125,7 @@ ALL_ERRORS: tuple[type[AutodocError], ...] = (
     ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError,
     RequestCancelled, WorkspaceNotFound, WorkspaceExists, DocumentNotFound,
     PathOutsideWorkspace, CursorExpired, StoreLocked, StoreTooNew, ShuttingDown,
-    Unsupported, EmbedFailed, Switching,
+    Overloaded, Unsupported, EmbedFailed, Switching,
 )
 
 

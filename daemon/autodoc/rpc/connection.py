@@ -7,7 +7,17 @@ Requests on one connection run concurrently, each in its own task under its
 own cancel scope; ``$/cancelRequest`` cancels one, and a peer that goes away
 cancels all of its own. Outgoing messages go through one bounded outbox read
 by one writer task, so frames never interleave; a notification that finds the
-outbox full is dropped (changes can always be re-read with changes.since).
+outbox full is dropped (changes can always be re-read with changes.since),
+while the reader waits for room before taking more requests (a peer that
+sends without reading its answers is slowed down, not buffered for).
+
+Per-connection limits (PROTOCOL.md, "Limits"): at most
+``MAX_INFLIGHT_REQUESTS`` requests and ``MAX_INFLIGHT_BYTES`` of frames in
+flight; beyond either a request is not run and answers -32021. An id already
+in flight on this connection (or twice in one batch) answers -32600: cancels
+and progress tokens name requests by id, so two live requests may not share one.
+
+Runs on: the event loop; nothing here blocks it.
 """
 
 from __future__ import annotations
@@ -22,22 +32,31 @@ import anyio.abc
 
 from ..config import MAX_FRAME_BYTES
 from .dispatch import (
+    NOID,
     Dispatcher,
     InFlight,
     cancel_target,
+    elements,
+    envelope_error,
     error_response,
     id_key,
     parse_message,
-    request_ids,
+    request_id_of,
+    request_problem,
 )
 from .framing import NEWLINE, FrameDecoder, FrameError, encode_message
-from ..errors import InternalError, InvalidRequest, ParseError
-from jsonrpcserver.sentinels import NOID
+from ..errors import AutodocError, InternalError, InvalidRequest, Overloaded, ParseError
 
 log = logging.getLogger("autodoc.rpc")
 
 OUTBOX_SIZE = 1024
 READ_SIZE = 256 * 1024
+# Requests (batch elements count one each) running at once on one connection.
+MAX_INFLIGHT_REQUESTS = 1024
+# Bytes of the frames whose requests are still running on one connection: with
+# MAX_FRAME_BYTES frames, what bounds the memory one peer can pin. A frame is
+# always admitted when nothing else is in flight.
+MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -87,6 +106,8 @@ class Connection:
         *,
         name: str,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_inflight: int = MAX_INFLIGHT_REQUESTS,
+        max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
         accepting: Callable[[], bool] = lambda: True,
         on_eof: Callable[[], None] | None = None,
         peer_gone: Callable[[], bool] = lambda: True,
@@ -101,6 +122,10 @@ class Connection:
         self._on_eof = on_eof
         self._peer_gone = peer_gone
         self._inflight: dict[str, InFlight] = {}
+        self.max_inflight = max_inflight
+        self.max_inflight_bytes = max_inflight_bytes
+        self._running = 0  # requests and notifications admitted and not yet answered
+        self._running_bytes = 0
         self._outbox_send, self._outbox_recv = anyio.create_memory_object_stream[bytes](OUTBOX_SIZE)
         self._read_scope: anyio.CancelScope | None = None
         self._scope = anyio.CancelScope()
@@ -164,38 +189,112 @@ class Connection:
                 self.cancel_all("disconnect")
                 break
             for item in self.decoder.feed(data):
-                self._take(item, requests)
+                await self._take_guarded(item, requests)
         for item in self.decoder.feed_eof():
-            self._take(item, requests)
+            await self._take_guarded(item, requests)
 
-    def _take(self, item: Any, requests: anyio.abc.TaskGroup) -> None:
+    async def _take_guarded(self, item: Any, requests: anyio.abc.TaskGroup) -> None:
+        # An exception escaping here would end this connection's task group and,
+        # through it, the listener's: one bad frame must cost at most its answer.
+        try:
+            await self._take(item, requests)
+        except Exception:
+            log.exception("%s: a frame could not be handled", self.name)
+            await self.send(error_response(InternalError("internal error"), None))
+
+    async def _take(self, item: Any, requests: anyio.abc.TaskGroup) -> None:
+        """Answer a framing problem, or start dispatching one frame. Errors
+        found here are sent from the reader, so a full outbox pauses reading."""
         if isinstance(item, FrameError):
             cls = ParseError if item.code == ParseError.code else InvalidRequest
-            self.send_nowait_or_soon(error_response(cls(item.message), None), requests)
+            await self.send(error_response(cls(item.message), None))
             return
         message, problem = parse_message(item.payload)
+        if problem is None:
+            problem = envelope_error(message)
         if problem is not None:
-            self.send_nowait_or_soon(problem, requests)
+            await self.send(problem)
             return
         target = cancel_target(message)
         if target is not NOID:
             self.cancel_request(target)
             return
-        registered = []
-        for rid in request_ids(message):
-            inflight = self._inflight[id_key(rid)] = InFlight(rid)
-            registered.append(inflight)
-        requests.start_soon(self._handle, message, self._accepting(), registered)
+        size = len(item.payload)
+        refused, registered, admitted = self._admit(message, size)
+        if not admitted:
+            # Nothing to run (every element malformed or refused): answer from the
+            # reader, so a flood of such frames waits for outbox room instead of
+            # piling up one task each.
+            await self._handle(message, self._accepting(), refused, registered, 0, 0)
+            return
+        self._running += admitted
+        self._running_bytes += size
+        requests.start_soon(self._handle, message, self._accepting(), refused, registered, admitted, size)
 
-    async def _handle(self, message: Any, admitted: bool, registered: list[InFlight]) -> None:
+    def _admit(self, message: Any, size: int) -> tuple[dict[int, AutodocError], list[InFlight], int]:
+        """Decide, element by element, what runs: (refusals by element index,
+        the InFlights registered, how many elements run). Ids are registered
+        before anything runs, so a $/cancelRequest right behind finds them."""
+        refused: dict[int, AutodocError] = {}
+        registered: list[InFlight] = []
+        admitted = 0
+        too_many_bytes = self._running_bytes > 0 and self._running_bytes + size > self.max_inflight_bytes
+        for i, element in enumerate(elements(message)):
+            if request_problem(element) is not None:
+                continue  # the dispatcher answers -32600 in its place
+            if too_many_bytes or self._running + admitted >= self.max_inflight:
+                refused[i] = Overloaded(
+                    "too many requests in flight on this connection; retry when some have answered",
+                    {"max_requests": self.max_inflight, "max_bytes": self.max_inflight_bytes},
+                )
+                continue
+            rid = request_id_of(element)
+            if rid is not NOID:
+                key = id_key(rid)
+                if key in self._inflight:
+                    refused[i] = InvalidRequest(
+                        "invalid request: this id is already in use by a request in flight on this connection",
+                        {"id": rid},
+                    )
+                    continue
+                self._inflight[key] = inflight = InFlight(rid)
+                registered.append(inflight)
+            admitted += 1
+        if refused:
+            log.debug("%s: refused %d request(s) of a frame", self.name, len(refused))
+        return refused, registered, admitted
+
+    async def _handle(
+        self, message: Any, accepting: bool, refused: dict[int, AutodocError],
+        registered: list[InFlight], admitted: int, size: int,
+    ) -> None:
+        # A request counts as in flight until its answer is in the outbox: a peer
+        # that does not read its answers cannot pile up finished requests either.
         try:
-            response = await self.dispatcher.dispatch(message, self, admitted=admitted)
+            response = await self._dispatch(message, accepting, refused, registered)
+            if response is not None:
+                await self.send(response)
+        finally:
+            self._running -= admitted
+            self._running_bytes -= size
+
+    async def _dispatch(
+        self, message: Any, accepting: bool, refused: dict[int, AutodocError], registered: list[InFlight],
+    ) -> Any:
+        try:
+            return await self.dispatcher.dispatch(message, self, admitted=accepting, refused=refused)
+        except Exception:
+            # The dispatcher answers every error itself; this is a bug in it, and
+            # it must not take the connection (and the listener) down with it.
+            log.exception("%s: dispatching a frame failed", self.name)
+            answers = [error_response(InternalError("internal error"), inflight.id) for inflight in registered]
+            if not answers:
+                return None
+            return answers if isinstance(message, list) else answers[0]
         finally:
             # Requests refused before they ran (invalid ones) never ended themselves.
             for inflight in registered:
                 self.end_request(inflight.id, inflight)
-        if response is not None:
-            await self.send(response)
 
     async def _write_loop(self) -> None:
         async with self._outbox_recv:
@@ -233,33 +332,31 @@ class Connection:
     def _encode(self, message: Any) -> bytes:
         try:
             return encode_message(message, self.framing)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             # A result that is not JSON (NaN, a Path…): the method's bug, not the client's.
             log.exception("%s: an answer could not be encoded as JSON", self.name)
-            broken = error_response(InternalError("internal error: the answer was not JSON"), None)
             if isinstance(message, list):
-                return encode_message([self._reencoded(m, broken) for m in message], self.framing)
-            return encode_message(self._reencoded(message, broken), self.framing)
+                return encode_message([self._encodable(m) for m in message], self.framing)
+            return encode_message(self._encodable(message), self.framing)
 
-    def _reencoded(self, message: Any, broken: dict) -> Any:
+    def _encodable(self, message: Any) -> Any:
+        """``message`` if it encodes, else a -32603 answer to its id (or to
+        null when even the id will not encode)."""
         try:
             encode_message(message, self.framing)
             return message
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
+            broken = error_response(InternalError("internal error: the answer was not JSON"), None)
             rid = message.get("id") if isinstance(message, dict) else None
-            return {**broken, "id": rid}
+            try:
+                encode_message(rid, self.framing)
+                return {**broken, "id": rid}
+            except (TypeError, ValueError, RecursionError):
+                return broken
 
     async def send(self, message: Any) -> None:
         try:
             await self._outbox_send.send(self._encode(message))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
-
-    def send_nowait_or_soon(self, message: Any, tg: anyio.abc.TaskGroup) -> None:
-        try:
-            self._outbox_send.send_nowait(self._encode(message))
-        except anyio.WouldBlock:
-            tg.start_soon(self.send, message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
 

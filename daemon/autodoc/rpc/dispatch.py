@@ -3,38 +3,44 @@
 Input: a parsed message (object or batch) from one connection ("peer").
 Output: a response object, a list of them (batch), or None (notifications).
 
-jsonrpcserver 5.0.9 does the per-request work: checking the request object
-against its JSON-RPC request schema, finding the method, calling it, turning a
-JsonRpcError into an error response and serialising responses. Its batch
-entry point (``dispatch_to_response``) is not used, for three reasons:
+jsonrpcserver 5.0.9 does the per-request work through its public API only
+(``async_dispatch_to_serializable``, a ``methods`` dict, ``Success``/``Error``):
+checking the request object against its JSON-RPC request schema, finding the
+method, calling it and shaping the response. It is handed one request object
+at a time, already parsed (``deserializer`` passes it through), because:
 
 - it checks a batch as a whole, so one bad element turns the whole batch into
-  a single Invalid Request, where JSON-RPC 2.0 §6 answers each element;
+  a single Invalid Request, where JSON-RPC 2.0 §6 answers each element (and it
+  would take a nested batch ``[[…]]`` for a batch);
 - a method cannot see its request's id, which cancellation and progress
   tokens need; here each request gets its own context;
 - it answers every unexpected exception with the exception's text; here the
   text stays in the log and the client gets -32603 "internal error".
 
-Params are checked against ``schemas/<method>.params.json`` (rpc/schemas.py),
-so jsonrpcserver's signature check never sees a method's real parameters.
+The envelope is checked here first (so a bad element answers -32600 with a
+message saying what is wrong), params against ``schemas/<method>.params.json``
+(rpc/schemas.py), so jsonrpcserver's signature check never sees a method's
+real parameters.
+
+Limits on what one frame may hold (the connection adds the per-connection
+ones): nesting depth ``MAX_JSON_DEPTH`` and batch length ``MAX_BATCH_REQUESTS``,
+both answered -32600; ``NaN``, ``Infinity`` and numbers beyond a double are not
+JSON the daemon could answer with, so they are -32700.
+
+Runs on: the event loop (InFlight.check also from the worker thread a method runs on).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
 import anyio
-from jsonrpcserver.async_dispatcher import dispatch_request
-from jsonrpcserver.dispatcher import create_request, to_response
-from jsonrpcserver.exceptions import JsonRpcError
-from jsonrpcserver.main import default_validator
-from jsonrpcserver.response import to_serializable_one
-from jsonrpcserver.result import Success
-from jsonrpcserver.sentinels import NOID
+from jsonrpcserver import Error, Success, async_dispatch_to_serializable
 
 from ..errors import (
     AutodocError,
@@ -52,6 +58,30 @@ log = logging.getLogger("autodoc.rpc")
 CANCEL_METHOD = "$/cancelRequest"
 # Methods still answered while the daemon shuts down.
 ALWAYS_ADMITTED = frozenset({CANCEL_METHOD})
+
+# Arrays and objects inside one frame, the outermost counting 1. Real requests
+# need fewer than 10; the cap keeps recursive code (schema checks, encoders)
+# far from Python's recursion limit.
+MAX_JSON_DEPTH = 64
+# Elements of one batch. A longer batch is refused whole (one -32600, id null).
+MAX_BATCH_REQUESTS = 256
+
+
+class _NoId:
+    """The id of a notification (a request without an ``id`` member)."""
+
+    _instance: "_NoId | None" = None
+
+    def __new__(cls) -> "_NoId":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NOID"
+
+
+NOID: Any = _NoId()
 
 
 class InFlight:
@@ -118,29 +148,85 @@ def valid_id(value: Any) -> bool:
     return value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool))
 
 
+# -- parsing a frame ---------------------------------------------------------------------------
+
+
+def _not_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        # 1e999999 parses to inf, which no JSON answer can carry back.
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_json_constant, parse_float=_finite_float)
+
+
+def json_depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests arrays/objects deeper than ``limit`` (iterative:
+    the point is never to recurse on what a peer sent)."""
+    if not isinstance(value, (dict, list)):
+        return False
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
+
+
 def parse_message(payload: bytes) -> tuple[Any, dict | None]:
-    """(message, None), or (None, a -32700 response) when it is not JSON."""
+    """(message, None), or (None, the error response) when the frame is not
+    JSON (-32700) or nests deeper than MAX_JSON_DEPTH (-32600)."""
     try:
-        return json.loads(payload), None
+        text = payload.decode("utf-8-sig")  # a leading BOM is tolerated, as json.loads(bytes) did
+        message = _DECODER.decode(text)
+    except RecursionError:
+        return None, error_response(InvalidRequest(f"invalid request: nested deeper than {MAX_JSON_DEPTH} levels"), None)
     except (UnicodeDecodeError, ValueError) as exc:
         reason = str(exc).split("\n")[0][:200]
         return None, error_response(ParseError(f"parse error: {reason}"), None)
+    if json_depth_exceeds(message, MAX_JSON_DEPTH):
+        rid = message.get("id") if isinstance(message, dict) and valid_id(message.get("id")) else None
+        return None, error_response(InvalidRequest(f"invalid request: nested deeper than {MAX_JSON_DEPTH} levels"), rid)
+    return message, None
+
+
+def envelope_error(message: Any) -> dict | None:
+    """The one answer to a whole frame that cannot be dispatched element by
+    element (an empty or too long batch), else None."""
+    if isinstance(message, list):
+        if not message:
+            return error_response(InvalidRequest("invalid request: empty batch"), None)
+        if len(message) > MAX_BATCH_REQUESTS:
+            return error_response(InvalidRequest(
+                f"invalid request: a batch of {len(message)} requests exceeds the limit of {MAX_BATCH_REQUESTS}",
+                {"limit": MAX_BATCH_REQUESTS}), None)
+    return None
 
 
 def error_response(error: AutodocError, request_id: Any) -> dict:
     return {"jsonrpc": "2.0", "error": error.to_rpc(), "id": request_id}
 
 
-def request_ids(message: Any) -> list[Any]:
-    """Ids of the well-formed requests (not notifications) in a message, so a
-    connection can register them before they run (a $/cancelRequest right
-    behind a request then always finds it)."""
-    items = message if isinstance(message, list) else [message]
-    out = []
-    for item in items:
-        if isinstance(item, dict) and "id" in item and isinstance(item.get("method"), str) and valid_id(item["id"]):
-            out.append(item["id"])
-    return out
+def elements(message: Any) -> list[Any]:
+    """A batch's elements, or a single message as a one-element list."""
+    return message if isinstance(message, list) else [message]
+
+
+def request_id_of(item: Any) -> Any:
+    """The id of a well-formed request that expects an answer, else NOID."""
+    if request_problem(item) is None and "id" in item:
+        return item["id"]
+    return NOID
 
 
 def cancel_target(message: Any) -> Any:
@@ -150,26 +236,66 @@ def cancel_target(message: Any) -> Any:
         and message.get("method") == CANCEL_METHOD
         and "id" not in message
         and isinstance(message.get("params"), dict)
-        and valid_id(message["params"].get("id"))
+        and "id" in message["params"]
+        and valid_id(message["params"]["id"])
     ):
         return message["params"]["id"]
     return NOID
 
 
+def request_problem(item: Any) -> str | None:
+    """What makes ``item`` not a JSON-RPC 2.0 request object, or None."""
+    if not isinstance(item, dict):
+        return f"a request must be an object, not {_json_type(item)}"
+    if item.get("jsonrpc") != "2.0":
+        return 'jsonrpc must be "2.0"'
+    if not isinstance(item.get("method"), str):
+        return "method must be a string"
+    if "id" in item and not valid_id(item["id"]):
+        return "id must be a string, a number or null"
+    if "params" in item and not isinstance(item["params"], (list, dict)):
+        return "params must be an array or an object"
+    extra = sorted(k for k in item if k not in ("jsonrpc", "method", "id", "params"))
+    if extra:
+        return f"unknown member {extra[0]!r}"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null" if value is None else type(value).__name__
+
+
+# -- dispatching -------------------------------------------------------------------------------
+
+
 class _MethodTable(dict):
-    """jsonrpcserver's method dict; an unknown name gets a stub raising our
+    """jsonrpcserver's method dict; an unknown name gets a stub answering our
     MethodNotFound, so its answer carries data.name like every other error."""
 
     def __missing__(self, name: str) -> Callable[..., Awaitable[Any]]:
         async def not_found(_ctx: Any, /, *args: Any, **kwargs: Any) -> Any:
-            raise _rpc_error(MethodNotFound(f"method not found: {name}", {"method": name}))
+            return _error_result(MethodNotFound(f"method not found: {name}", {"method": name}))
 
         return not_found
 
 
-def _rpc_error(error: AutodocError) -> JsonRpcError:
+def _error_result(error: AutodocError) -> Any:
     err = error.to_rpc()
-    return JsonRpcError(err["code"], err["message"], err.get("data"))
+    return Error(err["code"], err["message"], err["data"])
+
+
+def _already_parsed(item: Any) -> Any:
+    # The connection parsed the frame once (it needs the ids before anything
+    # runs, to register them for $/cancelRequest); jsonrpcserver gets the object.
+    return item
 
 
 class Dispatcher:
@@ -178,42 +304,48 @@ class Dispatcher:
         self.check_results = check_results
         self._methods = _MethodTable({name: self._wrap(name, h) for name, h in self.handlers.items()})
 
-    async def dispatch(self, message: Any, peer: Peer, *, admitted: bool = True) -> Any:
+    async def dispatch(
+        self, message: Any, peer: Peer, *, admitted: bool = True, refused: dict[int, AutodocError] | None = None,
+    ) -> Any:
         """The response(s) to one parsed message. ``admitted`` is False when the
-        message arrived after shutdown began (its requests answer -32020)."""
+        message arrived after shutdown began (its requests answer -32020).
+        ``refused`` maps element indexes the connection would not run (an id
+        already in flight, a limit reached) to the error each answers."""
+        whole = envelope_error(message)
+        if whole is not None:
+            return whole
+        refused = refused or {}
         if isinstance(message, list):
-            if not message:
-                return error_response(InvalidRequest("invalid request: empty batch"), None)
             out: list[Any] = [None] * len(message)
 
             async def one(i: int, item: Any) -> None:
-                out[i] = await self._dispatch_one(item, peer, admitted)
+                out[i] = await self._dispatch_one(item, peer, admitted, refused.get(i))
 
             async with anyio.create_task_group() as tg:
                 for i, item in enumerate(message):
                     tg.start_soon(one, i, item)
             responses = [r for r in out if r is not None]
             return responses or None
-        return await self._dispatch_one(message, peer, admitted)
+        return await self._dispatch_one(message, peer, admitted, refused.get(0))
 
-    async def _dispatch_one(self, item: Any, peer: Peer, admitted: bool) -> dict | None:
-        try:
-            default_validator(item)
-        except Exception:
+    async def _dispatch_one(self, item: Any, peer: Peer, admitted: bool, refusal: AutodocError | None) -> dict | None:
+        problem = request_problem(item)
+        if problem is not None:
             rid = item.get("id") if isinstance(item, dict) and valid_id(item.get("id")) else None
-            return error_response(InvalidRequest(f"invalid request: {_request_problem(item)}"), rid)
-        request = create_request(item)
-        inflight = peer.inflight_for(request.id) if request.id is not NOID else None
-        ctx = RequestContext(peer=peer, method=request.method, id=request.id, inflight=inflight)
+            return error_response(InvalidRequest(f"invalid request: {problem}"), rid)
+        rid = item.get("id", NOID)
+        if refusal is not None:
+            return None if rid is NOID else error_response(refusal, rid)
+        inflight = peer.inflight_for(rid) if rid is not NOID else None
+        ctx = RequestContext(peer=peer, method=item["method"], id=rid, inflight=inflight)
         ctx.data["admitted"] = admitted
         try:
-            _, result = await dispatch_request(self._methods, ctx, request)
+            return await async_dispatch_to_serializable(
+                item, self._methods, context=ctx, deserializer=_already_parsed,
+            )
         finally:
-            if request.id is not NOID:
-                peer.end_request(request.id, inflight)
-        if request.id is NOID:
-            return None
-        return to_serializable_one(to_response(request, result))
+            if rid is not NOID:
+                peer.end_request(rid, inflight)
 
     def _wrap(self, name: str, handler: Handler) -> Callable[..., Awaitable[Any]]:
         async def method(ctx: RequestContext, /, *args: Any, **kwargs: Any) -> Any:
@@ -222,12 +354,10 @@ class Dispatcher:
             except AutodocError as exc:
                 if ctx.is_notification:
                     log.debug("notification %s failed: %s", name, exc.message)
-                raise _rpc_error(exc) from None
-            except JsonRpcError:
-                raise
+                return _error_result(exc)
             except Exception:
                 log.exception("%s failed", name)
-                raise _rpc_error(InternalError("internal error")) from None
+                return _error_result(InternalError("internal error"))
 
         return method
 
@@ -247,20 +377,3 @@ class Dispatcher:
         if scope.cancelled_caught:
             raise inflight.error() if inflight is not None else RequestCancelled("request cancelled")
         return result
-
-
-def _request_problem(item: Any) -> str:
-    if not isinstance(item, dict):
-        return f"a request must be an object, not {type(item).__name__}"
-    if item.get("jsonrpc") != "2.0":
-        return 'jsonrpc must be "2.0"'
-    if not isinstance(item.get("method"), str):
-        return "method must be a string"
-    if "id" in item and not valid_id(item["id"]):
-        return "id must be a string, a number or null"
-    if "params" in item and not isinstance(item["params"], (list, dict)):
-        return "params must be an array or an object"
-    extra = sorted(k for k in item if k not in ("jsonrpc", "method", "id", "params"))
-    if extra:
-        return f"unknown member {extra[0]!r}"
-    return "not a JSON-RPC 2.0 request"

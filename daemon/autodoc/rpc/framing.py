@@ -18,12 +18,17 @@ A frame larger than ``max_frame_bytes`` is never buffered whole: the decoder
 reports one error and discards it (newline: up to the next newline;
 content-length: exactly the announced number of bytes), then goes on with the
 next frame. Malformed headers are reported and skipped up to the next
-``Content-Length`` header.
+``Content-Length`` header — which may start on the bad block's first line
+(a body shorter than its announced length leaves its tail glued in front of
+the next frame's headers), so the frame behind a lying header is not lost.
+
+Runs on: any thread (pure: one decoder per connection, no I/O).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -38,9 +43,13 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 
 MAX_HEADER_BYTES = 8 * 1024
+# More digits than any length a frame could have: such a Content-Length is a
+# malformed header (resynchronised), not a frame to discard byte by byte.
+MAX_LENGTH_DIGITS = 18
 _CL_PREFIX = b"content-"
 _CL_HEADER = b"content-length:"
 _BLANK = b" \t\r\n"
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an HTTP header name (RFC 9110 token)
 
 
 @dataclass(frozen=True)
@@ -203,8 +212,18 @@ class FrameDecoder:
                     continue
                 return
             header = bytes(buf[:end])
+            # A body shorter than announced leaves its tail glued in front of the
+            # next frame's header, on the block's first line: report it and
+            # restart at that header, so the frame behind a lying one is not lost.
+            first_line = header.split(b"\n", 1)[0]
+            glued = first_line.lower().find(_CL_HEADER, 1)
+            if glued > 0:
+                out.append(FrameError(PARSE_ERROR, f"malformed frame header {_show(first_line)}"))
+                del buf[:glued]
+                continue
             length, problem = _parse_headers(header)
             if problem:
+                # Dropped with its body, up to the next header.
                 out.append(FrameError(PARSE_ERROR, problem))
                 del buf[: end + sep]
                 self._resync = True
@@ -260,12 +279,17 @@ def _parse_headers(header: bytes) -> tuple[int | None, str]:
         if not line:
             continue
         name, colon, value = line.partition(b":")
-        if not colon:
+        if not colon or not _TOKEN.fullmatch(name.strip()):
+            # Strict names: a short body's tail glued to the next header must
+            # read as a bad header, not as an unknown one that is ignored.
             return None, f"malformed frame header {_show(line)}"
         if name.strip().lower() == b"content-length":
             text = value.strip()
-            if not text.isdigit():
+            # bytes.isdigit() is ASCII-only; the digit cap keeps int() cheap and in range.
+            if not text.isdigit() or len(text) > MAX_LENGTH_DIGITS:
                 return None, f"Content-Length must be a non-negative integer, not {_show(text)}"
+            if length is not None and length != int(text):
+                return None, "frame headers give two different Content-Lengths"
             length = int(text)
     if length is None:
         return None, "frame headers have no Content-Length"
@@ -294,8 +318,16 @@ def encode_frame(payload: bytes, framing: str) -> bytes:
 
 
 def dump_json(obj: Any) -> bytes:
-    """Compact UTF-8 JSON with no raw newline (safe for either framing)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    """Compact UTF-8 JSON with no raw newline (safe for either framing).
+
+    A string holding a lone surrogate (a request id ``"\\ud800"`` echoed back)
+    has no UTF-8 form; the message is then written with ``\\u`` escapes, which
+    is still JSON and gives the peer back exactly what it sent."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
 def encode_message(obj: Any, framing: str) -> bytes:

@@ -5,19 +5,31 @@ Input: a method name and the raw ``params`` of a request (array, object or absen
 Output: a dict of named params, or InvalidParams naming the first bad field
 ("opts.limit: must be ≤ 200", data.field == "opts.limit").
 
-The schemas live in the repository's ``schemas/`` folder (found relative to
-this file, which is where an editable install runs from); ``AUTODOC_SCHEMAS``
-points elsewhere. Positional params map to names in the order the params
-schema lists its ``properties``. An optional param given as null counts as
-absent. A subschema may carry ``x-message`` to word its own error.
+The schemas are package data, ``autodoc/schemas/*.json``, read with
+importlib.resources so they are found in a wheel as in a checkout (the
+repository's top-level ``schemas/`` is a link to that folder);
+``AUTODOC_SCHEMAS`` points elsewhere. Positional params map to names in the
+order the params schema lists its ``properties``. An optional param given as
+null counts as absent. A subschema may carry ``x-message`` to word its own error.
+
+Before the schema, every string in the params (keys included) is checked once
+for what no method can take: a NUL character (C strings, SQLite FTS and file
+names end there) or a lone surrogate (it has no UTF-8 form, so it can be
+neither stored nor echoed); and nesting is capped at ``MAX_PARAM_DEPTH``.
+Both answer -32602 naming the field, for the daemon and the in-process
+binding alike.
+
+Runs on: any thread (the loaded schemas are cached, read-only).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.resources
 import json
 import os
 import re
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -28,18 +40,19 @@ from referencing import Registry, Resource
 from ..errors import InvalidParams
 
 BASE_URI = "https://autodoc.invalid/schemas/"
+# Arrays/objects inside one method's params, the params object counting 1.
+MAX_PARAM_DEPTH = 32
 
 
 # Server → client notifications: they have params schemas but no handler.
 NOTIFICATIONS = frozenset({"$/progress", "changes.changed", "embedding.progress", "workspace.changed"})
 
 
-def schema_dir() -> Path:
+def schema_dir() -> Traversable:
     env = os.environ.get("AUTODOC_SCHEMAS")
     if env:
         return Path(env)
-    # daemon/autodoc/rpc/schemas.py -> repository root
-    return Path(__file__).resolve().parents[3] / "schemas"
+    return importlib.resources.files("autodoc") / "schemas"
 
 
 def schema_stem(method: str) -> str:
@@ -53,8 +66,9 @@ def _registry() -> tuple[Registry, dict[str, dict]]:
     if not folder.is_dir():
         raise RuntimeError(f"AutoDoc's JSON schemas are missing: no folder {folder} (set AUTODOC_SCHEMAS)")
     docs: dict[str, dict] = {}
-    for path in sorted(folder.glob("*.json")):
-        docs[path.name] = json.loads(path.read_text(encoding="utf-8"))
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".json") and entry.is_file():
+            docs[entry.name] = json.loads(entry.read_text(encoding="utf-8"))
     registry = Registry().with_resources(
         (doc.get("$id", BASE_URI + name), Resource.from_contents(doc)) for name, doc in docs.items()
     )
@@ -112,11 +126,50 @@ def bind_params(method: str, params: Any) -> dict[str, Any]:
         params = dict(params)
     for key in [k for k, v in params.items() if v is None and k in names and k not in required]:
         del params[key]
+    check_strings_and_depth(params)
     error = first_error(validator(method, "params"), params)
     if error is not None:
         field, message = describe(error)
         raise InvalidParams(field, message)
     return params
+
+
+def check_strings_and_depth(params: dict[str, Any]) -> None:
+    """InvalidParams for the first string (value or key) holding a NUL or a
+    lone surrogate, or the first value nested deeper than MAX_PARAM_DEPTH.
+    Iterative, in document order, so the same params always name the same field."""
+    stack: list[tuple[Any, list[Any], int]] = [(params, [], 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, str):
+            problem = _string_problem(value)
+            if problem:
+                raise InvalidParams(field_name(path), problem)
+            continue
+        if not isinstance(value, (dict, list)):
+            continue
+        if depth > MAX_PARAM_DEPTH:
+            raise InvalidParams(field_name(path), f"is nested deeper than {MAX_PARAM_DEPTH} levels")
+        if isinstance(value, dict):
+            children = []
+            for key, child in value.items():
+                problem = _string_problem(key)
+                if problem:
+                    raise InvalidParams(field_name(path), "a key " + problem)
+                children.append((child, path + [key], depth + 1))
+        else:
+            children = [(child, path + [i], depth + 1) for i, child in enumerate(value)]
+        stack.extend(reversed(children))
+
+
+def _string_problem(text: str) -> str:
+    if "\x00" in text:
+        return "must not contain a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid Unicode (it holds a lone surrogate)"
+    return ""
 
 
 def result_errors(method: str, result: Any) -> list[str]:
@@ -206,9 +259,12 @@ def describe(error: ValidationError, root: str = "params") -> tuple[str, str]:
         return field, f"must match {value}"
     if kw == "minProperties":
         return field, "must not be empty" if value == 1 else f"must have at least {value} fields"
+    if kw == "maxProperties":
+        return field, f"must have at most {value} fields"
     if kw in ("anyOf", "oneOf") and error.context:
         # e.g. a nullable field: report the most relevant branch's problem.
         return describe(best_match(error.context), root)
     if kw == "false" or value is False:
         return field, "is not allowed"
-    return field, error.message
+    # jsonschema's own wording quotes the instance, which may be megabytes long.
+    return field, error.message if len(error.message) <= 200 else error.message[:200] + "…"

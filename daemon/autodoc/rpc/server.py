@@ -9,6 +9,9 @@ stop accepting connections and new requests (they answer -32020), let
 in-flight requests finish until the deadline, cancel the rest (-32020), flush
 every answer, close the connections and remove the socket file. Closing the
 Service is the caller's job (daemon.py), after ``run`` returns.
+
+Runs on: the event loop; ``run_in_loop``, ``broadcast`` and the change listener
+are called from any thread and hop onto it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from ..config import MAX_FRAME_BYTES
-from .connection import Connection, socket_peer_gone
+from .connection import MAX_INFLIGHT_BYTES, MAX_INFLIGHT_REQUESTS, Connection, socket_peer_gone
 from .dispatch import Dispatcher
 from .methods import Methods
 from .transport import FdStream, prepare_socket_path, same_file
@@ -45,12 +48,16 @@ class RpcServer:
         service: Any,
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_inflight: int = MAX_INFLIGHT_REQUESTS,
+        max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
         readers: int = READERS,
         shutdown_deadline: float = SHUTDOWN_DEADLINE_S,
         check_results: bool = False,
     ):
         self.service = service
         self.max_frame_bytes = max_frame_bytes
+        self.max_inflight = max_inflight
+        self.max_inflight_bytes = max_inflight_bytes
         self.shutdown_deadline = shutdown_deadline
         # Named limiters: searches and reads share the readers; every write
         # (workspace changes, index runs, the live index) takes the one writer slot.
@@ -86,6 +93,10 @@ class RpcServer:
     ) -> None:
         """Serve on the chosen transports until shutdown is requested, then
         shut down in order. Reports ``started`` once every transport listens."""
+        if socket_path is not None:
+            # Before any task group: a SocketInUse raised inside one would reach the
+            # caller wrapped in an ExceptionGroup (a traceback instead of one line).
+            prepare_socket_path(Path(socket_path))
         self.bind_loop()
         self._add_change_listener()
         try:
@@ -197,12 +208,16 @@ class RpcServer:
     ) -> None:
         conn = Connection(
             stream, self.dispatcher, name=name, max_frame_bytes=self.max_frame_bytes,
+            max_inflight=self.max_inflight, max_inflight_bytes=self.max_inflight_bytes,
             accepting=self.accepting, on_eof=on_eof, peer_gone=peer_gone,
         )
         self.connections.add(conn)
         log.debug("%s: connected", name)
         try:
             await conn.run()
+        except Exception:
+            # Never through the listener's task group: that would drop every client.
+            log.exception("%s: the connection failed", name)
         finally:
             self.connections.discard(conn)
             log.debug("%s: closed", name)

@@ -4,6 +4,8 @@ descriptors (stdin/stdout) and the Unix socket's path rules.
 The socket is created mode 0600 in a folder of mode 0700 that this user owns.
 A socket file left by a dead daemon is removed; one that still answers a
 connect belongs to a live daemon and is refused (SocketInUse). No TCP.
+
+Runs on: the event loop (prepare_socket_path: once, before serving).
 """
 
 from __future__ import annotations
