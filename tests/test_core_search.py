@@ -258,3 +258,11 @@ def test_section_size_rechunks(svc):
     assert n1 > n0
     with pytest.raises(InvalidParams):
         invoke(svc, "workspace.section_size", ["kb", 5])
+
+
+def test_a_root_the_file_system_cannot_use_is_a_params_error(svc, tmp_path):
+    # found by fuzzing: each answered -32603 before
+    for root in ("~nosuchuser-autodoc/kb", str(tmp_path / ("é" * 200))):
+        with pytest.raises(InvalidParams) as e:
+            svc.workspace_add("w", root)
+        assert e.value.field == "root"

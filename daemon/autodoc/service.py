@@ -137,12 +137,16 @@ class Service:
                 "documents": counts.documents, "chunks": counts.chunks, "created": ws.created}
 
     def workspace_add(self, name: str, root: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
-        path = Path(root).expanduser()
-        if not path.is_dir():
+        try:
+            path = Path(root).expanduser().resolve()
+            is_dir = path.is_dir()
+        except (OSError, RuntimeError) as e:  # a name too long for the file system, ~nosuchuser
+            raise InvalidParams("root", f"{root} cannot be used as a folder: {e}") from None
+        if not is_dir:
             raise InvalidParams("root", f"{root} is not a folder")
         cfg = WorkspaceConfig().merged(config or {}, prefix="config")
         with self.store.write() as db:
-            ws = wsrows.add_workspace(db, name, str(path.resolve()), cfg.to_json())
+            ws = wsrows.add_workspace(db, name, str(path), cfg.to_json())
             return self._ws_json(db, ws)
 
     def workspace_remove(self, name: Any) -> dict[str, Any]:

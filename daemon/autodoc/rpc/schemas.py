@@ -7,9 +7,9 @@ Output: a dict of named params, or InvalidParams naming the first bad field
 
 The schemas are package data, ``autodoc/schemas/*.json``, read with
 importlib.resources so they are found in a wheel as in a checkout (the
-repository's top-level ``schemas/`` is a link to that folder);
-``AUTODOC_SCHEMAS`` points elsewhere. Positional params map to names in the
-order the params schema lists its ``properties``. An optional param given as
+repository's top-level ``schemas/`` is a link to that folder).
+Positional params map to names in the order the params schema lists its
+``properties``. An optional param given as
 null counts as absent. A subschema may carry ``x-message`` to word its own error.
 
 Before the schema, every string in the params (keys included) is checked once
@@ -27,10 +27,8 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import json
-import os
 import re
 from importlib.resources.abc import Traversable
-from pathlib import Path
 from typing import Any, Iterable
 
 from jsonschema import Draft202012Validator
@@ -49,9 +47,7 @@ NOTIFICATIONS = frozenset({"$/progress", "changes.changed", "embedding.progress"
 
 
 def schema_dir() -> Traversable:
-    env = os.environ.get("AUTODOC_SCHEMAS")
-    if env:
-        return Path(env)
+    """The package's schemas/ folder, wherever the package is installed."""
     return importlib.resources.files("autodoc") / "schemas"
 
 
@@ -64,7 +60,7 @@ def schema_stem(method: str) -> str:
 def _registry() -> tuple[Registry, dict[str, dict]]:
     folder = schema_dir()
     if not folder.is_dir():
-        raise RuntimeError(f"AutoDoc's JSON schemas are missing: no folder {folder} (set AUTODOC_SCHEMAS)")
+        raise RuntimeError(f"AutoDoc's JSON schemas are missing: no folder {folder} (reinstall the package)")
     docs: dict[str, dict] = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".json") and entry.is_file():

@@ -36,7 +36,7 @@ from .transport import FdStream, prepare_socket_path, same_file
 
 log = logging.getLogger("autodoc.rpc")
 
-SHUTDOWN_DEADLINE_S = 5.0
+from ..config.settings import SHUTDOWN_DEADLINE_S
 READERS = 8
 CHANGES_PER_NOTIFICATION = 500
 _POLL_S = 0.02
@@ -251,17 +251,13 @@ class RpcServer:
     # -- the change feed ------------------------------------------------------------------
 
     def _add_change_listener(self) -> None:
-        add = getattr(self.service, "add_change_listener", None)
-        if add is not None:
-            add(self._on_change)
+        self.service.add_change_listener(self._on_change)
 
     def _remove_change_listener(self) -> None:
-        remove = getattr(self.service, "remove_change_listener", None)
-        if remove is not None:
-            try:
-                remove(self._on_change)
-            except Exception:
-                log.debug("removing the change listener failed", exc_info=True)
+        try:
+            self.service.remove_change_listener(self._on_change)
+        except Exception:
+            log.debug("removing the change listener failed", exc_info=True)
 
     def _on_change(self, workspace: str, changes: list[dict] | dict) -> None:
         """Service's change listener (called from the writing thread, after a
