@@ -266,3 +266,13 @@ def test_a_root_the_file_system_cannot_use_is_a_params_error(svc, tmp_path):
         with pytest.raises(InvalidParams) as e:
             svc.workspace_add("w", root)
         assert e.value.field == "root"
+
+
+def test_the_store_its_wal_and_its_lease_are_the_owners_alone(svc):
+    import stat
+
+    svc.search("kb", "lease")  # the WAL exists once something was written and read
+    store = svc.store_path
+    for f in (store, store.with_name(store.name + "-wal"), store.with_name(store.name + ".lease")):
+        assert f.exists(), f
+        assert stat.S_IMODE(f.stat().st_mode) & 0o077 == 0, (f, oct(f.stat().st_mode))

@@ -106,6 +106,10 @@ def test_info_reports_the_ranker(svc):
     assert info["stages"]["rerank"] is True
     assert any(r.get("model") == "tiny-ce" for r in info["models"]["ranker"])
     json.dumps(info)
+    # a ranker no workspace uses any more is not reported (it stayed loaded, and was, before)
+    svc.workspace_configure("kb", {"ranker": {"provider": "none"}})
+    info = svc.info()
+    assert info["stages"]["rerank"] is False and info["models"]["ranker"] == []
 
 
 def test_status_reports_the_ranker_state(svc, tmp_path, tiny):

@@ -387,7 +387,12 @@ class Service:
             return changelog.since(db, ws.name, cursor, limit)
 
     def info(self) -> dict[str, Any]:
-        embedding = self.providers.describe()
+        """What this server is and what it can do now: a stage is on when some workspace
+        is configured for it, and its models are the loaded ones those workspaces use."""
+        with self.store.read() as db:
+            configs = [_config(wsrows.get_workspace(db, n)) for n in wsrows.workspace_names(db)]
+        embedding = self.providers.describe_loaded([c.embedding for c in configs])
+        rankers = self.rankers.describe_loaded([c.ranker for c in configs])
         return {
             "name": "autodoc",
             "version": __version__,
@@ -395,7 +400,9 @@ class Service:
             "store": str(self.store_path),
             "pid": os.getpid(),
             "writable": self.writable,
-            "stages": {"lexical": True, "semantic": bool(embedding), "rerank": self.rankers.any_loaded()},
-            "models": {"embedding": embedding, "ranker": self.rankers.describe()},
+            "stages": {"lexical": True,
+                       "semantic": any(c.embedding.get("provider", "onnx") != "none" for c in configs),
+                       "rerank": any(c.ranker.get("provider", "none") != "none" for c in configs)},
+            "models": {"embedding": embedding, "ranker": rankers},
             "workspaces": self.workspaces(),
         }

@@ -72,6 +72,8 @@ class Providers:
             return None
         return lambda s: p.count_tokens([s])[0]
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe_loaded(self, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The loaded providers these configs name (loading none)."""
         with self._lock:
-            return [p.describe() for p in self._loaded.values()]
+            used = {id(p): p for c in configs if (p := self._by_config.get(config_key(c)))}
+        return [p.describe() for p in used.values()]

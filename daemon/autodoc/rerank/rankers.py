@@ -61,12 +61,11 @@ class Rankers:
         last_error = ranker.describe().get("meter", {}).get("last_error") or None
         return {"state": "ready", "model": ranker.name, "reason": last_error and f"last call failed: {last_error}"}
 
-    def any_loaded(self) -> bool:
-        return bool(self._loaded)
-
-    def describe(self) -> list[dict[str, Any]]:
+    def describe_loaded(self, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The loaded rankers these configs name (loading none: a model loads on its first search)."""
         with self._lock:
-            return [r.describe() for r in self._loaded.values()]
+            used = {id(r): r for c in configs if (r := self._by_config.get(json.dumps(c, sort_keys=True)))}
+        return [r.describe() for r in used.values()]
 
     def close(self) -> None:
         with self._lock:

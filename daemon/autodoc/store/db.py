@@ -6,6 +6,7 @@ Runs on: the thread that will use the connection (apsw connections stay on one t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import apsw
@@ -37,6 +38,11 @@ def _ensure_bestpractice() -> None:
 def open_writer(path: Path) -> apsw.Connection:
     _ensure_bestpractice()
     path.parent.mkdir(parents=True, exist_ok=True)
+    # the store holds every indexed note: only its owner may read it. SQLite gives the
+    # -wal and -shm files the main file's mode, so creating it 0600 covers all three.
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o600)
     db = apsw.Connection(str(path), flags=_FLAGS_RW)
     db.set_busy_timeout(BUSY_TIMEOUT_MS)
     db.execute("PRAGMA synchronous = NORMAL")
