@@ -218,7 +218,10 @@ def test_expired_cursor_is_a_distinct_error(svc, kb):
         db.execute("UPDATE changes SET time = time - 8*86400")
         changes.trim(db, keep_entries=1)
     with pytest.raises(CursorExpired):
-        svc.changes_since("kb", 0)
+        svc.changes_since("kb", 1)  # a client that read entry 1, which is gone
+    # 0 is a client that never read any: it starts from what is kept
+    kept = svc.changes_since("kb", 0)
+    assert len(kept["changes"]) == 1 and kept["next_cursor"] == kept["changes"][0]["cursor"]
 
 
 def test_second_writer_is_refused_naming_the_holder(tmp_path):

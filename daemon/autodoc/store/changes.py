@@ -34,7 +34,9 @@ def _trimmed(db: apsw.Connection) -> int:
 
 
 def since(db: apsw.Connection, workspace: str, cursor: int, limit: int) -> dict:
-    if cursor < _trimmed(db):
+    """Entries after `cursor`. Cursor 0 (a client that never read any) starts from the oldest
+    entry kept; a cursor some trimmed entries came after must resync (CursorExpired)."""
+    if 0 < cursor < _trimmed(db):
         raise CursorExpired(
             f"cursor {cursor} is older than the retained change log (entries through {_trimmed(db)} were trimmed); "
             "resync: read the workspace afresh, then continue from next_cursor",
