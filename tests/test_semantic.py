@@ -237,3 +237,22 @@ def test_a_store_from_before_the_vector_key_index_is_migrated(tmp_path):
         assert st["state"] == "ready" and st["embedded"] == rep["chunks"] and st["pending"] == 0
     finally:
         s.close()
+
+
+def test_a_provider_that_cannot_answer_says_failed_not_waiting(tmp_path):
+    # a workspace on an embedding server that is down: its chunks wait, and status must say why
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    kb = write_corpus(tmp_path / "kb")
+    s = Service(Settings.from_env(store=tmp_path / "s" / "a.db"))
+    try:
+        dead = {"provider": "http", "url": "http://127.0.0.1:9/v1/embeddings", "model": "m", "dim": 8, "retries": 0}
+        s.workspace_add("kb", str(kb), {"embedding": dead})
+        s.index("kb")
+        assert s.workspace_status("kb")["embedding"]["state"] == "partial"  # nothing tried yet
+        assert s.embed_step("kb")["state"] == "failed"
+        st = s.workspace_status("kb")["embedding"]
+        assert st["state"] == "failed" and "provider failed" in st["reason"] and st["pending"] > 0
+    finally:
+        s.close()

@@ -263,6 +263,11 @@ class Service:
         active = stored_vectors.active_model(db, ws.id)
         state = "switching" if active is not None and active.fingerprint != fp else ("partial" if pending else "ready")
         waiting = "1 chunk waits for its vector" if pending == 1 else f"{pending} chunks wait for vectors"
+        failure = self.embed_queue.failure(ws.id) if pending else None
+        if failure:  # what waits will not come until the provider answers again
+            return {"available": True, "state": "failed", "model": provider.name, "fingerprint": fp,
+                    "embedded": done, "pending": pending, "skipped": 0, "total": total,
+                    "reason": f"{waiting}, and the embedding provider failed: {failure}"}
         return {"available": True, "state": state, "model": provider.name, "fingerprint": fp, "embedded": done,
                 "pending": pending, "skipped": 0, "total": total,
                 "reason": None if state == "ready" else (

@@ -61,6 +61,7 @@ class EmbedQueue:
         self._settled: dict[tuple[int, str], int] = {}  # (workspace, fingerprint) → version with nothing pending
         self._pending: dict[tuple[int, str], tuple[int, int]] = {}  # (workspace, fp) → (version, count)
         self._embedded_since_release = False
+        self._failed: dict[int, str] = {}  # workspace → why its last step could not embed
 
     # -- what changed --------------------------------------------------------------
 
@@ -88,7 +89,18 @@ class EmbedQueue:
         """Embed one batch for the workspace's configured model: {embedded, remaining, state, reason}.
         Never holds a transaction while the model runs."""
         with self._stepping:
-            return self._step(ws, batch)
+            out = self._step(ws, batch)
+        with self._lock:
+            if out["state"] == "failed":
+                self._failed[ws.id] = out["reason"] or "the embedding provider failed"
+            else:
+                self._failed.pop(ws.id, None)
+        return out
+
+    def failure(self, ws_id: int) -> str | None:
+        """Why the workspace's last step could not embed (None: it could, or none ran yet)."""
+        with self._lock:
+            return self._failed.get(ws_id)
 
     def _step(self, ws: Workspace, batch: int) -> dict[str, Any]:
         provider, reason = self.providers.target(self._config(ws))
