@@ -44,6 +44,7 @@ def _pid_alive(pid: int) -> bool:
 def _store(settings: Settings) -> Iterator[Check]:
     from .store.db import open_reader
     from .store.migrations import MIGRATIONS, schema_version
+    from .store.workspaces import workspace_roots
 
     path = settings.store
     if not path.exists():
@@ -58,7 +59,7 @@ def _store(settings: Settings) -> Iterator[Check]:
         return
     try:
         version = schema_version(db)
-        names = [(n, r) for n, r in db.execute("SELECT name, root FROM workspaces ORDER BY name")]
+        names = workspace_roots(db)
     finally:
         db.close()
     if version < len(MIGRATIONS):
