@@ -10,11 +10,13 @@ so the test skips, saying why, only when pip or the index cannot be reached.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -25,7 +27,7 @@ CORPUS = ROOT / "tests" / "corpora" / "kb"
 PYTHON = os.environ.get("AUTODOC_TEST_PYTHON") or sys.executable
 # What a wheel is built from: everything pyproject.toml reads, nothing else
 # (building in place would leave build/ and egg-info in the checkout).
-SOURCES = ["pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "daemon", "clients/python"]
+SOURCES = ["pyproject.toml", "MANIFEST.in", "README.md", "LICENSE", "CHANGELOG.md", "daemon", "clients/python"]
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -81,7 +83,19 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(s, src / name)
     dist = tmp / "dist"
-    _run([PYTHON, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", dist, src], cwd=tmp, env=_env(), timeout=300)
+    if importlib.util.find_spec("build") is not None:
+        # sdist first, then the wheel from the unpacked sdist: a file the sdist
+        # forgets is then missing from the wheel too, and the test sees it
+        _run([sys.executable, "-m", "build", "--installer", "pip", "--outdir", dist, src], cwd=tmp, env=_env(), timeout=400)
+        sdists = list(dist.glob("autodoc-*.tar.gz"))
+        assert len(sdists) == 1, sdists
+        with tarfile.open(sdists[0]) as tar:
+            names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+        for need in ("LICENSE", "CHANGELOG.md", "daemon/autodoc/embed/data/all-MiniLM-L6-v2/tokenizer.json",
+                     "daemon/autodoc/embed/data/all-MiniLM-L6-v2/LICENSE", "daemon/autodoc/schemas/defs.json"):
+            assert need in names, need
+    else:
+        _run([PYTHON, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", dist, src], cwd=tmp, env=_env(), timeout=300)
     wheels = list(dist.glob("autodoc-*.whl"))
     assert len(wheels) == 1, wheels
 
