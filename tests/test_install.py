@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -136,6 +137,10 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
     assert answer["mode_used"] == "hybrid", answer.get("stages")
     assert "semantic" in answer["stages"]["performed"] and answer["hits"]
 
+    doctor = _run([autodoc, "doctor"], cwd=work, env=env, check=False)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert f"ok    tokenizer: {venv.resolve()}" in doctor.stdout.replace(str(venv), str(venv.resolve()))
+
     # the daemon from the venv, called over its socket
     d = subprocess.Popen([autodoc, "serve", "--socket"], cwd=work, env=env, stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -157,4 +162,50 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
         except subprocess.TimeoutExpired:
             d.kill()
             d.wait()
+    caps = _lsp_capabilities(autodoc, kb, work, env)
+    assert caps.get("workspaceSymbolProvider") and caps.get("definitionProvider"), caps
     print(f"install {t_install:.0f} s, total {time.monotonic() - t0:.0f} s with {PYTHON}")
+
+
+def _lsp_capabilities(autodoc: Path, root: Path, cwd: Path, env: dict[str, str]) -> dict:
+    """initialize → the server's capabilities, then shutdown/exit, over LSP framing."""
+    proc = subprocess.Popen([str(autodoc), "lsp"], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    killer = threading.Timer(120, proc.kill)  # a hung server fails the test instead of hanging it
+    killer.start()
+
+    def send(msg: dict) -> None:
+        body = json.dumps(msg).encode()
+        proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        proc.stdin.flush()
+
+    def reply(rid: int) -> dict:
+        while True:
+            length = None
+            while (line := proc.stdout.readline().strip()) or length is None:
+                assert line or length is not None, "the language server closed its output"
+                k, _, v = line.decode().partition(":")
+                if k.lower() == "content-length":
+                    length = int(v)
+            msg = json.loads(proc.stdout.read(length))
+            if msg.get("id") == rid and "method" not in msg:
+                return msg
+            if "id" in msg and "method" in msg:  # a request from the server: accept it
+                send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
+
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+            "workspaceFolders": [{"uri": root.as_uri(), "name": "kb"}]}})
+        caps = reply(1)["result"]["capabilities"]
+        send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        send({"jsonrpc": "2.0", "id": 2, "method": "shutdown", "params": None})
+        reply(2)
+        send({"jsonrpc": "2.0", "method": "exit", "params": None})
+        assert proc.wait(timeout=60) == 0
+        return caps
+    finally:
+        killer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
