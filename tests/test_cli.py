@@ -109,3 +109,46 @@ def test_the_forms_people_type_get_one_line_never_a_traceback(env):
         assert p.returncode == code, (args, p.returncode, p.stderr)
         assert "Traceback" not in p.stderr + p.stdout, (args, p.stderr)
         assert said in p.stderr + p.stdout, (args, p.stderr, p.stdout)
+
+
+def test_doctor_names_each_problem_and_its_fix(env, short_tmp):
+    kb = short_tmp / "kb"
+    ok = run(env, "doctor")
+    lines = ok.stdout.splitlines()
+    assert ok.returncode == 0, ok.stdout
+    for name in ("store", "lease", "model", "tokenizer", "onnxruntime", "workspace kb"):
+        assert any(line.startswith(f"ok    {name}:") for line in lines), (name, ok.stdout)
+    assert "Traceback" not in ok.stderr
+
+    # a workspace root that went away, a socket left by a killed daemon
+    moved = short_tmp / "kb-moved"
+    kb.rename(moved)
+    Path(env["AUTODOC_SOCKET"]).parent.mkdir(parents=True, exist_ok=True)
+    Path(env["AUTODOC_SOCKET"]).write_text("")
+    bad = run(env, "doctor", check=False)
+    assert bad.returncode == 1
+    assert f"FAIL  workspace kb: root {kb} does not exist" in bad.stdout
+    assert "autodoc workspace remove kb" in bad.stdout
+    assert f"rm {env['AUTODOC_SOCKET']}" in bad.stdout
+    checks = json.loads(run(env, "doctor", "--json", check=False).stdout)
+    assert {c["name"] for c in checks if not c["ok"]} == {"workspace kb", "socket"}
+
+    missing = dict(env, AUTODOC_STORE=str(short_tmp / "none" / "x.db"))
+    out = run(missing, "doctor", check=False)
+    assert out.returncode == 1 and "FAIL  store: no store at" in out.stdout and "Traceback" not in out.stderr
+
+
+def test_doctor_asks_a_running_daemon(env):
+    d = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "serve", "--socket"], env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        sock = Path(env["AUTODOC_SOCKET"])
+        deadline = time.monotonic() + 30
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        out = run(env, "doctor")
+        assert f"ok    lease: held by pid {d.pid}" in out.stdout
+        assert f"ok    socket: {sock} answers" in out.stdout
+    finally:
+        d.terminate()
+        d.wait(timeout=30)

