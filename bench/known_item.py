@@ -222,7 +222,8 @@ def _hit_brief(h: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_corpus(store: Path, corpus: str, questions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def run_corpus(store: Path, corpus: str, questions: list[dict[str, Any]],
+               legs: dict[str, list[str]] | None = None) -> dict[str, dict[str, Any]]:
     """Every question of one corpus through Service.search, once per leg configuration."""
     from autodoc.config import Settings
     from autodoc.service import Service
@@ -232,7 +233,7 @@ def run_corpus(store: Path, corpus: str, questions: list[dict[str, Any]]) -> dic
     try:
         for q in questions:
             per: dict[str, Any] = {}
-            for leg, stages in LEGS.items():
+            for leg, stages in (legs or LEGS).items():
                 t0 = time.perf_counter()
                 try:
                     ans = svc.search(corpus, q["query"], {"limit": LIMIT, "stages": stages})
