@@ -257,6 +257,10 @@ def run_corpus(store: Path, corpus: str, questions: list[dict[str, Any]],
                     "error": err,
                     "top_docs": docs[:10],
                     "top_hits": [_hit_brief(h) for h in hits[:12]],
+                    # every hit, compactly: path, via, per-leg ranks (0-based; None = not found by that leg)
+                    "all_hits": [[h.get("path"), "+".join(h.get("via") or []),
+                                  (h.get("ranks") or {}).get("lexical"), (h.get("ranks") or {}).get("semantic")]
+                                 for h in hits],
                     "target_hit": next((_hit_brief(h) for h in hits if h["path"] in q["targets"]), None),
                 }
             out[q["id"]] = per
@@ -300,8 +304,28 @@ def summarise(questions: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) 
         r = {leg: runs[q["id"]][leg]["rank"] for leg in LEGS}
         single = min(r["lexical"] or inf, r["semantic"] or inf)
         if single < inf and (r["hybrid"] or inf) > single:
+            # what stands in front of the target in the hybrid answer: each document at its first hit,
+            # by which legs found that hit
+            above: Counter = Counter()
+            seen: set[str] = set()
+            target_via = None
+            for path, via, _lr, _sr in runs[q["id"]]["hybrid"]["all_hits"]:
+                if path in q["targets"]:
+                    target_via = via
+                    break
+                if path in seen:
+                    continue
+                seen.add(path)
+                above[via] += 1
             worse.append({"id": q["id"], "corpus": q["corpus"], "style": q["style"], "query": q["query"],
-                          "ranks": r})
+                          "ranks": r, "docs_above_target_by_via": dict(above), "target_hit_via": target_via})
+    # per question: the hybrid's rank against the better of the two legs' ranks
+    wlt = Counter()
+    for q in questions:
+        r = {leg: runs[q["id"]][leg]["rank"] or inf for leg in LEGS}
+        single = min(r["lexical"], r["semantic"])
+        wlt["better" if r["hybrid"] < single else "worse" if r["hybrid"] > single else
+            ("equal (both missing)" if single == inf else "equal")] += 1
     short = {leg: [q["id"] for q in questions if runs[q["id"]][leg]["distinct_docs"] < 10] for leg in LEGS}
     docs10 = {leg: round(sum(runs[q["id"]][leg]["docs_in_first_10_hits"] for q in questions) / len(questions), 2)
               for leg in LEGS}
@@ -331,7 +355,7 @@ def summarise(questions: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) 
             if any((i + 1) < rt for i, d in enumerate(docs) if d in mir):
                 above += 1
         mirrors[leg] = {"questions": n, "any_ja_zh_doc_in_top10": in_top10, "target_mirror_above_target": above}
-    return {"table": table, "best_single_leg": best, "bootstrap": boot, "hybrid_worse": worse,
+    return {"table": table, "best_single_leg": best, "hybrid_vs_better_leg_per_question": dict(wlt), "bootstrap": boot, "hybrid_worse": worse,
             "fewer_than_10_docs": short, "mean_docs_in_first_10_hits": docs10, "lexical_match": relaxed,
             "semantic_state": sem_state, "errors": errors, "p50_ms": p50, "mirrors": mirrors}
 
@@ -405,13 +429,21 @@ def render(doc: dict[str, Any]) -> str:
     L += ["", "## By corpus", ""] + _table(t, [f"corpus:{x}" for x in CORPORA])
 
     L += ["", "## Where the hybrid ranked the target worse than the better single leg", "",
+          f"Per question, the hybrid's rank against the better of the two legs' ranks: "
+          f"{s['hybrid_vs_better_leg_per_question']}.", "",
           f"{len(s['hybrid_worse'])} of {len(doc['questions'])} questions (ranks are distinct-document "
           f"ranks within {LIMIT} hits; — = not found).", "",
-          "| id | style | lexical | semantic | hybrid | query |", "|---|---|---:|---:|---:|---|"]
+          "Last two columns: how the target's first hybrid hit was found, and the documents in front of "
+          "it in the hybrid answer by which legs found their first hit (lexical / semantic / both).", "",
+          "| id | style | lexical | semantic | hybrid | query | target via | in front: lex / sem / both |",
+          "|---|---|---:|---:|---:|---|---|---|"]
     for w in s["hybrid_worse"]:
         r = w["ranks"]
+        a = w["docs_above_target_by_via"]
         L.append(f"| {w['id']} | {w['style']} | {r['lexical'] or '—'} | {r['semantic'] or '—'} | "
-                 f"{r['hybrid'] or '—'} | {w['query'][:90]}{'…' if len(w['query']) > 90 else ''} |")
+                 f"{r['hybrid'] or '—'} | {w['query'][:80]}{'…' if len(w['query']) > 80 else ''} | "
+                 f"{w['target_hit_via'] or 'not in the 30 hits'} | {a.get('lexical', 0)} / {a.get('semantic', 0)} / "
+                 f"{a.get('lexical+semantic', 0)} |")
     L += ["", "## What the answers said", ""]
     for leg in LEGS:
         L.append(f"- {leg}: lexical_match {s['lexical_match'][leg]}; semantic {s['semantic_state'][leg]}; "
