@@ -392,9 +392,14 @@ def render(doc: dict[str, Any]) -> str:
          f"sha256 `{doc['questions_digest']}`), see bench/known_items/README.md.",
          f"- Searches: in-process `Service.search(workspace, query, {{\"limit\": {LIMIT}, \"stages\": …}})` with "
          "stages `[\"lexical\"]`, `[\"semantic\"]`, `[\"lexical\", \"semantic\"]` (the default hybrid and "
-         "the workspace's default fusion, no ranker). A question is a hit at k when a target is among "
+         "the workspace's default fusion, "
+         f"`{json.dumps(doc['fusion'])}`, no ranker). A question is a hit at k when a target is among "
          "the first k DISTINCT documents of the answer (each document at its first hit); MRR is "
          f"1/rank among those documents, 0 when no target is in the {LIMIT} hits.",
+         *([f"- **Not run here**: {sum(doc['questions_not_run'].values())} questions of "
+            f"{', '.join(f'{c} ({n})' for c, n in doc['questions_not_run'].items())} — only "
+            f"{', '.join(doc['corpora_run'])} were run (`--only`); every figure below is over the "
+            f"{len(doc['questions'])} questions of those corpora."] if doc.get('questions_not_run') else []),
          f"- Time: build {doc['build_seconds']:.0f} s (cached stores are only brought up to date), "
          f"questions {doc['search_seconds']:.0f} s; total {doc['total_seconds']:.0f} s.", ""]
     L += ["## Stores", "", "| corpus | documents | chunks | embedding | store | first build: index s / embed s (chunks) |",
@@ -483,7 +488,9 @@ def main(argv: list[str] | None = None) -> int:
     cache = (args.cache or cache_root() / "known").expanduser().resolve()
     corpora = args.corpora.resolve()
     names = args.only or CORPORA
-    questions = [q for q in load_questions(args.questions) if q["corpus"] in names]
+    all_questions = load_questions(args.questions)
+    questions = [q for q in all_questions if q["corpus"] in names]
+    not_run = dict(Counter(q["corpus"] for q in all_questions if q["corpus"] not in names))
     bad = check_targets(questions, corpora)
     if bad:
         raise SystemExit(f"targets missing on disk: {bad}")
@@ -508,10 +515,13 @@ def main(argv: list[str] | None = None) -> int:
         "product": str(Path(autodoc.__file__).parent),
         "machine": machine,
         "limit": LIMIT,
+        "fusion": __import__("autodoc.config", fromlist=["WorkspaceConfig"]).WorkspaceConfig().fusion,
         "legs": LEGS,
         "questions_file": str(args.questions),
         "questions_digest": hashlib.sha256(args.questions.read_bytes()).hexdigest()[:16],
         "questions": questions,
+        "corpora_run": names,
+        "questions_not_run": not_run,
         "builds": builds,
         "build_seconds": t_built - t_start,
         "search_seconds": t_done - t_built,
