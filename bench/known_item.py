@@ -175,7 +175,8 @@ def build(corpora: Path, corpus: str, cache: Path) -> dict[str, Any]:
             svc.workspace_add(corpus, str(corpora / corpus), {"embedding": {"provider": "onnx"}})
         else:  # measure the product's current default fusion, as a new workspace would have it
             svc.workspace_configure(corpus, {"fusion": WorkspaceConfig().fusion})
-        full = cached and meta.get("ingest_digest") != ingest_digest
+        # re-chunk everything only when the chunker changed since the last completed build
+        full = cached and "ingest_digest" in meta and meta["ingest_digest"] != ingest_digest
         t0 = time.monotonic()
         idx = svc.index(corpus, full=full, progress=Progress(f"index {corpus}", 30))
         rep["index"] = {k: idx.get(k) for k in ("scanned", "added", "modified", "deleted", "unchanged", "chunks")}
