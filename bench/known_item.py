@@ -257,8 +257,12 @@ def run_corpus(store: Path, corpus: str, questions: list[dict[str, Any]],
                     "performed": (ans.get("stages") or {}).get("performed"),
                     "error": err,
                     "top_docs": docs[:10],
-                    "top_hits": [_hit_brief(h) for h in hits[:12]],
-                    # every hit, compactly: path, via, per-leg ranks (0-based; None = not found by that leg)
+                    # the first 10 hits, compactly: path, breadcrumb, via, lexical rank, semantic rank
+                    # (0-based; None = not found by that leg), bytes
+                    "first_hits": [[h.get("path"), h.get("breadcrumb"), "+".join(h.get("via") or []),
+                                    (h.get("ranks") or {}).get("lexical"), (h.get("ranks") or {}).get("semantic"),
+                                    (h.get("byte_end") or 0) - (h.get("byte_start") or 0)] for h in hits[:10]],
+                    # every hit: path, via, per-leg ranks (used by the summary; not written to the JSON)
                     "all_hits": [[h.get("path"), "+".join(h.get("via") or []),
                                   (h.get("ranks") or {}).get("lexical"), (h.get("ranks") or {}).get("semantic")]
                                  for h in hits],
@@ -471,6 +475,19 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(L) + "\n"
 
 
+def _dump(doc: dict[str, Any]) -> str:
+    """JSON with one line per question under "runs" and "questions" (the file stays diffable and small)."""
+    head = {k: v for k, v in doc.items() if k not in ("runs", "questions")}
+    text = json.dumps(head, indent=1, ensure_ascii=False)[:-2]
+    qs = ",\n  ".join(json.dumps(q, ensure_ascii=False) for q in doc["questions"])
+    def slim(per: dict[str, Any]) -> dict[str, Any]:
+        return {leg: {k: v for k, v in r.items() if k != "all_hits"} for leg, r in per.items()}
+
+    runs = ",\n  ".join(f"{json.dumps(k)}: {json.dumps(slim(v), ensure_ascii=False, separators=(',', ':'))}"
+                         for k, v in doc["runs"].items())
+    return f"{text},\n \"questions\": [\n  {qs}\n ],\n \"runs\": {{\n  {runs}\n }}\n}}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpora", type=Path,
@@ -535,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out == "-":
         print(md)
     else:
-        Path(args.out + ".json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        Path(args.out + ".json").write_text(_dump(doc))
         Path(args.out + ".md").write_text(md)
         log(f"wrote {args.out}.md and .json")
     return 0
