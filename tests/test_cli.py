@@ -23,6 +23,17 @@ def run(env, *args, check=True):
     return p
 
 
+def start_daemon(env) -> subprocess.Popen:
+    """`autodoc serve --socket`, once its socket is there."""
+    d = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "serve", "--socket"], env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    sock = Path(env["AUTODOC_SOCKET"])
+    deadline = time.monotonic() + 30
+    while not sock.exists() and time.monotonic() < deadline and d.poll() is None:
+        time.sleep(0.05)
+    return d
+
+
 @pytest.fixture()
 def env(short_tmp):
     e = dict(os.environ)
@@ -66,13 +77,9 @@ def test_call_prints_the_rpc_answer_and_fails_on_errors(env):
 
 
 def test_commands_go_to_a_running_daemon(env, short_tmp):
-    d = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "serve", "--socket"], env=env,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    d = start_daemon(env)
     try:
         sock = Path(env["AUTODOC_SOCKET"])
-        deadline = time.monotonic() + 30
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert sock.exists()
         info = json.loads(run(env, "--call", "server.info", "{}").stdout)
         assert info["pid"] == d.pid  # answered by the daemon, not in-process
@@ -139,13 +146,9 @@ def test_doctor_names_each_problem_and_its_fix(env, short_tmp):
 
 
 def test_doctor_asks_a_running_daemon(env):
-    d = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "serve", "--socket"], env=env,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    d = start_daemon(env)
     try:
         sock = Path(env["AUTODOC_SOCKET"])
-        deadline = time.monotonic() + 30
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
         out = run(env, "doctor")
         assert f"ok    lease: held by pid {d.pid}" in out.stdout
         assert f"ok    socket: {sock} answers" in out.stdout
