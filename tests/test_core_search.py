@@ -279,3 +279,15 @@ def test_the_store_its_wal_and_its_lease_are_the_owners_alone(svc):
     for f in (store, store.with_name(store.name + "-wal"), store.with_name(store.name + ".lease")):
         assert f.exists(), f
         assert stat.S_IMODE(f.stat().st_mode) & 0o077 == 0, (f, oct(f.stat().st_mode))
+
+
+def test_the_whole_machine_or_home_is_not_a_workspace_unless_forced(svc):
+    home = str(Path.home())
+    for root in ("/", home):
+        with pytest.raises(InvalidParams) as e:
+            invoke(svc, "workspace.add", ["w", root])
+        assert e.value.field == "root" and "force" in e.value.message
+    added = invoke(svc, "workspace.add", {"name": "w", "root": home, "config": {"embedding": {"provider": "none"}},
+                                          "force": True})
+    assert added["root"] == str(Path(home).resolve())  # added, not indexed: nothing is read until workspace.index
+    svc.workspace_remove("w")

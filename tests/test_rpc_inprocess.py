@@ -82,7 +82,7 @@ class FakeService:
                 "pid": 1, "writable": True, "stages": {"lexical": True, "semantic": False, "rerank": False},
                 "models": {"embedding": None, "ranker": []}, "workspaces": sorted(self.workspaces)}
 
-    def workspace_add(self, name: str, root: str, config: dict | None = None) -> dict:
+    def workspace_add(self, name: str, root: str, config: dict | None = None, force: bool = False) -> dict:
         with self.lock:
             if name in self.workspaces:
                 raise WorkspaceExists(f"a workspace named {name!r} exists", {"workspace": name})

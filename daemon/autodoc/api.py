@@ -49,7 +49,8 @@ def _search(s: "Service", p: dict, *, cancel: threading.Event | None = None) -> 
 TABLE = (
     Method("server.info", lambda s, p: s.info()),
     Method("server.shutdown", None),
-    Method("workspace.add", lambda s, p: s.workspace_add(p["name"], p["root"], p.get("config")), write=True),
+    Method("workspace.add", lambda s, p: s.workspace_add(p["name"], p["root"], p.get("config"), p.get("force", False)),
+           write=True),
     Method("workspace.remove", lambda s, p: s.workspace_remove(p["name"]), write=True),
     Method("workspace.list", lambda s, p: s.workspace_list()),
     Method("workspace.configure", lambda s, p: s.workspace_configure(p["workspace"], p["options"]), write=True),

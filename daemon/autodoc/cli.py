@@ -109,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("path")
     a.add_argument("--config", help="workspace options as JSON")
     a.add_argument("--if-missing", action="store_true", help="do nothing when the workspace exists")
+    a.add_argument("--force", action="store_true", help="accept / or the home folder itself as the root")
     wsub.add_parser("list")
     r = wsub.add_parser("remove")
     r.add_argument("name")
@@ -212,7 +213,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                 if args.name in names:
                     print(f"workspace {args.name} exists")
                     return EXIT_OK
-            ws = call(settings, "workspace.add", {"name": args.name, "root": str(Path(args.path).resolve()), "config": config})
+            ws = call(settings, "workspace.add", {"name": args.name, "root": str(Path(args.path).resolve()), "config": config,
+                                                "force": args.force})
             print(f"added workspace {ws['name']} → {ws['root']}")
         elif args.wcmd == "list":
             for ws in call(settings, "workspace.list", {})["workspaces"]:

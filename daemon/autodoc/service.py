@@ -136,7 +136,8 @@ class Service:
         return {"name": ws.name, "root": ws.root, "config": _config(ws).to_json(),
                 "documents": counts.documents, "chunks": counts.chunks, "created": ws.created}
 
-    def workspace_add(self, name: str, root: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    def workspace_add(self, name: str, root: str, config: dict[str, Any] | None = None,
+                      force: bool = False) -> dict[str, Any]:
         try:
             path = Path(root).expanduser().resolve()
             is_dir = path.is_dir()
@@ -144,6 +145,9 @@ class Service:
             raise InvalidParams("root", f"{root} cannot be used as a folder: {e}") from None
         if not is_dir:
             raise InvalidParams("root", f"{root} is not a folder")
+        if not force and path in (Path("/"), Path.home().resolve()):
+            raise InvalidParams("root", f"{path} would index every Markdown file under it: name a folder of notes, "
+                                        "or pass force to mean it")
         cfg = WorkspaceConfig().merged(config or {}, prefix="config")
         with self.store.write() as db:
             ws = wsrows.add_workspace(db, name, str(path), cfg.to_json())
