@@ -68,11 +68,22 @@ def bind(method: str, params: Any) -> tuple[Method, dict[str, Any]]:
     return m, bind_params(method, params)
 
 
-def invoke(service: "Service", method: str, params: Any, **run: Any) -> Any:
-    """Bind, check and call one method on a service in this process."""
-    m, bound = bind(method, params)
+Progress = Callable[[int, int, str], None]
+
+
+def run_bound(service: "Service", m: Method, bound: dict[str, Any], *, progress: Progress | None = None,
+              embed: bool = False) -> Any:
+    """Call one method, params already bound, on a service in this process; an index run
+    takes `progress` and, with `embed`, embeds what it indexed before answering."""
     assert m.call is not None
-    return m.call(service, bound, **run)
+    if m.progress:
+        return m.call(service, bound, progress=progress, embed=embed)
+    return m.call(service, bound)
+
+
+def invoke(service: "Service", method: str, params: Any) -> Any:
+    """Bind, check and call one method on a service in this process."""
+    return run_bound(service, *bind(method, params))
 
 
 class Local:
@@ -87,16 +98,8 @@ class Local:
     def writable(self) -> bool:
         return self.service.writable
 
-    def call(self, method: str, params: Any, *, progress: Callable[[int, int, str], None] | None = None,
-             embed: bool = False) -> Any:
-        return self.call_bound(*bind(method, params), progress=progress, embed=embed)
-
-    def call_bound(self, m: Method, bound: dict[str, Any], *,
-                   progress: Callable[[int, int, str], None] | None = None, embed: bool = False) -> Any:
-        assert m.call is not None
-        if m.progress:
-            return m.call(self.service, bound, progress=progress, embed=embed)
-        return m.call(self.service, bound)
+    def call(self, method: str, params: Any, *, progress: Progress | None = None, embed: bool = False) -> Any:
+        return run_bound(self.service, *bind(method, params), progress=progress, embed=embed)
 
     def close(self) -> None:
         self.service.close()
@@ -129,7 +132,7 @@ def call(settings: Settings, method: str, params: Any, *, progress: bool = False
     local = Local(settings, writer=m.write)
     bar = ProgressBar() if progress and m.progress else None
     try:
-        return local.call_bound(m, bound, progress=bar, embed=True)
+        return run_bound(local.service, m, bound, progress=bar, embed=True)
     finally:
         if bar:
             bar.close()

@@ -110,11 +110,8 @@ async def serve_daemon(
         async with anyio.create_task_group() as tg:
             try:
                 await tg.start(partial(server.run, stdio=stdio, socket_path=socket_path, stdio_fds=stdio_fds))
-            except Exception as exc:  # the transports could not start (possibly inside a task group)
-                why = _startup_error(exc)
-                if why is None:
-                    raise
-                print(f"autodoc: error: {why}", file=sys.stderr)
+            except (SocketInUse, SocketPathError, OSError) as exc:
+                print(f"autodoc: error: {exc}", file=sys.stderr)
                 return EXIT_FAILED
             log.info("serving (pid %d, store %s%s%s)", os.getpid(), settings.store,
                      f", socket {socket_path}" if socket_path else "", ", stdio" if stdio else "")
@@ -134,8 +131,7 @@ async def serve_daemon(
                 # a worker thread still waiting would hold the process open.
                 live.stop()
                 aux.cancel_scope.cancel()
-                service.embed_queue.stopping.set()
-                service.embed_queue.wake.set()
+                service.embed_queue.request_stop()
             log.debug("background tasks stopped")
         log.debug("transports closed")
         return EXIT_OK
@@ -143,18 +139,6 @@ async def serve_daemon(
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(service.close)
         log.info("stopped")
-
-
-def _startup_error(exc: BaseException) -> BaseException | None:
-    """The socket or OS error that stopped the transports, however deep in task groups."""
-    if isinstance(exc, (SocketInUse, SocketPathError, OSError)):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for sub in exc.exceptions:
-            found = _startup_error(sub)
-            if found is not None:
-                return found
-    return None
 
 
 def _open_service(settings: Settings, holder: dict[str, Any]) -> Service:

@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from ..embed.factory import validate_config as validate_embedding
 from ..errors import InvalidParams
-from ..rerank.factory import validate_config as validate_ranker
 from .defaults import MAX_FILE_BYTES, RRF_K, RRF_WEIGHTS, SECTION_TOKENS
 
 
@@ -46,6 +44,11 @@ class WorkspaceConfig:
         """These options over this configuration. Their types and ranges were checked by the
         method's JSON Schema (workspaceOptions); what a schema cannot check is checked here,
         once, when the options are set: that a provider can be built from them."""
+        # deferred: the provider factories import numpy and httpx, which a CLI command that
+        # never configures a workspace (--version, search through a daemon) need not load
+        from ..embed.factory import validate_config as validate_embedding
+        from ..rerank.factory import validate_config as validate_ranker
+
         changes = dict(options)
         if "embedding" in changes:
             validate_embedding(changes["embedding"], f"{prefix}.embedding")

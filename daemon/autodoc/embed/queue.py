@@ -227,9 +227,13 @@ class EmbedQueue:
         with self.store.read() as db:
             return workspace_names(db)
 
-    def stop(self) -> None:
-        """End `work` loops and wait for a step in progress (at most one batch)."""
+    def request_stop(self) -> None:
+        """Tell `work` loops to end after their current step (does not wait)."""
         self.stopping.set()
         self.wake.set()
+
+    def stop(self) -> None:
+        """End `work` loops and wait for a step in progress (at most one batch)."""
+        self.request_stop()
         with self._stepping:
             pass
