@@ -381,7 +381,7 @@ def _resolve(schema: dict, base: str) -> tuple[dict, str]:
     if not ref:
         return schema, base
     doc_name, _, pointer = ref.partition("#")
-    doc_name = doc_name or base
+    doc_name = (doc_name or base).removeprefix(schemas.BASE_URI)  # absolute and relative refs alike
     _, docs = schemas._registry()
     target: Any = docs[doc_name]
     for part in [p for p in pointer.split("/") if p]:
