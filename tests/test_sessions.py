@@ -130,6 +130,26 @@ def test_appending_is_idempotent_per_event_id(svc):
     assert hits(svc, "gronk") == []
 
 
+def test_appending_one_event_at_a_time_gives_the_chunks_of_appending_all_at_once(svc):
+    long = "## Cause\n\n" + "The lease outlived its writer. " * 80 + "\n\n## Fix\n\nDelete it."
+    events = [e for e in EVENTS if e["kind"] in ("message", "response")] + [
+        {"id": "l1", "kind": "response", "text": long}, {"id": "l2", "kind": "message", "text": "ok, thanks"}]
+    append(svc, events, session_id="whole", title="T")
+    for e in events:
+        append(svc, [e], session_id="steps", title="T")
+
+    def chunks(sid):
+        doc = call(svc, "document.read", ["kb", f".session/{sid}"])["text"]
+        with svc.store.read() as db:  # every chunk, not a search's top few per document
+            rows = db.execute("SELECT c.ordinal, c.breadcrumb, c.text, c.byte_start, c.byte_end, c.line_start, "
+                              "c.line_end, c.text_hash, c.tokens FROM chunks c JOIN documents d ON d.id = c.document_id "
+                              "WHERE d.path = ? ORDER BY c.ordinal", (f".session/{sid}",)).fetchall()
+        return doc, rows
+
+    whole, steps = chunks("whole"), chunks("steps")
+    assert whole == steps and len(whole[1]) >= 5
+
+
 def test_remove_takes_the_session_out(svc):
     append(svc, EVENTS)
     out = call(svc, "session.remove", ["kb", "s-1"])

@@ -16,11 +16,14 @@ Runs on: the thread that calls it, inside one write transaction (the daemon's si
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from ..config import WorkspaceConfig
 from ..errors import DocumentNotFound
-from ..ingest.session import Event, classify, clean_text, derive_title, one_line, render, time_text
+from ..ingest.session import (Event, EventSpan, classify, clean_text, derive_title, one_line, relative_chunks, render,
+                              time_text)
+from ..ingest.types import Chunk
 from ..store import Store
 from ..store import changes as changelog
 from ..store import documents as stored
@@ -42,6 +45,8 @@ class SessionIndex:
         """Index a session's conversation events (module docstring); the answer counts what happened."""
         cfg = WorkspaceConfig.from_json(ws.config)
         count = self._token_counter(ws)
+        # what chunk boundaries depend on besides the event: stored chunks cut under other settings are cut again
+        chunking = json.dumps([cfg.section_tokens, cfg.embedding], sort_keys=True, default=str)
         skipped: dict[str, int] = {}
         incoming: list[tuple[str, Event | None]] = []  # (id, the event, or None: not conversation)
         for e in events:
@@ -59,11 +64,16 @@ class SessionIndex:
             current = stored_sessions.document_of(db, ws.id, session_id)
             kept: dict[str, Event] = {}
             old_title = None
+            reuse = None
             if current is not None:
                 doc_id, old_title, content = current
+                spans = []
                 for s in stored_sessions.events_of(db, doc_id):
                     kept[s.event_id] = Event(s.event_id, s.kind, content[s.byte_start:s.byte_end].decode("utf-8"),
                                              s.time)
+                    spans.append(EventSpan(s.event_id, s.kind, s.time, s.byte_start, s.byte_end, s.line_start,
+                                           s.line_end, s.chunk_key))
+                reuse = relative_chunks(spans, [Chunk(*row) for row in stored_sessions.chunks_of(db, doc_id)])
             for eid, ev in incoming:
                 before = kept.get(eid)
                 if ev is None:
@@ -83,13 +93,14 @@ class SessionIndex:
             if not ordered:
                 change = stored.delete_document(db, ws, path) if current is not None else None
             else:
-                r = render(name, ordered, section_tokens=cfg.section_tokens, count_tokens=count)
+                r = render(name, ordered, section_tokens=cfg.section_tokens, count_tokens=count, chunking=chunking,
+                           reuse=reuse)
                 change = stored.write_document(db, ws, path, data=r.data, doc=r.doc, chunks=r.chunks, mtime_ns=0)
                 if change is not None:
                     doc_id = stored_sessions.document_of(db, ws.id, session_id)[0]
                     stored_sessions.write_events(db, doc_id, [
                         stored_sessions.StoredEvent(s.id, i, s.kind, s.time, s.byte_start, s.byte_end, s.line_start,
-                                                    s.line_end) for i, s in enumerate(r.spans)])
+                                                    s.line_end, s.chunk_key) for i, s in enumerate(r.spans)])
             if change is not None:
                 changelog.trim(db)
             answer = self._answer(db, ws, session_id, path)

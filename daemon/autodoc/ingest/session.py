@@ -29,6 +29,7 @@ Runs on: any thread (pure: no I/O, no shared state).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable
@@ -60,6 +61,11 @@ class EventSpan:
     byte_end: int
     line_start: int  # 1-based, inclusive
     line_end: int
+    chunk_key: str = ""
+
+
+# event id → (the chunk key they were cut with, its chunks with spans relative to the event's text)
+Reuse = dict[str, tuple[str, list[Chunk]]]
 
 
 @dataclass
@@ -121,9 +127,38 @@ def _heading(e: Event) -> str:
     return "## " + " · ".join(p.replace("\n", " ") for p in parts)
 
 
+def chunk_key(title: str, e: Event, chunking: str) -> str:
+    """What an event's chunks depend on: the title (their breadcrumb), its kind and text, and the
+    chunking settings (`chunking`: the section budget and the token counter's identity)."""
+    h = hashlib.sha256()
+    for part in (chunking, title, e.kind, e.text):
+        h.update(part.encode("utf-8", "surrogatepass") + b"\0")
+    return h.hexdigest()[:32]
+
+
+def relative_chunks(spans: list[EventSpan], chunks: list[Chunk]) -> Reuse:
+    """Stored chunks regrouped by event, their spans made relative to the event's text (for `render`'s reuse)."""
+    out: Reuse = {}
+    i = 0
+    for sp in sorted(spans, key=lambda x: x.byte_start):
+        mine: list[Chunk] = []
+        while i < len(chunks) and chunks[i].byte_start < sp.byte_end:
+            c = chunks[i]
+            if c.byte_start >= sp.byte_start:
+                mine.append(replace(c, byte_start=c.byte_start - sp.byte_start, byte_end=c.byte_end - sp.byte_start,
+                                    line_start=c.line_start - sp.line_start + 1,
+                                    line_end=c.line_end - sp.line_start + 1))
+            i += 1
+        out[sp.id] = (sp.chunk_key, mine)
+    return out
+
+
 def render(title: str, events: list[Event], *, section_tokens: int,
-           count_tokens: Callable[[str], int] | None = None) -> Rendered:
-    """The session's document, its chunks and its events' spans (module docstring)."""
+           count_tokens: Callable[[str], int] | None = None, chunking: str = "",
+           reuse: Reuse | None = None) -> Rendered:
+    """The session's document, its chunks and its events' spans (module docstring). An event whose
+    chunk key is the one `reuse` holds for its id keeps those chunks instead of being cut again:
+    appending to a long session re-cuts only what changed."""
     out: list[str] = [f"# {title}\n"]
     nbytes = len(out[0].encode("utf-8"))
     nlines = 1
@@ -138,8 +173,11 @@ def render(title: str, events: list[Event], *, section_tokens: int,
         raw = text.encode("utf-8")
         first_line = nlines + 1
         last_line = first_line + text.count("\n")
-        spans.append(EventSpan(e.id, e.kind, e.time, nbytes, nbytes + len(raw), first_line, last_line))
-        for c in _event_chunks(title, e, section_tokens, count_tokens):
+        key = chunk_key(title, e, chunking)
+        spans.append(EventSpan(e.id, e.kind, e.time, nbytes, nbytes + len(raw), first_line, last_line, key))
+        stored = (reuse or {}).get(e.id)
+        mine = stored[1] if stored and stored[0] == key else _event_chunks(title, e, section_tokens, count_tokens)
+        for c in mine:
             chunks.append(replace(c, ordinal=len(chunks), byte_start=c.byte_start + nbytes,
                                   byte_end=c.byte_end + nbytes, line_start=c.line_start + first_line - 1,
                                   line_end=c.line_end + first_line - 1))

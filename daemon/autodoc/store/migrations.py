@@ -163,7 +163,8 @@ def _m004_session_events(db: apsw.Connection) -> None:
     """Sessions (session.append): a session is a document at the reserved path
     `.session/<id>` (a hidden path, which the scanner never yields), its text
     the conversation rendered as Markdown; this table says which byte span of
-    it each event's text is, so a hit's chunk names its event."""
+    it each event's text is, so a hit's chunk names its event, and what its
+    chunks were cut from (chunk_key), so an append re-cuts only the events it changed."""
     db.execute(
         """
         CREATE TABLE session_events(
@@ -176,6 +177,7 @@ def _m004_session_events(db: apsw.Connection) -> None:
             byte_end INTEGER NOT NULL,
             line_start INTEGER NOT NULL,
             line_end INTEGER NOT NULL,
+            chunk_key TEXT NOT NULL,
             PRIMARY KEY(document_id, event_id)
         ) WITHOUT ROWID;
         CREATE INDEX session_events_by_span ON session_events(document_id, byte_start);

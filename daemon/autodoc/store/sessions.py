@@ -46,6 +46,7 @@ class StoredEvent:
     byte_end: int
     line_start: int
     line_end: int
+    chunk_key: str  # what the event's chunks were cut from (ingest/session.py chunk_key)
 
 
 def document_of(db: apsw.Connection, ws_id: int, session_id: str) -> tuple[int, str, bytes] | None:
@@ -57,7 +58,7 @@ def document_of(db: apsw.Connection, ws_id: int, session_id: str) -> tuple[int, 
 
 def events_of(db: apsw.Connection, doc_id: int) -> list[StoredEvent]:
     return [StoredEvent(*r) for r in db.execute(
-        "SELECT event_id, ordinal, kind, time, byte_start, byte_end, line_start, line_end FROM session_events "
+        "SELECT event_id, ordinal, kind, time, byte_start, byte_end, line_start, line_end, chunk_key FROM session_events "
         "WHERE document_id=? ORDER BY ordinal", (doc_id,))]
 
 
@@ -66,9 +67,17 @@ def write_events(db: apsw.Connection, doc_id: int, events: list[StoredEvent]) ->
     db.execute("DELETE FROM session_events WHERE document_id=?", (doc_id,))
     db.executemany(
         "INSERT INTO session_events(document_id, event_id, ordinal, kind, time, byte_start, byte_end, line_start, "
-        "line_end) VALUES (?,?,?,?,?,?,?,?,?)",
-        [(doc_id, e.event_id, e.ordinal, e.kind, e.time, e.byte_start, e.byte_end, e.line_start, e.line_end)
-         for e in events])
+        "line_end, chunk_key) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        [(doc_id, e.event_id, e.ordinal, e.kind, e.time, e.byte_start, e.byte_end, e.line_start, e.line_end,
+          e.chunk_key) for e in events])
+
+
+def chunks_of(db: apsw.Connection, doc_id: int) -> list[tuple]:
+    """(ordinal, kind, breadcrumb, text, byte_start, byte_end, line_start, line_end, text_hash, tokens)
+    of a session's chunks, in order."""
+    return db.execute(
+        "SELECT ordinal, kind, breadcrumb, text, byte_start, byte_end, line_start, line_end, text_hash, tokens "
+        "FROM chunks WHERE document_id=? ORDER BY ordinal", (doc_id,)).fetchall()
 
 
 def document_counts(db: apsw.Connection, doc_id: int) -> tuple[int, int, int]:
