@@ -317,3 +317,65 @@ def test_session_import_and_remove_from_the_command_line(tmp_path, kb):
     assert "removed session 0b5c-77" in run("session", "remove", "kb", "0b5c-77").stdout
     missing = run("session", "remove", "kb", "0b5c-77", check=False)
     assert missing.returncode == 2 and "-32003" in missing.stderr
+
+
+# -- the daemon ---------------------------------------------------------------------------------
+
+
+async def test_the_daemon_pushes_session_changes_embeds_them_and_its_watcher_keeps_them(short_tmp, kb):
+    """A real `autodoc serve --socket` checking its own answers against the schemas: a session
+    append is pushed to subscribers, embedded by the daemon's queue (the packaged MiniLM) and
+    found by meaning; a hidden `.session/` folder appearing under the watched root changes nothing."""
+    import anyio
+
+    from autodoc.rpc.transport import socket_answers
+    from autodoc_client import Client
+
+    sock = short_tmp / "d.sock"
+    env = {**os.environ, "AUTODOC_CHECK_RESULTS": "1", "AUTODOC_LOG": "INFO"}
+    log = open(short_tmp / "daemon.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "--store", str(short_tmp / "a.db"), "serve",
+                             "--socket", str(sock)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=log, env=env)
+    try:
+        with anyio.fail_after(30):
+            while not (sock.exists() and socket_answers(sock)):
+                assert proc.poll() is None, (short_tmp / "daemon.log").read_text()
+                await anyio.sleep(0.02)
+        async with await Client.connect_socket(sock) as c:
+            await c.call("workspace.add", ["kb", str(kb)])
+            await c.call("workspace.index", ["kb"])
+            with anyio.fail_after(90):
+                while (await c.call("workspace.status", ["kb"]))["embedding"]["state"] != "ready":
+                    await anyio.sleep(0.1)
+            await c.call("changes.subscribe", ["kb"])
+            out = await c.call("session.append", {"workspace": "kb", "session_id": "live", "events": EVENTS})
+            assert result_errors("session.append", out) == [] and out["op"] == "add"
+            note = await c.next_notification("changes.changed", timeout=30)
+            assert [(ch["path"], ch["op"], ch["session_id"]) for ch in note.params["changes"]] == [
+                (".session/live", "add", "live")]
+            with anyio.fail_after(90):
+                while (await c.call("workspace.status", ["kb"]))["embedding"]["pending"]:
+                    await anyio.sleep(0.1)
+            answer = await c.call("search.query", ["kb", "items removed from memory too soon",
+                                                   {"stages": ["semantic"], "scope": "sessions"}])
+            assert answer["hits"] and answer["hits"][0]["origin"]["session_id"] == "live"
+
+            (kb / ".session").mkdir()
+            (kb / ".session" / "live").write_text("# Impostor\n")
+            (kb / ".session" / "live").unlink()
+            (kb / "notes" / "after.md").write_text("# After\n\nwritten after the hidden folder\n")
+            note = await c.next_notification("changes.changed", timeout=30)
+            assert [ch["path"] for ch in note.params["changes"]] == ["notes/after.md"]
+            status = await c.call("workspace.status", ["kb"])
+            assert status["sessions"] == {"sessions": 1, "events": 2, "chunks": 2}
+            removed = await c.call("session.remove", ["kb", "live"])
+            assert result_errors("session.remove", removed) == []
+            note = await c.next_notification("changes.changed", timeout=30)
+            assert [(ch["path"], ch["op"]) for ch in note.params["changes"]] == [(".session/live", "delete")]
+            await c.call("server.shutdown")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
