@@ -106,6 +106,17 @@ def test_a_long_event_is_cut_at_its_own_sections(svc):
     assert back["text"].rstrip("\n") == "## Fix\n\nDelete the florbit lease file once the holder pid is gone."
 
 
+def test_a_new_section_budget_recuts_sessions_too(svc):
+    long = "\n\n".join(f"Paragraph {i} says the lease outlived its writer and the store waited." for i in range(40))
+    before = append(svc, [{"id": "r", "kind": "response", "text": long}])["chunks"]
+    call(svc, "workspace.section_size", ["kb", 64])
+    after = call(svc, "workspace.status", ["kb"])["sessions"]["chunks"]
+    assert after > before
+    h = hits(svc, "Paragraph 39", scope="sessions")[0]
+    back = call(svc, "document.read", ["kb", h["path"], {"byte_start": h["byte_start"], "byte_end": h["byte_end"]}])
+    assert "Paragraph 39" in back["text"] and back["text"] in long
+
+
 def test_appending_is_idempotent_per_event_id(svc):
     first = append(svc, EVENTS)
     ids = sorted(h["chunk_id"] for h in hits(svc, "zorblatt", scope="sessions"))

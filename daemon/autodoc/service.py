@@ -179,6 +179,7 @@ class Service:
             if new.section_tokens != old.section_tokens or new.abstract_chunk != old.abstract_chunk:
                 # chunk boundaries depend on these: re-chunk (unchanged chunks keep their rows)
                 self.index(ws.name, full=True)
+                self.sessions.rechunk(self._ws(ws.name))
             with self.store.read() as db:
                 return self._ws_json(db, wsrows.get_workspace(db, ws.name))
 

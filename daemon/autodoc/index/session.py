@@ -65,10 +65,12 @@ class SessionIndex:
             kept: dict[str, Event] = {}
             old_title = None
             reuse = None
+            stored_events: list[stored_sessions.StoredEvent] = []
             if current is not None:
                 doc_id, old_title, content = current
                 spans = []
-                for s in stored_sessions.events_of(db, doc_id):
+                stored_events = stored_sessions.events_of(db, doc_id)
+                for s in stored_events:
                     kept[s.event_id] = Event(s.event_id, s.kind, content[s.byte_start:s.byte_end].decode("utf-8"),
                                              s.time)
                     spans.append(EventSpan(s.event_id, s.kind, s.time, s.byte_start, s.byte_end, s.line_start,
@@ -95,8 +97,12 @@ class SessionIndex:
             else:
                 r = render(name, ordered, section_tokens=cfg.section_tokens, count_tokens=count, chunking=chunking,
                            reuse=reuse)
-                change = stored.write_document(db, ws, path, data=r.data, doc=r.doc, chunks=r.chunks, mtime_ns=0)
-                if change is not None:
+                # force: the same text may be cut anew (a new section budget); write_document
+                # still writes nothing when the chunks come out the same
+                change = stored.write_document(db, ws, path, data=r.data, doc=r.doc, chunks=r.chunks, mtime_ns=0,
+                                               force=True)
+                keys = [s.chunk_key for s in r.spans]
+                if change is not None or keys != [s.chunk_key for s in stored_events]:
                     doc_id = stored_sessions.document_of(db, ws.id, session_id)[0]
                     stored_sessions.write_events(db, doc_id, [
                         stored_sessions.StoredEvent(s.id, i, s.kind, s.time, s.byte_start, s.byte_end, s.line_start,
@@ -110,6 +116,13 @@ class SessionIndex:
         return {**answer, "appended": len(events), "indexed": indexed, "new": new, "replaced": replaced,
                 "unchanged": unchanged, "removed": removed, "skipped": skipped,
                 "op": None if change is None else change["op"], "change_cursor": None if change is None else change["cursor"]}
+
+    def rechunk(self, ws: Workspace) -> int:
+        """Cut every session of the workspace again, after its section budget changed (events whose
+        chunks come out the same keep their rows and vectors); how many sessions changed."""
+        with self.store.locked() as db:
+            ids = stored_sessions.session_ids(db, ws.id)
+        return sum(1 for sid in ids if self.append(ws, sid, [])["op"] is not None)
 
     def remove(self, ws: Workspace, session_id: str) -> dict[str, Any]:
         """Delete a session: its document, chunks, vectors' claims and event spans."""

@@ -49,6 +49,11 @@ class StoredEvent:
     chunk_key: str  # what the event's chunks were cut from (ingest/session.py chunk_key)
 
 
+def session_ids(db: apsw.Connection, ws_id: int) -> list[str]:
+    return [session_id_of(p) for (p,) in db.execute(
+        f"SELECT path FROM documents WHERE workspace_id=? AND {SESSION_RANGE} ORDER BY path", (ws_id,))]
+
+
 def document_of(db: apsw.Connection, ws_id: int, session_id: str) -> tuple[int, str, bytes] | None:
     """(document id, title, rendered content) of a session, or None."""
     row = db.execute("SELECT id, title, content FROM documents WHERE workspace_id=? AND path=?",
