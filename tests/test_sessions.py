@@ -153,8 +153,9 @@ def test_appending_one_event_at_a_time_gives_the_chunks_of_appending_all_at_once
         doc = call(svc, "document.read", ["kb", f".session/{sid}"])["text"]
         with svc.store.read() as db:  # every chunk, not a search's top few per document
             rows = db.execute("SELECT c.ordinal, c.breadcrumb, c.text, c.byte_start, c.byte_end, c.line_start, "
-                              "c.line_end, c.text_hash, c.tokens FROM chunks c JOIN documents d ON d.id = c.document_id "
-                              "WHERE d.path = ? ORDER BY c.ordinal", (f".session/{sid}",)).fetchall()
+                              "c.line_end, c.text_hash, c.tokens FROM chunks c "
+                              "JOIN documents d ON d.id = c.document_id WHERE d.path = ? ORDER BY c.ordinal",
+                              (f".session/{sid}",)).fetchall()
         return doc, rows
 
     whole, steps = chunks("whole"), chunks("steps")

@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 from ..config import WorkspaceConfig
 from ..errors import DocumentNotFound
-from ..ingest.session import (Event, EventSpan, classify, clean_text, derive_title, one_line, relative_chunks, render,
-                              time_text)
+from ..ingest.session import (Event, EventSpan, Reuse, classify, clean_text, derive_title, one_line, relative_chunks,
+                              render, time_text)
 from ..ingest.types import Chunk
 from ..store import Store
 from ..store import changes as changelog
@@ -57,38 +57,26 @@ class SessionIndex:
             else:
                 incoming.append((e["id"], Event(e["id"], e["kind"], clean_text(e["text"]), time_text(e.get("time")))))
         path = stored_sessions.session_path(session_id)
-        new = replaced = unchanged = removed = 0
+        counted = {"new": 0, "replaced": 0, "unchanged": 0, "removed": 0}
         change: dict | None = None
         doc_id: int | None = None
         with self.store.write() as db:
             current = stored_sessions.document_of(db, ws.id, session_id)
             kept: dict[str, Event] = {}
-            old_title = None
-            reuse = None
+            old_title = reuse = None
             stored_events: list[stored_sessions.StoredEvent] = []
             if current is not None:
                 doc_id, old_title, content = current
-                spans = []
                 stored_events = stored_sessions.events_of(db, doc_id)
-                for s in stored_events:
-                    kept[s.event_id] = Event(s.event_id, s.kind, content[s.byte_start:s.byte_end].decode("utf-8"),
-                                             s.time)
-                    spans.append(EventSpan(s.event_id, s.kind, s.time, s.byte_start, s.byte_end, s.line_start,
-                                           s.line_end, s.chunk_key))
-                reuse = relative_chunks(spans, [Chunk(*row) for row in stored_sessions.chunks_of(db, doc_id)])
+                kept, reuse = _stored(db, doc_id, content, stored_events)
             for eid, ev in incoming:
                 before = kept.get(eid)
                 if ev is None:
                     if before is not None:  # replaced by something that is not conversation: it leaves the index
                         del kept[eid]
-                        removed += 1
+                        counted["removed"] += 1
                     continue
-                if before is None:
-                    new += 1
-                elif before == ev:
-                    unchanged += 1
-                else:
-                    replaced += 1
+                counted["new" if before is None else "unchanged" if before == ev else "replaced"] += 1
                 kept[eid] = ev
             ordered = list(kept.values())
             name = one_line(title) if title and title.strip() else (old_title or derive_title(ordered, session_id))
@@ -113,9 +101,9 @@ class SessionIndex:
         if change is not None and doc_id is not None:
             self._written(ws, [change], [doc_id])
         indexed = sum(1 for _, ev in incoming if ev is not None)
-        return {**answer, "appended": len(events), "indexed": indexed, "new": new, "replaced": replaced,
-                "unchanged": unchanged, "removed": removed, "skipped": skipped,
-                "op": None if change is None else change["op"], "change_cursor": None if change is None else change["cursor"]}
+        return {**answer, "appended": len(events), "indexed": indexed, **counted, "skipped": skipped,
+                "op": None if change is None else change["op"],
+                "change_cursor": None if change is None else change["cursor"]}
 
     def rechunk(self, ws: Workspace) -> int:
         """Cut every session of the workspace again, after its section budget changed (events whose
@@ -152,3 +140,16 @@ class SessionIndex:
         n_events, n_chunks, gen = stored_sessions.document_counts(db, doc_id)
         return {"workspace": ws.name, "session_id": session_id, "path": path, "title": title, "events": n_events,
                 "chunks": n_chunks, "generation": gen}
+
+
+def _stored(db, doc_id: int, content: bytes,
+            events: list[stored_sessions.StoredEvent]) -> tuple[dict[str, Event], Reuse]:
+    """A stored session read back: its events (their text sliced from the document) by id, in
+    order, and their chunks regrouped by event for render to reuse."""
+    kept: dict[str, Event] = {}
+    spans: list[EventSpan] = []
+    for s in events:
+        kept[s.event_id] = Event(s.event_id, s.kind, content[s.byte_start:s.byte_end].decode("utf-8"), s.time)
+        spans.append(EventSpan(s.event_id, s.kind, s.time, s.byte_start, s.byte_end, s.line_start, s.line_end,
+                               s.chunk_key))
+    return kept, relative_chunks(spans, [Chunk(*row) for row in stored_sessions.chunks_of(db, doc_id)])

@@ -63,8 +63,8 @@ def document_of(db: apsw.Connection, ws_id: int, session_id: str) -> tuple[int, 
 
 def events_of(db: apsw.Connection, doc_id: int) -> list[StoredEvent]:
     return [StoredEvent(*r) for r in db.execute(
-        "SELECT event_id, ordinal, kind, time, byte_start, byte_end, line_start, line_end, chunk_key FROM session_events "
-        "WHERE document_id=? ORDER BY ordinal", (doc_id,))]
+        "SELECT event_id, ordinal, kind, time, byte_start, byte_end, line_start, line_end, chunk_key "
+        "FROM session_events WHERE document_id=? ORDER BY ordinal", (doc_id,))]
 
 
 def write_events(db: apsw.Connection, doc_id: int, events: list[StoredEvent]) -> None:
