@@ -111,7 +111,8 @@ class FakeService:
     def workspace_status(self, name: str) -> dict:
         ws = self._ws(name)
         return {"name": name, "root": ws["root"], "root_exists": True,
-                "files": {"on_disk": 2, "indexed": 2, "skipped": []}, "chunks": 2, "generation": 1,
+                "files": {"on_disk": 2, "indexed": 2, "skipped": []}, "chunks": 2,
+                "sessions": {"sessions": 0, "events": 0, "chunks": 0}, "generation": 1,
                 "problems": [], "broken_links": [],
                 "embedding": {"available": False, "state": "off", "model": None, "embedded": 0, "pending": 0,
                               "skipped": 2, "total": 2, "reason": "no embedding model"},
@@ -174,7 +175,8 @@ class FakeService:
                 "chunk_id": 1, "snippet": "«lease»", "byte_start": 0, "byte_end": 10, "line_start": 1,
                 "line_end": 3, "relevance": 0.5, "score": 0.016, "via": ["lexical"],
                 "scores": {"lexical": 1.0, "semantic": None}, "ranks": {"lexical": 0, "semantic": None},
-                "rank_score": None, "compatibility": 0.5, "generation": 1, "superseded_by": None, "tags": []}
+                "rank_score": None, "compatibility": 0.5, "generation": 1, "superseded_by": None, "tags": [],
+                "origin": {"kind": "file", "path": path, "title": path}}
 
     def document_read(self, name: str, path: str, opts: dict | None = None) -> dict:
         self._ws(name)

@@ -30,6 +30,7 @@ from .config import Settings
 from .config.logs import configure_logging
 from .connect import call
 from .errors import AutodocError
+from . import sessioncli
 
 log = logging.getLogger("autodoc")
 
@@ -139,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     rd.add_argument("name")
     rd.add_argument("path")
     rd.add_argument("--lines", help="START-END or START:END (1-based, inclusive), or one line")
+    sessioncli.add_parser(sub)
     return p
 
 
@@ -273,6 +275,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         out = call(settings, "document.read", [args.name, args.path, opts])
         sys.stdout.write(out["text"])
         return EXIT_OK
+
+    if args.cmd == "session":
+        return sessioncli.run(args, settings)
 
     _parser().print_help()
     return EXIT_OK

@@ -32,6 +32,7 @@ from .embed.queue import EmbedQueue
 from .errors import DocumentNotFound, InvalidParams
 from .fmschema import SCHEMA_RELPATH
 from .index.job import IndexJob, Progress
+from .index.session import SessionIndex
 from .ingest.scan import scan_workspace
 from .rerank.rankers import Rankers
 from .search import engine
@@ -43,6 +44,7 @@ from .store import Store
 from .store import changes as changelog
 from .store import hits as stored_hits
 from .store import reads
+from .store import sessions as stored_sessions
 from .store import vectors as stored_vectors
 from .store import workspaces as wsrows
 from .store.facets import active_schema, schema_row
@@ -76,9 +78,9 @@ class Service:
         self.embed_queue = EmbedQueue(self.store, self.providers, lambda ws: _config(ws).embedding,
                                       on_vectors=self._vectors_changed, busy=lambda: self.semantic.busy)
         self.semantic = SemanticLeg(self.providers, self.vectors, self.embed_queue.pending)
-        self.indexer = IndexJob(self.store, self.links,
-                                token_counter=lambda ws: self.providers.token_counter(_config(ws).embedding),
-                                written=self._written)
+        counter = lambda ws: self.providers.token_counter(_config(ws).embedding)  # noqa: E731
+        self.indexer = IndexJob(self.store, self.links, token_counter=counter, written=self._written)
+        self.sessions = SessionIndex(self.store, counter, self._written)
         self._pool = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="autodoc-leg")
 
     # -- plumbing ------------------------------------------------------------
@@ -177,6 +179,7 @@ class Service:
             if new.section_tokens != old.section_tokens or new.abstract_chunk != old.abstract_chunk:
                 # chunk boundaries depend on these: re-chunk (unchanged chunks keep their rows)
                 self.index(ws.name, full=True)
+                self.sessions.rechunk(self._ws(ws.name))
             with self.store.read() as db:
                 return self._ws_json(db, wsrows.get_workspace(db, ws.name))
 
@@ -203,6 +206,7 @@ class Service:
             broken = reads.broken_links(db, ws.id)
             cursor = changelog.head(db)
             embedding = self._embedding_status(db, ws)
+            sessions = stored_sessions.counts(db, ws.id)
         root = Path(ws.root)
         on_disk = sum(1 for _ in scan_workspace(root, max_bytes=cfg.max_file_bytes)) if root.is_dir() else 0
         return {
@@ -211,6 +215,7 @@ class Service:
             "root_exists": root.is_dir(),
             "files": {"on_disk": on_disk, "indexed": counts.documents, "skipped": skipped},
             "chunks": counts.chunks,
+            "sessions": sessions,
             "generation": counts.generation,
             "problems": problems,
             "broken_links": broken,
@@ -247,6 +252,13 @@ class Service:
     def index_paths(self, name: Any, relpaths: list[str]) -> dict[str, Any]:
         """Live index: bring just these workspace-relative paths up to date."""
         return self.indexer.paths(self._ws(name), relpaths).to_json()
+
+    def session_append(self, name: Any, session_id: str, events: list[dict], title: str | None = None) -> dict:
+        """Index a session's conversation events (index/session.py)."""
+        return self.sessions.append(self._ws(name), session_id, events, title)
+
+    def session_remove(self, name: Any, session_id: str) -> dict[str, Any]:
+        return self.sessions.remove(self._ws(name), session_id)
 
     # -- embeddings ----------------------------------------------------------------
 

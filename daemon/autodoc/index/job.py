@@ -36,6 +36,7 @@ from ..store import documents as stored
 from ..store import reads
 from ..store.facets import sync_schema
 from ..store.links import LinkResolver
+from ..store.sessions import is_session_path
 from ..store.workspaces import Workspace, chunk_count
 
 log = logging.getLogger("autodoc.index")
@@ -220,7 +221,7 @@ class IndexJob:
         gone: list[str] = []
         skips: list[tuple[str, str]] = []
         for rel in sorted(set(relpaths)):
-            if not is_markdown_path(rel):
+            if not is_markdown_path(rel) or is_session_path(rel):  # a session is never a file, even if one is there
                 continue
             path = root / rel
             report.scanned += 1

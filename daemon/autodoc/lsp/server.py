@@ -220,7 +220,8 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
             return []
         out: list[T.SymbolInformation] = []
         for root, name in ls.workspaces_in_view():
-            answer = ls.ws_call("search.query", [name, query, {"limit": SYMBOL_LIMIT}])
+            # a symbol is a place in a file: sessions (session.append) are not
+            answer = ls.ws_call("search.query", [name, query, {"limit": SYMBOL_LIMIT, "scope": "files"}])
             for h in answer["hits"]:
                 out.append(T.SymbolInformation(
                     name=h["breadcrumb"] or h["path"],
@@ -312,7 +313,8 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         prefix = m.group(1).strip()
         if not prefix:
             return T.CompletionList(is_incomplete=True, items=[])
-        answer = ls.ws_call("search.query", [name, prefix + "*", {"stages": ["lexical"], "limit": 50}])
+        answer = ls.ws_call("search.query", [name, prefix + "*",
+                                             {"stages": ["lexical"], "limit": 50, "scope": "files"}])
         span = _span(ls, uri, pos, col - len(m.group(1)))
         items: list[T.CompletionItem] = []
         seen: set[str] = set()

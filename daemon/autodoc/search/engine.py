@@ -24,6 +24,7 @@ from ..errors import InvalidParams, Unsupported
 from ..store import hits as stored_hits
 from ..store.counts import facet_counts
 from ..store.filters import Filter, build_filter
+from ..store.sessions import origin
 from ..store.workspaces import Workspace
 from . import fusion as F
 from .fts import build_match
@@ -80,6 +81,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         paths=opts.paths,
         include_abstract=opts.abstract_chunk,
         kinds=ctx.facet_kinds,
+        scope=opts.scope,
     )
     requested = list(opts.stages)
     if parsed.wordless:
@@ -261,6 +263,7 @@ def _hit(ws: Workspace, row: dict, f: F.Fused, snippet: str, rank_score: float |
         "generation": row["generation"],
         "superseded_by": f.superseded_by,
         "tags": row["tags"],
+        "origin": row["origin"],
     }
 
 
@@ -278,7 +281,7 @@ def _facet_browse(ctx: Context, query: str, parsed: ParsedQuery, filt: Filter, o
             "relevance": None, "score": None, "via": ["facet"],
             "scores": {"lexical": None, "semantic": None}, "ranks": {"lexical": None, "semantic": None},
             "rank_score": None, "compatibility": None, "generation": gen, "superseded_by": None,
-            "tags": json.loads(tags),
+            "tags": json.loads(tags), "origin": origin(path, title),
         })
     reason = "the query has only facets: matching files are listed in path order"
     counts = facet_counts(ctx.db, ctx.ws.id, opts.facet_counts, filt, match=None, extra_docs=set(), wordless=True)

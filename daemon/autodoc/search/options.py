@@ -28,6 +28,7 @@ class SearchOptions:
     window: int = RERANK_WINDOW
     fusion: dict[str, Any] = field(default_factory=lambda: {"method": "rrf", "k": RRF_K, "weights": dict(RRF_WEIGHTS)})
     facet_counts: tuple[str, ...] = ()  # fields whose per-value counts over the matching set are wanted
+    scope: str = "all"  # files, sessions (session.append) or all
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -59,4 +60,5 @@ def parse_options(opts: dict[str, Any] | None, ws: WorkspaceConfig) -> SearchOpt
         limit=opts.get("limit", 10), paths=paths, tags=tags, facets=facets, stages=stages,
         abstract_chunk=retrieval.get("abstract_chunk", ws.abstract_chunk),
         demote_superseded=retrieval.get("demote_superseded", ws.demote_superseded),
-        window=window, fusion=normalise_fusion(opts.get("fusion", ws.fusion)), facet_counts=counts)
+        window=window, fusion=normalise_fusion(opts.get("fusion", ws.fusion)), facet_counts=counts,
+        scope=opts.get("scope", "all"))

@@ -14,15 +14,25 @@ import time
 import apsw
 
 from ..errors import CursorExpired
+from .sessions import is_session_path, session_id_of
 
 # entries are trimmed only once they are both older than this and beyond the newest this many
 CHANGELOG_KEEP_DAYS = 7
 CHANGELOG_KEEP_ENTRIES = 100_000
 
 
+def entry(cursor: int, workspace: str, path: str, op: str, generation: int, old_path: str | None,
+          time: float) -> dict:
+    """One change as clients see it; a session's (path `.session/<id>`) also names its session_id."""
+    out = {"cursor": cursor, "workspace": workspace, "path": path, "op": op, "generation": generation,
+           "old_path": old_path, "time": time}
+    if is_session_path(path):
+        out["session_id"] = session_id_of(path)
+    return out
+
+
 def _row(r) -> dict:
-    return {"cursor": r[0], "workspace": r[1], "path": r[2], "op": r[3], "generation": r[4],
-            "old_path": r[5], "time": r[6]}
+    return entry(*r)
 
 
 def head(db: apsw.Connection) -> int:

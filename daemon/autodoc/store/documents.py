@@ -17,8 +17,10 @@ import time
 import apsw
 
 from ..ingest.types import Chunk, ParsedDocument
+from .changes import entry
 from .ftstext import fts_text
 from .facets import active_schema, write_facets
+from .sessions import NOT_SESSION, is_session_path
 from .workspaces import Workspace
 
 
@@ -38,9 +40,7 @@ def log_change(db: apsw.Connection, workspace: str, path: str, op: str, generati
         "INSERT INTO changes(workspace, path, op, generation, old_path, time) VALUES (?,?,?,?,?,?)",
         (workspace, path, op, generation, old_path, now),
     )
-    cursor = db.last_insert_rowid()
-    return {"cursor": cursor, "workspace": workspace, "path": path, "op": op,
-            "generation": generation, "old_path": old_path, "time": now}
+    return entry(db.last_insert_rowid(), workspace, path, op, generation, old_path, now)
 
 
 def _meta_text(doc: ParsedDocument) -> str:
@@ -107,8 +107,10 @@ def write_document(
 
     _write_chunks(db, ws, doc_id, gen, title, meta_text, chunks, refresh_fts=meta_changed)
 
-    # facets typed by the workspace schema as last applied (store/facets.py), and its violations
-    write_facets(db, ws.id, doc_id, doc.frontmatter, doc.tags, data, active_schema(db, ws.id))
+    # facets typed by the workspace schema as last applied (store/facets.py), and its violations;
+    # a session is no file of the workspace: its schema does not apply
+    schema = None if is_session_path(path) else active_schema(db, ws.id)
+    write_facets(db, ws.id, doc_id, doc.frontmatter, doc.tags, data, schema)
     db.execute("DELETE FROM links WHERE source_id=?", (doc_id,))
     db.executemany(
         "INSERT INTO links(source_id, workspace_id, target, kind, line, label, anchor) VALUES (?,?,?,?,?,?,?)",
@@ -206,9 +208,10 @@ def clear_skips_except(db: apsw.Connection, ws: Workspace, keep: set[str]) -> No
 
 
 def file_states(db: apsw.Connection, ws_id: int) -> dict[str, tuple[str, int, int]]:
-    """path → (content hash, size, mtime_ns) of every indexed document."""
+    """path → (content hash, size, mtime_ns) of every indexed file (sessions are not on disk:
+    the disk diff must never see them, or it would delete them)."""
     return {p: (h, s, m) for p, h, s, m in db.execute(
-        "SELECT path, content_hash, size, mtime_ns FROM documents WHERE workspace_id=?", (ws_id,))}
+        f"SELECT path, content_hash, size, mtime_ns FROM documents WHERE workspace_id=? AND {NOT_SESSION}", (ws_id,))}
 
 
 def stored_hash(db: apsw.Connection, ws_id: int, path: str) -> str | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..fmschema.values import condition, is_range
+from .sessions import SESSION_RANGE
 
 if TYPE_CHECKING:
     from ..search.query import Facet
@@ -40,9 +41,11 @@ def build_filter(
     paths: tuple[str, ...],
     include_abstract: bool,
     kinds: dict[str, str] | None = None,
+    scope: str = "all",
 ) -> Filter:
     """kinds: each declared field's comparison kind (string | number | date |
-    boolean) from the workspace schema, or None when there is no schema."""
+    boolean) from the workspace schema, or None when there is no schema.
+    scope: files, sessions (store/sessions.py) or all."""
     clauses: list[str] = []
     params: list = []
     positive: dict[str, list[str]] = {}
@@ -95,6 +98,10 @@ def build_filter(
                 "c.document_id IN (SELECT d.id FROM documents d WHERE d.workspace_id=? AND (" + " OR ".join(ors) + "))"
             )
             params += path_params
+    if scope in ("files", "sessions"):
+        op = "NOT IN" if scope == "files" else "IN"
+        clauses.append(f"c.document_id {op} (SELECT d.id FROM documents d WHERE d.workspace_id=? AND d.{SESSION_RANGE})")
+        params.append(workspace_id)
     if not include_abstract:
         clauses.append("c.kind != 'abstract'")
     return Filter(" AND ".join(clauses), params)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import apsw
 
 from .filters import Filter
+from .sessions import chunk_events, is_session_path, origin
 
 
 def _ids(ids) -> str:
@@ -36,7 +37,8 @@ def candidates(db: apsw.Connection, ids: list[int]) -> dict[int, Candidate]:
 
 
 def hit_rows(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
-    """chunk id → the chunk and its document as a hit shows them."""
+    """chunk id → the chunk and its document as a hit shows them, with its origin (a file, or a
+    session's event: store/sessions.py)."""
     if not ids:
         return {}
     out: dict[int, dict] = {}
@@ -55,6 +57,10 @@ def hit_rows(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
             "byte_start": r[4], "byte_end": r[5], "line_start": r[6], "line_end": r[7], "path": r[8],
             "title": r[9], "generation": r[10], "tags": t, "text": r[12],
         }
+    events = chunk_events(db, [(c, r["document_id"], r["byte_start"]) for c, r in out.items()
+                               if is_session_path(r["path"])])
+    for cid, r in out.items():
+        r["origin"] = origin(r["path"], r["title"], events.get(cid))
     return out
 
 

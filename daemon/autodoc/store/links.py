@@ -26,6 +26,7 @@ import apsw
 
 from ..fmschema.values import parse_int
 from .facets import active_schema
+from .sessions import NOT_SESSION
 
 _ADR_NUM = re.compile(r"^(?:adr[\s_-]*)?0*(\d{1,6})$", re.I)
 
@@ -131,7 +132,8 @@ class NameTables:
         return None
 
 
-_NAMES_SQL = "SELECT path, title, aliases, frontmatter FROM documents WHERE workspace_id=?"
+# a session is no link target: a note's [[Title]] must not resolve to a conversation
+_NAMES_SQL = f"SELECT path, title, aliases, frontmatter FROM documents WHERE workspace_id=? AND {NOT_SESSION}"
 
 
 def _tables_for(db: apsw.Connection, workspace_id: int) -> NameTables:

@@ -159,7 +159,34 @@ def _m003_vector_keys(db: apsw.Connection) -> None:
     db.execute("CREATE INDEX vectors_keys ON vectors(workspace_id, model_fp, text_hash)")
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_m001_initial, _m002_typed_facets, _m003_vector_keys]
+def _m004_session_events(db: apsw.Connection) -> None:
+    """Sessions (session.append): a session is a document at the reserved path
+    `.session/<id>` (a hidden path, which the scanner never yields), its text
+    the conversation rendered as Markdown; this table says which byte span of
+    it each event's text is, so a hit's chunk names its event, and what its
+    chunks were cut from (chunk_key), so an append re-cuts only the events it changed."""
+    db.execute(
+        """
+        CREATE TABLE session_events(
+            document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            event_id TEXT NOT NULL,
+            ordinal INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            time TEXT,
+            byte_start INTEGER NOT NULL,
+            byte_end INTEGER NOT NULL,
+            line_start INTEGER NOT NULL,
+            line_end INTEGER NOT NULL,
+            chunk_key TEXT NOT NULL,
+            PRIMARY KEY(document_id, event_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX session_events_by_span ON session_events(document_id, byte_start);
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_m001_initial, _m002_typed_facets, _m003_vector_keys,
+                                                       _m004_session_events]
 
 
 def schema_version(db: apsw.Connection) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 import apsw
 
 from ..errors import InvalidParams, WorkspaceExists, WorkspaceNotFound
+from .sessions import NOT_SESSION
 
 
 @dataclass(frozen=True)
@@ -69,14 +70,15 @@ def set_config(db: apsw.Connection, ws: Workspace, config: dict[str, Any]) -> No
 
 @dataclass(frozen=True)
 class Counts:
-    documents: int
-    chunks: int
+    documents: int  # files: sessions (store/sessions.py) are counted apart
+    chunks: int  # of files and sessions
     generation: int  # the newest generation of any of its documents (0: none yet)
 
 
 def counts(db: apsw.Connection, ws: Workspace) -> Counts:
     documents, chunks, generation = db.execute(
-        "SELECT COUNT(*) AS documents, (SELECT COUNT(*) FROM chunks WHERE workspace_id=?) AS chunks, "
+        f"SELECT COALESCE(SUM({NOT_SESSION}), 0) AS documents, "
+        "(SELECT COUNT(*) FROM chunks WHERE workspace_id=?) AS chunks, "
         "COALESCE(MAX(generation), 0) AS generation FROM documents WHERE workspace_id=?",
         (ws.id, ws.id)).fetchone()
     return Counts(documents=documents, chunks=chunks, generation=generation)

@@ -1,0 +1,123 @@
+"""`autodoc session …`: import a transcript into a workspace's session scope, or remove a session.
+
+`autodoc session import WORKSPACE FILE.jsonl [--session-id ID] [--title T]`
+reads the transcript (ingest/transcript.py) and sends its events with
+session.append, in batches that stay far below the frame limit; `autodoc
+session remove WORKSPACE ID` is session.remove. Both go to the daemon when one
+holds the store, else run in this process (connect.py), like every command.
+
+Runs on: the main thread of the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from .config import Settings
+from .connect import call
+from .ingest.transcript import TranscriptError, parse_transcript
+
+BATCH_EVENTS = 1000
+BATCH_CHARS = 4_000_000  # well under the 16 MiB frame limit, even with JSON escapes
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}$")
+
+
+class SessionUsage(Exception):
+    """What the command line asked cannot be done as written; the message says why."""
+
+
+def add_parser(sub: Any) -> None:
+    s = sub.add_parser("session", help="index conversations (a transcript's messages and responses) "
+                                       "beside a workspace's files, or remove one")
+    ssub = s.add_subparsers(dest="scmd", required=True)
+    im = ssub.add_parser("import", help="index a JSONL transcript as one session (tool calls, tool results, "
+                                        "status and errors are skipped)")
+    im.add_argument("workspace")
+    im.add_argument("file", help="JSONL: {role, content} lines, Claude Code transcripts, or {id, kind, text, time}")
+    im.add_argument("--session-id", help="default: the transcript's sessionId, else the file's name")
+    im.add_argument("--title", help="default: the transcript's summary, else the first line of the first message")
+    rm = ssub.add_parser("remove", help="remove a session from a workspace")
+    rm.add_argument("workspace")
+    rm.add_argument("session_id")
+
+
+def _session_id(given: str | None, found: str | None, file: Path) -> str:
+    if given is not None:
+        return given  # session.append's schema says what is wrong with it, if anything
+    for candidate in (found, file.stem):
+        if candidate and _SESSION_ID.match(candidate):
+            return candidate
+    cleaned = re.sub(r"[^A-Za-z0-9._:@+=-]+", "-", file.stem).strip("-._:@+=")[:200]
+    if not cleaned:
+        raise SessionUsage(f"{file.name} gives no usable session id: pass --session-id")
+    return cleaned
+
+
+def _batches(events: list[dict[str, Any]]):
+    batch: list[dict[str, Any]] = []
+    size = 0
+    for e in events:
+        n = len(e.get("text") or "") + 200
+        if batch and (len(batch) >= BATCH_EVENTS or size + n > BATCH_CHARS):
+            yield batch
+            batch, size = [], 0
+        batch.append(e)
+        size += n
+    if batch:
+        yield batch
+
+
+EXIT_USAGE = 2  # as cli.py's
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """0 when done, 2 for a command line that cannot be carried out (the RPC's own errors
+    propagate, for cli.main to report like any command's)."""
+    try:
+        return _run(args, settings)
+    except SessionUsage as e:
+        print(f"autodoc: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.scmd == "remove":
+        out = call(settings, "session.remove", {"workspace": args.workspace, "session_id": args.session_id})
+        print(f"removed session {out['session_id']} ({out['events']} events, {out['chunks']} chunks)")
+        return 0
+    path = Path(args.file)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            transcript = parse_transcript(fh)
+    except OSError as e:
+        raise SessionUsage(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise SessionUsage(f"{path} is not UTF-8 text (byte {e.start})") from None
+    except TranscriptError as e:
+        raise SessionUsage(f"{path}: {e}") from None
+    sid = _session_id(args.session_id, transcript.session_id, path)
+    title = args.title or transcript.title
+    totals: dict[str, int] = {"appended": 0, "indexed": 0, "new": 0, "replaced": 0, "unchanged": 0}
+    skipped: dict[str, int] = {}
+    out: dict[str, Any] = {}
+    for batch in _batches(transcript.events) if transcript.events else [[]]:
+        params: dict[str, Any] = {"workspace": args.workspace, "session_id": sid, "events": batch}
+        if title:
+            params["title"] = title
+        out = call(settings, "session.append", params)
+        for k in totals:
+            totals[k] += out[k]
+        for reason, n in out["skipped"].items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    for eid in transcript.cut:
+        print(f"  event {eid}: text cut to its first 1 MiB characters", file=sys.stderr)
+    why = ", ".join(f"{r} {n}" for r, n in sorted(skipped.items()))
+    print(f"session {sid} in {args.workspace}: {totals['appended']} events read, {totals['indexed']} indexed "
+          f"({totals['new']} new, {totals['replaced']} replaced, {totals['unchanged']} unchanged), "
+          f"{sum(skipped.values())} skipped{f' ({why})' if why else ''}; "
+          f"the session holds {out.get('events', 0)} events in {out.get('chunks', 0)} chunks at {out.get('path')}")
+    return 0
