@@ -73,7 +73,8 @@ class AddScreen(PickerScreen):
         super().__init__(id="add-screen")
         self.folder = Path.cwd()
         self.entries: list[str] = []
-        self.name_typed = False
+        self.name_typed = False  # a name typed by the user: no longer follows the folder
+        self.auto_name = name_for(self.folder)
         self.last_report: dict[str, Any] | None = None
 
     def compose_fields(self) -> Iterable[Widget]:
@@ -102,8 +103,9 @@ class AddScreen(PickerScreen):
             with inp.prevent(Input.Changed):
                 inp.value = str(folder)
         if not self.name_typed:
+            self.auto_name = name_for(folder)
             with self.query_one("#name", Input).prevent(Input.Changed):
-                self.query_one("#name", Input).value = name_for(folder)
+                self.query_one("#name", Input).value = self.auto_name
         self.entries = subfolders(folder)
         self.listing.set_options([Text(e + "/", "bold" if e == ".." else "") for e in self.entries])
         self.set_list_title(f"folders in {folder}")
@@ -128,7 +130,7 @@ class AddScreen(PickerScreen):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "name":
-            self.name_typed = bool(event.value)
+            self.name_typed = event.value not in ("", self.auto_name)
         elif event.input.id == "folder":
             p = Path(event.value).expanduser()
             if p.is_dir() and p != self.folder:

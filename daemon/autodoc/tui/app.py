@@ -180,6 +180,8 @@ class AutodocApp(App):
             state.save(self.state_file, self.choice)
         mode = self.link.mode if self.link else "?"
         self.sub_title = f"{self.workspace or 'no workspace'} · {mode}"
+        if not self.is_running:
+            return  # an answer that came back while the app closed
         for screen in self.pickers.values():
             if screen.is_mounted:
                 screen.on_workspace()

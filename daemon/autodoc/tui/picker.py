@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .app import AutodocApp
 
 PREVIEW_BEFORE = 3  # lines shown above a hit
-PREVIEW_LINES = 400  # read at most this much of a document for a preview
+PREVIEW_LINES = 120  # read at most this much of a document for a preview (it renders whole)
 
 
 class PickerScreen(Screen):

@@ -32,7 +32,7 @@ from .picker import PickerScreen
 
 DEBOUNCE_S = 0.12
 REFRESH_S = 0.15  # after a push, wait this long: several pushes come together
-LIMIT = 50
+LIMIT = 30
 STAGE_KEYS = {"lexical": "alt+l", "semantic": "alt+s", "rerank": "alt+r"}
 
 
@@ -200,10 +200,11 @@ class SearchScreen(PickerScreen):
             return
         self.pending = None
         self.stats["answered"] += 1
+        same = answer is not None and self.answer is not None and answer.get("query") == self.answer.get("query")
         self.answer, self.error = answer, error
         self.hits = list(answer.get("hits") or []) if answer else []
         ol = self.listing
-        keep = ol.highlighted
+        keep = ol.highlighted if same else 0  # a refreshed answer keeps the cursor; a new query starts on top
         ol.set_options([render.hit_label(h) for h in self.hits])
         if self.hits:
             ol.highlighted = min(keep or 0, len(self.hits) - 1)
