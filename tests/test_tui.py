@@ -24,7 +24,7 @@ import asyncio
 import pytest
 
 from autodoc.config import Settings
-from autodoc.tui import state
+from autodoc.tui import render, state
 from autodoc.tui.app import AutodocApp
 from helpers.nvim_daemon import NO_MODEL, Daemon, daemon_env, serve_argv, wait_gone, wait_listening
 
@@ -429,3 +429,39 @@ async def test_without_a_daemon_it_starts_one_or_works_in_process(tmp_path, kb_c
             wait_gone(pid)
 
         await asyncio.to_thread(stop)
+
+
+# -- the rules, without a terminal ---------------------------------------------------------------
+
+
+def test_stage_rules_titles_and_what_leaves_the_app(tmp_path):
+    both, lexical_only = state.Available(semantic=True), state.Available()
+    c = state.Choice()
+    assert state.flip(c, both, "lexical", False) is None
+    assert state.flip(c, both, "semantic", False) == "one of Lexical and Semantic stays checked"
+    assert state.requested(c, both) == ["semantic", "rerank"]
+    # the semantic box hidden: lexical carries the search (shown checked), the stored choice kept;
+    # semantic is still asked for beside it, so the answer says why it did not run
+    assert state.requested(c, lexical_only) == ["lexical", "semantic", "rerank"] and c.stages["lexical"] is False
+    assert state.locked(c, lexical_only, "lexical")
+    state.save(tmp_path / "s.json", c)
+    assert state.load(tmp_path / "s.json").stages == c.stages
+    (tmp_path / "bad.json").write_text('{"stages": {"lexical": false, "semantic": false}}')
+    assert state.load(tmp_path / "bad.json").stages["lexical"] is True  # a hand-edited file keeps the rule
+
+    answer = {"hits": [{}], "mode_used": "hybrid", "semantic": "partial", "lexical_match": "all",
+              "rank": {"state": "failed", "model": "m", "error": "timed out"},
+              "stages": {"requested": ["lexical", "semantic", "rerank"], "performed": ["lexical", "semantic"],
+                         "skipped": {"rerank": "ranker m timed out"}}}
+    title, status = state.describe(answer, state.Choice(), both, state.Embedding("partial", 18, "18 chunks wait"))
+    assert title == "1 hit"
+    assert status == "not re-ranked: ranker m timed out · semantic partial: 18 chunks wait"
+
+    assert render.fuzzy("lrc", "Lease recovery")[1] == [0, 6, 8]
+    assert render.fuzzy("xyz", "Lease recovery") is None
+    assert render.find_words("The lease, leases and release.", ["lease"]) == [(4, 9)]
+    assert render.find_words("The lease, leases and release.", ["lease*"]) == [(4, 9), (11, 17)]
+    assert render.editor_argv("/k/a.md", 12, {"EDITOR": "code --wait"}) == ["code", "--wait", "+12", "/k/a.md"]
+    hit = {"path": "a.md", "line_start": 3, "line_end": 5, "breadcrumb": "A › B", "snippet": "the «lease» file"}
+    assert render.ref(hit) == "a.md:3-5"
+    assert render.quickfix_lines([hit], "/k") == ["/k/a.md:3:1: A › B  the lease file"]

@@ -66,7 +66,7 @@ def query_words(query: str) -> list[str]:
         if token.startswith("-") or re.match(r"^[\w.]+:.", token) or token.upper() in _OPERATORS:
             continue
         for w in re.split(r'["()]+', token):
-            if w:
+            if len(w.rstrip("*")) >= 2 or (w and not w.isascii()):  # "a", "I": marked everywhere, telling nothing
                 words.append(w.lower())
     return words
 

@@ -89,8 +89,8 @@ class SearchScreen(PickerScreen):
         self.query_one(FacetSelect).sync(self.autodoc)
         self.sync_boxes()
         self.show_state()
-        if self.query_text.strip() and self.answer is not None and self.answer.get("workspace") != self.autodoc.workspace:
-            self.run()
+        if self.query_text.strip() and (self.last_request or {}).get("workspace") != self.autodoc.workspace:
+            self.run()  # another workspace: the open query there
 
     # -- the stage boxes -------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ Screen { layout: vertical; }
 #preview { text-wrap: nowrap; text-overflow: ellipsis; }
 #buttons { height: auto; padding: 0 1; }
 #buttons Button { margin: 0 1 0 0; }
-#progress { width: 1fr; padding: 1 1 0 1; }
+#progress { width: 1fr; height: 1; padding: 0 1; }
 #progress.-idle { display: none; }
 
 .-narrow #body { layout: vertical; }
