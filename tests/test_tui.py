@@ -82,14 +82,14 @@ class WordRanker:
 
 @pytest.fixture(scope="module")
 def kb():
-    """One daemon for the module: kb (the bundled embedding model, no ranker) over a copy of the corpus."""
+    """One daemon for the module: kb (words only: no model to wait for) over a copy of the corpus."""
     base = Path(tempfile.mkdtemp(prefix="adtui-", dir="/tmp"))
     shutil.copytree(CORPUS, base / "kb", symlinks=True)
     d = CheckedDaemon(base / "store" / "autodoc.db", base / "run" / "autodoc.sock", base / "daemon.log")
     d.base, d.kb = base, base / "kb"
     d.start()
     try:
-        d.call("workspace.add", ["kb", str(d.kb)])
+        d.call("workspace.add", ["kb", str(d.kb), NO_MODEL])
         d.call("workspace.index", ["kb"])
         yield d
     finally:
@@ -188,14 +188,23 @@ async def test_typing_searches_and_the_preview_marks_the_hit(kb, tmp_path):
 
 
 async def test_each_box_searches_again_and_one_of_lexical_and_semantic_stays(kb, tmp_path):
-    app = make_app(kb, tmp_path, workspace="kb")
+    ws = await asyncio.to_thread(small_workspace, kb, "sem", {})  # the bundled embedding model
+
+    def embedded() -> None:
+        deadline = time.monotonic() + DEADLINE
+        while kb.call("workspace.status", [ws])["embedding"]["state"] != "ready":
+            assert time.monotonic() < deadline, "the vectors never came"
+            time.sleep(0.05)
+
+    await asyncio.to_thread(embedded)
+    app = make_app(kb, tmp_path, workspace=ws)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot, app)
         s = app.pickers["search"]
-        assert s.box("lexical").display and s.box("semantic").display  # kb has an embedding model
+        assert s.box("lexical").display and s.box("semantic").display  # it has an embedding model
         assert not s.box("rerank").display  # and no ranker
         assert all(s.box(x).value for x in state.ORDER)
-        await search(pilot, app, "lease")
+        await search(pilot, app, "wombats")
 
         n = s.stats["answered"]
         await pilot.click("#stage-lexical")
@@ -230,9 +239,9 @@ async def test_each_box_searches_again_and_one_of_lexical_and_semantic_stays(kb,
     async with again.run_test(size=(120, 40)) as pilot:
         await ready(pilot, again)
         s = again.pickers["search"]
-        assert again.workspace == "kb"  # the last workspace, too
+        assert again.workspace == ws  # the last workspace, too
         assert (s.box("lexical").value, s.box("semantic").value) == (True, False)
-        answer = await search(pilot, again, "lease")
+        answer = await search(pilot, again, "wombats")
         assert answer["stages"]["requested"] == ["lexical", "rerank"]
 
 
@@ -349,7 +358,7 @@ async def test_open_a_document_by_fuzzy_title_and_facet(kb, tmp_path, monkeypatc
         await pilot.press("ctrl+o")
         d = app.pickers["documents"]
         await until(pilot, lambda: len(d.docs) == 15, "the workspace's documents")
-        await pilot.press(*"leasrec")
+        d.query_one("#filter").value = "leasrec"
         await until(pilot, lambda: d.shown and len(d.shown) < 15, "the fuzzy filter")
         assert {x["path"] for x in d.shown[:2]} == {"runbooks/lease-recovery.md", "adrs/0012-lease-recovery.md"}
         d.query_one("#filter").value = "type:runbook"
