@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STORE := $(CURDIR)/.autodoc-demo/autodoc.db
 
-.PHONY: setup demo test test-install bench clean
+.PHONY: setup demo test test-install bench screenshots clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
@@ -40,6 +40,10 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.quality
 	$(BIN)/python -m bench.speed
 	$(BIN)/python -m bench.concurrency
+
+# The SVG screenshots of `autodoc tui`'s three pickers in docs/tui/ (linked from the README).
+screenshots: $(STAMP)
+	$(BIN)/python docs/tui/screenshots.py
 
 clean:
 	rm -rf $(VENV) .autodoc-demo

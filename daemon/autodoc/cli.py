@@ -136,6 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("doctor", help="check the store, lease, socket, model files, onnxruntime and workspace "
                                        "roots; print what is wrong and the command that fixes it")
     dr.add_argument("--json", action="store_true", help="the checks as JSON")
+    t = sub.add_parser("tui", help="the terminal app: search as you type, open a document, add a workspace")
+    t.add_argument("-w", "--workspace")
+    t.add_argument("--in-process", action="store_true", help="do not start a daemon when none runs")
     rd = sub.add_parser("read", help="print a document or a line span of it")
     rd.add_argument("name")
     rd.add_argument("path")
@@ -198,6 +201,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         from .lsp.server import serve
 
         return serve(settings)
+
+    if args.cmd == "tui":
+        from .tui import run as tui
+
+        return tui(settings, workspace=args.workspace, start_daemon=not args.in_process)
 
     if args.cmd == "serve":
         from .daemon import run_daemon

@@ -1,0 +1,218 @@
+"""The "open a document" picker: fuzzy over titles and paths, with facet filters.
+
+Input: what is typed (`field:value` words filter, the rest is the fuzzy
+pattern), the facet chooser, the workspace. Output: the matching documents,
+best first, the one under the cursor previewed from its top; Enter opens it
+in $EDITOR.
+
+The documents come from a facet-only search.query (the workspace's files in
+path order; at most BROWSE of them), and, once the pattern has a word of
+three letters or more, from a lexical search for those words as well, so
+that a document past the first BROWSE is still found by its title. The
+fuzzy match itself runs here, on every key.
+
+Runs on: the TUI's event loop; the searches on a worker thread.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from textual import work
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.timer import Timer
+from textual.widget import Widget
+from textual.widgets import Button, Input, Select
+
+from . import render
+from .facets import FacetSelect, WorkspaceSelect
+from .link import Cancelled, Pending
+from .picker import PickerScreen
+
+BROWSE = 200  # search.query's largest page
+FETCH_DEBOUNCE_S = 0.15
+_FACET = re.compile(r"^-?[\w.]+:.")
+
+
+def split_filter(text: str) -> tuple[str, str]:
+    """(facet words, fuzzy pattern)."""
+    facets, words = [], []
+    for w in text.split():
+        (facets if _FACET.match(w) else words).append(w)
+    return " ".join(facets), " ".join(words)
+
+
+def rank(docs: list[dict[str, Any]], pattern: str) -> list[tuple[dict[str, Any], list[int]]]:
+    """The documents every word of the pattern matches (fuzzy, over `title  path`), best first."""
+    out = []
+    for i, d in enumerate(docs):
+        hay = f"{d.get('title') or d['path']}  {d['path']}"
+        total, marks, ok = 0, [], True
+        for w in pattern.split():
+            m = render.fuzzy(w, hay)
+            if m is None:
+                ok = False
+                break
+            total += m[0]
+            marks += m[1]
+        if ok:
+            out.append((-total, i, d, marks))
+    out.sort(key=lambda t: (t[0], t[1]))
+    return [(d, marks) for _, _, d, marks in out]
+
+
+class DocumentScreen(PickerScreen):
+    BINDINGS = [
+        Binding("ctrl+y", "copy_path", "Copy path"),
+        Binding("ctrl+f", "next_facet", "Facet"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(id="documents-screen")
+        self.docs: list[dict[str, Any]] = []
+        self.shown: list[dict[str, Any]] = []
+        self.fetched_for: tuple[str | None, str, str | None, str] | None = None
+        self.pending: Pending | None = None
+        self.seq = 0
+        self._timer: Timer | None = None
+
+    def compose_fields(self) -> Iterable[Widget]:
+        with Horizontal():
+            yield Input(placeholder="fuzzy: title or path; field:value filters", id="filter")
+            yield WorkspaceSelect()
+        with Horizontal():
+            yield FacetSelect()
+
+    def compose_buttons(self) -> Iterable[Widget]:
+        yield Button("Open ⏎", id="open", compact=True)
+        yield Button("Copy path ^Y", id="copy", compact=True)
+        yield Button("Search ^G", id="to-search", compact=True)
+        yield Button("Add workspace ^N", id="to-add", compact=True)
+
+    def on_mount(self) -> None:
+        self.set_list_title("documents")
+        self.on_workspace()
+
+    def on_workspace(self) -> None:
+        self.query_one(WorkspaceSelect).sync(self.autodoc)
+        self.query_one(FacetSelect).sync(self.autodoc)
+        self.fetch()
+
+    def filter_text(self) -> str:
+        return self.query_one("#filter", Input).value
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.show()
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(FETCH_DEBOUNCE_S, self.fetch)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if self.shown:
+            self.activate(self.listing.highlighted or 0)
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if isinstance(event.select, FacetSelect):
+            self.fetch()
+
+    def refresh_soon(self) -> None:
+        """A file changed: read the list again."""
+        self.fetched_for = None
+        if self.is_mounted:
+            self.fetch()
+
+    def fetch(self) -> None:
+        ws = self.autodoc.workspace
+        if ws is None or self.autodoc.link is None:
+            return
+        facets, pattern = split_filter(self.filter_text())
+        words = " ".join(w for w in pattern.split() if len(w) >= 3)
+        chosen = self.query_one(FacetSelect).facet()
+        if chosen:
+            facets = f"{facets} {chosen[0]}:{chosen[1]}".strip()
+        key = (ws, facets, words or None, str(chosen))
+        if key == self.fetched_for:
+            return
+        self.fetched_for = key
+        if self.pending is not None:
+            self.pending.cancel()
+        self.seq += 1
+        self.pending = Pending()
+        self._fetch(self.seq, self.pending, ws, facets, words)
+
+    @work(thread=True, group="documents")
+    def _fetch(self, seq: int, pending: Pending, ws: str, facets: str, words: str) -> None:
+        try:
+            browse = self.autodoc.call("search.query", [ws, facets, {"limit": BROWSE}], pending=pending)
+            docs = {h["path"]: h for h in browse["hits"]}
+            if words:
+                found = self.autodoc.call("search.query", [ws, f"{words} {facets}".strip(),
+                                                           {"limit": 50, "stages": ["lexical"]}], pending=pending)
+                for h in found["hits"]:
+                    docs.setdefault(h["path"], {**h, "line_start": 1, "kind": "document"})
+        except Cancelled:
+            return
+        except Exception as e:
+            self.app.call_from_thread(self._fetched, seq, None, getattr(e, "message", None) or str(e))
+            return
+        self.app.call_from_thread(self._fetched, seq, sorted(docs.values(), key=lambda d: d["path"]), None)
+
+    def _fetched(self, seq: int, docs: list[dict[str, Any]] | None, error: str | None) -> None:
+        if seq != self.seq:
+            return
+        self.pending = None
+        if error:
+            self.set_status(error)
+            self.docs = []
+        else:
+            self.docs = docs or []
+        self.show()
+
+    def show(self) -> None:
+        """Filter and order what was fetched by the pattern typed (every key)."""
+        _, pattern = split_filter(self.filter_text())
+        ranked = rank(self.docs, pattern)
+        self.shown = [d for d, _ in ranked]
+        ol = self.listing
+        ol.set_options([render.doc_label(d, marks) for d, marks in ranked])
+        n, total = len(self.shown), len(self.docs)
+        self.set_list_title(f"{self.autodoc.workspace or 'no workspace'} · {n} of {total} documents")
+        more = " (the first 200 in path order, and what a word search finds)" if total >= BROWSE else ""
+        self.set_status(f"Enter opens in $EDITOR · Ctrl+F facet · Ctrl+T workspace{more}")
+        if self.shown:
+            ol.highlighted = 0
+            self.show_preview(0)
+        else:
+            self.show_preview(None)
+
+    def preview_for(self, index: int) -> dict[str, Any] | None:
+        if not 0 <= index < len(self.shown):
+            return None
+        d = self.shown[index]
+        _, pattern = split_filter(self.filter_text())
+        return {"workspace": d["workspace"], "path": d["path"], "line": 1, "span": None,
+                "words": [w.lower() for w in pattern.split() if len(w) >= 3], "generation": d.get("generation"),
+                "title": f"{d['path']}  {d.get('title') or ''}"}
+
+    def activate(self, index: int) -> None:
+        if 0 <= index < len(self.shown):
+            d = self.shown[index]
+            self.autodoc.open_in_editor(d["workspace"], d["path"], 1)
+
+    def action_copy_path(self) -> None:
+        i = self.listing.highlighted
+        if i is not None and 0 <= i < len(self.shown):
+            self.autodoc.copy(self.shown[i]["path"])
+
+    def action_next_facet(self) -> None:
+        self.query_one(FacetSelect).cycle()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        {
+            "open": lambda: self.activate(self.listing.highlighted or 0),
+            "copy": self.action_copy_path,
+            "to-search": lambda: self.autodoc.action_picker("search"),
+            "to-add": lambda: self.autodoc.action_picker("add"),
+        }.get(event.button.id or "", lambda: None)()

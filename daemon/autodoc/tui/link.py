@@ -1,0 +1,218 @@
+"""The terminal app's way to the service: the daemon over its socket when one
+runs (started on demand), else a Service in this process — the choice is
+connect.py's, as for the CLI and the language server.
+
+Input: Settings, and a callback for the daemon's notifications. Output: a
+link whose `call` blocks until the answer (run it on a worker thread, never
+on the app's event loop) and whose calls can be cancelled from any thread:
+over the socket a cancelled call is withdrawn with `$/cancelRequest`; in
+this process its answer is dropped when it comes.
+
+Over the socket one connection stays open (a persistent async client on
+its own thread and event loop), so that `changes.subscribe` holds and the
+daemon's pushes (workspace.changed, embedding.progress, changes.changed,
+$/progress) reach the app.
+
+Runs on: the caller's thread (the app's worker threads); the socket's
+reader on the link's own thread ("autodoc-tui-rpc").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ..config import Settings
+from ..connect import Local, Remote, connect, daemon_socket
+
+log = logging.getLogger("autodoc.tui")
+
+Notify = Callable[[str, Any], None]  # (method, params), called on the link's thread
+Progress = Callable[[int, int, str], None]
+START_TIMEOUT_S = 20.0
+
+
+class Cancelled(Exception):
+    """The call was withdrawn (a newer one superseded it)."""
+
+
+class Pending:
+    """One call in flight; `cancel()` from any thread."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self._future: concurrent.futures.Future | None = None
+        self._lock = threading.Lock()
+
+    def attach(self, future: concurrent.futures.Future) -> None:
+        with self._lock:
+            self._future = future
+            if self.cancelled:
+                future.cancel()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            if self._future is not None:
+                self._future.cancel()
+
+
+def start_daemon(settings: Settings, log_path: Path) -> str | None:
+    """Start `autodoc serve --socket` for this store, detached so it outlives the app
+    and serves other clients too; wait until it answers. None when it does,
+    else why not (the caller then works in-process)."""
+    from ..rpc.transport import socket_answers
+
+    argv = [sys.executable, "-m", "autodoc.cli", "--store", str(settings.store), "--socket", str(settings.socket),
+            "serve", "--socket"]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        sock = daemon_socket(settings)
+        if sock is not None and socket_answers(sock):
+            return None
+        if proc.poll() is not None:
+            return f"the daemon exited with status {proc.returncode} (its log: {log_path})"
+        time.sleep(0.05)
+    return f"the daemon did not answer within {START_TIMEOUT_S:.0f} s (its log: {log_path})"
+
+
+class SocketLink:
+    """Calls on one lasting connection to the daemon."""
+
+    mode = "daemon"
+
+    def __init__(self, socket: Path, notify: Notify):
+        self.socket = socket
+        self._notify = notify
+        self._progress: dict[int, Progress] = {}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="autodoc-tui-rpc", daemon=True)
+        self._thread.start()
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._subscribed = False
+        self._connect()
+
+    def _run(self, coro: Any) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def _connect(self) -> Any:
+        from autodoc_client import Client
+
+        with self._lock:
+            if self._client is not None and not self._client.closed:
+                return self._client
+            client = self._run(Client.connect_socket(self.socket)).result(START_TIMEOUT_S)
+            client.on_notification(self._on_note)
+            self._run(client.listen())  # the one reader: answers to their calls, pushes to _on_note
+            self._client = client
+            if self._subscribed:
+                self._run(client.call("changes.subscribe", [None]))
+            return client
+
+    def _on_note(self, note: Any) -> None:
+        if note.method == "$/progress" and isinstance(note.params, dict):
+            cb = self._progress.get(note.params.get("token"))  # type: ignore[arg-type]
+            if cb is not None:
+                cb(int(note.params.get("done") or 0), int(note.params.get("total") or 0),
+                   str(note.params.get("message") or ""))
+            return
+        self._notify(note.method, note.params)
+
+    def subscribe(self) -> None:
+        """Every workspace's pushes to this connection (the app follows whichever is open)."""
+        self._subscribed = True
+        self.call("changes.subscribe", [None])
+
+    def call(self, method: str, params: Any, *, pending: Pending | None = None,
+             progress: Progress | None = None) -> Any:
+        from autodoc_client import ConnectionClosed, RemoteError
+
+        from ..errors import from_rpc
+
+        try:
+            client = self._connect()
+        except OSError as e:
+            raise ConnectionError(f"cannot reach the daemon at {self.socket}: {e}") from None
+        rid = client.next_id()
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        if progress is not None:
+            self._progress[rid] = progress
+        future = self._run(client.call_raw(message))
+        if pending is not None:
+            pending.attach(future)
+        try:
+            response = future.result()
+        except concurrent.futures.CancelledError:
+            raise Cancelled() from None
+        except ConnectionClosed as e:
+            raise ConnectionError(f"the daemon closed the connection ({e})") from None
+        finally:
+            self._progress.pop(rid, None)
+        if "error" in response:
+            e = RemoteError.from_error(response["error"] or {})
+            raise from_rpc({"code": e.code, "message": e.message, "data": e.data}) from None
+        return response.get("result")
+
+    def close(self) -> None:
+        client = self._client
+        if client is not None:
+            try:
+                self._run(client.close(timeout=1)).result(3)
+            except Exception:  # closing a connection the daemon already dropped
+                pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=3)
+
+
+class LocalLink:
+    """Calls on a Service in this process (no daemon could be reached or started)."""
+
+    mode = "in-process"
+
+    def __init__(self, local: Local, why: str | None = None):
+        self.local = local
+        self.why = why  # why not the daemon, to show
+
+    def subscribe(self) -> None:
+        pass  # nothing pushes in-process: the app re-runs its query after its own changes
+
+    def call(self, method: str, params: Any, *, pending: Pending | None = None,
+             progress: Progress | None = None) -> Any:
+        if pending is not None and pending.cancelled:
+            raise Cancelled()
+        # an index run here embeds what it indexed before answering: no daemon will
+        out = self.local.call(method, params, progress=progress, embed=True)
+        if pending is not None and pending.cancelled:
+            raise Cancelled()
+        return out
+
+    def close(self) -> None:
+        self.local.close()
+
+
+Link = SocketLink | LocalLink
+
+
+def open_link(settings: Settings, notify: Notify, *, start: bool, daemon_log: Path) -> Link:
+    """The daemon's socket when it runs (or, with `start`, once it is started), else in-process."""
+    why = None
+    if daemon_socket(settings) is None:
+        why = start_daemon(settings, daemon_log) if start else "not asked to start a daemon (--in-process)"
+        if why:
+            log.warning("working in-process: %s", why)
+    backend = connect(settings, writer=True, fall_back_to_reader=True)
+    if isinstance(backend, Remote):
+        return SocketLink(backend.socket, notify)
+    return LocalLink(backend, why)
