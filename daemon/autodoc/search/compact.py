@@ -76,21 +76,25 @@ def finish(db: apsw.Connection, ws: Workspace, full: dict[str, Any], req: Reques
     if req.per_document:
         hits = one_per_document(hits, req.limit)
     facet = full["mode_used"] == "facet"
-    confidences: list[float | None] = [None] * len(hits)
-    if not facet and hits:
-        stems = A.query_stems(full["query"], tokenize)
-        weights = passages.word_weights(db, stems)
-        texts = stored_hits.chunk_texts(db, [h["chunk_id"] for h in hits])
-        semantic_ran = "semantic" in full["stages"]["performed"]
-        for i, h in enumerate(hits):
-            cov = A.coverage(stems, weights, h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""), tokenize)
-            confidences[i] = A.confidence(A.signals(h, cov, full["lexical_match"], semantic_ran))
+    confidences = [None if s is None else A.confidence(s) for s in hit_signals(db, full, hits)]
     found = A.answerable(confidences, facet_hits=facet and bool(hits))
     if not req.compact:
         return {**full, "hits": hits, "answerable": found}
     docs = passages.documents(db, ws.id, [h["path"] for h in hits])
     entries = [compact_hit(h, c, docs.get(h["path"]), ws.root) for h, c in zip(hits, confidences)]
     return fit_budget(envelope(full, found), entries, req.budget)
+
+
+def hit_signals(db: apsw.Connection, full: dict[str, Any], hits: list[dict[str, Any]]) -> list[A.Signals | None]:
+    """What the confidence model reads for each hit (None in a facet-only listing)."""
+    if full["mode_used"] == "facet" or not hits:
+        return [None] * len(hits)
+    stems = A.query_stems(full["query"], tokenize)
+    weights = passages.word_weights(db, stems)
+    texts = stored_hits.chunk_texts(db, [h["chunk_id"] for h in hits])
+    semantic_ran = "semantic" in full["stages"]["performed"]
+    return [A.signals(h, A.coverage(stems, weights, h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""), tokenize),
+                      semantic_ran) for h in hits]
 
 
 def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
@@ -191,6 +195,7 @@ def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: in
             break
         answer["hits"].append(e)
         used += cost
-    answer["tokens"] = estimate_tokens(answer)
+    for _ in range(3):  # the count counts its own digits: settle it
+        answer["tokens"] = estimate_tokens(answer)
     return answer
 
