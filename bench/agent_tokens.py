@@ -326,12 +326,47 @@ def render(res: dict[str, Any]) -> str:
           "was never fitted on: each known-item question against the next of the five software-documentation "
           "corpora (foam-docs → simpler-grants-adr → jekyll → opentelemetry-docs → swift-evolution → foam-docs), "
           "a negative in the same domain, where a few questions may in fact be answerable.", ""]
+    L += findings(res)
     if res.get("calibration"):
         c = res["calibration"]
         L += [f"Fitted model (intercept, coverage, cosine, both legs): hybrid {c['hybrid']}, "
               f"lexical {c['lexical']}, threshold {c['threshold']} (balanced accuracy {c['balanced_accuracy']} "
               "on the calibration sets).", ""]
     return "\n".join(L)
+
+
+def findings(res: dict[str, Any]) -> list[str]:
+    """What the figures say, worded from them."""
+    out = ["## Reading it", ""]
+    sf, ki = res["tokens"].get("SciFact test"), res["tokens"].get("known-item questions (five Markdown corpora)")
+    for name, t in (("SciFact", sf), ("the known-item questions", ki)):
+        if not t:
+            continue
+        c, f, p, w = t["compact"], t["full_k"], t["full_k_then_passages"], t["full_k_then_files"]
+        out.append(
+            f"- {name}: the compact answer at the default budget reaches the relevant document as often as the "
+            f"full answer of the same {res['k']} documents (recall {c['recall']:.3f} vs {f['recall']:.3f}) for "
+            f"{c['mean_tokens']:.0f} tokens against {f['mean_tokens']:.0f}, but it carries the passages: an agent "
+            f"that reads the full answer and then the hits' lines until the relevant one reads {p['mean_tokens']:.0f} "
+            f"tokens on average, and whole files {w['mean_tokens']:.0f} (median {w['median_tokens']:.0f}).")
+    if sf:
+        out.append("- SciFact documents are one abstract each, so a passage is nearly the whole file there; the "
+                   "Markdown corpora, with long files of many sections, show the gap between passages and files.")
+    test = res["answerable"].get("test", {}).get("scifact/hybrid")
+    dom = res["answerable"].get("train", {}).get("known vs another Markdown corpus/hybrid")
+    if test:
+        out.append(f"- `answerable` on held-out SciFact test queries: precision {test['precision']:.3f}, recall "
+                   f"{test['recall']:.3f} against corpora of another domain.")
+    if dom:
+        out.append(f"- Against a corpus of the same kind (software documentation answering another project's "
+                   f"question) it is much weaker: specificity {dom['specificity']:.3f}, i.e. "
+                   f"{dom['fp']} of {dom['negatives']} such questions are still called answerable. Near-topic "
+                   "passages have cosines and word coverage like real answers', and a few of these questions are "
+                   "in part answerable by the other corpus (a security contact, a maintenance branch). A caller "
+                   "should read `answerable: false` as a strong \"nothing here\" and `true` as \"something "
+                   "on topic\", and use `confidence` per passage.")
+    out.append("")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -341,7 +376,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-train", action="store_true", help="skip the calibration sets' figures")
     ap.add_argument("--cache", type=Path, default=None)
     ap.add_argument("--out", default=str(RESULTS / "agents"), help="output stem, or - to print only")
+    ap.add_argument("--render", action="store_true", help="only re-render the .md from the stem's .json")
     args = ap.parse_args(argv)
+    if args.render:
+        res = json.loads(Path(args.out + ".json").read_text())
+        Path(args.out + ".md").write_text(render(res) + "\n")
+        return 0
     stores = Stores(args.cache or cache_root())
     try:
         if args.calibrate:
