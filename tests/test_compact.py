@@ -136,6 +136,13 @@ def test_answerable_tells_a_real_question_from_an_off_topic_one(kb, answer):
             assert max(h["confidence"] for h in off["hits"]) < max(h["confidence"] for h in on["hits"])
 
 
+def test_answerable_in_chinese_and_japanese(kb):
+    svc, _ = kb  # CJK words are counted as the index holds them, by overlapping pairs of characters
+    for q in ("数据库迁移", "検索エンジンの設定"):
+        a = _valid(svc.search("kb", q, {"answer": "compact", "limit": 3}))
+        assert a["answerable"] is True and a["hits"][0]["path"] == "notes/cjk-notes.md"
+
+
 def test_a_facet_only_listing_is_answerable_without_confidence(kb):
     svc, _ = kb
     a = _valid(svc.search("kb", "tag:sqlite", {"answer": "compact"}))

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..store.ftstext import STOPWORDS
+from ..store.ftstext import STOPWORDS, fts_text
 
 # (intercept, coverage, cosine, both legs): fitted by bench/agent_tokens.py --calibrate
 HYBRID = (-7.847, 6.223, 15.378, 0.861)
@@ -48,13 +48,14 @@ def query_stems(query: str, tokenize: Tokenize) -> list[str]:
     text = _FACET.sub(" ", query)
     words = [w for w in _WORD.findall(text)]
     content = [w for w in words if w.lower() not in STOPWORDS] or words
-    return list(dict.fromkeys(s for w in content for _, _, s in tokenize(w)))
+    # CJK runs as the index holds them (bigrams), so weights and coverage see the same words
+    return list(dict.fromkeys(s for w in content for _, _, s in tokenize(fts_text(w))))
 
 
 def coverage(stems: list[str], weights: Mapping[str, float], passage: str, tokenize: Tokenize) -> float:
     if not stems:
         return 0.0
-    present = {s for _, _, s in tokenize(passage)}
+    present = {s for _, _, s in tokenize(fts_text(passage))}
     total = sum(weights.get(s, 1.0) for s in stems)
     return sum(weights.get(s, 1.0) for s in stems if s in present) / total if total else 0.0
 
