@@ -9,9 +9,8 @@ origin}`: the passage whole, sliced from the indexed document by the hit's
 byte span, so the ref's lines are exactly the text. The answer is held to
 `budget_tokens` (estimated as characters / 4 of the answer's JSON); when the
 budget bites, the later passages are cut at a line end, or at a word within a
-long line (each document listed
-keeps at least its first lines) or, when even that does not fit, the last
-documents are dropped, and `truncated` says so.
+long line, each listed document keeping at least its first lines; when even
+that does not fit, the last documents are dropped. `truncated` says so.
 
 Every answer, full or compact, gets `answerable` (search/answerable.py).
 
