@@ -55,7 +55,7 @@ def test_compact_hits_cite_exact_lines_once_per_document(kb):
         assert (int(m["a"]), int(m["b"])) == (h["line_start"], h["line_end"])
         assert h["text"] == _lines(root, h["path"], h["line_start"], h["line_end"])  # whole, not a snippet
         assert not h["section"].startswith(h["title"] + " ›")
-        assert h["origin"] == {"kind": "file", "path": h["path"]}
+        assert h["origin"] == {"kind": "file", "path": h["path"], "title": h["title"]}
         assert 0 <= h["confidence"] <= 1 and h["changed"] is False
 
 

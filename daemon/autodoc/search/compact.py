@@ -143,7 +143,7 @@ def file_changed(root: str, path: str, doc: passages.Indexed | None) -> bool:
 
 
 def compact_hit(h: dict[str, Any], conf: float | None, doc: passages.Indexed | None, root: str) -> dict[str, Any]:
-    origin = h.get("origin") or {"kind": "file", "path": h["path"]}
+    origin = h.get("origin") or {"kind": "file", "path": h["path"], "title": h["title"]}
     text = doc.data[h["byte_start"]:h["byte_end"]].decode("utf-8", "replace").rstrip() if doc else ""
     return {"ref": ref(h["workspace"], h["path"], h["line_start"], h["line_end"]),
             "workspace": h["workspace"], "path": h["path"], "title": h["title"],
