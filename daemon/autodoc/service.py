@@ -78,7 +78,7 @@ class Service:
         self.semantic = SemanticLeg(self.providers, self.vectors, self.embed_queue.pending)
         self.indexer = IndexJob(self.store, self.links,
                                 token_counter=lambda ws: self.providers.token_counter(_config(ws).embedding),
-                                written=self._written)
+                                written=self._written, tokenizer_id=self.providers.tokenizer_id)
         self._pool = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="autodoc-leg")
 
     # -- plumbing ------------------------------------------------------------
@@ -174,9 +174,8 @@ class Service:
                 wsrows.set_config(db, ws, new.to_json())
             if new.embedding != old.embedding:
                 self._forget(ws.id)
-            if new.section_tokens != old.section_tokens or new.abstract_chunk != old.abstract_chunk:
-                # chunk boundaries depend on these: re-chunk (unchanged chunks keep their rows)
-                self.index(ws.name, full=True)
+            if self.indexer.chunking(new) != self.indexer.chunking(old):
+                self.index(ws.name)  # it re-chunks (unchanged chunks keep their rows)
             with self.store.read() as db:
                 return self._ws_json(db, wsrows.get_workspace(db, ws.name))
 
