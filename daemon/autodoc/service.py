@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from . import PROTOCOL_VERSION, __version__
 from .config import Settings, WorkspaceConfig
-from .documents import safe_relpath, slice_span
+from .documents import check_generation, safe_relpath, slice_span
 from .embed.providers import Providers
 from .embed.queue import EmbedQueue
 from .errors import DocumentNotFound, InvalidParams
@@ -339,7 +339,8 @@ class Service:
             doc = reads.content(db, ws.id, rel)
         if doc is None:
             raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
-        span = slice_span(doc.data, opts or {})
+        check_generation(rel, doc.generation, (opts or {}).get("generation"))
+        span = slice_span(doc.data, {k: v for k, v in (opts or {}).items() if k != "generation"})
         return {"workspace": ws.name, "path": rel, "generation": doc.generation, "text": span.text,
                 "byte_start": span.byte_start, "byte_end": span.byte_end, "line_start": span.line_start,
                 "line_end": span.line_end, "total_bytes": len(doc.data), "total_lines": doc.line_count}
