@@ -1,8 +1,8 @@
 """What a store holds, read straight from its SQLite file: invariants and a comparable dump.
 
 Used by bench/crash.py (after every SIGKILL) and by the tests that compare a
-store with a fresh index of the same folder. Read-only: the file is opened with
-`mode=ro` (a WAL store is still recovered by SQLite on open, as any reader would).
+store with a fresh index of the same folder. Read-only: the file is opened
+read-only with apsw (a WAL store is still recovered by SQLite on open, as any reader would).
 
 `problems(path)` lists broken promises: integrity_check, rows from a generation
 after their document's or the store's, rows without a document (chunks, facets,
@@ -13,13 +13,16 @@ ids, times or generations: two stores with equal dumps answer alike.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
+import apsw  # the daemon's SQLite: the stdlib's may be too old for the FTS5 options the store uses
 
-def _open(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+
+def _open(path: Path) -> apsw.Connection:
+    db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    db.setbusytimeout(30_000)
+    return db
 
 
 def problems(path: Path) -> list[str]:
@@ -107,3 +110,20 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
             first = next((f"{p!r} != {q!r}" for p, q in zip(x, y) if p != q), "one is a prefix of the other")
             out.append(f"{table}: {len(x)} vs {len(y)} rows; first difference {first[:300]}")
     return out
+
+
+def bm25(path: Path, workspace: str, query: str) -> dict[tuple[str, int], float]:
+    """The raw FTS5 BM25 score (the lexical leg's column weights) of every chunk matching any
+    word of query, by (document path, ordinal): what the lexical ranking is a function of,
+    but for the order among equal scores."""
+    words = " OR ".join(f'"{w}"' for w in query.split())
+    db = _open(path)
+    try:
+        rows = db.execute(
+            "SELECT d.path, c.ordinal, bm25(chunks_fts, 3.0, 2.0, 2.0, 1.0) FROM chunks_fts "
+            "JOIN chunks c ON c.id=chunks_fts.rowid JOIN documents d ON d.id=c.document_id "
+            "JOIN workspaces w ON w.id=d.workspace_id WHERE w.name=? AND chunks_fts MATCH ?",
+            (workspace, words)).fetchall()
+        return {(p, o): s for p, o, s in rows}
+    finally:
+        db.close()

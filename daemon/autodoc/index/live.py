@@ -138,9 +138,8 @@ class LiveIndex:
                         paths[name].add(rel)
                 elif rel == SCHEMA_RELPATH:  # index_paths applies a changed frontmatter schema
                     paths[name].add(rel)
-                elif rel == SCHEMA_DIR:  # the schema's folder came or went: watch it, read the schema
-                    paths[name].add(SCHEMA_RELPATH)
-                    self._restart.set()
+                elif rel == SCHEMA_DIR:  # the schema's folder came or went: watch it, then index (reads the schema)
+                    rescan.add(name)
                 elif _maybe_folder(root / rel) and not is_ignored(root, rel):
                     rescan.add(name)
         if rescan:  # re-watch first, then index those workspaces whole (see the module's docstring)
