@@ -134,7 +134,6 @@ def run(clients: int, requests: int, files: int = 150, seed: int = 16, pause: fl
     names = [f"n{i:04d}.md" for i in range(files)]
     for n in names:
         (kb / n).write_text(_text(rng, n))
-    os.environ.setdefault("AUTODOC_LOG", "WARNING")
     proc, why = start_daemon(store, sock)
     if proc is None:
         raise RuntimeError(why)
