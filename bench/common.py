@@ -142,3 +142,18 @@ class Progress:
 
 def log(*a: Any) -> None:
     print(*a, file=sys.stderr, flush=True)
+
+
+def replace_section(path: Path, name: str, text: str) -> None:
+    """Write `text` between `<!-- name: begin (generated) -->` and its end marker in
+    path, keeping whatever else the file says (appended when the markers are absent)."""
+    begin, end = f"<!-- {name}: begin (generated) -->", f"<!-- {name}: end -->"
+    body = f"{begin}\n{text.rstrip()}\n{end}"
+    old = path.read_text() if path.exists() else ""
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        new = head + body + rest.split(end, 1)[1]
+    else:
+        new = old.rstrip("\n") + "\n\n" + body + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(new)

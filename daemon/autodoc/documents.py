@@ -2,7 +2,8 @@
 
 `safe_relpath` turns what a client sends into a workspace-relative path that
 cannot leave the root; `slice_span` cuts a stored document to the byte or
-line span a client asked for.
+line span a client asked for; `check_generation` refuses a read of a
+generation the index no longer keeps.
 
 Runs on: any thread.
 """
@@ -13,7 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidParams, PathOutsideWorkspace
+from .errors import GenerationGone, InvalidParams, PathOutsideWorkspace
+
+
+def check_generation(path: str, current: int, wanted: int | None) -> None:
+    """A hit's spans point into its generation's bytes; the index keeps only a
+    document's latest, so reading an older one must not serve the newer text."""
+    if wanted is None or wanted == current:
+        return
+    raise GenerationGone(
+        f"generation {wanted} of {path} is gone: the index keeps only a document's latest generation, and "
+        f"{path} is now at generation {current}; search again, or read it without a generation",
+        {"path": path, "generation": wanted, "current": current})
 
 
 def safe_relpath(root: str, path: str) -> str:

@@ -88,6 +88,12 @@ class CursorExpired(AutodocError):
     code, name = -32005, "changes.cursor_expired"
 
 
+class GenerationGone(AutodocError):
+    """document.read named a generation the index no longer keeps (it keeps a document's latest)."""
+
+    code, name = -32006, "document.generation_gone"
+
+
 class StoreLocked(AutodocError):
     """Another process holds the writer lease on the store."""
 

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from . import PROTOCOL_VERSION, __version__
 from .config import Settings, WorkspaceConfig
-from .documents import safe_relpath, slice_span
+from .documents import check_generation, safe_relpath, slice_span
 from .embed.providers import Providers
 from .embed.queue import EmbedQueue
 from .errors import DocumentNotFound, InvalidParams
@@ -79,7 +79,8 @@ class Service:
                                       on_vectors=self._vectors_changed, busy=lambda: self.semantic.busy)
         self.semantic = SemanticLeg(self.providers, self.vectors, self.embed_queue.pending)
         counter = lambda ws: self.providers.token_counter(_config(ws).embedding)  # noqa: E731
-        self.indexer = IndexJob(self.store, self.links, token_counter=counter, written=self._written)
+        self.indexer = IndexJob(self.store, self.links, token_counter=counter, written=self._written,
+                                tokenizer_id=self.providers.tokenizer_id)
         self.sessions = SessionIndex(self.store, counter, self._written)
         self._pool = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="autodoc-leg")
 
@@ -176,9 +177,8 @@ class Service:
                 wsrows.set_config(db, ws, new.to_json())
             if new.embedding != old.embedding:
                 self._forget(ws.id)
-            if new.section_tokens != old.section_tokens or new.abstract_chunk != old.abstract_chunk:
-                # chunk boundaries depend on these: re-chunk (unchanged chunks keep their rows)
-                self.index(ws.name, full=True)
+            if self.indexer.chunking(new) != self.indexer.chunking(old):
+                self.index(ws.name)  # it re-chunks (unchanged chunks keep their rows)
                 self.sessions.rechunk(self._ws(ws.name))
             with self.store.read() as db:
                 return self._ws_json(db, wsrows.get_workspace(db, ws.name))
@@ -353,7 +353,8 @@ class Service:
             doc = reads.content(db, ws.id, rel)
         if doc is None:
             raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
-        span = slice_span(doc.data, opts or {})
+        check_generation(rel, doc.generation, (opts or {}).get("generation"))
+        span = slice_span(doc.data, {k: v for k, v in (opts or {}).items() if k != "generation"})
         return {"workspace": ws.name, "path": rel, "generation": doc.generation, "text": span.text,
                 "byte_start": span.byte_start, "byte_end": span.byte_end, "line_start": span.line_start,
                 "line_end": span.line_end, "total_bytes": len(doc.data), "total_lines": doc.line_count}

@@ -107,6 +107,9 @@ class Provider(Protocol):
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
 
+    @property
+    def tokenizer_id(self) -> str: ...  # what count_tokens counts with: chunk boundaries depend on it
+
     def describe(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...

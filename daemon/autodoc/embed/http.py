@@ -123,6 +123,8 @@ class HttpProvider(BaseProvider):
             "template": TEXT_TEMPLATE,
         })
 
+    tokenizer_id = "http-estimate-v1"  # estimate_tokens below; change the name when it changes
+
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Estimates only: the server's tokenizer is not known here."""
         if isinstance(texts, str):

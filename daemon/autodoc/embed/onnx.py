@@ -213,6 +213,7 @@ class OnnxProvider(BaseProvider):
         if not self.tokenizer_path.is_file():
             raise ProviderDown(f"tokenizer file missing: {self.tokenizer_path}", provider="onnx", retryable=False)
         self._count_tok = load_tokenizer(self.tokenizer_path, None)
+        self._tokenizer_id: str | None = None
         # the special tokens around every window: what the tokenizer puts around nothing
         frame = self._count_tok.encode("").ids
         self._open, self._close = frame[:1], frame[1:]
@@ -241,6 +242,12 @@ class OnnxProvider(BaseProvider):
     @property
     def fingerprint(self) -> str:
         return self._fingerprint
+
+    @property
+    def tokenizer_id(self) -> str:
+        if self._tokenizer_id is None:
+            self._tokenizer_id = "onnx:" + file_sha256(self.tokenizer_path)
+        return self._tokenizer_id
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts, [CLS] and [SEP] included once (a text over max_tokens runs as

@@ -17,6 +17,9 @@ from .factory import make_provider, validate_config
 from .memory import release_free_heap
 
 
+ESTIMATE = "estimate-v1"  # ingest.tokens.estimate_tokens; change the name when it changes
+
+
 def config_key(cfg: dict[str, Any]) -> str:
     return json.dumps(cfg, sort_keys=True)
 
@@ -60,6 +63,13 @@ class Providers:
                 if p is provider:
                     return json.loads(key)
         return {}
+
+    def tokenizer_id(self, cfg: dict[str, Any]) -> str:
+        """What token_counter counts with: "estimate" (ingest.tokens) or the provider's tokenizer."""
+        if self.token_counter(cfg) is None:
+            return ESTIMATE
+        p, _ = self.target(cfg)
+        return p.tokenizer_id if p is not None else ESTIMATE
 
     def token_counter(self, cfg: dict[str, Any]) -> Callable[[str], int] | None:
         """The configured model's own token count, which chunking budgets with (None: estimate)."""

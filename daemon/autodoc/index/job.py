@@ -37,7 +37,7 @@ from ..store import reads
 from ..store.facets import sync_schema
 from ..store.links import LinkResolver
 from ..store.sessions import is_session_path
-from ..store.workspaces import Workspace, chunk_count
+from ..store.workspaces import Workspace, chunk_count, chunking, set_chunking
 
 log = logging.getLogger("autodoc.index")
 
@@ -96,10 +96,12 @@ class _Batch:
 class IndexJob:
     def __init__(self, store: Store, links: LinkResolver,
                  token_counter: Callable[[Workspace], Callable[[str], int] | None],
-                 written: Callable[[Workspace, list[dict], list[int]], None]):
+                 written: Callable[[Workspace, list[dict], list[int]], None],
+                 tokenizer_id: Callable[[dict[str, Any]], str]):
         self.store = store
         self.links = links
         self._token_counter = token_counter
+        self._tokenizer_id = tokenizer_id  # an `embedding` config → what its token_counter counts with
         self._written = written  # (workspace, change-log entries, touched document ids), after each commit
 
     # -- one file ----------------------------------------------------------------------
@@ -121,6 +123,14 @@ class IndexJob:
         except Exception as e:
             log.exception("workspace %s: %s could not be parsed", ws.name, relpath)
             return f"could not be parsed ({type(e).__name__}: {e}); the log has the details"
+
+    def chunking(self, cfg: WorkspaceConfig) -> str:
+        """Everything chunk boundaries depend on besides the file's bytes. It is
+        recorded per workspace when a run ends; a run that finds another one
+        re-chunks every file (a new model's tokenizer, or a configure whose
+        re-chunk a crash cut short), so the store equals a fresh index."""
+        return json.dumps({"section_tokens": cfg.section_tokens, "abstract_chunk": cfg.abstract_chunk,
+                           "tokens": self._tokenizer_id(cfg.embedding)}, sort_keys=True)
 
     # -- the frontmatter schema ---------------------------------------------------------
 
@@ -148,9 +158,12 @@ class IndexJob:
         if not root.is_dir():
             raise InvalidParams("workspace", f"the workspace root {ws.root} is not a folder any more")
         self.sync_schema(ws)
+        cut = self.chunking(cfg)
         entries = list(scan_workspace(root, max_bytes=cfg.max_file_bytes))
         with self.store.locked() as db:
             known = stored.file_states(db, ws.id)
+            if chunking(db, ws.id) != cut:
+                full = True
         report = IndexReport(ws.name, scanned=len(entries))
         on_disk: set[str] = set()
         pending: list[Pending] = []
@@ -196,6 +209,8 @@ class IndexJob:
                     progress(i + 1, total, e.relpath)
             gone = [p for p in known if p not in on_disk]
             self._flush(ws, _Batch(pending, gone=gone, skips=skips), report, full, failures, renamed=renamed)
+            with self.store.write() as db:
+                set_chunking(db, ws.id, cut)
         except BaseException:
             # batches already committed never reached the cached name tables: read them all next time
             self.links.forget(ws.id)
@@ -214,6 +229,10 @@ class IndexJob:
         """Bring just these workspace-relative paths up to date."""
         cfg = WorkspaceConfig.from_json(ws.config)
         root = Path(ws.root).resolve()
+        with self.store.locked() as db:
+            recorded = chunking(db, ws.id)
+        if recorded is not None and recorded != self.chunking(cfg) and root.is_dir():
+            return self.run(ws)  # the chunking changed: every file is cut again, not just these
         if root.is_dir():
             self.sync_schema(ws)  # the watcher hands us _schema/frontmatter.yaml too
         report = IndexReport(ws.name)

@@ -1,10 +1,14 @@
 """The live index: keeps every workspace's index in step with its folder while a daemon runs.
 
-watchfiles watches every workspace root (restarted when workspaces are added
-or removed); a saved .md/.markdown file is handed to `Service.index_paths`
+watchfiles watches, without recursion, exactly the folders the scanner walks
+in every workspace (its own recursion follows symlinked folders out of the
+root: a link to /usr cost 15,450 inotify watches). The watch set is rebuilt
+when workspaces are added or removed and when a folder appears, vanishes or
+is renamed (inotify watches the folder, not its name); the workspaces whose
+folders changed are then indexed incrementally once the new watcher is up, so
+a file saved between the two is not missed. A saved .md/.markdown file is handed to `Service.index_paths`
 after a ~50 ms debounce (and so is _schema/frontmatter.yaml, which
-re-derives every document's facets). A changed folder (a rename, say) gets an
-incremental `Service.index` of its workspace. At start each workspace gets
+re-derives every document's facets). At start each workspace gets
 one incremental index, to catch edits made while no daemon ran.
 
 Runs on: the event loop; every store call goes through the host's `read`
@@ -21,8 +25,8 @@ from typing import Any, Awaitable, Callable
 import anyio
 
 from ..errors import WorkspaceNotFound
-from ..fmschema import SCHEMA_RELPATH
-from ..ingest.scan import is_ignored, is_markdown_path
+from ..fmschema import SCHEMA_DIR, SCHEMA_RELPATH
+from ..ingest.scan import is_ignored, is_markdown_path, scan_folders
 
 log = logging.getLogger("autodoc.index.live")
 
@@ -43,6 +47,7 @@ class LiveIndex:
         self.step_ms = step_ms
         self._restart = anyio.Event()
         self._stopping = False
+        self._refolder: set[str] = set()  # workspaces whose folders changed: index once re-watched
 
     def roots_changed(self) -> None:
         self._restart.set()
@@ -80,29 +85,45 @@ class LiveIndex:
             roots = await self._roots()
             if rescan:  # what changed while no watcher ran
                 rescan = False
-                await self._catch_up()
+                self._refolder.update(roots)
             if not roots:
                 self._set_watching([])
                 await self._restart.wait()
                 continue
-            # awatch creates its watcher synchronously on the first step of the
-            # loop, before any other task runs: once `watching` is visible to a
-            # request, the roots are watched.
-            self._set_watching(sorted(roots))
-            log.info("watching %s", ", ".join(f"{n}={r}" for n, r in sorted(roots.items())))
+            folders = await anyio.to_thread.run_sync(_folders, roots)
             try:
-                async for changes in awatch(
-                    *roots.values(), watch_filter=None, debounce=self.debounce_ms, step=self.step_ms,
-                    stop_event=self._restart, ignore_permission_denied=True,
-                ):
-                    await self._apply(changes, roots)
+                async with anyio.create_task_group() as tg:
+                    # awatch creates its watcher synchronously on the first step of the
+                    # loop, before any other task runs: once `watching` is visible to a
+                    # request, or the re-index below starts, the folders are watched.
+                    self._set_watching(sorted(roots))
+                    if self._refolder:
+                        tg.start_soon(self._index_all, sorted(self._refolder))
+                        self._refolder = set()
+                    log.info("watching %d folders in %s", len(folders),
+                             ", ".join(f"{n}={r}" for n, r in sorted(roots.items())))
+                    async for changes in awatch(
+                        *folders, watch_filter=None, debounce=self.debounce_ms, step=self.step_ms,
+                        stop_event=self._restart, ignore_permission_denied=True, recursive=False,
+                    ):
+                        await self._apply(changes, roots)
             except Exception as exc:
-                # a root vanished under the watcher, or the watcher could not report a file name
+                # a folder vanished under the watcher, or the watcher could not report a file name
                 # (one that is not valid UTF-8): the daemon keeps serving, the watcher starts again
                 log.warning("the watcher stopped (%s: %s); restarting", type(exc).__name__, exc)
                 with anyio.move_on_after(1.0):
                     await self._restart.wait()
                 rescan = True
+
+    async def _index_all(self, names: list[str]) -> None:
+        for name in names:
+            try:
+                report = await self._write(self.service.index, name)
+                log.debug("live index %s (folders changed): %s", name, _summary(report))
+            except WorkspaceNotFound:
+                self.roots_changed()
+            except Exception:
+                log.exception("live index of workspace %s failed", name)
 
     async def _apply(self, changes: set[tuple[Any, str]], roots: dict[str, Path]) -> None:
         paths: dict[str, set[str]] = defaultdict(set)
@@ -117,19 +138,38 @@ class LiveIndex:
                         paths[name].add(rel)
                 elif rel == SCHEMA_RELPATH:  # index_paths applies a changed frontmatter schema
                     paths[name].add(rel)
+                elif rel == SCHEMA_DIR:  # the schema's folder came or went: watch it, then index (reads the schema)
+                    rescan.add(name)
                 elif _maybe_folder(root / rel) and not is_ignored(root, rel):
                     rescan.add(name)
-        for name in sorted(set(paths) | rescan):
+        if rescan:  # re-watch first, then index those workspaces whole (see the module's docstring)
+            self._refolder |= rescan
+            self._restart.set()
+        for name in sorted(set(paths) - rescan):
             try:
-                if name in rescan:
-                    report = await self._write(self.service.index, name)
-                else:
-                    report = await self._write(self.service.index_paths, name, sorted(paths[name]))
+                report = await self._write(self.service.index_paths, name, sorted(paths[name]))
                 log.debug("live index %s: %s", name, _summary(report))
             except WorkspaceNotFound:
                 self.roots_changed()
             except Exception:
                 log.exception("live index of workspace %s failed", name)
+
+
+def _folders(roots: dict[str, Path]) -> list[Path]:
+    """Every folder to watch: the scanned ones and the schema's. A folder whose name
+    is not valid UTF-8 is left out: the watcher could not be given it, and the
+    scan skips every file in it."""
+    out: list[Path] = []
+    for root in roots.values():
+        schema = root / SCHEMA_DIR
+        extra = [schema] if schema.is_dir() and not schema.is_symlink() else []
+        for folder in scan_folders(root) + extra:
+            try:
+                str(folder).encode("utf-8")
+            except UnicodeEncodeError:
+                continue
+            out.append(folder)
+    return out
 
 
 def _relative(raw: str, root: Path) -> str | None:

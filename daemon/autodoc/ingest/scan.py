@@ -71,20 +71,33 @@ def scan_workspace(root: Path, *, max_bytes: int) -> Iterator[ScanEntry]:
     yield from found
 
 
+def scan_folders(root: Path) -> list[Path]:
+    """The folders scan_workspace walks: root and every readable, non-ignored,
+    non-symlinked folder inside it. A file watcher watches exactly these, so it
+    never follows a link out of the root nor watches what the scan skips."""
+    folders: list[Path] = []
+    _walk(Path(root), Path(root).resolve(), _specs_in(Path(root), "", ()), 0, None, folders)
+    return sorted(folders)
+
+
 _Specs = tuple[tuple[str, pathspec.PathSpec], ...]
 
 
-def _walk(root: Path, real_root: Path, specs: _Specs, max_bytes: int, out: list[ScanEntry]) -> None:
-    """Folders from a stack, not by recursion: a tree 1,000 folders deep must not end the scan."""
+def _walk(root: Path, real_root: Path, specs: _Specs, max_bytes: int, out: list[ScanEntry] | None,
+          folders: list[Path] | None = None) -> None:
+    """Folders from a stack, not by recursion: a tree 1,000 folders deep must not end the scan.
+    out=None walks the folders only (into `folders`), without looking at a file."""
     todo: list[tuple[Path, str, _Specs]] = [(root, "", specs)]
     while todo:
         d, rel, specs = todo.pop()
         try:
             items = sorted(os.scandir(d), key=lambda e: e.name)
         except OSError as e:
-            if rel:  # an unreadable folder: say so (the root's own absence is the caller's to report)
+            if rel and out is not None:  # an unreadable folder: say so (the root's own absence is the caller's)
                 out.append(ScanEntry(_display(rel) + "/", d, 0, 0, f"folder is unreadable: {_why(e)}"))
             continue
+        if folders is not None:
+            folders.append(d)
         for it in items:
             if it.name.startswith(".") or it.name in SKIP_DIRS or (not rel and it.name == SCHEMA_DIR):
                 continue
@@ -99,7 +112,7 @@ def _walk(root: Path, real_root: Path, specs: _Specs, max_bytes: int, out: list[
                     todo.append((Path(it.path), r, _specs_in(Path(it.path), r, specs)))
             # Never descend into linked folders: outside ones leave the workspace,
             # inside ones are scanned under their real path anyway (and could loop).
-            elif is_markdown_path(it.name) and not _ignored(specs, r, False):
+            elif out is not None and is_markdown_path(it.name) and not _ignored(specs, r, False):
                 got = _entry_or_reason(Path(it.path), r, real_root, max_bytes)
                 if got is not None:
                     out.append(got)

@@ -70,9 +70,9 @@ def write_document(
         if not force:
             return None
         old_sig = db.execute(
-            "SELECT text_hash, kind, byte_start, byte_end FROM chunks WHERE document_id=? ORDER BY ordinal", (row[0],)
-        ).fetchall()
-        if old_sig == [(c.text_hash, c.kind, c.byte_start, c.byte_end) for c in chunks]:
+            "SELECT text_hash, kind, byte_start, byte_end, tokens FROM chunks WHERE document_id=? ORDER BY ordinal",
+            (row[0],)).fetchall()
+        if old_sig == [(c.text_hash, c.kind, c.byte_start, c.byte_end, c.tokens) for c in chunks]:
             return None
     gen = next_generation(db)
     title = doc.title or path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
@@ -125,21 +125,22 @@ def _write_chunks(
     chunks: list[Chunk], *, refresh_fts: bool,
 ) -> None:
     old: dict[str, list[tuple]] = {}
-    for cid, text_hash, kind, ordinal, bs, be, ls, le in db.execute(
-        "SELECT id, text_hash, kind, ordinal, byte_start, byte_end, line_start, line_end FROM chunks "
+    for cid, text_hash, kind, ordinal, bs, be, ls, le, tokens in db.execute(
+        "SELECT id, text_hash, kind, ordinal, byte_start, byte_end, line_start, line_end, tokens FROM chunks "
         "WHERE document_id=? ORDER BY ordinal",
         (doc_id,),
     ):
-        old.setdefault(text_hash + kind, []).append((cid, ordinal, bs, be, ls, le))
+        old.setdefault(text_hash + kind, []).append((cid, ordinal, bs, be, ls, le, tokens))
     title_fts = fts_text(title)
     for c in chunks:
         reuse = old.get(c.text_hash + c.kind)
         if reuse:
-            cid, ordinal, bs, be, ls, le = reuse.pop(0)
-            if (ordinal, bs, be, ls, le) != (c.ordinal, c.byte_start, c.byte_end, c.line_start, c.line_end):
+            cid, *place = reuse.pop(0)
+            new_place = [c.ordinal, c.byte_start, c.byte_end, c.line_start, c.line_end, c.tokens]
+            if place != new_place:  # tokens too: another tokenizer counts the same text differently
                 db.execute(
-                    "UPDATE chunks SET ordinal=?, byte_start=?, byte_end=?, line_start=?, line_end=? WHERE id=?",
-                    (c.ordinal, c.byte_start, c.byte_end, c.line_start, c.line_end, cid),
+                    "UPDATE chunks SET ordinal=?, byte_start=?, byte_end=?, line_start=?, line_end=?, tokens=? "
+                    "WHERE id=?", (*new_place, cid),
                 )
             if refresh_fts:
                 db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))

@@ -61,7 +61,23 @@ def remove_workspace(db: apsw.Connection, ws: Workspace) -> int:
     db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE workspace_id=?)", (ws.id,))
     db.execute("DELETE FROM chunks WHERE workspace_id=?", (ws.id,))
     db.execute("DELETE FROM workspaces WHERE id=?", (ws.id,))
+    db.execute("DELETE FROM meta WHERE key=?", (_chunking_key(ws.id),))
     return documents
+
+
+def _chunking_key(ws_id: int) -> str:
+    return f"chunking:{ws_id}"
+
+
+def chunking(db: apsw.Connection, ws_id: int) -> str | None:
+    """What the workspace's stored chunks were cut with (index/job.py), None before the first index."""
+    row = db.execute("SELECT value FROM meta WHERE key=?", (_chunking_key(ws_id),)).fetchone()
+    return row[0] if row else None
+
+
+def set_chunking(db: apsw.Connection, ws_id: int, value: str) -> None:
+    db.execute("INSERT INTO meta(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+               (_chunking_key(ws_id), value))
 
 
 def set_config(db: apsw.Connection, ws: Workspace, config: dict[str, Any]) -> None:

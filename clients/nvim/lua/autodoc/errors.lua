@@ -21,6 +21,7 @@ local WARN_CODES = {
   [-32020] = true, -- server.shutting_down
   [-32003] = true, -- document.not_found
   [-32005] = true, -- changes.cursor_expired
+  [-32006] = true, -- document.generation_gone: the hit is stale, search again
 }
 
 --- A client-side error.
