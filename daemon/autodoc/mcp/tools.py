@@ -1,0 +1,398 @@
+"""What each MCP tool does: the RPC calls behind it and the answer it gives.
+
+A tool returns (structured answer, text for the model). Calls go through the
+Backend, so they run on the daemon when one serves the store. Where the daemon
+may not have a method yet (document.outline, search.similar, compact answers)
+the tool asks for it first and falls back to a small stand-in built from the
+methods every daemon has.
+
+Runs on: the MCP server's event loop (each RPC call on a worker thread).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import anyio
+
+from ..errors import AutodocError, DocumentNotFound, InvalidParams, MethodNotFound
+from . import answers
+from .args import Args, parse_ref
+from .backend import BROWSE_LIMIT, Backend, ToolError
+from .specs import KNOWN_ARGS
+
+Result = tuple[dict[str, Any], str]
+STAGES = ("lexical", "semantic", "rerank", "graph")
+COMPACT_FIELDS = ("opts.answer", "opts.budget_tokens", "opts.per_document")
+
+
+def as_text(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, indent=1)
+
+
+async def gather(calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    """Run the calls at once; results in order (the first exception is raised)."""
+    out: list[Any] = [None] * len(calls)
+
+    async def one(i: int) -> None:
+        out[i] = await calls[i]()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(calls)):
+            tg.start_soon(one, i)
+    return out
+
+
+def _with_notes(obj: dict[str, Any], a: Args) -> dict[str, Any]:
+    if a.notes:
+        obj["notes"] = obj.get("notes", []) + a.notes
+    return obj
+
+
+# -- locating a document ---------------------------------------------------------------
+
+async def locate(b: Backend, a: Args) -> tuple[str, str, dict[str, Any], tuple[int, int] | None]:
+    """(workspace, path, the whole document as document.read answers it, the ref's lines)."""
+    raw = a.str("ref", required=True, example="kb:adrs/0012-lease-recovery.md#L10-15")
+    assert raw is not None
+    r = parse_ref(raw)
+    candidates = await b.workspace(r.workspace or a.str("workspace"), many=True)
+    path = r.path
+    for ws in candidates:
+        for p in (path, path + ".md") if not path.endswith((".md", ".markdown")) else (path,):
+            try:
+                return ws, p, await b.call("document.read", [ws, p]), r.lines
+            except DocumentNotFound:
+                continue
+    guesses: list[str] = []
+    for ws in candidates:
+        guesses += [answers.ref(ws, g) if len(candidates) > 1 else g for g in await b.guess_path(ws, path)]
+    where = candidates[0] if len(candidates) == 1 else f"any of {candidates}"
+    raise ToolError(f"{path!r} is not an indexed document of {where}: pass a path relative to the workspace root "
+                    "(a search hit's ref works as it is)", did_you_mean=guesses[:3] or None)
+
+
+# -- search -------------------------------------------------------------------------------
+
+async def search(b: Backend, a: Args) -> Result:
+    query = a.str("query", required=True, example="how do we recover the lease after a crash")
+    assert query is not None
+    names = await b.workspace(a.str("workspace"), many=True)
+    limit = a.int("limit", 5, 1, 50)
+    budget = a.int("budget_tokens", 2000, 100, 20000)
+    per_doc = a.int("per_document", 1, 1, 10)
+    assert limit is not None and budget is not None and per_doc is not None
+    opts: dict[str, Any] = {}
+    for key in ("paths", "tags"):
+        if (v := a.strings(key, '["adrs/"]')) is not None:
+            opts[key] = v
+    if (facets := a.dict("facets", '{"status": ["accepted"]}')) is not None:
+        opts["facets"] = {k: v if isinstance(v, list) else [v] for k, v in facets.items()}
+    if (stages := a.strings("stages")) is not None:
+        stages = [s.lower() for s in stages if s.lower() != "hybrid"]
+        bad = [s for s in stages if s not in STAGES]
+        if bad:
+            raise ToolError(f"stages may be {list(STAGES)}, not {bad}; omit it for the default")
+        opts["stages"] = stages
+    answers_ = await gather([lambda ws=ws: _search_one(b, ws, query, opts, limit, budget, per_doc) for ws in names])
+    hits = [h for ans in answers_ for h in ans["hits"]]
+    kept, truncated, tokens = answers.within_budget(hits, limit, budget)
+    notes = [n for ans in answers_ for n in ans.get("notes", [])]
+    out = {"query": query, "workspaces": names,
+           "answerable": any(ans["answerable"] for ans in answers_),
+           "truncated": truncated or any(ans.get("truncated") for ans in answers_), "tokens": tokens, "hits": kept}
+    if notes:
+        out["notes"] = notes
+    if not kept:
+        out["notes"] = out.get("notes", []) + ["no hits: try other words, fewer filters, or `list` to browse"]
+    return _with_notes(out, a), as_text(_with_notes(dict(out), a))
+
+
+async def _search_one(b: Backend, ws: str, query: str, opts: dict[str, Any], limit: int, budget: int,
+                      per_doc: int) -> dict[str, Any]:
+    if b.compact is not False:
+        try:
+            ans = await b.call("search.query", [ws, query, {**opts, "limit": limit, "answer": "compact",
+                                                            "budget_tokens": budget, "per_document": per_doc}])
+            b.compact = True
+            return {**ans, "notes": _search_notes(ws, ans)}
+        except InvalidParams as e:
+            if not str(e.data.get("field", "") if isinstance(e.data, dict) else "").startswith(COMPACT_FIELDS):
+                raise
+            b.compact = False
+    full = await b.call("search.query", [ws, query, {**opts, "limit": min(BROWSE_LIMIT, limit * (per_doc + 2))}])
+    keep = answers.hit_indexes(full, per_doc)[:limit]
+    texts = await gather([lambda h=full["hits"][i]: b.call("document.read", [ws, h["path"], {
+        "byte_start": h["byte_start"], "byte_end": h["byte_end"]}]) for i in keep])
+    passages = {i: t["text"] for i, t in zip(keep, texts)}
+    hits = [h for h in answers.compact_from_full(full, passages, per_doc)][:limit]
+    top = max((h["confidence"] or 0.0 for h in hits), default=0.0)
+    return {"hits": hits, "answerable": top >= answers.ANSWERABLE_MIN, "truncated": False,
+            "notes": _search_notes(ws, full)}
+
+
+def _search_notes(ws: str, ans: dict[str, Any]) -> list[str]:
+    notes = []
+    if ans.get("semantic") in ("partial", "switching"):
+        notes.append(f"{ws}: semantic search is still filling ({ans['semantic']}); hits may improve shortly")
+    for stage, why in ((ans.get("stages") or {}).get("skipped") or {}).items():
+        if stage != "rerank" and ans.get("mode_used") != "facet":
+            notes.append(f"{ws}: {stage} skipped: {why}")
+    return notes
+
+
+# -- reading --------------------------------------------------------------------------------
+
+async def read(b: Backend, a: Args) -> Result:
+    ws, path, doc, ref_lines = await locate(b, a)
+    lines = doc["text"].split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    total = max(1, len(lines))
+    max_lines = a.int("max_lines", 400, 1, 2000)
+    assert max_lines is not None
+    span = a.lines("lines")
+    section_title = None
+    if span is None and (around := a.int("around", None, 1, 10**9)) is not None:
+        ctx = a.int("context", 15, 0, 500) or 0
+        span = (around - ctx, around + ctx)
+    if span is None and (want := a.str("section")) is not None:
+        flat = answers.flatten_outline(await _outline(b, ws, path, doc))
+        node = _find_section(flat, want)
+        section_title = node["title"]
+        span = (node["line_start"], node["line_end"])
+    if span is None:
+        span = ref_lines or (1, total)
+    start, end = max(1, span[0]), min(span[1], total)
+    if start > total:
+        a.notes.append(f"the document has {total} lines: read its last lines instead of {span[0]}-{span[1]}")
+        start, end = max(1, total - 20), total
+    elif span[1] > total:
+        a.notes.append(f"lines clamped to the document's {total} lines")
+    more = None
+    if end - start + 1 > max_lines:
+        end = start + max_lines - 1
+        more = f"{end + 1}-{min(total, end + max_lines)}"
+        a.notes.append(f"cut at {max_lines} lines: continue with lines=\"{more}\"")
+    text = "\n".join(lines[start - 1:end])
+    out = {"ref": answers.ref(ws, path, start, end), "workspace": ws, "path": path, "line_start": start,
+           "line_end": end, "total_lines": total, "text": text}
+    if section_title:
+        out["section"] = section_title
+    if more:
+        out["next_lines"] = more
+    _with_notes(out, a)
+    head = f"{out['ref']} (lines {start}-{end} of {total})"
+    tail = "".join(f"\nnote: {n}" for n in out.get("notes", []))
+    return out, f"{head}\n{answers.numbered(text, start)}{tail}"
+
+
+def _find_section(flat: list[dict[str, Any]], want: str) -> dict[str, Any]:
+    w = want.strip().lstrip("#").strip().lower()
+    for test in (lambda t: t == w, lambda t: t.startswith(w), lambda t: w in t):
+        for node in flat:
+            if test(node["title"].lower()):
+                return node
+    titles = [n["title"] for n in flat]
+    near = difflib.get_close_matches(want, titles, n=3, cutoff=0.4)
+    raise ToolError(f"no heading matches {want!r}", did_you_mean=near or None, headings=titles[:40])
+
+
+async def _outline(b: Backend, ws: str, path: str, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    if b.has_outline is not False:
+        try:
+            ans = await b.call("document.outline", [ws, path])
+            b.has_outline = True
+            return ans.get("outline") or ans.get("headings") or ans.get("sections") or []
+        except MethodNotFound:
+            b.has_outline = False
+    return answers.outline_from_text(doc["text"])
+
+
+async def outline(b: Backend, a: Args) -> Result:
+    ws, path, doc, _ = await locate(b, a)
+    tree = await _outline(b, ws, path, doc)
+    out = _with_notes({"ref": answers.ref(ws, path), "workspace": ws, "path": path,
+                       "total_lines": doc["total_lines"], "outline": tree}, a)
+    text = f"{out['ref']} ({doc['total_lines']} lines)\n{answers.outline_text(tree) or '(no headings)'}"
+    return out, text + "".join(f"\nnote: {n}" for n in out.get("notes", []))
+
+
+async def links(b: Backend, a: Args) -> Result:
+    ws, path, _, _ = await locate(b, a)
+    direction = a.choice("direction", ["out", "in", "both"], "both")
+    out: dict[str, Any] = {"ref": answers.ref(ws, path), "workspace": ws, "path": path}
+    if direction in ("out", "both"):
+        got = await b.call("document.links", [ws, path])
+        out["out"] = [{"target": link["target"], "kind": link["kind"], "line": link["line"],
+                       "resolved": link["target_path"] is not None,
+                       **({"ref": answers.ref(ws, link["target_path"]), "title": link["target_title"]}
+                          if link["target_path"] else {"broken": True})} for link in got["links"]]
+    if direction in ("in", "both"):
+        got = await b.call("document.backlinks", [ws, path])
+        out["in"] = [{"ref": answers.ref(ws, link["source_path"], link["line"]), "title": link["source_title"],
+                      "kind": link["kind"], "line": link["line"]} for link in got["backlinks"]]
+    _with_notes(out, a)
+    return out, as_text(out)
+
+
+async def similar(b: Backend, a: Args) -> Result:
+    ws, path, doc, _ = await locate(b, a)
+    limit = a.int("limit", 5, 1, 50)
+    assert limit is not None
+    hits: list[dict[str, Any]] | None = None
+    if b.has_similar is not False:
+        try:
+            ans = await b.call("search.similar", [ws, path, {"limit": limit}])
+            b.has_similar = True
+            hits = ans["hits"]
+        except MethodNotFound:
+            b.has_similar = False
+    if hits is None:  # stopgap until search.similar: the document's headings and opening as the query
+        flat = answers.flatten_outline(answers.outline_from_text(doc["text"]))
+        words = " ".join([n["title"] for n in flat][:12]) or doc["text"][:600]
+        query = " ".join(words.replace('"', " ").split())[:1000]
+        ans = await b.call("search.query", [ws, query, {"limit": min(BROWSE_LIMIT, limit * 4 + 4)}])
+        hits = ans["hits"]
+    seen, out_hits = {path}, []
+    for h in hits:
+        if h["path"] in seen:
+            continue
+        seen.add(h["path"])
+        rel = h.get("relevance", h.get("confidence"))
+        out_hits.append({"ref": h.get("ref") or answers.ref(ws, h["path"]), "path": h["path"],
+                         "title": h.get("title"), "confidence": None if rel is None else round(rel, 3)})
+        if len(out_hits) >= limit:
+            break
+    out = _with_notes({"ref": answers.ref(ws, path), "similar": out_hits}, a)
+    return out, as_text(out)
+
+
+# -- browsing and the state of things -----------------------------------------------------------
+
+async def list_documents(b: Backend, a: Args) -> Result:
+    [ws] = await b.workspace(a.str("workspace"))
+    limit = a.int("limit", 50, 1, 200)
+    assert limit is not None
+    cursor = a.str("cursor") or "0"
+    if not cursor.isdigit():
+        raise ToolError(f"cursor must be the next_cursor of the previous page (a number), not {cursor!r}")
+    offset = int(cursor)
+    opts: dict[str, Any] = {"limit": BROWSE_LIMIT}
+    for key in ("paths", "tags"):
+        if (v := a.strings(key)) is not None:
+            opts[key] = v
+    if (facets := a.dict("facets", '{"type": ["adr"]}')) is not None:
+        opts["facets"] = {k: v if isinstance(v, list) else [v] for k, v in facets.items()}
+    if (count := a.strings("count", '["status"]')) is not None:
+        opts["facet_counts"] = count[:20]
+    ans, tags = await gather([lambda: b.call("search.query", [ws, "", opts]),
+                              lambda: b.call("workspace.tags", [ws, None, 30])])
+    docs = ans["hits"]
+    page = docs[offset:offset + limit]
+    nxt = offset + limit if offset + limit < len(docs) else None
+    out: dict[str, Any] = {
+        "workspace": ws, "matching": len(docs) if len(docs) < BROWSE_LIMIT else f"{BROWSE_LIMIT}+",
+        "documents": [{"ref": answers.ref(ws, d["path"]), "title": d["title"], "tags": d["tags"],
+                       "lines": d["line_end"]} for d in page],
+        "next_cursor": None if nxt is None else str(nxt),
+        "tag_counts": {t["tag"]: t["documents"] for t in tags["tags"]},
+    }
+    if ans.get("facet_counts"):
+        out["facet_counts"] = ans["facet_counts"]
+    if len(docs) >= BROWSE_LIMIT and nxt is None:
+        a.notes.append(f"only the first {BROWSE_LIMIT} matches are listed: narrow with paths, tags or facets")
+    _with_notes(out, a)
+    return out, as_text(out)
+
+
+async def changes(b: Backend, a: Args) -> Result:
+    names = await b.workspace(a.str("workspace"), many=True)
+    cursor = a.int("cursor", 0, 0, 2**62)
+    limit = a.int("limit", 100, 1, 1000)
+    got = await gather([lambda ws=ws: b.call("changes.since", [ws, cursor, limit]) for ws in names])
+    merged = sorted((c for g in got for c in g["changes"]), key=lambda c: c["cursor"])
+    more = len(merged) > (limit or 0) or any(g["has_more"] for g in got)
+    merged = merged[:limit]
+    nxt = merged[-1]["cursor"] if merged else max([cursor or 0] + [g["next_cursor"] for g in got])
+    out = {"changes": [{"cursor": c["cursor"], "workspace": c["workspace"], "path": c["path"], "op": c["op"],
+                        **({"old_path": c["old_path"]} if c.get("old_path") else {}), "time": c["time"]}
+                       for c in merged],
+           "next_cursor": nxt, "has_more": more}
+    _with_notes(out, a)
+    return out, as_text(out)
+
+
+async def status(b: Backend, a: Args) -> Result:
+    names = await b.workspace(a.str("workspace"), many=True) if await b.workspaces() else []
+    info = await b.call("server.info", [])
+    got = await gather([lambda ws=ws: b.call("workspace.status", [ws]) for ws in names])
+    out = {"server": {"mode": b.mode, "version": info["version"], "store": info["store"],
+                      "writable": info["writable"],
+                      **{k: v for k, v in info.items() if k in ("coming", "loading", "models")}},
+           "workspaces": [_ws_status(s) for s in got]}
+    if not names:
+        out["notes"] = ["no workspace yet: `autodoc workspace add NAME FOLDER`, then `autodoc index NAME`"]
+    _with_notes(out, a)
+    return out, as_text(out)
+
+
+def _ws_status(s: dict[str, Any]) -> dict[str, Any]:
+    emb = s["embedding"]
+    semantic = {k: emb[k] for k in emb if k not in ("fingerprint", "available", "skipped")}
+    return {
+        "workspace": s["name"], "root": s["root"], "root_exists": s["root_exists"],
+        "files": {"on_disk": s["files"]["on_disk"], "indexed": s["files"]["indexed"],
+                  "skipped": len(s["files"]["skipped"]), "skipped_examples": s["files"]["skipped"][:5]},
+        "chunks": s["chunks"], "semantic": semantic, "ranker": s["ranker"],
+        "problems": len(s["problems"]), "problem_examples": s["problems"][:5],
+        "broken_links": len(s["broken_links"]), "change_cursor": s["change_cursor"],
+    }
+
+
+async def reindex(b: Backend, a: Args) -> Result:
+    paths = a.strings("paths", '["notes/new-note.md"]')
+    if not paths:
+        raise ToolError('paths is required: the files to index, relative to the workspace root, e.g. '
+                        '["notes/new-note.md"]')
+    [ws] = await b.workspace(a.str("workspace"))
+    report = await b.call("workspace.index", [ws])
+    root = next(w["root"] for w in (await b.call("workspace.list", {}))["workspaces"] if w["name"] == ws)
+    skipped = {s["path"]: s["reason"] for s in report["skipped"]}
+    results = []
+    for p in paths:
+        rel = p
+        if Path(p).is_absolute() and Path(p).is_relative_to(root):
+            rel = Path(p).relative_to(root).as_posix()
+        try:
+            doc = await b.call("document.read", [ws, rel, {"line_start": 1, "line_end": 1}])
+            results.append({"path": rel, "indexed": True, "ref": answers.ref(ws, rel), "lines": doc["total_lines"]})
+        except DocumentNotFound:
+            why = skipped.get(rel) or ("not found under the workspace root " + root
+                                       if not (Path(root) / rel).exists()
+                                       else "not a Markdown file the workspace indexes (.md, .markdown)")
+            results.append({"path": rel, "indexed": False, "reason": why})
+        except AutodocError as e:
+            results.append({"path": rel, "indexed": False, "reason": e.message})
+    out = {"workspace": ws, "files": results,
+           "index": {k: report[k] for k in ("added", "modified", "deleted", "renamed", "unchanged", "seconds")},
+           "semantic": report["embedding"].get("reason") or "vectors are made in the background"}
+    _with_notes(out, a)
+    return out, as_text(out)
+
+
+HANDLERS: dict[str, Callable[[Backend, Args], Awaitable[Result]]] = {
+    "search": search, "read": read, "outline": outline, "links": links, "similar": similar,
+    "list": list_documents, "changes": changes, "status": status, "reindex": reindex,
+}
+
+
+async def call_tool(b: Backend, name: str, raw: Any) -> Result:
+    """Run one tool; a ToolError or an AutodocError comes back as the tool's error."""
+    if name not in HANDLERS:
+        near = difflib.get_close_matches(name, list(HANDLERS), n=1, cutoff=0.5)
+        raise ToolError(f"no tool {name!r}; the tools are {list(HANDLERS)}", did_you_mean=near or None)
+    return await HANDLERS[name](b, Args(raw, KNOWN_ARGS[name]))
