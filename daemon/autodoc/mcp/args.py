@@ -75,6 +75,8 @@ class Args:
         for key in NESTED:
             if key not in known and isinstance(raw.get(key), dict):
                 flat.update(raw[key])
+                self.notes.append(f"read the keys of {key!r} as arguments ({', '.join(map(str, raw[key]))}): "
+                                  "they go at the top level")
         flat.update({k: v for k, v in raw.items() if not (k in NESTED and k not in known and isinstance(v, dict))})
         for key, value in flat.items():
             name = key if key in known else next(

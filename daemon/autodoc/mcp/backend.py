@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -199,17 +200,21 @@ class Backend:
         return answer["hits"]
 
     async def guess_path(self, workspace: str, path: str) -> list[str]:
-        """Paths of the workspace close to what was asked, by path, file name or title."""
-        docs = await self.documents(workspace)
-        want = path.lower().removesuffix(".md")
-        scored: dict[str, float] = {}
-        for d in docs:
+        """Paths of the workspace close to what was asked, by path, file name or title
+        (`ADR-12` finds `adrs/0012-lease-recovery.md`, titled "ADR 0012: …")."""
+        want = _squash(path.removesuffix(".md"))
+        scored: list[tuple[float, str]] = []
+        for d in await self.documents(workspace):
             p = d["path"]
-            stem = p.rsplit("/", 1)[-1].lower().removesuffix(".md")
-            keys = [p.lower(), stem, (d.get("title") or "").lower()]
+            keys = [_squash(p), _squash(p.rsplit("/", 1)[-1].removesuffix(".md")), _squash(d.get("title") or "")]
             score = max(difflib.SequenceMatcher(None, want, k).ratio() for k in keys)
-            if want and any(want in k for k in keys[1:] if k):
+            if want and any(k.startswith(want) or (len(want) >= 4 and want in k) for k in keys if k):
                 score = max(score, 0.9)
-            scored[p] = score
-        best = sorted((s, p) for p, s in scored.items() if s >= 0.45)
-        return [p for _, p in sorted(best, key=lambda sp: (-sp[0], sp[1]))[:3]]
+            if score >= 0.5:
+                scored.append((score, p))
+        return [p for _, p in sorted(scored, key=lambda sp: (-sp[0], sp[1]))[:3]]
+
+
+def _squash(text: str) -> str:
+    """Lowercase letters and digits only, numbers without leading zeros: ADR-012 → adr12."""
+    return re.sub(r"(?<!\d)0+(?=\d)", "", re.sub(r"[^0-9a-z]+", "", text.lower()))

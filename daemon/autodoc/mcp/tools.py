@@ -332,7 +332,8 @@ async def status(b: Backend, a: Args) -> Result:
     got = await gather([lambda ws=ws: b.call("workspace.status", [ws]) for ws in names])
     out = {"server": {"mode": b.mode, "version": info["version"], "store": info["store"],
                       "writable": info["writable"],
-                      **{k: v for k, v in info.items() if k in ("coming", "loading", "models")}},
+                      "models": {kind: [m.get("name") for m in ms] for kind, ms in info["models"].items()},
+                      **{k: v for k, v in info.items() if k in ("coming", "loading")}},
            "workspaces": [_ws_status(s) for s in got]}
     if not names:
         out["notes"] = ["no workspace yet: `autodoc workspace add NAME FOLDER`, then `autodoc index NAME`"]
