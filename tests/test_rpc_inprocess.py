@@ -167,7 +167,7 @@ class FakeService:
                 "semantic": "off", "rank": {"state": "off", "model": None, "error": ""},
                 "stages": {"requested": ["lexical", "semantic", "rerank"], "performed": ["lexical"],
                            "skipped": {"semantic": "no embedding model", "rerank": "no ranker"}},
-                "facet_counts": {}}
+                "facet_counts": {}, "answerable": bool(hits)}
 
     def _hit(self, name: str, path: str) -> dict:
         return {"workspace": name, "path": path, "title": path, "breadcrumb": path, "kind": "section",

@@ -34,7 +34,7 @@ from .fmschema import SCHEMA_RELPATH
 from .index.job import IndexJob, Progress
 from .ingest.scan import scan_workspace
 from .rerank.rankers import Rankers
-from .search import engine
+from .search import compact, engine
 from .search.options import parse_options
 from .search.rerank import rank_step
 from .search.semantic import NO_MODEL_REASON, SemanticLeg
@@ -318,7 +318,8 @@ class Service:
         with self.store.read() as db:  # one read snapshot for the whole search
             ws = wsrows.get_workspace(db, name)
             cfg = _config(ws)
-            options = parse_options(opts, cfg)
+            shape = compact.request(opts)  # the answer's shape; the engine gets enough hits for it
+            options = parse_options(compact.engine_opts(opts, shape), cfg)
             rank, rank_model = rank_step(self.rankers, cfg.ranker, cancel)
             schema = active_schema(db, ws.id)
             gen = wsrows.store_generation(db)
@@ -329,7 +330,7 @@ class Service:
                 pool=self._pool, rank=rank, rank_model=rank_model,
                 facet_kinds=schema.kinds if schema else None,
                 successors=lambda: self._cached("successors", ws, gen, lambda: stored_hits.successors(db, ws.id)))
-            return engine.search(ctx, query, options)
+            return compact.finish(db, ws, engine.search(ctx, query, options), shape)
 
     # -- documents -------------------------------------------------------------------
 

@@ -1,0 +1,82 @@
+"""Whether a search found anything relevant (pure): each hit's `confidence`
+and the answer's `answerable`.
+
+A hit's confidence is a logistic model over signals that mean the same on
+any corpus: how much of the query's informative words the passage holds
+(each word weighted by its inverse chunk frequency, so "how do we" counts
+for little and a rare term for much), the semantic leg's cosine for the
+passage, whether both legs found it, and whether the lexical leg matched
+every word. BM25 scores and fused relevance are left out: they are
+relative to one corpus and one query. The coefficients and the threshold
+were fitted on SciFact train queries and the known-item questions, each
+against its own corpus (answerable) and against the other's (not), by
+bench/agent_tokens.py --calibrate; SciFact test queries only report.
+
+Runs on: any thread (pure: no I/O, no shared state).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..store.ftstext import STOPWORDS
+
+# (intercept, coverage, cosine, both legs, lexical matched all): fitted by bench/agent_tokens.py --calibrate
+HYBRID = (-9.0, 4.0, 12.0, 0.5, 0.5)
+# the same without a semantic leg (no model, or lexical asked for alone)
+LEXICAL = (-4.0, 5.0, 0.0, 0.0, 1.0)
+THRESHOLD = 0.5  # answerable when the best hit's confidence reaches it
+
+_FACET = re.compile(r"(?:^|\s)-?[\w.-]+:\S+")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+Tokenize = Callable[[str], list[tuple[int, int, str]]]
+
+
+@dataclass(frozen=True)
+class Signals:
+    coverage: float  # 0..1: weighted share of the query's informative words in the passage
+    cosine: float | None  # the semantic leg's score, None where that leg did not run
+    both: bool  # found by the lexical and the semantic leg
+    all_words: bool  # the lexical leg matched every word (lexical_match "all")
+
+
+def query_stems(query: str, tokenize: Tokenize) -> list[str]:
+    """The query's informative words as the index stems them: facets and
+    stopwords out (all of them kept when the query is nothing else)."""
+    text = _FACET.sub(" ", query)
+    words = [w for w in _WORD.findall(text)]
+    content = [w for w in words if w.lower() not in STOPWORDS] or words
+    return list(dict.fromkeys(s for w in content for _, _, s in tokenize(w)))
+
+
+def coverage(stems: list[str], weights: Mapping[str, float], passage: str, tokenize: Tokenize) -> float:
+    if not stems:
+        return 0.0
+    present = {s for _, _, s in tokenize(passage)}
+    total = sum(weights.get(s, 1.0) for s in stems)
+    return sum(weights.get(s, 1.0) for s in stems if s in present) / total if total else 0.0
+
+
+def signals(hit: Mapping[str, Any], cov: float, lexical_match: str | None, semantic_ran: bool) -> Signals:
+    cos = hit["scores"].get("semantic")
+    via = hit.get("via") or []
+    return Signals(coverage=cov, cosine=(float(cos) if cos is not None else (0.0 if semantic_ran else None)),
+                   both="lexical" in via and "semantic" in via, all_words=lexical_match == "all")
+
+
+def confidence(s: Signals) -> float:
+    b = HYBRID if s.cosine is not None else LEXICAL
+    z = b[0] + b[1] * s.coverage + b[2] * (s.cosine or 0.0) + b[3] * s.both + b[4] * s.all_words
+    return round(1.0 / (1.0 + math.exp(-z)), 4)
+
+
+def answerable(confidences: list[float | None], *, facet_hits: bool = False) -> bool:
+    """Something relevant was found: the best hit is confident enough. A facet-only
+    query's listing is answerable when it lists anything (every file matched the filter)."""
+    if facet_hits:
+        return True
+    return any(c is not None and c >= THRESHOLD for c in confidences)

@@ -1,0 +1,196 @@
+"""Compact, citable answers and the `answerable` signal, over the full answer.
+
+search.query's `answer`, `budget_tokens` and `per_document` options are read
+here, not by the engine: the engine answers as always (asked for enough hits
+to fill `limit` documents when one entry per document is wanted), and this
+module shapes its answer. A compact hit is `{ref, workspace, path, title,
+section, line_start, line_end, text, confidence, superseded_by, changed,
+origin}`: the passage whole, sliced from the indexed document by the hit's
+byte span, so the ref's lines are exactly the text. The answer is held to
+`budget_tokens` (estimated as characters / 4 of the answer's JSON); when the
+budget bites, the last passage is cut at a line end, or dropped, and
+`truncated` says so.
+
+Every answer, full or compact, gets `answerable` (search/answerable.py).
+
+Runs on: the search's thread, on its read snapshot (store/passages.py); the
+shaping is pure, apart from one stat per cited file for `changed`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import apsw
+
+from ..config import PER_DOCUMENT
+from ..store import hits as stored_hits
+from ..store import passages
+from ..store.workspaces import Workspace
+from . import answerable as A
+from .tokens import tokenize
+
+DEFAULT_BUDGET = 1200
+DEFAULT_LIMIT = 10
+SEP = " › "  # the breadcrumb's separator (ingest/chunk.py)
+MIN_PASSAGE_TOKENS = 24  # a cut passage shorter than this is dropped instead: too little to cite
+
+
+@dataclass(frozen=True)
+class Request:
+    compact: bool
+    budget: int
+    per_document: bool
+    limit: int  # what the caller asked for: documents with per_document, else hits
+
+
+def request(opts: Mapping[str, Any] | None) -> Request:
+    """The answer's shape from search.query's opts (types and ranges checked by its schema)."""
+    opts = opts or {}
+    compact = opts.get("answer", "full") == "compact"
+    return Request(compact=compact, budget=opts.get("budget_tokens", DEFAULT_BUDGET),
+                   per_document=opts.get("per_document", compact), limit=opts.get("limit", DEFAULT_LIMIT))
+
+
+def engine_opts(opts: Mapping[str, Any] | None, req: Request) -> dict[str, Any]:
+    """The engine keeps at most PER_DOCUMENT chunks a document, so this many hits fill `limit` documents."""
+    out = dict(opts or {})
+    if req.per_document:
+        out["limit"] = req.limit * PER_DOCUMENT
+    return out
+
+
+def estimate_tokens(obj: Any) -> int:
+    """Characters / 4 of the JSON as the server writes it: close to what an LLM tokenizer counts
+    for English prose and code, and the same for every client, whatever model reads it."""
+    return math.ceil(len(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))) / 4)
+
+
+def finish(db: apsw.Connection, ws: Workspace, full: dict[str, Any], req: Request) -> dict[str, Any]:
+    """The answer the caller asked for, from the engine's: reads what it needs on the search's snapshot."""
+    hits = full["hits"]
+    if req.per_document:
+        hits = one_per_document(hits, req.limit)
+    facet = full["mode_used"] == "facet"
+    confidences: list[float | None] = [None] * len(hits)
+    if not facet and hits:
+        stems = A.query_stems(full["query"], tokenize)
+        weights = passages.word_weights(db, stems)
+        texts = stored_hits.chunk_texts(db, [h["chunk_id"] for h in hits])
+        semantic_ran = "semantic" in full["stages"]["performed"]
+        for i, h in enumerate(hits):
+            cov = A.coverage(stems, weights, h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""), tokenize)
+            confidences[i] = A.confidence(A.signals(h, cov, full["lexical_match"], semantic_ran))
+    found = A.answerable(confidences, facet_hits=facet and bool(hits))
+    if not req.compact:
+        return {**full, "hits": hits, "answerable": found}
+    docs = passages.documents(db, ws.id, [h["path"] for h in hits])
+    entries = [compact_hit(h, c, docs.get(h["path"]), ws.root) for h, c in zip(hits, confidences)]
+    return fit_budget(envelope(full, found), entries, req.budget)
+
+
+def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """Each document's first (best) hit, in answer order, up to `limit` documents."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for h in hits:
+        key = (h["workspace"], h["path"])
+        if key not in seen:
+            seen.add(key)
+            out.append(h)
+            if len(out) == limit:
+                break
+    return out
+
+
+def envelope(full: dict[str, Any], found: bool) -> dict[str, Any]:
+    return {"workspace": full["workspace"], "query": full["query"], "answer": "compact", "answerable": found,
+            "truncated": False, "tokens": 0, "hits": [], "mode_used": full["mode_used"],
+            "lexical_match": full["lexical_match"], "semantic": full["semantic"], "rank": full["rank"],
+            "stages": full["stages"], "facet_counts": full["facet_counts"]}
+
+
+def section_of(breadcrumb: str, title: str) -> str:
+    """The breadcrumb below the title: "" for a passage at the top of its document."""
+    parts = breadcrumb.split(SEP)
+    if parts and parts[0] == title:
+        parts = parts[1:]
+    return SEP.join(parts)
+
+
+def ref(workspace: str, path: str, line_start: int, line_end: int) -> str:
+    return f"{workspace}:{path}#L{line_start}-{line_end}"
+
+
+def file_changed(root: str, path: str, doc: passages.Indexed | None) -> bool:
+    """The file on disk is not the one indexed (by size and mtime, as the index job tells)."""
+    if doc is None:
+        return True
+    try:
+        st = os.stat(os.path.join(root, path))
+    except OSError:
+        return True
+    return st.st_size != doc.size or st.st_mtime_ns != doc.mtime_ns
+
+
+def compact_hit(h: dict[str, Any], conf: float | None, doc: passages.Indexed | None, root: str) -> dict[str, Any]:
+    origin = h.get("origin") or {"kind": "file", "path": h["path"]}
+    text = doc.data[h["byte_start"]:h["byte_end"]].decode("utf-8", "replace").rstrip() if doc else ""
+    return {"ref": ref(h["workspace"], h["path"], h["line_start"], h["line_end"]),
+            "workspace": h["workspace"], "path": h["path"], "title": h["title"],
+            "section": section_of(h["breadcrumb"], h["title"]),
+            "line_start": h["line_start"], "line_end": h["line_end"], "text": text, "confidence": conf,
+            "superseded_by": h["superseded_by"],
+            "changed": False if origin.get("kind") != "file" else file_changed(root, h["path"], doc),
+            "origin": origin}
+
+
+def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
+    """The entry with its passage cut at a line end to fit `room` tokens, lines and ref
+    following the cut; None when too little of it would fit to be worth citing."""
+    bare = estimate_tokens({**entry, "text": ""})
+    chars = (room - bare) * 4
+    if chars < MIN_PASSAGE_TOKENS * 4:
+        return None
+    text, limit = entry["text"], chars
+    # JSON escapes (quotes, newlines, backslashes) can make the text longer than its characters
+    while True:
+        part = text[:limit]
+        if len(part) < len(text):  # end at a line end, or a word's for a line longer than the room
+            end = part.rfind("\n")
+            part = part[:end] if end > 0 else part[: max(part.rfind(" "), 1)]
+        part = part.rstrip()
+        if not part or estimate_tokens({**entry, "text": part}) <= room:
+            break
+        limit = len(part) * 9 // 10
+    text = part
+    if len(text) < MIN_PASSAGE_TOKENS * 4:
+        return None
+    line_end = entry["line_start"] + text.count("\n")
+    return {**entry, "text": text, "line_end": line_end,
+            "ref": ref(entry["workspace"], entry["path"], entry["line_start"], line_end)}
+
+
+def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: int) -> dict[str, Any]:
+    """Passages in order while the answer stays within `budget` tokens; the first that does
+    not fit is cut (or dropped) and the rest dropped, and the answer says it was truncated."""
+    answer["tokens"] = 9999  # the field's own digits count
+    used = estimate_tokens(answer)
+    for i, e in enumerate(entries):
+        cost = estimate_tokens(e) + 1  # the comma between entries
+        if used + cost > budget:
+            part = cut(e, budget - used - 1)
+            if part is not None:
+                answer["hits"].append(part)
+                used += estimate_tokens(part) + 1
+            answer["truncated"] = True
+            break
+        answer["hits"].append(e)
+        used += cost
+    answer["tokens"] = estimate_tokens(answer)
+    return answer
+

@@ -1,0 +1,44 @@
+"""What a compact answer reads besides the search: the indexed text and the
+stat of each document it cites, and how many chunks hold each query word
+(for the `answerable` signal's word weights).
+
+Runs on: the caller's thread, on the search's one read snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import apsw
+
+
+@dataclass(frozen=True)
+class Indexed:
+    data: bytes  # the indexed generation's bytes: hits' spans point into them
+    size: int  # the file's size and mtime when it was indexed, to tell whether it changed since
+    mtime_ns: int
+
+
+def documents(db: apsw.Connection, ws_id: int, paths: list[str]) -> dict[str, Indexed]:
+    if not paths:
+        return {}
+    return {p: Indexed(data=d, size=s, mtime_ns=m) for p, d, s, m in db.execute(
+        "SELECT path, content, size, mtime_ns FROM documents WHERE workspace_id=? "
+        "AND path IN (SELECT value FROM json_each(?))", (ws_id, json.dumps(sorted(set(paths)))))}
+
+
+def word_weights(db: apsw.Connection, stems: list[str]) -> dict[str, float]:
+    """stem → inverse chunk frequency, log(1 + N/(1 + n)), over the whole FTS index
+    (every workspace: the weights only need to tell rare words from common ones)."""
+    if not stems:
+        return {}
+    # fts5vocab reads the FTS index itself; a temp table, so a read-only snapshot can have it
+    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, 'chunks_fts', 'row')")
+    total = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    out: dict[str, float] = {}
+    for s in dict.fromkeys(stems):
+        row = db.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (s,)).fetchone()
+        out[s] = math.log(1 + total / (1 + (row[0] if row else 0)))
+    return out
