@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidParams, PathOutsideWorkspace
+from .errors import DocumentNotFound, InvalidParams, PathOutsideWorkspace
+from .store.workspaces import Workspace
 
 
 def safe_relpath(root: str, path: str) -> str:
@@ -77,3 +78,8 @@ def slice_span(data: bytes, opts: dict[str, Any]) -> Span:
     line_start = data.count(b"\n", 0, start) + 1
     line_end = line_start + piece.count(b"\n") - (1 if piece.endswith(b"\n") and piece else 0)
     return Span(text, start, end, line_start, max(line_start, line_end))
+
+
+def not_found(db: Any, ws: Workspace, rel: str) -> DocumentNotFound:
+    """The error for a path that is not an indexed document of the workspace."""
+    return DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})

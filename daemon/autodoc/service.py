@@ -26,13 +26,15 @@ from typing import Any, Callable
 
 from . import PROTOCOL_VERSION, __version__
 from .config import Settings, WorkspaceConfig
-from .documents import safe_relpath, slice_span
+from .documents import not_found, safe_relpath, slice_span
 from .embed.providers import Providers
 from .embed.queue import EmbedQueue
-from .errors import DocumentNotFound, InvalidParams
+from .errors import InvalidParams
 from .fmschema import SCHEMA_RELPATH
 from .index.job import IndexJob, Progress
+from .ingest.outline import build_outline
 from .ingest.scan import scan_workspace
+from .ingest.tokens import estimate_tokens
 from .rerank.rankers import Rankers
 from .search import engine
 from .search.options import parse_options
@@ -333,13 +335,17 @@ class Service:
 
     # -- documents -------------------------------------------------------------------
 
-    def document_read(self, name: str, path: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _content(self, name: Any, path: Any) -> tuple[Workspace, str, reads.Content]:
         with self.store.read() as db:
             ws = wsrows.get_workspace(db, name)
             rel = safe_relpath(ws.root, path)
             doc = reads.content(db, ws.id, rel)
-        if doc is None:
-            raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
+            if doc is None:
+                raise not_found(db, ws, rel)
+        return ws, rel, doc
+
+    def document_read(self, name: str, path: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+        ws, rel, doc = self._content(name, path)
         span = slice_span(doc.data, opts or {})
         return {"workspace": ws.name, "path": rel, "generation": doc.generation, "text": span.text,
                 "byte_start": span.byte_start, "byte_end": span.byte_end, "line_start": span.line_start,
@@ -362,14 +368,14 @@ class Service:
             if path is not None:
                 rel = safe_relpath(ws.root, path)
                 if rel != SCHEMA_RELPATH and reads.document_id(db, ws.id, rel) is None:
-                    raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
+                    raise not_found(db, ws, rel)
             return {"workspace": ws.name, "path": rel, "problems": self._problems(db, ws, rel)}
 
     def _document(self, db, ws: Workspace, path: str) -> tuple[int, str]:
         rel = safe_relpath(ws.root, path)
         doc_id = reads.document_id(db, ws.id, rel)
         if doc_id is None:
-            raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
+            raise not_found(db, ws, rel)
         return doc_id, rel
 
     def document_links(self, name: Any, path: Any) -> dict[str, Any]:
@@ -387,6 +393,12 @@ class Service:
             ws = wsrows.get_workspace(db, name)
             _, rel = self._document(db, ws, path)
             return {"workspace": ws.name, "path": rel, "backlinks": reads.backlinks_of(db, ws.id, rel)}
+
+    def document_outline(self, name: Any, path: Any) -> dict[str, Any]:
+        ws, rel, doc = self._content(name, path)
+        return {"workspace": ws.name, "path": rel, "generation": doc.generation, "title": doc.title,
+                "total_lines": doc.line_count, "total_bytes": len(doc.data),
+                "tokens": estimate_tokens(doc.data.decode("utf-8", "replace")), "headings": build_outline(doc.data)}
 
     # -- changes and the server ------------------------------------------------------------
 

@@ -17,12 +17,13 @@ class Content:
     data: bytes
     generation: int
     line_count: int
+    title: str = ""
 
 
 def content(db: apsw.Connection, ws_id: int, path: str) -> Content | None:
-    row = db.execute("SELECT content, generation, line_count FROM documents WHERE workspace_id=? AND path=?",
+    row = db.execute("SELECT content, generation, line_count, title FROM documents WHERE workspace_id=? AND path=?",
                      (ws_id, path)).fetchone()
-    return None if row is None else Content(data=row[0], generation=row[1], line_count=row[2])
+    return None if row is None else Content(data=row[0], generation=row[1], line_count=row[2], title=row[3])
 
 
 def document_id(db: apsw.Connection, ws_id: int, path: str) -> int | None:
