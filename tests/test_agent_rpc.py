@@ -14,7 +14,7 @@ import pytest
 
 from autodoc.config import Settings
 from autodoc.connect import invoke
-from autodoc.errors import DocumentNotFound
+from autodoc.errors import DocumentNotFound, Unsupported
 from autodoc.rpc import schemas
 from autodoc.service import Service
 
@@ -55,15 +55,39 @@ def checked(method: str, result: Any) -> Any:
     return result
 
 
+# A small corpus with pairs on one topic, for search.similar with the real bundled model.
+TOPICS = {
+    "food/pasta.md": "---\ntags: [food]\n---\n# Pasta\n\nBoil salted water, add the spaghetti and cook it for "
+                     "nine minutes, then drain and toss with the sauce.\n",
+    "food/risotto.md": "---\ntags: [food]\n---\n# Risotto\n\nToast the rice in butter, add warm stock a ladle at "
+                       "a time and stir until it is creamy; finish with parmesan.\n",
+    "ops/backups.md": "---\ntags: [ops]\n---\n# Backups\n\nCopy the database file every night to the backup "
+                      "server and check that the copy restores.\n",
+    "ops/restore.md": "---\ntags: [ops]\n---\n# Restoring a backup\n\nStop the server, copy last night's "
+                      "database backup into place and start it again.\n",
+    "misc/passwords.md": "# Account help\n\nTo reset a forgotten password, open settings and follow the emailed "
+                         "link.\n",
+}
+
+
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory):
     base = tmp_path_factory.mktemp("agentrpc")
     root = base / "kb"
     shutil.copytree(CORPORA / "kb", root, symlinks=True)
     (root / "notes" / "odd.md").write_text(ODD)
+    topics = base / "topics"
+    for rel, text in TOPICS.items():
+        (topics / rel).parent.mkdir(parents=True, exist_ok=True)
+        (topics / rel).write_text(text)
     service = Service(Settings.from_env(store=str(base / "store.db")))
     invoke(service, "workspace.add", ["kb", str(root), NO_MODEL])
     invoke(service, "workspace.index", ["kb"])
+    invoke(service, "workspace.add", ["topics", str(topics)])  # the bundled model
+    invoke(service, "workspace.index", ["topics"])
+    service.embed_pending("topics")
+    invoke(service, "workspace.add", ["unfilled", str(topics)])  # a model, but no vector made yet
+    invoke(service, "workspace.index", ["unfilled"])
     try:
         yield service
     finally:
@@ -118,3 +142,41 @@ def test_outline_of_a_real_adr_covers_the_file_to_its_last_line(kb):
 def test_outline_of_a_missing_document_is_not_found(kb):
     with pytest.raises(DocumentNotFound):
         invoke(kb, "document.outline", ["kb", "adrs/nope.md"])
+
+
+# -- search.similar -------------------------------------------------------------------------------
+
+
+def test_similar_finds_the_document_on_the_same_topic_first_and_never_itself(kb):
+    for path, partner in [("food/pasta.md", "food/risotto.md"), ("ops/backups.md", "ops/restore.md")]:
+        out = call(kb, "search.similar", ["topics", path, {"limit": 10}])
+        paths = [h["path"] for h in out["similar"]]
+        assert out["semantic"] == "ready" and out["model"]
+        assert paths[0] == partner, paths
+        assert path not in paths and len(paths) == len(set(paths)) == len(TOPICS) - 1
+        scores = [h["score"] for h in out["similar"]]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_similar_passages_point_at_their_lines_and_options_filter(kb):
+    out = call(kb, "search.similar", ["topics", "food/pasta.md", {"limit": 1}])
+    (hit,) = out["similar"]
+    read = call(kb, "document.read", ["topics", hit["path"], {"line_start": hit["line_start"],
+                                                             "line_end": hit["line_end"]}])
+    assert "Risotto" in read["text"]
+    only_ops = call(kb, "search.similar", ["topics", "food/pasta.md", {"paths": ["ops"]}])
+    assert {h["path"] for h in only_ops["similar"]} == {"ops/backups.md", "ops/restore.md"}
+    tagged = call(kb, "search.similar", ["topics", "ops/restore.md", {"tags": "food"}])
+    assert {h["path"] for h in tagged["similar"]} == {"food/pasta.md", "food/risotto.md"}
+
+
+def test_similar_without_vectors_says_semantic_is_unavailable_and_why(kb):
+    with pytest.raises(Unsupported) as info:
+        invoke(kb, "search.similar", ["kb", "adrs/0012-lease-recovery.md"])
+    assert info.value.code == -32065 and info.value.data["state"] == "off"
+    assert "embedding model" in info.value.data["reason"]
+    with pytest.raises(Unsupported) as info:
+        invoke(kb, "search.similar", ["unfilled", "food/pasta.md"])
+    assert info.value.data["state"] == "partial" and "no vectors yet" in info.value.data["reason"]
+    with pytest.raises(DocumentNotFound):
+        invoke(kb, "search.similar", ["topics", "food/pizza.md"])

@@ -60,6 +60,7 @@ TABLE = (
     Method("workspace.index", _index(full=False), write=True, progress=True),
     Method("workspace.reindex", _index(full=True), write=True, progress=True),
     Method("search.query", _search, cancellable=True),
+    Method("search.similar", lambda s, p: s.search_similar(p["workspace"], p["path"], p.get("opts"))),
     Method("document.read", lambda s, p: s.document_read(p["workspace"], p["path"], p.get("opts"))),
     Method("document.links", lambda s, p: s.document_links(p["workspace"], p["path"])),
     Method("document.backlinks", lambda s, p: s.document_backlinks(p["workspace"], p["path"])),

@@ -40,6 +40,7 @@ from .search import engine
 from .search.options import parse_options
 from .search.rerank import rank_step
 from .search.semantic import NO_MODEL_REASON, SemanticLeg
+from .search.similar import SimilarOptions, similar
 from .search.vector_cache import VectorCache
 from .store import Store
 from .store import changes as changelog
@@ -332,6 +333,13 @@ class Service:
                 facet_kinds=schema.kinds if schema else None,
                 successors=lambda: self._cached("successors", ws, gen, lambda: stored_hits.successors(db, ws.id)))
             return engine.search(ctx, query, options)
+
+    def search_similar(self, name: Any, path: Any, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+        with self.store.read() as db:
+            ws = wsrows.get_workspace(db, name)
+            doc_id, rel = self._document(db, ws, path)
+            return similar(db, ws, _config(ws).embedding, self.vectors, doc_id, rel, SimilarOptions.parse(opts),
+                           lambda fp: self.embed_queue.pending(db, ws.id, fp))
 
     # -- documents -------------------------------------------------------------------
 
