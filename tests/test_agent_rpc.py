@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from autodoc.config import Settings
+from autodoc.api import TABLE
 from autodoc.connect import invoke
-from autodoc.errors import DocumentNotFound, Unsupported
+from autodoc.errors import AutodocError, DocumentNotFound, Unsupported, WorkspaceNotFound
 from autodoc.rpc import schemas
 from autodoc.service import Service
 
@@ -180,3 +181,51 @@ def test_similar_without_vectors_says_semantic_is_unavailable_and_why(kb):
     assert info.value.data["state"] == "partial" and "no vectors yet" in info.value.data["reason"]
     with pytest.raises(DocumentNotFound):
         invoke(kb, "search.similar", ["topics", "food/pizza.md"])
+
+
+# -- did_you_mean ---------------------------------------------------------------------------------
+
+SAMPLE = {"workspace": "kb", "name": "kb", "path": "adrs/0012-lease-recovery.md", "query": "lease", "cursor": 0,
+          "options": {"demote_superseded": True}, "tokens": 350}
+
+
+def params_for(method: str, **override: Any) -> dict[str, Any]:
+    required = schemas.load_schema(method, "params").get("required", [])
+    return {k: override.get(k, SAMPLE[k]) for k in [*required, *(k for k in override if k not in required)]}
+
+
+def error_of(service: Service, method: str, params: dict) -> AutodocError:
+    with pytest.raises(AutodocError) as info:
+        invoke(service, method, params)
+    wire = info.value.to_rpc()
+    assert schemas.error_errors(wire) == [], wire
+    return info.value
+
+
+NAMED_WORKSPACE = [m.name for m in TABLE if m.call and {"workspace", "name"} & set(schemas.param_names(m.name))
+                   and m.name != "workspace.add"]
+NAMED_PATH = [m.name for m in TABLE if m.call and "path" in schemas.param_names(m.name)]
+
+
+@pytest.mark.parametrize("method", NAMED_WORKSPACE)
+def test_every_method_suggests_the_workspace_meant(kb, method):
+    key = "name" if "name" in schemas.param_names(method) else "workspace"
+    e = error_of(kb, method, params_for(method, **{key: "KB2"}))
+    assert isinstance(e, WorkspaceNotFound) and e.code == -32001
+    assert e.data["workspace"] == "KB2" and e.data["did_you_mean"][0] == "kb"
+    e = error_of(kb, method, params_for(method, **{key: "zzzzzz"}))
+    assert e.data["did_you_mean"] == []
+
+
+@pytest.mark.parametrize("method", NAMED_PATH)
+def test_every_method_suggests_the_document_meant(kb, method):
+    for guess, meant in [("ADR-12", "adrs/0012-lease-recovery.md"), ("adrs/12.md", "adrs/0012-lease-recovery.md"),
+                         ("runbooks/lease-recovry.md", "runbooks/lease-recovery.md")]:
+        e = error_of(kb, method, params_for(method, path=guess))
+        assert isinstance(e, DocumentNotFound) and e.code == -32003, (method, e)
+        assert e.data["path"] == guess and e.data["did_you_mean"][0] == meant, (guess, e.data)
+
+
+def test_a_number_is_not_suggested_for_another_number(kb):
+    e = error_of(kb, "document.read", {"workspace": "kb", "path": "ADR-13"})
+    assert not any("0012" in p for p in e.data["did_you_mean"]), e.data
