@@ -7,6 +7,7 @@ daemon); every answer is checked against schemas/. The bridge mode of
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,12 @@ TOPICS = {
 
 
 @pytest.fixture(scope="module")
-def kb(tmp_path_factory):
-    base = tmp_path_factory.mktemp("agentrpc")
+def base(tmp_path_factory):
+    return tmp_path_factory.mktemp("agentrpc")
+
+
+@pytest.fixture(scope="module")
+def kb(base):
     root = base / "kb"
     shutil.copytree(CORPORA / "kb", root, symlinks=True)
     (root / "notes" / "odd.md").write_text(ODD)
@@ -229,3 +234,63 @@ def test_every_method_suggests_the_document_meant(kb, method):
 def test_a_number_is_not_suggested_for_another_number(kb):
     e = error_of(kb, "document.read", {"workspace": "kb", "path": "ADR-13"})
     assert not any("0012" in p for p in e.data["did_you_mean"]), e.data
+
+
+# -- start-up honesty -----------------------------------------------------------------------------
+
+
+def test_status_says_the_model_is_loading_instead_of_waiting_for_it(kb, base, monkeypatch):
+    """A second service (a reader on the same store, as a fresh daemon would be) whose model load
+    is held at a gate: a real load takes about a second, too short to be seen reliably, so the
+    gate (the one stand-in here) makes it last until the test has looked. The model is real."""
+    import autodoc.embed.providers as providers_module
+
+    gate, entered = threading.Event(), threading.Event()
+    real = providers_module.make_provider
+
+    def slow_load(cfg):
+        entered.set()
+        assert gate.wait(30)
+        return real(cfg)
+
+    monkeypatch.setattr(providers_module, "make_provider", slow_load)
+    fresh = Service(Settings.from_env(store=str(base / "store.db")), writer=False)
+    try:
+        cfg = next(w["config"]["embedding"] for w in invoke(fresh, "workspace.list", [])["workspaces"]
+                   if w["name"] == "topics")
+        info = invoke(fresh, "server.info", [])
+        assert info["semantic"]["model_state"] == "unloaded" and info["models"]["embedding"] == []
+        loader = threading.Thread(target=fresh.providers.get, args=(cfg,))  # what the embed queue does first
+        loader.start()
+        assert entered.wait(30)
+        filled = call(fresh, "workspace.status", ["topics"])["embedding"]  # answers although the load holds its lock
+        assert filled["model_state"] == "loading" and filled["state"] == "partial" and filled["available"]
+        assert filled["pending"] == 0 and filled["embedded"] == filled["total"] > 0 and filled["eta_seconds"] == 0
+        assert "loading" in filled["reason"]
+        empty = call(fresh, "workspace.status", ["unfilled"])["embedding"]
+        assert empty["model_state"] == "loading" and empty["embedded"] == 0 and empty["pending"] == empty["total"] > 0
+        assert empty["eta_seconds"] is None  # no batch measured yet: no ETA rather than a guess
+        semantic = invoke(fresh, "server.info", [])["semantic"]
+        assert semantic["state"] == "loading" and semantic["pending"] == empty["total"]
+        assert schemas.validator("server.info", "result").evolve(schema=schemas.load_schema(
+            "server.info", "result")["properties"]["semantic"]).is_valid(semantic)
+        gate.set()
+        loader.join(30)
+        after = call(fresh, "workspace.status", ["topics"])["embedding"]
+        assert after["model_state"] == "ready" and after["state"] == "ready" and after["reason"] is None
+    finally:
+        gate.set()
+        fresh.close()
+
+
+def test_the_eta_comes_from_the_measured_rate(kb):
+    status = call(kb, "workspace.status", ["topics"])["embedding"]
+    assert status["model_state"] == "ready" and status["pending"] == 0 and status["eta_seconds"] == 0
+    assert status["rate"] > 0  # measured while the fixture embedded the workspace
+    waiting = call(kb, "workspace.status", ["unfilled"])["embedding"]  # same model, nothing embedded yet
+    assert waiting["state"] == "partial" and waiting["pending"] == waiting["total"] > 0
+    assert waiting["eta_seconds"] == pytest.approx(waiting["pending"] / waiting["rate"], abs=0.1)
+    semantic = invoke(kb, "server.info", [])["semantic"]
+    assert semantic["state"] == "filling" and semantic["pending"] == waiting["pending"] and semantic["eta_seconds"] > 0
+    none = call(kb, "workspace.status", ["kb"])["embedding"]
+    assert none["model_state"] == "none" and none["rate"] is None and none["eta_seconds"] is None

@@ -29,6 +29,7 @@ from .config import Settings, WorkspaceConfig
 from .documents import not_found, safe_relpath, slice_span
 from .embed.providers import Providers
 from .embed.queue import EmbedQueue
+from .embed.status import embedding_status, summary
 from .errors import InvalidParams
 from .fmschema import SCHEMA_RELPATH
 from .index.job import IndexJob, Progress
@@ -39,14 +40,13 @@ from .rerank.rankers import Rankers
 from .search import engine
 from .search.options import parse_options
 from .search.rerank import rank_step
-from .search.semantic import NO_MODEL_REASON, SemanticLeg
+from .search.semantic import SemanticLeg
 from .search.similar import SimilarOptions, similar
 from .search.vector_cache import VectorCache
 from .store import Store
 from .store import changes as changelog
 from .store import hits as stored_hits
 from .store import reads
-from .store import vectors as stored_vectors
 from .store import workspaces as wsrows
 from .store.facets import active_schema, schema_row
 from .store.links import LinkResolver
@@ -253,32 +253,9 @@ class Service:
 
     # -- embeddings ----------------------------------------------------------------
 
-    def _embedding_status(self, db, ws: Workspace) -> dict[str, Any]:
-        """{available, state, model, embedded, pending, skipped, reason}: what semantic coverage really is."""
-        provider, reason = self.providers.target(_config(ws).embedding)
-        total = wsrows.chunk_count(db, ws.id)
-        if provider is None:
-            state = "failed" if reason else "off"
-            return {"available": False, "state": state, "model": None, "embedded": 0, "pending": 0,
-                    "skipped": total, "total": total, "reason": reason or NO_MODEL_REASON}
-        try:
-            fp = provider.fingerprint
-        except Exception as e:
-            return {"available": False, "state": "failed", "model": provider.name, "embedded": 0, "pending": 0,
-                    "skipped": total, "total": total, "reason": str(e)}
-        done, pending = stored_vectors.coverage(db, ws.id, fp)
-        active = stored_vectors.active_model(db, ws.id)
-        state = "switching" if active is not None and active.fingerprint != fp else ("partial" if pending else "ready")
-        waiting = "1 chunk waits for its vector" if pending == 1 else f"{pending} chunks wait for vectors"
-        failure = self.embed_queue.failure(ws.id) if pending else None
-        if failure:  # what waits will not come until the provider answers again
-            return {"available": True, "state": "failed", "model": provider.name, "fingerprint": fp,
-                    "embedded": done, "pending": pending, "skipped": 0, "total": total,
-                    "reason": f"{waiting}, and the embedding provider failed: {failure}"}
-        return {"available": True, "state": state, "model": provider.name, "fingerprint": fp, "embedded": done,
-                "pending": pending, "skipped": 0, "total": total,
-                "reason": None if state == "ready" else (
-                    "a new embedding model is filling" if state == "switching" else waiting)}
+    def _embedding_status(self, db, ws: Workspace, load: bool = True) -> dict[str, Any]:
+        """What semantic coverage really is, and what is coming (embed/status.py)."""
+        return embedding_status(db, ws, _config(ws).embedding, self.providers, self.embed_queue, load=load)
 
     def embedding_status_by_name(self, name: Any) -> dict[str, Any]:
         with self.store.read() as db:
@@ -419,7 +396,10 @@ class Service:
         """What this server is and what it can do now: a stage is on when some workspace
         is configured for it, and its models are the loaded ones those workspaces use."""
         with self.store.read() as db:
-            configs = [_config(wsrows.get_workspace(db, n)) for n in wsrows.workspace_names(db)]
+            rows = [wsrows.get_workspace(db, n) for n in wsrows.workspace_names(db)]
+            configs = [_config(ws) for ws in rows]
+            coming = [self._embedding_status(db, ws, load=False) for ws, c in zip(rows, configs)
+                      if c.embedding.get("provider", "onnx") != "none"]
         embedding = self.providers.describe_loaded([c.embedding for c in configs])
         rankers = self.rankers.describe_loaded([c.ranker for c in configs])
         return {
@@ -433,5 +413,6 @@ class Service:
                        "semantic": any(c.embedding.get("provider", "onnx") != "none" for c in configs),
                        "rerank": any(c.ranker.get("provider", "none") != "none" for c in configs)},
             "models": {"embedding": embedding, "ranker": rankers},
+            "semantic": summary(coming, [st["rate"] for st in coming if st["rate"]]),
             "workspaces": self.workspaces(),
         }
