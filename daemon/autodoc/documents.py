@@ -2,7 +2,9 @@
 
 `safe_relpath` turns what a client sends into a workspace-relative path that
 cannot leave the root; `slice_span` cuts a stored document to the byte or
-line span a client asked for.
+line span a client asked for; `not_found` is the error for a path that is
+not an indexed document, with the documents it might have meant (read on
+the caller's snapshot).
 
 Runs on: any thread.
 """
@@ -13,7 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidParams, PathOutsideWorkspace
+import apsw
+
+from .errors import DocumentNotFound, InvalidParams, PathOutsideWorkspace
+from .store import reads
+from .store.workspaces import Workspace
+from .suggest import close_documents
 
 
 def safe_relpath(root: str, path: str) -> str:
@@ -77,3 +84,9 @@ def slice_span(data: bytes, opts: dict[str, Any]) -> Span:
     line_start = data.count(b"\n", 0, start) + 1
     line_end = line_start + piece.count(b"\n") - (1 if piece.endswith(b"\n") and piece else 0)
     return Span(text, start, end, line_start, max(line_start, line_end))
+
+
+def not_found(db: apsw.Connection, ws: Workspace, rel: str) -> DocumentNotFound:
+    """The error for a path that is not an indexed document of the workspace."""
+    return DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}",
+                            {"path": rel, "did_you_mean": close_documents(rel, reads.document_names(db, ws.id))})

@@ -17,12 +17,19 @@ class Content:
     data: bytes
     generation: int
     line_count: int
+    title: str = ""
 
 
 def content(db: apsw.Connection, ws_id: int, path: str) -> Content | None:
-    row = db.execute("SELECT content, generation, line_count FROM documents WHERE workspace_id=? AND path=?",
+    row = db.execute("SELECT content, generation, line_count, title FROM documents WHERE workspace_id=? AND path=?",
                      (ws_id, path)).fetchone()
-    return None if row is None else Content(data=row[0], generation=row[1], line_count=row[2])
+    return None if row is None else Content(data=row[0], generation=row[1], line_count=row[2], title=row[3])
+
+
+def document_names(db: apsw.Connection, ws_id: int) -> list[tuple[str, str, list[str]]]:
+    """(path, title, aliases) of every document of the workspace, by path."""
+    return [(p, t, json.loads(a)) for p, t, a in db.execute(
+        "SELECT path, title, aliases FROM documents WHERE workspace_id=? ORDER BY path", (ws_id,))]
 
 
 def document_id(db: apsw.Connection, ws_id: int, path: str) -> int | None:
