@@ -15,7 +15,6 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -55,11 +54,6 @@ class Backend:
         self._current: Remote | Local | None = None
         self._local_listeners: list[ChangeCallback] = []
         self._embedder: threading.Thread | None = None
-        # what the daemon answers, learnt at the first try (None: not tried yet): compact
-        # search answers, document.outline, search.similar
-        self.compact: bool | None = None
-        self.has_outline: bool | None = None
-        self.has_similar: bool | None = None
 
     # -- choosing ------------------------------------------------------------------
 
@@ -198,23 +192,3 @@ class Backend:
         with no words, which lists files without ranking them."""
         answer = await self.call("search.query", [workspace, "", {"limit": limit}])
         return answer["hits"]
-
-    async def guess_path(self, workspace: str, path: str) -> list[str]:
-        """Paths of the workspace close to what was asked, by path, file name or title
-        (`ADR-12` finds `adrs/0012-lease-recovery.md`, titled "ADR 0012: …")."""
-        want = _squash(path.removesuffix(".md"))
-        scored: list[tuple[float, str]] = []
-        for d in await self.documents(workspace):
-            p = d["path"]
-            keys = [_squash(p), _squash(p.rsplit("/", 1)[-1].removesuffix(".md")), _squash(d.get("title") or "")]
-            score = max(difflib.SequenceMatcher(None, want, k).ratio() for k in keys)
-            if want and any(k.startswith(want) or (len(want) >= 4 and want in k) for k in keys if k):
-                score = max(score, 0.9)
-            if score >= 0.5:
-                scored.append((score, p))
-        return [p for _, p in sorted(scored, key=lambda sp: (-sp[0], sp[1]))[:3]]
-
-
-def _squash(text: str) -> str:
-    """Lowercase letters and digits only, numbers without leading zeros: ADR-012 → adr12."""
-    return re.sub(r"(?<!\d)0+(?=\d)", "", re.sub(r"[^0-9a-z]+", "", text.lower()))

@@ -47,10 +47,12 @@ TOOLS: list[dict[str, Any]] = [
                                       "take ranges like \">=2024-01-01\"."},
             "stages": {**_STRS, "description": "Advanced: retrieval stages, any of lexical, semantic, rerank, "
                                                "graph. Default: lexical + semantic + rerank."},
-            "budget_tokens": {"type": "integer", "minimum": 100, "maximum": 20000, "default": 2000,
-                              "description": "Most tokens of passage text to return in all."},
-            "per_document": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1,
-                             "description": "Passages per document (1: the best passage of each document)."},
+            "budget_tokens": {"type": "integer", "minimum": 300, "maximum": 32000, "default": 2000,
+                              "description": "Most tokens the whole answer may take; the last passage is cut "
+                                             "or dropped to fit (`truncated`)."},
+            "per_document": {"type": "boolean", "default": True,
+                             "description": "true: one passage per document, its best; false: a document may "
+                                            "give several passages."},
         }, ["query"]),
     },
     {

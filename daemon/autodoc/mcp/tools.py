@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable
 
 import anyio
 
-from ..errors import AutodocError, DocumentNotFound, InvalidParams, MethodNotFound
+from ..errors import AutodocError, DocumentNotFound, Unsupported
 from . import answers
 from .args import Args, parse_ref
 from .backend import BROWSE_LIMIT, Backend, ToolError
@@ -26,7 +26,6 @@ from .specs import KNOWN_ARGS
 
 Result = tuple[dict[str, Any], str]
 STAGES = ("lexical", "semantic", "rerank", "graph")
-COMPACT_FIELDS = ("opts.answer", "opts.budget_tokens", "opts.per_document")
 
 
 def as_text(obj: dict[str, Any]) -> str:
@@ -61,15 +60,15 @@ async def locate(b: Backend, a: Args) -> tuple[str, str, dict[str, Any], tuple[i
     r = parse_ref(raw)
     candidates = await b.workspace(r.workspace or a.str("workspace"), many=True)
     path = r.path
+    guesses: list[str] = []
     for ws in candidates:
         for p in (path, path + ".md") if not path.endswith((".md", ".markdown")) else (path,):
             try:
                 return ws, p, await b.call("document.read", [ws, p]), r.lines
-            except DocumentNotFound:
-                continue
-    guesses: list[str] = []
-    for ws in candidates:
-        guesses += [answers.ref(ws, g) if len(candidates) > 1 else g for g in await b.guess_path(ws, path)]
+            except DocumentNotFound as e:
+                near = (e.data or {}).get("did_you_mean") or [] if isinstance(e.data, dict) else []
+                if p == path:  # the daemon's guesses for what was asked, not for the .md we added
+                    guesses += [g if len(candidates) == 1 else answers.ref(ws, g) for g in near]
     where = candidates[0] if len(candidates) == 1 else f"any of {candidates}"
     raise ToolError(f"{path!r} is not an indexed document of {where}: pass a path relative to the workspace root "
                     "(a search hit's ref works as it is)", did_you_mean=guesses[:3] or None)
@@ -82,10 +81,10 @@ async def search(b: Backend, a: Args) -> Result:
     assert query is not None
     names = await b.workspace(a.str("workspace"), many=True)
     limit = a.int("limit", 5, 1, 50)
-    budget = a.int("budget_tokens", 2000, 100, 20000)
-    per_doc = a.int("per_document", 1, 1, 10)
-    assert limit is not None and budget is not None and per_doc is not None
-    opts: dict[str, Any] = {}
+    budget = a.int("budget_tokens", 2000, 300, 32000)
+    assert limit is not None and budget is not None
+    opts: dict[str, Any] = {"answer": "compact", "limit": limit, "budget_tokens": budget,
+                            "per_document": a.bool("per_document", True)}
     for key in ("paths", "tags"):
         if (v := a.strings(key, '["adrs/"]')) is not None:
             opts[key] = v
@@ -97,41 +96,20 @@ async def search(b: Backend, a: Args) -> Result:
         if bad:
             raise ToolError(f"stages may be {list(STAGES)}, not {bad}; omit it for the default")
         opts["stages"] = stages
-    answers_ = await gather([lambda ws=ws: _search_one(b, ws, query, opts, limit, budget, per_doc) for ws in names])
-    hits = [h for ans in answers_ for h in ans["hits"]]
-    kept, truncated, tokens = answers.within_budget(hits, limit, budget)
-    notes = [n for ans in answers_ for n in ans.get("notes", [])]
-    out = {"query": query, "workspaces": names,
-           "answerable": any(ans["answerable"] for ans in answers_),
-           "truncated": truncated or any(ans.get("truncated") for ans in answers_), "tokens": tokens, "hits": kept}
+    got = await gather([lambda ws=ws: b.call("search.query", [ws, query, opts]) for ws in names])
+    if len(got) == 1:
+        hits, truncated, tokens = got[0]["hits"], got[0]["truncated"], got[0]["tokens"]
+    else:
+        hits, truncated, tokens = answers.merge(got, limit, budget)
+    out: dict[str, Any] = {"query": query, "workspaces": names, "answerable": any(g["answerable"] for g in got),
+                           "truncated": truncated, "tokens": tokens, "hits": hits}
+    notes = [n for ws, g in zip(names, got) for n in _search_notes(ws, g)]
+    if not hits:
+        notes.append("no hits: try other words, fewer filters, or `list` to browse")
     if notes:
         out["notes"] = notes
-    if not kept:
-        out["notes"] = out.get("notes", []) + ["no hits: try other words, fewer filters, or `list` to browse"]
-    return _with_notes(out, a), as_text(_with_notes(dict(out), a))
-
-
-async def _search_one(b: Backend, ws: str, query: str, opts: dict[str, Any], limit: int, budget: int,
-                      per_doc: int) -> dict[str, Any]:
-    if b.compact is not False:
-        try:
-            ans = await b.call("search.query", [ws, query, {**opts, "limit": limit, "answer": "compact",
-                                                            "budget_tokens": budget, "per_document": per_doc}])
-            b.compact = True
-            return {**ans, "notes": _search_notes(ws, ans)}
-        except InvalidParams as e:
-            if not str(e.data.get("field", "") if isinstance(e.data, dict) else "").startswith(COMPACT_FIELDS):
-                raise
-            b.compact = False
-    full = await b.call("search.query", [ws, query, {**opts, "limit": min(BROWSE_LIMIT, limit * (per_doc + 2))}])
-    keep = answers.hit_indexes(full, per_doc)[:limit]
-    texts = await gather([lambda h=full["hits"][i]: b.call("document.read", [ws, h["path"], {
-        "byte_start": h["byte_start"], "byte_end": h["byte_end"]}]) for i in keep])
-    passages = {i: t["text"] for i, t in zip(keep, texts)}
-    hits = [h for h in answers.compact_from_full(full, passages, per_doc)][:limit]
-    top = max((h["confidence"] or 0.0 for h in hits), default=0.0)
-    return {"hits": hits, "answerable": top >= answers.ANSWERABLE_MIN, "truncated": False,
-            "notes": _search_notes(ws, full)}
+    _with_notes(out, a)
+    return out, as_text(out)
 
 
 def _search_notes(ws: str, ans: dict[str, Any]) -> list[str]:
@@ -160,7 +138,7 @@ async def read(b: Backend, a: Args) -> Result:
         ctx = a.int("context", 15, 0, 500) or 0
         span = (around - ctx, around + ctx)
     if span is None and (want := a.str("section")) is not None:
-        flat = answers.flatten_outline(await _outline(b, ws, path, doc))
+        flat = answers.flatten_outline(await _outline(b, ws, path))
         node = _find_section(flat, want)
         section_title = node["title"]
         span = (node["line_start"], node["line_end"])
@@ -201,20 +179,13 @@ def _find_section(flat: list[dict[str, Any]], want: str) -> dict[str, Any]:
     raise ToolError(f"no heading matches {want!r}", did_you_mean=near or None, headings=titles[:40])
 
 
-async def _outline(b: Backend, ws: str, path: str, doc: dict[str, Any]) -> list[dict[str, Any]]:
-    if b.has_outline is not False:
-        try:
-            ans = await b.call("document.outline", [ws, path])
-            b.has_outline = True
-            return ans.get("outline") or ans.get("headings") or ans.get("sections") or []
-        except MethodNotFound:
-            b.has_outline = False
-    return answers.outline_from_text(doc["text"])
+async def _outline(b: Backend, ws: str, path: str) -> list[dict[str, Any]]:
+    return (await b.call("document.outline", [ws, path]))["headings"]
 
 
 async def outline(b: Backend, a: Args) -> Result:
     ws, path, doc, _ = await locate(b, a)
-    tree = await _outline(b, ws, path, doc)
+    tree = await _outline(b, ws, path)
     out = _with_notes({"ref": answers.ref(ws, path), "workspace": ws, "path": path,
                        "total_lines": doc["total_lines"], "outline": tree}, a)
     text = f"{out['ref']} ({doc['total_lines']} lines)\n{answers.outline_text(tree) or '(no headings)'}"
@@ -240,33 +211,20 @@ async def links(b: Backend, a: Args) -> Result:
 
 
 async def similar(b: Backend, a: Args) -> Result:
-    ws, path, doc, _ = await locate(b, a)
+    ws, path, _, _ = await locate(b, a)
     limit = a.int("limit", 5, 1, 50)
     assert limit is not None
-    hits: list[dict[str, Any]] | None = None
-    if b.has_similar is not False:
-        try:
-            ans = await b.call("search.similar", [ws, path, {"limit": limit}])
-            b.has_similar = True
-            hits = ans["hits"]
-        except MethodNotFound:
-            b.has_similar = False
-    if hits is None:  # stopgap until search.similar: the document's headings and opening as the query
-        flat = answers.flatten_outline(answers.outline_from_text(doc["text"]))
-        words = " ".join([n["title"] for n in flat][:12]) or doc["text"][:600]
-        query = " ".join(words.replace('"', " ").split())[:1000]
-        ans = await b.call("search.query", [ws, query, {"limit": min(BROWSE_LIMIT, limit * 4 + 4)}])
-        hits = ans["hits"]
-    seen, out_hits = {path}, []
-    for h in hits:
-        if h["path"] in seen:
-            continue
-        seen.add(h["path"])
-        rel = h.get("relevance", h.get("confidence"))
-        out_hits.append({"ref": h.get("ref") or answers.ref(ws, h["path"]), "path": h["path"],
-                         "title": h.get("title"), "confidence": None if rel is None else round(rel, 3)})
-        if len(out_hits) >= limit:
-            break
+    try:
+        ans = await b.call("search.similar", [ws, path, {"limit": limit}])
+    except Unsupported as e:
+        reason = (e.data or {}).get("reason") if isinstance(e.data, dict) else None
+        raise ToolError(f"similar compares stored vectors, and there are none to compare yet "
+                        f"({reason or e.message}); use search with the document's subject instead") from None
+    out_hits = [{"ref": answers.ref(ws, h["path"], h["line_start"], h["line_end"]), "path": h["path"],
+                 "title": h["title"], "section": h["breadcrumb"], "score": round(h["score"], 3)}
+                for h in ans["similar"]]
+    if ans.get("semantic") == "partial":
+        a.notes.append("some chunks still wait for vectors: their documents cannot be found yet")
     out = _with_notes({"ref": answers.ref(ws, path), "similar": out_hits}, a)
     return out, as_text(out)
 
@@ -333,7 +291,7 @@ async def status(b: Backend, a: Args) -> Result:
     out = {"server": {"mode": b.mode, "version": info["version"], "store": info["store"],
                       "writable": info["writable"],
                       "models": {kind: [m.get("name") for m in ms] for kind, ms in info["models"].items()},
-                      **{k: v for k, v in info.items() if k in ("coming", "loading")}},
+                      **({"semantic": info["semantic"]} if "semantic" in info else {})},
            "workspaces": [_ws_status(s) for s in got]}
     if not names:
         out["notes"] = ["no workspace yet: `autodoc workspace add NAME FOLDER`, then `autodoc index NAME`"]
