@@ -76,8 +76,7 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
 
     async with Client(_server(env), message_handler=collect) as c:
         # tools/list: exactly the golden names, descriptions and schemas a model reads
-        listed = [{"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-                  for t in (await c.list_tools()).tools]
+        listed = [t.model_dump(by_alias=True, exclude_none=True) for t in (await c.list_tools()).tools]
         assert listed == json.loads(GOLDEN.read_text(encoding="utf-8"))
 
         # search: compact, citable, one hit per document, within the budget
@@ -97,6 +96,12 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         ans, _, err = await _tool(c, "search", {"query": "lease", "limit": 999, "paths": ["runbooks/"]})
         assert not err and {h["path"].split("/")[0] for h in ans["hits"]} == {"runbooks"}
         assert any("limit 999 is outside 1..50" in n for n in ans["notes"])
+        ans, _, err = await _tool(c, "search", {"query": "chocolate cake recipe with strawberries"})
+        assert not err and ans["answerable"] is False and ans["hits"] == []
+        assert any("weak hits left out" in n for n in ans["notes"])
+        ans, _, err = await _tool(c, "search", {"query": "chocolate cake recipe with strawberries",
+                                                "min_confidence": 0, "limit": "3"})
+        assert not err and ans["answerable"] is False and len(ans["hits"]) == 3
         ans, _, err = await _tool(c, "search", {"query": "lease", "workspace": "kbb"})
         assert err and ans["did_you_mean"] == ["kb"]
         ans, _, err = await _tool(c, "search", {"query": "lease", "stages": ["fuzzy"]})
@@ -159,7 +164,7 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         ans, _, err = await _tool(c, "reindex", {"paths": ["notes/agent-note.md", "notes/missing.md"]})
         assert not err and ans["files"][0]["indexed"] is True and ans["files"][1]["indexed"] is False
         ans, _, _ = await _tool(c, "search", {"query": "zebrafish aquarium"})
-        assert ans["hits"][0]["path"] == "notes/agent-note.md"
+        assert ans["hits"] and ans["hits"][0]["path"] == "notes/agent-note.md", ans
         ans, _, _ = await _tool(c, "changes", {"cursor": cursor})
         assert ("notes/agent-note.md", "add") in [(ch["path"], ch["op"]) for ch in ans["changes"]]
 
@@ -263,6 +268,26 @@ async def test_beside_a_daemon_that_holds_the_store_on_stdio_only(store):
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
+
+
+async def test_spawn_daemon_starts_one_and_uses_it(store):
+    base, env = store
+    try:
+        async with Client(_server(env, "--spawn-daemon")) as c:
+            ans, _, err = await _tool(c, "status", {})
+            assert not err and ans["server"]["mode"] == "daemon"
+            holder = json.loads(Path(env["AUTODOC_STORE"] + ".lease").read_text())
+            assert holder["socket"] == env["AUTODOC_SOCKET"] and holder["pid"] != os.getpid()
+        # the daemon outlives the MCP server that started it: others share it
+        async with await SocketClient.connect_socket(env["AUTODOC_SOCKET"]) as plain:
+            assert (await plain.call("server.info"))["pid"] == holder["pid"]
+    finally:
+        if Path(env["AUTODOC_SOCKET"]).exists():
+            async with await SocketClient.connect_socket(env["AUTODOC_SOCKET"]) as plain:
+                await plain.call("server.shutdown")
+        deadline = time.monotonic() + 30
+        while Path(env["AUTODOC_SOCKET"]).exists() and time.monotonic() < deadline:
+            await anyio.sleep(0.1)
 
 
 def _free_port() -> int:

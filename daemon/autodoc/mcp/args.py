@@ -130,6 +130,20 @@ class Args:
             n = clamped
         return n
 
+    def float(self, name: str, default: float, lo: float, hi: float) -> float:
+        v = self.values.get(name)
+        if v is None:
+            return default
+        try:
+            x = float(v) if not isinstance(v, bool) else None
+        except (TypeError, ValueError):
+            x = None
+        if x is None or x != x:
+            raise ToolError(f"{name} must be a number from {lo} to {hi}, not {v!r}")
+        if not lo <= x <= hi:
+            self.notes.append(f"{name} {x} is outside {lo}..{hi}: used {min(max(x, lo), hi)}")
+        return min(max(x, lo), hi)
+
     def bool(self, name: str, default: bool) -> bool:
         v = self.values.get(name)
         if v is None:

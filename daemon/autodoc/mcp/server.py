@@ -47,8 +47,7 @@ def build(backend: Backend, feed: resources.ChangeFeed) -> Server[Any]:
     """The SDK server with every handler bound to one backend and one change feed."""
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[types.Tool(name=t["name"], description=t["description"],
-                                                       input_schema=t["inputSchema"]) for t in TOOLS])
+        return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in TOOLS])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         try:

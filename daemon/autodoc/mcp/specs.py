@@ -28,6 +28,7 @@ _STRS = {"type": "array", "items": {"type": "string"}}
 TOOLS: list[dict[str, Any]] = [
     {
         "name": "search",
+        "title": "Search the knowledge base",
         "description": (
             "Search the local Markdown knowledge base (notes, ADRs, runbooks, docs) by meaning and keywords. "
             "Returns the best passages, one per document, each with a `ref` to cite (`workspace:path#L10-15`), "
@@ -50,6 +51,8 @@ TOOLS: list[dict[str, Any]] = [
             "budget_tokens": {"type": "integer", "minimum": 300, "maximum": 32000, "default": 2000,
                               "description": "Most tokens the whole answer may take; the last passage is cut "
                                              "or dropped to fit (`truncated`)."},
+            "min_confidence": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.05,
+                               "description": "Leave out hits less confident than this; 0 keeps every hit."},
             "per_document": {"type": "boolean", "default": True,
                              "description": "true: one passage per document, its best; false: a document may "
                                             "give several passages."},
@@ -57,6 +60,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "read",
+        "title": "Read a document",
         "description": (
             "Read a document, or part of it, with numbered lines. Give a search hit's `ref` to read that "
             "passage, or a path; narrow with `lines` (\"40-80\"), `around` a line, or a `section` heading. "
@@ -75,6 +79,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "outline",
+        "title": "Outline a document",
         "description": (
             "A document's heading tree: each heading with its level, line span and size in tokens. Use it to "
             "decide which section to `read` in a long document."),
@@ -85,6 +90,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "links",
+        "title": "Links of a document",
         "description": (
             "A document's links: outgoing (what it links to, each resolved to a path or marked broken) and "
             "incoming (which documents link to it, with their lines). Follow decisions, supersessions and "
@@ -98,6 +104,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "similar",
+        "title": "Similar documents",
         "description": "Documents about the same thing as a given document, best first, with a `ref` to cite each.",
         "inputSchema": _obj({
             "ref": {**_STR, "description": REF},
@@ -108,6 +115,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "list",
+        "title": "Browse documents",
         "description": (
             "Browse a workspace's documents in path order, filtered by path prefix, tags or frontmatter "
             "facets, with counts per tag and per value of the facets named in `count`. Page with `cursor`."),
@@ -125,6 +133,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "changes",
+        "title": "Recent changes",
         "description": (
             "What changed in the knowledge base since a cursor: documents added, modified, renamed or deleted, "
             "oldest first. Start with cursor 0 (or the `change_cursor` of `status`) and pass `next_cursor` "
@@ -139,6 +148,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "status",
+        "title": "Index status",
         "description": (
             "The state of each workspace: files indexed and skipped, chunks, semantic search (ready, or how "
             "many vectors are pending and when they should be done), the reranker, and problems found in "
@@ -149,6 +159,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "reindex",
+        "title": "Index files now",
         "description": (
             "Index files you just wrote or changed so that search finds them now. Give their paths relative "
             "to the workspace root; the answer says, for each, whether it is indexed."),
@@ -158,6 +169,11 @@ TOOLS: list[dict[str, Any]] = [
         }, ["paths"]),
     },
 ]
+
+# every tool reads this machine's store and nothing else; reindex alone writes (the index, not files)
+for _t in TOOLS:
+    _t["annotations"] = {"readOnlyHint": _t["name"] != "reindex", "openWorldHint": False,
+                         **({"idempotentHint": True, "destructiveHint": False} if _t["name"] == "reindex" else {})}
 
 NAMES = [t["name"] for t in TOOLS]
 KNOWN_ARGS: dict[str, list[str]] = {t["name"]: list(t["inputSchema"]["properties"]) for t in TOOLS}

@@ -26,6 +26,11 @@ from .specs import KNOWN_ARGS
 
 Result = tuple[dict[str, Any], str]
 STAGES = ("lexical", "semantic", "rerank", "graph")
+# Hits under this confidence are left out of search answers (once the workspace's vectors are all
+# in): on the test corpus a query it cannot answer scores ~0.0003 everywhere, and the third hit of
+# one it can is ~0.01 and off-topic. They cost an agent ~250 tokens each for nothing;
+# min_confidence: 0 brings them back.
+MIN_CONFIDENCE = 0.05
 
 
 def as_text(obj: dict[str, Any]) -> str:
@@ -98,17 +103,28 @@ async def search(b: Backend, a: Args) -> Result:
         opts["stages"] = stages
     got = await gather([lambda ws=ws: b.call("search.query", [ws, query, opts]) for ws in names])
     if len(got) == 1:
-        hits, truncated, tokens = got[0]["hits"], got[0]["truncated"], got[0]["tokens"]
+        hits, truncated = got[0]["hits"], got[0]["truncated"]
     else:
-        hits, truncated, tokens = answers.merge(got, limit, budget)
+        hits, truncated, _ = answers.merge(got, limit, budget)
+    floor = a.float("min_confidence", MIN_CONFIDENCE, 0.0, 1.0)
+    # while vectors are pending a passage found by its words alone scores far lower than it will
+    # (a note written a moment ago: 0.01, then 0.98): the floor waits for a ready semantic leg
+    trusted = {ws for ws, g in zip(names, got) if g.get("semantic") == "ready"}
+    weak = [h for h in hits if h.get("confidence") is not None and h["confidence"] < floor
+            and h.get("workspace") in trusted]
+    hits = [h for h in hits if h not in weak]
     out: dict[str, Any] = {"query": query, "workspaces": names, "answerable": any(g["answerable"] for g in got),
-                           "truncated": truncated, "tokens": tokens, "hits": hits}
+                           "truncated": truncated, "tokens": 0, "hits": hits}
     notes = [n for ws, g in zip(names, got) for n in _search_notes(ws, g)]
+    if weak:
+        notes.append(f"{len(weak)} weak hit{'s' if len(weak) > 1 else ''} left out (confidence under {floor}); "
+                     "min_confidence: 0 shows them")
     if not hits:
-        notes.append("no hits: try other words, fewer filters, or `list` to browse")
+        notes.append("nothing relevant found: try other words, fewer filters, or `list` to browse")
     if notes:
         out["notes"] = notes
     _with_notes(out, a)
+    out["tokens"] = answers.tokens(out)  # the size of this answer, counted as search.query counts its own
     return out, as_text(out)
 
 
