@@ -1,10 +1,10 @@
 """What each MCP tool does: the RPC calls behind it and the answer it gives.
 
-A tool returns (structured answer, text for the model). Calls go through the
-Backend, so they run on the daemon when one serves the store. Where the daemon
-may not have a method yet (document.outline, search.similar, compact answers)
-the tool asks for it first and falls back to a small stand-in built from the
-methods every daemon has.
+A tool returns (structured answer, text for the model): the answer as compact
+JSON, or for `read` and `outline` the lines themselves. Calls go through the
+Backend, so they run on the daemon when one serves the store. A search of every
+workspace asks each at once and merges the answers; a workspace that cannot
+answer (a facet it does not have) is left out with a note, not the whole search.
 
 Runs on: the MCP server's event loop (each RPC call on a worker thread).
 """
@@ -34,7 +34,7 @@ MIN_CONFIDENCE = 0.05
 
 
 def as_text(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, indent=1)
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 async def gather(calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
@@ -101,7 +101,12 @@ async def search(b: Backend, a: Args) -> Result:
         if bad:
             raise ToolError(f"stages may be {list(STAGES)}, not {bad}; omit it for the default")
         opts["stages"] = stages
-    got = await gather([lambda ws=ws: b.call("search.query", [ws, query, opts]) for ws in names])
+    got = await gather([lambda ws=ws: _or_error(b.call("search.query", [ws, query, opts])) for ws in names])
+    failed = [(ws, g) for ws, g in zip(names, got) if isinstance(g, AutodocError)]
+    if len(failed) == len(names) or (failed and len(names) == 1):
+        raise failed[0][1]
+    names = [ws for ws, g in zip(names, got) if not isinstance(g, AutodocError)]
+    got = [g for g in got if not isinstance(g, AutodocError)]
     if len(got) == 1:
         hits, truncated = got[0]["hits"], got[0]["truncated"]
     else:
@@ -115,7 +120,8 @@ async def search(b: Backend, a: Args) -> Result:
     hits = [h for h in hits if h not in weak]
     out: dict[str, Any] = {"query": query, "workspaces": names, "answerable": any(g["answerable"] for g in got),
                            "truncated": truncated, "tokens": 0, "hits": hits}
-    notes = [n for ws, g in zip(names, got) for n in _search_notes(ws, g)]
+    notes = [f"{ws} left out: {e.message}" for ws, e in failed]
+    notes += [n for ws, g in zip(names, got) for n in _search_notes(ws, g)]
     if weak:
         notes.append(f"{len(weak)} weak hit{'s' if len(weak) > 1 else ''} left out (confidence under {floor}); "
                      "min_confidence: 0 shows them")
@@ -126,6 +132,13 @@ async def search(b: Backend, a: Args) -> Result:
     _with_notes(out, a)
     out["tokens"] = answers.tokens(out)  # the size of this answer, counted as search.query counts its own
     return out, as_text(out)
+
+
+async def _or_error(call: Awaitable[Any]) -> Any:
+    try:
+        return await call
+    except AutodocError as e:
+        return e
 
 
 def _search_notes(ws: str, ans: dict[str, Any]) -> list[str]:
