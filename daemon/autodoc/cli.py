@@ -69,6 +69,11 @@ def _print_hits(answer: dict) -> None:
     if not hits:
         print("no hits")
     for i, h in enumerate(hits, 1):
+        if answer.get("answer") == "compact":  # citable passages, whole
+            conf = "" if h["confidence"] is None else f"  {h['confidence']:.2f}"
+            print(f"{i:>2}. {h['ref']}{conf}" + ("  (changed on disk since indexed)" if h["changed"] else ""))
+            print("    " + h["text"].replace("\n", "\n    "))
+            continue
         loc = f"{h['path']}:{h['line_start']}-{h['line_end']}"
         rel = "" if h.get("relevance") is None else f"  {h['relevance']:.2f}"
         via = ",".join(h.get("via", []))
@@ -84,6 +89,10 @@ def _print_hits(answer: dict) -> None:
     line = f"mode {answer.get('mode_used')}; ran {', '.join(stages.get('performed', [])) or 'nothing'}"
     if answer.get("lexical_match") == "any":
         line += " (no chunk had every word: matched any of them)"
+    if hits and answer.get("answerable") is False:
+        line += "; nothing relevant was found: these are only the closest"
+    if answer.get("truncated"):
+        line += "; the token budget cut the last passages"
     print("\n" + line, file=sys.stderr)
     for stage, why in skipped.items():
         print(f"  {stage} skipped: {why}", file=sys.stderr)
@@ -129,6 +138,8 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("-n", "--limit", type=int, default=10)
     q.add_argument("--stages", help="comma-separated: lexical,semantic,rerank")
     q.add_argument("--json", action="store_true", help="print the answer exactly as the RPC returns it")
+    q.add_argument("--compact", action="store_true", help="citable passages, one per document (opts.answer compact)")
+    q.add_argument("--budget", type=int, help="with --compact: the most tokens the answer may take (300..32000)")
 
     sub.add_parser("lsp", help="run the language server on stdio (workspace symbols as search, links, "
                               "backlinks, link completion, frontmatter diagnostics)")
@@ -268,6 +279,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         opts: dict[str, Any] = {"limit": args.limit}
         if args.stages:
             opts["stages"] = [s.strip() for s in args.stages.split(",") if s.strip()]
+        if args.compact:
+            opts["answer"] = "compact"
+            if args.budget is not None:
+                opts["budget_tokens"] = args.budget
         answer = call(settings, "search.query", [name, " ".join(args.query), opts])
         if args.json:
             print(json.dumps(answer, ensure_ascii=False, indent=2))

@@ -5,8 +5,7 @@ A hit's confidence is a logistic model over signals that mean the same on
 any corpus: how much of the query's informative words the passage holds
 (each word weighted by its inverse chunk frequency, so "how do we" counts
 for little and a rare term for much), the semantic leg's cosine for the
-passage, whether both legs found it, and whether the lexical leg matched
-every word. BM25 scores and fused relevance are left out: they are
+passage, and whether both legs found it. BM25 scores and fused relevance are left out: they are
 relative to one corpus and one query. The coefficients and the threshold
 were fitted on SciFact train queries and the known-item questions, each
 against its own corpus (answerable) and against the other's (not), by
@@ -24,11 +23,11 @@ from typing import Any, Callable, Mapping
 
 from ..store.ftstext import STOPWORDS
 
-# (intercept, coverage, cosine, both legs, lexical matched all): fitted by bench/agent_tokens.py --calibrate
-HYBRID = (-9.0, 4.0, 12.0, 0.5, 0.5)
+# (intercept, coverage, cosine, both legs): fitted by bench/agent_tokens.py --calibrate
+HYBRID = (-7.847, 6.223, 15.378, 0.861)
 # the same without a semantic leg (no model, or lexical asked for alone)
-LEXICAL = (-4.0, 5.0, 0.0, 0.0, 1.0)
-THRESHOLD = 0.5  # answerable when the best hit's confidence reaches it
+LEXICAL = (-4.129, 11.45, 0.0, 0.0)
+THRESHOLD = 0.39  # answerable when the best hit's confidence reaches it
 
 _FACET = re.compile(r"(?:^|\s)-?[\w.-]+:\S+")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -41,7 +40,6 @@ class Signals:
     coverage: float  # 0..1: weighted share of the query's informative words in the passage
     cosine: float | None  # the semantic leg's score, None where that leg did not run
     both: bool  # found by the lexical and the semantic leg
-    all_words: bool  # the lexical leg matched every word (lexical_match "all")
 
 
 def query_stems(query: str, tokenize: Tokenize) -> list[str]:
@@ -61,16 +59,16 @@ def coverage(stems: list[str], weights: Mapping[str, float], passage: str, token
     return sum(weights.get(s, 1.0) for s in stems if s in present) / total if total else 0.0
 
 
-def signals(hit: Mapping[str, Any], cov: float, lexical_match: str | None, semantic_ran: bool) -> Signals:
+def signals(hit: Mapping[str, Any], cov: float, semantic_ran: bool) -> Signals:
     cos = hit["scores"].get("semantic")
     via = hit.get("via") or []
     return Signals(coverage=cov, cosine=(float(cos) if cos is not None else (0.0 if semantic_ran else None)),
-                   both="lexical" in via and "semantic" in via, all_words=lexical_match == "all")
+                   both="lexical" in via and "semantic" in via)
 
 
 def confidence(s: Signals) -> float:
     b = HYBRID if s.cosine is not None else LEXICAL
-    z = b[0] + b[1] * s.coverage + b[2] * (s.cosine or 0.0) + b[3] * s.both + b[4] * s.all_words
+    z = b[0] + b[1] * s.coverage + b[2] * (s.cosine or 0.0) + b[3] * s.both
     return round(1.0 / (1.0 + math.exp(-z)), 4)
 
 

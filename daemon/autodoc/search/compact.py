@@ -8,8 +8,10 @@ section, line_start, line_end, text, confidence, superseded_by, changed,
 origin}`: the passage whole, sliced from the indexed document by the hit's
 byte span, so the ref's lines are exactly the text. The answer is held to
 `budget_tokens` (estimated as characters / 4 of the answer's JSON); when the
-budget bites, the last passage is cut at a line end, or dropped, and
-`truncated` says so.
+budget bites, the later passages are cut at a line end, or at a word within a
+long line (each document listed
+keeps at least its first lines) or, when even that does not fit, the last
+documents are dropped, and `truncated` says so.
 
 Every answer, full or compact, gets `answerable` (search/answerable.py).
 
@@ -37,7 +39,7 @@ from .tokens import tokenize
 DEFAULT_BUDGET = 1200
 DEFAULT_LIMIT = 10
 SEP = " › "  # the breadcrumb's separator (ingest/chunk.py)
-MIN_PASSAGE_TOKENS = 24  # a cut passage shorter than this is dropped instead: too little to cite
+MIN_PASSAGE_TOKENS = 40  # what a cut passage keeps at least: its heading and first lines, enough to judge it
 
 
 @dataclass(frozen=True)
@@ -76,21 +78,25 @@ def finish(db: apsw.Connection, ws: Workspace, full: dict[str, Any], req: Reques
     if req.per_document:
         hits = one_per_document(hits, req.limit)
     facet = full["mode_used"] == "facet"
-    confidences: list[float | None] = [None] * len(hits)
-    if not facet and hits:
-        stems = A.query_stems(full["query"], tokenize)
-        weights = passages.word_weights(db, stems)
-        texts = stored_hits.chunk_texts(db, [h["chunk_id"] for h in hits])
-        semantic_ran = "semantic" in full["stages"]["performed"]
-        for i, h in enumerate(hits):
-            cov = A.coverage(stems, weights, h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""), tokenize)
-            confidences[i] = A.confidence(A.signals(h, cov, full["lexical_match"], semantic_ran))
+    confidences = [None if s is None else A.confidence(s) for s in hit_signals(db, full, hits)]
     found = A.answerable(confidences, facet_hits=facet and bool(hits))
     if not req.compact:
         return {**full, "hits": hits, "answerable": found}
     docs = passages.documents(db, ws.id, [h["path"] for h in hits])
     entries = [compact_hit(h, c, docs.get(h["path"]), ws.root) for h, c in zip(hits, confidences)]
     return fit_budget(envelope(full, found), entries, req.budget)
+
+
+def hit_signals(db: apsw.Connection, full: dict[str, Any], hits: list[dict[str, Any]]) -> list[A.Signals | None]:
+    """What the confidence model reads for each hit (None in a facet-only listing)."""
+    if full["mode_used"] == "facet" or not hits:
+        return [None] * len(hits)
+    stems = A.query_stems(full["query"], tokenize)
+    weights = passages.word_weights(db, stems)
+    texts = stored_hits.chunk_texts(db, [h["chunk_id"] for h in hits])
+    semantic_ran = "semantic" in full["stages"]["performed"]
+    return [A.signals(h, A.coverage(stems, weights, h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""), tokenize),
+                      semantic_ran) for h in hits]
 
 
 def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
@@ -150,47 +156,53 @@ def compact_hit(h: dict[str, Any], conf: float | None, doc: passages.Indexed | N
 
 
 def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
-    """The entry with its passage cut at a line end to fit `room` tokens, lines and ref
-    following the cut; None when too little of it would fit to be worth citing."""
-    bare = estimate_tokens({**entry, "text": ""})
-    chars = (room - bare) * 4
+    """The entry with its passage cut to fit `room` tokens: at a line end, or at a word inside
+    a line too long to stop before; line_end and ref follow the cut. None when not even
+    MIN_PASSAGE_TOKENS of text would fit."""
+    chars = (room - estimate_tokens({**entry, "text": ""})) * 4
     if chars < MIN_PASSAGE_TOKENS * 4:
         return None
     text, limit = entry["text"], chars
-    # JSON escapes (quotes, newlines, backslashes) can make the text longer than its characters
-    while True:
+    while True:  # JSON escapes (quotes, newlines, backslashes) can make the text longer than its characters
         part = text[:limit]
-        if len(part) < len(text):  # end at a line end, or a word's for a line longer than the room
+        if len(part) < len(text):
             end = part.rfind("\n")
-            part = part[:end] if end > 0 else part[: max(part.rfind(" "), 1)]
+            if end >= len(part) // 2:
+                part = part[:end]
+            elif part.rfind(" ") > 0:
+                part = part[: part.rfind(" ")]
         part = part.rstrip()
         if not part or estimate_tokens({**entry, "text": part}) <= room:
             break
         limit = len(part) * 9 // 10
-    text = part
-    if len(text) < MIN_PASSAGE_TOKENS * 4:
+    if not part:
         return None
-    line_end = entry["line_start"] + text.count("\n")
-    return {**entry, "text": text, "line_end": line_end,
+    line_end = entry["line_start"] + part.count("\n")
+    return {**entry, "text": part, "line_end": line_end,
             "ref": ref(entry["workspace"], entry["path"], entry["line_start"], line_end)}
 
 
 def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: int) -> dict[str, Any]:
-    """Passages in order while the answer stays within `budget` tokens; the first that does
-    not fit is cut (or dropped) and the rest dropped, and the answer says it was truncated."""
+    """Passages in order within `budget` tokens. Every document listed keeps at least a cited
+    first part: as many entries are kept as fit at that minimum (the rest dropped), and a passage
+    that would eat into what the later ones need is cut at a line end. The answer says when."""
     answer["tokens"] = 9999  # the field's own digits count
     used = estimate_tokens(answer)
-    for i, e in enumerate(entries):
-        cost = estimate_tokens(e) + 1  # the comma between entries
-        if used + cost > budget:
-            part = cut(e, budget - used - 1)
-            if part is not None:
-                answer["hits"].append(part)
-                used += estimate_tokens(part) + 1
+    mins = [min(estimate_tokens({**e, "text": ""}) + MIN_PASSAGE_TOKENS, estimate_tokens(e)) + 1 for e in entries]
+    keep = 0
+    while keep < len(entries) and used + sum(mins[: keep + 1]) <= budget:
+        keep += 1
+    answer["truncated"] = keep < len(entries)
+    for i, e in enumerate(entries[:keep]):
+        room = budget - used - sum(mins[i + 1: keep]) - 1  # what the later entries need stays free
+        if estimate_tokens(e) > room:
+            part = cut(e, room)
             answer["truncated"] = True
-            break
+            if part is None:
+                continue
+            e = part
         answer["hits"].append(e)
-        used += cost
-    answer["tokens"] = estimate_tokens(answer)
+        used += estimate_tokens(e) + 1
+    for _ in range(3):  # the count counts its own digits: settle it
+        answer["tokens"] = estimate_tokens(answer)
     return answer
-

@@ -1,0 +1,383 @@
+"""What an agent reads: compact vs full answers vs whole files, and whether
+`answerable` tells a corpus that can answer from one that cannot (issue 15).
+
+    python -m bench.agent_tokens                 # report on SciFact test: docs/benchmarks/agents.{md,json}
+    python -m bench.agent_tokens --calibrate     # fit answerable's model on the train sets, print it
+    python -m bench.agent_tokens --queries 40 --out -   # a small run, printed only
+
+Stores: the cached SciFact store (``<bench cache>/stores/scifact-*``, built by
+``python -m bench.quality``) and the five known-item stores
+(``<bench cache>/known/<corpus>-*``, built by ``python -m bench.known_item
+--build-only``); both are opened read-only through ``Service``.
+
+**Tokens** (SciFact test queries, the default hybrid, k = 5 documents, one
+entry per document so every row reaches the same documents): the compact
+answer at the default budget and with a budget that never bites; the full
+answer of the same 5 documents; that full answer plus the whole files read in
+rank order until the first relevant one (all 5 when none is); and the default
+full answer (limit 10 hits). Tokens are the product's estimate (characters /
+4 of the JSON, or of the file's text). A row's recall is the share of queries
+whose answer holds a relevant document (for the compact answer at the default
+budget, among the passages the budget kept).
+
+**Answerable**: a query is answerable against its own corpus and not against
+another. Calibration (``--calibrate``, never the test split): SciFact train
+queries against SciFact and against the five Markdown corpora in turn, and the
+75 known-item questions against their corpus and against SciFact. The report
+gives precision and recall of ``answerable`` on SciFact test queries against
+SciFact (positives) and against the Markdown corpora (negatives), with the
+default stages and lexical alone, and the same on the calibration sets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .beir import WORKSPACE, doc_path, load_collection
+from .common import DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note
+from .known_item import CORPORA, load_questions
+
+K = 5
+PROBE_LIMIT = 10  # answerable reads the page a default search gives
+BIG_BUDGET = 32000
+LEXICAL = ["lexical"]
+
+
+# ---------------------------------------------------------------- stores
+
+def scifact_store(cache: Path) -> Path:
+    found = sorted((cache / "stores").glob("scifact-*/autodoc.db"))
+    if len(found) != 1:
+        raise SystemExit(f"need exactly one cached SciFact store (python -m bench.quality builds it), found {found}")
+    return found[0]
+
+
+def known_store(cache: Path, corpus: str) -> Path:
+    found = sorted((cache / "known").glob(f"{corpus}-*/autodoc.db"))
+    if not found:
+        raise SystemExit(f"no cached store for {corpus} (python -m bench.known_item --build-only builds it)")
+    return max(found, key=lambda p: p.stat().st_mtime)
+
+
+class Stores:
+    """One read-only Service per store, opened on first use."""
+
+    def __init__(self, cache: Path):
+        from autodoc.config import Settings
+        from autodoc.service import Service
+        self._open = lambda p: Service(Settings.from_env(store=p), writer=False)
+        self.paths = {"scifact": (scifact_store(cache), WORKSPACE)}
+        for c in CORPORA:
+            self.paths[c] = (known_store(cache, c), c)
+        self._svc: dict[str, Any] = {}
+
+    def get(self, name: str):
+        if name not in self._svc:
+            self._svc[name] = self._open(self.paths[name][0])
+        return self._svc[name], self.paths[name][1]
+
+    def close(self) -> None:
+        for s in self._svc.values():
+            s.close()
+
+
+# ---------------------------------------------------------------- answerable
+
+def probe(stores: Stores, store: str, query: str, relevant: set[str], stages: list[str] | None) -> dict[str, Any]:
+    """One search as a default client makes it; each hit's signals and whether it is relevant."""
+    from autodoc.search import answerable as A
+    from autodoc.search.compact import hit_signals
+    svc, ws = stores.get(store)
+    opts: dict[str, Any] = {"limit": PROBE_LIMIT, "per_document": True}
+    if stages:
+        opts["stages"] = stages
+    a = svc.search(ws, query, opts)
+    with svc.store.read() as db:
+        sigs = hit_signals(db, a, a["hits"])
+    hits = [{"rel": h["path"] in relevant, "f": [s.coverage, s.cosine, s.both],
+             "conf": A.confidence(s)} for h, s in zip(a["hits"], sigs) if s is not None]
+    return {"answerable": a["answerable"], "hits": hits}
+
+
+def probe_sets(stores: Stores, split: str, n: int | None, *, with_known: bool) -> dict[str, list[dict[str, Any]]]:
+    """group → probes: SciFact queries of `split` against SciFact (pos) and against a Markdown
+    corpus in turn (neg); with_known adds the known-item questions against theirs (pos) and SciFact (neg)."""
+    col = load_collection(DEFAULT_DATA / "scifact", splits=(split,))
+    queries = col.split_queries(split)[:n] if n else col.split_queries(split)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for leg, stages in (("hybrid", None), ("lexical", LEXICAL)):
+        t = time.monotonic()
+        out[f"scifact_pos/{leg}"] = [probe(stores, "scifact", q, {doc_path(d) for d in col.qrels[split][qid]}, stages)
+                                     for qid, q in queries]
+        out[f"scifact_neg/{leg}"] = [probe(stores, CORPORA[i % len(CORPORA)], q, set(), stages)
+                                     for i, (_, q) in enumerate(queries)]
+        if with_known:
+            qs = load_questions()
+            qs = qs[:n] if n else qs
+            out[f"known_pos/{leg}"] = [probe(stores, q["corpus"], q["query"], set(q["targets"]), stages) for q in qs]
+            out[f"known_neg/{leg}"] = [probe(stores, "scifact", q["query"], set(), stages) for q in qs]
+            # report only, never fitted: another Markdown corpus of software docs, the harder negative
+            other = {c: CORPORA[(i + 1) % len(CORPORA)] for i, c in enumerate(CORPORA)}
+            out[f"markdown_neg/{leg}"] = [probe(stores, other[q["corpus"]], q["query"], set(), stages) for q in qs]
+        log(f"  {split} {leg}: {len(queries)} queries, {time.monotonic() - t:.0f} s")
+    return out
+
+
+def fit_logistic(X: list[list[float]], y: list[int], w: list[float], l2: float = 1e-3) -> list[float]:
+    """Weighted logistic regression by Newton's method (a handful of features)."""
+    import numpy as np
+    Xa = np.array([[1.0, *x] for x in X])
+    ya, wa = np.array(y, float), np.array(w, float)
+    b = np.zeros(Xa.shape[1])
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-Xa @ b))
+        g = Xa.T @ (wa * (p - ya)) + l2 * b
+        H = (Xa * (wa * p * (1 - p))[:, None]).T @ Xa + l2 * np.eye(len(b))
+        step = np.linalg.solve(H, g)
+        b -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return [round(float(v), 3) for v in b]
+
+
+def _x(leg: str, f: list) -> list[float]:
+    cov, cos, both = f
+    return [cov, cos or 0.0, float(both)] if leg == "hybrid" else [cov]
+
+
+def _coef(leg: str, b: list[float]) -> tuple[float, ...]:
+    return tuple(b) if leg == "hybrid" else (b[0], b[1], 0.0, 0.0)
+
+
+def _conf(coef, f) -> float:
+    cov, cos, both = f
+    z = coef[0] + coef[1] * cov + coef[2] * (cos or 0.0) + coef[3] * both
+    return 1 / (1 + math.exp(-z))
+
+
+def calibrate(sets: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """A hit's confidence is the probability that the query is answerable given that hit's
+    signals, fitted on each query's most telling hit: first a hit-level model (is this passage
+    relevant?) picks it, then the answer-level model is fitted on it and picks again, twice.
+    Each group (source × answerable or not) weighs the same. The threshold on the best hit's
+    confidence is the one that maximises balanced accuracy."""
+    from autodoc.search import answerable as A
+    models: dict[str, Any] = {}
+    sets = {g: v for g, v in sets.items() if not g.startswith("markdown_")}
+    for leg in ("hybrid", "lexical"):
+        groups = [g for g in sets if g.endswith("/" + leg)]
+        X, y, w = [], [], []
+        for g in groups:
+            rows = [h for p in sets[g] for h in p["hits"]]
+            for h in rows:
+                X.append(_x(leg, h["f"]))
+                y.append(int(h["rel"]))
+                w.append(1.0 / max(1, len(rows)))
+        coef = _coef(leg, fit_logistic(X, y, w))
+        for _ in range(3):
+            X, y, w = [], [], []
+            for g in groups:
+                probes = [p for p in sets[g] if p["hits"]]
+                for p in probes:
+                    best = max(p["hits"], key=lambda h: _conf(coef, h["f"]))
+                    X.append(_x(leg, best["f"]))
+                    y.append(int("_pos/" in g))
+                    w.append(1.0 / max(1, len(probes)))
+            coef = _coef(leg, fit_logistic(X, y, w))
+        models[leg] = coef
+    scores: dict[str, list[float]] = {}
+    for g, probes in sets.items():
+        coef = models[g.split("/")[1]]
+        scores[g] = [max((_conf(coef, h["f"]) for h in p["hits"]), default=0.0) for p in probes]
+    best_t = (0.0, 0.5)
+    for t in [i / 100 for i in range(2, 99)]:
+        pos = [sum(s >= t for s in v) / len(v) for g, v in scores.items() if "_pos/" in g]
+        neg = [sum(s < t for s in v) / len(v) for g, v in scores.items() if "_neg/" in g]
+        bal = (statistics.mean(pos) + statistics.mean(neg)) / 2
+        if bal > best_t[0] + 1e-9 or (abs(bal - best_t[0]) < 1e-9 and abs(t - 0.5) < abs(best_t[1] - 0.5)):
+            best_t = (bal, t)
+    return {"hybrid": models["hybrid"], "lexical": models["lexical"], "threshold": best_t[1],
+            "balanced_accuracy": round(best_t[0], 4), "current": {"hybrid": A.HYBRID, "lexical": A.LEXICAL,
+                                                                   "threshold": A.THRESHOLD}}
+
+
+def pr(pos: list[dict[str, Any]], neg: list[dict[str, Any]]) -> dict[str, Any]:
+    tp = sum(p["answerable"] for p in pos)
+    fp = sum(p["answerable"] for p in neg)
+    fn = len(pos) - tp
+    prec = tp / (tp + fp) if tp + fp else float("nan")
+    rec = tp / len(pos) if pos else float("nan")
+    return {"positives": len(pos), "negatives": len(neg), "tp": tp, "fp": fp, "fn": fn,
+            "precision": round(prec, 4), "recall": round(rec, 4),
+            "f1": round(2 * prec * rec / (prec + rec), 4) if prec + rec else 0.0,
+            "specificity": round(1 - fp / len(neg), 4) if neg else float("nan")}
+
+
+def answerable_report(sets: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    out = {}
+    for leg in ("hybrid", "lexical"):
+        for src in ("scifact", "known"):
+            if f"{src}_pos/{leg}" in sets:
+                out[f"{src}/{leg}"] = pr(sets[f"{src}_pos/{leg}"], sets[f"{src}_neg/{leg}"])
+        if f"markdown_neg/{leg}" in sets:
+            out[f"known vs another Markdown corpus/{leg}"] = pr(sets[f"known_pos/{leg}"], sets[f"markdown_neg/{leg}"])
+    return out
+
+
+# ---------------------------------------------------------------- tokens
+
+def file_tokens(svc, ws: str, path: str) -> int:
+    return math.ceil(len(svc.document_read(ws, path)["text"]) / 4)
+
+
+def token_rows(stores: Stores, store: str, queries: list[tuple[str, set[str]]]) -> dict[str, Any]:
+    """Per strategy: tokens read per query and whether a relevant document was reached."""
+    from autodoc.search.compact import estimate_tokens
+    svc, ws = stores.get(store)
+    rows: dict[str, list[tuple[int, bool]]] = {k: [] for k, _ in STRATEGIES}
+    truncated = 0
+    for q, rel in queries:
+        c = svc.search(ws, q, {"answer": "compact", "limit": K})
+        truncated += c["truncated"]
+        rows["compact"].append((c["tokens"], any(h["path"] in rel for h in c["hits"])))
+        cu = svc.search(ws, q, {"answer": "compact", "limit": K, "budget_tokens": BIG_BUDGET})
+        found = any(h["path"] in rel for h in cu["hits"])
+        rows["compact_unbounded"].append((cu["tokens"], found))
+        f = svc.search(ws, q, {"limit": K, "per_document": True})
+        ft = estimate_tokens(f)
+        rows["full_k"].append((ft, any(h["path"] in rel for h in f["hits"])))
+        read = ft
+        for h in f["hits"]:
+            read += file_tokens(svc, ws, h["path"])
+            if h["path"] in rel:
+                break
+        rows["full_k_then_files"].append((read, any(h["path"] in rel for h in f["hits"])))
+        read = ft
+        for h in f["hits"]:
+            span = svc.document_read(ws, h["path"], {"line_start": h["line_start"], "line_end": h["line_end"]})
+            read += math.ceil(len(span["text"]) / 4)
+            if h["path"] in rel:
+                break
+        rows["full_k_then_passages"].append((read, any(h["path"] in rel for h in f["hits"])))
+        d = svc.search(ws, q, {})
+        rows["full_default"].append((estimate_tokens(d), any(h["path"] in rel for h in d["hits"])))
+    return {"queries": len(queries), "compact_truncated": truncated, "rows": rows}
+
+
+def summarise(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per strategy over every query of these runs: recall and tokens (mean, median, p90)."""
+    out: dict[str, Any] = {"queries": sum(p["queries"] for p in parts),
+                           "compact_truncated": sum(p["compact_truncated"] for p in parts)}
+    for key, _ in STRATEGIES:
+        v = [r for p in parts for r in p["rows"][key]]
+        toks = sorted(t for t, _ in v)
+        out[key] = {"mean_tokens": round(statistics.mean(toks), 1), "median_tokens": statistics.median(toks),
+                    "p90_tokens": toks[int(0.9 * (len(toks) - 1))], "recall": round(sum(ok for _, ok in v) / len(v), 4)}
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+STRATEGIES = [
+    ("compact", f"compact answer, {K} documents, default budget (1200)"),
+    ("compact_unbounded", f"compact answer, {K} documents, budget {BIG_BUDGET} (never bites)"),
+    ("full_k", f"full answer, {K} documents (per_document)"),
+    ("full_k_then_passages", f"full answer of {K} documents, then each hit's lines (document.read) in rank order "
+                             "until the relevant one"),
+    ("full_k_then_files", f"full answer of {K} documents, then whole files in rank order until the relevant one"),
+    ("full_default", "default full answer (limit 10 hits, up to 3 a document)"),
+]
+
+
+def render(res: dict[str, Any]) -> str:
+    L = ["# What an agent reads: compact answers and `answerable`", "",
+         f"`{res['command']}` at {res['commit']} ({res['machine']['cpu']}, {res['machine']['nproc']} cores). "
+         "Tokens are the product's estimate: characters / 4 of the answer's JSON, or of a file's text.", ""]
+    for name, t in res["tokens"].items():
+        L += [f"## Tokens to reach the relevant document: {name}", "",
+              f"{t['queries']} queries, the default stages; the compact answer at the default budget was "
+              f"truncated for {t['compact_truncated']} of them.", "",
+              "| strategy | recall | mean tokens | median | p90 |", "|---|---|---|---|---|"]
+        for key, label in STRATEGIES:
+            r = t[key]
+            L.append(f"| {label} | {r['recall']:.3f} | {r['mean_tokens']:.0f} | {r['median_tokens']:.0f} | "
+                     f"{r['p90_tokens']:.0f} |")
+        L.append("")
+    L += ["## `answerable`", "",
+          "Positives: queries against their own corpus; negatives: the same queries against another "
+          "(SciFact queries against the five Markdown corpora in turn; known-item questions against SciFact).", "",
+          "| set | stages | queries (pos / neg) | precision | recall | specificity | F1 |", "|---|---|---|---|---|---|---|"]
+    for split, rep in res["answerable"].items():
+        for key, r in rep.items():
+            src, leg = key.split("/")
+            label = f"{src} (never fitted)" if "another" in src else f"{src} {split}"
+            L.append(f"| {label} | {leg} | {r['positives']} / {r['negatives']} | {r['precision']:.3f} | "
+                     f"{r['recall']:.3f} | {r['specificity']:.3f} | {r['f1']:.3f} |")
+    L += ["", "The test rows are SciFact's test split, never used to fit. The train rows are what the model was "
+          "fitted on (`python -m bench.agent_tokens --calibrate`): SciFact train queries and the 75 known-item "
+          "questions, so the known-item figures are in-sample. The row \"known vs another Markdown corpus\" "
+          "was never fitted on: each known-item question against the next of the five software-documentation "
+          "corpora (foam-docs → simpler-grants-adr → jekyll → opentelemetry-docs → swift-evolution → foam-docs), "
+          "a negative in the same domain, where a few questions may in fact be answerable.", ""]
+    if res.get("calibration"):
+        c = res["calibration"]
+        L += [f"Fitted model (intercept, coverage, cosine, both legs): hybrid {c['hybrid']}, "
+              f"lexical {c['lexical']}, threshold {c['threshold']} (balanced accuracy {c['balanced_accuracy']} "
+              "on the calibration sets).", ""]
+    return "\n".join(L)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.agent_tokens")
+    ap.add_argument("--calibrate", action="store_true", help="fit the answerable model on the train sets and print it")
+    ap.add_argument("--queries", type=int, default=None, help="at most this many queries a set (a small run)")
+    ap.add_argument("--no-train", action="store_true", help="skip the calibration sets' figures")
+    ap.add_argument("--cache", type=Path, default=None)
+    ap.add_argument("--out", default=str(RESULTS / "agents"), help="output stem, or - to print only")
+    args = ap.parse_args(argv)
+    stores = Stores(args.cache or cache_root())
+    try:
+        if args.calibrate:
+            sets = probe_sets(stores, "train", args.queries, with_known=True)
+            print(json.dumps(calibrate(sets), indent=1))
+            return 0
+        res: dict[str, Any] = {"command": command_line(), "commit": git_commit(), "machine": machine_note(),
+                               "k": K, "answerable": {}, "tokens": {}}
+        col = load_collection(DEFAULT_DATA / "scifact", splits=("test",))
+        qs = col.split_queries("test")[: args.queries] if args.queries else col.split_queries("test")
+        t = time.monotonic()
+        res["tokens"]["SciFact test"] = summarise([token_rows(
+            stores, "scifact", [(q, {doc_path(d) for d in col.qrels["test"][qid]}) for qid, q in qs])])
+        log(f"  tokens: {time.monotonic() - t:.0f} s")
+        kq = load_questions()[: args.queries] if args.queries else load_questions()
+        by_corpus: dict[str, list[tuple[str, set[str]]]] = {}
+        for q in kq:
+            by_corpus.setdefault(q["corpus"], []).append((q["query"], set(q["targets"])))
+        parts = [token_rows(stores, c, v) for c, v in by_corpus.items()]
+        res["tokens"]["known-item questions (five Markdown corpora)"] = summarise(parts)
+        res["answerable"]["test"] = answerable_report(probe_sets(stores, "test", args.queries, with_known=False))
+        if not args.no_train:
+            train = probe_sets(stores, "train", args.queries, with_known=True)
+            res["answerable"]["train"] = answerable_report(train)
+            res["calibration"] = calibrate(train)
+    finally:
+        stores.close()
+    md = render(res)
+    if args.out == "-":
+        print(md)
+    else:
+        Path(args.out + ".json").write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n")
+        Path(args.out + ".md").write_text(md + "\n")
+        log(f"wrote {args.out}.md and .json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
