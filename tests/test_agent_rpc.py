@@ -231,6 +231,16 @@ def test_every_method_suggests_the_document_meant(kb, method):
         assert e.data["path"] == guess and e.data["did_you_mean"][0] == meant, (guess, e.data)
 
 
+def test_a_large_workspace_narrows_candidates_first_and_still_finds_them(kb, monkeypatch):
+    import autodoc.documents as documents
+
+    monkeypatch.setattr(documents, "SCAN_ALL", 0)  # as if the workspace had more documents than are compared
+    for guess, meant in [("ADR-12", "adrs/0012-lease-recovery.md"), ("lease recovry", "runbooks/lease-recovery.md"),
+                         ("adrs/porter_stemming.md", "adrs/0009-porter-stemming.md")]:
+        e = error_of(kb, "document.outline", {"workspace": "kb", "path": guess})
+        assert meant in e.data["did_you_mean"][:2], (guess, e.data)
+
+
 def test_a_number_is_not_suggested_for_another_number(kb):
     e = error_of(kb, "document.read", {"workspace": "kb", "path": "ADR-13"})
     assert not any("0012" in p for p in e.data["did_you_mean"]), e.data

@@ -72,7 +72,8 @@ def embedding_status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], pr
         return {"available": False, "state": "failed", "model": provider.name, "embedded": 0, "pending": 0,
                 "skipped": total, "total": total, "reason": str(e), "model_state": "failed", "rate": None,
                 "eta_seconds": None}
-    done, pending = stored.coverage(db, ws.id, fp)
+    pending = queue.pending(db, ws.id, fp)  # cached until the workspace's chunks or vectors change
+    done = total - pending
     active = stored.active_model(db, ws.id)
     state = "switching" if active is not None and active.fingerprint != fp else ("partial" if pending else "ready")
     rate = queue.rate(fp)
