@@ -293,6 +293,33 @@ def test_status_says_the_model_is_loading_instead_of_waiting_for_it(kb, base, mo
         fresh.close()
 
 
+def test_a_model_that_cannot_load_is_reported_failed_and_info_does_not_retry_it(kb, base, monkeypatch):
+    """A fresh reader service whose model load fails. The bundled model cannot be made missing
+    without breaking the installation, so the load is replaced by one that raises what a missing
+    model file raises (the one stand-in here)."""
+    import autodoc.embed.providers as providers_module
+    from autodoc.embed.base import ProviderDown
+
+    loads = []
+
+    def missing(cfg):
+        loads.append(cfg)
+        raise ProviderDown("embedding model file missing: /nowhere/model.onnx", provider="onnx", retryable=False)
+
+    monkeypatch.setattr(providers_module, "make_provider", missing)
+    fresh = Service(Settings.from_env(store=str(base / "store.db")), writer=False)
+    try:
+        status = call(fresh, "workspace.status", ["topics"])["embedding"]  # status may try the load
+        assert status["model_state"] == "failed" and status["state"] == "failed" and "missing" in status["reason"]
+        tried = len(loads)
+        semantic = invoke(fresh, "server.info", [])["semantic"]
+        assert semantic["state"] == "failed" and semantic["model_state"] == "failed"
+        assert "missing" in semantic["reason"] and semantic["eta_seconds"] is None
+        assert len(loads) == tried  # server.info reports; it never loads
+    finally:
+        fresh.close()
+
+
 def test_the_eta_comes_from_the_measured_rate(kb):
     status = call(kb, "workspace.status", ["topics"])["embedding"]
     assert status["model_state"] == "ready" and status["pending"] == 0 and status["eta_seconds"] == 0
