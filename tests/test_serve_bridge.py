@@ -199,9 +199,9 @@ def test_status_through_the_bridge_says_what_is_coming_while_vectors_fill(daemon
             if semantic["state"] == "ready":
                 break
             assert semantic["state"] in ("unloaded", "loading", "filling"), semantic
-            assert semantic["pending"] == status["pending"] > 0
+            assert semantic["pending"] >= status["pending"] and semantic["pending"] > 0  # a batch may land between
             if status["rate"] is not None:
-                assert semantic["eta_seconds"] == pytest.approx(status["pending"] / status["rate"], abs=0.2)
+                assert status["eta_seconds"] == pytest.approx(status["pending"] / status["rate"], abs=0.1)
             assert time.monotonic() < deadline, seen[-3:]
             time.sleep(0.1)
         assert seen[0]["state"] != "ready"  # 64 chunks were waiting when indexing answered
