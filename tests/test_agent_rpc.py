@@ -231,6 +231,16 @@ def test_every_method_suggests_the_document_meant(kb, method):
         assert e.data["path"] == guess and e.data["did_you_mean"][0] == meant, (guess, e.data)
 
 
+def test_a_large_workspace_narrows_candidates_first_and_still_finds_them(kb, monkeypatch):
+    import autodoc.documents as documents
+
+    monkeypatch.setattr(documents, "SCAN_ALL", 0)  # as if the workspace had more documents than are compared
+    for guess, meant in [("ADR-12", "adrs/0012-lease-recovery.md"), ("lease recovry", "runbooks/lease-recovery.md"),
+                         ("adrs/porter_stemming.md", "adrs/0009-porter-stemming.md")]:
+        e = error_of(kb, "document.outline", {"workspace": "kb", "path": guess})
+        assert meant in e.data["did_you_mean"][:2], (guess, e.data)
+
+
 def test_a_number_is_not_suggested_for_another_number(kb):
     e = error_of(kb, "document.read", {"workspace": "kb", "path": "ADR-13"})
     assert not any("0012" in p for p in e.data["did_you_mean"]), e.data
@@ -280,6 +290,33 @@ def test_status_says_the_model_is_loading_instead_of_waiting_for_it(kb, base, mo
         assert after["model_state"] == "ready" and after["state"] == "ready" and after["reason"] is None
     finally:
         gate.set()
+        fresh.close()
+
+
+def test_a_model_that_cannot_load_is_reported_failed_and_info_does_not_retry_it(kb, base, monkeypatch):
+    """A fresh reader service whose model load fails. The bundled model cannot be made missing
+    without breaking the installation, so the load is replaced by one that raises what a missing
+    model file raises (the one stand-in here)."""
+    import autodoc.embed.providers as providers_module
+    from autodoc.embed.base import ProviderDown
+
+    loads = []
+
+    def missing(cfg):
+        loads.append(cfg)
+        raise ProviderDown("embedding model file missing: /nowhere/model.onnx", provider="onnx", retryable=False)
+
+    monkeypatch.setattr(providers_module, "make_provider", missing)
+    fresh = Service(Settings.from_env(store=str(base / "store.db")), writer=False)
+    try:
+        status = call(fresh, "workspace.status", ["topics"])["embedding"]  # status may try the load
+        assert status["model_state"] == "failed" and status["state"] == "failed" and "missing" in status["reason"]
+        tried = len(loads)
+        semantic = invoke(fresh, "server.info", [])["semantic"]
+        assert semantic["state"] == "failed" and semantic["model_state"] == "failed"
+        assert "missing" in semantic["reason"] and semantic["eta_seconds"] is None
+        assert len(loads) == tried  # server.info reports; it never loads
+    finally:
         fresh.close()
 
 

@@ -20,7 +20,7 @@ import apsw
 from .errors import DocumentNotFound, InvalidParams, PathOutsideWorkspace
 from .store import reads
 from .store.workspaces import Workspace
-from .suggest import close_documents
+from .suggest import CANDIDATES, SCAN_ALL, close_documents, pieces
 
 
 def safe_relpath(root: str, path: str) -> str:
@@ -88,5 +88,7 @@ def slice_span(data: bytes, opts: dict[str, Any]) -> Span:
 
 def not_found(db: apsw.Connection, ws: Workspace, rel: str) -> DocumentNotFound:
     """The error for a path that is not an indexed document of the workspace."""
+    few = reads.document_count(db, ws.id) <= SCAN_ALL
+    names = reads.document_names(db, ws.id, None if few else pieces(rel), -1 if few else CANDIDATES)
     return DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}",
-                            {"path": rel, "did_you_mean": close_documents(rel, reads.document_names(db, ws.id))})
+                            {"path": rel, "did_you_mean": close_documents(rel, names)})

@@ -5,9 +5,13 @@ as `ADR-10`, `adr/10.md` or `lease recovery`) and what exists. Output: up to
 five existing names, nearest first, for the `did_you_mean` of a not-found
 error (protocol/PROTOCOL.md, Errors).
 
-Nearness is difflib's ratio over lowercased strings, against each document's
-path, its path without the extension, its file stem and its title and
-aliases. A number in the guess also matches a document whose stem or title
+In a workspace of more than SCAN_ALL documents only the CANDIDATES that
+share the most short pieces of the guess (`pieces`) are compared, so an error
+costs milliseconds, not seconds, at 100,000 documents.
+
+Nearness is difflib's ratio over lowercased strings: the guess's file name
+against each document's file stem, title and aliases, and a guess with a
+folder against the whole path too (extensions dropped). A number in the guess also matches a document whose stem or title
 carries the same number, zero-padded or not (`ADR-10` → `adrs/0010-….md`,
 `ADR 0010: …`), since that is how people and models name decisions.
 
@@ -25,6 +29,9 @@ from .errors import WorkspaceNotFound
 
 LIMIT = 5
 CUTOFF = 0.6
+SCAN_ALL = 300  # up to this many documents, every one is compared; beyond, the CANDIDATES sharing most pieces
+CANDIDATES = 100
+PIECES = 16
 _NUMBER = re.compile(r"\d+")
 _LETTERS = re.compile(r"[a-z]+")
 _EXT = re.compile(r"\.(md|markdown)$", re.I)
@@ -56,12 +63,28 @@ def _numbers(s: str) -> set[int]:
     return {int(m) for m in _NUMBER.findall(s) if len(m) <= 9}
 
 
+def pieces(guess: str) -> list[str]:
+    """Short pieces of a guess that a document it means would likely contain somewhere in its path,
+    title or aliases: the 4-letter runs of its words (a typo spoils only a few) and its numbers
+    as written and zero-padded to 4. A large workspace narrows its candidates by them first."""
+    stem = _EXT.sub("", posixpath.basename(guess.strip().lower().rstrip("/")))
+    out: dict[str, None] = {}
+    for n in _numbers(stem):
+        out[str(n)] = None
+        out[f"{n:04d}"] = None
+    for word in _LETTERS.findall(stem):
+        for i in range(max(1, len(word) - 3)):
+            out[word[i:i + 4]] = None
+    return list(out)[:PIECES]
+
+
 def close_documents(guess: str, documents: Iterable[tuple[str, str, list[str]]],
                     limit: int = LIMIT) -> list[str]:
     """Paths of the documents (path, title, aliases) nearest `guess`, nearest first."""
     g = guess.strip().lower()
     g_stem = _EXT.sub("", posixpath.basename(g.rstrip("/")))
     g_full = _EXT.sub("", g)
+    folder = "/" in g.rstrip("/")  # a guess with a folder is compared with whole paths too
     numbers = _numbers(g_stem)
     words = set(_LETTERS.findall(g_stem))
     whole, stem_m = difflib.SequenceMatcher(), difflib.SequenceMatcher()
@@ -71,8 +94,8 @@ def close_documents(guess: str, documents: Iterable[tuple[str, str, list[str]]],
     for path, title, aliases in documents:
         p = path.lower()
         stem = _EXT.sub("", posixpath.basename(p))
-        score = max(_ratio(whole, _EXT.sub("", p)), _ratio(stem_m, stem),
-                    *(_ratio(whole, t.lower()) for t in [title, *aliases] if t))
+        score = max(_ratio(whole, _EXT.sub("", p)) if folder else 0.0, _ratio(stem_m, stem),
+                    *(_ratio(stem_m, t.lower()) for t in [title, *aliases] if t))
         named = _numbers(stem) | _numbers(title.lower()) if numbers else set()
         if numbers & named:
             # the same number: a strong match, stronger when the guess's words appear too (ADR-10 → adrs/…)

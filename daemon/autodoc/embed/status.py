@@ -10,7 +10,7 @@ embed/providers.py), the queue's measured rate and an ETA in seconds.
 A model that is loading is never waited for: the coverage comes from the
 vectors of the model that last served (the store's active model). With
 `load` false (server.info) a model not yet asked for in this process is not
-loaded either.
+loaded either, nor is one that failed to load tried again.
 
 The ETA is pending ÷ the rate the embed queue measured in this process (a
 running average over its recent batches, embedding and writing): null until a
@@ -50,7 +50,11 @@ def embedding_status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], pr
                      queue: EmbedQueue, *, load: bool = True) -> dict[str, Any]:
     """{available, state, model, embedded, pending, skipped, total, reason, model_state, rate, eta_seconds}."""
     total = chunk_count(db, ws.id)
-    model_state, _ = providers.state(cfg)
+    model_state, failed = providers.state(cfg)
+    if model_state == "failed" and not load:  # asking the provider again would retry the load
+        return {"available": False, "state": "failed", "model": None, "embedded": 0, "pending": 0,
+                "skipped": total, "total": total, "reason": f"the embedding provider is unavailable: {failed}",
+                "model_state": "failed", "rate": None, "eta_seconds": None}
     if model_state == "loading" or (model_state == "unloaded" and not load):
         active = stored.active_model(db, ws.id)
         pending = queue.pending(db, ws.id, active.fingerprint) if active else total
@@ -72,7 +76,8 @@ def embedding_status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], pr
         return {"available": False, "state": "failed", "model": provider.name, "embedded": 0, "pending": 0,
                 "skipped": total, "total": total, "reason": str(e), "model_state": "failed", "rate": None,
                 "eta_seconds": None}
-    done, pending = stored.coverage(db, ws.id, fp)
+    pending = queue.pending(db, ws.id, fp)  # cached until the workspace's chunks or vectors change
+    done = total - pending
     active = stored.active_model(db, ws.id)
     state = "switching" if active is not None and active.fingerprint != fp else ("partial" if pending else "ready")
     rate = queue.rate(fp)
