@@ -243,9 +243,17 @@ async def test_two_mcp_servers_and_a_socket_client_share_one_daemon(store):
             assert ans["hits"][0]["path"] == "notes/shared.md"
             ans, _, _ = await _tool(a, "read", {"ref": "kb:adrs/0001-sqlite-storage.md", "lines": "1-3"})
             assert ans["line_start"] == 1
+            # the daemon stops: the servers carry on, one holding the store, the other reading it
+            daemon.terminate()
+            daemon.wait(timeout=30)
+            ans, _, err = await _tool(a, "search", {"query": "okapi rollout"})
+            assert not err and ans["hits"][0]["path"] == "notes/shared.md"
+            modes = [(await _tool(c, "status", {}))[0]["server"]["mode"] for c in (a, b)]
+            assert modes[0] == "in-process" and "read-only" in modes[1]
     finally:
-        daemon.terminate()
-        daemon.wait(timeout=30)
+        if daemon.poll() is None:
+            daemon.terminate()
+            daemon.wait(timeout=30)
 
 
 async def test_beside_a_daemon_that_holds_the_store_on_stdio_only(store):

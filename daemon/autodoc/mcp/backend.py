@@ -25,12 +25,15 @@ from typing import Any, Callable
 import anyio
 
 from ..config import Settings
+from ..api import METHODS
 from ..connect import Local, Remote, daemon_socket
-from ..errors import StoreLocked
+from ..errors import ShuttingDown, StoreLocked
+from ..store.lease import read_holder
 
 log = logging.getLogger("autodoc.mcp")
 
 SPAWN_WAIT_S = 30.0
+STOP_WAIT_S = 10.0  # a stopping daemon's lease outlives its socket by its shutdown deadline (5 s)
 BROWSE_LIMIT = 200  # search.query's largest limit: a facet browse lists at most this many documents
 
 
@@ -140,17 +143,29 @@ class Backend:
 
     def call_sync(self, method: str, params: Any) -> Any:
         cur = self._resolve()
+        if isinstance(cur, Local) and not cur.writable and (m := METHODS.get(method)) is not None and m.write:
+            cur = self._choose_again(cur, "a write, and the process that held the store may have gone")
         try:
             return cur.call(method, params)
-        except OSError:
+        except (OSError, ShuttingDown):
             if not isinstance(cur, Remote):
                 raise
-            # the daemon went away between calls: choose again (a new daemon, or this process)
-            log.info("the daemon on %s went away: choosing again", cur.socket)
-            with self._lock:
-                if self._current is cur:
-                    self._current = None
-            return self._resolve().call(method, params)
+            # the daemon went away between calls, or is going: choose again (a new daemon, or this process)
+            return self._choose_again(cur, "the daemon went away").call(method, params)
+
+    def _choose_again(self, cur: Remote | Local, why: str) -> Remote | Local:
+        log.info("%s: choosing where calls run again", why)
+        with self._lock:
+            if self._current is cur:
+                self._current = None
+        if isinstance(cur, Local):
+            cur.close()
+        else:  # a daemon that is stopping keeps its lease a moment after its socket is gone
+            deadline = time.monotonic() + STOP_WAIT_S
+            while read_holder(self.settings.store) and daemon_socket(self.settings) is None \
+                    and time.monotonic() < deadline:
+                time.sleep(0.1)
+        return self._resolve()
 
     async def call(self, method: str, params: Any) -> Any:
         return await anyio.to_thread.run_sync(self.call_sync, method, params)
