@@ -302,12 +302,14 @@ async def test_disconnect_mid_request_and_the_daemon_keeps_serving(daemon):
 # -- lease, socket and stdio ------------------------------------------------------------------------
 
 
-def test_a_second_daemon_on_the_same_store_is_refused_naming_the_holder(daemon):
+def test_a_second_stdio_daemon_on_the_same_store_bridges_to_the_holder(daemon):
+    # issue 15: instead of exiting 1 it forwards to the holder's socket (tests/test_serve_bridge.py drives it);
+    # with nothing on stdin it ends at once, having named the holder
     proc = subprocess.run(serve_argv(daemon.store, "--stdio"), stdin=subprocess.DEVNULL, capture_output=True,
                           env=daemon_env(), timeout=DEADLINE)
-    assert proc.returncode != 0
+    assert proc.returncode == 0 and proc.stdout == b""
     err = proc.stderr.decode()
-    assert f"pid {daemon.proc.pid}" in err and str(daemon.sock) in err, err
+    assert f"pid {daemon.proc.pid}" in err and str(daemon.sock) in err and "bridging" in err, err
     assert daemon.call("server.info")["pid"] == daemon.proc.pid  # the first one is unharmed
 
 

@@ -80,7 +80,9 @@ class FakeService:
     def info(self) -> dict:
         return {"name": "autodoc", "version": "0.1.0", "protocol_version": "1.0", "store": "/tmp/fake.db",
                 "pid": 1, "writable": True, "stages": {"lexical": True, "semantic": False, "rerank": False},
-                "models": {"embedding": None, "ranker": []}, "workspaces": sorted(self.workspaces)}
+                "models": {"embedding": None, "ranker": []}, "workspaces": sorted(self.workspaces),
+                "semantic": {"state": "none", "model_state": "none", "pending": 0, "eta_seconds": None,
+                             "reason": "no embedding model is configured for any workspace"}}
 
     def workspace_add(self, name: str, root: str, config: dict | None = None, force: bool = False) -> dict:
         with self.lock:
@@ -115,7 +117,8 @@ class FakeService:
                 "sessions": {"sessions": 0, "events": 0, "chunks": 0}, "generation": 1,
                 "problems": [], "broken_links": [],
                 "embedding": {"available": False, "state": "off", "model": None, "embedded": 0, "pending": 0,
-                              "skipped": 2, "total": 2, "reason": "no embedding model"},
+                              "skipped": 2, "total": 2, "reason": "no embedding model", "model_state": "none",
+                              "rate": None, "eta_seconds": None},
                 "ranker": {"state": "off", "model": None, "reason": "no ranker"},
                 "change_cursor": len(self.changes)}
 

@@ -150,6 +150,15 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tui", help="the terminal app: search as you type, open a document, add a workspace")
     t.add_argument("-w", "--workspace")
     t.add_argument("--in-process", action="store_true", help="do not start a daemon when none runs")
+    m = sub.add_parser("mcp", help="serve the knowledge base to AI agents over MCP (stdio; --http for localhost)",
+                       description="An MCP server with the tools search, read, outline, links, similar, list, "
+                                   "changes, status and reindex, and every document as a resource "
+                                   "(autodoc://WORKSPACE/PATH). It uses the daemon that holds the store when one "
+                                   "runs (so any number of agents share it), else serves the store itself.")
+    m.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on a loopback address "
+                                                       "(e.g. 127.0.0.1:8765; the endpoint is /mcp) instead of stdio")
+    m.add_argument("--spawn-daemon", action="store_true", help="when no daemon serves the store, start one "
+                                                               "(autodoc serve --socket) and use it")
     rd = sub.add_parser("read", help="print a document or a line span of it")
     rd.add_argument("name")
     rd.add_argument("path")
@@ -161,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     # a server's log is its status; a command's output is its answer
-    configure_logging(logging.INFO if args.cmd in ("serve", "lsp") else logging.WARNING, verbose=args.verbose)
+    configure_logging(logging.INFO if args.cmd in ("serve", "lsp", "mcp") else logging.WARNING, verbose=args.verbose)
     settings = Settings.from_env(args.store, args.socket_path)
     try:
         return _run(args, settings)
@@ -217,6 +226,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         from .tui import run as tui
 
         return tui(settings, workspace=args.workspace, start_daemon=not args.in_process)
+    if args.cmd == "mcp":
+        from .mcp.server import run as run_mcp
+
+        return run_mcp(settings, http=args.http, spawn=args.spawn_daemon)
 
     if args.cmd == "serve":
         from .daemon import run_daemon

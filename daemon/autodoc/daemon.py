@@ -3,8 +3,10 @@ the embed queue, in one task group.
 
 Input: Settings and which transports to serve. Output: a process exit status.
 
-- The Service takes the store's writer lease; if another daemon holds it, the
-  daemon exits 1 naming the holder (its pid and socket are in the lease).
+- The Service takes the store's writer lease; if another daemon holds it, a
+  stdio-only daemon becomes a bridge to that daemon's socket (rpc/bridge.py);
+  otherwise, or when the holder has no socket, it exits 1 naming the holder
+  (its pid and socket are in the lease).
 - Transports: JSON-RPC on stdin/stdout and/or one Unix socket (rpc/server.py).
   In stdio mode file descriptor 1 is the RPC channel only: anything else that
   prints (a library, a stray print) is sent to stderr, where the logs go.
@@ -38,6 +40,7 @@ from .config import Settings, env_settings
 from .errors import AutodocError, StoreLocked
 from .index.live import LiveIndex
 from .config.logs import configure_logging
+from .rpc.bridge import bridge_stdio
 from .rpc.methods import run_read, run_write
 from .rpc.server import RpcServer
 from .rpc.transport import SocketInUse, SocketPathError
@@ -94,6 +97,9 @@ async def serve_daemon(
     try:
         service = await anyio.to_thread.run_sync(partial(_open_service, settings, holder))
     except StoreLocked as exc:
+        held = (exc.data or {}).get("holder") or {}
+        if stdio and socket_path is None and held.get("socket"):  # another daemon serves this store: share it
+            return await bridge_stdio(Path(held["socket"]), held.get("pid"), stdio_fds, settings.store)
         print(f"autodoc: error: {exc.message}", file=sys.stderr)
         return EXIT_FAILED
     except AutodocError as exc:

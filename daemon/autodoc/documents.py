@@ -3,7 +3,9 @@
 `safe_relpath` turns what a client sends into a workspace-relative path that
 cannot leave the root; `slice_span` cuts a stored document to the byte or
 line span a client asked for; `check_generation` refuses a read of a
-generation the index no longer keeps.
+generation the index no longer keeps; `not_found` is the error for a path
+that is not an indexed document, with the documents it might have meant
+(read on the caller's snapshot).
 
 Runs on: any thread.
 """
@@ -14,7 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import GenerationGone, InvalidParams, PathOutsideWorkspace
+import apsw
+
+from .errors import DocumentNotFound, GenerationGone, InvalidParams, PathOutsideWorkspace
+from .store import reads
+from .store.workspaces import Workspace
+from .suggest import CANDIDATES, SCAN_ALL, close_documents, pieces
 
 
 def check_generation(path: str, current: int, wanted: int | None) -> None:
@@ -89,3 +96,11 @@ def slice_span(data: bytes, opts: dict[str, Any]) -> Span:
     line_start = data.count(b"\n", 0, start) + 1
     line_end = line_start + piece.count(b"\n") - (1 if piece.endswith(b"\n") and piece else 0)
     return Span(text, start, end, line_start, max(line_start, line_end))
+
+
+def not_found(db: apsw.Connection, ws: Workspace, rel: str) -> DocumentNotFound:
+    """The error for a path that is not an indexed document of the workspace."""
+    few = reads.document_count(db, ws.id) <= SCAN_ALL
+    names = reads.document_names(db, ws.id, None if few else pieces(rel), -1 if few else CANDIDATES)
+    return DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}",
+                            {"path": rel, "did_you_mean": close_documents(rel, names)})

@@ -26,26 +26,29 @@ from typing import Any, Callable
 
 from . import PROTOCOL_VERSION, __version__
 from .config import Settings, WorkspaceConfig
-from .documents import check_generation, safe_relpath, slice_span
+from .documents import check_generation, not_found, safe_relpath, slice_span
 from .embed.providers import Providers
 from .embed.queue import EmbedQueue
-from .errors import DocumentNotFound, InvalidParams
+from .embed.status import embedding_status, summary
+from .errors import InvalidParams
 from .fmschema import SCHEMA_RELPATH
 from .index.job import IndexJob, Progress
 from .index.session import SessionIndex
+from .ingest.outline import build_outline
 from .ingest.scan import scan_workspace
+from .ingest.tokens import estimate_tokens
 from .rerank.rankers import Rankers
 from .search import compact, engine
 from .search.options import parse_options
 from .search.rerank import rank_step
-from .search.semantic import NO_MODEL_REASON, SemanticLeg
+from .search.semantic import SemanticLeg
+from .search.similar import SimilarOptions, similar
 from .search.vector_cache import VectorCache
 from .store import Store
 from .store import changes as changelog
 from .store import hits as stored_hits
 from .store import reads
 from .store import sessions as stored_sessions
-from .store import vectors as stored_vectors
 from .store import workspaces as wsrows
 from .store.facets import active_schema, schema_row
 from .store.links import LinkResolver
@@ -262,32 +265,9 @@ class Service:
 
     # -- embeddings ----------------------------------------------------------------
 
-    def _embedding_status(self, db, ws: Workspace) -> dict[str, Any]:
-        """{available, state, model, embedded, pending, skipped, reason}: what semantic coverage really is."""
-        provider, reason = self.providers.target(_config(ws).embedding)
-        total = wsrows.chunk_count(db, ws.id)
-        if provider is None:
-            state = "failed" if reason else "off"
-            return {"available": False, "state": state, "model": None, "embedded": 0, "pending": 0,
-                    "skipped": total, "total": total, "reason": reason or NO_MODEL_REASON}
-        try:
-            fp = provider.fingerprint
-        except Exception as e:
-            return {"available": False, "state": "failed", "model": provider.name, "embedded": 0, "pending": 0,
-                    "skipped": total, "total": total, "reason": str(e)}
-        done, pending = stored_vectors.coverage(db, ws.id, fp)
-        active = stored_vectors.active_model(db, ws.id)
-        state = "switching" if active is not None and active.fingerprint != fp else ("partial" if pending else "ready")
-        waiting = "1 chunk waits for its vector" if pending == 1 else f"{pending} chunks wait for vectors"
-        failure = self.embed_queue.failure(ws.id) if pending else None
-        if failure:  # what waits will not come until the provider answers again
-            return {"available": True, "state": "failed", "model": provider.name, "fingerprint": fp,
-                    "embedded": done, "pending": pending, "skipped": 0, "total": total,
-                    "reason": f"{waiting}, and the embedding provider failed: {failure}"}
-        return {"available": True, "state": state, "model": provider.name, "fingerprint": fp, "embedded": done,
-                "pending": pending, "skipped": 0, "total": total,
-                "reason": None if state == "ready" else (
-                    "a new embedding model is filling" if state == "switching" else waiting)}
+    def _embedding_status(self, db, ws: Workspace, load: bool = True) -> dict[str, Any]:
+        """What semantic coverage really is, and what is coming (embed/status.py)."""
+        return embedding_status(db, ws, _config(ws).embedding, self.providers, self.embed_queue, load=load)
 
     def embedding_status_by_name(self, name: Any) -> dict[str, Any]:
         with self.store.read() as db:
@@ -344,15 +324,26 @@ class Service:
                 successors=lambda: self._cached("successors", ws, gen, lambda: stored_hits.successors(db, ws.id)))
             return compact.finish(db, ws, engine.search(ctx, query, options), shape)
 
+    def search_similar(self, name: Any, path: Any, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+        with self.store.read() as db:
+            ws = wsrows.get_workspace(db, name)
+            doc_id, rel = self._document(db, ws, path)
+            return similar(db, ws, _config(ws).embedding, self.vectors, doc_id, rel, SimilarOptions.parse(opts),
+                           lambda fp: self.embed_queue.pending(db, ws.id, fp))
+
     # -- documents -------------------------------------------------------------------
 
-    def document_read(self, name: str, path: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _content(self, name: Any, path: Any) -> tuple[Workspace, str, reads.Content]:
         with self.store.read() as db:
             ws = wsrows.get_workspace(db, name)
             rel = safe_relpath(ws.root, path)
             doc = reads.content(db, ws.id, rel)
-        if doc is None:
-            raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
+            if doc is None:
+                raise not_found(db, ws, rel)
+        return ws, rel, doc
+
+    def document_read(self, name: str, path: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+        ws, rel, doc = self._content(name, path)
         check_generation(rel, doc.generation, (opts or {}).get("generation"))
         span = slice_span(doc.data, {k: v for k, v in (opts or {}).items() if k != "generation"})
         return {"workspace": ws.name, "path": rel, "generation": doc.generation, "text": span.text,
@@ -376,14 +367,14 @@ class Service:
             if path is not None:
                 rel = safe_relpath(ws.root, path)
                 if rel != SCHEMA_RELPATH and reads.document_id(db, ws.id, rel) is None:
-                    raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
+                    raise not_found(db, ws, rel)
             return {"workspace": ws.name, "path": rel, "problems": self._problems(db, ws, rel)}
 
     def _document(self, db, ws: Workspace, path: str) -> tuple[int, str]:
         rel = safe_relpath(ws.root, path)
         doc_id = reads.document_id(db, ws.id, rel)
         if doc_id is None:
-            raise DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}", {"path": rel})
+            raise not_found(db, ws, rel)
         return doc_id, rel
 
     def document_links(self, name: Any, path: Any) -> dict[str, Any]:
@@ -402,6 +393,12 @@ class Service:
             _, rel = self._document(db, ws, path)
             return {"workspace": ws.name, "path": rel, "backlinks": reads.backlinks_of(db, ws.id, rel)}
 
+    def document_outline(self, name: Any, path: Any) -> dict[str, Any]:
+        ws, rel, doc = self._content(name, path)
+        return {"workspace": ws.name, "path": rel, "generation": doc.generation, "title": doc.title,
+                "total_lines": doc.line_count, "total_bytes": len(doc.data),
+                "tokens": estimate_tokens(doc.data.decode("utf-8", "replace")), "headings": build_outline(doc.data)}
+
     # -- changes and the server ------------------------------------------------------------
 
     def changes_since(self, name: str, cursor: int, limit: int = 1000) -> dict[str, Any]:
@@ -413,7 +410,10 @@ class Service:
         """What this server is and what it can do now: a stage is on when some workspace
         is configured for it, and its models are the loaded ones those workspaces use."""
         with self.store.read() as db:
-            configs = [_config(wsrows.get_workspace(db, n)) for n in wsrows.workspace_names(db)]
+            rows = [wsrows.get_workspace(db, n) for n in wsrows.workspace_names(db)]
+            configs = [_config(ws) for ws in rows]
+            coming = [self._embedding_status(db, ws, load=False) for ws, c in zip(rows, configs)
+                      if c.embedding.get("provider", "onnx") != "none"]
         embedding = self.providers.describe_loaded([c.embedding for c in configs])
         rankers = self.rankers.describe_loaded([c.ranker for c in configs])
         return {
@@ -427,5 +427,6 @@ class Service:
                        "semantic": any(c.embedding.get("provider", "onnx") != "none" for c in configs),
                        "rerank": any(c.ranker.get("provider", "none") != "none" for c in configs)},
             "models": {"embedding": embedding, "ranker": rankers},
+            "semantic": summary(coming, [st["rate"] for st in coming if st["rate"]]),
             "workspaces": self.workspaces(),
         }

@@ -29,6 +29,9 @@ class Providers:
         self._loaded: dict[str, Provider] = {}
         self._by_config: dict[str, Provider | None] = {}  # a config as written → its provider
         self._lock = threading.RLock()
+        self._state_lock = threading.Lock()
+        self._loading: set[str] = set()  # configs whose model is loading now
+        self._failed: dict[str, str] = {}  # config → why its model could not load (until it loads)
 
     def get(self, cfg: dict[str, Any]) -> Provider | None:
         """The provider for a config, None for "none"; raises ProviderDown when it cannot
@@ -44,10 +47,37 @@ class Providers:
                 key = config_key(norm)
                 p = self._loaded.get(key)
                 if p is None:
-                    p = self._loaded[key] = make_provider(norm)
+                    with self._state_lock:
+                        self._loading.add(raw)
+                    try:
+                        p = self._loaded[key] = make_provider(norm)
+                    except ProviderDown as e:
+                        with self._state_lock:
+                            self._failed[raw] = str(e)
+                        raise
+                    finally:
+                        with self._state_lock:
+                            self._loading.discard(raw)
                     release_free_heap()  # the model load's freed buffers (once per provider)
+            with self._state_lock:
+                self._failed.pop(raw, None)
             self._by_config[raw] = p
             return p
+
+    def state(self, cfg: dict[str, Any]) -> tuple[str, str | None]:
+        """(model state, why it failed) for a config, without loading or waiting for a load:
+        none | unloaded (not asked for yet in this process) | loading | ready | failed."""
+        if cfg.get("provider", "onnx") == "none":
+            return "none", None
+        raw = config_key(cfg)
+        with self._state_lock:  # not self._lock: a load holds that for seconds
+            if raw in self._loading:
+                return "loading", None
+            if raw in self._failed:
+                return "failed", self._failed[raw]
+        if self._by_config.get(raw) is not None:
+            return "ready", None
+        return "unloaded", None
 
     def target(self, cfg: dict[str, Any]) -> tuple[Provider | None, str | None]:
         """(provider, reason) for a workspace's `embedding` config; provider is

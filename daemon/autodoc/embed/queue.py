@@ -38,7 +38,8 @@ log = logging.getLogger("autodoc.embed")
 EMBED_BATCH = 16  # small batches keep a search's wait for the CPU short
 IDLE_POLL_S = 2.0
 BACKOFF_MIN_S, BACKOFF_MAX_S = 2.0, 60.0
-SEARCH_YIELD_S = 0.5  # how long a step waits for searches in flight before taking the CPU
+SEARCH_YIELD_S = 0.5
+RATE_WEIGHT = 0.3  # a new batch's share of the running rate: recent batches count most  # how long a step waits for searches in flight before taking the CPU
 
 # notify(workspace, {"embedded", "pending", "state", "reason"}): progress for clients
 Notify = Callable[[str, dict[str, Any]], None]
@@ -62,6 +63,7 @@ class EmbedQueue:
         self._pending: dict[tuple[int, str], tuple[int, int]] = {}  # (workspace, fp) → (version, count)
         self._embedded_since_release = False
         self._failed: dict[int, str] = {}  # workspace → why its last step could not embed
+        self._seconds_per_vector: dict[str, float] = {}  # model fingerprint → measured cost, for ETAs
 
     # -- what changed --------------------------------------------------------------
 
@@ -96,6 +98,18 @@ class EmbedQueue:
             else:
                 self._failed.pop(ws.id, None)
         return out
+
+    def _observe(self, fp: str, n: int, seconds: float) -> None:
+        """One batch's rate, folded into the model's running estimate (called under _lock)."""
+        per = seconds / max(1, n)
+        old = self._seconds_per_vector.get(fp)
+        self._seconds_per_vector[fp] = per if old is None else (1 - RATE_WEIGHT) * old + RATE_WEIGHT * per
+
+    def rate(self, fp: str) -> float | None:
+        """Vectors per second this process has measured for the model (None: none embedded yet)."""
+        with self._lock:
+            per = self._seconds_per_vector.get(fp)
+        return None if not per else 1.0 / per
 
     def failure(self, ws_id: int) -> str | None:
         """Why the workspace's last step could not embed (None: it could, or none ran yet)."""
@@ -134,6 +148,7 @@ class EmbedQueue:
         deadline = time.monotonic() + SEARCH_YIELD_S
         while self._busy() and time.monotonic() < deadline:
             time.sleep(0.005)
+        started = time.monotonic()
         try:
             vecs = provider.embed([text for _, text in rows])
         except ProviderDown as e:
@@ -153,6 +168,7 @@ class EmbedQueue:
             docs = stored.documents_with_texts(w, ws.id, [h for h, _ in rows])
         with self._lock:
             self._embedded_since_release = True
+            self._observe(fp, len(rows), time.monotonic() - started)
         self._on_vectors(ws.id, docs)
         return {"embedded": len(rows), "remaining": None, "state": "filling", "reason": None}
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol
 import anyio
 
 from ..api import METHODS, Method
-from ..errors import WorkspaceNotFound
+from ..suggest import workspace_not_found
 from .dispatch import CANCEL_METHOD, Handler, RequestContext
 
 PROGRESS_EVERY_S = 0.05
@@ -162,7 +162,7 @@ class Methods:
         else:
             listed = await run_read(self.app, self.service.workspace_list)
             if name not in {w["name"] for w in listed["workspaces"]}:
-                raise WorkspaceNotFound(f"no workspace named {name!r}", {"workspace": name})
+                raise workspace_not_found(name, [w["name"] for w in listed["workspaces"]])
             sub.names.add(name)
         return sub.to_json()
 

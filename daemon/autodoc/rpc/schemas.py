@@ -211,6 +211,13 @@ def result_errors(method: str, result: Any) -> list[str]:
     return ["%s: %s" % describe(e, root="result") for e in validator(method, "result").iter_errors(result)]
 
 
+def error_errors(error: Any) -> list[str]:
+    """Every way an error object breaks schemas/error.json."""
+    registry, docs = _registry()
+    v = Draft202012Validator(docs["error.json"], registry=registry)
+    return ["%s: %s" % describe(e, root="error") for e in v.iter_errors(error)]
+
+
 def notification_errors(method: str, params: Any) -> list[str]:
     return ["%s: %s" % describe(e, root="params") for e in validator(method, "params").iter_errors(params)]
 

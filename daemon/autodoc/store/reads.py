@@ -17,12 +17,31 @@ class Content:
     data: bytes
     generation: int
     line_count: int
+    title: str = ""
 
 
 def content(db: apsw.Connection, ws_id: int, path: str) -> Content | None:
-    row = db.execute("SELECT content, generation, line_count FROM documents WHERE workspace_id=? AND path=?",
+    row = db.execute("SELECT content, generation, line_count, title FROM documents WHERE workspace_id=? AND path=?",
                      (ws_id, path)).fetchone()
-    return None if row is None else Content(data=row[0], generation=row[1], line_count=row[2])
+    return None if row is None else Content(data=row[0], generation=row[1], line_count=row[2], title=row[3])
+
+
+def document_names(db: apsw.Connection, ws_id: int, pieces: list[str] | None = None,
+                   limit: int = -1) -> list[tuple[str, str, list[str]]]:
+    """(path, title, aliases) of the workspace's documents, by path; with `pieces` (lowercase),
+    only those whose path, title or aliases contain the most of them (at most `limit`)."""
+    if not pieces:
+        return [(p, t, json.loads(a)) for p, t, a in db.execute(
+            "SELECT path, title, aliases FROM documents WHERE workspace_id=? ORDER BY path LIMIT ?", (ws_id, limit))]
+    hits = " + ".join(["(instr(lower(path || ' ' || title || ' ' || aliases), ?) > 0)"] * len(pieces))
+    rows = db.execute(
+        f"""SELECT path, title, aliases FROM (SELECT path, title, aliases, {hits} AS n FROM documents
+            WHERE workspace_id=?) WHERE n > 0 ORDER BY n DESC, path LIMIT ?""", (*pieces, ws_id, limit))
+    return [(p, t, json.loads(a)) for p, t, a in rows]
+
+
+def document_count(db: apsw.Connection, ws_id: int) -> int:
+    return db.execute("SELECT COUNT(*) FROM documents WHERE workspace_id=?", (ws_id,)).fetchone()[0]
 
 
 def document_id(db: apsw.Connection, ws_id: int, path: str) -> int | None:

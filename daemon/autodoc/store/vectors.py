@@ -107,3 +107,11 @@ def complete_vectors(db: apsw.Connection, ws_id: int, fp: str,
             ORDER BY c.id""",
         params,
     )
+
+
+def document_vectors(db: apsw.Connection, ws_id: int, fp: str, doc_id: int) -> list[tuple[int, int, bytes]]:
+    """(chunk id, tokens, f32) of one document's chunks that have a vector for fp, by chunk id."""
+    return db.execute(
+        """SELECT c.id, c.tokens, v.f32 FROM chunks c
+           JOIN vectors v ON v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash
+           WHERE c.workspace_id=? AND c.document_id=? ORDER BY c.id""", (fp, ws_id, doc_id)).fetchall()

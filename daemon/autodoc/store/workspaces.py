@@ -13,7 +13,8 @@ from typing import Any
 
 import apsw
 
-from ..errors import InvalidParams, WorkspaceExists, WorkspaceNotFound
+from ..errors import InvalidParams, WorkspaceExists
+from ..suggest import workspace_not_found
 from .sessions import NOT_SESSION
 
 
@@ -32,7 +33,7 @@ def get_workspace(db: apsw.Connection, name: Any, field: str = "workspace") -> W
     row = db.execute(
         "SELECT id, name, root, config, created FROM workspaces WHERE name=?", (name,)).fetchone()
     if not row:
-        raise WorkspaceNotFound(f"no workspace named {name!r}", {"workspace": name})
+        raise workspace_not_found(name, workspace_names(db))
     wid, wname, root, config, created = row
     return Workspace(id=wid, name=wname, root=root, config=json.loads(config), created=created)
 

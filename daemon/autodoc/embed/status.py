@@ -1,0 +1,119 @@
+"""What a workspace's semantic coverage is, and what is coming.
+
+Input: a read snapshot, the workspace, its embedding config, the loaded
+providers and the embed queue. Output: the `embedding` object of
+workspace.status — coverage (embedded, pending, total), the state searches
+report, why it is not ready — plus what an agent needs so as not to poll
+blindly: the model's state (none | unloaded | loading | ready | failed,
+embed/providers.py), the queue's measured rate and an ETA in seconds.
+
+A model that is loading is never waited for: the coverage comes from the
+vectors of the model that last served (the store's active model). With
+`load` false (server.info) a model not yet asked for in this process is not
+loaded either, nor is one that failed to load tried again.
+
+The ETA is pending ÷ the rate the embed queue measured in this process (a
+running average over its recent batches, embedding and writing): null until a
+batch has been measured (while the model loads, or before the first batch),
+0 when nothing is pending. It assumes the queue works on this workspace
+alone; other workspaces filling at the same time share it (server.info's
+ETA covers them all).
+
+Runs on: the caller's thread, on the snapshot it passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+
+from ..store import vectors as stored
+from ..store.workspaces import Workspace, chunk_count
+from .providers import Providers
+from .queue import EmbedQueue
+
+NO_MODEL_REASON = "no embedding model is configured for this workspace"
+
+
+def _eta(pending: int, rate: float | None) -> float | None:
+    if not pending:
+        return 0.0
+    return None if not rate else round(pending / rate, 1)
+
+
+def _waiting(pending: int) -> str:
+    return "1 chunk waits for its vector" if pending == 1 else f"{pending} chunks wait for vectors"
+
+
+def embedding_status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], providers: Providers,
+                     queue: EmbedQueue, *, load: bool = True) -> dict[str, Any]:
+    """{available, state, model, embedded, pending, skipped, total, reason, model_state, rate, eta_seconds}."""
+    total = chunk_count(db, ws.id)
+    model_state, failed = providers.state(cfg)
+    if model_state == "failed" and not load:  # asking the provider again would retry the load
+        return {"available": False, "state": "failed", "model": None, "embedded": 0, "pending": 0,
+                "skipped": total, "total": total, "reason": f"the embedding provider is unavailable: {failed}",
+                "model_state": "failed", "rate": None, "eta_seconds": None}
+    if model_state == "loading" or (model_state == "unloaded" and not load):
+        active = stored.active_model(db, ws.id)
+        pending = queue.pending(db, ws.id, active.fingerprint) if active else total
+        rate = queue.rate(active.fingerprint) if active else None
+        what = "the embedding model is loading" if model_state == "loading" else "the embedding model is not loaded yet"
+        return {"available": True, "state": "partial", "model": active.name if active else None,
+                "embedded": total - pending, "pending": pending, "skipped": 0, "total": total,
+                "reason": what + (f"; {_waiting(pending)}" if pending else "; the vectors are all there"),
+                "model_state": model_state, "rate": rate, "eta_seconds": _eta(pending, rate)}
+    provider, reason = providers.target(cfg)
+    if provider is None:
+        state = "failed" if reason else "off"
+        return {"available": False, "state": state, "model": None, "embedded": 0, "pending": 0,
+                "skipped": total, "total": total, "reason": reason or NO_MODEL_REASON,
+                "model_state": "failed" if reason else "none", "rate": None, "eta_seconds": None}
+    try:
+        fp = provider.fingerprint
+    except Exception as e:
+        return {"available": False, "state": "failed", "model": provider.name, "embedded": 0, "pending": 0,
+                "skipped": total, "total": total, "reason": str(e), "model_state": "failed", "rate": None,
+                "eta_seconds": None}
+    pending = queue.pending(db, ws.id, fp)  # cached until the workspace's chunks or vectors change
+    done = total - pending
+    active = stored.active_model(db, ws.id)
+    state = "switching" if active is not None and active.fingerprint != fp else ("partial" if pending else "ready")
+    rate = queue.rate(fp)
+    coming = {"model_state": "ready", "rate": rate, "eta_seconds": _eta(pending, rate)}
+    failure = queue.failure(ws.id) if pending else None
+    if failure:  # what waits will not come until the provider answers again
+        return {"available": True, "state": "failed", "model": provider.name, "fingerprint": fp,
+                "embedded": done, "pending": pending, "skipped": 0, "total": total,
+                "reason": f"{_waiting(pending)}, and the embedding provider failed: {failure}",
+                **coming, "eta_seconds": None}
+    return {"available": True, "state": state, "model": provider.name, "fingerprint": fp, "embedded": done,
+            "pending": pending, "skipped": 0, "total": total,
+            "reason": None if state == "ready" else (
+                "a new embedding model is filling" if state == "switching" else _waiting(pending)),
+            **coming}
+
+
+ORDER = ("failed", "loading", "unloaded", "ready")
+
+
+def summary(statuses: list[dict[str, Any]], rates: list[float]) -> dict[str, Any]:
+    """server.info's `semantic`: the workspaces' embedding statuses (those with a model) in one."""
+    if not statuses:
+        return {"state": "none", "model_state": "none", "pending": 0, "eta_seconds": None,
+                "reason": NO_MODEL_REASON.replace("this workspace", "any workspace")}
+    model_state = next((s for s in ORDER if any(st["model_state"] == s for st in statuses)), "ready")
+    pending = sum(st["pending"] for st in statuses)
+    failed = [st["reason"] for st in statuses if st["state"] == "failed"]
+    if failed:
+        state, reason = "failed", failed[0]
+    elif model_state in ("loading", "unloaded"):
+        state = model_state
+        reason = next(st["reason"] for st in statuses if st["model_state"] == model_state)
+    else:
+        state = "filling" if pending else "ready"
+        reason = _waiting(pending) if pending else None
+    rate = min(rates) if rates else None  # one queue embeds every workspace in turn: the slowest model bounds it
+    return {"state": state, "model_state": model_state, "pending": pending,
+            "eta_seconds": None if state == "failed" else _eta(pending, rate), "reason": reason}

@@ -1,0 +1,208 @@
+"""Tool arguments, read the way a model writes them.
+
+A model nests options it saw in the RPC (`opts: {limit: 5}`), names a param
+the way another tool does (`k`, `top_k`, `file`), writes numbers as strings
+and asks for lines past the end. Each is taken as meant, with a note in the
+answer saying what was read; what cannot be read fails with a message saying
+what to send instead. References are the ones search answers carry:
+`workspace:path#L10-15` (also `path#L10-15`, `path:10-15`, `path`).
+
+Runs on: the event loop (pure).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .backend import ToolError
+
+NESTED = ("opts", "options", "params", "arguments", "args", "filters")
+ALIASES = {
+    "k": "limit", "top_k": "limit", "topk": "limit", "n": "limit", "max_results": "limit", "count": "limit",
+    "num_results": "limit", "size": "limit",
+    "q": "query", "question": "query", "search": "query", "text": "query", "prompt": "query",
+    "ws": "workspace", "workspace_name": "workspace", "kb": "workspace", "collection": "workspace",
+    "path": "ref paths", "file": "ref paths", "document": "ref", "doc": "ref", "filename": "ref paths",
+    "file_path": "ref paths", "note": "ref", "files": "paths", "hit": "ref", "citation": "ref", "id": "ref",
+    "uri": "ref", "url": "ref", "name": "ref workspace", "refs": "ref",
+    "line_range": "lines", "range": "lines", "span": "lines",
+    "line": "around", "at_line": "around",
+    "heading": "section",
+    "budget": "budget_tokens", "max_tokens": "budget_tokens", "token_budget": "budget_tokens", "tokens": "budget_tokens",
+    "filter_paths": "paths", "prefix": "paths", "folder": "paths", "dir": "paths", "tag": "tags",
+    "mode": "stages", "since": "cursor", "after": "cursor", "field": "facet",
+}
+_LINES = re.compile(r"^\s*L?(\d+)\s*(?:(?:-|:|–|\.\.)\s*L?(\d+)\s*)?$", re.I)
+_REF = re.compile(r"^(?:(?P<ws>[A-Za-z0-9][A-Za-z0-9._-]{0,63}):(?!\d))?(?P<path>[^#]*?)"
+                  r"(?:#L?(?P<a>\d+)(?:-L?(?P<b>\d+))?|:(?P<c>\d+)(?:-(?P<d>\d+))?)?$")
+
+
+@dataclass
+class Ref:
+    workspace: str | None
+    path: str
+    lines: tuple[int, int] | None
+
+
+def parse_ref(text: str) -> Ref:
+    """`ws:path#L10-15`, `path#L10-15`, `path:10-15`, `autodoc://ws/path` or a bare path."""
+    text = text.strip()
+    if text.startswith("autodoc://"):
+        ws, _, path = text[len("autodoc://"):].partition("/")
+        return Ref(ws or None, path, None)
+    m = _REF.match(text)
+    if not m or not m.group("path"):
+        return Ref(None, text, None)
+    a, b = m.group("a") or m.group("c"), m.group("b") or m.group("d")
+    lines = (int(a), int(b or a)) if a else None
+    return Ref(m.group("ws"), m.group("path"), lines)
+
+
+class Args:
+    """One call's arguments: flattened, aliased, and read one by one with notes."""
+
+    def __init__(self, raw: Any, known: list[str]):
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise ToolError(f"send the arguments as an object with the keys {known}")
+        self.notes: list[str] = []
+        self.values: dict[str, Any] = {}
+        flat: dict[str, Any] = {}
+        for key in NESTED:
+            if key not in known and isinstance(raw.get(key), dict):
+                flat.update(raw[key])
+                self.notes.append(f"read the keys of {key!r} as arguments ({', '.join(map(str, raw[key]))}): "
+                                  "they go at the top level")
+        flat.update({k: v for k, v in raw.items() if not (k in NESTED and k not in known and isinstance(v, dict))})
+        for key, value in flat.items():
+            name = key if key in known else next(
+                (a for a in ALIASES.get(str(key).lower(), "").split() if a in known), None)
+            if name is None:
+                near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
+                name = near[0] if near else None
+            if name is None:
+                self.notes.append(f"ignored {key!r}: this tool takes {', '.join(known)}")
+                continue
+            if name != key:
+                self.notes.append(f"read {key!r} as {name!r}")
+            if name in self.values:
+                continue  # the exact name, given at the top level, wins over an alias or a nested one
+            if value is not None:
+                self.values[name] = value
+
+    def has(self, name: str) -> bool:
+        return name in self.values
+
+    def str(self, name: str, *, required: bool = False, example: str = "") -> str | None:
+        v = self.values.get(name)
+        if v is None or v == "":
+            if required:
+                raise ToolError(f"{name} is required{': e.g. ' + repr(example) if example else ''}")
+            return None
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return str(v)
+        if not isinstance(v, str):
+            raise ToolError(f"{name} must be a string{', e.g. ' + repr(example) if example else ''}, not {_kind(v)}")
+        return v
+
+    def int(self, name: str, default: int | None, lo: int, hi: int) -> int | None:
+        v = self.values.get(name)
+        if v is None:
+            return default
+        n: int | None = None
+        if isinstance(v, bool):
+            n = None
+        elif isinstance(v, int):
+            n = v
+        elif isinstance(v, float) and v.is_integer():
+            n = int(v)
+        elif isinstance(v, str) and re.fullmatch(r"\s*-?\d+\s*", v):
+            n = int(v)
+        if n is None:
+            raise ToolError(f"{name} must be a whole number from {lo} to {hi}, not {v!r}")
+        if n < lo or n > hi:
+            clamped = min(max(n, lo), hi)
+            self.notes.append(f"{name} {n} is outside {lo}..{hi}: used {clamped}")
+            n = clamped
+        return n
+
+    def float(self, name: str, default: float, lo: float, hi: float) -> float:
+        v = self.values.get(name)
+        if v is None:
+            return default
+        try:
+            x = float(v) if not isinstance(v, bool) else None
+        except (TypeError, ValueError):
+            x = None
+        if x is None or x != x:
+            raise ToolError(f"{name} must be a number from {lo} to {hi}, not {v!r}")
+        if not lo <= x <= hi:
+            self.notes.append(f"{name} {x} is outside {lo}..{hi}: used {min(max(x, lo), hi)}")
+        return min(max(x, lo), hi)
+
+    def bool(self, name: str, default: bool) -> bool:
+        v = self.values.get(name)
+        if v is None:
+            return default
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, str) and v.lower() in ("true", "yes", "1", "false", "no", "0"):
+            return v.lower() in ("true", "yes", "1")
+        raise ToolError(f"{name} must be true or false, not {v!r}")
+
+    def strings(self, name: str, example: str = "") -> list[str] | None:
+        v = self.values.get(name)
+        if v is None:
+            return None
+        if isinstance(v, str):
+            v = [s.strip() for s in v.split(",")] if "," in v else [v]
+        if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+            raise ToolError(f"{name} must be a list of strings{', e.g. ' + example if example else ''}, not {_kind(v)}")
+        return [s for s in v if s] or None
+
+    def choice(self, name: str, options: list[str], default: str) -> str:
+        v = self.values.get(name)
+        if v is None:
+            return default
+        if isinstance(v, str) and v.lower() in options:
+            return v.lower()
+        raise ToolError(f"{name} must be one of {options}, not {v!r}")
+
+    def dict(self, name: str, example: str = "") -> dict[str, Any] | None:
+        v = self.values.get(name)
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise ToolError(f"{name} must be an object{', e.g. ' + example if example else ''}, not {_kind(v)}")
+        return v
+
+    def lines(self, name: str = "lines") -> tuple[int, int] | None:
+        """"a-b", "a:b", "La-Lb", "a", [a, b] or {start, end} → (a, b), a ≤ b, both ≥ 1."""
+        v = self.values.get(name)
+        if v is None:
+            return None
+        pair: tuple[int, int] | None = None
+        if isinstance(v, int) and not isinstance(v, bool):
+            pair = (v, v)
+        elif isinstance(v, str) and (m := _LINES.match(v)):
+            pair = (int(m.group(1)), int(m.group(2) or m.group(1)))
+        elif isinstance(v, list) and len(v) in (1, 2) and all(isinstance(x, int) for x in v):
+            pair = (v[0], v[-1])
+        elif isinstance(v, dict) and isinstance(v.get("start"), int):
+            pair = (v["start"], v.get("end", v["start"]))
+        if pair is None:
+            raise ToolError(f"{name} must be a line range like \"10-25\" (1-based, inclusive) or one line "
+                            f"number, not {v!r}")
+        a, b = max(1, pair[0]), max(1, pair[1])
+        if b < a:
+            self.notes.append(f"{name} {v!r} ran backwards: read {b}-{a}")
+            a, b = b, a
+        return a, b
+
+
+def _kind(v: Any) -> str:
+    return {dict: "an object", list: "a list", bool: "a boolean", str: "a string"}.get(type(v), type(v).__name__)
