@@ -85,7 +85,7 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         top = ans["hits"][0]
         assert top["path"] == ADR12 and top["ref"] == f"kb:{ADR12}#L{top['line_start']}-{top['line_end']}"
         assert len({h["path"] for h in ans["hits"]}) == len(ans["hits"])
-        assert top["origin"] == {"kind": "file", "path": ADR12} and top["text"] and top["confidence"] > 0.5
+        assert top["origin"] == {"kind": "file", "path": ADR12, "title": top["title"]} and top["text"] and top["confidence"] > 0.5
         assert json.loads(text) == ans
         # `limit` nested as in the RPC, a workspace name in another case, a tiny budget
         ans, _, err = await _tool(c, "search", {"query": "lease", "opts": {"limit": 2}, "workspace": "KB",
@@ -327,3 +327,40 @@ async def test_streamable_http_on_localhost(store):
     bad = subprocess.run([sys.executable, "-m", "autodoc.cli", "mcp", "--http", "0.0.0.0:80"], env=env,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "loopback" in bad.stderr
+
+
+async def test_an_agent_saves_its_conversation_and_a_later_search_cites_it(store):
+    base, env = store
+    turns = [
+        {"role": "user", "text": "Why did the zeppelin hangar migration stall last week?"},
+        {"role": "tool", "text": "grep output: 14 matches for hangar"},
+        {"role": "assistant", "text": "The zeppelin hangar migration stalled because the ballast ledger was "
+                                      "locked by a forgotten maintenance job; releasing it unblocked the run."},
+    ]
+    try:
+        async with Client(_server(env)) as c:
+            ans, _, err = await _tool(c, "save_session", {"session_id": "s-zeppelin", "messages": turns})
+            assert not err, ans
+            assert ans["saved"] == 2 and ans["skipped"] == {"tool_result": 1} and ans["session_turns"] == 2
+            assert "read 'messages' as 'turns'" in ans["notes"]
+            ref = ans["ref"]
+            # the whole conversation sent again replaces its turns (matched by position), it does not repeat them
+            ans, _, err = await _tool(c, "save_session", {"session_id": "s-zeppelin", "turns": turns})
+            assert not err and ans["session_turns"] == 2 and ans["saved"] == 2
+
+            ans, _, err = await _tool(c, "search", {"query": "why did the hangar migration stall", "scope": "sessions",
+                                                    "per_document": False})
+            assert not err and ans["hits"], ans
+            assert all(h["origin"]["kind"] == "session" and h["origin"]["session_id"] == "s-zeppelin"
+                       and h["ref"].startswith(ref + "#L") for h in ans["hits"])
+            answer = next(h for h in ans["hits"] if "ballast ledger" in h["text"])  # the agent's response, cited
+            assert answer["origin"]["event_kind"] == "response"
+            assert "grep output" not in json.dumps(ans)  # tool output stays out of the index
+            read, text, err = await _tool(c, "read", {"ref": answer["ref"]})
+            assert not err and "ballast ledger" in text
+            ans, _, err = await _tool(c, "search", {"query": "why did the hangar migration stall", "scope": "files"})
+            assert not err and all(h["origin"]["kind"] == "file" for h in ans["hits"])
+            ans, _, err = await _tool(c, "save_session", {"session_id": "s-zeppelin", "turns": [{"role": "robot"}]})
+            assert err and "role must be user or assistant" in ans["error"]
+    finally:
+        _cli(env, "session", "remove", "kb", "s-zeppelin")  # the other tests search this store

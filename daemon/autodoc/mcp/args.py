@@ -26,7 +26,7 @@ ALIASES = {
     "q": "query", "question": "query", "search": "query", "text": "query", "prompt": "query",
     "ws": "workspace", "workspace_name": "workspace", "kb": "workspace", "collection": "workspace",
     "path": "ref paths", "file": "ref paths", "document": "ref", "doc": "ref", "filename": "ref paths",
-    "file_path": "ref paths", "note": "ref", "files": "paths", "hit": "ref", "citation": "ref", "id": "ref",
+    "file_path": "ref paths", "note": "ref", "files": "paths", "hit": "ref", "citation": "ref", "id": "ref session_id",
     "uri": "ref", "url": "ref", "name": "ref workspace", "refs": "ref",
     "line_range": "lines", "range": "lines", "span": "lines",
     "line": "around", "at_line": "around",
@@ -34,6 +34,7 @@ ALIASES = {
     "budget": "budget_tokens", "max_tokens": "budget_tokens", "token_budget": "budget_tokens", "tokens": "budget_tokens",
     "filter_paths": "paths", "prefix": "paths", "folder": "paths", "dir": "paths", "tag": "tags",
     "mode": "stages", "since": "cursor", "after": "cursor", "field": "facet",
+    "messages": "turns", "conversation": "turns", "events": "turns", "transcript": "turns", "session": "session_id",
 }
 _LINES = re.compile(r"^\s*L?(\d+)\s*(?:(?:-|:|–|\.\.)\s*L?(\d+)\s*)?$", re.I)
 _REF = re.compile(r"^(?:(?P<ws>[A-Za-z0-9][A-Za-z0-9._-]{0,63}):(?!\d))?(?P<path>[^#]*?)"

@@ -38,7 +38,8 @@ log = logging.getLogger("autodoc.mcp")
 INSTRUCTIONS = (
     "AutoDoc searches the user's local Markdown knowledge base (notes, ADRs, runbooks, design docs). "
     "Use `search` first; cite hits by their `ref` (workspace:path#Lstart-end); `read` a ref for more context. "
-    "When `answerable` is false, say the knowledge base does not cover it. After writing a note, `reindex` it.")
+    "When `answerable` is false, say the knowledge base does not cover it. After writing a note, `reindex` it; "
+    "`save_session` keeps this conversation searchable for later sessions.")
 RESOURCE_NOT_FOUND = -32002  # MCP's code for a resource that does not exist
 _HOSTPORT = re.compile(r"^(?:(?P<host>\[[^\]]+\]|[^:]+):)?(?P<port>\d{1,5})$")
 

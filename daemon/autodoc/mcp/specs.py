@@ -56,6 +56,9 @@ TOOLS: list[dict[str, Any]] = [
             "per_document": {"type": "boolean", "default": True,
                              "description": "true: one passage per document, its best; false: a document may "
                                             "give several passages."},
+            "scope": {"type": "string", "enum": ["files", "sessions", "all"], "default": "all",
+                      "description": "files: the workspace's documents; sessions: conversations saved with "
+                                     "`save_session`; all: both."},
         }, ["query"]),
     },
     {
@@ -168,12 +171,35 @@ TOOLS: list[dict[str, Any]] = [
             "workspace": {**_STR, "description": WORKSPACE},
         }, ["paths"]),
     },
+    {
+        "name": "save_session",
+        "title": "Save this conversation",
+        "description": (
+            "Save this conversation (the user's messages and your responses) in the knowledge base, so later "
+            "sessions can find it with `search` (scope \"sessions\" or \"all\") and cite it. Send the turns in "
+            "order; to update it, send the whole conversation again with the same session_id (turns are matched "
+            "by `id`, else by position). Tool calls and results are accepted and not indexed."),
+        "inputSchema": _obj({
+            "session_id": {**_STR, "description": "A stable name for this conversation, e.g. "
+                                                  "\"2026-12-01-lease-debugging\" or its UUID."},
+            "turns": {"type": "array", "description": "The conversation, oldest first.",
+                      "items": _obj({
+                          "role": {"type": "string", "enum": ["user", "assistant", "tool", "system"]},
+                          "text": {**_STR, "description": "What was said (Markdown)."},
+                          "id": {**_STR, "description": "Optional stable id of the turn."},
+                          "time": {**_STR, "description": "Optional ISO 8601 time."},
+                      }, ["role", "text"])},
+            "title": {**_STR, "description": "Optional title; default: the first line of the first message."},
+            "workspace": {**_STR, "description": WORKSPACE},
+        }, ["session_id", "turns"]),
+    },
 ]
 
-# every tool reads this machine's store and nothing else; reindex alone writes (the index, not files)
+# every tool reads this machine's store and nothing else; reindex and save_session write (the index, not files)
+WRITES = ("reindex", "save_session")
 for _t in TOOLS:
-    _t["annotations"] = {"readOnlyHint": _t["name"] != "reindex", "openWorldHint": False,
-                         **({"idempotentHint": True, "destructiveHint": False} if _t["name"] == "reindex" else {})}
+    _t["annotations"] = {"readOnlyHint": _t["name"] not in WRITES, "openWorldHint": False,
+                         **({"idempotentHint": True, "destructiveHint": False} if _t["name"] in WRITES else {})}
 
 NAMES = [t["name"] for t in TOOLS]
 KNOWN_ARGS: dict[str, list[str]] = {t["name"]: list(t["inputSchema"]["properties"]) for t in TOOLS}

@@ -22,6 +22,7 @@ from ..errors import AutodocError, DocumentNotFound, Unsupported
 from . import answers
 from .args import Args, parse_ref
 from .backend import BROWSE_LIMIT, Backend, ToolError
+from .sessions import save_session
 from .specs import KNOWN_ARGS
 
 Result = tuple[dict[str, Any], str]
@@ -89,7 +90,8 @@ async def search(b: Backend, a: Args) -> Result:
     budget = a.int("budget_tokens", 2000, 300, 32000)
     assert limit is not None and budget is not None
     opts: dict[str, Any] = {"answer": "compact", "limit": limit, "budget_tokens": budget,
-                            "per_document": a.bool("per_document", True)}
+                            "per_document": a.bool("per_document", True),
+                            "scope": a.choice("scope", ["files", "sessions", "all"], "all")}
     for key in ("paths", "tags"):
         if (v := a.strings(key, '["adrs/"]')) is not None:
             opts[key] = v
@@ -375,6 +377,7 @@ async def reindex(b: Backend, a: Args) -> Result:
 HANDLERS: dict[str, Callable[[Backend, Args], Awaitable[Result]]] = {
     "search": search, "read": read, "outline": outline, "links": links, "similar": similar,
     "list": list_documents, "changes": changes, "status": status, "reindex": reindex,
+    "save_session": save_session,
 }
 
 
