@@ -281,6 +281,7 @@ def test_status_says_the_model_is_loading_instead_of_waiting_for_it(kb, base, mo
         assert empty["model_state"] == "loading" and empty["embedded"] == 0 and empty["pending"] == empty["total"] > 0
         assert empty["eta_seconds"] is None  # no batch measured yet: no ETA rather than a guess
         semantic = invoke(fresh, "server.info", [])["semantic"]
+        assert loader.is_alive(), "server.info waited for the model load to end"  # it is still held at the gate
         assert semantic["state"] == "loading" and semantic["pending"] == empty["total"]
         assert schemas.validator("server.info", "result").evolve(schema=schemas.load_schema(
             "server.info", "result")["properties"]["semantic"]).is_valid(semantic)

@@ -113,7 +113,7 @@ class Providers:
         return lambda s: p.count_tokens([s])[0]
 
     def describe_loaded(self, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The loaded providers these configs name (loading none)."""
-        with self._lock:
-            used = {id(p): p for c in configs if (p := self._by_config.get(config_key(c)))}
+        """The loaded providers these configs name (loading none, and not waiting for a load:
+        self._lock is held for a whole model load, and server.info must answer meanwhile)."""
+        used = {id(p): p for c in configs if (p := self._by_config.get(config_key(c)))}  # one dict read each
         return [p.describe() for p in used.values()]

@@ -57,7 +57,7 @@ def embedding_status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], pr
                 "model_state": "failed", "rate": None, "eta_seconds": None}
     if model_state == "loading" or (model_state == "unloaded" and not load):
         active = stored.active_model(db, ws.id)
-        pending = queue.pending(db, ws.id, active.fingerprint) if active else total
+        pending = stored.coverage(db, ws.id, active.fingerprint)[1] if active else total
         rate = queue.rate(active.fingerprint) if active else None
         what = "the embedding model is loading" if model_state == "loading" else "the embedding model is not loaded yet"
         return {"available": True, "state": "partial", "model": active.name if active else None,
@@ -76,8 +76,8 @@ def embedding_status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], pr
         return {"available": False, "state": "failed", "model": provider.name, "embedded": 0, "pending": 0,
                 "skipped": total, "total": total, "reason": str(e), "model_state": "failed", "rate": None,
                 "eta_seconds": None}
-    pending = queue.pending(db, ws.id, fp)  # cached until the workspace's chunks or vectors change
-    done = total - pending
+    # counted, not the queue's cached count: in a reader process another process writes, unseen by that cache
+    done, pending = stored.coverage(db, ws.id, fp)
     active = stored.active_model(db, ws.id)
     state = "switching" if active is not None and active.fingerprint != fp else ("partial" if pending else "ready")
     rate = queue.rate(fp)
