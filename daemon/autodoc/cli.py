@@ -136,6 +136,8 @@ def _parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("doctor", help="check the store, lease, socket, model files, onnxruntime and workspace "
                                        "roots; print what is wrong and the command that fixes it")
     dr.add_argument("--json", action="store_true", help="the checks as JSON")
+    dr.add_argument("--build-instant", action="store_true",
+                    help="distil the instant tier's token table now (else the first large index does)")
     rd = sub.add_parser("read", help="print a document or a line span of it")
     rd.add_argument("name")
     rd.add_argument("path")
@@ -190,9 +192,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
 
     if args.cmd == "doctor":
-        from .doctor import run as doctor
+        from .doctor import build_instant, run as doctor
 
-        return doctor(settings, as_json=args.json)
+        return build_instant(settings) if args.build_instant else doctor(settings, as_json=args.json)
 
     if args.cmd == "lsp":
         from .lsp.server import serve

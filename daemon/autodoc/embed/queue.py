@@ -30,6 +30,7 @@ from ..store import vectors as stored
 from ..store.workspaces import Workspace, get_workspace, workspace_names
 from .base import ProviderDown
 from .codes import sign_codes
+from .instant import InstantTiers, worth_it
 from .memory import release_free_heap
 from .providers import Providers
 
@@ -39,6 +40,7 @@ EMBED_BATCH = 16  # small batches keep a search's wait for the CPU short
 IDLE_POLL_S = 2.0
 BACKOFF_MIN_S, BACKOFF_MAX_S = 2.0, 60.0
 SEARCH_YIELD_S = 0.5  # how long a step waits for searches in flight before taking the CPU
+INSTANT_BATCH = 4096  # instant-tier texts per step: a few seconds at its slowest measured speed
 
 # notify(workspace, {"embedded", "pending", "state", "reason"}): progress for clients
 Notify = Callable[[str, dict[str, Any]], None]
@@ -47,7 +49,8 @@ EmbeddingConfig = Callable[[Workspace], dict[str, Any]]
 
 class EmbedQueue:
     def __init__(self, store: Store, providers: Providers, embedding_config: EmbeddingConfig, *,
-                 on_vectors: Callable[[int, list[int]], None], busy: Callable[[], bool] = lambda: False):
+                 on_vectors: Callable[[int, list[int]], None], busy: Callable[[], bool] = lambda: False,
+                 instant: InstantTiers | None = None):
         self.store = store
         self.providers = providers
         self._config = embedding_config
@@ -62,6 +65,12 @@ class EmbedQueue:
         self._pending: dict[tuple[int, str], tuple[int, int]] = {}  # (workspace, fp) → (version, count)
         self._embedded_since_release = False
         self._failed: dict[int, str] = {}  # workspace → why its last step could not embed
+        self.instant = instant  # the instant tier (None: off)
+        # workspace → the instant tier's part in the current fill ("active", or "done": finished or
+        # not worth it); looked at once per fill, since counting the backlog is a scan of every chunk
+        self._instant_fill: dict[int, str] = {}
+        self._dropped: set[int] = set()  # workspaces whose leftover instant vectors were deleted
+        self._instant_wrote: set[int] = set()  # workspaces with instant vectors from this fill
 
     # -- what changed --------------------------------------------------------------
 
@@ -117,10 +126,15 @@ class EmbedQueue:
             # Nothing changed since a step found nothing to embed: finding that out again is a
             # scan of every chunk, which an idle daemon ran every IDLE_POLL_S (seconds at 1M chunks).
             return {"embedded": 0, "remaining": 0, "state": "ready", "reason": None}
+        if self.instant is not None:
+            self._instant_step(ws, provider, fp)  # first: it is fast, and answers while the model fills
         with self.store.read() as db:
             rows = stored.pending_texts(db, ws.id, fp, batch)
         if not rows:
             self._maybe_switch(ws, provider, fp)
+            self._instant_fill.pop(ws.id, None)  # the next fill looks again
+            if ws.id in self._instant_wrote or ws.id not in self._dropped:
+                self._drop_instant(ws, provider)
             with self._lock:
                 self._settled[(ws.id, fp)] = version
                 drained, self._embedded_since_release = self._embedded_since_release, False
@@ -155,6 +169,53 @@ class EmbedQueue:
             self._embedded_since_release = True
         self._on_vectors(ws.id, docs)
         return {"embedded": len(rows), "remaining": None, "state": "filling", "reason": None}
+
+    def _instant_step(self, ws: Workspace, provider, fp: str) -> None:
+        """Embed a batch with the instant tier while the model's backlog is large
+        (embed/instant.py says when); its vectors have their own key."""
+        phase = self._instant_fill.get(ws.id)
+        if phase == "done":
+            return
+        if phase is None:
+            with self.store.read() as db:
+                done, pending = stored.coverage(db, ws.id, fp)
+            if not worth_it(pending, done + pending):
+                self._instant_fill[ws.id] = "done"
+                return
+        tier = self.instant.get(provider)  # the first time ever: distils the table (minutes)
+        rows = []
+        if tier is not None:
+            with self.store.read() as db:
+                rows = stored.pending_texts(db, ws.id, tier.fingerprint, INSTANT_BATCH)
+        self._instant_fill[ws.id] = "active" if rows else "done"
+        if not rows:
+            return
+        try:
+            vecs = tier.embed([text for _, text in rows])
+        except ProviderDown as e:
+            log.warning("instant tier failed: %s", e)
+            self._instant_fill[ws.id] = "done"
+            return
+        vecs = np.ascontiguousarray(vecs, dtype="<f4")
+        codes = sign_codes(vecs)
+        with self.store.write() as w:
+            if not stored.workspace_exists(w, ws.id):
+                return
+            stored.write_vectors(w, ws.id, tier.fingerprint, [(h, vecs[i].tobytes(), codes[i].tobytes())
+                                                              for i, (h, _) in enumerate(rows)])
+            docs = stored.documents_with_texts(w, ws.id, [h for h, _ in rows])
+        self._instant_wrote.add(ws.id)
+        self._on_vectors(ws.id, docs)
+
+    def _drop_instant(self, ws: Workspace, provider) -> None:
+        """The model has every vector: the instant tier's are no longer read (once per
+        process for a workspace the tier did not fill, for vectors a stopped run left)."""
+        self._dropped.add(ws.id)
+        self._instant_wrote.discard(ws.id)
+        fp = self.instant.fingerprint_for(provider) if self.instant is not None else None
+        if fp is not None:
+            with self.store.write() as w:
+                stored.drop_model(w, ws.id, fp)
 
     def _maybe_switch(self, ws: Workspace, provider, fp: str) -> None:
         with self.store.write() as w:

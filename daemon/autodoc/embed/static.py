@@ -28,7 +28,6 @@ that first needs the table.
 from __future__ import annotations
 
 import hashlib
-import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -143,8 +142,3 @@ class StaticEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return embed_ids(self.table, self.token_ids(texts), self.weights)
 
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    r = fn()
-    return r, time.perf_counter() - t0

@@ -92,6 +92,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     legs: dict[str, list[F.LegHit]] = {}
     lexical_match = None
     semantic_state = "off"
+    semantic_tier = None
 
     want_lex = "lexical" in requested
     want_sem = "semantic" in requested
@@ -115,6 +116,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         else:
             outcome = planned
         semantic_state = outcome.state
+        semantic_tier = outcome.tier
         if outcome.hits is None:
             if not want_lex:  # semantic alone was asked for: never answer with words instead
                 raise outcome.error or Unsupported(outcome.reason or NO_MODEL_REASON)
@@ -208,6 +210,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         "mode_used": mode_used,
         "lexical_match": lexical_match,
         "semantic": semantic_state,
+        "semantic_tier": semantic_tier,
         "rank": rank,
         "stages": {"requested": requested, "performed": performed, "skipped": skipped},
         "facet_counts": counts,
@@ -287,7 +290,7 @@ def _facet_browse(ctx: Context, query: str, parsed: ParsedQuery, filt: Filter, o
     counts = facet_counts(ctx.db, ctx.ws.id, opts.facet_counts, filt, match=None, extra_docs=set(), wordless=True)
     return {
         "workspace": ctx.ws.name, "query": query, "hits": hits, "mode_used": "facet", "lexical_match": None,
-        "semantic": "off" if ctx.semantic is None else "ready",
+        "semantic": "off" if ctx.semantic is None else "ready", "semantic_tier": None,
         "rank": {"state": "skipped" if ctx.rank else "off", "model": ctx.rank_model, "error": ""},
         "stages": {"requested": requested, "performed": [], "skipped": {s: reason for s in requested}},
         "facet_counts": counts,

@@ -20,6 +20,8 @@ import apsw
 import numpy as np
 
 from ..embed.base import Provider, ProviderDown
+from ..embed.instant import InstantTiers
+from ..embed.static import TIER_FULL, TIER_INSTANT
 from ..embed.providers import Providers
 from ..errors import AutodocError, EmbedFailed, Switching, Unsupported
 from ..store import hits as stored_hits
@@ -32,6 +34,7 @@ from .vector_cache import VectorCache, WorkspaceVectors
 NO_MODEL_REASON = "no embedding model is configured for this workspace"
 SWITCHING_REASON = "a new embedding model is filling"
 PARTIAL_NOTE = "some documents are still being embedded and answer lexically until they are done"
+INSTANT_NOTE = "the embedding model is still filling: the instant tier (a distilled token table) answers until it is done"
 
 
 @dataclass
@@ -43,6 +46,7 @@ class SemanticOutcome:
     reason: str | None = None  # why it was skipped (or why coverage is partial)
     error: AutodocError | None = None  # raised instead when semantic was the only leg asked for
     model: str | None = None
+    tier: str | None = None  # full | instant: which vectors answered (None: none did)
 
 
 def _switching(detail: str = "") -> SemanticOutcome:
@@ -59,6 +63,7 @@ class Prepared:
     vectors: WorkspaceVectors
     allowed: np.ndarray | None
     state: str  # ready | partial | switching
+    tier: str = TIER_FULL
 
     def run(self, text: str, top: int) -> SemanticOutcome:
         with self.leg._count:
@@ -76,14 +81,17 @@ class Prepared:
             with self.leg._count:
                 self.leg._searching -= 1
         note = PARTIAL_NOTE if self.state == "partial" else None
+        if self.tier == TIER_INSTANT:
+            note = INSTANT_NOTE
         return SemanticOutcome([LegHit(int(i), round(float(s), 6)) for i, s in hits], self.state, note, None,
-                               model=self.provider.name)
+                               model=self.provider.name, tier=self.tier)
 
 
 class SemanticLeg:
     def __init__(self, providers: Providers, cache: VectorCache,
-                 pending: Callable[[apsw.Connection, int, str], int]):
+                 pending: Callable[[apsw.Connection, int, str], int], instant: InstantTiers | None = None):
         self.providers = providers
+        self.instant = instant
         self.cache = cache
         self._pending = pending  # chunks still without a vector (the embed queue's cached count)
         self._searching = 0
@@ -124,11 +132,17 @@ class SemanticLeg:
         else:
             fp, provider = target_fp, target
             state = "partial" if self._pending(db, ws.id, fp) else "ready"
+        tier = TIER_FULL
+        if state == "partial" and self.instant is not None:
+            # every chunk has an instant vector and the model's are still filling: the tier answers
+            fast = self.instant.get(provider, build=False)
+            if fast is not None and not self._pending(db, ws.id, fast.fingerprint):
+                fp, provider, tier = fast.fingerprint, fast, TIER_INSTANT
         vectors = self.cache.get(db, ws.id, fp, provider.dim)
         allowed = None
         if not filt.empty:
             allowed = np.array(stored_hits.filtered_chunk_ids(db, ws.id, filt), dtype=np.int64)
-        return Prepared(self, provider, vectors, allowed, state)
+        return Prepared(self, provider, vectors, allowed, state, tier)
 
     def search(self, db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], text: str, filt: Filter,
                top: int) -> SemanticOutcome:
