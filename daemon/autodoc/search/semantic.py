@@ -20,7 +20,7 @@ import apsw
 import numpy as np
 
 from ..embed.base import Provider, ProviderDown
-from ..embed.instant import InstantTiers
+from ..embed.instant import MIN_BACKLOG, InstantTiers
 from ..embed.static import TIER_FULL, TIER_INSTANT
 from ..embed.providers import Providers
 from ..errors import AutodocError, EmbedFailed, Switching, Unsupported
@@ -120,6 +120,7 @@ class SemanticLeg:
         if target is None:
             # the configured model cannot run; nothing else may stand in for it
             return SemanticOutcome(None, "failed", reason, EmbedFailed(reason or "embedding failed"))
+        waiting = 0
         if active is not None and active.fingerprint != target_fp:
             # old vectors keep serving when their model can still embed the query
             try:
@@ -131,12 +132,15 @@ class SemanticLeg:
             fp, provider, state = active.fingerprint, serving, "switching"
         else:
             fp, provider = target_fp, target
-            state = "partial" if self._pending(db, ws.id, fp) else "ready"
+            waiting = self._pending(db, ws.id, fp)
+            state = "partial" if waiting else "ready"
         tier = TIER_FULL
-        if state == "partial" and self.instant is not None:
-            # every chunk has an instant vector and the model's are still filling: the tier answers
+        fast_fp = self.instant.fingerprint_for(provider) if self.instant is not None and state == "partial" else None
+        # every chunk has an instant vector and the model's are still filling: the tier answers (the
+        # count is looked at only for a backlog the tier fills, and the table loaded only then)
+        if fast_fp and waiting >= MIN_BACKLOG and not self._pending(db, ws.id, fast_fp):
             fast = self.instant.get(provider, build=False)
-            if fast is not None and not self._pending(db, ws.id, fast.fingerprint):
+            if fast is not None:
                 fp, provider, tier = fast.fingerprint, fast, TIER_INSTANT
         vectors = self.cache.get(db, ws.id, fp, provider.dim)
         allowed = None
