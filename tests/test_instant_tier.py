@@ -146,3 +146,16 @@ def test_small_backlogs_do_not_wake_the_tier(tmp_path):
         assert not instant_dir.exists()
     finally:
         svc.close()
+
+
+def test_the_instant_leg_weighs_less_in_a_hybrid():
+    from autodoc.search.fusion import CONVEX_WEIGHTS
+    from autodoc.search.semantic import INSTANT_WEIGHT_SCALE, instant_fusion
+
+    rrf = {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}}
+    out = instant_fusion(rrf)
+    assert out["weights"] == {"lexical": 1.0, "semantic": round(0.8 * INSTANT_WEIGHT_SCALE, 6)} and out["k"] == 20
+    assert rrf["weights"]["semantic"] == 0.8  # the workspace's own options are left alone
+    assert instant_fusion({"method": "rrf"})["weights"]["semantic"] == INSTANT_WEIGHT_SCALE
+    convex = instant_fusion({"method": "convex"})["weights"]["semantic"]
+    assert convex == round(CONVEX_WEIGHTS["semantic"] * INSTANT_WEIGHT_SCALE, 6)

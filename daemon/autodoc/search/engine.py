@@ -33,7 +33,7 @@ from .lexical import run_lexical
 from .options import SearchOptions
 from .query import ParsedQuery, parse_query, resolve_facets
 from .rerank import NO_RANKER_REASON, RankFn
-from .semantic import NO_MODEL_REASON, Prepared, SemanticOutcome
+from .semantic import NO_MODEL_REASON, TIER_INSTANT, Prepared, SemanticOutcome, instant_fusion
 from .snippet import make_snippet, snippet_maker
 from .tokens import stem, tokenize
 
@@ -128,6 +128,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         _graph_leg(ctx, opts, filt, legs, performed, skipped)
 
     fusion_opts = opts.fusion
+    if semantic_tier == TIER_INSTANT and "semantic" in legs:  # a weaker leg weighs less (semantic.py)
+        fusion_opts = instant_fusion(fusion_opts)
     if fusion_opts.get("method") == "weighted":
         fused = F.fuse_weighted(
             legs,
