@@ -127,7 +127,7 @@ class EmbedQueue:
             # scan of every chunk, which an idle daemon ran every IDLE_POLL_S (seconds at 1M chunks).
             return {"embedded": 0, "remaining": 0, "state": "ready", "reason": None}
         if self.instant is not None:
-            # first, and alone in its step: the tier answers once it has every chunk, and at ~40×
+            # first, and alone in its step: the tier answers once it has every chunk, and at ~200×
             # the model's speed it holds the model back by a few per cent of the fill
             n = self._instant_step(ws, provider, fp)
             if n:
