@@ -128,7 +128,7 @@ class EmbedQueue:
             return {"embedded": 0, "remaining": 0, "state": "ready", "reason": None}
         if self.instant is not None:
             # first, and alone in its step: the tier answers once it has every chunk, and at ~200×
-            # the model's speed it holds the model back by a few per cent of the fill
+            # the model's speed it holds the model back by under one per cent of the fill
             n = self._instant_step(ws, provider, fp)
             if n:
                 return {"embedded": 0, "instant": n, "remaining": None, "state": "filling", "reason": None}
