@@ -328,8 +328,8 @@ def render(r: dict[str, Any]) -> str:
         "",
         "## Time to the first semantic answer (product path)",
         f"A copy of the cached SciFact store ({r['first_answer']['chunks']:,} chunks, indexed) with every vector deleted, "
-        "the table already built: the embed queue's steps (`EmbedQueue.step`: the instant tier's batch of up to 4,096 "
-        "texts first, then the model's batch of 16) until a semantic-only search answers with `semantic_tier: instant`: "
+        "the table already built: the embed queue's steps (`EmbedQueue.step`: the instant tier's batches of up to 4,096 "
+        "texts, each a step of its own, until every chunk has one; then the model's batches of 16) until a semantic-only search answers with `semantic_tier: instant`: "
         f"**{r['first_answer']['seconds']} s** (load {r['first_answer']['load']}; the model had "
         f"{r['first_answer']['model_vectors_by_then']} vectors by then). Steps: "
         + ", ".join(f"{x['s']} s → {x['tier']} ({x['hits']} hits)" for x in r["first_answer"]["steps"]) + ".",
