@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -9,6 +10,10 @@ from pathlib import Path
 import pytest
 
 CORPORA = Path(__file__).parent / "corpora"
+
+# The instant tier distils a 30,522-token table on first use (minutes here): off for every
+# test and the daemons they start, unless a test names its own table folder (test_instant_tier.py).
+os.environ.setdefault("AUTODOC_INSTANT_DIR", "off")
 
 
 @pytest.fixture

@@ -191,7 +191,8 @@ def test_similar_without_vectors_says_semantic_is_unavailable_and_why(kb):
 # -- did_you_mean ---------------------------------------------------------------------------------
 
 SAMPLE = {"workspace": "kb", "name": "kb", "path": "adrs/0012-lease-recovery.md", "query": "lease", "cursor": 0,
-          "options": {"demote_superseded": True}, "tokens": 350}
+          "options": {"demote_superseded": True}, "tokens": 350, "session_id": "s-1",
+          "events": [{"id": "1", "kind": "message", "text": "hello"}]}
 
 
 def params_for(method: str, **override: Any) -> dict[str, Any]:

@@ -168,7 +168,7 @@ class FakeService:
         limit = opts.get("limit", 10)
         hits = [self._hit(name, path) for path in sorted(self.docs[name])][:limit]
         return {"workspace": name, "query": query, "hits": hits, "mode_used": "lexical", "lexical_match": "all",
-                "semantic": "off", "rank": {"state": "off", "model": None, "error": ""},
+                "semantic": "off", "semantic_tier": None, "rank": {"state": "off", "model": None, "error": ""},
                 "stages": {"requested": ["lexical", "semantic", "rerank"], "performed": ["lexical"],
                            "skipped": {"semantic": "no embedding model", "rerank": "no ranker"}},
                 "facet_counts": {}, "answerable": bool(hits)}

@@ -147,6 +147,8 @@ def _parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("doctor", help="check the store, lease, socket, model files, onnxruntime and workspace "
                                        "roots; print what is wrong and the command that fixes it")
     dr.add_argument("--json", action="store_true", help="the checks as JSON")
+    dr.add_argument("--build-instant", action="store_true",
+                    help="distil the instant tier's token table now (else the first large index does)")
     t = sub.add_parser("tui", help="the terminal app: search as you type, open a document, add a workspace")
     t.add_argument("-w", "--workspace")
     t.add_argument("--in-process", action="store_true", help="do not start a daemon when none runs")
@@ -213,9 +215,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
 
     if args.cmd == "doctor":
-        from .doctor import run as doctor
+        from .doctor import build_instant, run as doctor
 
-        return doctor(settings, as_json=args.json)
+        return build_instant(settings) if args.build_instant else doctor(settings, as_json=args.json)
 
     if args.cmd == "lsp":
         from .lsp.server import serve

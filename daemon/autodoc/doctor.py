@@ -156,9 +156,46 @@ def _onnxruntime() -> Iterator[Check]:
         yield Check("onnxruntime", True, f"{ort.__version__}, providers {', '.join(providers)}")
 
 
+def _instant(settings: Settings) -> Iterator[Check]:
+    """The instant tier's table: built once per model, on first use or by --build-instant."""
+    if settings.instant_dir is None:
+        yield Check("instant tier", True, "off (AUTODOC_INSTANT_DIR=off)")
+        return
+    from .embed.base import ProviderDown
+    from .embed.instant import table_path
+    from .embed.onnx import OnnxProvider
+
+    try:
+        path = table_path(OnnxProvider(threads=1), settings.instant_dir)
+    except ProviderDown as e:  # the model check above says what to do
+        yield Check("instant tier", False, f"needs the embedding model: {e}")
+        return
+    if path.is_file():
+        yield Check("instant tier", True, f"{path} ({path.stat().st_size / 1e6:.0f} MB)")
+    else:
+        yield Check("instant tier", True, f"table not built yet ({path}): the first large index builds it "
+                                          "(minutes on a busy 2-core machine), or now: autodoc doctor --build-instant")
+
+
+def build_instant(settings: Settings) -> int:
+    """`autodoc doctor --build-instant`: distil the instant tier's table now."""
+    if settings.instant_dir is None:
+        print("the instant tier is off (AUTODOC_INSTANT_DIR=off)")
+        return 1
+    import time
+
+    from .embed.instant import build_table
+    from .embed.onnx import OnnxProvider
+
+    t0 = time.monotonic()
+    path = build_table(OnnxProvider(), settings.instant_dir)
+    print(f"built {path} in {time.monotonic() - t0:.0f} s")
+    return 0
+
+
 def checks(settings: Settings) -> Iterator[Check]:
     groups: list[Callable[[], Iterator[Check]]] = [
-        lambda: _store(settings), lambda: _daemon(settings), _model, _onnxruntime]
+        lambda: _store(settings), lambda: _daemon(settings), _model, _onnxruntime, lambda: _instant(settings)]
     for group in groups:
         try:
             yield from group()

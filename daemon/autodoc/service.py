@@ -27,6 +27,7 @@ from typing import Any, Callable
 from . import PROTOCOL_VERSION, __version__
 from .config import Settings, WorkspaceConfig
 from .documents import check_generation, not_found, safe_relpath, slice_span
+from .embed.instant import InstantTiers
 from .embed.providers import Providers
 from .embed.queue import EmbedQueue
 from .embed.status import embedding_status, summary
@@ -78,9 +79,12 @@ class Service:
         self.rankers = Rankers()
         self.vectors = VectorCache()
         self.links = LinkResolver()
+        # answers by meaning while a model's vectors fill (embed/instant.py)
+        self.instant = InstantTiers(settings.instant_dir) if settings.instant_dir else None
         self.embed_queue = EmbedQueue(self.store, self.providers, lambda ws: _config(ws).embedding,
-                                      on_vectors=self._vectors_changed, busy=lambda: self.semantic.busy)
-        self.semantic = SemanticLeg(self.providers, self.vectors, self.embed_queue.pending)
+                                      on_vectors=self._vectors_changed, busy=lambda: self.semantic.busy,
+                                      instant=self.instant)
+        self.semantic = SemanticLeg(self.providers, self.vectors, self.embed_queue.pending, self.instant)
         counter = lambda ws: self.providers.token_counter(_config(ws).embedding)  # noqa: E731
         self.indexer = IndexJob(self.store, self.links, token_counter=counter, written=self._written,
                                 tokenizer_id=self.providers.tokenizer_id)

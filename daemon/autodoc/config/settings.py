@@ -31,16 +31,26 @@ def default_socket_path() -> Path:
     return Path("/tmp") / f"autodoc-{os.getuid()}" / "autodoc.sock"
 
 
+def default_instant_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "autodoc", "instant")
+
+
 @dataclass(frozen=True)
 class Settings:
     store: Path
     socket: Path
+    # where the instant tier keeps its distilled tables (embed/instant.py); None: the tier is off.
+    # $AUTODOC_INSTANT_DIR names it ("off" turns the tier off); default the XDG cache dir.
+    instant_dir: Path | None = None
 
     @classmethod
     def from_env(cls, store: str | os.PathLike | None = None, socket: str | os.PathLike | None = None) -> "Settings":
         s = store or os.environ.get("AUTODOC_STORE") or default_store_path()
         k = socket or os.environ.get("AUTODOC_SOCKET") or default_socket_path()
-        return cls(store=Path(s).expanduser().resolve(), socket=Path(k).expanduser())
+        i = os.environ.get("AUTODOC_INSTANT_DIR") or default_instant_dir()
+        return cls(store=Path(s).expanduser().resolve(), socket=Path(k).expanduser(),
+                   instant_dir=None if i == "off" else Path(i).expanduser())
 
 
 @dataclass(frozen=True)

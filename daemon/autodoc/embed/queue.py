@@ -30,6 +30,7 @@ from ..store import vectors as stored
 from ..store.workspaces import Workspace, get_workspace, workspace_names
 from .base import ProviderDown
 from .codes import sign_codes
+from .instant import InstantTiers, worth_it
 from .memory import release_free_heap
 from .providers import Providers
 
@@ -38,8 +39,9 @@ log = logging.getLogger("autodoc.embed")
 EMBED_BATCH = 16  # small batches keep a search's wait for the CPU short
 IDLE_POLL_S = 2.0
 BACKOFF_MIN_S, BACKOFF_MAX_S = 2.0, 60.0
-SEARCH_YIELD_S = 0.5
-RATE_WEIGHT = 0.3  # a new batch's share of the running rate: recent batches count most  # how long a step waits for searches in flight before taking the CPU
+SEARCH_YIELD_S = 0.5  # how long a step waits for searches in flight before taking the CPU
+RATE_WEIGHT = 0.3  # a new batch's share of the running rate: recent batches count most
+INSTANT_BATCH = 4096  # instant-tier texts per step: a few seconds at its slowest measured speed
 
 # notify(workspace, {"embedded", "pending", "state", "reason"}): progress for clients
 Notify = Callable[[str, dict[str, Any]], None]
@@ -48,7 +50,8 @@ EmbeddingConfig = Callable[[Workspace], dict[str, Any]]
 
 class EmbedQueue:
     def __init__(self, store: Store, providers: Providers, embedding_config: EmbeddingConfig, *,
-                 on_vectors: Callable[[int, list[int]], None], busy: Callable[[], bool] = lambda: False):
+                 on_vectors: Callable[[int, list[int]], None], busy: Callable[[], bool] = lambda: False,
+                 instant: InstantTiers | None = None):
         self.store = store
         self.providers = providers
         self._config = embedding_config
@@ -64,6 +67,12 @@ class EmbedQueue:
         self._embedded_since_release = False
         self._failed: dict[int, str] = {}  # workspace → why its last step could not embed
         self._seconds_per_vector: dict[str, float] = {}  # model fingerprint → measured cost, for ETAs
+        self.instant = instant  # the instant tier (None: off)
+        # workspace → the instant tier's part in the current fill ("active", or "done": finished or
+        # not worth it); looked at once per fill, since counting the backlog is a scan of every chunk
+        self._instant_fill: dict[int, str] = {}
+        self._dropped: set[int] = set()  # workspaces whose leftover instant vectors were deleted
+        self._instant_wrote: set[int] = set()  # workspaces with instant vectors from this fill
 
     # -- what changed --------------------------------------------------------------
 
@@ -131,10 +140,19 @@ class EmbedQueue:
             # Nothing changed since a step found nothing to embed: finding that out again is a
             # scan of every chunk, which an idle daemon ran every IDLE_POLL_S (seconds at 1M chunks).
             return {"embedded": 0, "remaining": 0, "state": "ready", "reason": None}
+        if self.instant is not None:
+            # first, and alone in its step: the tier answers once it has every chunk, and at ~200×
+            # the model's speed it holds the model back by under one per cent of the fill
+            n = self._instant_step(ws, provider, fp)
+            if n:
+                return {"embedded": 0, "instant": n, "remaining": None, "state": "filling", "reason": None}
         with self.store.read() as db:
             rows = stored.pending_texts(db, ws.id, fp, batch)
         if not rows:
             self._maybe_switch(ws, provider, fp)
+            self._instant_fill.pop(ws.id, None)  # the next fill looks again
+            if ws.id in self._instant_wrote or ws.id not in self._dropped:
+                self._drop_instant(ws, provider)
             with self._lock:
                 self._settled[(ws.id, fp)] = version
                 drained, self._embedded_since_release = self._embedded_since_release, False
@@ -172,6 +190,54 @@ class EmbedQueue:
         self._on_vectors(ws.id, docs)
         return {"embedded": len(rows), "remaining": None, "state": "filling", "reason": None}
 
+    def _instant_step(self, ws: Workspace, provider, fp: str) -> int:
+        """Embed a batch with the instant tier while the model's backlog is large
+        (embed/instant.py says when); its vectors have their own key."""
+        phase = self._instant_fill.get(ws.id)
+        if phase == "done":
+            return 0
+        if phase is None:
+            with self.store.read() as db:
+                done, pending = stored.coverage(db, ws.id, fp)
+            if not worth_it(pending, done + pending):
+                self._instant_fill[ws.id] = "done"
+                return 0
+        tier = self.instant.get(provider)  # the first time ever: distils the table (minutes)
+        rows = []
+        if tier is not None:
+            with self.store.read() as db:
+                rows = stored.pending_texts(db, ws.id, tier.fingerprint, INSTANT_BATCH)
+        self._instant_fill[ws.id] = "active" if rows else "done"
+        if not rows:
+            return 0
+        try:
+            vecs = tier.embed([text for _, text in rows])
+        except ProviderDown as e:
+            log.warning("instant tier failed: %s", e)
+            self._instant_fill[ws.id] = "done"
+            return 0
+        vecs = np.ascontiguousarray(vecs, dtype="<f4")
+        codes = sign_codes(vecs)
+        with self.store.write() as w:
+            if not stored.workspace_exists(w, ws.id):
+                return 0
+            stored.write_vectors(w, ws.id, tier.fingerprint, [(h, vecs[i].tobytes(), codes[i].tobytes())
+                                                              for i, (h, _) in enumerate(rows)])
+            docs = stored.documents_with_texts(w, ws.id, [h for h, _ in rows])
+        self._instant_wrote.add(ws.id)
+        self._on_vectors(ws.id, docs)
+        return len(rows)
+
+    def _drop_instant(self, ws: Workspace, provider) -> None:
+        """The model has every vector: the instant tier's are no longer read (once per
+        process for a workspace the tier did not fill, for vectors a stopped run left)."""
+        self._dropped.add(ws.id)
+        self._instant_wrote.discard(ws.id)
+        fp = self.instant.fingerprint_for(provider) if self.instant is not None else None
+        if fp is not None:
+            with self.store.write() as w:
+                stored.drop_model(w, ws.id, fp)
+
     def _maybe_switch(self, ws: Workspace, provider, fp: str) -> None:
         with self.store.write() as w:
             active = stored.active_model(w, ws.id)
@@ -198,7 +264,7 @@ class EmbedQueue:
         total = 0
         while not self.stopping.is_set():
             self.wake.clear()  # before the steps, so a write during them is not missed
-            did, failed = 0, 0
+            did, failed, instant = 0, 0, 0
             for name in list(names) if names is not None else self._names():
                 if self.stopping.is_set():
                     break
@@ -224,6 +290,7 @@ class EmbedQueue:
                         notify(name, {"embedded": 0, "pending": None, "state": "failed", "reason": step["reason"]})
                     continue
                 backoff.pop(name, None)
+                instant += step.get("instant", 0)
                 if step["embedded"]:
                     did += step["embedded"]
                     if progress:
@@ -233,7 +300,7 @@ class EmbedQueue:
                         notify(name, {"embedded": st["embedded"], "pending": st["pending"],
                                       "state": st["state"], "reason": st["reason"]})
             total += did
-            if not did:
+            if not did and not instant:
                 if until_idle:
                     break
                 self.wake.wait(IDLE_POLL_S)

@@ -115,7 +115,8 @@ def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, A
 def envelope(full: dict[str, Any], found: bool) -> dict[str, Any]:
     return {"workspace": full["workspace"], "query": full["query"], "answer": "compact", "answerable": found,
             "truncated": False, "tokens": 0, "hits": [], "mode_used": full["mode_used"],
-            "lexical_match": full["lexical_match"], "semantic": full["semantic"], "rank": full["rank"],
+            "lexical_match": full["lexical_match"], "semantic": full["semantic"],
+            "semantic_tier": full["semantic_tier"], "rank": full["rank"],
             "stages": full["stages"], "facet_counts": full["facet_counts"]}
 
 

@@ -33,7 +33,7 @@ from .lexical import run_lexical
 from .options import SearchOptions
 from .query import ParsedQuery, parse_query, resolve_facets
 from .rerank import NO_RANKER_REASON, RankFn
-from .semantic import NO_MODEL_REASON, Prepared, SemanticOutcome
+from .semantic import NO_MODEL_REASON, TIER_INSTANT, Prepared, SemanticOutcome, instant_fusion
 from .snippet import make_snippet, snippet_maker
 from .tokens import stem, tokenize
 
@@ -92,6 +92,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     legs: dict[str, list[F.LegHit]] = {}
     lexical_match = None
     semantic_state = "off"
+    semantic_tier = None
 
     want_lex = "lexical" in requested
     want_sem = "semantic" in requested
@@ -115,6 +116,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         else:
             outcome = planned
         semantic_state = outcome.state
+        semantic_tier = outcome.tier
         if outcome.hits is None:
             if not want_lex:  # semantic alone was asked for: never answer with words instead
                 raise outcome.error or Unsupported(outcome.reason or NO_MODEL_REASON)
@@ -126,6 +128,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         _graph_leg(ctx, opts, filt, legs, performed, skipped)
 
     fusion_opts = opts.fusion
+    if semantic_tier == TIER_INSTANT and "semantic" in legs:  # a weaker leg weighs less (semantic.py)
+        fusion_opts = instant_fusion(fusion_opts)
     if fusion_opts.get("method") == "weighted":
         fused = F.fuse_weighted(
             legs,
@@ -208,6 +212,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         "mode_used": mode_used,
         "lexical_match": lexical_match,
         "semantic": semantic_state,
+        "semantic_tier": semantic_tier,
         "rank": rank,
         "stages": {"requested": requested, "performed": performed, "skipped": skipped},
         "facet_counts": counts,
@@ -287,7 +292,7 @@ def _facet_browse(ctx: Context, query: str, parsed: ParsedQuery, filt: Filter, o
     counts = facet_counts(ctx.db, ctx.ws.id, opts.facet_counts, filt, match=None, extra_docs=set(), wordless=True)
     return {
         "workspace": ctx.ws.name, "query": query, "hits": hits, "mode_used": "facet", "lexical_match": None,
-        "semantic": "off" if ctx.semantic is None else "ready",
+        "semantic": "off" if ctx.semantic is None else "ready", "semantic_tier": None,
         "rank": {"state": "skipped" if ctx.rank else "off", "model": ctx.rank_model, "error": ""},
         "stages": {"requested": requested, "performed": [], "skipped": {s: reason for s in requested}},
         "facet_counts": counts,

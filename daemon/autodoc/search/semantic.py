@@ -20,18 +20,37 @@ import apsw
 import numpy as np
 
 from ..embed.base import Provider, ProviderDown
+from ..embed.instant import MIN_BACKLOG, InstantTiers
+from ..embed.static import TIER_FULL, TIER_INSTANT
 from ..embed.providers import Providers
 from ..errors import AutodocError, EmbedFailed, Switching, Unsupported
 from ..store import hits as stored_hits
 from ..store import vectors as stored
 from ..store.filters import Filter
 from ..store.workspaces import Workspace
-from .fusion import LegHit
+from .fusion import CONVEX_WEIGHTS, LegHit
 from .vector_cache import VectorCache, WorkspaceVectors
 
 NO_MODEL_REASON = "no embedding model is configured for this workspace"
 SWITCHING_REASON = "a new embedding model is filling"
 PARTIAL_NOTE = "some documents are still being embedded and answer lexically until they are done"
+INSTANT_NOTE = "the embedding model is still filling: the instant tier (a distilled token table) answers until it is done"
+
+
+# The instant tier's share of a hybrid, relative to the configured semantic weight. On
+# SciFact's train queries every weight from 0.6 down to 0.1 (of lexical's 1.0) left the hybrid
+# under lexical alone, the smallest least (docs/benchmarks/instant_tier.md): 0.1 / 0.8, so the
+# tier only ranks what the lexical leg ranks low or misses.
+INSTANT_WEIGHT_SCALE = 0.125
+
+
+def instant_fusion(fusion: dict[str, Any]) -> dict[str, Any]:
+    """The fusion options with the semantic leg's weight scaled for the instant tier
+    (an absent weight is the method's default: engine.py and fusion.py)."""
+    weights = dict(fusion.get("weights") or {})
+    default = {"weighted": 0.6, "convex": CONVEX_WEIGHTS["semantic"]}.get(fusion.get("method"), 1.0)
+    weights["semantic"] = round(weights.get("semantic", default) * INSTANT_WEIGHT_SCALE, 6)
+    return {**fusion, "weights": weights}
 
 
 @dataclass
@@ -43,6 +62,7 @@ class SemanticOutcome:
     reason: str | None = None  # why it was skipped (or why coverage is partial)
     error: AutodocError | None = None  # raised instead when semantic was the only leg asked for
     model: str | None = None
+    tier: str | None = None  # full | instant: which vectors answered (None: none did)
 
 
 def _switching(detail: str = "") -> SemanticOutcome:
@@ -59,6 +79,7 @@ class Prepared:
     vectors: WorkspaceVectors
     allowed: np.ndarray | None
     state: str  # ready | partial | switching
+    tier: str = TIER_FULL
 
     def run(self, text: str, top: int) -> SemanticOutcome:
         with self.leg._count:
@@ -76,14 +97,17 @@ class Prepared:
             with self.leg._count:
                 self.leg._searching -= 1
         note = PARTIAL_NOTE if self.state == "partial" else None
+        if self.tier == TIER_INSTANT:
+            note = INSTANT_NOTE
         return SemanticOutcome([LegHit(int(i), round(float(s), 6)) for i, s in hits], self.state, note, None,
-                               model=self.provider.name)
+                               model=self.provider.name, tier=self.tier)
 
 
 class SemanticLeg:
     def __init__(self, providers: Providers, cache: VectorCache,
-                 pending: Callable[[apsw.Connection, int, str], int]):
+                 pending: Callable[[apsw.Connection, int, str], int], instant: InstantTiers | None = None):
         self.providers = providers
+        self.instant = instant
         self.cache = cache
         self._pending = pending  # chunks still without a vector (the embed queue's cached count)
         self._searching = 0
@@ -112,6 +136,7 @@ class SemanticLeg:
         if target is None:
             # the configured model cannot run; nothing else may stand in for it
             return SemanticOutcome(None, "failed", reason, EmbedFailed(reason or "embedding failed"))
+        waiting = 0
         if active is not None and active.fingerprint != target_fp:
             # old vectors keep serving when their model can still embed the query
             try:
@@ -123,12 +148,21 @@ class SemanticLeg:
             fp, provider, state = active.fingerprint, serving, "switching"
         else:
             fp, provider = target_fp, target
-            state = "partial" if self._pending(db, ws.id, fp) else "ready"
+            waiting = self._pending(db, ws.id, fp)
+            state = "partial" if waiting else "ready"
+        tier = TIER_FULL
+        fast_fp = self.instant.fingerprint_for(provider) if self.instant is not None and state == "partial" else None
+        # every chunk has an instant vector and the model's are still filling: the tier answers (the
+        # count is looked at only for a backlog the tier fills, and the table loaded only then)
+        if fast_fp and waiting >= MIN_BACKLOG and not self._pending(db, ws.id, fast_fp):
+            fast = self.instant.get(provider, build=False)
+            if fast is not None:
+                fp, provider, tier = fast.fingerprint, fast, TIER_INSTANT
         vectors = self.cache.get(db, ws.id, fp, provider.dim)
         allowed = None
         if not filt.empty:
             allowed = np.array(stored_hits.filtered_chunk_ids(db, ws.id, filt), dtype=np.int64)
-        return Prepared(self, provider, vectors, allowed, state)
+        return Prepared(self, provider, vectors, allowed, state, tier)
 
     def search(self, db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], text: str, filt: Filter,
                top: int) -> SemanticOutcome:

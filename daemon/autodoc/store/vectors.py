@@ -47,6 +47,11 @@ def drop_other_models(db: apsw.Connection, ws_id: int, fp: str) -> None:
     db.execute("DELETE FROM vectors WHERE workspace_id=? AND model_fp != ?", (ws_id, fp))
 
 
+def drop_model(db: apsw.Connection, ws_id: int, fp: str) -> None:
+    """Delete one model's vectors (the instant tier's, once the model has filled)."""
+    db.execute("DELETE FROM vectors WHERE workspace_id=? AND model_fp=?", (ws_id, fp))
+
+
 def coverage(db: apsw.Connection, ws_id: int, fp: str) -> tuple[int, int]:
     """(chunks with a vector for fp, chunks without)."""
     total = chunk_count(db, ws_id)

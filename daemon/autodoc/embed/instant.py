@@ -1,0 +1,150 @@
+"""The instant tier as a provider: the bundled model's distilled token table
+(embed/static.py) behind the same interface as the model, so the embed queue
+writes its vectors and the semantic leg searches them like any model's, under
+their own fingerprint (the two spaces never mix: a query is embedded by the
+tier whose vectors it is compared with).
+
+Where the table lives: one file per model fingerprint in the user cache dir
+(``$XDG_CACHE_HOME/autodoc/instant/<fp>.npy``, Settings.instant_dir), not in the store. It is a
+function of the model alone — the same 22 MB for every store on the machine —
+and can always be rebuilt, so it is a cache of the model, not knowledge-base
+data: the one-store-file rule keeps every workspace's own data (the instant
+vectors included) in the store. Written atomically (temp file + rename).
+
+When it serves: only for the bundled ONNX model, and only while a big share
+of a workspace is pending (``worth_it``): the tier must embed every chunk of
+the workspace to answer at all, which at ~1,000/s against the model's ~25/s
+pays off only when the backlog is more than a few per cent of the chunks.
+
+Runs on: the embed queue's thread (building the table, embedding chunks); a
+search thread (one query). Building is once per process under a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .base import BaseProvider, ProviderDown
+from .static import TIER_INSTANT, StaticEmbedder, distil_table, embed_ids, tier_fingerprint
+
+log = logging.getLogger("autodoc.embed")
+
+WEIGHTING = "mean"  # chosen on SciFact train queries: docs/benchmarks/instant_tier.md
+MIN_BACKLOG = 256  # below this the model catches up in seconds
+MIN_SHARE = 0.05  # backlog / chunks above which embedding every chunk again pays off
+
+
+def worth_it(pending: int, total: int) -> bool:
+    return pending >= MIN_BACKLOG and pending >= MIN_SHARE * total
+
+
+class InstantProvider(BaseProvider):
+    kind = "instant"
+
+    def __init__(self, model: Any, table: np.ndarray):
+        super().__init__()
+        self.model = model
+        self.name = f"{model.name} (instant tier)"
+        self.max_tokens = model.max_tokens
+        self._fp = tier_fingerprint(model.fingerprint, WEIGHTING)
+        special = [*model._open, *model._close, 0]  # [CLS], [SEP], [PAD]
+        self._static = StaticEmbedder(table, model._count_tok, special)
+
+    @property
+    def dim(self) -> int:
+        return self._static.dim
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fp
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.model.count_tokens(texts)
+
+    def _embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        ids = self._static.token_ids(texts)
+        return embed_ids(self._static.table, ids, self._static.weights), int(sum(len(x) for x in ids))
+
+    def _describe_extra(self) -> dict[str, Any]:
+        return {"tier": TIER_INSTANT, "model_fingerprint": self.model.fingerprint}
+
+
+def table_path(model: Any, cache_dir: Path) -> Path:
+    return cache_dir / f"{model.fingerprint}.npy"
+
+
+def build_table(model: Any, cache_dir: Path) -> Path:
+    """Distil the model's table and write it to the cache (atomically)."""
+    path = table_path(model, cache_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = distil_table(model._session, model._output, model._count_tok.get_vocab_size(), model._open[0],
+                         model._close[0], feed_types=model._feed_types)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, table)
+    os.replace(tmp, path)
+    return path
+
+
+class InstantTiers:
+    """The instant provider of each model that has one, built or loaded once."""
+
+    def __init__(self, cache_dir: Path):
+        self.cache_dir = cache_dir
+        self._lock = threading.Lock()
+        self._tiers: dict[str, InstantProvider | None] = {}
+        self._building = threading.Lock()
+
+    def fingerprint_for(self, model: Any) -> str | None:
+        """The tier's vector key for a model that has one (no table needed)."""
+        if getattr(model, "kind", None) != "onnx":
+            return None
+        return tier_fingerprint(model.fingerprint, WEIGHTING)
+
+    def get(self, model: Any, build: bool = True) -> InstantProvider | None:
+        """The model's tier, loading its table from the cache or (build) distilling
+        it; None for a model without one (only the bundled ONNX model has one).
+        A search (build False) never waits for a build: that holds its own lock."""
+        if getattr(model, "kind", None) != "onnx" or not hasattr(model, "_session"):
+            return None
+        fp = model.fingerprint
+        with self._lock:
+            if fp in self._tiers:
+                return self._tiers[fp]
+        table = self._load(model)
+        if table is None:
+            if not build:
+                return None
+            with self._building:
+                with self._lock:
+                    if fp in self._tiers:
+                        return self._tiers[fp]
+                try:
+                    log.info("building the instant tier's table for %s (once per model)", model.name)
+                    table = np.load(build_table(model, self.cache_dir), allow_pickle=False)
+                except (OSError, ProviderDown, RuntimeError) as e:
+                    log.warning("no instant tier: %s", e)
+                    with self._lock:
+                        self._tiers[fp] = None
+                    return None
+        with self._lock:
+            return self._tiers.setdefault(fp, InstantProvider(model, table))
+
+    def _load(self, model: Any) -> np.ndarray | None:
+        path = table_path(model, self.cache_dir)
+        try:
+            if not path.is_file():
+                return None
+            table = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            log.warning("instant table %s unreadable (%s); building it again", path, e)
+            return None
+        if table.ndim != 2 or table.shape[0] != model._count_tok.get_vocab_size():
+            return None
+        return table

@@ -1,0 +1,144 @@
+"""The instant tier: a static per-token embedding table distilled from the
+bundled transformer, so a fresh knowledge base answers by meaning within
+seconds while the transformer fills in (issue 19).
+
+Distillation (``distil_table``, the one function that runs the model): every
+vocabulary token goes through the transformer alone as ``[CLS] tok [SEP]``,
+and its row is the mean of the three output vectors — the model's own mean
+pooling over that tiny input. Stored as float16 (30,522 × 384 = 22 MB; the
+rounding is far under the tier's gap to the full model); embedding uses a
+float32 copy (see embed_ids).
+
+Embedding (numpy only): a text is tokenised by the model's own tokenizer
+(special tokens dropped), and its vector is the (optionally weighted) mean of
+its tokens' rows, L2-normalised. IDF and SIF weights (``idf_weights``,
+``sif_weights``) need corpus statistics; bench/instant_tier.py compares them
+with the plain mean on SciFact's train queries
+(docs/benchmarks/instant_tier.md), and embed/instant.py uses the one chosen.
+
+A vector from this tier lives in a different space from the transformer's:
+its fingerprint is derived from the model's and names the tier, so stored
+vectors and queries of the two tiers never mix.
+
+Runs on: the thread that embeds (the embed queue's worker, or a search thread
+for one query); distil_table runs once per model fingerprint on the thread
+that first needs the table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+TIER_FULL = "full"
+TIER_INSTANT = "instant"
+# Batch of token inputs per onnxruntime call during distillation: inputs are
+# 3 tokens long, so a big batch costs little memory and amortises call overhead.
+DISTIL_BATCH = 512
+DEFAULT_ALPHA = 1e-3
+
+
+def tier_fingerprint(model_fp: str, weighting: str) -> str:
+    """The instant tier's vector key: derived from the model it was distilled
+    from, so a new model makes both tiers' vectors stale together."""
+    return hashlib.sha256(f"instant-v1|{weighting}|{model_fp}".encode()).hexdigest()
+
+
+def distil_table(session: Any, output: str, vocab_size: int, cls_id: int, sep_id: int, *,
+                 feed_types: bool = True, batch: int = DISTIL_BATCH, start: int = 0, stop: int | None = None,
+                 ids: Sequence[int] | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """Rows [start, stop) of the table (or the rows of `ids`, in that order):
+    token t's row is the mean-pooled output of ``[CLS] t [SEP]``, float16
+    [n, dim]. Deterministic: the same session and ids give the same bytes."""
+    stop = vocab_size if stop is None else min(stop, vocab_size)
+    ids = np.arange(start, stop, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
+    rows: list[np.ndarray] = []
+    for s in range(0, len(ids), batch):
+        tok = ids[s:s + batch]
+        n = len(tok)
+        input_ids = np.empty((n, 3), dtype=np.int64)
+        input_ids[:, 0] = cls_id
+        input_ids[:, 1] = tok
+        input_ids[:, 2] = sep_id
+        feed = {"input_ids": input_ids, "attention_mask": np.ones_like(input_ids)}
+        if feed_types:
+            feed["token_type_ids"] = np.zeros_like(input_ids)
+        hidden = session.run([output], feed)[0]
+        rows.append(hidden.astype(np.float32).mean(axis=1).astype(np.float16))
+        if progress:
+            progress(s + n, len(ids))
+    dim = rows[0].shape[1] if rows else 0
+    return np.concatenate(rows) if rows else np.zeros((0, dim), dtype=np.float16)
+
+
+def idf_weights(doc_token_ids: Sequence[np.ndarray], vocab_size: int) -> np.ndarray:
+    """Smoothed IDF per token over a set of texts (each an id array)."""
+    df = np.zeros(vocab_size, dtype=np.float64)
+    for ids in doc_token_ids:
+        df[np.unique(ids)] += 1
+    n = max(len(doc_token_ids), 1)
+    return np.log((n + 1) / (df + 0.5)).astype(np.float32)
+
+
+def sif_weights(doc_token_ids: Sequence[np.ndarray], vocab_size: int, alpha: float = DEFAULT_ALPHA) -> np.ndarray:
+    """SIF weights a / (a + p(t)) from token frequencies over a set of texts."""
+    tf = np.zeros(vocab_size, dtype=np.float64)
+    for ids in doc_token_ids:
+        np.add.at(tf, ids, 1)
+    p = tf / max(tf.sum(), 1.0)
+    return (alpha / (alpha + p)).astype(np.float32)
+
+
+def embed_ids(table: np.ndarray, doc_token_ids: Sequence[np.ndarray], weights: np.ndarray | None = None) -> np.ndarray:
+    """Weighted mean of each text's token rows, L2-normalised, float32 [n, dim].
+    One gather-and-sum per text: its rows stay in cache. Measured on 1,000
+    SciFact chunks (load 10 on 2 cores): 0.5 s with a float32 table, 2.4 s
+    with float16 (converting each row costs more than the sum), 15 s for one
+    gather of every text's rows followed by np.add.reduceat (a 400 MB
+    intermediate). Callers should pass a float32 table."""
+    n = len(doc_token_ids)
+    out = np.zeros((n, table.shape[1]), dtype=np.float32)
+    for i, ids in enumerate(doc_token_ids):
+        if len(ids) == 0:
+            continue
+        rows = table[ids]
+        if weights is not None:
+            out[i] = weights[ids] @ rows
+        else:
+            out[i] = rows.sum(axis=0, dtype=np.float32)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    out /= norms
+    return out
+
+
+class StaticEmbedder:
+    """Texts → instant vectors with a distilled table and the model's tokenizer
+    (any object with ``encode_batch`` giving ``.ids``). ``special`` ids are
+    dropped: [CLS]/[SEP] rows carry no meaning and would pull every vector
+    toward one direction."""
+
+    def __init__(self, table: np.ndarray, tokenizer: Any, special: Sequence[int],
+                 weights: np.ndarray | None = None):
+        self.table = np.ascontiguousarray(table, dtype=np.float32)  # float16 on disk; see embed_ids
+        self.tokenizer = tokenizer
+        self.weights = weights
+        self._special = np.asarray(sorted(set(int(s) for s in special)), dtype=np.int64)
+
+    @property
+    def dim(self) -> int:
+        return int(self.table.shape[1])
+
+    def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
+        out = []
+        for e in self.tokenizer.encode_batch(list(texts)):
+            ids = np.asarray(e.ids, dtype=np.int64)
+            out.append(ids[~np.isin(ids, self._special)])
+        return out
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return embed_ids(self.table, self.token_ids(texts), self.weights)
+

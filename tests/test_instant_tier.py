@@ -1,0 +1,161 @@
+"""The instant tier (issue 19) with the real bundled model and a real store.
+
+Distilling all 30,522 vocabulary tokens takes minutes on this machine, so the
+tests distil only the rows their texts use (distil_table's ids): every other
+row stays zero, which only drops tokens the corpus never contains.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autodoc.config import Settings
+from autodoc.embed.onnx import OnnxProvider
+from autodoc.embed.static import TIER_INSTANT, distil_table, embed_ids
+from autodoc.rpc import schemas
+from autodoc.service import Service
+from autodoc.store import vectors as stored_vectors
+from autodoc.store.workspaces import get_workspace
+
+TOPICS = [
+    "the {c} heron waded through the {p} marsh at dawn",
+    "a {c} bicycle leaned against the {p} fence all afternoon",
+    "the {c} kettle whistled in the {p} kitchen",
+    "snow covered the {c} roofs of the {p} village",
+    "the {c} ferry crossed the {p} harbour twice",
+]
+COLOURS = ["red", "green", "blue", "grey", "yellow", "white"]
+PLACES = ["northern", "quiet", "old", "windy", "southern", "empty", "little", "far", "misty"]
+SPECIAL = {
+    "passwords.md": "# Account help\n\nTo reset a forgotten password, open settings and follow the emailed link.\n",
+    "cooking.md": "# Pasta\n\nBoil salted water, add the spaghetti and cook for nine minutes.\n",
+}
+QUERY = "I forgot my password and cannot log in"
+
+
+def write_corpus(root: Path) -> list[str]:
+    root.mkdir(parents=True)
+    texts = []
+    i = 0
+    for t in TOPICS:
+        for c in COLOURS:
+            for p in PLACES:
+                i += 1
+                text = f"# Note {i}\n\n{t.format(c=c, p=p).capitalize()}.\n"
+                (root / f"note{i:03d}.md").write_text(text)
+                texts.append(text)
+    for name, text in SPECIAL.items():
+        (root / name).write_text(text)
+        texts.append(text)
+    return texts
+
+
+@pytest.fixture(scope="module")
+def model() -> OnnxProvider:
+    return OnnxProvider()
+
+
+def test_table_slice_shape_and_determinism(model):
+    vocab = model._count_tok.get_vocab_size()
+    cls_id, sep_id = model._open[0], model._close[0]
+    a = distil_table(model._session, model._output, vocab, cls_id, sep_id, start=2000, stop=2100, batch=64)
+    b = distil_table(model._session, model._output, vocab, cls_id, sep_id, start=2000, stop=2100, batch=64)
+    assert a.shape == (100, model.dim) and a.dtype == np.float16
+    assert a.tobytes() == b.tobytes()
+    assert np.all(np.linalg.norm(a.astype(np.float32), axis=1) > 0)
+    # a token's row is its own: rows differ, and picking ids gives the same rows as the range
+    picked = distil_table(model._session, model._output, vocab, cls_id, sep_id, ids=[2050, 2001], batch=64)
+    assert np.abs(picked.astype(np.float32) - a[[50, 1]].astype(np.float32)).max() < 2e-2
+    assert not np.array_equal(a[0], a[1])
+
+
+def test_embed_ids_is_a_normalised_weighted_mean():
+    table = np.array([[1, 0], [0, 1], [3, 4]], dtype=np.float16)
+    out = embed_ids(table, [np.array([0, 1]), np.array([2]), np.array([], dtype=np.int64)])
+    assert np.allclose(out[0], [2 ** -0.5, 2 ** -0.5]) and np.allclose(out[1], [0.6, 0.8])
+    assert np.array_equal(out[2], [0, 0])  # an empty text has no direction
+    w = embed_ids(table, [np.array([0, 1])], np.array([3, 1, 1], dtype=np.float32))
+    assert np.allclose(w[0], np.array([3, 1]) / np.sqrt(10))
+
+
+def test_instant_answers_first_then_the_model(tmp_path, model):
+    texts = write_corpus(tmp_path / "kb")
+    # the table rows this corpus and the query use, distilled from the real model
+    ids = sorted({i for e in model._count_tok.encode_batch(texts + [QUERY, "Note"]) for i in e.ids})
+    vocab = model._count_tok.get_vocab_size()
+    table = np.zeros((vocab, model.dim), dtype=np.float16)
+    table[ids] = distil_table(model._session, model._output, vocab, model._open[0], model._close[0], ids=ids)
+    instant_dir = tmp_path / "instant"
+    instant_dir.mkdir()
+    np.save(instant_dir / f"{model.fingerprint}.npy", table)
+
+    svc = Service(Settings(store=tmp_path / "s.db", socket=tmp_path / "s.sock", instant_dir=instant_dir))
+    try:
+        svc.workspace_add("kb", str(tmp_path / "kb"))
+        svc.index("kb")
+        with svc.store.read() as db:
+            ws = get_workspace(db, "kb")
+        before = svc.search("kb", QUERY, {"stages": ["lexical", "semantic"], "limit": 5})
+        # nothing embedded yet: the model's (empty) vectors are all there is
+        assert (before["semantic"], before["semantic_tier"]) == ("partial", "full")
+        assert schemas.result_errors("search.query", before) == []
+
+        step = svc.embed_queue.step(ws)  # the first step: the whole instant tier, before the model
+        assert (step["state"], step["embedded"]) == ("filling", 0) and step["instant"] > 256
+        tier = svc.instant.get(model, build=False)
+        with svc.store.read() as db:
+            assert stored_vectors.coverage(db, ws.id, tier.fingerprint)[1] == 0
+            assert stored_vectors.coverage(db, ws.id, model.fingerprint)[0] == 0
+        assert svc.embed_queue.step(ws)["embedded"] > 0  # then the model, batch by batch
+
+        ans = svc.search("kb", QUERY, {"stages": ["semantic"], "limit": 5})
+        assert schemas.result_errors("search.query", ans) == []
+        assert (ans["semantic"], ans["semantic_tier"]) == ("partial", TIER_INSTANT)
+        assert ans["hits"][0]["path"] == "passwords.md"
+        hyb = svc.search("kb", QUERY, {"stages": ["lexical", "semantic"], "limit": 5})
+        assert hyb["semantic_tier"] == TIER_INSTANT and "semantic" in hyb["stages"]["performed"]
+
+        svc.embed_pending("kb")
+        ans = svc.search("kb", QUERY, {"stages": ["semantic"], "limit": 5})
+        assert schemas.result_errors("search.query", ans) == []
+        assert (ans["semantic"], ans["semantic_tier"]) == ("ready", "full")
+        assert ans["hits"][0]["path"] == "passwords.md"
+        with svc.store.read() as db:  # the tier's vectors are dropped once the model has filled
+            assert stored_vectors.coverage(db, ws.id, tier.fingerprint)[0] == 0
+    finally:
+        svc.close()
+
+
+def test_small_backlogs_do_not_wake_the_tier(tmp_path):
+    """A few pending chunks: the model catches up in seconds, so no table is
+    built and no instant vectors are written (the folder stays empty)."""
+    (tmp_path / "kb").mkdir()
+    for name, text in SPECIAL.items():
+        (tmp_path / "kb" / name).write_text(text)
+    instant_dir = tmp_path / "instant"
+    svc = Service(Settings(store=tmp_path / "s.db", socket=tmp_path / "s.sock", instant_dir=instant_dir))
+    try:
+        svc.workspace_add("kb", str(tmp_path / "kb"))
+        svc.index("kb")
+        svc.embed_pending("kb")
+        ans = svc.search("kb", QUERY, {"stages": ["semantic"], "limit": 5})
+        assert ans["semantic_tier"] == "full"
+        assert not instant_dir.exists()
+    finally:
+        svc.close()
+
+
+def test_the_instant_leg_weighs_less_in_a_hybrid():
+    from autodoc.search.fusion import CONVEX_WEIGHTS
+    from autodoc.search.semantic import INSTANT_WEIGHT_SCALE, instant_fusion
+
+    rrf = {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}}
+    out = instant_fusion(rrf)
+    assert out["weights"] == {"lexical": 1.0, "semantic": round(0.8 * INSTANT_WEIGHT_SCALE, 6)} and out["k"] == 20
+    assert rrf["weights"]["semantic"] == 0.8  # the workspace's own options are left alone
+    assert instant_fusion({"method": "rrf"})["weights"]["semantic"] == INSTANT_WEIGHT_SCALE
+    convex = instant_fusion({"method": "convex"})["weights"]["semantic"]
+    assert convex == round(CONVEX_WEIGHTS["semantic"] * INSTANT_WEIGHT_SCALE, 6)
