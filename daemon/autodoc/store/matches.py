@@ -23,18 +23,23 @@ import apsw
 from .filters import Filter
 
 BM25_WEIGHTS = (3.0, 2.0, 2.0, 1.0)
-_BM25 = "bm25(chunks_fts, {}, {}, {}, {})".format(*BM25_WEIGHTS)
 WINDOW_FACTOR = 4
 WINDOW_STEPS = 2  # windows of top, 4·top, 16·top, then the fallback
 
-RANKED_SQL = f"SELECT rowid, {_BM25} AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s, rowid LIMIT ?"
+
+def _bm25() -> str:
+    return "bm25(chunks_fts, {}, {}, {}, {})".format(*BM25_WEIGHTS)
+
+
+def ranked_sql() -> str:
+    return f"SELECT rowid, {_bm25()} AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s, rowid LIMIT ?"
 
 
 def lexical_sql(filt: Filter) -> str:
     """Every match joined, then ranked: exact under any filter (the fallback)."""
     where = f" AND {filt.sql}" if filt.sql else ""
     return (
-        f"SELECT c.id, {_BM25} AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+        f"SELECT c.id, {_bm25()} AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
         f"WHERE chunks_fts MATCH ? AND c.workspace_id = ?{where} ORDER BY s, c.id LIMIT ?"
     )
 
@@ -49,10 +54,10 @@ def ranked_matches(db: apsw.Connection, match: str, workspace_id: int, filt: Fil
                    unfiltered: bool) -> list[tuple[int, float]]:
     """(chunk id, bm25) best first (bm25 is negative: lower is better), at most `top`."""
     if unfiltered:
-        return db.execute(RANKED_SQL, (match, top)).fetchall()
+        return db.execute(ranked_sql(), (match, top)).fetchall()
     window = top
     for _ in range(WINDOW_STEPS + 1):
-        ranked = db.execute(RANKED_SQL, (match, window)).fetchall()
+        ranked = db.execute(ranked_sql(), (match, window)).fetchall()
         keep = {r[0] for r in db.execute(
             _keep_sql(filt), (json.dumps([r[0] for r in ranked]), workspace_id, *filt.params))}
         rows = [(cid, s) for cid, s in ranked if cid in keep][:top]
@@ -65,3 +70,25 @@ def ranked_matches(db: apsw.Connection, match: str, workspace_id: int, filt: Fil
 def sole_workspace(db: apsw.Connection, workspace_id: int) -> bool:
     """True when every chunk in the store belongs to this workspace."""
     return db.execute("SELECT COUNT(*) = 1 AND MIN(id) = ? FROM workspaces", (workspace_id,)).fetchone()[0] == 1
+
+
+# A term's chunk frequency and which candidates hold it: what the lexical leg's
+# coverage weight reads (search/lexical.py). FTS5 answers both from its index.
+COUNT_SQL = "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
+AMONG_SQL = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN (SELECT value FROM json_each(?))"
+
+
+def match_count(db: apsw.Connection, match: str) -> int:
+    """How many chunks (of every workspace in the store: BM25's own IDF counts them all) match."""
+    return db.execute(COUNT_SQL, (match,)).fetchone()[0]
+
+
+def matching_among(db: apsw.Connection, match: str, chunk_ids: list[int]) -> set[int]:
+    """The chunks of `chunk_ids` that match."""
+    if not chunk_ids:
+        return set()
+    return {r[0] for r in db.execute(AMONG_SQL, (match, json.dumps(chunk_ids)))}
+
+
+def chunk_total(db: apsw.Connection) -> int:
+    return db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
