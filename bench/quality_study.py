@@ -68,6 +68,13 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
                     {"method": "rrf", "k": 10, "weights": {"lexical": 1.0, "semantic": 0.8}}),
     "cov1-qw-convex": ("coverage 1, question words out, convex 0.4 semantic / 0.6 lexical", {},
                        {"method": "convex", "weights": {"semantic": 0.4, "lexical": 0.6}}),
+    "cov1-qw-re": ("coverage 1, question words out, leg ordered by BM25 × coverage", {"search.lexical.REORDER": True},
+                   DEFAULT_FUSION),
+    "cov1-qw-re-w1111": ("as cov1-qw-re, BM25 columns 1/1/1/1",
+                         {"search.lexical.REORDER": True, "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)}, DEFAULT_FUSION),
+    "qw-w1111": ("no coverage, question words out, BM25 columns 1/1/1/1",
+                 {**_OFF, "search.fts.DROP_QUESTION_WORDS": True, "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
+                 DEFAULT_FUSION),
     "cov1-qw-d4": ("coverage 1, question words out, legs 4× the page deep", {"search.engine.LEG_DEPTH": 4}, DEFAULT_FUSION),
 }
 

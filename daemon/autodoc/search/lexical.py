@@ -36,6 +36,7 @@ from .tokens import tokenize
 
 COVERAGE_POWER = 1.0  # weight = coverage ** power; 0 turns the weight off
 TITLE_CREDIT = 0.5  # a word held only by the title/breadcrumb columns counts this much
+REORDER = False  # order the leg by BM25 × coverage weight instead of strict matches first
 
 
 @dataclass
@@ -65,6 +66,8 @@ def run_lexical(
                 used = "mixed" if strict else "any"
     weights = coverage(db, terms, [cid for cid, _ in rows]) if COVERAGE_POWER else {}
     hits = [LegHit(cid, round(-s, 6), weights.get(cid, 1.0)) for cid, s in rows]
+    if REORDER and weights:
+        hits.sort(key=lambda h: (-h.score * h.weight, h.chunk_id))
     return LexicalResult(hits, used, strict)
 
 
