@@ -15,8 +15,8 @@ FTS5 BM25 (OR of the query's tokens, Lucene stopwords out, every column
 weight 1, chunks ranked, documents by best chunk) is measured in the same run
 as the reference the lexical leg must not fall below.
 
-SciFact test is never read here: choose on these, then quote test once
-(bench/quality.py). A known item counts at k when its target is among the
+SciFact test is read only with ``--split test``, for the final figure of the
+setting chosen here. A known item counts at k when its target is among the
 first k distinct documents (bench/known_item.py's rules, limit 30).
 
 Runs on: the main thread.
@@ -75,8 +75,35 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "qw-w1111": ("no coverage, question words out, BM25 columns 1/1/1/1",
                  {**_OFF, "search.fts.DROP_QUESTION_WORDS": True, "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
                  DEFAULT_FUSION),
+    "qw-w1111-or": ("no coverage, question words out, columns 1/1/1/1, relaxed list in plain BM25 order",
+                    {**_OFF, "search.fts.DROP_QUESTION_WORDS": True, "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0),
+                     "search.lexical.STRICT_FIRST": False}, DEFAULT_FUSION),
+    "cov1-t1-qw-w1111-or": ("coverage 1, title credit 1, question words out, columns 1/1/1/1, plain BM25 order",
+                            {"search.lexical.TITLE_CREDIT": 1.0, "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0),
+                             "search.lexical.STRICT_FIRST": False}, DEFAULT_FUSION),
+    "cov1-qw-w1111-or": ("coverage 1, title credit 0.5, question words out, columns 1/1/1/1, plain BM25 order",
+                         {"store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0), "search.lexical.STRICT_FIRST": False},
+                         DEFAULT_FUSION),
+    "soft.5-qw": ("weight 0.5 + 0.5 · coverage, question words out", {"search.lexical.COVERAGE_FLOOR": 0.5}, DEFAULT_FUSION),
+    "rel1-qw": ("coverage relative to the query's best hit, power 1, question words out",
+                {"search.lexical.COVERAGE_RELATIVE": True}, DEFAULT_FUSION),
+    "rel2-qw": ("coverage relative to the query's best hit, power 2, question words out",
+                {"search.lexical.COVERAGE_RELATIVE": True, "search.lexical.COVERAGE_POWER": 2.0}, DEFAULT_FUSION),
+    "rel1": ("relative coverage, power 1, question words kept", {"search.lexical.COVERAGE_RELATIVE": True, "search.fts.DROP_QUESTION_WORDS": False}, DEFAULT_FUSION),
+    "rel1-qw-eq": ("relative coverage 1, question words out, RRF k 20 equal weights", {"search.lexical.COVERAGE_RELATIVE": True},
+                   {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 1.0}}),
+    "rel1-qw-k40": ("relative coverage 1, question words out, RRF k 40, lexical 1.0 / semantic 0.8", {"search.lexical.COVERAGE_RELATIVE": True},
+                    {"method": "rrf", "k": 40, "weights": {"lexical": 1.0, "semantic": 0.8}}),
+    "rel1-qw-t1": ("relative coverage 1, title credit 1, question words out", {"search.lexical.COVERAGE_RELATIVE": True, "search.lexical.TITLE_CREDIT": 1.0},
+                   DEFAULT_FUSION),
+    "rel1-qw-w1111": ("relative coverage 1, question words out, BM25 columns 1/1/1/1",
+                      {"search.lexical.COVERAGE_RELATIVE": True, "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)}, DEFAULT_FUSION),
     "cov1-qw-d4": ("coverage 1, question words out, legs 4× the page deep", {"search.engine.LEG_DEPTH": 4}, DEFAULT_FUSION),
 }
+
+for _name, (_d, _knobs, _f) in VARIANTS.items():  # "cov…"/"soft…": the absolute coverage share
+    if _name.startswith(("cov", "soft")):
+        _knobs.setdefault("search.lexical.COVERAGE_RELATIVE", False)
 
 
 @contextmanager
@@ -127,10 +154,10 @@ def _docs(ans: dict[str, Any], key=lambda p: p) -> list[str]:
 
 
 class SciFact:
-    def __init__(self, store: Path, data: Path, queries: int | None):
+    def __init__(self, store: Path, data: Path, queries: int | None, split: str = "train"):
         self.col = load_collection(data)
-        self.queries = self.col.split_queries("train")[:queries]
-        self.qrels = {q: self.col.qrels["train"][q] for q, _ in self.queries}
+        self.queries = self.col.split_queries(split)[:queries]
+        self.qrels = {q: self.col.qrels[split][q] for q, _ in self.queries}
         self.svc = _service(store)
         self.svc.search(WORKSPACE, "warm up", {"stages": HYBRID, "limit": 5, "fusion": DEFAULT_FUSION})
 
@@ -185,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--legs", default="hybrid,lexical", help="comma-separated: hybrid, lexical, semantic, plain")
     ap.add_argument("--sets", default="scifact,known")
     ap.add_argument("--queries", type=int, default=None, help="only this many SciFact train queries")
+    ap.add_argument("--split", default="train", help="SciFact split: train (choose here); test only for the final figure")
     ap.add_argument("--cache", type=Path, default=None)
     ap.add_argument("--corpora", type=Path, default=DEFAULT_DATA / "corpora")
     ap.add_argument("--json", default="-")
@@ -196,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if "scifact" in sets:
         from .beir import build_store, load_collection as _lc  # noqa: F401 (the store's path comes from its key)
         stores = sorted((cache / "stores").glob("scifact-*/autodoc.db"))
-        sci = SciFact(stores[0], DEFAULT_DATA / "scifact", a.queries)
+        sci = SciFact(stores[0], DEFAULT_DATA / "scifact", a.queries, a.split)
     if "known" in sets:
         known = Known(cache / "known", a.corpora)
     rows = []

@@ -42,9 +42,9 @@ def term_match(term: Term) -> str | None:
 # ("how do we…", "I'm looking for…"): out of the relaxed (OR) query, where a
 # match on them alone is noise. Measured in docs/benchmarks/quality.md.
 QUESTION_WORDS = frozenset(
-    "how why what which who whom whose where when do does did done we our us i i'm im me my you your "
+    "how why what which who whom whose where when do does did done we our us i im me my you your "
     "can could should would shall may might must need needs want wants looking look find know tell "
-    "explain there's what's it's s t m ve ll d".split()
+    "explain s t m ve ll d".split()  # "I'm" is the tokens i, m
 )
 DROP_QUESTION_WORDS = True
 

@@ -8,11 +8,14 @@ order, and the relaxed matches follow. The caller learns which ran: "all"
 holds some), "mixed" (some chunks held every word and lead; the rest hold some).
 
 Each hit carries a coverage weight: the IDF-weighted share of the query's
-words it holds, a word found only in the title or breadcrumb counting
-TITLE_CREDIT of one found in the body. Fusion multiplies the hit's share by
-it, so a relaxed hit that matched one common word of twelve, or a short
-section that matches on its title alone, weighs less than one that holds the
-question (docs/benchmarks/quality.md has the figures).
+words it holds, a word found only in the title, breadcrumb or a heading line
+counting TITLE_CREDIT of one found in the prose, taken relative to the best
+hit of this query (so a long claim whose best chunk holds half its words
+keeps its lexical leg as strong as a keyword query's). Fusion multiplies the
+hit's share by it: a relaxed hit that matched one common word of twelve, or a
+short section that matches on its title alone, weighs less than one that holds
+the question. The knobs below are the measured alternatives
+(bench/quality_study.py; docs/benchmarks/quality.md has the figures).
 
 Runs on: the search's thread, on its snapshot.
 """
@@ -28,15 +31,18 @@ import apsw
 from ..config import LEXICAL_TOP
 from ..store.filters import Filter
 from ..store.hits import chunk_texts
-from ..store.matches import chunk_total, match_count, matching_among, ranked_matches, sole_workspace
+from ..store.matches import chunk_total, matching_rowids, ranked_matches, sole_workspace
 from .fts import CJK_RUN, build_match, coverage_terms
 from .fusion import LegHit
 from .query import Term
-from .tokens import tokenize
+from .tokens import stems, tokenize
 
-COVERAGE_POWER = 1.0  # weight = coverage ** power; 0 turns the weight off
+COVERAGE_POWER = 1.0  # weight = floor + (1 - floor) · coverage ** power; power 0 turns the weight off
+COVERAGE_FLOOR = 0.0
+COVERAGE_RELATIVE = True  # coverage as a share of the best coverage among this query's hits
 TITLE_CREDIT = 0.5  # a word held only by the title/breadcrumb columns counts this much
 REORDER = False  # order the leg by BM25 × coverage weight instead of strict matches first
+STRICT_FIRST = True  # when relaxed, the chunks with every word lead; False: the relaxed query's BM25 order
 
 
 @dataclass
@@ -62,7 +68,7 @@ def run_lexical(
         if relaxed and relaxed != match:
             more = ranked_matches(db, relaxed, workspace_id, filt, top, unfiltered)
             if len(more) > len(rows):
-                rows = rows + [r for r in more if r[0] not in strict][: top - len(rows)]
+                rows = (rows + [r for r in more if r[0] not in strict][: top - len(rows)]) if STRICT_FIRST else more
                 used = "mixed" if strict else "any"
     weights = coverage(db, terms, [cid for cid, _ in rows]) if COVERAGE_POWER else {}
     hits = [LegHit(cid, round(-s, 6), weights.get(cid, 1.0)) for cid, s in rows]
@@ -72,7 +78,7 @@ def run_lexical(
 
 
 def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> dict[int, float]:
-    """chunk id -> (IDF-weighted share of the query's words it holds) ** COVERAGE_POWER."""
+    """chunk id -> its weight from the IDF-weighted share of the query's words it holds."""
     pairs = coverage_terms(terms)
     if not pairs or not chunk_ids:
         return {}
@@ -81,15 +87,19 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> di
     total = 0.0
     got = {cid: 0.0 for cid in chunk_ids}
     for expr, term in pairs:
-        idf = math.log(1.0 + (n - (df := match_count(db, expr)) + 0.5) / (df + 0.5))
+        holders = matching_rowids(db, expr)
+        df = len(holders)
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
         total += idf
-        stems = [] if CJK_RUN.search(term.text) else [t[2] for t in tokenize(term.text)]
-        for cid in matching_among(db, expr, chunk_ids):
-            body = cid not in prose or _holds(prose[cid], stems, term.prefix)
+        words = [] if CJK_RUN.search(term.text) else [t[2] for t in tokenize(term.text)]
+        for cid in got.keys() & set(holders):
+            body = cid not in prose or _holds(prose[cid], words, term.prefix)
             got[cid] += idf * (1.0 if body else TITLE_CREDIT)
     if total <= 0:
         return {}
-    return {cid: round((g / total) ** COVERAGE_POWER, 6) for cid, g in got.items()}
+    if COVERAGE_RELATIVE:
+        total = max(got.values()) or total
+    return {cid: round(COVERAGE_FLOOR + (1 - COVERAGE_FLOOR) * (g / total) ** COVERAGE_POWER, 6) for cid, g in got.items()}
 
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s.*)?$", re.M)
@@ -98,12 +108,12 @@ _HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s.*)?$", re.M)
 def _prose_stems(text: str) -> set[str]:
     """The stems of a chunk's text without its heading lines: its title and breadcrumb are
     indexed into every chunk and its first section repeats the title as a heading."""
-    return {t[2] for t in tokenize(_HEADING.sub(" ", text))}
+    return stems(_HEADING.sub(" ", text))
 
 
-def _holds(prose: set[str], stems: list[str], prefix: bool) -> bool:
-    if not stems:
+def _holds(prose: set[str], words: list[str], prefix: bool) -> bool:
+    if not words:
         return True  # nothing the tokenizer keeps (CJK bigrams are matched by FTS5 alone)
-    if prefix and len(stems) == 1:
-        return any(s.startswith(stems[0]) for s in prose)
-    return all(s in prose for s in stems)
+    if prefix and len(words) == 1:
+        return any(s.startswith(words[0]) for s in prose)
+    return all(w in prose for w in words)
