@@ -263,7 +263,7 @@ def _print(row: dict[str, Any]) -> None:
     k = row.get("known", {})
     ka = k.get("all", {})
     styles = " ".join(f"{st[:3]} R@3 {k[st]['R@3']:.3f}" for st in ("keywords", "sentence", "agent") if st in k)
-    print(f"{row['variant']:<16} {row['leg']:<8} train nDCG@10 {s.get('nDCG@10', float('nan')):.4f} "
+    print(f"{row['variant']:<16} {row['leg']:<8} SciFact nDCG@10 {s.get('nDCG@10', float('nan')):.4f} "
           f"({s.get('ms', 0)} ms)  known R@1 {ka.get('R@1', float('nan')):.3f} R@3 {ka.get('R@3', float('nan')):.3f} "
           f"R@10 {ka.get('R@10', float('nan')):.3f} MRR {ka.get('MRR', float('nan')):.3f}  {styles}", flush=True)
 
