@@ -99,6 +99,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
                    DEFAULT_FUSION),
     "rel1-qw-w1111": ("relative coverage 1, question words out, BM25 columns 1/1/1/1",
                       {"search.lexical.COVERAGE_RELATIVE": True, "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)}, DEFAULT_FUSION),
+    "default-w1111": ("the default with BM25 columns 1/1/1/1", {"store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
+                      DEFAULT_FUSION),
     "cov1-qw-d4": ("coverage 1, question words out, legs 4× the page deep", {"search.engine.LEG_DEPTH": 4}, DEFAULT_FUSION),
 }
 

@@ -198,6 +198,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     asked = sum(1 for s in requested if s in ("lexical", "semantic", "graph"))  # seed 001: over the legs requested
     hits = [_hit(ctx.ws, rows[f.chunk_id], f, snippet(rows[f.chunk_id]["text"]), rank_scores.get(f.chunk_id), asked)
             for f in page]
+    leg_match = lexical_match  # what the leg ran (the counts cover its matches), before the page is read
     if lexical_match == "mixed" and all(f.chunk_id in strict for f in page if f.ranks.get("lexical") is not None):
         lexical_match = "all"  # the answer's lexical hits all held every word: the relaxed ones stayed below
     if "graph" in requested:  # the graph leg's rank and link count, beside the others'
@@ -205,8 +206,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
             h["scores"]["graph"], h["ranks"]["graph"] = f.scores.get("graph"), f.ranks.get("graph")
     counts = facet_counts(
         ctx.db, ctx.ws.id, opts.facet_counts, filt,
-        match=(build_match(parsed.terms, "all" if lexical_match == "all" else "any")
-               if "lexical" in performed and lexical_match else None),
+        match=(build_match(parsed.terms, "all" if leg_match == "all" else "any")
+               if "lexical" in performed and leg_match else None),
         extra_docs={doc_of[f.chunk_id] for f in fused},
     ) if opts.facet_counts else {}
     sem_performed = "semantic" in performed
