@@ -33,7 +33,7 @@ import apsw
 from ..config import LEXICAL_TOP
 from ..store.filters import Filter
 from ..store.hits import chunk_texts
-from ..store.matches import chunk_total, matching_rowids, ranked_matches, sole_workspace
+from ..store.matches import EQUAL_WEIGHTS, chunk_total, matching_rowids, ranked_matches, sole_workspace
 from .fts import CJK_RUN, build_match, coverage_terms
 from .fusion import LegHit
 from .query import Term
@@ -44,6 +44,7 @@ COVERAGE_FLOOR = 0.0
 COVERAGE_RELATIVE = True  # coverage as a share of the best coverage among this query's hits
 TITLE_CREDIT = 0.5  # a word held only by the title/breadcrumb columns counts this much
 REORDER = False  # order the leg by BM25 × coverage weight instead of strict matches first
+EQUAL_COLUMNS_ALONE = True  # without `weigh` (a lexical-only search) BM25 weighs every column alike
 STRICT_FIRST = True  # when relaxed, the chunks with every word lead; False: the relaxed query's BM25 order
 
 
@@ -58,18 +59,20 @@ def run_lexical(
     db: apsw.Connection, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int = LEXICAL_TOP,
     weigh: bool = True,
 ) -> LexicalResult:
-    """Hits best first with positive scores, and (with `weigh`) their coverage weights."""
+    """Hits best first with positive scores, and (with `weigh`, i.e. when fused with another leg)
+    their coverage weights; without, the columns weigh alike (store/matches.py)."""
     match = build_match(terms, "all")
     if match is None:
         return LexicalResult([], None)
     unfiltered = filt.empty and sole_workspace(db, workspace_id)
-    rows = ranked_matches(db, match, workspace_id, filt, top, unfiltered)
+    columns = None if weigh else (EQUAL_WEIGHTS if EQUAL_COLUMNS_ALONE else None)
+    rows = ranked_matches(db, match, workspace_id, filt, top, unfiltered, columns)
     strict = {cid for cid, _ in rows}
     used = "all"
     if len(rows) < want:
         relaxed = build_match(terms, "any")
         if relaxed and relaxed != match:
-            more = ranked_matches(db, relaxed, workspace_id, filt, top, unfiltered)
+            more = ranked_matches(db, relaxed, workspace_id, filt, top, unfiltered, columns)
             if len(more) > len(rows):
                 rows = (rows + [r for r in more if r[0] not in strict][: top - len(rows)]) if STRICT_FIRST else more
                 used = "mixed" if strict else "any"
