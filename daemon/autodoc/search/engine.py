@@ -109,7 +109,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         sem_future = ctx.pool.submit(planned.run, parsed.text, sem_top)
     if want_lex:
         lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top,
-                          weigh=want_sem or "graph" in requested)
+                          weigh=isinstance(planned, Prepared) or "graph" in requested)  # fused with another leg
         legs["lexical"], lexical_match, strict = lex.hits, lex.match, lex.strict
         performed.append("lexical")
     if want_sem:
