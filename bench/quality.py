@@ -1,6 +1,6 @@
 """Retrieval quality on a BEIR collection, through the product's search path.
 
-    python -m bench.quality                      # SciFact, every configuration, writes docs/benchmarks/quality.md
+    python -m bench.quality                      # SciFact, every configuration, writes docs/benchmarks/scifact.md
     python -m bench.quality --data PATH --out -  # another BEIR folder, print only
 
 Steps: the corpus is written as a Markdown workspace (one file per document:
@@ -496,8 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default="", help="';'-separated configuration names or fusion keys (default all)")
     ap.add_argument("--docs", type=int, default=None, help="only this many documents (smoke runs)")
     ap.add_argument("--queries", type=int, default=None, help="only this many queries per split (smoke runs)")
-    ap.add_argument("--out", default=str(RESULTS / "quality.md"), help="report path, '-' for none")
-    ap.add_argument("--json", default=str(RESULTS / "quality.json"), help="raw results path, '-' for none")
+    ap.add_argument("--out", default=str(RESULTS / "scifact.md"), help="report path, '-' for none")
+    ap.add_argument("--json", default=str(RESULTS / "scifact.json"), help="raw results path, '-' for none")
     ap.add_argument("--render-only", action="store_true", help="re-render the report from --json, run nothing")
     ap.add_argument("--studies-only", action="store_true",
                     help="re-run the lexical and fusion studies into the existing --json, then re-render")

@@ -35,7 +35,7 @@ def test_rrf_scores_and_ranks_are_consistent(d):
         expected = sum(1 / (60 + r + 1) for r in f.ranks.values() if r is not None)
         assert abs(f.score - expected) < 1e-12
         assert f.via == [n for n in ("lexical", "semantic") if f.ranks[n] is not None]
-        assert 0 <= f.compatibility <= 1
+        assert 0 <= F.compatibility(f.ranks, 2) <= 1
 
 
 def test_rank_one_in_every_leg_is_relevance_one():
@@ -44,6 +44,13 @@ def test_rank_one_in_every_leg_is_relevance_one():
     assert fused[0].chunk_id == 7 and fused[0].relevance == 1.0
     # found by one leg only: at most about one half
     assert all(f.relevance <= 0.5 for f in fused[1:])
+
+
+def test_rrf_weighs_a_hit_by_its_own_weight():
+    # the lexical leg's coverage weight: rank 1 holding a tenth of the query loses to rank 2 holding all of it
+    fused = F.fuse_rrf({"lexical": [F.LegHit(1, 9.0, 0.1), F.LegHit(2, 8.0, 1.0)]}, k=20)
+    assert [f.chunk_id for f in fused] == [2, 1]
+    assert abs(fused[1].score - 0.1 / 21) < 1e-12
 
 
 def test_compatibility_formula():
@@ -101,12 +108,23 @@ def test_no_successor_present_changes_nothing_and_cycles_lose_nothing():
 
 
 def test_weighted_sum_threshold_and_scale():
-    legs = {"lexical": [F.LegHit(1, 9.0), F.LegHit(2, 0.1)], "semantic": [F.LegHit(1, 0.8), F.LegHit(3, 0.3)]}
+    legs = {"lexical": [F.LegHit(1, 9.0), F.LegHit(2, 4.5)], "semantic": [F.LegHit(1, 0.8), F.LegHit(3, 0.3)]}
     out = F.fuse_weighted(legs)
     scores = {f.chunk_id: f.score for f in out}
-    assert abs(scores[1] - (0.6 * 0.8 + 0.4 * 0.9)) < 1e-9
-    assert 2 not in scores  # 0.4·(0.1/1.1) < 0.2
+    # BM25 scaled to the leg's best of the query, capped at seed 000's strong-match 0.3
+    assert abs(scores[1] - (0.6 * 0.8 + 0.4 * 0.3)) < 1e-9
+    assert 2 not in scores  # 0.4·0.15 < 0.2
     assert 3 not in scores  # 0.6·0.3 = 0.18 < 0.2
+
+
+def test_weighted_sum_never_passes_a_lexical_only_hit():
+    """Seed 000: a lexical match alone, however strong, stays under the 0.2 threshold
+    (raw BM25 through s/(s+1) read 0.8–0.93 and let 30 of 50 through)."""
+    legs = {"lexical": [F.LegHit(i, 14.0 - i) for i in range(1, 11)], "semantic": [F.LegHit(50, 0.4)]}
+    out = F.fuse_weighted(legs)
+    assert [f.chunk_id for f in out] == [50]
+    both = F.fuse_weighted({"lexical": [F.LegHit(1, 13.0)], "semantic": [F.LegHit(1, 0.2)]})
+    assert [f.chunk_id for f in both] == [1]  # 0.12 + 0.12: lexical helps a weak semantic hit over the line
 
 
 def test_fusion_is_deterministic_under_shuffled_equal_scores():

@@ -164,7 +164,49 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
             d.wait()
     caps = _lsp_capabilities(autodoc, kb, work, env)
     assert caps.get("workspaceSymbolProvider") and caps.get("definitionProvider"), caps
+    caps, tools, found = _mcp_session(autodoc, work, env)
+    assert "tools" in caps and "resources" in caps, caps
+    assert {"search", "read", "outline", "status", "save_session"} <= set(tools), tools
+    assert found["hits"] and found["hits"][0]["ref"].startswith("kb:"), found
     print(f"install {t_install:.0f} s, total {time.monotonic() - t0:.0f} s with {PYTHON}")
+
+
+def _mcp_session(autodoc: Path, cwd: Path, env: dict[str, str]) -> tuple[dict, list[str], dict]:
+    """initialize → capabilities, tools/list → names, one search through tools/call, over MCP's
+    stdio transport (one JSON message per line), as an MCP client configured with `autodoc mcp` does."""
+    proc = subprocess.Popen([str(autodoc), "mcp"], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    killer = threading.Timer(120, proc.kill)
+    killer.start()
+
+    def ask(rid: int, method: str, params: dict) -> dict:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n")
+        proc.stdin.flush()
+        while True:
+            line = proc.stdout.readline()
+            assert line, "the MCP server closed its output"
+            msg = json.loads(line)
+            if msg.get("id") == rid and "method" not in msg:
+                assert "result" in msg, msg
+                return msg["result"]
+
+    try:
+        init = ask(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                     "clientInfo": {"name": "test_install", "version": "0"}})
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        proc.stdin.flush()
+        tools = [t["name"] for t in ask(2, "tools/list", {})["tools"]]
+        called = ask(3, "tools/call", {"name": "search", "arguments": {"query": "how is the lease recovered"}})
+        assert not called.get("isError"), called
+        return init["capabilities"], tools, called["structuredContent"]
+    finally:
+        killer.cancel()
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _lsp_capabilities(autodoc: Path, root: Path, cwd: Path, env: dict[str, str]) -> dict:

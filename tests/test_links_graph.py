@@ -93,6 +93,32 @@ def test_broken_links_are_reported(svc):
     assert not any(b[1] in ("RFC 7", "ADR 12") for b in broken)
 
 
+def test_site_absolute_links_resolve_from_the_workspace_root(tmp_path):
+    """issue 18: `[ADR-51](/adr/ADR-51)` (a static site's link to a page) was dropped, not even
+    reported broken; it names a path from the workspace root, with or without `.md`."""
+    root = tmp_path / "kb"
+    (root / "adr").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "adr" / "ADR-51.md").write_text("# ADR 51: Use queues\n\nQueues.\n")
+    (root / "docs" / "guide.md").write_text("# Guide\n\nText.\n")
+    (root / "docs" / "ADR-52.md").write_text("# Not the ADR\n\nA stem twin.\n")
+    (root / "index.md").write_text(
+        "# Index\n\nSee [ADR-51](/adr/ADR-51), [the guide](/docs/guide.md#setup), [trailing](/docs/guide/),\n"
+        "[gone](/adr/ADR-52), [logo](/img/logo.png) and [home](/).\n")
+    s = Service(Settings.from_env(store=tmp_path / "s.db"))
+    try:
+        s.workspace_add("kb", str(root), NO_MODEL)
+        s.index("kb")
+        got = [(l["target"], l["target_path"]) for l in s.document_links("kb", "index.md")["links"]]
+        assert got == [("/adr/ADR-51", "adr/ADR-51.md"), ("/docs/guide.md", "docs/guide.md"),
+                       ("/docs/guide", "docs/guide.md"), ("/adr/ADR-52", None)]  # no stem guess elsewhere
+        assert [b["source_path"] for b in s.document_backlinks("kb", "adr/ADR-51.md")["backlinks"]] == ["index.md"]
+        broken = {(b["path"], b["target"]) for b in s.workspace_status("kb")["broken_links"]}
+        assert broken == {("index.md", "/adr/ADR-52")}
+    finally:
+        s.close()
+
+
 def test_link_fields_come_from_the_schema(tmp_path):
     kb = make_kb_schema(tmp_path / "kb", schema=False)
     s = Service(Settings.from_env(store=tmp_path / "s.db"))

@@ -153,6 +153,18 @@ def test_cohere_scores_match_local_and_send_the_key(server, local, monkeypatch):
     r.close()
 
 
+def test_cohere_base_ending_in_its_version_is_not_doubled(server, local):
+    # issue 18: "https://api.cohere.com/v1" posted to /v1/v1/rerank
+    r = _http(server.base + "/v1", api="cohere", model="m")
+    assert r.score(QUERY, PASSAGES) == local.score(QUERY, PASSAGES)
+    assert server.requests[-1]["path"] == "/v1/rerank"
+    r.close()
+    r = _http(server.base + "/ok/v1/", api="cohere", model="m")
+    r.score(QUERY, PASSAGES)
+    assert server.requests[-1]["path"] == "/ok/v1/rerank"
+    r.close()
+
+
 def test_full_endpoint_url_is_used_as_is(server, local):
     r = _http(server.base + "/ok/rerank")
     assert r.score(QUERY, PASSAGES) == local.score(QUERY, PASSAGES)

@@ -90,6 +90,8 @@ def _print_hits(answer: dict) -> None:
     line = f"mode {answer.get('mode_used')}; ran {', '.join(stages.get('performed', [])) or 'nothing'}"
     if answer.get("lexical_match") == "any":
         line += " (no chunk had every word: matched any of them)"
+    elif answer.get("lexical_match") == "mixed":
+        line += " (too few chunks had every word: those lead, then chunks with some of them)"
     if hits and answer.get("answerable") is False:
         line += "; nothing relevant was found: these are only the closest"
     if answer.get("truncated"):

@@ -8,6 +8,8 @@ SECTION_TOKENS = 350
 SECTION_TOKENS_MIN, SECTION_TOKENS_MAX = 32, 4096
 LEXICAL_TOP = 50
 SEMANTIC_TOP = 50
+# each leg reads at least this many chunks per hit the page (or the ranker's window) shows
+LEG_DEPTH = 2
 # RRF: the spec's k = 60 with equal legs read test nDCG@10 0.713 on SciFact; the
 # issue makes k and the per-leg weights options with defaults from the
 # benchmark, and the grid chose k 20, semantic 0.8 on the train queries

@@ -156,7 +156,14 @@ def _md_link(dest: str, label: str, line_no: int) -> Link | None:
         return None
     path, _, anchor = dest.partition("#")
     path = unquote(path.split("?", 1)[0])
-    if not path.lower().endswith(_DOC_EXT):
+    if path.startswith("/") and not path.startswith("//"):
+        # site-absolute ("/adr/ADR-51", "/guide/setup/"): a page of the site, whose path
+        # is the document's without its extension; resolved against the workspace root
+        path = path.rstrip("/")
+        last = path.rsplit("/", 1)[-1]
+        if not last or ("." in last and not last.lower().endswith(_DOC_EXT)):
+            return None  # the site root, or an asset (/img/logo.png)
+    elif not path.lower().endswith(_DOC_EXT):
         return None  # images, PDFs and folders are not documents
     return Link(target=path, kind="markdown", line=line_no, label=label.strip(), anchor=unquote(anchor))
 

@@ -11,8 +11,9 @@ input order. Two wire shapes:
   ``{"results": [{"index", "relevance_score"}, ...]}`` (Cohere, Jina, vLLM,
   Infinity, LocalAI… speak this).
 
-``url`` may be the server's base (the endpoint path is appended) or a full
-URL ending in ``/rerank`` (used as is, e.g. ``…/v2/rerank``). The key, if any,
+``url`` may be the server's base (the endpoint path is appended), a base
+ending in an API version (``…/v1``, ``…/v2``: ``/rerank`` is appended, never a
+second ``/v1``) or a full URL ending in ``/rerank`` (used as is). The key, if any,
 is read from the environment variable ``api_key_env`` at each call and sent as
 ``Authorization: Bearer``; it never appears in describe() or in errors.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -38,10 +40,18 @@ __all__ = ["HttpRanker"]
 _PATHS = {"tei": "/rerank", "cohere": "/v1/rerank"}
 
 
+_VERSION = re.compile(r"/v\d+$")
+
+
 def endpoint_for(url: str, api: str) -> str:
+    """The URL posted to: as given when it ends in /rerank; a base that already
+    names an API version (…/v1, …/v2) gets /rerank; any other base gets the API's path."""
     base = url.rstrip("/")
-    if urlsplit(base).path.endswith("/rerank"):
+    path = urlsplit(base).path
+    if path.endswith("/rerank"):
         return base
+    if _VERSION.search(path):
+        return base + "/rerank"
     return base + _PATHS[api]
 
 

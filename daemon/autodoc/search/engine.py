@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import apsw
 
-from ..config import PER_DOCUMENT, RRF_K, SEMANTIC_TOP
+from ..config import LEG_DEPTH, LEXICAL_TOP, PER_DOCUMENT, RRF_K, SEMANTIC_TOP
 from ..errors import InvalidParams, Unsupported
 from ..store import hits as stored_hits
 from ..store.counts import facet_counts
@@ -89,6 +89,12 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
 
     skipped: dict[str, str] = {}
     performed: list[str] = []
+    # Each leg reaches past what the page (or the ranker's window) shows: the per-document
+    # cap comes after the legs, and a leg cut at a fixed 50 chunks left limit 200 and a
+    # window of 100 with ≈ 57 candidates.
+    shown = max(opts.limit, opts.window if "rerank" in requested and ctx.rank is not None else 0)
+    lex_top, sem_top = max(LEXICAL_TOP, LEG_DEPTH * shown), max(SEMANTIC_TOP, LEG_DEPTH * shown)
+    strict: set[int] = set()
     legs: dict[str, list[F.LegHit]] = {}
     lexical_match = None
     semantic_state = "off"
@@ -103,16 +109,17 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     if isinstance(planned, Prepared) and ctx.pool is not None and want_lex:
         # The query's embedding and the vector scan run on a leg thread while the
         # lexical leg runs here; fusion depends only on each leg's order.
-        sem_future = ctx.pool.submit(planned.run, parsed.text, SEMANTIC_TOP)
+        sem_future = ctx.pool.submit(planned.run, parsed.text, sem_top)
     if want_lex:
-        hits, lexical_match = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit)
-        legs["lexical"] = hits
+        lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top,
+                          weigh=isinstance(planned, Prepared) or "graph" in requested)  # fused with another leg
+        legs["lexical"], lexical_match, strict = lex.hits, lex.match, lex.strict
         performed.append("lexical")
     if want_sem:
         if sem_future is not None:
             outcome = sem_future.result()
         elif isinstance(planned, Prepared):
-            outcome = planned.run(parsed.text, SEMANTIC_TOP)
+            outcome = planned.run(parsed.text, sem_top)
         else:
             outcome = planned
         semantic_state = outcome.state
@@ -127,6 +134,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     if "graph" in requested:
         _graph_leg(ctx, opts, filt, legs, performed, skipped)
 
+    if set(legs) == {"lexical"}:  # nothing to weigh a lexical hit against: BM25's own order stands
+        legs["lexical"] = [F.LegHit(h.chunk_id, h.score) for h in legs["lexical"]]
     fusion_opts = opts.fusion
     if semantic_tier == TIER_INSTANT and "semantic" in legs:  # a weaker leg weighs less (semantic.py)
         fusion_opts = instant_fusion(fusion_opts)
@@ -163,7 +172,6 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     if opts.demote_superseded:
         successor, path_of = ctx.successors() if ctx.successors else stored_hits.successors(ctx.db, ctx.ws.id)
         fused = F.demote_superseded(fused, doc_of, successor, path_of)
-    shown = max(opts.limit, opts.window if "rerank" in requested and ctx.rank is not None else 0)
     rows = stored_hits.hit_rows(ctx.db, [f.chunk_id for f in fused[:shown]])
 
     rank = {"state": "off", "model": ctx.rank_model, "error": ""}
@@ -193,14 +201,19 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
 
     page = fused[: opts.limit]
     snippet = snippet_maker(parsed.terms, tokenize)
-    hits = [_hit(ctx.ws, rows[f.chunk_id], f, snippet(rows[f.chunk_id]["text"]), rank_scores.get(f.chunk_id))
+    asked = sum(1 for s in requested if s in ("lexical", "semantic", "graph"))  # seed 001: over the legs requested
+    hits = [_hit(ctx.ws, rows[f.chunk_id], f, snippet(rows[f.chunk_id]["text"]), rank_scores.get(f.chunk_id), asked)
             for f in page]
+    leg_match = lexical_match  # what the leg ran (the counts cover its matches), before the page is read
+    if lexical_match == "mixed" and all(f.chunk_id in strict for f in page if f.ranks.get("lexical") is not None):
+        lexical_match = "all"  # the answer's lexical hits all held every word: the relaxed ones stayed below
     if "graph" in requested:  # the graph leg's rank and link count, beside the others'
         for h, f in zip(hits, fused):
             h["scores"]["graph"], h["ranks"]["graph"] = f.scores.get("graph"), f.ranks.get("graph")
     counts = facet_counts(
         ctx.db, ctx.ws.id, opts.facet_counts, filt,
-        match=build_match(parsed.terms, lexical_match) if "lexical" in performed and lexical_match else None,
+        match=(build_match(parsed.terms, "all" if leg_match == "all" else "any")
+               if "lexical" in performed and leg_match else None),
         extra_docs={doc_of[f.chunk_id] for f in fused},
     ) if opts.facet_counts else {}
     sem_performed = "semantic" in performed
@@ -245,7 +258,7 @@ def _graph_leg(ctx: Context, opts: SearchOptions, filt: Filter, legs: dict[str, 
     performed.append("graph")
 
 
-def _hit(ws: Workspace, row: dict, f: F.Fused, snippet: str, rank_score: float | None) -> dict[str, Any]:
+def _hit(ws: Workspace, row: dict, f: F.Fused, snippet: str, rank_score: float | None, asked: int) -> dict[str, Any]:
     return {
         "workspace": ws.name,
         "path": row["path"],
@@ -264,7 +277,7 @@ def _hit(ws: Workspace, row: dict, f: F.Fused, snippet: str, rank_score: float |
         "scores": {n: f.scores.get(n) for n in ("lexical", "semantic")},
         "ranks": {n: f.ranks.get(n) for n in ("lexical", "semantic")},
         "rank_score": None if rank_score is None else round(rank_score, 6),
-        "compatibility": f.compatibility,
+        "compatibility": F.compatibility(f.ranks, asked),
         "generation": row["generation"],
         "superseded_by": f.superseded_by,
         "tags": row["tags"],

@@ -38,20 +38,46 @@ def term_match(term: Term) -> str | None:
     return body + "*" if term.prefix and not runs else body
 
 
+# Words that phrase a question or a request rather than name its subject
+# ("how do we…", "I'm looking for…"): out of the relaxed (OR) query, where a
+# match on them alone is noise. Measured in docs/benchmarks/quality.md.
+QUESTION_WORDS = frozenset(
+    "how why what which who whom whose where when do does did done we our us i im me my you your "
+    "can could should would shall may might must need needs want wants looking look find know tell "
+    "explain s t m ve ll d".split()  # "I'm" is the tokens i, m
+)
+DROP_QUESTION_WORDS = True
+
+
 def _any_terms(terms: list[Term]) -> list[Term]:
     """For OR: each unquoted term becomes its tokens ("UCP1-dependent" → UCP1,
-    dependent, not a phrase), stopwords dropped; quoted phrases stay phrases."""
-    out: list[Term] = []
+    dependent, not a phrase), stopwords (and question words) dropped; quoted
+    phrases stay phrases. A query of question words only keeps them."""
+    out: list[tuple[Term, bool]] = []  # (term, a question word)
     for t in terms:
         if t.phrase:
-            out.append(t)
+            out.append((t, False))
             continue
         toks = TOKEN.findall(t.text)
         for i, tok in enumerate(toks):
-            if tok.lower() in STOPWORDS:
+            low = tok.lower()
+            if low in STOPWORDS:
                 continue
-            out.append(Term(tok, prefix=t.prefix and i == len(toks) - 1))
-    return out
+            out.append((Term(tok, prefix=t.prefix and i == len(toks) - 1),
+                        DROP_QUESTION_WORDS and low in QUESTION_WORDS))
+    if all(q for _, q in out):
+        return [t for t, _ in out]
+    return [t for t, q in out if not q]
+
+
+def coverage_terms(terms: list[Term]) -> list[tuple[str, Term]]:
+    """The distinct (FTS5 expression, term) a hit's coverage is counted over: the relaxed query's words."""
+    seen: dict[str, Term] = {}
+    for t in _any_terms(terms):
+        expr = term_match(t)
+        if expr and expr not in seen:
+            seen[expr] = t
+    return list(seen.items())
 
 
 def build_match(terms: list[Term], mode: str = "all") -> str | None:

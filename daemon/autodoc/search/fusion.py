@@ -25,6 +25,7 @@ from ..config import LINK_BOOST, PER_DOCUMENT, RRF_K, TAG_BOOST
 class LegHit:
     chunk_id: int
     score: float  # the leg's own score (BM25 as positive "higher is better", cosine)
+    weight: float = 1.0  # how much of its rank share the hit earns (the lexical leg's coverage)
 
 
 @dataclass
@@ -37,11 +38,6 @@ class Fused:
     superseded_by: str | None = None
     via: list[str] = field(default_factory=list)
 
-    @property
-    def compatibility(self) -> float:
-        # worked out on demand: only the page's hits show it (every leg asked for is in ranks)
-        return compatibility(self.ranks, len(self.ranks))
-
 
 def fuse_rrf(
     legs: Mapping[str, Sequence[LegHit]],
@@ -49,7 +45,8 @@ def fuse_rrf(
     k: int = RRF_K,
     weights: Mapping[str, float] | None = None,
 ) -> list[Fused]:
-    """Reciprocal rank fusion: Σ w_leg / (k + rank), rank 1-based."""
+    """Reciprocal rank fusion: Σ w_leg · w_hit / (k + rank), rank 1-based; w_hit is
+    the hit's own weight (1 but for the lexical leg's coverage)."""
     names = sorted(legs)
     fused: dict[int, Fused] = {}
     for name in names:
@@ -64,7 +61,7 @@ def fuse_rrf(
                 continue
             f.ranks[name] = rank
             f.scores[name] = hit.score
-            f.score += w / (k + rank + 1)
+            f.score += w * hit.weight / (k + rank + 1)
     out = list(fused.values())
     for f in out:
         f.via = [n for n in names if f.ranks[n] is not None]
@@ -79,9 +76,19 @@ def rrf_max(active_legs: int, k: int = RRF_K, weights: Mapping[str, float] | Non
     return active_legs / (k + 1)
 
 
-def bm25_unit(score: float) -> float:
-    """BM25 (≥ 0, unbounded) → [0, 1) by s/(s+1), as in the weighted-sum ADR."""
-    return score / (score + 1.0) if score > 0 else 0.0
+# Seed 000 (the weighted-sum ADR) weighs a normalised ts_rank that "rarely goes
+# above ~0.3 even for a strong match", so that a lexical-only hit (0.4 · 0.3 =
+# 0.12) stays under the 0.2 threshold. Raw BM25 through s/(s+1) reads 0.8–0.93
+# and let lexical-only hits through on their own; BM25 is therefore scaled to
+# the leg's best hit of the query and capped at that strong-match ceiling.
+LEXICAL_CEILING = 0.3
+
+
+def bm25_unit(score: float, best: float) -> float:
+    """BM25 (≥ 0, unbounded) → [0, LEXICAL_CEILING]: its share of the leg's best score of this query."""
+    if score <= 0 or best <= 0:
+        return 0.0
+    return LEXICAL_CEILING * min(1.0, score / best)
 
 
 def fuse_weighted(
@@ -91,11 +98,12 @@ def fuse_weighted(
     lexical_weight: float = 0.4,
     threshold: float = 0.2,
 ) -> list[Fused]:
-    """Weighted sum 0.6·cosine + 0.4·bm25/(bm25+1); hits under the threshold dropped."""
+    """Weighted sum 0.6·cosine + 0.4·(0.3·bm25/best bm25); hits under the threshold dropped."""
     names = sorted(legs)
     fused: dict[int, Fused] = {}
     wmap = {"semantic": semantic_weight, "lexical": lexical_weight}
     for name in names:
+        best = max((h.score for h in legs[name]), default=0.0)
         for rank, hit in enumerate(legs[name]):
             f = fused.setdefault(
                 hit.chunk_id, Fused(hit.chunk_id, 0.0, {n: None for n in names}, {n: None for n in names})
@@ -104,7 +112,7 @@ def fuse_weighted(
                 continue
             f.ranks[name] = rank
             f.scores[name] = hit.score
-            unit = bm25_unit(hit.score) if name == "lexical" else max(0.0, hit.score)
+            unit = bm25_unit(hit.score, best) if name == "lexical" else max(0.0, hit.score)
             f.score += wmap.get(name, 0.0) * unit
     out = [f for f in fused.values() if f.score >= threshold]
     for f in out:
@@ -152,7 +160,8 @@ def fuse_convex(legs: Mapping[str, Sequence[LegHit]], *, weights: Mapping[str, f
 def compatibility(ranks: Mapping[str, int | None], active: int) -> float:
     """0.6·agreement + 0.4·position, the compatibility score: a deterministic signal, not a probability.
 
-    agreement = fraction of the active legs that found the hit;
+    agreement = fraction of the legs the search asked for (`active`, seed 001:
+    requested, whether or not they found anything) that found the hit;
     position = mean of 1/(1+rank) over those legs, rank 0-based.
     """
     found = [r for r in ranks.values() if r is not None]

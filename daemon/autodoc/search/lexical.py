@@ -1,41 +1,125 @@
-"""The lexical leg: FTS5 BM25 over chunks (store/matches.py), top 50.
+"""The lexical leg: FTS5 BM25 over chunks (store/matches.py).
 
 Words are ANDed first; when that finds fewer chunks than the caller asked for
 (a question, a pasted sentence), the leg relaxes to any of the words with
 stopwords dropped; the chunks that had every word stay on top, in their BM25
-order, and the relaxed matches follow. The caller learns which ran.
+order, and the relaxed matches follow. The caller learns which ran: "all"
+(every hit holds every word), "any" (no chunk held every word: every hit
+holds some), "mixed" (some chunks held every word and lead; the rest hold some).
+
+Each hit carries a coverage weight: the IDF-weighted share of the query's
+words it holds, a word found only in the title, breadcrumb or a heading line
+counting TITLE_CREDIT of one found in the prose, taken relative to the best
+hit of this query (so a long claim whose best chunk holds half its words
+keeps its lexical leg as strong as a keyword query's). Fusion multiplies the
+hit's share by it against the other legs' hits (a lexical-only search keeps
+BM25's order: alone, the weight measured below a plain BM25 on SciFact's long
+claims): a relaxed hit that matched one common word of twelve, or a
+short section that matches on its title alone, weighs less than one that holds
+the question. The knobs below are the measured alternatives
+(bench/quality_study.py; docs/benchmarks/quality.md has the figures).
 
 Runs on: the search's thread, on its snapshot.
 """
 
 from __future__ import annotations
 
+import math
+import re
+from dataclasses import dataclass, field
+
 import apsw
 
 from ..config import LEXICAL_TOP
 from ..store.filters import Filter
-from ..store.matches import ranked_matches, sole_workspace
-from .fts import build_match
+from ..store.hits import chunk_texts
+from ..store.matches import EQUAL_WEIGHTS, chunk_total, matching_rowids, ranked_matches, sole_workspace
+from .fts import CJK_RUN, build_match, coverage_terms
 from .fusion import LegHit
 from .query import Term
+from .tokens import stems, tokenize
+
+COVERAGE_POWER = 2.0  # weight = floor + (1 - floor) · coverage ** power; power 0 turns the weight off
+COVERAGE_FLOOR = 0.0
+COVERAGE_RELATIVE = True  # coverage as a share of the best coverage among this query's hits
+TITLE_CREDIT = 0.5  # a word held only by the title/breadcrumb columns counts this much
+REORDER = False  # order the leg by BM25 × coverage weight instead of strict matches first
+EQUAL_COLUMNS_ALONE = True  # without `weigh` (a lexical-only search) BM25 weighs every column alike
+STRICT_FIRST = True  # when relaxed, the chunks with every word lead; False: the relaxed query's BM25 order
+
+
+@dataclass
+class LexicalResult:
+    hits: list[LegHit]
+    match: str | None  # "all" | "any" | "mixed" | None (nothing searchable)
+    strict: set[int] = field(default_factory=set)  # the chunks that held every word
 
 
 def run_lexical(
-    db: apsw.Connection, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int = LEXICAL_TOP
-) -> tuple[list[LegHit], str | None]:
-    """Returns (hits best first with positive scores, "all" | "any" | None)."""
+    db: apsw.Connection, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int = LEXICAL_TOP,
+    weigh: bool = True,
+) -> LexicalResult:
+    """Hits best first with positive scores, and (with `weigh`, i.e. when fused with another leg)
+    their coverage weights; without, the columns weigh alike (store/matches.py)."""
     match = build_match(terms, "all")
     if match is None:
-        return [], None
+        return LexicalResult([], None)
     unfiltered = filt.empty and sole_workspace(db, workspace_id)
-    rows = ranked_matches(db, match, workspace_id, filt, top, unfiltered)
+    columns = None if weigh else (EQUAL_WEIGHTS if EQUAL_COLUMNS_ALONE else None)
+    rows = ranked_matches(db, match, workspace_id, filt, top, unfiltered, columns)
+    strict = {cid for cid, _ in rows}
     used = "all"
     if len(rows) < want:
         relaxed = build_match(terms, "any")
         if relaxed and relaxed != match:
-            more = ranked_matches(db, relaxed, workspace_id, filt, top, unfiltered)
+            more = ranked_matches(db, relaxed, workspace_id, filt, top, unfiltered, columns)
             if len(more) > len(rows):
-                strict = {cid for cid, _ in rows}
-                rows = rows + [r for r in more if r[0] not in strict][: top - len(rows)]
-                used = "any"
-    return [LegHit(cid, round(-s, 6)) for cid, s in rows], used
+                rows = (rows + [r for r in more if r[0] not in strict][: top - len(rows)]) if STRICT_FIRST else more
+                used = "mixed" if strict else "any"
+    weights = coverage(db, terms, [cid for cid, _ in rows]) if weigh and COVERAGE_POWER else {}
+    hits = [LegHit(cid, round(-s, 6), weights.get(cid, 1.0)) for cid, s in rows]
+    if REORDER and weights:
+        hits.sort(key=lambda h: (-h.score * h.weight, h.chunk_id))
+    return LexicalResult(hits, used, strict)
+
+
+def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> dict[int, float]:
+    """chunk id -> its weight from the IDF-weighted share of the query's words it holds."""
+    pairs = coverage_terms(terms)
+    if not pairs or not chunk_ids:
+        return {}
+    n = max(1, chunk_total(db))
+    prose = {cid: _prose_stems(text) for cid, text in chunk_texts(db, chunk_ids).items()} if TITLE_CREDIT < 1 else {}
+    total = 0.0
+    got = {cid: 0.0 for cid in chunk_ids}
+    for expr, term in pairs:
+        holders = matching_rowids(db, expr)
+        df = len(holders)
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        total += idf
+        words = [] if CJK_RUN.search(term.text) else [t[2] for t in tokenize(term.text)]
+        for cid in got.keys() & set(holders):
+            body = cid not in prose or _holds(prose[cid], words, term.prefix)
+            got[cid] += idf * (1.0 if body else TITLE_CREDIT)
+    if total <= 0:
+        return {}
+    if COVERAGE_RELATIVE:
+        total = max(got.values()) or total
+    return {cid: round(COVERAGE_FLOOR + (1 - COVERAGE_FLOOR) * (g / total) ** COVERAGE_POWER, 6) for cid, g in got.items()}
+
+
+_HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s.*)?$", re.M)
+
+
+def _prose_stems(text: str) -> set[str]:
+    """The stems of a chunk's text without its heading lines: its title and breadcrumb are
+    indexed into every chunk and its first section repeats the title as a heading."""
+    return stems(_HEADING.sub(" ", text))
+
+
+def _holds(prose: set[str], words: list[str], prefix: bool) -> bool:
+    if not words:
+        return True  # nothing the tokenizer keeps (CJK bigrams are matched by FTS5 alone)
+    if prefix and len(words) == 1:
+        return any(s.startswith(words[0]) for s in prose)
+    return all(w in prose for w in words)

@@ -59,3 +59,9 @@ def tokenize(text: str) -> list[tuple[int, int, str]]:
 def stem(word: str) -> str:
     toks = tokenize(word)
     return toks[0][2] if toks else word.lower()
+
+
+def stems(text: str) -> set[str]:
+    """The distinct stems of `text`, no offsets (a hit's coverage needs only which words it holds)."""
+    raw = _tokenizer()(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
+    return {t[0] for t in raw}

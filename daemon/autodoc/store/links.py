@@ -4,6 +4,9 @@ A target resolves, in order, as: a relative path from the linking file (with
 or without `.md`), a workspace-relative path, a file stem, a title, an alias,
 or an ADR number ("ADR 0203", "0203", "adr-203" → frontmatter `adr: 203`),
 or "<field> N" for an integer field the workspace schema marks `link: true`.
+A site-absolute target ("/adr/ADR-51", as static-site generators write them)
+names a path from the workspace root, with or without `.md`, and nothing
+else: when no document is there it is broken.
 After each write, links without a target are tried again, so a link written
 before its target existed resolves once the target appears. The name tables
 are kept per workspace and updated one document at a time: an edit to a body,
@@ -107,11 +110,16 @@ class NameTables:
         if not t:
             return None
         base = posixpath.dirname(source)
-        for cand in (posixpath.normpath(posixpath.join(base, t)), posixpath.normpath(t.lstrip("/"))):
+        site_absolute = t.startswith("/")
+        cands = [posixpath.normpath(t.lstrip("/"))] if site_absolute else \
+            [posixpath.normpath(posixpath.join(base, t)), posixpath.normpath(t)]
+        for cand in cands:
             for c in (cand, cand + ".md", cand + ".markdown"):
                 hit = self._first("path", c) or self._first("lower", c.lower())
                 if hit:
                     return hit
+        if site_absolute:  # "/adr/ADR-51" names a place from the workspace root: there, or broken
+            return None
         n = _norm(t)
         stem = posixpath.splitext(posixpath.basename(t))[0].lower()
         for kind, key in (("stem", stem), ("title", n), ("alias", n)):
