@@ -126,7 +126,9 @@ async def until(pilot, cond, what: str, timeout: float = DEADLINE) -> None:
 
 
 async def ready(pilot, app: AutodocApp) -> None:
-    await until(pilot, lambda: app.workspace is not None and app.pickers["search"].is_mounted, "the workspace")
+    # the pickers follow the workspace once its status is read (a worker thread): wait for that, not
+    # for the name alone, or the boxes are looked at before they know what the workspace can run
+    await until(pilot, lambda: app.shown_workspace is not None and app.pickers["search"].is_mounted, "the workspace")
 
 
 async def search(pilot, app: AutodocApp, query: str, *, keys: bool = False) -> dict:

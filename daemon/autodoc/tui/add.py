@@ -118,8 +118,8 @@ class AddScreen(PickerScreen):
         self.app.call_from_thread(self._counted, folder, files, count, stopped)
 
     def _counted(self, folder: Path, files: list[str], count: int, stopped: bool) -> None:
-        if folder != self.folder:
-            return
+        if folder != self.folder or not self.is_mounted:
+            return  # another folder since, or the app closed while it counted
         more = "+" if stopped else ""
         self.query_one("#preview-title", Static).update(f"{count}{more} Markdown files in {folder.name or folder}")
         body = Text("\n".join(files) + ("\n…" if count > len(files) else ""), render.DIM if not files else "")

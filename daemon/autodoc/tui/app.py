@@ -81,6 +81,8 @@ class AutodocApp(App):
         self.available = state.Available()
         self.embedding = state.Embedding()
         self.status: dict[str, Any] | None = None
+        # the workspace the pickers last showed (boxes, facets): set on the event loop once they follow
+        self.shown_workspace: str | None = None
         self.connect_error: str | None = None
         self.editor_runs: list[list[str]] = []  # every editor argv launched (tests read it)
         self.copied: str | None = None
@@ -185,6 +187,7 @@ class AutodocApp(App):
         for screen in self.pickers.values():
             if screen.is_mounted:
                 screen.on_workspace()
+        self.shown_workspace = self.workspace
         if rerun:
             self.pickers["search"].refresh_soon(rerun)
 

@@ -19,6 +19,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Input, OptionList, Static
@@ -188,8 +189,11 @@ class PickerScreen(Screen):
     def _put_preview(self, spec: dict[str, Any], text: Text) -> None:
         if not self.is_mounted:
             return
-        self.query_one("#preview", Static).update(text)
-        self.query_one("#preview-scroll", VerticalScroll).scroll_home(animate=False)
+        try:
+            self.query_one("#preview", Static).update(text)
+            self.query_one("#preview-scroll", VerticalScroll).scroll_home(animate=False)
+        except NoMatches:  # a read that came back while the app closed (its panes already gone)
+            return
         self.preview_shown = spec  # what the pane shows now (tests, screenshots)
 
     preview_shown: dict[str, Any] | None = None
