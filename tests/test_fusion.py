@@ -127,6 +127,13 @@ def test_weighted_sum_never_passes_a_lexical_only_hit():
     assert [f.chunk_id for f in both] == [1]  # 0.12 + 0.12: lexical helps a weak semantic hit over the line
 
 
+def test_weighted_sum_without_a_semantic_leg_keeps_the_lexical_hits_in_bm25_order():
+    """The threshold keeps a hybrid's lexical-only hits out; a search with no semantic leg (no
+    model, or stages [lexical]) must not come back empty because of it."""
+    out = F.fuse_weighted({"lexical": [F.LegHit(1, 9.0), F.LegHit(2, 4.5), F.LegHit(3, 0.5)]})
+    assert [f.chunk_id for f in out] == [1, 2, 3]
+
+
 def test_fusion_is_deterministic_under_shuffled_equal_scores():
     ids = list(range(1, 30))
     base = [f.chunk_id for f in F.fuse_rrf({"a": [F.LegHit(i, 1) for i in ids], "b": [F.LegHit(i, 1) for i in reversed(ids)]})]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from autodoc.mcp import answers
-from autodoc.mcp.args import Args, parse_ref
+from autodoc.mcp.args import Args, Ref, parse_ref
 from autodoc.mcp.backend import ToolError
 from autodoc.mcp.specs import KNOWN_ARGS, TOOLS
 
@@ -93,3 +93,9 @@ def test_every_tool_describes_every_param_for_a_model():
         assert len(tool["description"]) > 60
         for name, schema in tool["inputSchema"]["properties"].items():
             assert schema.get("description"), f"{tool['name']}.{name} has no description"
+
+
+def test_a_session_ref_with_a_colon_in_its_id_is_a_path_not_a_line():
+    assert parse_ref("kb:.session/2026-12-01T10:30") == Ref("kb", ".session/2026-12-01T10:30", None)
+    assert parse_ref("kb:.session/2026-12-01T10:30#L4-9") == Ref("kb", ".session/2026-12-01T10:30", (4, 9))
+    assert parse_ref("kb:notes/a.md:7") == Ref("kb", "notes/a.md", (7, 7))

@@ -199,7 +199,11 @@ class EmbedQueue:
         if phase is None:
             with self.store.read() as db:
                 done, pending = stored.coverage(db, ws.id, fp)
-            if not worth_it(pending, done + pending):
+                active = stored.active_model(db, ws.id)
+            # a model switch keeps serving the old model's vectors (semantic.py reads the tier only
+            # while a first model fills), so instant vectors would be made for nothing
+            switching = active is not None and active.fingerprint != fp
+            if switching or not worth_it(pending, done + pending):
                 self._instant_fill[ws.id] = "done"
                 return 0
         tier = self.instant.get(provider)  # the first time ever: distils the table (minutes)

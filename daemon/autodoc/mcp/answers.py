@@ -6,8 +6,9 @@ Runs on: the event loop (pure).
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from ..search.compact import estimate_tokens
 
 
 def ref(workspace: str, path: str, a: int | None = None, b: int | None = None) -> str:
@@ -33,7 +34,8 @@ def merge(answers: list[dict[str, Any]], limit: int, budget: int) -> tuple[list[
 
 
 def tokens(obj: Any) -> int:
-    return -(-len(json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()) // 4)
+    """Counted as search.query counts its own answers (characters / 4), so budgets agree."""
+    return estimate_tokens(obj)
 
 
 def numbered(text: str, first: int) -> str:

@@ -57,9 +57,13 @@ def parse_ref(text: str) -> Ref:
     m = _REF.match(text)
     if not m or not m.group("path"):
         return Ref(None, text, None)
+    path = m.group("path")
+    if m.group("c") and not path.lower().endswith((".md", ".markdown")):
+        # `:N` is a line only after a file name: `.session/2026-12-01T10:30` is a session's path
+        return Ref(m.group("ws"), text[text.index(":") + 1:] if m.group("ws") else text, None)
     a, b = m.group("a") or m.group("c"), m.group("b") or m.group("d")
     lines = (int(a), int(b or a)) if a else None
-    return Ref(m.group("ws"), m.group("path"), lines)
+    return Ref(m.group("ws"), path, lines)
 
 
 class Args:

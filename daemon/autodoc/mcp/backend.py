@@ -205,5 +205,5 @@ class Backend:
     async def documents(self, workspace: str, limit: int = BROWSE_LIMIT) -> list[dict[str, Any]]:
         """The workspace's documents in path order ({path, title, line_end…}): a facet browse
         with no words, which lists files without ranking them."""
-        answer = await self.call("search.query", [workspace, "", {"limit": limit}])
+        answer = await self.call("search.query", [workspace, "", {"limit": limit, "scope": "files"}])
         return answer["hits"]

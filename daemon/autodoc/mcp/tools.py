@@ -270,7 +270,7 @@ async def list_documents(b: Backend, a: Args) -> Result:
     if not cursor.isdigit():
         raise ToolError(f"cursor must be the next_cursor of the previous page (a number), not {cursor!r}")
     offset = int(cursor)
-    opts: dict[str, Any] = {"limit": BROWSE_LIMIT}
+    opts: dict[str, Any] = {"limit": BROWSE_LIMIT, "scope": "files"}  # saved sessions are not files to browse
     for key in ("paths", "tags"):
         if (v := a.strings(key)) is not None:
             opts[key] = v

@@ -144,7 +144,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
             legs,
             semantic_weight=fusion_opts.get("weights", {}).get("semantic", 0.6),
             lexical_weight=fusion_opts.get("weights", {}).get("lexical", 0.4),
-            threshold=fusion_opts.get("threshold", 0.2),
+            # the instant tier's cosines are not on the scale the threshold was set for
+            threshold=0.0 if semantic_tier == TIER_INSTANT else fusion_opts.get("threshold", 0.2),
         )
         max_score = sum({"semantic": 0.6, "lexical": 0.4}.get(n, 0) for n in legs) or 1.0
     elif fusion_opts.get("method") == "convex":

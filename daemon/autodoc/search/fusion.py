@@ -98,7 +98,9 @@ def fuse_weighted(
     lexical_weight: float = 0.4,
     threshold: float = 0.2,
 ) -> list[Fused]:
-    """Weighted sum 0.6·cosine + 0.4·(0.3·bm25/best bm25); hits under the threshold dropped."""
+    """Weighted sum 0.6·cosine + 0.4·(0.3·bm25/best bm25); hits under the threshold dropped
+    when the semantic leg ran (the threshold keeps a hybrid's lexical-only hits out; a search
+    with no semantic leg has nothing else to offer, so it keeps them all, in BM25's order)."""
     names = sorted(legs)
     fused: dict[int, Fused] = {}
     wmap = {"semantic": semantic_weight, "lexical": lexical_weight}
@@ -114,7 +116,7 @@ def fuse_weighted(
             f.scores[name] = hit.score
             unit = bm25_unit(hit.score, best) if name == "lexical" else max(0.0, hit.score)
             f.score += wmap.get(name, 0.0) * unit
-    out = [f for f in fused.values() if f.score >= threshold]
+    out = [f for f in fused.values() if "semantic" not in legs or f.score >= threshold]
     for f in out:
         f.via = [n for n in names if f.ranks[n] is not None]
     out.sort(key=lambda f: (-f.score, f.chunk_id))

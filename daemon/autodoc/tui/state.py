@@ -184,6 +184,8 @@ def describe(answer: dict[str, Any] | None, choice: Choice, avail: Available, em
         parts.append(f"{stage} skipped: {why}")
     if answer.get("lexical_match") == "any":
         parts.append("no chunk had every word: matched any")
+    elif answer.get("lexical_match") == "mixed":
+        parts.append("few chunks had every word: then some of them")
     return title, " · ".join(parts)
 
 
