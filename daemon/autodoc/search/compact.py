@@ -94,8 +94,14 @@ def hit_signals(db: apsw.Connection, full: dict[str, Any], hits: list[dict[str, 
     weights = passages.word_weights(db, stems)
     texts = stored_hits.chunk_texts(db, [h["chunk_id"] for h in hits])
     semantic_ran = "semantic" in full["stages"]["performed"]
-    return [A.signals(h, A.coverage(stems, weights, h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""), tokenize),
-                      semantic_ran) for h in hits]
+    instant = full.get("semantic_tier") == "instant"
+    out: list[A.Signals | None] = []
+    for h in hits:
+        cov = A.coverage(stems, weights, h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""), tokenize)
+        # the model was fitted on the full model's cosines; the instant tier's run lower and wider,
+        # so while it serves, confidence reads the words alone (the lexical-only model)
+        out.append(A.Signals(coverage=cov, cosine=None, both=False) if instant else A.signals(h, cov, semantic_ran))
+    return out
 
 
 def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
