@@ -84,10 +84,17 @@ def test_a_config_written_without_its_rechunk_is_rechunked_by_the_next_index(tmp
     try:
         s.workspace_add("kb", str(kb), {**NO_MODEL, "section_tokens": 200})
         s.index("kb")
+        long_answer = "\n\n".join(f"Paragraph {i}: " + " ".join(f"word{i}x{j}" for j in range(40)) for i in range(12))
+        s.session_append("kb", "s-1", [{"id": "1", "kind": "message", "text": "why?"},
+                                       {"id": "2", "kind": "response", "text": long_answer}])
+        before = s.workspace_status("kb")["sessions"]["chunks"]
         with s.store.write() as db:
             ws = wsrows.get_workspace(db, "kb")
             wsrows.set_config(db, ws, {**ws.config, **ONNX, "section_tokens": 64})
         s.index("kb")
+        # the session is cut again by the new budget too (more, smaller chunks), not left as it was
+        assert s.workspace_status("kb")["sessions"]["chunks"] > before
+        s.session_remove("kb", "s-1")  # the fresh index has no session to compare with
         assert differences(dump(store, "kb"), want) == []
         report = s.index("kb")
         assert report["modified"] == 0 and report["unchanged"] == 12  # recorded: no second re-chunk

@@ -185,8 +185,7 @@ class Service:
             if new.embedding != old.embedding:
                 self._forget(ws.id)
             if self.indexer.chunking(new) != self.indexer.chunking(old):
-                self.index(ws.name)  # it re-chunks (unchanged chunks keep their rows)
-                self.sessions.rechunk(self._ws(ws.name))
+                self.index(ws.name)  # it re-chunks files and sessions (unchanged chunks keep their rows)
             with self.store.read() as db:
                 return self._ws_json(db, wsrows.get_workspace(db, ws.name))
 
@@ -246,7 +245,14 @@ class Service:
         """Scan the workspace and bring the store in line with the disk (index/job.py);
         with `embed`, embed what is pending before answering (the CLI's in-process run)."""
         self.store.writer()  # a read-only service cannot index: say so before scanning
-        report = self.indexer.run(self._ws(name), full=full, progress=progress).to_json()
+        ws = self._ws(name)
+        with self.store.read() as db:
+            recorded = wsrows.chunking(db, ws.id)
+        report = self.indexer.run(ws, full=full, progress=progress).to_json()
+        if recorded != self.indexer.chunking(_config(ws)):
+            # the run re-cut every file (a new tokenizer or section size, or a configure a crash cut
+            # short): sessions are cut again too, by the config the run just recorded
+            self.sessions.rechunk(self._ws(name))
         if embed:
             report["embedding"] = self.embed_pending(report["workspace"], progress)
         else:
