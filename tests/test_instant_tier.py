@@ -125,6 +125,16 @@ def test_instant_answers_first_then_the_model(tmp_path, model):
         assert ans["hits"][0]["path"] == "passwords.md"
         with svc.store.read() as db:  # the tier's vectors are dropped once the model has filled
             assert stored_vectors.coverage(db, ws.id, tier.fingerprint)[0] == 0
+
+        # a run that waits for every vector (the CLI's `autodoc index`) skips the tier: it has no
+        # searches to answer meanwhile, and the fill would only delay it
+        svc.workspace_add("kb2", str(tmp_path / "kb"))
+        svc.index("kb2")
+        with svc.store.read() as db:
+            ws2 = get_workspace(db, "kb2")
+        svc.embed_pending("kb2")
+        assert ws2.id not in svc.embed_queue._instant_wrote
+        assert svc.search("kb2", QUERY, {"stages": ["semantic"], "limit": 5})["semantic_tier"] == "full"
     finally:
         svc.close()
 

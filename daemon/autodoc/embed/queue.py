@@ -96,11 +96,11 @@ class EmbedQueue:
 
     # -- one batch -------------------------------------------------------------------
 
-    def step(self, ws: Workspace, batch: int = EMBED_BATCH) -> dict[str, Any]:
+    def step(self, ws: Workspace, batch: int = EMBED_BATCH, *, instant: bool = True) -> dict[str, Any]:
         """Embed one batch for the workspace's configured model: {embedded, remaining, state, reason}.
         Never holds a transaction while the model runs."""
         with self._stepping:
-            out = self._step(ws, batch)
+            out = self._step(ws, batch, instant)
         with self._lock:
             if out["state"] == "failed":
                 self._failed[ws.id] = out["reason"] or "the embedding provider failed"
@@ -125,7 +125,7 @@ class EmbedQueue:
         with self._lock:
             return self._failed.get(ws_id)
 
-    def _step(self, ws: Workspace, batch: int) -> dict[str, Any]:
+    def _step(self, ws: Workspace, batch: int, instant: bool) -> dict[str, Any]:
         provider, reason = self.providers.target(self._config(ws))
         if provider is None:
             return {"embedded": 0, "remaining": 0, "state": "failed" if reason else "off", "reason": reason}
@@ -140,7 +140,7 @@ class EmbedQueue:
             # Nothing changed since a step found nothing to embed: finding that out again is a
             # scan of every chunk, which an idle daemon ran every IDLE_POLL_S (seconds at 1M chunks).
             return {"embedded": 0, "remaining": 0, "state": "ready", "reason": None}
-        if self.instant is not None:
+        if self.instant is not None and instant:
             # first, and alone in its step: the tier answers once it has every chunk, and at ~200×
             # the model's speed it holds the model back by under one per cent of the fill
             n = self._instant_step(ws, provider, fp)
@@ -281,7 +281,9 @@ class EmbedQueue:
                             break
                         with self.store.read() as db:
                             ws = get_workspace(db, name)
-                        step = self.step(ws, batch)
+                        # a run that waits for every vector (the CLI's index, the LSP's save) has no
+                        # searches to answer meanwhile: the tier would only cost it the table and a fill
+                        step = self.step(ws, batch, instant=not until_idle)
                 except Exception as e:  # a removed workspace, a store hiccup: log, keep serving
                     log.warning("embed step for %s failed: %s", name, e)
                     failed += 1
