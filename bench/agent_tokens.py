@@ -100,7 +100,7 @@ def probe(stores: Stores, store: str, query: str, relevant: set[str], stages: li
         opts["stages"] = stages
     a = svc.search(ws, query, opts)
     with svc.store.read() as db:
-        sigs = hit_signals(db, a, a["hits"])
+        sigs = list(hit_signals(db, a, a["hits"]))
     hits = [{"rel": h["path"] in relevant, "f": [s.coverage, s.cosine, s.both],
              "conf": A.confidence(s)} for h, s in zip(a["hits"], sigs) if s is not None]
     return {"answerable": a["answerable"], "hits": hits}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..store.ftstext import STOPWORDS, fts_text
 
@@ -73,7 +73,7 @@ def confidence(s: Signals) -> float:
     return round(1.0 / (1.0 + math.exp(-z)), 4)
 
 
-def answerable(confidences: list[float | None], *, facet_hits: bool = False) -> bool:
+def answerable(confidences: Iterable[float | None], *, facet_hits: bool = False) -> bool:
     """Something relevant was found: the best hit is confident enough. A facet-only
     query's listing is answerable when it lists anything (every file matched the filter)."""
     if facet_hits:

@@ -24,7 +24,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import apsw
 
@@ -77,31 +77,34 @@ def finish(db: apsw.Connection, ws: Workspace, full: dict[str, Any], req: Reques
     if req.per_document:
         hits = one_per_document(hits, req.limit)
     facet = full["mode_used"] == "facet"
-    confidences = [None if s is None else A.confidence(s) for s in hit_signals(db, full, hits)]
-    found = A.answerable(confidences, facet_hits=facet and bool(hits))
+    scored = (None if s is None else A.confidence(s) for s in hit_signals(db, full, hits))
     if not req.compact:
-        return {**full, "hits": hits, "answerable": found}
+        # a full answer needs only `answerable`: hits are scored until the first confident one
+        # (usually the first), not all of them, on the search's hot path
+        return {**full, "hits": hits, "answerable": A.answerable(scored, facet_hits=facet and bool(hits))}
+    confidences = list(scored)
+    found = A.answerable(confidences, facet_hits=facet and bool(hits))
     docs = passages.documents(db, ws.id, [h["path"] for h in hits])
     entries = [compact_hit(h, c, docs.get(h["path"]), ws.root) for h, c in zip(hits, confidences)]
     return fit_budget(envelope(full, found), entries, req.budget)
 
 
-def hit_signals(db: apsw.Connection, full: dict[str, Any], hits: list[dict[str, Any]]) -> list[A.Signals | None]:
-    """What the confidence model reads for each hit (None in a facet-only listing)."""
+def hit_signals(db: apsw.Connection, full: dict[str, Any], hits: list[dict[str, Any]]) -> Iterator[A.Signals | None]:
+    """What the confidence model reads for each hit (None in a facet-only listing), hit by hit:
+    the reads are one batch, the word coverage (the costly part) is computed as they are taken."""
     if full["mode_used"] == "facet" or not hits:
-        return [None] * len(hits)
+        yield from [None] * len(hits)
+        return
     stems = A.query_stems(full["query"], tokenize)
     weights = passages.word_weights(db, stems)
     texts = stored_hits.chunk_texts(db, [h["chunk_id"] for h in hits])
     semantic_ran = "semantic" in full["stages"]["performed"]
     instant = full.get("semantic_tier") == "instant"
-    out: list[A.Signals | None] = []
     for h in hits:
         cov = A.coverage(stems, weights, h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""), tokenize)
         # the model was fitted on the full model's cosines; the instant tier's run lower and wider,
         # so while it serves, confidence reads the words alone (the lexical-only model)
-        out.append(A.Signals(coverage=cov, cosine=None, both=False) if instant else A.signals(h, cov, semantic_ran))
-    return out
+        yield A.Signals(coverage=cov, cosine=None, both=False) if instant else A.signals(h, cov, semantic_ran)
 
 
 def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
