@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import apsw
 
+from .matches import chunk_total
+
 
 @dataclass(frozen=True)
 class Indexed:
@@ -36,7 +38,7 @@ def word_weights(db: apsw.Connection, stems: list[str]) -> dict[str, float]:
         return {}
     # fts5vocab reads the FTS index itself; a temp table, so a read-only snapshot can have it
     db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, 'chunks_fts', 'row')")
-    total = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    total = chunk_total(db)
     out: dict[str, float] = {}
     for s in dict.fromkeys(stems):
         row = db.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (s,)).fetchone()
