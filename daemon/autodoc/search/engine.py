@@ -27,6 +27,7 @@ from ..store.filters import Filter, build_filter
 from ..store.sessions import origin
 from ..store.workspaces import Workspace
 from . import fusion as F
+from . import ties
 from .fts import build_match
 from .graph import run_graph
 from .lexical import run_lexical
@@ -136,6 +137,9 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
 
     if set(legs) == {"lexical"}:  # nothing to weigh a lexical hit against: BM25's own order stands
         legs["lexical"] = [F.LegHit(h.chunk_id, h.score) for h in legs["lexical"]]
+    # equal scores in content order, not chunk ids' (history): within each leg, as a tie's rank feeds fusion
+    keys = ties.TieKeys(lambda ids: stored_hits.tie_keys(ctx.db, ids))
+    legs = ties.order_legs(legs, keys, {"lexical": lambda h: h.chunk_id in strict})
     fusion_opts = opts.fusion
     if semantic_tier == TIER_INSTANT and "semantic" in legs:  # a weaker leg weighs less (semantic.py)
         fusion_opts = instant_fusion(fusion_opts)
@@ -169,6 +173,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     tag_match = {d for d, tags in doc_tags.items() if any(stem(t) in qstems or t in qstems for t in tags)}
     inbound = stored_hits.inbound_links(ctx.db, ctx.ws.id, {p: d for d, p in doc_path.items()})
     fused = F.apply_boosts(fused, doc_of=doc_of, tag_match=tag_match, inbound=inbound, max_score=max_score)
+    fused = ties.order_fused(fused, keys)
     fused = F.cap_per_document(fused, doc_of, PER_DOCUMENT)
     if opts.demote_superseded:
         successor, path_of = ctx.successors() if ctx.successors else stored_hits.successors(ctx.db, ctx.ws.id)
@@ -195,8 +200,9 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
                 for f, s in zip(window, outcome.scores):
                     rank_scores[f.chunk_id] = float(s)
                     f.via.append("rank")
-                order = sorted(range(len(window)), key=lambda i: (-outcome.scores[i], window[i].chunk_id))
-                fused = [window[i] for i in order] + fused[len(window):]
+                by_id = {f.chunk_id: f for f in window}
+                order = ties.ordered_scores([(f.chunk_id, float(s)) for f, s in zip(window, outcome.scores)], keys)
+                fused = [by_id[c] for c in order] + fused[len(window):]
     else:
         rank["state"] = "skipped" if ctx.rank is not None else "off"
 

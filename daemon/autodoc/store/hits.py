@@ -64,6 +64,15 @@ def hit_rows(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
     return out
 
 
+def tie_keys(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str, int]]:
+    """chunk id → (document path, ordinal): what orders equal scores (search/ties.py)."""
+    if not ids:
+        return {}
+    return {cid: (path, ordinal) for cid, path, ordinal in db.execute(
+        """SELECT c.id, d.path, c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id
+           WHERE c.id IN (SELECT value FROM json_each(?))""", (_ids(ids),))}
+
+
 def chunk_texts(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
     if not ids:
         return {}
