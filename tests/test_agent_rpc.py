@@ -275,11 +275,13 @@ def test_status_says_the_model_is_loading_instead_of_waiting_for_it(kb, base, mo
         loader.start()
         assert entered.wait(30)
         filled = call(fresh, "workspace.status", ["topics"])["embedding"]  # answers although the load holds its lock
-        assert filled["model_state"] == "loading" and filled["state"] == "partial" and filled["available"]
+        # every vector is there and a search waits for the load: ready, not partial (issue 16)
+        assert filled["model_state"] == "loading" and filled["state"] == "ready" and filled["available"]
         assert filled["pending"] == 0 and filled["embedded"] == filled["total"] > 0 and filled["eta_seconds"] == 0
         assert "loading" in filled["reason"]
         empty = call(fresh, "workspace.status", ["unfilled"])["embedding"]
         assert empty["model_state"] == "loading" and empty["embedded"] == 0 and empty["pending"] == empty["total"] > 0
+        assert empty["state"] == "partial" and "loading" in empty["reason"]
         assert empty["eta_seconds"] is None  # no batch measured yet: no ETA rather than a guess
         semantic = invoke(fresh, "server.info", [])["semantic"]
         assert loader.is_alive(), "server.info waited for the model load to end"  # it is still held at the gate

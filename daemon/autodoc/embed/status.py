@@ -8,7 +8,9 @@ blindly: the model's state (none | unloaded | loading | ready | failed,
 embed/providers.py), the queue's measured rate and an ETA in seconds.
 
 A model that is loading is never waited for: the coverage comes from the
-vectors of the model that last served (the store's active model). With
+vectors of the model that last served (the store's active model); with none
+pending the state is ready (a search waits for the load, then answers in full)
+and `reason` says the model is loading. With
 `load` false (server.info) a model not yet asked for in this process is not
 loaded either, nor is one that failed to load tried again.
 
@@ -60,7 +62,8 @@ def embedding_status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], pr
         pending = stored.coverage(db, ws.id, active.fingerprint)[1] if active else total
         rate = queue.rate(active.fingerprint) if active else None
         what = "the embedding model is loading" if model_state == "loading" else "the embedding model is not loaded yet"
-        return {"available": True, "state": "partial", "model": active.name if active else None,
+        # every vector there is coverage complete: a search waits for the load and answers in full
+        return {"available": True, "state": "partial" if pending else "ready", "model": active.name if active else None,
                 "embedded": total - pending, "pending": pending, "skipped": 0, "total": total,
                 "reason": what + (f"; {_waiting(pending)}" if pending else "; the vectors are all there"),
                 "model_state": model_state, "rate": rate, "eta_seconds": _eta(pending, rate)}
