@@ -259,3 +259,26 @@ def test_a_provider_that_cannot_answer_says_failed_not_waiting(tmp_path):
         assert st["state"] == "failed" and "provider failed" in st["reason"] and st["pending"] > 0
     finally:
         s.close()
+
+
+def test_a_semantic_leg_that_fails_at_run_time_answers_as_lexical_alone(svc, monkeypatch):
+    """The provider loads and then raises on the query (a model server that went away between the
+    leg's preparation and its run). That fault cannot be caused with the bundled model, so its
+    embed_query is replaced by one that raises (the one test double here); the vectors are real."""
+    from autodoc.embed.base import ProviderDown
+
+    svc.index("kb", embed=True)
+    provider = svc.providers.get(svc.workspace_list()["workspaces"][0]["config"]["embedding"])
+
+    def down(text):
+        raise ProviderDown("the embeddings server went away")
+
+    q = "storage file lease backups"
+    lexical = svc.search("kb", q, {"stages": ["lexical"]})
+    monkeypatch.setattr(provider, "embed_query", down)
+    hybrid = svc.search("kb", q)
+    assert hybrid["stages"]["performed"] == ["lexical"] and "went away" in hybrid["stages"]["skipped"]["semantic"]
+    assert hybrid["mode_used"] == "lexical" and hybrid["semantic"] == "failed"
+    shown = lambda r: [(h["path"], h["chunk_id"], h["score"], h["scores"], h["ranks"], h["via"]) for h in r["hits"]]
+    assert shown(hybrid) == shown(lexical) and shown(lexical)
+    assert hybrid["lexical_match"] == lexical["lexical_match"]

@@ -111,10 +111,13 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         # The query's embedding and the vector scan run on a leg thread while the
         # lexical leg runs here; fusion depends only on each leg's order.
         sem_future = ctx.pool.submit(planned.run, parsed.text, sem_top)
-    if want_lex:
-        lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top,
-                          weigh=isinstance(planned, Prepared) or "graph" in requested)  # fused with another leg
+    def lexical(weigh: bool) -> None:
+        nonlocal lexical_match, strict
+        lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top, weigh=weigh)
         legs["lexical"], lexical_match, strict = lex.hits, lex.match, lex.strict
+
+    if want_lex:
+        lexical(isinstance(planned, Prepared) or "graph" in requested)  # weighed when fused with another leg
         performed.append("lexical")
     if want_sem:
         if sem_future is not None:
@@ -129,6 +132,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
             if not want_lex:  # semantic alone was asked for: never answer with words instead
                 raise outcome.error or Unsupported(outcome.reason or NO_MODEL_REASON)
             skipped["semantic"] = outcome.reason or NO_MODEL_REASON
+            if isinstance(planned, Prepared) and "graph" not in requested:
+                lexical(False)  # weighed for a fusion that will not happen: answer as lexical alone
         else:
             legs["semantic"] = outcome.hits
             performed.append("semantic")
