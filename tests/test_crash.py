@@ -2,7 +2,9 @@
 are in docs/benchmarks/reliability.md). Real `autodoc` CLI processes are killed with
 SIGKILL mid-operation; after each kill the store must pass integrity_check and the
 row invariants, the lease must be free, and the next index must equal a clean index
-of the same folder (tables and lexical answers)."""
+of the same folder (tables and lexical answers, the order of equal scores included: the
+harness's store starts with a renamed twin file, so its tied chunks' ids sort unlike a clean
+index's)."""
 
 from __future__ import annotations
 
@@ -19,4 +21,4 @@ def test_sigkill_mid_operation_resumes_to_a_clean_index():
     t = crash.run(kills=3, files=12, seed=7, ops=("reindex", "configure", "switch", "schema"),
                   verbose=False, max_rounds=3)
     assert t.rounds >= 3
-    assert t.failures == 0, t.examples
+    assert t.failures == 0 and t.tie_order == 0, t.examples
