@@ -1,7 +1,8 @@
 """The search pipeline: query → filter → legs (concurrently) → fusion → boosts
 → cap → demotion → rerank → answer. What it reads, it reads through store/
 (matches, hits) on one snapshot; the steps between are the pure functions of
-fusion.py and snippet.py.
+fusion.py and snippet.py. Equal scores are put in content order (ties.py) in
+each leg, after fusion and after the ranker: chunk ids follow the store's history.
 
 Input: the search's read snapshot, the workspace, the user's query and
 validated options. Output: the search.query answer (docs/dev/CONTRACTS.md).
@@ -137,14 +138,14 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         else:
             legs["semantic"] = outcome.hits
             performed.append("semantic")
-    if "graph" in requested:
-        _graph_leg(ctx, opts, filt, legs, performed, skipped)
-
-    if set(legs) == {"lexical"}:  # nothing to weigh a lexical hit against: BM25's own order stands
-        legs["lexical"] = [F.LegHit(h.chunk_id, h.score) for h in legs["lexical"]]
     # equal scores in content order, not chunk ids' (history): within each leg, as a tie's rank feeds fusion
     keys = ties.TieKeys(lambda ids: stored_hits.tie_keys(ctx.db, ids))
     legs = ties.order_legs(legs, keys, {"lexical": lambda h: h.chunk_id in strict})
+    if "graph" in requested:
+        _graph_leg(ctx, opts, filt, legs, performed, skipped, keys)
+
+    if set(legs) == {"lexical"}:  # nothing to weigh a lexical hit against: BM25's own order stands
+        legs["lexical"] = [F.LegHit(h.chunk_id, h.score) for h in legs["lexical"]]
     fusion_opts = opts.fusion
     if semantic_tier == TIER_INSTANT and "semantic" in legs:  # a weaker leg weighs less (semantic.py)
         fusion_opts = instant_fusion(fusion_opts)
@@ -245,7 +246,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
 
 
 def _graph_leg(ctx: Context, opts: SearchOptions, filt: Filter, legs: dict[str, list[F.LegHit]],
-               performed: list[str], skipped: dict[str, str]) -> None:
+               performed: list[str], skipped: dict[str, str], keys: ties.TieKeys) -> None:
     """Stage "graph": one hop from the other legs' documents (search/graph.py)."""
     if opts.fusion.get("method") != "rrf":
         skipped["graph"] = (f"the graph leg fuses by rank only (fusion.method rrf); {opts.fusion.get('method')} "
@@ -263,7 +264,8 @@ def _graph_leg(ctx: Context, opts: SearchOptions, filt: Filter, legs: dict[str, 
             d = doc_of.get(h.chunk_id)
             if d is not None and (d not in best or rank < best[d][0]):
                 best[d] = (rank, h.chunk_id)
-    seeds = sorted(best, key=lambda d: (best[d][0], d))
+    keys.need(c for _, c in best.values())  # seeds of equal rank (one per leg) in content order
+    seeds = sorted(best, key=lambda d: (best[d][0], keys(best[d][1])))
     found = run_graph(ctx.db, ctx.ws.id, seeds, {d: c for d, (_, c) in best.items()}, filt)
     if found:  # a leg that found nothing must not dilute relevance and compatibility
         legs["graph"] = found
