@@ -1,17 +1,21 @@
 """Issue 16: every corpus in ../shared/data/corpora indexed end to end by the CLI.
 
-`autodoc workspace add NAME FOLDER --config '{"embedding": {"provider": "none"}}'`
-then one `autodoc index` of all five (1,981 real files, read in place), in a
-separate process on a temp store, as a user would run them: exit 0, no file
+The five workspaces are added (without a model) through the service's
+workspace.add in this process (the CLI's `workspace add --config` has its own
+test in test_cli.py: a process per corpus cost ~3 s each here), then one
+`autodoc index` of all five (1,981 real files, read in place) runs in a
+separate process on the temp store, as a user would run it: exit 0, no file
 failed, every skip named with its reason, and the documents and chunks each
 corpus yields (measured when this test was written; a change in parsing or
-chunking shows up here first, on purpose). One run for the module (about a
-minute on a busy 2-core machine).
+chunking shows up here first, on purpose). What the index stored is then read
+back through workspace.status on a read-only service in this process (one
+`autodoc --call` process per corpus cost another ~3 s each), its answers
+checked against the schema. One index for the module (about a minute on a
+busy 2-core machine).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -19,8 +23,13 @@ from pathlib import Path
 
 import pytest
 
+from autodoc.config import Settings
+from autodoc.connect import invoke
+from autodoc.rpc import schemas
+from autodoc.service import Service
+
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora"
-NO_MODEL = json.dumps({"embedding": {"provider": "none"}})
+NO_MODEL = {"embedding": {"provider": "none"}}
 
 pytestmark = [pytest.mark.skipif(not CORPORA.is_dir(), reason=f"no corpora at {CORPORA}"),
               pytest.mark.timeout(900)]  # one index of 1,981 files: ~1-3 min on a shared 2-core machine
@@ -41,6 +50,11 @@ LINE = re.compile(r"^(\w+): (\d+) added, (\d+) modified, (\d+) renamed, (\d+) de
                   r"(\d+) skipped; (\d+) chunks in [\d.]+ s$")
 
 
+def checked(method: str, result):
+    assert schemas.result_errors(method, result) == [], method
+    return result
+
+
 def autodoc(store: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autodoc.cli", "--store", str(store), *args],
                           capture_output=True, text=True, timeout=900)
@@ -49,11 +63,21 @@ def autodoc(store: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory):
     store = tmp_path_factory.mktemp("corpora") / "autodoc.db"
-    for name, (folder, _, _) in EXPECTED.items():
-        r = autodoc(store, "workspace", "add", name, str(CORPORA / folder), "--config", NO_MODEL)
-        assert r.returncode == 0, r.stderr
+    adder = Service(Settings.from_env(store=store))
+    try:
+        for name, (folder, _, _) in EXPECTED.items():
+            invoke(adder, "workspace.add", {"name": name, "root": str(CORPORA / folder), "config": NO_MODEL})
+    finally:
+        adder.close()  # the index process takes the lease
     r = autodoc(store, "index")
     return store, r
+
+
+@pytest.fixture(scope="module")
+def reader(indexed):
+    s = Service(Settings.from_env(store=indexed[0]), writer=False)
+    yield s
+    s.close()
 
 
 def test_the_cli_indexes_every_corpus(indexed):
@@ -72,11 +96,8 @@ def test_the_cli_indexes_every_corpus(indexed):
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_status_after_the_cli_index(indexed, name):
-    store, _ = indexed
-    r = autodoc(store, "--call", "workspace.status", json.dumps({"workspace": name}))
-    assert r.returncode == 0, r.stderr
-    st = json.loads(r.stdout)
+def test_status_after_the_cli_index(reader, name):
+    st = checked("workspace.status", invoke(reader, "workspace.status", {"workspace": name}))
     _, docs, chunks = EXPECTED[name]
     assert (st["files"]["indexed"], st["chunks"]) == (docs, chunks)
     assert st["files"]["skipped"] == SKIPPED.get(name, [])
