@@ -95,3 +95,32 @@ def test_fused_ties_follow_the_key_and_lookups_are_batched():
     order_fused([F.Fused(1, 0.5, {}, {}), F.Fused(5, 0.4, {}, {})], keys)
     assert calls == [[1, 2, 3, 4]]  # no tie: nothing is looked up
     assert ordered_scores([(7, 0.9), (8, 0.9), (9, 1.0)], keys) == [9, 8, 7]
+
+
+def test_graph_neighbours_of_one_seed_follow_paths_not_history(tmp_path):
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "hub.md").write_text("# Hub\n\nThe quokka registry lists every service.\n")
+    for name in ("a.md", "b.md"):  # each links to the hub: one link to the one seed, a tie
+        (kb / name).write_text(f"# Service {name[0]}\n\nOwned by the platform team. See [[hub]].\n")
+    q = {"stages": ["lexical", "graph"], "limit": 10}
+
+    def paths(s: Service) -> list[str]:
+        return [h["path"] for h in s.search("kb", "quokka", q)["hits"]]
+
+    history = _store(tmp_path, "history", kb, {"provider": "none"})
+    try:
+        history.index("kb")
+        (kb / "a.md").rename(kb / "c.md")  # c.md keeps a.md's document id, below b.md's
+        history.index("kb")
+        got = paths(history)
+    finally:
+        history.close()
+    clean = _store(tmp_path, "clean", kb, {"provider": "none"})
+    try:
+        clean.index("kb")
+        want = paths(clean)
+    finally:
+        clean.close()
+    assert want == ["hub.md", "b.md", "c.md"]
+    assert got == want

@@ -8,17 +8,20 @@ leg found per document, the candidate filter. Output: LegHits, best first,
 score = the number of distinct seed documents linked. A document stands in
 the list by its best chunk from the other legs, or else by its first chunk
 that passes the filter (so facets, paths and abstract_chunk hold here too).
-Ties go to the neighbour of the better-ranked seed, then the lower document id.
+Ties go to the neighbour of the better-ranked seed, then the document path
+(not its id, which follows the store's history: search/ties.py).
 
 Runs on: the search's thread, on its snapshot.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 import apsw
 
 from ..store.filters import Filter
-from ..store.hits import first_chunks, link_edges
+from ..store.hits import document_paths, first_chunks, link_edges
 from .fusion import LegHit
 
 GRAPH_TOP = 50
@@ -40,7 +43,11 @@ def run_graph(db: apsw.Connection, workspace_id: int, seeds: list[int], best_chu
             linked.setdefault(a, set()).add(b)
     if not linked:
         return []
-    order = sorted(linked, key=lambda d: (-len(linked[d]), min(position[s] for s in linked[d]), d))
+    rank = {d: (-len(linked[d]), min(position[s] for s in linked[d])) for d in linked}
+    alike = Counter(rank.values())
+    tied = [d for d in linked if alike[rank[d]] > 1]
+    paths = document_paths(db, tied) if tied else {}
+    order = sorted(linked, key=lambda d: (*rank[d], paths.get(d, ""), d))
     need = [d for d in order if d not in best_chunk]
     first = first_chunks(db, workspace_id, need, filt) if need else {}
     out: list[LegHit] = []

@@ -73,6 +73,14 @@ def tie_keys(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str, int]]:
            WHERE c.id IN (SELECT value FROM json_each(?))""", (_ids(ids),))}
 
 
+def document_paths(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
+    """document id → path."""
+    if not ids:
+        return {}
+    return dict(db.execute("SELECT id, path FROM documents WHERE id IN (SELECT value FROM json_each(?))",
+                           (_ids(ids),)))
+
+
 def chunk_texts(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
     if not ids:
         return {}
