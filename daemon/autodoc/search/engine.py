@@ -139,10 +139,13 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
             legs["semantic"] = outcome.hits
             performed.append("semantic")
     # equal scores in content order, not chunk ids' (history): within each leg, as a tie's rank feeds fusion
-    keys = ties.TieKeys(lambda ids: stored_hits.tie_keys(ctx.db, ids))
+    # (path, ordinal) ride on the query fusion's steps need anyway, read here for every leg's hits
+    cands = stored_hits.candidates(ctx.db, sorted({h.chunk_id for hits in legs.values() for h in hits}))
+    keys = ties.TieKeys(lambda ids: {c: (cands[c].path, cands[c].ordinal) for c in ids if c in cands})
     legs = ties.order_legs(legs, keys, {"lexical": lambda h: h.chunk_id in strict})
     if "graph" in requested:
         _graph_leg(ctx, opts, filt, legs, performed, skipped, keys)
+        cands.update(stored_hits.candidates(ctx.db, [h.chunk_id for h in legs.get("graph", []) if h.chunk_id not in cands]))
 
     if set(legs) == {"lexical"}:  # nothing to weigh a lexical hit against: BM25's own order stands
         legs["lexical"] = [F.LegHit(h.chunk_id, h.score) for h in legs["lexical"]]
@@ -170,7 +173,6 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         fused = F.fuse_rrf(legs, k=k, weights=weights)
         max_score = F.rrf_max(len(legs), k, weights, legs.keys())
 
-    cands = stored_hits.candidates(ctx.db, [f.chunk_id for f in fused])
     fused = [f for f in fused if f.chunk_id in cands]  # a chunk retired since the vector cache saw it
     doc_of = {cid: c.document_id for cid, c in cands.items()}
     doc_path = {c.document_id: c.path for c in cands.values()}

@@ -14,8 +14,10 @@ matches first) stands. Equal means equal as the answer reports it: the legs'
 scores are rounded to 6 places already, fused scores are compared at the 8 the
 answer shows, the ranker's at its 6.
 
-Keys are read for the tied chunks only, in one query per step (most searches
-have no tie in their legs; a hybrid's fusion often has a few).
+The keys cost no query of their own: the engine reads every leg hit's document
+path and ordinal with what fusion's boosts and the per-document cap need
+(store/hits.candidates), once, before the legs are put in order. TieKeys asks
+its lookup only for the chunks that tie (most legs have none).
 
 Runs on: the search's thread (pure; the key lookup is the caller's function).
 """

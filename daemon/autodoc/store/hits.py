@@ -24,6 +24,7 @@ class Candidate:
     document_id: int
     path: str
     tags: list[str]
+    ordinal: int = 0  # the chunk's place in its document: with path, what orders equal scores (search/ties.py)
 
 
 def candidates(db: apsw.Connection, ids: list[int]) -> dict[int, Candidate]:
@@ -31,8 +32,8 @@ def candidates(db: apsw.Connection, ids: list[int]) -> dict[int, Candidate]:
     rows are read for the page only. A chunk retired since a leg found it is absent."""
     if not ids:
         return {}
-    return {cid: Candidate(document_id=did, path=path, tags=json.loads(tags)) for cid, did, path, tags in db.execute(
-        """SELECT c.id, c.document_id, d.path, d.tags FROM chunks c JOIN documents d ON d.id = c.document_id
+    return {cid: Candidate(did, path, json.loads(tags), ordinal) for cid, did, path, tags, ordinal in db.execute(
+        """SELECT c.id, c.document_id, d.path, d.tags, c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id
            WHERE c.id IN (SELECT value FROM json_each(?))""", (_ids(ids),))}
 
 
@@ -62,15 +63,6 @@ def hit_rows(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
     for cid, r in out.items():
         r["origin"] = origin(r["path"], r["title"], events.get(cid))
     return out
-
-
-def tie_keys(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str, int]]:
-    """chunk id → (document path, ordinal): what orders equal scores (search/ties.py)."""
-    if not ids:
-        return {}
-    return {cid: (path, ordinal) for cid, path, ordinal in db.execute(
-        """SELECT c.id, d.path, c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id
-           WHERE c.id IN (SELECT value FROM json_each(?))""", (_ids(ids),))}
 
 
 def document_paths(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
