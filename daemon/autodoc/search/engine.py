@@ -138,14 +138,15 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         else:
             legs["semantic"] = outcome.hits
             performed.append("semantic")
-    # equal scores in content order, not chunk ids' (history): within each leg, as a tie's rank feeds fusion
-    # (path, ordinal) ride on the query fusion's steps need anyway, read here for every leg's hits
+    # Equal scores in content order, not chunk ids' (history): within each leg, as a tie's rank feeds
+    # fusion. The keys (path, ordinal) come with the facts fusion's later steps read for every hit.
     cands = stored_hits.candidates(ctx.db, sorted({h.chunk_id for hits in legs.values() for h in hits}))
     keys = ties.TieKeys(lambda ids: {c: (cands[c].path, cands[c].ordinal) for c in ids if c in cands})
     legs = ties.order_legs(legs, keys, {"lexical": lambda h: h.chunk_id in strict})
     if "graph" in requested:
         _graph_leg(ctx, opts, filt, legs, performed, skipped, keys)
-        cands.update(stored_hits.candidates(ctx.db, [h.chunk_id for h in legs.get("graph", []) if h.chunk_id not in cands]))
+        cands.update(stored_hits.candidates(ctx.db, [h.chunk_id for h in legs.get("graph", [])
+                                                     if h.chunk_id not in cands]))
 
     if set(legs) == {"lexical"}:  # nothing to weigh a lexical hit against: BM25's own order stands
         legs["lexical"] = [F.LegHit(h.chunk_id, h.score) for h in legs["lexical"]]
