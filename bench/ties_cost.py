@@ -79,8 +79,8 @@ def measure(store: Path, queries: dict[str, list[str]]) -> dict[str, Any]:
                     reading += calls["read"]
                 name = f"{'+'.join(stages)} {kind}"
                 s, t = summary_ms(total), summary_ms(tie)
-                out[name] = {"search_ms": s, "ties_ms": t, "lookups": calls["lookups"], "reading": reading, "queries": len(qs),
-                             "share_of_mean": round(sum(tie) / sum(total), 4)}
+                out[name] = {"search_ms": s, "ties_ms": t, "lookups": calls["lookups"], "reading": reading,
+                             "queries": len(qs), "share_of_mean": round(sum(tie) / sum(total), 4)}
     finally:
         svc.close()
         for n, fn in real.items():
