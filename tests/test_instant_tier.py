@@ -81,6 +81,24 @@ def test_embed_ids_is_a_normalised_weighted_mean():
     assert np.allclose(w[0], np.array([3, 1]) / np.sqrt(10))
 
 
+def test_word_cache_gives_the_tokenizers_ids(model):
+    """The embedder tokenises each distinct word once (joined with others, split
+    back by offsets): its ids must be the tokenizer's on whole texts, accents,
+    CJK, punctuation glued to words, specials spelt out and repeats included,
+    and again once the cache has been emptied for being full."""
+    from autodoc.embed.static import StaticEmbedder
+
+    texts = ["Café-au-lait (p<0.05), naïve résumé… 東京タワー!", "", "   ", "[CLS] cells, cells; CELLS.\tβ-catenin\n\nIL-6",
+             "don't re-use e.g. 3.14159 ünïcödé 🙂 x" * 3, "the the the", "α/β T-cells (n=12)"]
+    vocab = model._count_tok.get_vocab_size()
+    emb = StaticEmbedder(np.zeros((vocab, 4), dtype=np.float16), model._count_tok, [101, 102, 0])
+    want = [e.ids for e in model._count_tok.encode_batch(texts, add_special_tokens=False)]
+    for _ in range(2):  # the second time every word comes from the cache
+        assert [list(x) for x in emb.token_ids(texts)] == want
+    emb.WORD_CACHE = 5
+    assert [list(x) for x in emb.token_ids(texts[::-1])] == want[::-1]
+
+
 def test_instant_answers_first_then_the_model(tmp_path, model):
     texts = write_corpus(tmp_path / "kb")
     # the table rows this corpus and the query use, distilled from the real model

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .base import BaseProvider, ProviderDown
-from .static import TIER_INSTANT, StaticEmbedder, distil_table, embed_ids, tier_fingerprint
+from .static import TIER_INSTANT, StaticEmbedder, distil_table, embed_flat, tier_fingerprint
 
 log = logging.getLogger("autodoc.embed")
 
@@ -68,8 +68,8 @@ class InstantProvider(BaseProvider):
         return self.model.count_tokens(texts)
 
     def _embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        ids = self._static.token_ids(texts)
-        return embed_ids(self._static.table, ids, self._static.weights), int(sum(len(x) for x in ids))
+        flat, ends = self._static._flat_ids(texts)
+        return embed_flat(self._static.table, flat, ends, self._static.weights), len(flat)
 
     def _describe_extra(self) -> dict[str, Any]:
         return {"tier": TIER_INSTANT, "model_fingerprint": self.model.fingerprint}
