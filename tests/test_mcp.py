@@ -142,11 +142,21 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
 
         # list: path order, counts, a cursor that pages
         first, _, err = await _tool(c, "list", {"limit": 4, "count": ["status"]})
-        assert not err and len(first["documents"]) == 4 and first["next_cursor"] == "4"
+        assert not err and len(first["documents"]) == 4
+        assert first["next_cursor"] == first["documents"][-1]["ref"].split(":", 1)[1]  # the last path listed
         assert first["tag_counts"]["sqlite"] >= 2 and "accepted" in first["facet_counts"]["status"]
         second, _, _ = await _tool(c, "list", {"limit": 4, "cursor": first["next_cursor"]})
         refs = [d["ref"] for d in first["documents"] + second["documents"]]
         assert refs == sorted(refs) and len(set(refs)) == 8
+        every, cursor = [], None  # page to the end: every file once, in order, then no cursor
+        while True:
+            page, _, err = await _tool(c, "list", {"limit": 5, **({"cursor": cursor} if cursor else {})})
+            assert not err
+            every += [d["ref"] for d in page["documents"]]
+            if (cursor := page["next_cursor"]) is None:
+                break
+        whole, _, _ = await _tool(c, "list", {"limit": 200})
+        assert every == [d["ref"] for d in whole["documents"]] and whole["next_cursor"] is None
 
         # changes since a cursor, then status
         ans, _, err = await _tool(c, "changes", {"cursor": 0, "limit": 3})
