@@ -372,5 +372,17 @@ async def test_an_agent_saves_its_conversation_and_a_later_search_cites_it(store
             assert not err and all(h["origin"]["kind"] == "file" for h in ans["hits"])
             ans, _, err = await _tool(c, "save_session", {"session_id": "s-zeppelin", "turns": [{"role": "robot"}]})
             assert err and "role must be user or assistant" in ans["error"]
+            # the saved conversations, listed with a ref that reads the whole session
+            await _tool(c, "save_session", {"session_id": "s-airship", "turns": turns[:1]})
+            ans, _, err = await _tool(c, "sessions", {"limit": 1})
+            assert not err and [x["session_id"] for x in ans["sessions"]] == ["s-airship"]
+            assert ans["sessions"][0]["turns"] == 1 and ans["next_cursor"] == "s-airship"
+            ans, _, err = await _tool(c, "sessions", {"limit": 1, "cursor": ans["next_cursor"]})
+            assert not err and ans["next_cursor"] is None and ans["sessions"][0]["ref"] == ref
+            assert ans["sessions"][0]["title"].startswith("Why did the zeppelin")
+            read, text, err = await _tool(c, "read", {"ref": ref})
+            assert not err and "ballast ledger" in text
     finally:
-        _cli(env, "session", "remove", "kb", "s-zeppelin")  # the other tests search this store
+        for sid in ("s-zeppelin", "s-airship"):  # the other tests search this store
+            if sid in _cli(env, "session", "list", "kb"):
+                _cli(env, "session", "remove", "kb", sid)

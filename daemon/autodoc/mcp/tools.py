@@ -22,7 +22,7 @@ from ..errors import AutodocError, DocumentNotFound, Unsupported
 from . import answers
 from .args import Args, parse_ref
 from .backend import BROWSE_LIMIT, Backend, ToolError
-from .sessions import save_session
+from .sessions import list_sessions, save_session
 from .specs import KNOWN_ARGS
 
 Result = tuple[dict[str, Any], str]
@@ -375,7 +375,7 @@ async def reindex(b: Backend, a: Args) -> Result:
 HANDLERS: dict[str, Callable[[Backend, Args], Awaitable[Result]]] = {
     "search": search, "read": read, "outline": outline, "links": links, "similar": similar,
     "list": list_documents, "changes": changes, "status": status, "reindex": reindex,
-    "save_session": save_session,
+    "save_session": save_session, "sessions": list_sessions,
 }
 
 
