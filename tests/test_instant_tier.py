@@ -179,14 +179,40 @@ def test_small_backlogs_do_not_wake_the_tier(tmp_path):
         svc.close()
 
 
-def test_the_instant_leg_weighs_less_in_a_hybrid():
-    from autodoc.search.fusion import CONVEX_WEIGHTS
-    from autodoc.search.semantic import INSTANT_WEIGHT_SCALE, instant_fusion
+def test_the_instant_leg_cannot_reorder_the_lexical_top_in_an_rrf_hybrid():
+    """The instant tier only adds what the lexical leg missed (embed/instant.py GUARD_TOP): fused
+    with the product's RRF against an instant leg that ranks everything the other way round, the
+    lexical leg's first ten stay first, in their order, whatever the tier ranks."""
+    from autodoc.embed.instant import GUARD_TOP, OTHER_FUSION_SCALE
+    from autodoc.search.fusion import CONVEX_WEIGHTS, LegHit, fuse_rrf
+    from autodoc.search.semantic import instant_fusion
 
-    rrf = {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}}
-    out = instant_fusion(rrf)
-    assert out["weights"] == {"lexical": 1.0, "semantic": round(0.8 * INSTANT_WEIGHT_SCALE, 6)} and out["k"] == 20
-    assert rrf["weights"]["semantic"] == 0.8  # the workspace's own options are left alone
-    assert instant_fusion({"method": "rrf"})["weights"]["semantic"] == INSTANT_WEIGHT_SCALE
+    lexical = [LegHit(i, 10.0 - i / 100) for i in range(1, 301)]
+    upside_down = [LegHit(i, 0.9) for i in [*range(11, 301), *range(1, 11)]]  # lexical's first ten last
+    own_first = [LegHit(i, 0.9) for i in [*range(1000, 1050), *range(1, 301)]]  # hits only the tier found, first
+    top = list(range(1, GUARD_TOP + 1))
+    for k, lw in ((20, 1.0), (60, 1.0), (5, 2.0), (20, 0.3)):
+        opts = instant_fusion({"method": "rrf", "k": k, "weights": {"lexical": lw, "semantic": 0.8}})
+        assert opts["k"] == k and opts["weights"]["lexical"] == lw and 0 < opts["weights"]["semantic"] < 0.8
+
+        def fused(leg, weights):
+            return [f.chunk_id for f in fuse_rrf({"lexical": lexical, "semantic": leg}, k=k, weights=weights)]
+
+        assert fused(upside_down, opts["weights"])[:GUARD_TOP] == top
+        assert fused(own_first, opts["weights"])[:GUARD_TOP] == top
+        if (k, lw) == (20, 1.0):  # the weight the tier had before (0.1) reorders them: the check can fail
+            assert fused(upside_down, {"lexical": lw, "semantic": 0.1})[:GUARD_TOP] != top
+    # a smaller configured weight is kept; other methods scale theirs
+    assert instant_fusion({"method": "rrf", "weights": {"semantic": 0.001}})["weights"]["semantic"] == 0.001
     convex = instant_fusion({"method": "convex"})["weights"]["semantic"]
-    assert convex == round(CONVEX_WEIGHTS["semantic"] * INSTANT_WEIGHT_SCALE, 6)
+    assert convex == round(CONVEX_WEIGHTS["semantic"] * OTHER_FUSION_SCALE, 6)
+
+
+def test_zipf_weights_follow_the_vocabulary_rank(model):
+    from autodoc.embed.static import has_ranked_vocab, zipf_weights
+
+    tok = model._count_tok
+    assert has_ranked_vocab(tok)
+    w = zipf_weights(tok.get_vocab_size())
+    the, cell, rare = (tok.token_to_id(t) for t in ("the", "cell", "necessitated"))
+    assert w[the] < w[cell] < w[rare] and w[tok.token_to_id(".")] <= w[the]

@@ -12,9 +12,10 @@ float32 copy (see embed_ids).
 Embedding (numpy only): a text is tokenised by the model's own tokenizer
 (special tokens dropped), and its vector is the (optionally weighted) mean of
 its tokens' rows, L2-normalised. IDF and SIF weights (``idf_weights``,
-``sif_weights``) need corpus statistics; bench/instant_tier.py compares them
-with the plain mean on SciFact's train queries
-(docs/benchmarks/instant_tier.md), and embed/instant.py uses the one chosen.
+``sif_weights``) need corpus statistics; ``zipf_weights`` reads an IDF off the
+vocabulary's own frequency order. bench/instant_tier.py compares them with the
+plain mean on SciFact's train queries (docs/benchmarks/instant_tier.md), and
+embed/instant.py uses the one chosen.
 
 A vector from this tier lives in a different space from the transformer's:
 its fingerprint is derived from the model's and names the tier, so stored
@@ -83,6 +84,34 @@ def idf_weights(doc_token_ids: Sequence[np.ndarray], vocab_size: int) -> np.ndar
         df[np.unique(ids)] += 1
     n = max(len(doc_token_ids), 1)
     return np.log((n + 1) / (df + 0.5)).astype(np.float32)
+
+
+# The bundled model's WordPiece vocabulary (bert-base-uncased's) lists whole words and word
+# pieces from id FIRST_WORD ("the") in the order its training corpus ranked them by frequency,
+# then the "##x" single-character pieces from FIRST_SUFFIX_CHAR; before them, from FIRST_CHAR,
+# single characters (punctuation first). zipf_weights reads that order as a frequency rank.
+FIRST_CHAR, FIRST_WORD, FIRST_SUFFIX_CHAR = 999, 1996, 29612
+ZIPF_SCALE = 10.0  # chosen on SciFact train with the ranks below (docs/benchmarks/instant_tier.md)
+CHAR_RANK = 5000.0  # a "##x" piece weighs as a mid-frequency word
+PUNCT_RANK = 1.0  # a lone character (mostly punctuation) weighs as the commonest word
+
+
+def has_ranked_vocab(tokenizer: Any) -> bool:
+    """The tokenizer's vocabulary has the layout zipf_weights assumes."""
+    return (tokenizer.id_to_token(FIRST_WORD) == "the" and tokenizer.id_to_token(FIRST_WORD + 1) == "of"
+            and str(tokenizer.id_to_token(FIRST_SUFFIX_CHAR)).startswith("##")
+            and not str(tokenizer.id_to_token(FIRST_SUFFIX_CHAR - 1)).startswith("##"))
+
+
+def zipf_weights(vocab_size: int) -> np.ndarray:
+    """An IDF with no corpus: by Zipf's law a token of frequency rank r has probability ∝ 1/r, so
+    its IDF is log r plus a constant; log(1 + r / ZIPF_SCALE) keeps the commonest words near 0.
+    The same for every workspace and query, so nothing is kept or recomputed per corpus."""
+    ranks = np.full(vocab_size, CHAR_RANK)
+    words = np.arange(FIRST_WORD, min(FIRST_SUFFIX_CHAR, vocab_size))
+    ranks[words] = words - FIRST_WORD + 1
+    ranks[FIRST_CHAR:FIRST_WORD] = PUNCT_RANK
+    return np.log1p(ranks / ZIPF_SCALE).astype(np.float32)
 
 
 def sif_weights(doc_token_ids: Sequence[np.ndarray], vocab_size: int, alpha: float = DEFAULT_ALPHA) -> np.ndarray:
