@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from autodoc.config import Settings
+from autodoc.connect import invoke
 from autodoc.embed.onnx import OnnxProvider
 from autodoc.embed.static import TIER_INSTANT, distil_table, embed_ids
 from autodoc.rpc import schemas
@@ -156,6 +157,71 @@ def test_instant_answers_first_then_the_model(tmp_path, model):
         svc.embed_pending("kb2")
         assert asked == []
         assert svc.search("kb2", QUERY, {"stages": ["semantic"], "limit": 5})["semantic_tier"] == "full"
+    finally:
+        svc.close()
+
+
+def test_progress_status_and_info_show_the_instant_fill(tmp_path, model, monkeypatch):
+    """What a client sees of the tier: embedding.progress after each of its batches, and
+    workspace.status / server.info saying it fills, then serves, then (the model done) nothing.
+    Every answer and notification is checked against its schema."""
+    import threading
+
+    from autodoc.embed import queue as embed_queue
+
+    texts = write_corpus(tmp_path / "kb")
+    ids = sorted({i for e in model._count_tok.encode_batch(texts + [QUERY]) for i in e.ids})
+    vocab = model._count_tok.get_vocab_size()
+    table = np.zeros((vocab, model.dim), dtype=np.float16)
+    table[ids] = distil_table(model._session, model._output, vocab, model._open[0], model._close[0], ids=ids)
+    (tmp_path / "instant").mkdir()
+    np.save(tmp_path / "instant" / f"{model.fingerprint}.npy", table)
+    monkeypatch.setattr(embed_queue, "INSTANT_BATCH", 100)  # several instant batches on a small corpus
+    svc = Service(Settings(store=tmp_path / "s.db", socket=tmp_path / "s.sock", instant_dir=tmp_path / "instant"))
+    try:
+        svc.workspace_add("kb", str(tmp_path / "kb"))
+        svc.index("kb")
+
+        def status():
+            st = svc.workspace_status("kb")
+            assert schemas.result_errors("workspace.status", st) == []
+            # in-process server.info has no socket or watch list: its `semantic` part is checked alone
+            semantic = invoke(svc, "server.info", [])["semantic"]
+            assert schemas.validator("server.info", "result").evolve(schema=schemas.load_schema(
+                "server.info", "result")["properties"]["semantic"]).is_valid(semantic)
+            return st["embedding"], semantic["instant"]
+
+        emb, summary = status()
+        assert (emb["state"], emb["instant"], summary) == ("partial", None, None)  # not started
+        notes: list[dict] = []
+        done = threading.Event()
+
+        def notify(ws, params):
+            notes.append({"workspace": ws, **params})
+            if params["instant"] and params["instant"]["state"] == "serving":
+                done.set()
+                svc.embed_queue.request_stop()
+
+        worker = threading.Thread(target=svc.embed_queue.work, kwargs={
+            "until_idle": False, "notify": notify, "status": svc.embedding_status_by_name})
+        worker.start()
+        assert done.wait(120)
+        worker.join(60)
+        assert all(schemas.notification_errors("embedding.progress", n) == [] for n in notes)
+        fills = [n["instant"] for n in notes]
+        total = len(texts)
+        assert [f["state"] for f in fills] == ["filling"] * (len(fills) - 1) + ["serving"] and len(fills) >= 3
+        assert [f["embedded"] for f in fills] == sorted(f["embedded"] for f in fills) and fills[-1]["pending"] == 0
+        assert fills[0]["embedded"] == 100 and fills[0]["rate"] > 0 and fills[0]["eta_seconds"] is not None
+        assert all(n["embedded"] == 0 and n["pending"] == total for n in notes)  # the model has not started
+        emb, summary = status()
+        assert emb["instant"]["state"] == "serving" and emb["instant"]["embedded"] == total
+        assert summary == {"state": "serving", "pending": 0, "eta_seconds": 0.0}
+        assert svc.search("kb", QUERY, {"stages": ["semantic"], "limit": 3})["semantic_tier"] == TIER_INSTANT
+        svc.embed_queue.stopping.clear()  # the loop above was stopped; the model's fill runs now
+        svc.embed_pending("kb")
+        emb, summary = status()
+        assert (emb["state"], emb["instant"], summary) == ("ready", None, None)
     finally:
         svc.close()
 
