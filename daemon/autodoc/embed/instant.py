@@ -31,8 +31,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .base import BaseProvider, ProviderDown
-from .static import (TIER_INSTANT, StaticEmbedder, distil_table, embed_flat, has_ranked_vocab,
-                     tier_fingerprint, zipf_weights)
+from .static import (TIER_INSTANT, StaticEmbedder, distil_table, has_ranked_vocab, tier_fingerprint,
+                     zipf_weights)
 
 log = logging.getLogger("autodoc.embed")
 
@@ -93,8 +93,11 @@ class InstantProvider(BaseProvider):
         return self.model.count_tokens(texts)
 
     def _embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        flat, ends = self._static._flat_ids(texts)
-        return embed_flat(self._static.table, flat, ends, self._static.weights), len(flat)
+        return self._static.embed_counted(texts)
+
+    def forget_words(self) -> None:
+        """The fill is done: the word cache would only serve queries (embed/static.py)."""
+        self._static.forget_words()
 
     def _describe_extra(self) -> dict[str, Any]:
         return {"tier": TIER_INSTANT, "model_fingerprint": self.model.fingerprint}
@@ -160,6 +163,13 @@ class InstantTiers:
                     return None
         with self._lock:
             return self._tiers.setdefault(fp, InstantProvider(model, table))
+
+    def forget_words(self, model: Any) -> None:
+        """A fill is done: drop the tier's word cache, if its table is loaded (never loads it)."""
+        with self._lock:
+            tier = self._tiers.get(model.fingerprint)
+        if tier is not None:
+            tier.forget_words()
 
     def _load(self, model: Any) -> np.ndarray | None:
         path = table_path(model, self.cache_dir)

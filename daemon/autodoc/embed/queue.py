@@ -247,6 +247,7 @@ class EmbedQueue:
         self._instant_wrote.discard(ws.id)
         fp = self.instant.fingerprint_for(provider) if self.instant is not None else None
         if fp is not None:
+            self.instant.forget_words(provider)
             with self.store.write() as w:
                 stored.drop_model(w, ws.id, fp)
 

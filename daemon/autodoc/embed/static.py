@@ -175,12 +175,15 @@ class StaticEmbedder:
     character alone, so a text's ids are the concatenation of its
     whitespace-separated words' ids: each distinct word is tokenised once
     (the new words of a batch joined into a few strings, split back by
-    offsets) and remembered, up to WORD_CACHE words (≈ 25 MB), then forgotten
-    all at once. The ids are those of tokenising the whole text except where
+    offsets) and remembered, up to WORD_CACHE words (≈ 300 bytes each), then
+    forgotten all at once (and by ``forget_words`` when a fill is done). Texts
+    go SUB_BATCH at a time: their split words are the transient memory (≈ 70 MB
+    for 7,422 SciFact chunks at once). The ids are those of tokenising the whole text except where
     Python's and the tokenizer's ideas of whitespace differ (control
     characters \\x1c–\\x1f), which chunks and queries share alike."""
 
-    WORD_CACHE = 200_000
+    WORD_CACHE = 100_000
+    SUB_BATCH = 1024
     JOIN = 64  # strings the new words of a batch are joined into: the tokenizer's batch parallelism
 
     def __init__(self, table: np.ndarray, tokenizer: Any, special: Sequence[int],
@@ -211,10 +214,17 @@ class StaticEmbedder:
                 out[w] = ids[bounds[k]:bounds[k + 1]]
         return out
 
+    def forget_words(self) -> None:
+        with self._lock:
+            self._words = {}
+
     def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Each text's token ids (special tokens included when the text spells them)."""
-        flat, ends = self._flat_ids(texts)
-        return np.split(flat, ends[:-1]) if len(ends) else []
+        out: list[np.ndarray] = []
+        for s in range(0, len(texts), self.SUB_BATCH):
+            flat, ends = self._flat_ids(texts[s:s + self.SUB_BATCH])
+            out += np.split(flat, ends[:-1]) if len(ends) else []
+        return out
 
     def _flat_ids(self, texts: Sequence[str]) -> tuple[np.ndarray, list[int]]:
         split = [t.split() for t in texts]
@@ -236,5 +246,14 @@ class StaticEmbedder:
         return np.fromiter(flat, dtype=np.intp, count=len(flat)), ends
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        flat, ends = self._flat_ids(texts)
-        return embed_flat(self.table, flat, ends, self.weights)
+        return self.embed_counted(texts)[0]
+
+    def embed_counted(self, texts: Sequence[str]) -> tuple[np.ndarray, int]:
+        """(the vectors, how many tokens they were made of)."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        tokens = 0
+        for s in range(0, len(texts), self.SUB_BATCH):
+            flat, ends = self._flat_ids(texts[s:s + self.SUB_BATCH])
+            out[s:s + len(ends)] = embed_flat(self.table, flat, ends, self.weights)
+            tokens += len(flat)
+        return out, tokens
