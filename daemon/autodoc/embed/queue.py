@@ -219,6 +219,7 @@ class EmbedQueue:
         self._instant_fill[ws.id] = "active" if rows else "done"
         if not rows:
             return 0
+        rows.sort()  # key order: the vectors B-tree takes a batch as appends (1.5-2x faster to write, measured)
         started = time.monotonic()
         try:
             vecs = tier.embed([text for _, text in rows])
