@@ -386,3 +386,30 @@ async def test_an_agent_saves_its_conversation_and_a_later_search_cites_it(store
         for sid in ("s-zeppelin", "s-airship"):  # the other tests search this store
             if sid in _cli(env, "session", "list", "kb"):
                 _cli(env, "session", "remove", "kb", sid)
+
+
+async def test_resources_page_with_a_cursor_over_every_document(store):
+    """resources/list pages (a page is one search.query answer; 200 in the server, 4 here) and
+    reaches every document; a cursor it did not give is refused. In-process on the real store."""
+    from mcp.shared.exceptions import MCPError
+
+    from autodoc.config import Settings
+    from autodoc.mcp.backend import Backend
+    from autodoc.mcp.resources import list_resources
+
+    base, env = store
+    b = Backend(Settings.from_env(store=env["AUTODOC_STORE"], socket=str(base / "no-daemon.sock")))
+    try:
+        whole = [str(r.uri) for r in (await list_resources(b)).resources]
+        paged, cursor = [], None
+        for _ in range(100):
+            page = await list_resources(b, cursor, page=4)
+            assert len(page.resources) <= 4
+            paged += [str(r.uri) for r in page.resources]
+            if (cursor := page.next_cursor) is None:
+                break
+        assert paged == whole and len(whole) > 8 and len(set(whole)) == len(whole)
+        with pytest.raises(MCPError):
+            await list_resources(b, "not a cursor")
+    finally:
+        b.close()

@@ -287,7 +287,8 @@ async def list_documents(b: Backend, a: Args) -> Result:
         "workspace": ws,
         "documents": [{"ref": answers.ref(ws, d["path"]), "title": d["title"], "tags": d["tags"],
                        "lines": d["line_end"]} for d in page],
-        "next_cursor": page[-1]["path"] if len(docs) > limit else None,
+        # a full answer of BROWSE_LIMIT may have more behind it (the next page says: maybe none)
+        "next_cursor": page[-1]["path"] if len(docs) > limit or len(docs) == BROWSE_LIMIT else None,
         "tag_counts": {t["tag"]: t["documents"] for t in tags["tags"]},
     }
     if ans.get("facet_counts"):
