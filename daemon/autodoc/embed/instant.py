@@ -52,15 +52,17 @@ MIN_SHARE = 0.05  # backlog / chunks above which embedding every chunk again pay
 
 def weighting(model: Any) -> str:
     """WEIGHTING where the model's vocabulary allows it (the bundled one does), else the plain mean."""
-    return WEIGHTING if WEIGHTING != "zipf" or has_ranked_vocab(model._count_tok) else "mean"
+    tok = getattr(model, "_count_tok", None)
+    return WEIGHTING if WEIGHTING != "zipf" or (tok is not None and has_ranked_vocab(tok)) else "mean"
 
 
 def rrf_weight(k: float, lexical: float) -> float:
     """The largest instant weight (with a 10% margin) that keeps the guarantee above: RRF adds
     w/(k+r) per leg, the instant leg adds at most w/(k+1), and two lexical neighbours within
-    the first GUARD_TOP ranks differ by at least lexical/((k+GUARD_TOP)(k+GUARD_TOP+1)), which
-    is also less than the lexical hit at GUARD_TOP scores. (A lexical hit's coverage weight
-    below 1 can bring two neighbours closer than that: then only nearly.)"""
+    the first GUARD_TOP ranks differ by at least lexical/((k+GUARD_TOP)(k+GUARD_TOP+1)), while
+    a hit of the tier's own (at most w/(k+1)) stays under the lexical hit at GUARD_TOP
+    (lexical/(k+GUARD_TOP)). A lexical hit's coverage weight below 1 can bring two neighbours
+    closer than that: then the guarantee holds only nearly."""
     return round(0.9 * lexical * (k + 1) / ((k + GUARD_TOP) * (k + GUARD_TOP + 1)), 6)
 
 
