@@ -394,7 +394,7 @@ def render(r: dict[str, Any]) -> str:
         "7,422 in 14.19 s, the first semantic answer on SciFact after 19.1 s.",
         "The tokenizer is the tier's cost: each distinct whitespace-separated word is tokenised once and "
         "remembered (embed/static.py; the ids equal tokenising whole texts), so later batches pay only for new words.",
-        *([f"Of the instant tier's time on those 1,000 texts, tokenising took {s['instant_split_s']['tokenise']} s and "
+        *([f"Measured apart once more (a new embedder), on those 1,000 texts tokenising took {s['instant_split_s']['tokenise']} s and "
            f"the numpy sums {s['instant_split_s']['numpy']} s; the transformer texts each fit one 256-token window, so "
            "the provider and the raw loop do the same work."] if "instant_split_s" in s else []),
         "",
