@@ -338,3 +338,30 @@ def test_the_eta_comes_from_the_measured_rate(kb):
     assert semantic["eta_seconds"] == pytest.approx(waiting["eta_seconds"], abs=0.1)
     none = call(kb, "workspace.status", ["kb"])["embedding"]
     assert none["model_state"] == "none" and none["rate"] is None and none["eta_seconds"] is None
+
+
+def test_a_browse_pages_past_its_200_with_after(tmp_path):
+    """A query of facets only lists at most 200 files: `after` (the last path of a page) reaches
+    the rest, every file once and in order; it filters a ranked query alike."""
+    root = tmp_path / "many"
+    for i in range(230):
+        (root / f"d{i // 100}").mkdir(parents=True, exist_ok=True)
+        (root / f"d{i // 100}" / f"n{i:03d}.md").write_text(f"# Note {i}\n\nwombat number {i}\n")
+    svc = Service(Settings.from_env(store=str(tmp_path / "s.db")))
+    try:
+        call(svc, "workspace.add", ["many", str(root), NO_MODEL])
+        call(svc, "workspace.index", ["many"])
+        listed, after = [], None
+        while True:
+            page = call(svc, "search.query", ["many", "", {"limit": 200, **({"after": after} if after else {})}])
+            listed += [h["path"] for h in page["hits"]]
+            if len(page["hits"]) < 200:
+                break
+            after = page["hits"][-1]["path"]
+        assert len(listed) == 230 and listed == sorted(listed) and len(set(listed)) == 230
+        ranked = call(svc, "search.query", ["many", "wombat", {"limit": 50, "after": "d1/n199.md",
+                                                             "stages": ["lexical"]}])["hits"]
+        assert ranked and all(h["path"] > "d1/n199.md" for h in ranked)
+        assert {h["path"] for h in ranked} == {p for p in listed if p > "d1/n199.md"}
+    finally:
+        svc.close()

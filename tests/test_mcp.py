@@ -142,11 +142,21 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
 
         # list: path order, counts, a cursor that pages
         first, _, err = await _tool(c, "list", {"limit": 4, "count": ["status"]})
-        assert not err and len(first["documents"]) == 4 and first["next_cursor"] == "4"
+        assert not err and len(first["documents"]) == 4
+        assert first["next_cursor"] == first["documents"][-1]["ref"].split(":", 1)[1]  # the last path listed
         assert first["tag_counts"]["sqlite"] >= 2 and "accepted" in first["facet_counts"]["status"]
         second, _, _ = await _tool(c, "list", {"limit": 4, "cursor": first["next_cursor"]})
         refs = [d["ref"] for d in first["documents"] + second["documents"]]
         assert refs == sorted(refs) and len(set(refs)) == 8
+        every, cursor = [], None  # page to the end: every file once, in order, then no cursor
+        while True:
+            page, _, err = await _tool(c, "list", {"limit": 5, **({"cursor": cursor} if cursor else {})})
+            assert not err
+            every += [d["ref"] for d in page["documents"]]
+            if (cursor := page["next_cursor"]) is None:
+                break
+        whole, _, _ = await _tool(c, "list", {"limit": 200})
+        assert every == [d["ref"] for d in whole["documents"]] and whole["next_cursor"] is None
 
         # changes since a cursor, then status
         ans, _, err = await _tool(c, "changes", {"cursor": 0, "limit": 3})
@@ -362,5 +372,44 @@ async def test_an_agent_saves_its_conversation_and_a_later_search_cites_it(store
             assert not err and all(h["origin"]["kind"] == "file" for h in ans["hits"])
             ans, _, err = await _tool(c, "save_session", {"session_id": "s-zeppelin", "turns": [{"role": "robot"}]})
             assert err and "role must be user or assistant" in ans["error"]
+            # the saved conversations, listed with a ref that reads the whole session
+            await _tool(c, "save_session", {"session_id": "s-airship", "turns": turns[:1]})
+            ans, _, err = await _tool(c, "sessions", {"limit": 1})
+            assert not err and [x["session_id"] for x in ans["sessions"]] == ["s-airship"]
+            assert ans["sessions"][0]["turns"] == 1 and ans["next_cursor"] == "s-airship"
+            ans, _, err = await _tool(c, "sessions", {"limit": 1, "cursor": ans["next_cursor"]})
+            assert not err and ans["next_cursor"] is None and ans["sessions"][0]["ref"] == ref
+            assert ans["sessions"][0]["title"].startswith("Why did the zeppelin")
+            read, text, err = await _tool(c, "read", {"ref": ref})
+            assert not err and "ballast ledger" in text
     finally:
-        _cli(env, "session", "remove", "kb", "s-zeppelin")  # the other tests search this store
+        for sid in ("s-zeppelin", "s-airship"):  # the other tests search this store
+            if sid in _cli(env, "session", "list", "kb"):
+                _cli(env, "session", "remove", "kb", sid)
+
+
+async def test_resources_page_with_a_cursor_over_every_document(store):
+    """resources/list pages (a page is one search.query answer; 200 in the server, 4 here) and
+    reaches every document; a cursor it did not give is refused. In-process on the real store."""
+    from mcp.shared.exceptions import MCPError
+
+    from autodoc.config import Settings
+    from autodoc.mcp.backend import Backend
+    from autodoc.mcp.resources import list_resources
+
+    base, env = store
+    b = Backend(Settings.from_env(store=env["AUTODOC_STORE"], socket=str(base / "no-daemon.sock")))
+    try:
+        whole = [str(r.uri) for r in (await list_resources(b)).resources]
+        paged, cursor = [], None
+        for _ in range(100):
+            page = await list_resources(b, cursor, page=4)
+            assert len(page.resources) <= 4
+            paged += [str(r.uri) for r in page.resources]
+            if (cursor := page.next_cursor) is None:
+                break
+        assert paged == whole and len(whole) > 8 and len(set(whole)) == len(whole)
+        with pytest.raises(MCPError):
+            await list_resources(b, "not a cursor")
+    finally:
+        b.close()

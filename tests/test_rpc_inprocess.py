@@ -82,7 +82,7 @@ class FakeService:
                 "pid": 1, "writable": True, "stages": {"lexical": True, "semantic": False, "rerank": False},
                 "models": {"embedding": None, "ranker": []}, "workspaces": sorted(self.workspaces),
                 "semantic": {"state": "none", "model_state": "none", "pending": 0, "eta_seconds": None,
-                             "reason": "no embedding model is configured for any workspace"}}
+                             "reason": "no embedding model is configured for any workspace", "instant": None}}
 
     def workspace_add(self, name: str, root: str, config: dict | None = None, force: bool = False) -> dict:
         with self.lock:
@@ -118,7 +118,7 @@ class FakeService:
                 "problems": [], "broken_links": [],
                 "embedding": {"available": False, "state": "off", "model": None, "embedded": 0, "pending": 0,
                               "skipped": 2, "total": 2, "reason": "no embedding model", "model_state": "none",
-                              "rate": None, "eta_seconds": None},
+                              "rate": None, "eta_seconds": None, "instant": None},
                 "ranker": {"state": "off", "model": None, "reason": "no ranker"},
                 "change_cursor": len(self.changes)}
 

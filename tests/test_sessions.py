@@ -173,6 +173,29 @@ def test_remove_takes_the_session_out(svc):
         invoke(svc, "session.remove", ["kb", "s-1"])
 
 
+def test_list_pages_the_sessions_in_id_order(svc):
+    assert call(svc, "session.list", ["kb"]) == {"workspace": "kb", "sessions": [], "next_cursor": None}
+    for sid in ("b-2", "a-1", "c-3", "a-10"):
+        append(svc, EVENTS, session_id=sid)
+    append(svc, [{"id": "x", "kind": "message", "text": "no time given"}], session_id="d-4", title="Untimed")
+    first = call(svc, "session.list", {"workspace": "kb", "limit": 2})
+    assert [x["session_id"] for x in first["sessions"]] == ["a-1", "a-10"] and first["next_cursor"] == "a-10"
+    s = first["sessions"][0]
+    assert (s["path"], s["events"], s["chunks"]) == (".session/a-1", 2, 2)
+    # the response's unix seconds (stored as ISO) come before the message's ISO time
+    assert (s["first_time"], s["last_time"]) == ("2026-11-30T00:53:20Z", "2026-11-30T10:00:00Z")
+    rest = call(svc, "session.list", ["kb", first["next_cursor"], 2])
+    assert [x["session_id"] for x in rest["sessions"]] == ["b-2", "c-3"]
+    last = call(svc, "session.list", ["kb", rest["next_cursor"], 2])
+    assert [(x["session_id"], x["title"], x["first_time"]) for x in last["sessions"]] == [("d-4", "Untimed", None)]
+    assert last["next_cursor"] is None
+    call(svc, "session.remove", ["kb", "b-2"])
+    assert [x["session_id"] for x in call(svc, "session.list", ["kb"])["sessions"]] == ["a-1", "a-10", "c-3", "d-4"]
+    with pytest.raises(InvalidParams) as e:
+        invoke(svc, "session.list", ["kb", None, 0])
+    assert e.value.data["field"] == "limit"
+
+
 def test_scope_picks_files_sessions_or_both(svc):
     append(svc, EVENTS)
     both = {h["origin"]["kind"] for h in hits(svc, "zorblatt")}
@@ -328,6 +351,8 @@ def test_session_import_and_remove_from_the_command_line(tmp_path, kb):
     bad.write_text('{"role": "user", "content": "hi"}\n[1, 2]\n')
     refused = run("session", "import", "kb", str(bad), check=False)
     assert refused.returncode == 2 and "line 2" in refused.stderr and "Traceback" not in refused.stderr
+    listed = run("session", "list", "kb").stdout.splitlines()
+    assert [line.split("\t")[0] for line in listed] == ["0b5c-77", "mine"] and "Zorblatt eviction" in listed[0]
     assert "removed session 0b5c-77" in run("session", "remove", "kb", "0b5c-77").stdout
 
 

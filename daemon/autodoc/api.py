@@ -62,6 +62,7 @@ TABLE = (
     Method("session.append", lambda s, p: s.session_append(p["workspace"], p["session_id"], p["events"],
                                                            p.get("title")), write=True),
     Method("session.remove", lambda s, p: s.session_remove(p["workspace"], p["session_id"]), write=True),
+    Method("session.list", lambda s, p: s.session_list(p["workspace"], p.get("after"), p.get("limit", 100))),
     Method("search.query", _search, cancellable=True),
     Method("search.similar", lambda s, p: s.search_similar(p["workspace"], p["path"], p.get("opts"))),
     Method("document.read", lambda s, p: s.document_read(p["workspace"], p["path"], p.get("opts"))),

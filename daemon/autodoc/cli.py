@@ -156,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--in-process", action="store_true", help="do not start a daemon when none runs")
     m = sub.add_parser("mcp", help="serve the knowledge base to AI agents over MCP (stdio; --http for localhost)",
                        description="An MCP server with the tools search, read, outline, links, similar, list, "
-                                   "changes, status, reindex and save_session, and every document as a resource "
+                                   "changes, status, reindex, save_session and sessions, and every document as a resource "
                                    "(autodoc://WORKSPACE/PATH). It uses the daemon that holds the store when one "
                                    "runs (so any number of agents share it), else serves the store itself.")
     m.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on a loopback address "

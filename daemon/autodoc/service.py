@@ -273,6 +273,9 @@ class Service:
     def session_remove(self, name: Any, session_id: str) -> dict[str, Any]:
         return self.sessions.remove(self._ws(name), session_id)
 
+    def session_list(self, name: Any, after: str | None = None, limit: int = 100) -> dict[str, Any]:
+        return self.sessions.list(self._ws(name), after, limit)
+
     # -- embeddings ----------------------------------------------------------------
 
     def _embedding_status(self, db, ws: Workspace, load: bool = True) -> dict[str, Any]:

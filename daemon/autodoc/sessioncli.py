@@ -1,9 +1,10 @@
-"""`autodoc session …`: import a transcript into a workspace's session scope, or remove a session.
+"""`autodoc session …`: import a transcript into a workspace's session scope, list the sessions, or remove one.
 
 `autodoc session import WORKSPACE FILE.jsonl [--session-id ID] [--title T]`
 reads the transcript (ingest/transcript.py) and sends its events with
 session.append, in batches that stay far below the frame limit; `autodoc
-session remove WORKSPACE ID` is session.remove. Both go to the daemon when one
+session remove WORKSPACE ID` is session.remove, `autodoc session list
+WORKSPACE` session.list (one line per session). Both go to the daemon when one
 holds the store, else run in this process (connect.py), like every command.
 
 Runs on: the main thread of the CLI.
@@ -43,6 +44,8 @@ def add_parser(sub: Any) -> None:
     rm = ssub.add_parser("remove", help="remove a session from a workspace")
     rm.add_argument("workspace")
     rm.add_argument("session_id")
+    ls = ssub.add_parser("list", help="the sessions of a workspace, in id order")
+    ls.add_argument("workspace")
 
 
 def _session_id(given: str | None, found: str | None, file: Path) -> str:
@@ -85,6 +88,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.scmd == "list":
+        after = None
+        while True:  # every page: a terminal list is read whole
+            out = call(settings, "session.list", {"workspace": args.workspace, "after": after, "limit": 1000})
+            for x in out["sessions"]:
+                when = x["last_time"] or "-"
+                print(f"{x['session_id']}\t{x['events']} events\t{when}\t{x['title'] or ''}")
+            if (after := out["next_cursor"]) is None:
+                return 0
     if args.scmd == "remove":
         out = call(settings, "session.remove", {"workspace": args.workspace, "session_id": args.session_id})
         print(f"removed session {out['session_id']} ({out['events']} events, {out['chunks']} chunks)")

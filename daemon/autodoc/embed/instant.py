@@ -31,13 +31,39 @@ from typing import Any, Sequence
 import numpy as np
 
 from .base import BaseProvider, ProviderDown
-from .static import TIER_INSTANT, StaticEmbedder, distil_table, embed_ids, tier_fingerprint
+from .static import (TIER_INSTANT, StaticEmbedder, distil_table, has_ranked_vocab, tier_fingerprint,
+                     zipf_weights)
 
 log = logging.getLogger("autodoc.embed")
 
-WEIGHTING = "mean"  # chosen on SciFact train queries: docs/benchmarks/instant_tier.md
+WEIGHTING = "zipf"  # chosen on SciFact train queries: docs/benchmarks/instant_tier.md (static.zipf_weights)
+# The instant leg's weight in an RRF hybrid. On SciFact's train queries every weight from 0.6
+# down to 0.05 (of lexical's 1.0) left the hybrid under lexical alone (docs/benchmarks/
+# instant_tier.md). So the leg weighs too little to reorder the lexical leg's first GUARD_TOP
+# hits or to put a hit of its own among them: when the lexical leg finds GUARD_TOP hits, the
+# hybrid's first GUARD_TOP are exactly its own (never worse than lexical alone there); below
+# them, and for a query whose words match little, the tier adds what the lexical leg missed.
+GUARD_TOP = 10
+# Other fusion methods have no such bound: their instant weight is this share of the configured one.
+OTHER_FUSION_SCALE = 0.125
 MIN_BACKLOG = 256  # below this the model catches up in seconds
 MIN_SHARE = 0.05  # backlog / chunks above which embedding every chunk again pays off
+
+
+def weighting(model: Any) -> str:
+    """WEIGHTING where the model's vocabulary allows it (the bundled one does), else the plain mean."""
+    tok = getattr(model, "_count_tok", None)
+    return WEIGHTING if WEIGHTING != "zipf" or (tok is not None and has_ranked_vocab(tok)) else "mean"
+
+
+def rrf_weight(k: float, lexical: float) -> float:
+    """The largest instant weight (with a 10% margin) that keeps the guarantee above: RRF adds
+    w/(k+r) per leg, the instant leg adds at most w/(k+1), and two lexical neighbours within
+    the first GUARD_TOP ranks differ by at least lexical/((k+GUARD_TOP)(k+GUARD_TOP+1)), while
+    a hit of the tier's own (at most w/(k+1)) stays under the lexical hit at GUARD_TOP
+    (lexical/(k+GUARD_TOP)). A lexical hit's coverage weight below 1 can bring two neighbours
+    closer than that: then the guarantee holds only nearly."""
+    return round(0.9 * lexical * (k + 1) / ((k + GUARD_TOP) * (k + GUARD_TOP + 1)), 6)
 
 
 def worth_it(pending: int, total: int) -> bool:
@@ -52,9 +78,10 @@ class InstantProvider(BaseProvider):
         self.model = model
         self.name = f"{model.name} (instant tier)"
         self.max_tokens = model.max_tokens
-        self._fp = tier_fingerprint(model.fingerprint, WEIGHTING)
+        self._fp = tier_fingerprint(model.fingerprint, weighting(model))
         special = [*model._open, *model._close, 0]  # [CLS], [SEP], [PAD]
-        self._static = StaticEmbedder(table, model._count_tok, special)
+        weights = zipf_weights(table.shape[0]) if weighting(model) == "zipf" else None
+        self._static = StaticEmbedder(table, model._count_tok, special, weights)
 
     @property
     def dim(self) -> int:
@@ -68,8 +95,11 @@ class InstantProvider(BaseProvider):
         return self.model.count_tokens(texts)
 
     def _embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        ids = self._static.token_ids(texts)
-        return embed_ids(self._static.table, ids, self._static.weights), int(sum(len(x) for x in ids))
+        return self._static.embed_counted(texts)
+
+    def forget_words(self) -> None:
+        """The fill is done: the word cache would only serve queries (embed/static.py)."""
+        self._static.forget_words()
 
     def _describe_extra(self) -> dict[str, Any]:
         return {"tier": TIER_INSTANT, "model_fingerprint": self.model.fingerprint}
@@ -105,7 +135,7 @@ class InstantTiers:
         """The tier's vector key for a model that has one (no table needed)."""
         if getattr(model, "kind", None) != "onnx":
             return None
-        return tier_fingerprint(model.fingerprint, WEIGHTING)
+        return tier_fingerprint(model.fingerprint, weighting(model))
 
     def get(self, model: Any, build: bool = True) -> InstantProvider | None:
         """The model's tier, loading its table from the cache or (build) distilling
@@ -135,6 +165,13 @@ class InstantTiers:
                     return None
         with self._lock:
             return self._tiers.setdefault(fp, InstantProvider(model, table))
+
+    def forget_words(self, model: Any) -> None:
+        """A fill is done: drop the tier's word cache, if its table is loaded (never loads it)."""
+        with self._lock:
+            tier = self._tiers.get(model.fingerprint)
+        if tier is not None:
+            tier.forget_words()
 
     def _load(self, model: Any) -> np.ndarray | None:
         path = table_path(model, self.cache_dir)

@@ -43,7 +43,7 @@ SEARCH_YIELD_S = 0.5  # how long a step waits for searches in flight before taki
 RATE_WEIGHT = 0.3  # a new batch's share of the running rate: recent batches count most
 INSTANT_BATCH = 4096  # instant-tier texts per step: a few seconds at its slowest measured speed
 
-# notify(workspace, {"embedded", "pending", "state", "reason"}): progress for clients
+# notify(workspace, {"embedded", "pending", "state", "reason", "instant"}): progress for clients
 Notify = Callable[[str, dict[str, Any]], None]
 EmbeddingConfig = Callable[[Workspace], dict[str, Any]]
 
@@ -119,6 +119,11 @@ class EmbedQueue:
         with self._lock:
             per = self._seconds_per_vector.get(fp)
         return None if not per else 1.0 / per
+
+    def instant_fill(self, ws_id: int) -> tuple[str | None, bool]:
+        """(the instant tier's part in the workspace's current fill: "active", "done" or None when
+        not looked at yet; whether this process wrote instant vectors for it) — embed/status.py."""
+        return self._instant_fill.get(ws_id), ws_id in self._instant_wrote
 
     def failure(self, ws_id: int) -> str | None:
         """Why the workspace's last step could not embed (None: it could, or none ran yet)."""
@@ -214,6 +219,8 @@ class EmbedQueue:
         self._instant_fill[ws.id] = "active" if rows else "done"
         if not rows:
             return 0
+        rows.sort()  # key order: the vectors B-tree takes a batch as appends (1.5-2x faster to write, measured)
+        started = time.monotonic()
         try:
             vecs = tier.embed([text for _, text in rows])
         except ProviderDown as e:
@@ -229,6 +236,8 @@ class EmbedQueue:
                                                               for i, (h, _) in enumerate(rows)])
             docs = stored.documents_with_texts(w, ws.id, [h for h, _ in rows])
         self._instant_wrote.add(ws.id)
+        with self._lock:
+            self._observe(tier.fingerprint, len(rows), time.monotonic() - started)
         self._on_vectors(ws.id, docs)
         return len(rows)
 
@@ -239,6 +248,7 @@ class EmbedQueue:
         self._instant_wrote.discard(ws.id)
         fp = self.instant.fingerprint_for(provider) if self.instant is not None else None
         if fp is not None:
+            self.instant.forget_words(provider)
             with self.store.write() as w:
                 stored.drop_model(w, ws.id, fp)
 
@@ -293,10 +303,14 @@ class EmbedQueue:
                     delay = min(BACKOFF_MAX_S, max(BACKOFF_MIN_S, delay * 2))
                     backoff[name] = (time.monotonic() + delay, delay)
                     if notify:
-                        notify(name, {"embedded": 0, "pending": None, "state": "failed", "reason": step["reason"]})
+                        notify(name, {"embedded": 0, "pending": None, "state": "failed", "reason": step["reason"],
+                                      "instant": None})
                     continue
                 backoff.pop(name, None)
                 instant += step.get("instant", 0)
+                if step.get("instant") and notify and status:  # the instant tier's progress: it answers first
+                    st = status(name)
+                    notify(name, {k: st[k] for k in ("embedded", "pending", "state", "reason", "instant")})
                 if step["embedded"]:
                     did += step["embedded"]
                     if progress:
@@ -304,7 +318,7 @@ class EmbedQueue:
                     if notify and status:
                         st = status(name)
                         notify(name, {"embedded": st["embedded"], "pending": st["pending"],
-                                      "state": st["state"], "reason": st["reason"]})
+                                      "state": st["state"], "reason": st["reason"], "instant": st.get("instant")})
             total += did
             if not did and not instant:
                 if until_idle:

@@ -14,6 +14,11 @@ and `reason` says the model is loading. With
 `load` false (server.info) a model not yet asked for in this process is not
 loaded either, nor is one that failed to load tried again.
 
+While the model's backlog is large the instant tier (embed/instant.py) first
+gives every chunk a vector of its own, and searches answer from it until the
+model is done: `instant` says how far that fill is (filling) or that it
+serves (serving), or is null when the tier plays no part.
+
 The ETA is pending ÷ the rate the embed queue measured in this process (a
 running average over its recent batches, embedding and writing): null until a
 batch has been measured (while the model loads, or before the first batch),
@@ -32,6 +37,7 @@ import apsw
 
 from ..store import vectors as stored
 from ..store.workspaces import Workspace, chunk_count
+from .instant import MIN_BACKLOG
 from .providers import Providers
 from .queue import EmbedQueue
 
@@ -48,9 +54,38 @@ def _waiting(pending: int) -> str:
     return "1 chunk waits for its vector" if pending == 1 else f"{pending} chunks wait for vectors"
 
 
+def instant_status(db: apsw.Connection, ws: Workspace, provider: Any, model_pending: int,
+                   queue: EmbedQueue) -> dict[str, Any] | None:
+    """The instant tier's part in the workspace's fill: {state: filling | serving, embedded,
+    pending, rate, eta_seconds} (its own vectors), or None when it plays none — no tier, the
+    model has (nearly) every vector, the backlog was too small for the tier, or this process
+    did not run the fill (a reader's status knows only what the store says)."""
+    tiers = queue.instant
+    phase, wrote = queue.instant_fill(ws.id)
+    if tiers is None or model_pending < MIN_BACKLOG or (phase != "active" and not wrote):
+        return None
+    fp = tiers.fingerprint_for(provider)
+    if fp is None:
+        return None
+    pending = queue.pending(db, ws.id, fp)  # cached until the workspace's vectors next change
+    if pending and phase != "active":
+        return None  # chunks came after the tier's fill: search.query answers from the model (semantic.py)
+    rate = queue.rate(fp)
+    return {"state": "filling" if pending else "serving", "embedded": chunk_count(db, ws.id) - pending,
+            "pending": pending, "rate": rate, "eta_seconds": _eta(pending, rate)}
+
+
 def embedding_status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], providers: Providers,
                      queue: EmbedQueue, *, load: bool = True) -> dict[str, Any]:
-    """{available, state, model, embedded, pending, skipped, total, reason, model_state, rate, eta_seconds}."""
+    """{available, state, model, embedded, pending, skipped, total, reason, model_state, rate, eta_seconds,
+    instant}."""
+    out = _status(db, ws, cfg, providers, queue, load)
+    out.setdefault("instant", None)
+    return out
+
+
+def _status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], providers: Providers,
+            queue: EmbedQueue, load: bool) -> dict[str, Any]:
     total = chunk_count(db, ws.id)
     model_state, failed = providers.state(cfg)
     if model_state == "failed" and not load:  # asking the provider again would retry the load
@@ -95,7 +130,7 @@ def embedding_status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], pr
             "pending": pending, "skipped": 0, "total": total,
             "reason": None if state == "ready" else (
                 "a new embedding model is filling" if state == "switching" else _waiting(pending)),
-            **coming}
+            **coming, "instant": instant_status(db, ws, provider, pending, queue) if state == "partial" else None}
 
 
 ORDER = ("failed", "loading", "unloaded", "ready")
@@ -105,7 +140,7 @@ def summary(statuses: list[dict[str, Any]], rates: list[float]) -> dict[str, Any
     """server.info's `semantic`: the workspaces' embedding statuses (those with a model) in one."""
     if not statuses:
         return {"state": "none", "model_state": "none", "pending": 0, "eta_seconds": None,
-                "reason": NO_MODEL_REASON.replace("this workspace", "any workspace")}
+                "reason": NO_MODEL_REASON.replace("this workspace", "any workspace"), "instant": None}
     model_state = next((s for s in ORDER if any(st["model_state"] == s for st in statuses)), "ready")
     pending = sum(st["pending"] for st in statuses)
     failed = [st["reason"] for st in statuses if st["state"] == "failed"]
@@ -119,4 +154,16 @@ def summary(statuses: list[dict[str, Any]], rates: list[float]) -> dict[str, Any
         reason = _waiting(pending) if pending else None
     rate = min(rates) if rates else None  # one queue embeds every workspace in turn: the slowest model bounds it
     return {"state": state, "model_state": model_state, "pending": pending,
-            "eta_seconds": None if state == "failed" else _eta(pending, rate), "reason": reason}
+            "eta_seconds": None if state == "failed" else _eta(pending, rate), "reason": reason,
+            "instant": _instant_summary([st["instant"] for st in statuses if st.get("instant")])}
+
+
+def _instant_summary(tiers: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """server.info's `semantic.instant`: filling while any workspace's tier fills, else serving."""
+    if not tiers:
+        return None
+    filling = [t for t in tiers if t["state"] == "filling"]
+    pending = sum(t["pending"] for t in filling)
+    rates = [t["rate"] for t in filling if t["rate"]]
+    return {"state": "filling" if filling else "serving", "pending": pending,
+            "eta_seconds": _eta(pending, min(rates) if rates else None)}

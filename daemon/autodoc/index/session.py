@@ -31,6 +31,7 @@ from ..store import sessions as stored_sessions
 from ..store.workspaces import Workspace
 
 Written = Callable[[Workspace, list[dict], list[int]], None]
+LIST_LIMIT = 100  # session.list's default page
 
 
 class SessionIndex:
@@ -128,6 +129,18 @@ class SessionIndex:
         return {"workspace": ws.name, "session_id": session_id, "path": path, "removed": True,
                 "events": before["events"], "chunks": before["chunks"],
                 "change_cursor": None if change is None else change["cursor"]}
+
+    def list(self, ws: Workspace, after: str | None = None, limit: int = LIST_LIMIT) -> dict[str, Any]:
+        """The workspace's sessions in id order, a page at a time (session.list)."""
+        with self.store.read() as db:
+            rows = stored_sessions.listed(db, ws.id, after, limit + 1)
+        page = rows[:limit]
+        return {"workspace": ws.name,
+                "sessions": [{"session_id": sid, "path": stored_sessions.session_path(sid), "title": title,
+                              "generation": gen, "events": n_events, "chunks": n_chunks,
+                              "first_time": first, "last_time": last}
+                             for sid, title, gen, n_events, n_chunks, first, last in page],
+                "next_cursor": page[-1][0] if len(rows) > limit else None}
 
     @staticmethod
     def _answer(db, ws: Workspace, session_id: str, path: str) -> dict[str, Any]:

@@ -202,8 +202,9 @@ class Backend:
         near = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         raise ToolError(f"no workspace named {name!r}", did_you_mean=near or None, workspaces=names)
 
-    async def documents(self, workspace: str, limit: int = BROWSE_LIMIT) -> list[dict[str, Any]]:
+    async def documents(self, workspace: str, limit: int = BROWSE_LIMIT, after: str | None = None) -> list[dict[str, Any]]:
         """The workspace's documents in path order ({path, title, line_end…}): a facet browse
-        with no words, which lists files without ranking them."""
-        answer = await self.call("search.query", [workspace, "", {"limit": limit, "scope": "files"}])
+        with no words, which lists files without ranking them; after: those past this path."""
+        opts: dict[str, Any] = {"limit": limit, "scope": "files", **({"after": after} if after is not None else {})}
+        answer = await self.call("search.query", [workspace, "", opts])
         return answer["hits"]

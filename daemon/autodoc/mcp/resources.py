@@ -13,6 +13,7 @@ Runs on: the MCP server's event loop; in-process writes report from worker threa
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 from urllib.parse import quote, unquote
@@ -23,15 +24,17 @@ import anyio.from_thread
 import anyio.lowlevel
 import mcp_types as types
 from mcp.server.subscriptions import InMemorySubscriptionBus
+from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 
 from ..connect import daemon_socket
 from ..errors import DocumentNotFound
-from .backend import Backend
+from .backend import BROWSE_LIMIT, Backend
 
 log = logging.getLogger("autodoc.mcp")
 
 SCHEME = "autodoc://"
+INVALID_PARAMS = -32602
 RETRY_S = 2.0
 
 
@@ -46,12 +49,26 @@ def parse_uri(text: str) -> tuple[str, str]:
     return ws, unquote(path)
 
 
-async def list_resources(b: Backend) -> types.ListResourcesResult:
+async def list_resources(b: Backend, cursor: str | None = None, page: int = BROWSE_LIMIT) -> types.ListResourcesResult:
+    """Every workspace's documents, a page (one search.query answer, at most BROWSE_LIMIT) at a
+    time: the cursor names the workspace and the last path listed."""
+    names = await b.workspaces()
+    start, after = 0, None
+    if cursor:
+        try:
+            ws, after = json.loads(cursor)
+            start = names.index(ws)
+        except (ValueError, TypeError):
+            raise MCPError(INVALID_PARAMS, "cursor must be the nextCursor of the previous page") from None
     out = []
-    for ws in await b.workspaces():
-        for d in await b.documents(ws):
+    for ws in names[start:]:
+        docs = await b.documents(ws, limit=page, after=after)
+        after = None
+        for d in docs:
             out.append(types.Resource(uri=uri(ws, d["path"]), name=f"{ws}:{d['path']}", title=d["title"],
                                       mime_type="text/markdown", size=d["byte_end"]))
+        if len(docs) == page:  # maybe more behind it
+            return types.ListResourcesResult(resources=out, ttl_ms=0, next_cursor=json.dumps([ws, docs[-1]["path"]]))
     return types.ListResourcesResult(resources=out, ttl_ms=0)
 
 

@@ -65,7 +65,7 @@ def build(backend: Backend, feed: resources.ChangeFeed) -> Server[Any]:
         return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=data)
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        return await resources.list_resources(backend)
+        return await resources.list_resources(backend, getattr(params, "cursor", None))
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
         return resources.templates()

@@ -1,5 +1,6 @@
-"""The `save_session` tool: an agent keeps its own conversation in the
-knowledge base (session.append), so a later session can search and cite it.
+"""The `save_session` and `sessions` tools: an agent keeps its own
+conversation in the knowledge base (session.append), so a later session can
+search and cite it, and sees which conversations are kept (session.list).
 
 A model sends turns as chat messages (`role` user/assistant, `content` a
 string or text parts); they become session events. A turn without an `id` is
@@ -65,6 +66,22 @@ async def save_session(b: Backend, a: Args) -> tuple[dict[str, Any], str]:
         "workspace": ws, "session_id": sid, "ref": f"{ws}:{got['path']}", "saved": got["indexed"],
         "skipped": got["skipped"], "session_turns": got["events"],
         "next": "search it with scope \"sessions\"; send the whole conversation again to update it"}
+    if a.notes:
+        out["notes"] = a.notes
+    return out, json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+async def list_sessions(b: Backend, a: Args) -> tuple[dict[str, Any], str]:
+    [ws] = await b.workspace(a.str("workspace"))
+    limit = a.int("limit", 20, 1, 200)
+    got = await b.call("session.list", {"workspace": ws, "after": a.str("cursor"), "limit": limit})
+    out: dict[str, Any] = {
+        "workspace": ws,
+        "sessions": [{"ref": f"{ws}:{x['path']}", "session_id": x["session_id"], "title": x["title"],
+                      "turns": x["events"], "last_time": x["last_time"]} for x in got["sessions"]],
+        "next_cursor": got["next_cursor"]}
+    if not got["sessions"] and not a.str("cursor"):
+        a.notes.append("no saved conversations yet: `save_session` keeps one")
     if a.notes:
         out["notes"] = a.notes
     return out, json.dumps(out, ensure_ascii=False, separators=(",", ":"))

@@ -193,6 +193,19 @@ TOOLS: list[dict[str, Any]] = [
             "workspace": {**_STR, "description": WORKSPACE},
         }, ["session_id", "turns"]),
     },
+    {
+        "name": "sessions",
+        "title": "Saved conversations",
+        "description": (
+            "The conversations saved with `save_session`, in session_id order: each with a `ref` to `read` it, "
+            "its title, its number of turns and the time of its last turn. Page with `cursor`."),
+        "inputSchema": _obj({
+            "workspace": {**_STR, "description": WORKSPACE},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 20,
+                      "description": "Sessions per page."},
+            "cursor": {**_STR, "description": "`next_cursor` of the previous page."},
+        }),
+    },
 ]
 
 # every tool reads this machine's store and nothing else; reindex and save_session write (the index, not files)

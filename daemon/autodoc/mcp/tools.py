@@ -22,7 +22,7 @@ from ..errors import AutodocError, DocumentNotFound, Unsupported
 from . import answers
 from .args import Args, parse_ref
 from .backend import BROWSE_LIMIT, Backend, ToolError
-from .sessions import save_session
+from .sessions import list_sessions, save_session
 from .specs import KNOWN_ARGS
 
 Result = tuple[dict[str, Any], str]
@@ -266,11 +266,12 @@ async def list_documents(b: Backend, a: Args) -> Result:
     [ws] = await b.workspace(a.str("workspace"))
     limit = a.int("limit", 50, 1, 200)
     assert limit is not None
-    cursor = a.str("cursor") or "0"
-    if not cursor.isdigit():
-        raise ToolError(f"cursor must be the next_cursor of the previous page (a number), not {cursor!r}")
-    offset = int(cursor)
-    opts: dict[str, Any] = {"limit": BROWSE_LIMIT, "scope": "files"}  # saved sessions are not files to browse
+    # the cursor is the last path of the previous page: search.query's `after` lists the files past it,
+    # so paging reaches every document however many match (one answer holds at most BROWSE_LIMIT)
+    cursor = a.str("cursor")
+    opts: dict[str, Any] = {"limit": min(BROWSE_LIMIT, limit + 1), "scope": "files"}  # sessions are not files
+    if cursor:
+        opts["after"] = cursor
     for key in ("paths", "tags"):
         if (v := a.strings(key)) is not None:
             opts[key] = v
@@ -281,19 +282,17 @@ async def list_documents(b: Backend, a: Args) -> Result:
     ans, tags = await gather([lambda: b.call("search.query", [ws, "", opts]),
                               lambda: b.call("workspace.tags", [ws, None, 30])])
     docs = ans["hits"]
-    page = docs[offset:offset + limit]
-    nxt = offset + limit if offset + limit < len(docs) else None
+    page = docs[:limit]
     out: dict[str, Any] = {
-        "workspace": ws, "matching": len(docs) if len(docs) < BROWSE_LIMIT else f"{BROWSE_LIMIT}+",
+        "workspace": ws,
         "documents": [{"ref": answers.ref(ws, d["path"]), "title": d["title"], "tags": d["tags"],
                        "lines": d["line_end"]} for d in page],
-        "next_cursor": None if nxt is None else str(nxt),
+        # a full answer of BROWSE_LIMIT may have more behind it (the next page says: maybe none)
+        "next_cursor": page[-1]["path"] if len(docs) > limit or len(docs) == BROWSE_LIMIT else None,
         "tag_counts": {t["tag"]: t["documents"] for t in tags["tags"]},
     }
     if ans.get("facet_counts"):
         out["facet_counts"] = ans["facet_counts"]
-    if len(docs) >= BROWSE_LIMIT and nxt is None:
-        a.notes.append(f"only the first {BROWSE_LIMIT} matches are listed: narrow with paths, tags or facets")
     _with_notes(out, a)
     return out, as_text(out)
 
@@ -377,7 +376,7 @@ async def reindex(b: Backend, a: Args) -> Result:
 HANDLERS: dict[str, Callable[[Backend, Args], Awaitable[Result]]] = {
     "search": search, "read": read, "outline": outline, "links": links, "similar": similar,
     "list": list_documents, "changes": changes, "status": status, "reindex": reindex,
-    "save_session": save_session,
+    "save_session": save_session, "sessions": list_sessions,
 }
 
 

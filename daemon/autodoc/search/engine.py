@@ -84,6 +84,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         include_abstract=opts.abstract_chunk,
         kinds=ctx.facet_kinds,
         scope=opts.scope,
+        after=opts.after,
     )
     requested = list(opts.stages)
     if parsed.wordless:

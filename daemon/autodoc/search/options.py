@@ -29,6 +29,7 @@ class SearchOptions:
     fusion: dict[str, Any] = field(default_factory=lambda: {"method": "rrf", "k": RRF_K, "weights": dict(RRF_WEIGHTS)})
     facet_counts: tuple[str, ...] = ()  # fields whose per-value counts over the matching set are wanted
     scope: str = "all"  # files, sessions (session.append) or all
+    after: str | None = None  # only documents whose path sorts after this one (paging a browse)
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -61,4 +62,4 @@ def parse_options(opts: dict[str, Any] | None, ws: WorkspaceConfig) -> SearchOpt
         abstract_chunk=retrieval.get("abstract_chunk", ws.abstract_chunk),
         demote_superseded=retrieval.get("demote_superseded", ws.demote_superseded),
         window=window, fusion=normalise_fusion(opts.get("fusion", ws.fusion)), facet_counts=counts,
-        scope=opts.get("scope", "all"))
+        scope=opts.get("scope", "all"), after=opts.get("after"))

@@ -19,8 +19,9 @@ from typing import Any, Callable
 import apsw
 import numpy as np
 
+from ..config import RRF_K
 from ..embed.base import Provider, ProviderDown
-from ..embed.instant import MIN_BACKLOG, InstantTiers
+from ..embed.instant import MIN_BACKLOG, OTHER_FUSION_SCALE, InstantTiers, rrf_weight
 from ..embed.static import TIER_FULL, TIER_INSTANT
 from ..embed.providers import Providers
 from ..errors import AutodocError, EmbedFailed, Switching, Unsupported
@@ -37,19 +38,17 @@ PARTIAL_NOTE = "some documents are still being embedded and answer lexically unt
 INSTANT_NOTE = "the embedding model is still filling: the instant tier (a distilled token table) answers until it is done"
 
 
-# The instant tier's share of a hybrid, relative to the configured semantic weight. On
-# SciFact's train queries every weight from 0.6 down to 0.1 (of lexical's 1.0) left the hybrid
-# under lexical alone, the smallest least (docs/benchmarks/instant_tier.md): 0.1 / 0.8, so the
-# tier only ranks what the lexical leg ranks low or misses.
-INSTANT_WEIGHT_SCALE = 0.125
-
-
 def instant_fusion(fusion: dict[str, Any]) -> dict[str, Any]:
-    """The fusion options with the semantic leg's weight scaled for the instant tier
-    (an absent weight is the method's default: engine.py and fusion.py)."""
+    """The fusion options with the semantic leg weighed for the instant tier (embed/instant.py
+    says how; an absent weight or k is the method's default: engine.py and fusion.py)."""
     weights = dict(fusion.get("weights") or {})
-    default = {"weighted": 0.6, "convex": CONVEX_WEIGHTS["semantic"]}.get(fusion.get("method"), 1.0)
-    weights["semantic"] = round(weights.get("semantic", default) * INSTANT_WEIGHT_SCALE, 6)
+    method = fusion.get("method", "rrf")
+    default = {"weighted": 0.6, "convex": CONVEX_WEIGHTS["semantic"]}.get(method, 1.0)
+    if method == "rrf":
+        bound = rrf_weight(fusion.get("k", RRF_K), weights.get("lexical", 1.0))
+        weights["semantic"] = min(weights.get("semantic", default), bound)
+    else:
+        weights["semantic"] = round(weights.get("semantic", default) * OTHER_FUSION_SCALE, 6)
     return {**fusion, "weights": weights}
 
 

@@ -42,10 +42,12 @@ def build_filter(
     include_abstract: bool,
     kinds: dict[str, str] | None = None,
     scope: str = "all",
+    after: str | None = None,
 ) -> Filter:
     """kinds: each declared field's comparison kind (string | number | date |
     boolean) from the workspace schema, or None when there is no schema.
-    scope: files, sessions (store/sessions.py) or all."""
+    scope: files, sessions (store/sessions.py) or all. after: only documents whose path sorts
+    after this one (a browse's next page)."""
     clauses: list[str] = []
     params: list = []
     positive: dict[str, list[str]] = {}
@@ -102,6 +104,9 @@ def build_filter(
         op = "NOT IN" if scope == "files" else "IN"
         clauses.append(f"c.document_id {op} (SELECT d.id FROM documents d WHERE d.workspace_id=? AND d.{SESSION_RANGE})")
         params.append(workspace_id)
+    if after is not None:
+        clauses.append("c.document_id IN (SELECT d.id FROM documents d WHERE d.workspace_id=? AND d.path > ?)")
+        params += [workspace_id, after]
     if not include_abstract:
         clauses.append("c.kind != 'abstract'")
     return Filter(" AND ".join(clauses), params)

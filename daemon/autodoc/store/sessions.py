@@ -93,6 +93,20 @@ def document_counts(db: apsw.Connection, doc_id: int) -> tuple[int, int, int]:
         {"d": doc_id}).fetchone()
 
 
+def listed(db: apsw.Connection, ws_id: int, after: str | None, limit: int) -> list[tuple]:
+    """(session id, title, generation, events, chunks, first event time, last event time) of up to
+    `limit` sessions whose id sorts after `after`, in id order (a range over the path index)."""
+    low = session_path(after) if after is not None else SESSION_PREFIX
+    return [(session_id_of(r[0]), *r[1:]) for r in db.execute(
+        f"""SELECT d.path, d.title, d.generation,
+                   (SELECT COUNT(*) FROM session_events e WHERE e.document_id = d.id),
+                   (SELECT COUNT(*) FROM chunks c WHERE c.document_id = d.id),
+                   (SELECT MIN(time) FROM session_events e WHERE e.document_id = d.id),
+                   (SELECT MAX(time) FROM session_events e WHERE e.document_id = d.id)
+            FROM documents d WHERE d.workspace_id = ? AND d.{SESSION_RANGE} AND d.path > ?
+            ORDER BY d.path LIMIT ?""", (ws_id, low, limit))]
+
+
 def counts(db: apsw.Connection, ws_id: int) -> dict[str, int]:
     """{sessions, events, chunks} of a workspace."""
     sessions, chunks = db.execute(
