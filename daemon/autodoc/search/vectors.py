@@ -147,10 +147,9 @@ def _codes_of(words: np.ndarray, nbytes: int, rows: np.ndarray | None = None) ->
 
 def _code_columns(words: np.ndarray, nbytes: int, rows: np.ndarray | None) -> np.ndarray:
     """Column-major byte codes [nbytes, m] of these rows (all when None), for the asymmetric pass."""
-    nw, n = words.shape
-    w8 = words.view(np.uint8).reshape(nw, n, 8)
-    sel = w8 if rows is None else w8[:, rows, :]
-    return np.ascontiguousarray(sel.transpose(0, 2, 1)).reshape(nw * 8, sel.shape[1])[:nbytes]
+    sel = np.ascontiguousarray(words) if rows is None else np.take(words, rows, axis=1)  # [nw, m] uint64
+    nw, m = sel.shape
+    return np.ascontiguousarray(sel.view(np.uint8).reshape(nw, m, 8).transpose(0, 2, 1)).reshape(nw * 8, m)[:nbytes]
 
 
 def matvec(m: np.ndarray, q: np.ndarray) -> np.ndarray:
