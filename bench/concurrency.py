@@ -148,6 +148,9 @@ def render(results: dict[str, Any], nq: int) -> str:
         "connection that sent up to 400 searches (limit 50) and never reads an answer.",
         "- Target (issue 19): at 8 clients ≥ 1.8× one client's requests/s on this 2-core machine, and a slow client "
         "stalls nobody. The machine is shared (see the load figures): other processes take CPU during the run.",
+        "- Before issue 19 (commit b5b62b7, 100k, load ≈ 1): lexical 91.7 → 177.8 requests/s from 1 to 8 clients, "
+        "hybrid 85.2 → 62.3; no p99, no slow client. The slow-client row's before/after and the socket overhead are in "
+        "[daemon_overhead.md](daemon_overhead.md).",
         "",
     ]
     for size, r in sorted(results["sizes"].items(), key=lambda kv: int(kv[0])):
