@@ -54,8 +54,14 @@ class LiveIndex:
         self._stopping = False
         self._refolder: set[str] = set()  # workspaces where a folder vanished: index whole once re-watched
         self._new_folders: dict[str, set[str]] = defaultdict(set)  # name → folders that appeared: index again once re-watched
+        # Folders that appeared, walked alone: the next watch set is the last one plus these. Walking
+        # every root again (1.9 s at 1M chunks) left the folder unwatched meanwhile, so a second save
+        # there waited for the re-index behind it (2.6 s). A vanished folder or a new root walks all.
+        self._more_folders: set[Path] = set()
+        self._walk_all = True
 
     def roots_changed(self) -> None:
+        self._walk_all = True
         self._restart.set()
 
     def stop(self) -> None:
@@ -71,8 +77,8 @@ class LiveIndex:
             self._set_watching([])
 
     async def _roots(self) -> dict[str, Path]:
-        listed = await self._read(self.service.workspace_list)
-        return {w["name"]: Path(w["root"]) for w in listed["workspaces"] if Path(w["root"]).is_dir()}
+        listed = await self._read(self.service.workspace_roots)
+        return {name: Path(root) for name, root in listed.items() if Path(root).is_dir()}
 
     async def _catch_up(self) -> None:
         for name in await self._roots():
@@ -86,17 +92,26 @@ class LiveIndex:
         from watchfiles import awatch
 
         rescan = False
+        folders: list[Path] = []
+        watched: dict[str, Path] = {}
         while not self._stopping:
             self._restart = anyio.Event()
             roots = await self._roots()
             if rescan:  # what changed while no watcher ran
                 rescan = False
                 self._refolder.update(roots)
+                self._walk_all = True
             if not roots:
                 self._set_watching([])
                 await self._restart.wait()
                 continue
-            folders = await anyio.to_thread.run_sync(_folders, roots)
+            if self._walk_all or roots != watched:
+                self._walk_all = False
+                folders = await anyio.to_thread.run_sync(_folders, roots)
+            else:
+                folders = sorted(set(folders) | self._more_folders)
+            self._more_folders = set()
+            watched = roots
             try:
                 async with anyio.create_task_group() as tg:
                     # awatch creates its watcher synchronously on the first step of the
@@ -174,6 +189,11 @@ class LiveIndex:
                     rescan.add(name)
         if rescan or fresh:  # re-watch; then index the new folders again, those workspaces whole
             self._refolder |= rescan
+            if rescan:
+                self._walk_all = True
+            else:
+                self._more_folders |= await anyio.to_thread.run_sync(
+                    _folders_under, [(roots[n], r) for n, rels in fresh.items() for r in sorted(rels)])
             for name, rels in fresh.items():
                 self._new_folders[name] |= rels
             self._restart.set()
@@ -202,6 +222,17 @@ def _folders(roots: dict[str, Path]) -> list[Path]:
             except UnicodeEncodeError:
                 continue
             out.append(folder)
+    return out
+
+
+def _folders_under(pairs: list[tuple[Path, str]]) -> set[Path]:
+    """The folders the scan would walk in these (root, folder) pairs, each folder included."""
+    out: set[Path] = set()
+    for root, folder in pairs:
+        for d, dirs, _ in os.walk(root / folder):
+            rel_d = Path(d).relative_to(root).as_posix()
+            dirs[:] = [x for x in dirs if not is_ignored(root, f"{rel_d}/{x}") and not Path(d, x).is_symlink()]
+            out.add(Path(d))
     return out
 
 
