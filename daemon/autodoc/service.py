@@ -238,6 +238,11 @@ class Service:
         with self.store.read() as db:
             return wsrows.workspace_names(db)
 
+    def workspace_roots(self) -> dict[str, str]:
+        """Each workspace's root, without workspace_list's counts (0.7 s at 1M chunks)."""
+        with self.store.read() as db:
+            return {n: wsrows.get_workspace(db, n).root for n in wsrows.workspace_names(db)}
+
     # -- indexing ----------------------------------------------------------------
 
     def index(self, name: Any, *, full: bool = False, progress: Progress | None = None,

@@ -50,6 +50,15 @@ async def run_read(app: App, fn: Callable[..., Any], *args: Any, **kwargs: Any) 
     return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=app.readers, abandon_on_cancel=True)
 
 
+async def run_peer_read(app: App, ctx: RequestContext, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """run_read within the connection's own share of the readers (connection.py, "Fair shares")."""
+    share = getattr(ctx.peer, "reads", None)
+    if share is None:
+        return await run_read(app, fn, *args, **kwargs)
+    async with share:
+        return await run_read(app, fn, *args, **kwargs)
+
+
 async def run_write(app: App, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Wait (cancellably) for the writer slot, then run to the end, shielded."""
     async with app.writer:
@@ -89,9 +98,9 @@ class Methods:
             elif m.cancellable and ctx.inflight is not None:
                 # The thread is abandoned when cancelled; this flag lets it stop
                 # its own work (a rerank, say) instead of finishing unseen.
-                result = await run_read(self.app, call, self.service, p, cancel=ctx.inflight.cancelled)
+                result = await run_peer_read(self.app, ctx, call, self.service, p, cancel=ctx.inflight.cancelled)
             else:
-                result = await run_read(self.app, call, self.service, p)
+                result = await run_peer_read(self.app, ctx, call, self.service, p)
             if m.name in _ANNOUNCE:
                 self._announce(m.name, result)
             return result
@@ -101,7 +110,7 @@ class Methods:
     # -- server -----------------------------------------------------------------
 
     async def server_info(self, ctx: RequestContext, p: dict) -> dict:
-        info = dict(await run_read(self.app, self.service.info))
+        info = dict(await run_peer_read(self.app, ctx, self.service.info))
         info["socket"] = str(self.app.socket_path) if self.app.socket_path else None
         info["watching"] = list(self.app.watching)
         return info

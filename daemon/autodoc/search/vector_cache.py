@@ -5,6 +5,13 @@ the documents a write touched are read again (`mark_dirty`, called by the
 index job and the embed queue with the documents they changed). A document
 enters only once every one of its chunks has a vector, so it answers whole.
 
+Keyed by (workspace, model fingerprint): while the instant tier answers and
+the model's own vectors fill, `search.similar` and the search read different
+fingerprints' vectors, and one key per workspace reloaded the whole index
+each time they alternated. A workspace keeps at most MODELS_PER_WORKSPACE
+fingerprints, the least recently used going first (the tier's vectors once
+the model has filled).
+
 Runs on: any thread. One lock guards the table; loads and refreshes read on
 the connection the caller passes (the search's own snapshot).
 """
@@ -20,7 +27,10 @@ import numpy as np
 from ..embed.memory import release_free_heap
 from ..store import vectors as stored
 from ..store.workspaces import chunk_count
+from . import vectors as vector_math
 from .vectors import VectorIndex
+
+MODELS_PER_WORKSPACE = 2
 
 
 @dataclass
@@ -87,7 +97,8 @@ def _load(db: apsw.Connection, ws_id: int, fp: str, dim: int) -> WorkspaceVector
     bound = chunk_count(db, ws_id)
     nbytes = (dim + 7) // 8
     ids = np.empty(bound, dtype=np.int64)
-    vecs = np.empty((bound, dim), dtype=np.float32)
+    # straight into the dtype the index keeps (float16 above HALF_ABOVE rows): no float32 copy at its peak
+    vecs = np.empty((bound, dim), dtype=np.float16 if bound > vector_math.HALF_ABOVE else np.float32)
     codes = np.empty((bound, nbytes), dtype=np.uint8)
     per: dict[int, list[int]] = {}
     n = 0
@@ -129,13 +140,15 @@ def _refresh(db: apsw.Connection, wv: WorkspaceVectors, ws_id: int, dim: int) ->
 class VectorCache:
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._by_workspace: dict[int, WorkspaceVectors] = {}
+        self._by_key: dict[tuple[int, str], WorkspaceVectors] = {}  # in use order, most recent last
+
+    def _of(self, ws_id: int) -> list[WorkspaceVectors]:
+        return [wv for (w, _), wv in self._by_key.items() if w == ws_id]
 
     def mark_dirty(self, ws_id: int, doc_ids: list[int] | None = None) -> None:
         """These documents' chunks or vectors changed (None: any may have)."""
         with self._lock:
-            wv = self._by_workspace.get(ws_id)
-            if wv is not None:
+            for wv in self._of(ws_id):
                 if doc_ids is None:
                     wv.all_dirty = True
                 else:
@@ -143,17 +156,24 @@ class VectorCache:
 
     def forget(self, ws_id: int) -> None:
         with self._lock:
-            self._by_workspace.pop(ws_id, None)
+            for key in [k for k in self._by_key if k[0] == ws_id]:
+                del self._by_key[key]
 
     def get(self, db: apsw.Connection, ws_id: int, fp: str, dim: int) -> WorkspaceVectors:
         """The workspace's vectors for model fp, brought up to date on `db`."""
+        key = (ws_id, fp)
         with self._lock:
-            wv = self._by_workspace.get(ws_id)
-            if wv is None or wv.fp != fp or wv.all_dirty:
-                wv = self._by_workspace[ws_id] = _load(db, ws_id, fp, dim)
+            wv = self._by_key.pop(key, None)
+            if wv is None or wv.all_dirty:
+                wv = None  # the old arrays can go before the new ones are read
+                others = [k for k in self._by_key if k[0] == ws_id]
+                for old in others[: max(0, len(others) - MODELS_PER_WORKSPACE + 1)]:
+                    del self._by_key[old]
+                wv = _load(db, ws_id, fp, dim)
                 release_free_heap()  # the load's row buffers, freed but kept by the C heap
             elif wv.dirty:
                 _refresh(db, wv, ws_id, dim)
+            self._by_key[key] = wv
             return wv
 
     def merged(self, db: apsw.Connection, ws_id: int, fp: str, dim: int) -> VectorIndex:

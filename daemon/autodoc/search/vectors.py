@@ -20,6 +20,17 @@ at the same shortlist: see bench/vectors_search.py and the report) but costs
 modes, "hamming" (1a then 2) and "asym" (1b over all rows then 2), exist for
 measurement.
 
+Memory: an index of more than HALF_ABOVE rows (those the prefilter serves)
+holds its vectors as float16 and rescores the shortlist in float32 from
+them: 2 bytes a dimension instead of 4, 768 MB instead of 1.5 GB at 1M
+384-d rows. The rounding (≤ 2^-11 relative per component) moves a cosine by
+about 1e-4; recall@50 against the float32 index and SciFact nDCG@10 are
+measured in docs/benchmarks/daemon_overhead.md. Smaller indexes stay float32:
+their exact scan reads every row on every query, and numpy has no fast
+float16 dot product (each block would be converted first). The sign codes
+are held once, as the column-major uint64 words the Hamming pass scans; the
+asymmetric pass gathers its rows' bytes from those words.
+
 Vectors are expected L2-normalised (the providers guarantee it), so cosine =
 dot product; the query is normalised here. Results are (id, cosine) sorted by
 cosine descending then id ascending, including at the cut-off (rows tied on
@@ -31,7 +42,6 @@ Runs on: any thread (an index is immutable once built; a search only reads it).
 from __future__ import annotations
 
 import math
-import threading
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -42,6 +52,8 @@ __all__ = ["VectorIndex", "sign_codes"]
 
 # Candidate-set size above which the prefilter runs (measured; see report).
 EXACT_BELOW = 100_000
+# Rows above which an index holds float16 vectors (see the module's docstring).
+HALF_ABOVE = EXACT_BELOW
 # Phase 1a shortlist: max(COARSE_MIN, COARSE_FRACTION * candidates).
 COARSE_MIN = 20_000
 COARSE_FRACTION = 0.05
@@ -90,6 +102,18 @@ def asym_scores(lut: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return out
 
 
+def asym_scores_columns(lut: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Σ_b lut[b, cols[b]] for column-major codes [nbytes, m], float32 [m]."""
+    nb, m = cols.shape
+    out = np.empty(m, dtype=np.float32)
+    tmp = np.empty(m, dtype=np.float32)
+    np.take(lut[0], cols[0], out=out)
+    for b in range(1, nb):
+        np.take(lut[b], cols[b], out=tmp)
+        out += tmp
+    return out
+
+
 def hamming_distances(words: np.ndarray, qwords: np.ndarray) -> np.ndarray:
     """Hamming distances between a query code (uint64 [nw]) and column-major
     codes (uint64 [nw, n]), uint16 [n]."""
@@ -111,6 +135,21 @@ def _words_of(codes: np.ndarray) -> np.ndarray:
     if nw * 8 != nb:
         codes = np.concatenate([codes, np.zeros((n, nw * 8 - nb), np.uint8)], axis=1)
     return np.ascontiguousarray(np.ascontiguousarray(codes).view(np.uint64).T)
+
+
+def _codes_of(words: np.ndarray, nbytes: int, rows: np.ndarray | None = None) -> np.ndarray:
+    """Column-major uint64 words [nw, n] -> row-major byte codes [m, nbytes] of these rows (all when None)."""
+    nw, n = words.shape
+    w8 = words.view(np.uint8).reshape(nw, n, 8)  # w8[w, r, k] = code byte 8w+k of row r
+    sel = w8 if rows is None else w8[:, rows, :]
+    return np.ascontiguousarray(sel.transpose(1, 0, 2)).reshape(sel.shape[1], nw * 8)[:, :nbytes]
+
+
+def _code_columns(words: np.ndarray, nbytes: int, rows: np.ndarray | None) -> np.ndarray:
+    """Column-major byte codes [nbytes, m] of these rows (all when None), for the asymmetric pass."""
+    sel = np.ascontiguousarray(words) if rows is None else np.take(words, rows, axis=1)  # [nw, m] uint64
+    nw, m = sel.shape
+    return np.ascontiguousarray(sel.view(np.uint8).reshape(nw, m, 8).transpose(0, 2, 1)).reshape(nw * 8, m)[:nbytes]
 
 
 def matvec(m: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -139,10 +178,9 @@ class VectorIndex:
     C-contiguous are used without a copy. `allowed` masks in search() are
     aligned with `ids` (mask_for(chunk_ids) builds one).
 
-    Memory: the vectors (4·dim B/row) + ids (8 B) + codes (dim/8 B) and, once a
-    prefiltered search ran (n > exact_below), a column-major copy of the codes
-    (dim/8 B). For 384-d: ~1.64 KB/row, 1.6 GB per million rows, 97% of it
-    the float32 vectors the exact rescoring needs.
+    Memory: the vectors (4·dim B/row, 2·dim above half_above rows) + ids (8 B)
+    + the codes once, as column-major words (dim/8 B). For 384-d: ~1.6 KB/row
+    in float32, ~0.82 KB/row (820 MB per million rows) in float16.
 
     To change it build a new one (with_added / without return new indexes)
     and swap the reference: readers never see a half-updated index, and a
@@ -152,26 +190,34 @@ class VectorIndex:
     def __init__(self, ids: np.ndarray | Sequence[int], vecs: np.ndarray, codes: np.ndarray | None = None, *,
                  exact_below: int = EXACT_BELOW, prefilter: str = "hamming+asym",
                  coarse_min: int = COARSE_MIN, coarse_fraction: float = COARSE_FRACTION,
-                 shortlist_min: int = SHORTLIST_MIN, shortlist_factor: int = SHORTLIST_FACTOR):
+                 shortlist_min: int = SHORTLIST_MIN, shortlist_factor: int = SHORTLIST_FACTOR,
+                 half_above: int | None = None, words: np.ndarray | None = None):
         ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
-        vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+        n = ids.shape[0]
+        half_above = HALF_ABOVE if half_above is None else half_above  # read now: a study may change it
+        if codes is None and words is None and np.ndim(vecs) == 2:
+            codes = sign_codes(vecs)  # from the vectors as given: float16 would round tiny positives to 0
+        vecs = np.ascontiguousarray(vecs, dtype=np.float16 if n > half_above else np.float32)
         if vecs.ndim != 2:
             raise ValueError("vecs must be 2-D [n, dim]")
-        if vecs.shape[0] != ids.shape[0]:
-            raise ValueError(f"{ids.shape[0]} ids for {vecs.shape[0]} vectors")
+        if vecs.shape[0] != n:
+            raise ValueError(f"{n} ids for {vecs.shape[0]} vectors")
         if prefilter not in PREFILTERS:
             raise ValueError(f"prefilter must be one of {PREFILTERS}")
-        n, dim = vecs.shape
+        dim = vecs.shape[1]
         nbytes = (dim + 7) // 8
-        if codes is None:
-            codes = sign_codes(vecs)
-        else:
-            codes = np.ascontiguousarray(codes, dtype=np.uint8)
-            if codes.shape != (n, nbytes):
-                raise ValueError(f"codes shape {codes.shape}, expected {(n, nbytes)}")
+        if words is None:
+            if codes is None:
+                codes = sign_codes(vecs)
+            else:
+                codes = np.ascontiguousarray(codes, dtype=np.uint8)
+                if codes.shape != (n, nbytes):
+                    raise ValueError(f"codes shape {codes.shape}, expected {(n, nbytes)}")
+            words = _words_of(codes)
+        elif words.shape != ((nbytes + 7) // 8, n) or words.dtype != np.uint64:
+            raise ValueError(f"words shape {words.shape}, expected {((nbytes + 7) // 8, n)}")
         self.ids = ids
         self.vecs = vecs
-        self.codes = codes
         self.dim = dim
         self.exact_below = int(exact_below)
         self.prefilter = prefilter
@@ -179,9 +225,14 @@ class VectorIndex:
         self.coarse_fraction = float(coarse_fraction)
         self.shortlist_min = int(shortlist_min)
         self.shortlist_factor = int(shortlist_factor)
-        self._words: np.ndarray | None = None
-        self._lock = threading.Lock()
+        self.half_above = int(half_above)
+        self._words = np.ascontiguousarray(words)
         self._by_id: tuple[np.ndarray, np.ndarray] | None = None  # (ids sorted, their rows), for position()
+
+    @property
+    def codes(self) -> np.ndarray:
+        """Row-major sign codes uint8 [n, ceil(dim/8)] (a copy made from the words)."""
+        return _codes_of(self._words, (self.dim + 7) // 8)
 
     # -- construction helpers ---------------------------------------------------
 
@@ -204,18 +255,22 @@ class VectorIndex:
     def options(self) -> dict:
         return {"exact_below": self.exact_below, "prefilter": self.prefilter,
                 "coarse_min": self.coarse_min, "coarse_fraction": self.coarse_fraction,
-                "shortlist_min": self.shortlist_min, "shortlist_factor": self.shortlist_factor}
+                "shortlist_min": self.shortlist_min, "shortlist_factor": self.shortlist_factor,
+                "half_above": self.half_above}
 
     def with_added(self, ids: np.ndarray | Sequence[int], vecs: np.ndarray,
                    codes: np.ndarray | None = None) -> "VectorIndex":
         """A new index with these rows added (an id already present is replaced)."""
         ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
-        vecs = np.ascontiguousarray(vecs, dtype=np.float32).reshape(len(ids), self.dim)
-        if codes is None:
-            codes = sign_codes(vecs)
+        vecs = np.asarray(vecs).reshape(len(ids), self.dim)
+        codes = sign_codes(vecs) if codes is None else np.ascontiguousarray(codes, dtype=np.uint8)
         base = self.without(ids)
-        return VectorIndex(np.concatenate([base.ids, ids]), np.concatenate([base.vecs, vecs]),
-                           np.concatenate([base.codes, codes]), **self.options())
+        n = len(base) + len(ids)
+        # concatenated straight into the dtype the new index keeps: no float32 copy of a float16 base
+        dtype = np.float16 if n > self.half_above else np.float32
+        words = np.concatenate([base._words, _words_of(codes)], axis=1) if len(ids) else base._words
+        return VectorIndex(np.concatenate([base.ids, ids]), np.concatenate([base.vecs, vecs], dtype=dtype),
+                           words=words, **self.options())
 
     def without(self, ids: Iterable[int]) -> "VectorIndex":
         """A new index without these ids (unknown ids are ignored)."""
@@ -223,7 +278,7 @@ class VectorIndex:
         keep = ~np.isin(self.ids, drop)
         if keep.all():
             return self
-        return VectorIndex(self.ids[keep], self.vecs[keep], self.codes[keep], **self.options())
+        return VectorIndex(self.ids[keep], self.vecs[keep], words=self._words[:, keep], **self.options())
 
     # -- properties -------------------------------------------------------------
 
@@ -233,8 +288,7 @@ class VectorIndex:
     @property
     def nbytes(self) -> int:
         """Memory held by the index arrays."""
-        total = self.vecs.nbytes + self.ids.nbytes + self.codes.nbytes
-        return total + (self._words.nbytes if self._words is not None else 0)
+        return self.vecs.nbytes + self.ids.nbytes + self._words.nbytes
 
     def mask_for(self, allowed_ids: Iterable[int]) -> np.ndarray:
         """bool [n] aligned with self.ids: True where the id is in allowed_ids."""
@@ -252,10 +306,6 @@ class VectorIndex:
         return int(rows[k]) if k < len(ids) and ids[k] == chunk_id else None
 
     def _hamming_words(self) -> np.ndarray:
-        if self._words is None:
-            with self._lock:
-                if self._words is None:
-                    self._words = _words_of(self.codes)
         return self._words
 
     # -- search -----------------------------------------------------------------
@@ -296,6 +346,8 @@ class VectorIndex:
     def _dot(self, rows: np.ndarray | None, q: np.ndarray) -> np.ndarray:
         """Exact cosines of the given rows (all when None), without copying
         more than GATHER_ROWS vectors at a time."""
+        if self.vecs.dtype != np.float32:  # float16: rescored in float32, a block at a time
+            return self._dot_half(rows, q)
         if rows is None:
             return matvec(self.vecs, q)
         m = rows.shape[0]
@@ -306,6 +358,14 @@ class VectorIndex:
         out = np.empty(m, dtype=np.float32)
         for s in range(0, m, GATHER_ROWS):
             out[s:s + GATHER_ROWS] = matvec(self.vecs[rows[s:s + GATHER_ROWS]], q)
+        return out
+
+    def _dot_half(self, rows: np.ndarray | None, q: np.ndarray) -> np.ndarray:
+        m = len(self) if rows is None else rows.shape[0]
+        out = np.empty(m, dtype=np.float32)
+        for s in range(0, m, GATHER_ROWS):
+            block = self.vecs[s:s + GATHER_ROWS] if rows is None else self.vecs[rows[s:s + GATHER_ROWS]]
+            out[s:s + GATHER_ROWS] = matvec(block.astype(np.float32), q)
         return out
 
     def _shortlist(self, q: np.ndarray, rows: np.ndarray | None, count: int, shortlist: int) -> np.ndarray:
@@ -325,9 +385,15 @@ class VectorIndex:
                 return rows if rows is not None else np.arange(count)
             count = len(rows) if rows is not None else count
         if shortlist < count:
-            lut = asym_lut(q, self.codes.shape[1])
-            codes = self.codes if rows is None else self.codes[rows]
-            pick = _smallest(-asym_scores(lut, codes), shortlist)
+            nbytes = (self.dim + 7) // 8
+            lut = asym_lut(q, nbytes)
+            if rows is None:  # every row (the "asym" mode): a block of columns at a time
+                scores = np.concatenate([
+                    asym_scores_columns(lut, _code_columns(self._words[:, s:s + BLOCK_ROWS], nbytes, None))
+                    for s in range(0, count, BLOCK_ROWS)])
+            else:
+                scores = asym_scores_columns(lut, _code_columns(self._words, nbytes, rows))
+            pick = _smallest(-scores, shortlist)
             rows = pick if rows is None else rows[pick]
             rows.sort()  # ascending rows: the float gather walks memory forward
         return rows if rows is not None else np.arange(count)

@@ -1,0 +1,148 @@
+"""What the daemon's socket adds per call over the same call in-process
+(issue 19: ≤ 0.5 ms): frame, parse, dispatch, the worker-thread hop, encode,
+and the minimal client's own JSON on both ends.
+
+One run, one store: a daemon serves the store on a Unix socket while this
+process opens a Service on the same store (a reader beside the daemon's
+writer lease). Each request runs both ways back to back, alternating which
+goes first; the per-call difference (socket − in-process) is reported as
+p50/p95 beside both sides' own latencies. The in-process side goes through
+``connect.invoke`` (the same binding and schema check the daemon applies).
+
+    python -m bench.daemon_overhead --store /tmp/copy/autodoc.db [--rounds 1000]
+    python -m bench.daemon_overhead --chunks 100000      # the speed benchmark's cached store
+
+A daemon on a cached store only reads it (no file is written under its
+folder by these requests), but its live index watches the corpus folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import cache_root, command_line, git_commit, machine_note, summary_ms
+from .speed import WORKSPACE, SocketClient, query_sets, start_daemon, stop_daemon
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
+
+
+def requests_for(queries: list[str]) -> list[tuple[str, str, Any]]:
+    """(label, method, params): a small answer read from the store, and a lexical search."""
+    out: list[tuple[str, str, Any]] = []
+    for q in queries:
+        out.append(("workspace.list", "workspace.list", {}))
+        out.append(("search lexical (keywords, limit 10)", "search.query",
+                    [WORKSPACE, q, {"stages": ["lexical"], "limit": 10}]))
+    return out
+
+
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process, every thread."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(store: Path, queries: list[str], rounds: int) -> dict[str, Any]:
+    from autodoc.config import Settings
+    from autodoc.connect import invoke
+    from autodoc.service import Service
+
+    sock = Path(tempfile.mkdtemp(prefix="adovh-")) / "d.sock"
+    p, why = start_daemon(store, sock)
+    if p is None:
+        raise SystemExit(why)
+    svc = Service(Settings.from_env(store=store), writer=False)
+    client = SocketClient(sock)
+    try:
+        reqs = requests_for(queries)
+        for _, method, params in reqs:  # warm both sides: caches, the FTS pages, the schema validators
+            invoke(svc, method, params)
+            client.call(method, params)
+        per: dict[str, dict[str, list[float]]] = {}
+        n = 0
+        while n < rounds:
+            for label, method, params in reqs:
+                first_local = n % 2 == 0
+                for local in (first_local, not first_local):
+                    t0 = time.perf_counter()
+                    if local:
+                        invoke(svc, method, params)
+                    else:
+                        client.call(method, params)
+                    dt = time.perf_counter() - t0
+                    per.setdefault(label, {"inproc": [], "socket": []})["inproc" if local else "socket"].append(dt)
+                n += 1
+                if n >= rounds:
+                    break
+        out = {}
+        for label, t in per.items():
+            diff = [s - i for s, i in zip(t["socket"], t["inproc"])]
+            out[label] = {"calls": len(diff), "inproc": summary_ms(t["inproc"]), "socket": summary_ms(t["socket"]),
+                          "difference": summary_ms(diff)}
+        # CPU time per call, which other processes on a shared machine do not inflate as they
+        # do wall time: the daemon's (all its threads, from /proc) over a pass of socket calls,
+        # this thread's over the same calls in-process, and the client's own share of the socket calls.
+        for label in per:
+            method, params = next((m, p) for lb, m, p in reqs if lb == label)
+            n = max(200, rounds // len(per))
+            t0 = time.thread_time()
+            for _ in range(n):
+                invoke(svc, method, params)
+            inproc_cpu = (time.thread_time() - t0) / n
+            c0, t0 = proc_cpu(p.pid), time.thread_time()
+            for _ in range(n):
+                client.call(method, params)
+            client_cpu = (time.thread_time() - t0) / n
+            daemon_cpu = (proc_cpu(p.pid) - c0) / n
+            out[label]["cpu_ms"] = {"inproc": round(inproc_cpu * 1000, 3), "daemon": round(daemon_cpu * 1000, 3),
+                                    "client": round(client_cpu * 1000, 3),
+                                    "difference": round((daemon_cpu + client_cpu - inproc_cpu) * 1000, 3)}
+        return out
+    finally:
+        client.close()
+        svc.close()
+        stop_daemon(p)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", type=Path, help="a store file (default: the speed benchmark's cached one)")
+    ap.add_argument("--chunks", type=int, default=10_000)
+    ap.add_argument("--rounds", type=int, default=1500, help="calls each way, over all request kinds")
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args(argv)
+    store = a.store
+    if store is None:
+        found = sorted(glob.glob(str(cache_root() / "stores" / f"speed-{a.chunks}-*" / "autodoc.db")))
+        if not found:
+            print(f"no cached {a.chunks}-chunk store: run python -m bench.speed --build-only first")
+            return 1
+        store = Path(found[0])
+    res = {"command": command_line(), "commit": git_commit(), "machine": machine_note(), "store": str(store),
+           "results": measure(store, query_sets(a.data, a.queries)["keywords"], a.rounds)}
+    if a.json:
+        a.json.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"store {store}; {res['machine']}")
+    print("| request | calls | in-process p50 / p95 ms | socket p50 / p95 ms | difference p50 / p95 ms | "
+          "CPU ms per call: in-process · daemon + client · difference |")
+    print("|---|---|---|---|---|---|")
+    for label, r in res["results"].items():
+        c = r["cpu_ms"]
+        print(f"| {label} | {r['calls']} | {r['inproc']['p50']:.3f} / {r['inproc']['p95']:.3f} | "
+              f"{r['socket']['p50']:.3f} / {r['socket']['p95']:.3f} | "
+              f"**{r['difference']['p50']:.3f}** / {r['difference']['p95']:.3f} | "
+              f"{c['inproc']:.3f} · {c['daemon']:.3f} + {c['client']:.3f} · **{c['difference']:.3f}** |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

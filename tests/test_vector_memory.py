@@ -1,0 +1,92 @@
+"""The vector index's memory (issue 19): float16 vectors above HALF_ABOVE rows
+rescored in float32 answer as the float32 index does on real embeddings, and
+the vector cache keeps one index per (workspace, model) so two models' vectors
+(the instant tier and the model filling behind it) do not evict each other."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from autodoc.config import Settings
+from autodoc.search.vectors import VectorIndex
+from autodoc.service import Service
+from autodoc.store import vectors as stored
+
+from conftest import CORPORA
+
+
+@pytest.fixture(scope="module")
+def real():
+    """Real embeddings (the bundled model) of the test corpus's sentences, and of queries."""
+    from autodoc.embed.onnx import OnnxProvider
+
+    text = " ".join(p.read_text(errors="replace") for p in sorted((CORPORA / "kb").rglob("*.md")) if p.is_file())
+    sentences = sorted({s.strip() for s in re.split(r"[.\n#]+", text) if len(s.split()) >= 4})[:400]
+    prov = OnnxProvider()
+    vecs = prov.embed(sentences)
+    queries = np.stack([prov.embed_query(" ".join(s.split()[:4])) for s in sentences[::16]])
+    return vecs, queries
+
+
+def test_float16_vectors_answer_as_float32_on_real_embeddings(real):
+    vecs, queries = real
+    ids = np.arange(len(vecs), dtype=np.int64) + 1000
+    full = VectorIndex(ids, vecs, half_above=10**9)
+    half = VectorIndex(ids, vecs, half_above=0)
+    assert full.vecs.dtype == np.float32 and half.vecs.dtype == np.float16
+    assert half.nbytes < 0.6 * full.nbytes
+    found = 0
+    for q in queries:
+        a, b = full.search(q, top=10), half.search(q, top=10)
+        true = dict(a)
+        found += len(set(true) & {i for i, _ in b})
+        for i, s in b:
+            if i in true:
+                assert abs(true[i] - s) < 2e-3
+    assert found / (10 * len(queries)) >= 0.97, found
+    # the prefiltered path (forced) reads the float16 rows as well
+    forced = VectorIndex(ids, vecs, half_above=0, exact_below=0, shortlist_min=50, coarse_min=100)
+    for q in queries[:5]:
+        assert {i for i, _ in forced.search(q, top=5)} <= set(ids.tolist())
+
+
+def test_float16_index_grows_and_shrinks_in_float16(real):
+    vecs, _ = real
+    ids = np.arange(len(vecs), dtype=np.int64)
+    base = VectorIndex(ids[:300], vecs[:300], half_above=250)
+    grown = base.with_added(ids[300:], vecs[300:])
+    assert base.vecs.dtype == grown.vecs.dtype == np.float16
+    assert np.array_equal(grown.codes, np.packbits(vecs > 0, axis=1))
+    small = grown.without(ids[100:])
+    assert small.vecs.dtype == np.float32 and len(small) == 100  # below half_above again
+    assert small.search(vecs[7], top=1)[0][0] == 7
+
+
+def test_the_cache_keeps_each_models_vectors(short_tmp, kb_copy):
+    svc = Service(Settings.from_env(store=short_tmp / "s.db"))
+    try:
+        svc.workspace_add("kb", str(kb_copy), {"embedding": {"provider": "none"}})
+        svc.index("kb")
+        rng = np.random.default_rng(0)
+        with svc.store.write() as db:
+            ws_id = db.execute("SELECT id FROM workspaces WHERE name='kb'").fetchone()[0]
+            hashes = [h for (h,) in db.execute("SELECT DISTINCT text_hash FROM chunks WHERE workspace_id=?", (ws_id,))]
+            for fp in ("model-a", "model-b"):
+                v = rng.standard_normal((len(hashes), 16)).astype(np.float32)
+                stored.write_vectors(db, ws_id, fp, [(h, x.tobytes(), np.packbits(x > 0).tobytes())
+                                                     for h, x in zip(hashes, v)])
+        with svc.store.read() as db:
+            a = svc.vectors.get(db, ws_id, "model-a", 16)
+            b = svc.vectors.get(db, ws_id, "model-b", 16)
+            assert a is not b and len(a) == len(b) > 0
+            assert svc.vectors.get(db, ws_id, "model-a", 16) is a  # not reloaded
+            assert svc.vectors.get(db, ws_id, "model-b", 16) is b
+            c = svc.vectors.get(db, ws_id, "model-c", 16)  # a third model: the least recent goes
+            assert len(c) == 0
+            assert svc.vectors.get(db, ws_id, "model-b", 16) is b
+            assert svc.vectors.get(db, ws_id, "model-a", 16) is not a
+    finally:
+        svc.close()
