@@ -367,6 +367,22 @@ def test_the_in_process_binding_refuses_the_same_params(params, field):
     assert info.value.field == field
 
 
+def test_jsonrpcserver_is_driven_through_its_public_api_only():
+    import ast
+
+    import jsonrpcserver
+
+    import autodoc.rpc as rpc
+
+    for path in Path(rpc.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jsonrpcserver"):
+                assert node.module == "jsonrpcserver", f"{path.name} imports from {node.module}"
+                assert {a.name for a in node.names} <= set(jsonrpcserver.__all__), path.name
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith("jsonrpcserver.") for a in node.names), path.name
+
+
 def test_a_second_daemon_on_the_same_socket_says_so_in_one_line(daemon, short_tmp):
     import subprocess
 

@@ -3,20 +3,26 @@
 Input: a parsed message (object or batch) from one connection ("peer").
 Output: a response object, a list of them (batch), or None (notifications).
 
-Each request object is checked (``request_problem``), its method looked up
-in the handler table, called with its own context, and its answer shaped
-here. The per-request work used to go through jsonrpcserver 5.0.9, which
-cost ≈ 0.2 ms of the socket path's 0.5 ms budget on every call (a task and
-``asyncio.gather`` per request, ``inspect.signature`` on the handler, a
-jsonschema check of an envelope already checked here) and gave nothing the
-rest of this module did not already do: a batch is answered element by
-element (JSON-RPC 2.0 §6), a method sees its request's id (cancellation and
-progress tokens need it), and an unexpected exception answers -32603
-"internal error" with its text kept in the log.
+jsonrpcserver 5.0.9 does the per-request work through its public API only
+(``async_dispatch_to_serializable``, a ``methods`` dict, ``Success``/``Error``):
+finding the method, calling it and shaping the response. It is handed one
+request object at a time, already parsed (``deserializer`` passes it through)
+and already checked (``validator`` passes it through: ``request_problem`` ran
+first and says what is wrong, where its jsonschema check of the same envelope
+cost a third of the dispatch, docs/benchmarks/daemon_overhead.md), because:
+
+- it checks a batch as a whole, so one bad element turns the whole batch into
+  a single Invalid Request, where JSON-RPC 2.0 §6 answers each element (and it
+  would take a nested batch ``[[…]]`` for a batch);
+- a method cannot see its request's id, which cancellation and progress
+  tokens need; here each request gets its own context;
+- it answers every unexpected exception with the exception's text; here the
+  text stays in the log and the client gets -32603 "internal error".
 
 The envelope is checked here first (so a bad element answers -32600 with a
 message saying what is wrong), params against ``schemas/<method>.params.json``
-(rpc/schemas.py).
+(rpc/schemas.py), so jsonrpcserver's signature check never sees a method's
+real parameters.
 
 Limits on what one frame may hold (the connection adds the per-connection
 ones): nesting depth ``MAX_JSON_DEPTH`` and batch length ``MAX_BATCH_REQUESTS``,
@@ -36,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
 import anyio
+from jsonrpcserver import Error, Success, async_dispatch_to_serializable
 
 from ..errors import (
     AutodocError,
@@ -271,10 +278,38 @@ def _json_type(value: Any) -> str:
 # -- dispatching -------------------------------------------------------------------------------
 
 
+class _MethodTable(dict):
+    """jsonrpcserver's method dict; an unknown name gets a stub answering our
+    MethodNotFound, so its answer carries data.name like every other error."""
+
+    def __missing__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        async def not_found(_ctx: Any, /, *args: Any, **kwargs: Any) -> Any:
+            return _error_result(MethodNotFound(f"method not found: {name}", {"method": name}))
+
+        return not_found
+
+
+def _error_result(error: AutodocError) -> Any:
+    err = error.to_rpc()
+    return Error(err["code"], err["message"], err["data"])
+
+
+def _already_parsed(item: Any) -> Any:
+    # The connection parsed the frame once (it needs the ids before anything
+    # runs, to register them for $/cancelRequest); jsonrpcserver gets the object.
+    return item
+
+
+def _already_checked(item: Any) -> Any:
+    # request_problem() checked this envelope before jsonrpcserver saw it.
+    return item
+
+
 class Dispatcher:
     def __init__(self, handlers: dict[str, Handler], *, check_results: bool = False):
         self.handlers = dict(handlers)
         self.check_results = check_results
+        self._methods = _MethodTable({name: self._wrap(name, h) for name, h in self.handlers.items()})
 
     async def dispatch(
         self, message: Any, peer: Peer, *, admitted: bool = True, refused: dict[int, AutodocError] | None = None,
@@ -309,26 +344,29 @@ class Dispatcher:
         if refusal is not None:
             return None if rid is NOID else error_response(refusal, rid)
         inflight = peer.inflight_for(rid) if rid is not NOID else None
-        name = item["method"]
-        ctx = RequestContext(peer=peer, method=name, id=rid, inflight=inflight)
+        ctx = RequestContext(peer=peer, method=item["method"], id=rid, inflight=inflight)
         ctx.data["admitted"] = admitted
         try:
-            handler = self.handlers.get(name)
-            if handler is None:
-                raise MethodNotFound(f"method not found: {name}", {"method": name})
-            result = await self._invoke(name, handler, ctx, item.get("params"))
-        except AutodocError as exc:
-            if rid is NOID:
-                log.debug("notification %s failed: %s", name, exc.message)
-                return None
-            return error_response(exc, rid)
-        except Exception:
-            log.exception("%s failed", name)
-            return None if rid is NOID else error_response(InternalError("internal error"), rid)
+            return await async_dispatch_to_serializable(
+                item, self._methods, context=ctx, deserializer=_already_parsed, validator=_already_checked,
+            )
         finally:
             if rid is not NOID:
                 peer.end_request(rid, inflight)
-        return None if rid is NOID else {"jsonrpc": "2.0", "result": result, "id": rid}
+
+    def _wrap(self, name: str, handler: Handler) -> Callable[..., Awaitable[Any]]:
+        async def method(ctx: RequestContext, /, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return Success(await self._invoke(name, handler, ctx, list(args) if args else kwargs))
+            except AutodocError as exc:
+                if ctx.is_notification:
+                    log.debug("notification %s failed: %s", name, exc.message)
+                return _error_result(exc)
+            except Exception:
+                log.exception("%s failed", name)
+                return _error_result(InternalError("internal error"))
+
+        return method
 
     async def _invoke(self, name: str, handler: Handler, ctx: RequestContext, raw: Any) -> Any:
         params = schemas.bind_params(name, raw)
