@@ -33,7 +33,8 @@ import apsw
 from ..config import LEXICAL_TOP
 from ..store.filters import Filter
 from ..store.hits import chunk_texts
-from ..store.matches import EQUAL_WEIGHTS, chunk_total, matching_rowids, ranked_matches, sole_workspace
+from ..store import ftsterms
+from ..store.matches import EQUAL_WEIGHTS, ranked_matches, sole_workspace
 from .fts import CJK_RUN, build_match, coverage_terms
 from .fusion import LegHit
 from .query import Term
@@ -88,19 +89,26 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> di
     pairs = coverage_terms(terms)
     if not pairs or not chunk_ids:
         return {}
-    n = max(1, chunk_total(db))
+    # Which hits hold a word is read from the hits themselves (FTS5's tokenizer over the text they
+    # were indexed with) and how many chunks hold it from fts5vocab: a pass over every word's whole
+    # doclist cost a third of the leg at 100k chunks (docs/benchmarks/lexical_speed.md).
+    state = ftsterms.index_state(db)
+    n = max(1, state.rows)
+    docs = ftsterms.term_docs(db, [e for e, _ in pairs], state)
+    rows = ftsterms.indexed_rows(db, chunk_ids)
     prose = {cid: _prose_stems(text) for cid, text in chunk_texts(db, chunk_ids).items()} if TITLE_CREDIT < 1 else {}
     total = 0.0
     got = {cid: 0.0 for cid in chunk_ids}
     for expr, term in pairs:
-        holders = matching_rowids(db, expr)
-        df = len(holders)
+        df = docs[expr]
         idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
         total += idf
         words = [] if CJK_RUN.search(term.text) else [t[2] for t in tokenize(term.text)]
-        for cid in got.keys() & set(holders):
-            body = cid not in prose or _holds(prose[cid], words, term.prefix)
-            got[cid] += idf * (1.0 if body else TITLE_CREDIT)
+        parsed = ftsterms.parse_expr(db, expr)
+        for cid in got:
+            if cid in rows and ftsterms.holds(rows[cid], parsed):
+                body = cid not in prose or _holds(prose[cid], words, term.prefix)
+                got[cid] += idf * (1.0 if body else TITLE_CREDIT)
     if total <= 0:
         return {}
     if COVERAGE_RELATIVE:

@@ -20,6 +20,7 @@ import json
 
 import apsw
 
+from . import ftsterms
 from .filters import Filter
 
 BM25_WEIGHTS = (3.0, 2.0, 2.0, 1.0)
@@ -76,17 +77,6 @@ def sole_workspace(db: apsw.Connection, workspace_id: int) -> bool:
     return db.execute("SELECT COUNT(*) = 1 AND MIN(id) = ? FROM workspaces", (workspace_id,)).fetchone()[0] == 1
 
 
-# Which chunks hold a term: what the lexical leg's coverage weight reads
-# (search/lexical.py): its IDF from how many, and which of the hits. One pass
-# over the term's doclist; a `rowid IN (…)` constraint ran one full-text query
-# per candidate and tripled the leg's time.
-MATCHING_SQL = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
-
-
-def matching_rowids(db: apsw.Connection, match: str) -> list[int]:
-    """Every chunk (of every workspace in the store: BM25's own IDF counts them all) that matches."""
-    return [r[0] for r in db.execute(MATCHING_SQL, (match,))]
-
-
-def chunk_total(db: apsw.Connection) -> int:
-    return db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+# How many chunks the store holds: FTS5's own count (store/ftsterms.py), one read instead of a
+# COUNT(*) over every chunk on each search (the coverage weight's IDF and compact's word weights).
+chunk_total = ftsterms.chunk_total
