@@ -34,8 +34,9 @@ from ..config import LEXICAL_TOP
 from ..store.filters import Filter
 from ..store.hits import chunk_texts
 from ..store import ftsterms
-from ..store.matches import EQUAL_WEIGHTS, ranked_matches, sole_workspace
+from ..store.matches import EQUAL_WEIGHTS, ranked, ranked_matches, sole_workspace
 from .fts import CJK_RUN, build_match, coverage_terms
+from . import maxscore
 from .fusion import LegHit
 from .query import Term
 from .tokens import stems, tokenize
@@ -73,7 +74,8 @@ def run_lexical(
     if len(rows) < want:
         relaxed = build_match(terms, "any")
         if relaxed and relaxed != match:
-            more = ranked_matches(db, relaxed, workspace_id, filt, top, unfiltered, columns)
+            more = ranked_matches(db, relaxed, workspace_id, filt, top, unfiltered, columns,
+                                  rank=any_rank(db, terms, relaxed, columns))
             if len(more) > len(rows):
                 rows = (rows + [r for r in more if r[0] not in strict][: top - len(rows)]) if STRICT_FIRST else more
                 used = "mixed" if strict else "any"
@@ -82,6 +84,18 @@ def run_lexical(
     if REORDER and weights:
         hits.sort(key=lambda h: (-h.score * h.weight, h.chunk_id))
     return LexicalResult(hits, used, strict)
+
+
+def any_rank(db: apsw.Connection, terms: list[Term], relaxed: str, columns: tuple[float, ...] | None):
+    """FTS5's ranking of the relaxed OR, computed by MaxScore (search/maxscore.py): same rows, fewer scored."""
+    exprs = [e for e, _ in coverage_terms(terms)]
+    if " OR ".join(exprs) != relaxed or len(exprs) < maxscore.MIN_TERMS or not maxscore.ENABLED:
+        return None  # not the OR of the coverage terms: the plain query
+    state = ftsterms.index_state(db)
+    docs = ftsterms.term_docs(db, exprs, state)
+    bounds = [maxscore.upper_bound(state.rows, docs[e]) for e in exprs]
+    return lambda match, limit: maxscore.top_any(lambda m, n: ranked(db, m, n, columns), exprs, bounds,
+                                                 [docs[e] for e in exprs], limit)
 
 
 def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> dict[int, float]:

@@ -17,6 +17,7 @@ Runs on: the caller's thread, on the read snapshot it passes.
 from __future__ import annotations
 
 import json
+from typing import Callable
 
 import apsw
 
@@ -55,18 +56,29 @@ def _keep_sql(filt: Filter) -> str:
     return f"SELECT c.id FROM chunks c WHERE c.id IN (SELECT value FROM json_each(?)) AND c.workspace_id = ?{where}"
 
 
+def ranked(db: apsw.Connection, match: str, limit: int, columns: tuple[float, ...] | None = None) -> list[tuple[int, float]]:
+    """FTS5's own ranking of a MATCH: (rowid, bm25) best first, ties by rowid, at most `limit`."""
+    return db.execute(ranked_sql(columns), (match, limit)).fetchall()
+
+
+Rank = Callable[[str, int], list[tuple[int, float]]]
+
+
 def ranked_matches(db: apsw.Connection, match: str, workspace_id: int, filt: Filter, top: int,
-                   unfiltered: bool, columns: tuple[float, ...] | None = None) -> list[tuple[int, float]]:
-    """(chunk id, bm25) best first (bm25 is negative: lower is better), at most `top`."""
+                   unfiltered: bool, columns: tuple[float, ...] | None = None,
+                   rank: Rank | None = None) -> list[tuple[int, float]]:
+    """(chunk id, bm25) best first (bm25 is negative: lower is better), at most `top`.
+    `rank` stands in for FTS5's ranking of `match` (search/maxscore.py: the same rows, cheaper)."""
+    rank = rank or (lambda m, n: ranked(db, m, n, columns))
     if unfiltered:
-        return db.execute(ranked_sql(columns), (match, top)).fetchall()
+        return rank(match, top)
     window = top
     for _ in range(WINDOW_STEPS + 1):
-        ranked = db.execute(ranked_sql(columns), (match, window)).fetchall()
+        ranked_rows = rank(match, window)
         keep = {r[0] for r in db.execute(
-            _keep_sql(filt), (json.dumps([r[0] for r in ranked]), workspace_id, *filt.params))}
-        rows = [(cid, s) for cid, s in ranked if cid in keep][:top]
-        if len(rows) >= top or len(ranked) < window:  # enough, or FTS5 had no more matches
+            _keep_sql(filt), (json.dumps([r[0] for r in ranked_rows]), workspace_id, *filt.params))}
+        rows = [(cid, s) for cid, s in ranked_rows if cid in keep][:top]
+        if len(rows) >= top or len(ranked_rows) < window:  # enough, or FTS5 had no more matches
             return rows
         window *= WINDOW_FACTOR
     return db.execute(lexical_sql(filt, columns), (match, workspace_id, *filt.params, top)).fetchall()
