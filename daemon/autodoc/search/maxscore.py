@@ -36,6 +36,7 @@ from typing import Callable
 K1 = 1.2  # FTS5's bm25 constants (fts5_aux.c); b = 0.75 does not enter the bound
 MIN_TERMS = 3  # below, the plain OR query is as cheap as the probe
 PROBE_ROWS = 20  # the probe's budget: matches of its terms, × the k asked for
+MIN_MATCHES = 20_000  # below (the rows the plain query scores, at most), its three queries cost more than they save
 SLACK = 1e-9  # the bound's margin against rounding in FTS5's arithmetic
 ENABLED = True
 
@@ -82,7 +83,7 @@ def _or(exprs: list[str], idx: list[int]) -> str:
 def top_any(run: Run, exprs: list[str], bounds: list[float], docs: list[int], limit: int) -> Rows:
     """The best `limit` rows of `exprs[0] OR exprs[1] OR …`, as FTS5's own ranking of it."""
     plain = " OR ".join(exprs)
-    if not ENABLED or len(exprs) < MIN_TERMS or limit <= 0 or all(math.isinf(b) for b in bounds):
+    if not ENABLED or len(exprs) < MIN_TERMS or limit <= 0 or sum(docs) < MIN_MATCHES:
         return run(plain, limit)
     probe = probe_terms(bounds, docs, PROBE_ROWS * limit)
     if len(probe) == len(exprs):
