@@ -136,6 +136,50 @@ def measure(size: int, store: Path, data: Path, nq: int) -> dict[str, Any]:
         svc.close()
 
 
+def scifact_check(data: Path, cache: Path) -> dict[str, Any] | None:
+    """The product's answers on SciFact's test claims (the cached quality store), the leg as it was
+    against as it is with MaxScore forced on every query: the hits and nDCG@10 (hybrid and lexical)."""
+    from autodoc.config import Settings
+    from autodoc.search import lexical, maxscore
+    from autodoc.service import Service
+
+    from .beir import WORKSPACE as BEIR_WS, load_collection, path_doc
+    from .evaluate import ref_ndcg
+
+    stores = [m.parent / "autodoc.db" for m in sorted((cache / "stores").glob("scifact-*/bench-meta.json"))]
+    if not stores:
+        return None
+    col = load_collection(data, splits=("test",))
+    qrels = col.qrels["test"]
+    queries = [(qid, col.queries[qid]) for qid in sorted(qrels)]
+    svc = Service(Settings.from_env(store=stores[0]), writer=False)
+    old_cov, new_cov, min_matches = _old_coverage(lexical), lexical.coverage, maxscore.MIN_MATCHES
+    out: dict[str, Any] = {"queries": len(queries)}
+    try:
+        for stages in (["lexical", "semantic"], ["lexical"]):
+            runs: dict[str, dict[str, list[str]]] = {"before": {}, "now": {}}
+            same = 0
+            for qid, text in queries:
+                got = {}
+                for label in ("before", "now"):
+                    if label == "before":
+                        lexical.coverage, maxscore.ENABLED = old_cov, False
+                    else:
+                        maxscore.MIN_MATCHES = 0  # forced on every query, small as the store is
+                    try:
+                        ans = svc.search(BEIR_WS, text, {"stages": stages, "limit": 10})
+                    finally:
+                        lexical.coverage, maxscore.ENABLED, maxscore.MIN_MATCHES = new_cov, True, min_matches
+                    got[label] = [(h["chunk_id"], h["score"]) for h in ans["hits"]]
+                    runs[label][qid] = list(dict.fromkeys(path_doc(h["path"]) for h in ans["hits"]))
+                same += got["before"] == got["now"]
+            ndcg = {k: round(sum(ref_ndcg(r[q], qrels[q]) for q in r) / len(r), 4) for k, r in runs.items()}
+            out["+".join(stages)] = {"same_hits": same, "ndcg@10": ndcg}
+    finally:
+        svc.close()
+    return out
+
+
 def render(res: dict[str, Any]) -> str:
     sizes = res["sizes"]
     L = ["# Lexical leg on sentence queries (issue 19)", "",
@@ -166,6 +210,14 @@ def render(res: dict[str, Any]) -> str:
     row("**hybrid `Service.search`, now**", "hybrid")
     L.append("| **ratio** hybrid now / before, p50 · p95 | " + " | ".join(
         f"**{r['ratio_hybrid']['p50']}** · {r['ratio_hybrid']['p95']}" for r in sizes) + " |")
+    sf = res.get("scifact")
+    if sf:
+        L += ["", f"SciFact test claims ({sf['queries']}), the product's answers (limit 10) with the leg as it was and as "
+              "it is, MaxScore forced on every query:", ""]
+        for k, v in sf.items():
+            if k != "queries":
+                L.append(f"- {k}: identical hits (ids and scores) for {v['same_hits']}/{sf['queries']} claims; nDCG@10 "
+                         f"before {v['ndcg@10']['before']}, now {v['ndcg@10']['now']}")
     return "\n".join(L) + "\n"
 
 
@@ -175,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")
     ap.add_argument("--cache", type=Path, default=None)
+    ap.add_argument("--no-scifact", action="store_true", help="skip the SciFact answers check")
     ap.add_argument("--out", default=str(RESULTS / "lexical_speed.md"))
     ap.add_argument("--json", default=str(RESULTS / "lexical_speed.json"))
     args = ap.parse_args(argv)
@@ -189,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         out.append(measure(size, store, args.data, args.queries))
         print(f"{size}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
-    res = {"command": command_line(), "commit": git_commit(), "machine": machine_note(),
+    scifact = None if args.no_scifact else scifact_check(args.data, cache)
+    res = {"scifact": scifact, "command": command_line(), "commit": git_commit(), "machine": machine_note(),
            "sizes": out}
     Path(args.json).write_text(json.dumps(res, indent=1))
     Path(args.out).write_text(render(res))
