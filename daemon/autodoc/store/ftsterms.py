@@ -143,9 +143,9 @@ def indexed_rows(db: apsw.Connection, chunk_ids: list[int]) -> dict[int, Row]:
             "JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(chunk_ids)),)):
         meta = " ".join([*json.loads(aliases), *json.loads(tags)])
-        cols = tuple([t for t in tok(fts_text(s).encode("utf-8"), flags, None, include_offsets=False,
-                                         include_colocated=False)] for s in (title, crumb, meta, text))
-        out[cid] = Row(cols, frozenset(t for c in cols for t in c))
+        cols = tuple(tok((s if s.isascii() else fts_text(s)).encode("utf-8"), flags, None, include_offsets=False,
+                         include_colocated=False) for s in (title, crumb, meta, text))
+        out[cid] = Row(cols, frozenset(cols[3]).union(cols[0], cols[1], cols[2]))
     return out
 
 
