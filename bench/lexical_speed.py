@@ -117,7 +117,7 @@ def measure(size: int, store: Path, data: Path, nq: int) -> dict[str, Any]:
             for f in fns.values():
                 f(q)
         # exactness: the MaxScore rows against the raw query's, row for row
-        same, worst, shapes = 0, 0.0, {"plain": 0, "pruned": 0}
+        same, worst = 0, 0.0
         for q in queries:
             a, b = ranked(raw, " OR ".join(exprs[q]), 50), ms_rank(q)
             if [r for r, _ in a] == [r for r, _ in b]:
@@ -129,7 +129,7 @@ def measure(size: int, store: Path, data: Path, nq: int) -> dict[str, Any]:
                 "exact": {"same_rows_and_order": same, "of": len(queries), "max_abs_score_diff": worst},
                 "ratio_maxscore_raw": ratio(s["maxscore"], s["raw_fts5_or"]),
                 "ratio_leg": ratio(s["leg"], s["leg_before"]),
-                "ratio_hybrid": ratio(s["hybrid"], s["hybrid_before"]), "shapes": shapes}
+                "ratio_hybrid": ratio(s["hybrid"], s["hybrid_before"])}
     finally:
         raw.close()
         leg_db.close()
