@@ -144,6 +144,21 @@ def test_leg_with_maxscore_equals_the_leg_without(store, monkeypatch, kw):
         assert with_ms == without, q
 
 
+@pytest.mark.parametrize("scan", [0, 10**12])
+def test_coverage_reads_holders_either_way_alike(store, monkeypatch, scan):
+    """The hits' own tokens and a pass over each word's doclist give the same weights."""
+    db = store.store.reader()
+    ws = get_workspace(db, "zh")
+    for q in _queries(db, 25):
+        terms = resolve_facets(parse_query(q), set()).terms
+        filt = build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
+        ids = [h.chunk_id for h in lexical.run_lexical(db, ws.id, terms, filt, want=10, weigh=False).hits]
+        monkeypatch.setattr(lexical, "HOLDERS_SCAN", 10**12)
+        want = lexical.coverage(db, terms, ids)
+        monkeypatch.setattr(lexical, "HOLDERS_SCAN", scan)
+        assert lexical.coverage(db, terms, ids) == want, q
+
+
 def test_counts_follow_every_write(tmp_path):
     root = tmp_path / "kb"
     shutil.copytree(CORPORA / "foam-docs", root)

@@ -6,6 +6,8 @@ stopwords dropped; the chunks that had every word stay on top, in their BM25
 order, and the relaxed matches follow. The caller learns which ran: "all"
 (every hit holds every word), "any" (no chunk held every word: every hit
 holds some), "mixed" (some chunks held every word and lead; the rest hold some).
+The relaxed query's rows are FTS5's own ranking of the OR, computed by
+search/maxscore.py, which scores only the rows that can reach the top.
 
 Each hit carries a coverage weight: the IDF-weighted share of the query's
 words it holds, a word found only in the title, breadcrumb or a heading line
@@ -34,7 +36,7 @@ from ..config import LEXICAL_TOP
 from ..store.filters import Filter
 from ..store.hits import chunk_texts
 from ..store import ftsterms
-from ..store.matches import EQUAL_WEIGHTS, ranked, ranked_matches, sole_workspace
+from ..store.matches import EQUAL_WEIGHTS, matching_rowids, ranked, ranked_matches, sole_workspace
 from .fts import CJK_RUN, build_match, coverage_terms
 from . import maxscore
 from .fusion import LegHit
@@ -98,6 +100,9 @@ def any_rank(db: apsw.Connection, terms: list[Term], relaxed: str, columns: tupl
                                                  [docs[e] for e in exprs], limit)
 
 
+HOLDERS_SCAN = 6_000  # at most this many matches over the query's words: read them rather than tokenize the hits
+
+
 def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> dict[int, float]:
     """chunk id -> its weight from the IDF-weighted share of the query's words it holds."""
     pairs = coverage_terms(terms)
@@ -109,7 +114,9 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> di
     state = ftsterms.index_state(db)
     n = max(1, state.rows)
     docs = ftsterms.term_docs(db, [e for e, _ in pairs], state)
-    rows = ftsterms.indexed_rows(db, chunk_ids)
+    # few matches: reading them is cheaper than tokenizing the hits (a small store, rare words)
+    scan = sum(docs.values()) <= HOLDERS_SCAN
+    rows = {} if scan else ftsterms.indexed_rows(db, chunk_ids)
     prose = {cid: _prose_stems(text) for cid, text in chunk_texts(db, chunk_ids).items()} if TITLE_CREDIT < 1 else {}
     total = 0.0
     got = {cid: 0.0 for cid in chunk_ids}
@@ -118,11 +125,14 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> di
         idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
         total += idf
         words = [] if CJK_RUN.search(term.text) else [t[2] for t in tokenize(term.text)]
-        parsed = ftsterms.parse_expr(db, expr)
-        for cid in got:
-            if cid in rows and ftsterms.holds(rows[cid], parsed):
-                body = cid not in prose or _holds(prose[cid], words, term.prefix)
-                got[cid] += idf * (1.0 if body else TITLE_CREDIT)
+        if scan:
+            held = got.keys() & set(matching_rowids(db, expr))
+        else:
+            parsed = ftsterms.parse_expr(db, expr)
+            held = {cid for cid in got if cid in rows and ftsterms.holds(rows[cid], parsed)}
+        for cid in held:
+            body = cid not in prose or _holds(prose[cid], words, term.prefix)
+            got[cid] += idf * (1.0 if body else TITLE_CREDIT)
     if total <= 0:
         return {}
     if COVERAGE_RELATIVE:

@@ -89,6 +89,15 @@ def sole_workspace(db: apsw.Connection, workspace_id: int) -> bool:
     return db.execute("SELECT COUNT(*) = 1 AND MIN(id) = ? FROM workspaces", (workspace_id,)).fetchone()[0] == 1
 
 
+# Which chunks hold a term, in one pass over its doclist: the coverage weight reads it when the query's
+# words have few matches altogether (search/lexical.py), cheaper then than tokenizing the hits.
+MATCHING_SQL = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
+
+
+def matching_rowids(db: apsw.Connection, match: str) -> list[int]:
+    return [r[0] for r in db.execute(MATCHING_SQL, (match,))]
+
+
 # How many chunks the store holds: FTS5's own count (store/ftsterms.py), one read instead of a
 # COUNT(*) over every chunk on each search (the coverage weight's IDF and compact's word weights).
 chunk_total = ftsterms.chunk_total
