@@ -226,6 +226,14 @@ def render(res: dict[str, Any]) -> str:
           "The coverage weight reads each word's count from fts5vocab (cached per FTS index state: the structure "
           "record changes with every write) and which hits hold it from the hits' own indexed text through FTS5's "
           "tokenizer; the chunk total is FTS5's averages record (no COUNT(*))."]
+    L += ["", "What bounds it: FTS5 spends most of an OR query scoring rows (a COUNT of the same matches takes about a "
+          "tenth of the ranked query), and every bm25 query also counts each of its terms' rows for the IDF. "
+          "Term-level pruning leaves the rows of the mid-frequency terms to score: on whole claims the essential "
+          "terms' union is still a large share of the matches, hence 0.75× at 100k and 0.58× at 1M, not the 5× the "
+          "targets ask. Scoring a chosen set of rows through FTS5 is no way out: each `rowid = ?` re-runs the "
+          "query's setup (about 2 ms a row on a 15-segment index, 0.12 ms after `optimize`). Reaching 15 / 60 ms "
+          "needs pruning inside the doclists (block-max or impact-ordered postings kept in the store beside FTS5), "
+          "or a compiled ranking function."]
     sf = res.get("scifact")
     if sf:
         L += ["", f"SciFact test claims ({sf['queries']}), the product's answers (limit 10) with the leg as it was and as "
