@@ -29,6 +29,7 @@ TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
 VOCAB_SQL = "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, 'chunks_fts', 'row')"
 _AVERAGES_ID, _STRUCTURE_ID = 1, 10  # fts5_index.c: FTS5_AVERAGES_ROWID, FTS5_STRUCTURE_ROWID
 _KEEP = 8  # index states whose counts stay cached (one per store a process has open, and a few behind)
+_TERMS = 50_000  # terms a state keeps counted: a daemon that never writes still asks for new words
 
 
 @dataclass(frozen=True)
@@ -97,12 +98,13 @@ def term_docs(db: apsw.Connection, exprs: list[str], state: IndexState | None = 
     """expression → how many chunks match it (every workspace: BM25's IDF counts them all).
     A single token is one fts5vocab row; a phrase or a prefix is counted by FTS5 itself."""
     state = state or index_state(db)
+    wanted = list(dict.fromkeys(exprs))
     with _lock:
-        cached = _docs.get(state.key)
-        if cached is not None:
+        known = _docs.get(state.key) or {}
+        got = {e: known[e] for e in wanted if e in known}
+        if known:
             _docs.move_to_end(state.key)
-    cached = dict(cached or {})
-    missing = [e for e in dict.fromkeys(exprs) if e not in cached]
+    missing = [e for e in wanted if e not in got]
     if missing:
         vocab = False
         for e in missing:
@@ -112,16 +114,18 @@ def term_docs(db: apsw.Connection, exprs: list[str], state: IndexState | None = 
                     db.execute(VOCAB_SQL)
                     vocab = True
                 row = db.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (p.tokens[0],)).fetchone()
-                cached[e] = row[0] if row else 0
+                got[e] = row[0] if row else 0
             else:
-                cached[e] = db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (e,)).fetchone()[0]
+                got[e] = db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (e,)).fetchone()[0]
         with _lock:
             merged = _docs.setdefault(state.key, {})
-            merged.update(cached)
+            if len(merged) + len(missing) > _TERMS:
+                merged.clear()
+            merged.update((e, got[e]) for e in missing)
             _docs.move_to_end(state.key)
             while len(_docs) > _KEEP:
                 _docs.popitem(last=False)
-    return {e: cached[e] for e in exprs}
+    return {e: got[e] for e in exprs}
 
 
 @dataclass(frozen=True)
