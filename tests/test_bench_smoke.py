@@ -114,3 +114,18 @@ def test_speed_smoke(tmp_path):
     res["findings"] = speed.findings(res)
     text = speed.render(res)
     assert "raw FTS5" in text
+    # issue 19's lexical bench on the same small store: MaxScore forced, its rows the raw query's
+    from pathlib import Path as _P
+
+    from autodoc.search import maxscore
+    from bench import lexical_speed
+
+    old = maxscore.MIN_MATCHES
+    maxscore.MIN_MATCHES = 0
+    try:
+        lx = lexical_speed.measure(200, _P(meta["store"]), SCIFACT, 10)
+    finally:
+        maxscore.MIN_MATCHES = old
+    assert lx["exact"]["same_rows_and_order"] == lx["exact"]["of"] == 10
+    assert lx["timings"]["hybrid"]["n"] == lx["timings"]["hybrid_before"]["n"] == 10
+    assert "MaxScore" in lexical_speed.render({"command": "smoke", "commit": "x", "machine": {}, "sizes": [lx]})

@@ -6,6 +6,8 @@ stopwords dropped; the chunks that had every word stay on top, in their BM25
 order, and the relaxed matches follow. The caller learns which ran: "all"
 (every hit holds every word), "any" (no chunk held every word: every hit
 holds some), "mixed" (some chunks held every word and lead; the rest hold some).
+The relaxed query's rows are FTS5's own ranking of the OR, computed by
+search/maxscore.py, which scores only the rows that can reach the top.
 
 Each hit carries a coverage weight: the IDF-weighted share of the query's
 words it holds, a word found only in the title, breadcrumb or a heading line
@@ -33,8 +35,10 @@ import apsw
 from ..config import LEXICAL_TOP
 from ..store.filters import Filter
 from ..store.hits import chunk_texts
-from ..store.matches import EQUAL_WEIGHTS, chunk_total, matching_rowids, ranked_matches, sole_workspace
+from ..store import ftsterms
+from ..store.matches import EQUAL_WEIGHTS, matching_rowids, ranked, ranked_matches, sole_workspace
 from .fts import CJK_RUN, build_match, coverage_terms
+from . import maxscore
 from .fusion import LegHit
 from .query import Term
 from .tokens import stems, tokenize
@@ -72,7 +76,8 @@ def run_lexical(
     if len(rows) < want:
         relaxed = build_match(terms, "any")
         if relaxed and relaxed != match:
-            more = ranked_matches(db, relaxed, workspace_id, filt, top, unfiltered, columns)
+            more = ranked_matches(db, relaxed, workspace_id, filt, top, unfiltered, columns,
+                                  rank=any_rank(db, terms, relaxed, columns))
             if len(more) > len(rows):
                 rows = (rows + [r for r in more if r[0] not in strict][: top - len(rows)]) if STRICT_FIRST else more
                 used = "mixed" if strict else "any"
@@ -83,22 +88,49 @@ def run_lexical(
     return LexicalResult(hits, used, strict)
 
 
+def any_rank(db: apsw.Connection, terms: list[Term], relaxed: str, columns: tuple[float, ...] | None):
+    """FTS5's ranking of the relaxed OR, computed by MaxScore (search/maxscore.py): same rows, fewer scored."""
+    exprs = [e for e, _ in coverage_terms(terms)]
+    if " OR ".join(exprs) != relaxed or len(exprs) < maxscore.MIN_TERMS or not maxscore.ENABLED:
+        return None  # not the OR of the coverage terms: the plain query
+    state = ftsterms.index_state(db)
+    docs = ftsterms.term_docs(db, exprs, state)
+    bounds = [maxscore.upper_bound(state.rows, docs[e]) for e in exprs]
+    return lambda match, limit: maxscore.top_any(lambda m, n: ranked(db, m, n, columns), exprs, bounds,
+                                                 [docs[e] for e in exprs], limit)
+
+
+HOLDERS_SCAN = 6_000  # at most this many matches over the query's words: read them rather than tokenize the hits
+
+
 def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> dict[int, float]:
     """chunk id -> its weight from the IDF-weighted share of the query's words it holds."""
     pairs = coverage_terms(terms)
     if not pairs or not chunk_ids:
         return {}
-    n = max(1, chunk_total(db))
+    # Which hits hold a word is read from the hits themselves (FTS5's tokenizer over the text they
+    # were indexed with) and how many chunks hold it from fts5vocab: a pass over every word's whole
+    # doclist cost a third of the leg at 100k chunks (docs/benchmarks/lexical_speed.md).
+    state = ftsterms.index_state(db)
+    n = max(1, state.rows)
+    docs = ftsterms.term_docs(db, [e for e, _ in pairs], state)
+    # few matches: reading them is cheaper than tokenizing the hits (a small store, rare words)
+    scan = sum(docs.values()) <= HOLDERS_SCAN
+    rows = {} if scan else ftsterms.indexed_rows(db, chunk_ids)
     prose = {cid: _prose_stems(text) for cid, text in chunk_texts(db, chunk_ids).items()} if TITLE_CREDIT < 1 else {}
     total = 0.0
     got = {cid: 0.0 for cid in chunk_ids}
     for expr, term in pairs:
-        holders = matching_rowids(db, expr)
-        df = len(holders)
+        df = docs[expr]
         idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
         total += idf
         words = [] if CJK_RUN.search(term.text) else [t[2] for t in tokenize(term.text)]
-        for cid in got.keys() & set(holders):
+        if scan:
+            held = got.keys() & set(matching_rowids(db, expr))
+        else:
+            parsed = ftsterms.parse_expr(db, expr)
+            held = {cid for cid in got if cid in rows and ftsterms.holds(rows[cid], parsed)}
+        for cid in held:
             body = cid not in prose or _holds(prose[cid], words, term.prefix)
             got[cid] += idf * (1.0 if body else TITLE_CREDIT)
     if total <= 0:

@@ -17,9 +17,11 @@ Runs on: the caller's thread, on the read snapshot it passes.
 from __future__ import annotations
 
 import json
+from typing import Callable
 
 import apsw
 
+from . import ftsterms
 from .filters import Filter
 
 BM25_WEIGHTS = (3.0, 2.0, 2.0, 1.0)
@@ -54,18 +56,29 @@ def _keep_sql(filt: Filter) -> str:
     return f"SELECT c.id FROM chunks c WHERE c.id IN (SELECT value FROM json_each(?)) AND c.workspace_id = ?{where}"
 
 
+def ranked(db: apsw.Connection, match: str, limit: int, columns: tuple[float, ...] | None = None) -> list[tuple[int, float]]:
+    """FTS5's own ranking of a MATCH: (rowid, bm25) best first, ties by rowid, at most `limit`."""
+    return db.execute(ranked_sql(columns), (match, limit)).fetchall()
+
+
+Rank = Callable[[str, int], list[tuple[int, float]]]
+
+
 def ranked_matches(db: apsw.Connection, match: str, workspace_id: int, filt: Filter, top: int,
-                   unfiltered: bool, columns: tuple[float, ...] | None = None) -> list[tuple[int, float]]:
-    """(chunk id, bm25) best first (bm25 is negative: lower is better), at most `top`."""
+                   unfiltered: bool, columns: tuple[float, ...] | None = None,
+                   rank: Rank | None = None) -> list[tuple[int, float]]:
+    """(chunk id, bm25) best first (bm25 is negative: lower is better), at most `top`.
+    `rank` stands in for FTS5's ranking of `match` (search/maxscore.py: the same rows, cheaper)."""
+    rank = rank or (lambda m, n: ranked(db, m, n, columns))
     if unfiltered:
-        return db.execute(ranked_sql(columns), (match, top)).fetchall()
+        return rank(match, top)
     window = top
     for _ in range(WINDOW_STEPS + 1):
-        ranked = db.execute(ranked_sql(columns), (match, window)).fetchall()
+        ranked_rows = rank(match, window)
         keep = {r[0] for r in db.execute(
-            _keep_sql(filt), (json.dumps([r[0] for r in ranked]), workspace_id, *filt.params))}
-        rows = [(cid, s) for cid, s in ranked if cid in keep][:top]
-        if len(rows) >= top or len(ranked) < window:  # enough, or FTS5 had no more matches
+            _keep_sql(filt), (json.dumps([r[0] for r in ranked_rows]), workspace_id, *filt.params))}
+        rows = [(cid, s) for cid, s in ranked_rows if cid in keep][:top]
+        if len(rows) >= top or len(ranked_rows) < window:  # enough, or FTS5 had no more matches
             return rows
         window *= WINDOW_FACTOR
     return db.execute(lexical_sql(filt, columns), (match, workspace_id, *filt.params, top)).fetchall()
@@ -76,17 +89,15 @@ def sole_workspace(db: apsw.Connection, workspace_id: int) -> bool:
     return db.execute("SELECT COUNT(*) = 1 AND MIN(id) = ? FROM workspaces", (workspace_id,)).fetchone()[0] == 1
 
 
-# Which chunks hold a term: what the lexical leg's coverage weight reads
-# (search/lexical.py): its IDF from how many, and which of the hits. One pass
-# over the term's doclist; a `rowid IN (…)` constraint ran one full-text query
-# per candidate and tripled the leg's time.
+# Which chunks hold a term, in one pass over its doclist: the coverage weight reads it when the query's
+# words have few matches altogether (search/lexical.py), cheaper then than tokenizing the hits.
 MATCHING_SQL = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
 
 
 def matching_rowids(db: apsw.Connection, match: str) -> list[int]:
-    """Every chunk (of every workspace in the store: BM25's own IDF counts them all) that matches."""
     return [r[0] for r in db.execute(MATCHING_SQL, (match,))]
 
 
-def chunk_total(db: apsw.Connection) -> int:
-    return db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+# How many chunks the store holds: FTS5's own count (store/ftsterms.py), one read instead of a
+# COUNT(*) over every chunk on each search (the coverage weight's IDF and compact's word weights).
+chunk_total = ftsterms.chunk_total

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import apsw
 
+from . import ftsterms
 from .matches import chunk_total
 
 
@@ -37,7 +38,7 @@ def word_weights(db: apsw.Connection, stems: list[str]) -> dict[str, float]:
     if not stems:
         return {}
     # fts5vocab reads the FTS index itself; a temp table, so a read-only snapshot can have it
-    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, 'chunks_fts', 'row')")
+    db.execute(ftsterms.VOCAB_SQL)
     total = chunk_total(db)
     out: dict[str, float] = {}
     for s in dict.fromkeys(stems):
