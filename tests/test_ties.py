@@ -124,3 +124,29 @@ def test_graph_neighbours_of_one_seed_follow_paths_not_history(tmp_path):
         clean.close()
     assert want == ["hub.md", "b.md", "c.md"]
     assert got == want
+
+
+def test_a_run_of_ties_cut_by_the_legs_depth_keeps_its_first_members_by_path(tmp_path):
+    """120 identical files and a lexical leg 50 deep: which of the tied chunks make the
+    leg must follow their paths too, or the page differs from a clean index's."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    for i in range(120):  # one word of its own, so a rename is told from a copy; the same length, so ties stay
+        (kb / f"f{i:03d}.md").write_text(TWIN + f"\nFiled as k{i:03d}.\n")
+    history = _store(tmp_path, "history", kb, {"provider": "none"})
+    try:
+        history.index("kb")
+        for i in range(60):  # the renamed files keep their rows: the lowest chunk ids, the last paths
+            (kb / f"f{i:03d}.md").rename(kb / f"z{i:03d}.md")
+        history.index("kb")
+        got = [h["path"] for h in history.search("kb", "lease", {"stages": ["lexical"], "limit": 10})["hits"]]
+    finally:
+        history.close()
+    clean = _store(tmp_path, "clean", kb, {"provider": "none"})
+    try:
+        clean.index("kb")
+        want = [h["path"] for h in clean.search("kb", "lease", {"stages": ["lexical"], "limit": 10})["hits"]]
+    finally:
+        clean.close()
+    assert got == want, (got, want)
+    assert want[0] == "f060.md" and set(want) <= {f"f{i:03d}.md" for i in range(60, 70)}

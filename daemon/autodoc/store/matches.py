@@ -71,7 +71,41 @@ def ranked_matches(db: apsw.Connection, match: str, workspace_id: int, filt: Fil
     `rank` stands in for FTS5's ranking of `match` (search/maxscore.py: the same rows, cheaper)."""
     rank = rank or (lambda m, n: ranked(db, m, n, columns))
     if unfiltered:
-        return rank(match, top)
+        return content_cut(db, lambda n: rank(match, n), top)
+    return content_cut(db, lambda n: _filtered(db, rank, match, workspace_id, filt, n, columns), top)
+
+
+# A leg's scores are compared at the precision its hits carry (search/lexical.py rounds them so).
+TIE_PLACES = 6
+
+
+def content_cut(db: apsw.Connection, fetch: Callable[[int], list[tuple[int, float]]],
+                top: int) -> list[tuple[int, float]]:
+    """fetch(top), except that a run of equal scores straddling the cut keeps its members
+    first in content order (document path, chunk ordinal), as search/ties.py orders them:
+    FTS5 orders ties by rowid, and rowids follow the store's history (issue 16)."""
+    n = top + 1
+    while True:
+        rows = fetch(n)
+        if len(rows) <= top:
+            return rows
+        edge = round(rows[top - 1][1], TIE_PLACES)
+        if round(rows[top][1], TIE_PLACES) != edge:
+            return rows[:top]
+        if len(rows) < n or round(rows[-1][1], TIE_PLACES) != edge:
+            break  # the whole run is in hand
+        n *= 4
+    first = next(i for i, r in enumerate(rows) if round(r[1], TIE_PLACES) == edge)
+    run = [r for r in rows[first:] if round(r[1], TIE_PLACES) == edge]
+    keys = {cid: (path, ordinal) for cid, path, ordinal in db.execute(
+        "SELECT c.id, d.path, c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id "
+        "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps([r[0] for r in run]),))}
+    run.sort(key=lambda r: (*keys.get(r[0], ("\U0010ffff", 0)), r[0]))
+    return rows[:first] + run[: top - first]
+
+
+def _filtered(db: apsw.Connection, rank: Rank, match: str, workspace_id: int, filt: Filter, top: int,
+              columns: tuple[float, ...] | None) -> list[tuple[int, float]]:
     window = top
     for _ in range(WINDOW_STEPS + 1):
         ranked_rows = rank(match, window)
