@@ -126,26 +126,31 @@ def test_graph_neighbours_of_one_seed_follow_paths_not_history(tmp_path):
     assert got == want
 
 
-def test_a_run_of_ties_cut_by_the_legs_depth_keeps_its_first_members_by_path(tmp_path):
-    """120 identical files and a lexical leg 50 deep: which of the tied chunks make the
-    leg must follow their paths too, or the page differs from a clean index's."""
+@pytest.mark.parametrize("embedding,stages", [
+    ({"provider": "none"}, ["lexical"]),
+    ({"provider": "onnx"}, ["semantic"]),  # identical sections share one vector: a run of equal cosines
+])
+def test_a_run_of_ties_cut_by_the_legs_depth_keeps_its_first_members_by_path(tmp_path, embedding, stages):
+    """120 files with one identical section and legs 50 deep: which of the tied chunks make
+    a leg must follow their paths too, or the page differs from a clean index's."""
     kb = tmp_path / "kb"
     kb.mkdir()
     for i in range(120):  # one word of its own, so a rename is told from a copy; the same length, so ties stay
         (kb / f"f{i:03d}.md").write_text(TWIN + f"\nFiled as k{i:03d}.\n")
-    history = _store(tmp_path, "history", kb, {"provider": "none"})
+    opts = {"stages": stages, "limit": 10}
+    history = _store(tmp_path, "history", kb, embedding)
     try:
-        history.index("kb")
+        history.index("kb", embed=True)
         for i in range(60):  # the renamed files keep their rows: the lowest chunk ids, the last paths
             (kb / f"f{i:03d}.md").rename(kb / f"z{i:03d}.md")
-        history.index("kb")
-        got = [h["path"] for h in history.search("kb", "lease", {"stages": ["lexical"], "limit": 10})["hits"]]
+        history.index("kb", embed=True)
+        got = [h["path"] for h in history.search("kb", "lease recovery", opts)["hits"]]
     finally:
         history.close()
-    clean = _store(tmp_path, "clean", kb, {"provider": "none"})
+    clean = _store(tmp_path, "clean", kb, embedding)
     try:
-        clean.index("kb")
-        want = [h["path"] for h in clean.search("kb", "lease", {"stages": ["lexical"], "limit": 10})["hits"]]
+        clean.index("kb", embed=True)
+        want = [h["path"] for h in clean.search("kb", "lease recovery", opts)["hits"]]
     finally:
         clean.close()
     assert got == want, (got, want)

@@ -112,7 +112,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     if isinstance(planned, Prepared) and ctx.pool is not None and want_lex:
         # The query's embedding and the vector scan run on a leg thread while the
         # lexical leg runs here; fusion depends only on each leg's order.
-        sem_future = ctx.pool.submit(planned.run, parsed.text, sem_top)
+        sem_future = ctx.pool.submit(planned.run, parsed.text, sem_top + 1)  # one past: ties at the cut
     def lexical(weigh: bool) -> None:
         nonlocal lexical_match, strict
         lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top, weigh=weigh)
@@ -125,7 +125,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         if sem_future is not None:
             outcome = sem_future.result()
         elif isinstance(planned, Prepared):
-            outcome = planned.run(parsed.text, sem_top)
+            outcome = planned.run(parsed.text, sem_top + 1)
         else:
             outcome = planned
         semantic_state = outcome.state
@@ -137,12 +137,18 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
             if isinstance(planned, Prepared) and "graph" not in requested:
                 lexical(False)  # weighed for a fusion that will not happen: answer as lexical alone
         else:
-            legs["semantic"] = outcome.hits
+            hits, fetched = outcome.hits, sem_top + 1
+            while ties.run_reaches_end(hits, sem_top, fetched) and isinstance(planned, Prepared):
+                fetched *= 4  # identical texts share a vector: a run of equal cosines may go on past the fetch
+                hits = planned.run(parsed.text, fetched).hits or hits
+            legs["semantic"] = hits
             performed.append("semantic")
     # Equal scores in content order, not chunk ids' (history): within each leg, as a tie's rank feeds
     # fusion. The keys (path, ordinal) come with the facts fusion's later steps read for every hit.
     cands = stored_hits.candidates(ctx.db, sorted({h.chunk_id for hits in legs.values() for h in hits}))
     keys = ties.TieKeys(lambda ids: {c: (cands[c].path, cands[c].ordinal) for c in ids if c in cands})
+    if "semantic" in legs:
+        legs["semantic"] = ties.cut_leg(legs["semantic"], sem_top, keys)
     legs = ties.order_legs(legs, keys, {"lexical": lambda h: h.chunk_id in strict})
     if "graph" in requested:
         _graph_leg(ctx, opts, filt, legs, performed, skipped, keys)

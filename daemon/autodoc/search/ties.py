@@ -91,6 +91,25 @@ def order_leg(hits: list[LegHit], key: Callable[[int], Key],
     return _reorder(hits, scores, lambda h: h.chunk_id, key)
 
 
+def cut_leg(hits: list[LegHit], top: int, key: Callable[[int], Key]) -> list[LegHit]:
+    """A leg fetched past `top`, cut to it; a run of equal scores straddling the cut keeps its
+    first members in key order (the vector scan orders ties by chunk id, i.e. by history;
+    store/matches.content_cut does the same for the lexical leg)."""
+    if len(hits) <= top:
+        return hits
+    edge = hits[top - 1].score
+    if hits[top].score != edge:
+        return hits[:top]
+    first = next(i for i, h in enumerate(hits) if h.score == edge)
+    run = sorted((h for h in hits[first:] if h.score == edge), key=lambda h: key(h.chunk_id))
+    return hits[:first] + run[: top - first]
+
+
+def run_reaches_end(hits: list[LegHit], top: int, fetched: int) -> bool:
+    """Whether the run of equal scores at the cut may go on past the `fetched` hits in hand."""
+    return len(hits) >= fetched > top and hits[-1].score == hits[top - 1].score
+
+
 def tied_ids(legs: Mapping[str, list[LegHit]],
              groups: Mapping[str, Callable[[LegHit], Hashable]] | None = None) -> set[int]:
     """The chunks of every leg that tie with a neighbour: what order_leg will look up."""
