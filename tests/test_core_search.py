@@ -209,6 +209,23 @@ def test_change_log_and_cursor(svc, kb):
     assert all(b["cursor"] > a["cursor"] for a, b in zip(ch, ch[1:]))
 
 
+def test_a_renamed_file_titled_by_its_name_is_found_by_its_new_name(svc, kb):
+    """No H1 and no frontmatter title: the file name is the title and is in every breadcrumb,
+    so a rename (which keeps the rows of an unchanged file) must rewrite them."""
+    (kb / "zanzibar-ferries.md").write_text("Ferries leave the harbour at dawn.\n\n## Winter\n\nFewer crossings.\n")
+    svc.index("kb")
+    cur = svc.changes_since("kb", 0)["next_cursor"]
+    (kb / "zanzibar-ferries.md").rename(kb / "quokka-ferries.md")
+    report = svc.index("kb")
+    assert report["renamed"] == 1
+    lex = {"stages": ["lexical"]}
+    assert set(paths(svc.search("kb", "quokka", lex))) == {"quokka-ferries.md"}
+    assert {h["title"] for h in svc.search("kb", "quokka", lex)["hits"]} == {"quokka-ferries"}
+    assert svc.search("kb", "zanzibar", lex)["hits"] == []
+    ops = [(c["op"], c["path"]) for c in svc.changes_since("kb", cur)["changes"]]
+    assert ops[0] == ("rename", "quokka-ferries.md")  # the move is logged as a move, then its new rows
+
+
 def test_expired_cursor_is_a_distinct_error(svc, kb):
     from autodoc.errors import CursorExpired
     from autodoc.store import changes

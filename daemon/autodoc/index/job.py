@@ -297,6 +297,7 @@ class IndexJob:
                 note(p.path)
             for path, _ in skips or ():
                 note(path)
+            retitled: set[str] = set()  # renamed here: rewritten below only if their chunks changed
             if gone:
                 # a deleted file whose bytes reappear under a new path is a rename
                 new_by_hash = {stored.content_hash(p.data): p.path for p in batch.pending if isinstance(p, Parsed)}
@@ -306,6 +307,7 @@ class IndexJob:
                     if target and reads.document_id(db, ws.id, target) is None:
                         ch = stored.rename_document(db, ws, path, target)
                         report.renamed += 1
+                        retitled.add(target)  # a title taken from the file name is in every breadcrumb
                         names_changed.add(target)
                     else:
                         ch = stored.delete_document(db, ws, path)
@@ -322,7 +324,7 @@ class IndexJob:
                         fm = json.loads(json.dumps(p.doc.frontmatter, default=str))
                         names = stored.names_of(db, ws.id, p.path)
                         ch = stored.write_document(db, ws, p.path, data=p.data, doc=p.doc, chunks=p.chunks,
-                                                   mtime_ns=p.mtime_ns, force=full)
+                                                   mtime_ns=p.mtime_ns, force=full or p.path in retitled)
                 except Exception as e:
                     log.exception("workspace %s: %s could not be written", ws.name, p.path)
                     reason = f"could not be written ({type(e).__name__}: {e}); the log has the details"
