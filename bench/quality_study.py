@@ -39,7 +39,10 @@ from .common import DEFAULT_DATA, cache_root, log
 from .known_item import CORPORA, LIMIT, distinct_docs, load_questions, metrics, store_dir, target_rank
 
 HYBRID = ["lexical", "semantic"]
-DEFAULT_FUSION = {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}}
+from autodoc.config import RRF_K, RRF_WEIGHTS  # noqa: E402 (the product's default, whatever it is now)
+
+DEFAULT_FUSION = {"method": "rrf", "k": RRF_K, "weights": dict(RRF_WEIGHTS)}
+BEFORE_FUSION = {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}}  # the default until f/k were re-chosen
 SCIFACT_LIMIT = 20  # nDCG@10 reads the first 10 documents; snippets make each hit cost ~1 ms
 _OFF = {"search.lexical.COVERAGE_POWER": 0.0, "search.fts.DROP_QUESTION_WORDS": False}
 
