@@ -5,7 +5,7 @@ leg's raw score). Output: one ordered list of Fused records. The order is a
 pure function of the legs' orders: ties are broken by chunk id, so the same
 legs give the same answer whatever order the legs finished in.
 
-Steps, in the order the design gives (docs/architecture.md): RRF (k = 60) or weighted sum → tag boost
+Steps, in the order the design gives (docs/architecture.md): RRF (the spec's k = 60; the default 10) or weighted sum → tag boost
 (×1.2) → inbound-link authority boost → relevance → per-document cap →
 superseded demotion.
 
