@@ -412,12 +412,13 @@ def findings(res: dict[str, Any]) -> list[str]:
                    "package here (MODELS.md), and no ranker is configured; the stage reported "
                    f"\"{rr['skipped'].get('rerank', '')}\". Target 0.75 is unmet by default.")
     fs = {v["name"]: v for v in res.get("fusion_study") or []}
-    default = by.get(DEFAULT_HYBRID)
+    # the Service.search row with the same fusion as the re-fusion below (k 20, semantic 0.8)
+    default = next((r for r in res["configs"] if r.get("fusion") == "rrfw-20-0.8" and r["limit"] >= 100), None)
     if fs.get("rrfw-k20-s0.8", {}).get("test") and default:
         out.append(f"Sanity: the bench's re-fusion of the product's legs with the product's fuse_rrf (k 20, semantic "
                    f"0.8, top 50) gives test nDCG@10 {fs['rrfw-k20-s0.8']['test']['nDCG@10']:.3f}; Service.search gave "
-                   f"{default['metrics']['nDCG@10']:.3f} (boosts and the 3-per-document cap do not change a "
-                   "best-chunk document ranking here: no tags, no links).")
+                   f"{default['metrics']['nDCG@10']:.3f} at limit 100, where each leg reads 200 chunks, not 50 (boosts and "
+                   "the 3-per-document cap do not change a best-chunk document ranking here: no tags, no links).")
     conv = [v for n, v in fs.items() if n.startswith("convex") and "train" in v and "test" in v]
     rrfs = [v for n, v in fs.items() if n.startswith("rrf") and "train" in v and "test" in v]
     if conv and rrfs:
