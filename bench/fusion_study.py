@@ -54,7 +54,7 @@ def collect_legs(store: Path, col: Collection, splits=("train", "test"), top: in
             for qid, text in col.split_queries(split)[:query_limit]:
                 parsed = resolve_facets(parse_query(text), set())
                 with db:
-                    lex, _ = run_lexical(db, ws.id, parsed.terms, filt, want=top, top=top)
+                    lex = run_lexical(db, ws.id, parsed.terms, filt, want=top, top=top).hits
                 with db:
                     sem = svc.semantic.search(db, ws, embedding, parsed.text, filt, top)
                 tm = token_match(tok, text)

@@ -84,7 +84,7 @@ class Study:
         from autodoc.search.lexical import run_lexical
 
         filt = build_filter(self.ws_id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
-        hits, _ = run_lexical(self.db, self.ws_id, self._terms(text), filt, want=want)
+        hits = run_lexical(self.db, self.ws_id, self._terms(text), filt, want=want).hits
         return [(h.chunk_id, h.score) for h in hits]
 
     def fts(self, match: str | None, weights=(3.0, 2.0, 2.0, 1.0), limit: int = 300) -> list[tuple[int, float]]:

@@ -39,7 +39,10 @@ from .common import DEFAULT_DATA, cache_root, log
 from .known_item import CORPORA, LIMIT, distinct_docs, load_questions, metrics, store_dir, target_rank
 
 HYBRID = ["lexical", "semantic"]
-DEFAULT_FUSION = {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}}
+from autodoc.config import RRF_K, RRF_WEIGHTS  # noqa: E402 (the product's default, whatever it is now)
+
+DEFAULT_FUSION = {"method": "rrf", "k": RRF_K, "weights": dict(RRF_WEIGHTS)}
+BEFORE_FUSION = {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}}  # the default until f/k were re-chosen
 SCIFACT_LIMIT = 20  # nDCG@10 reads the first 10 documents; snippets make each hit cost ~1 ms
 _OFF = {"search.lexical.COVERAGE_POWER": 0.0, "search.fts.DROP_QUESTION_WORDS": False}
 
@@ -101,6 +104,16 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
                       {"search.lexical.COVERAGE_RELATIVE": True, "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)}, DEFAULT_FUSION),
     "default-w1111": ("the default with BM25 columns 1/1/1/1", {"store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
                       DEFAULT_FUSION),
+    "prev": ("the default before the fusion was re-chosen: RRF k 20, semantic 0.8, link boost 0.1",
+             {"search.fusion.LINK_BOOST": 0.1}, BEFORE_FUSION),
+    "k20-s0.8": ("RRF k 20, semantic 0.8 with the current link boost", {}, BEFORE_FUSION),
+    "link.1": ("the default fusion with the spec's link boost 0.1", {"search.fusion.LINK_BOOST": 0.1}, DEFAULT_FUSION),
+    "link0": ("the default fusion without a link boost", {"search.fusion.LINK_BOOST": 0.0}, DEFAULT_FUSION),
+    "k8-s0.6": ("RRF k 8, semantic 0.6", {}, {"method": "rrf", "k": 8, "weights": {"lexical": 1.0, "semantic": 0.6}}),
+    "k10-s0.8": ("RRF k 10, semantic 0.8", {}, {"method": "rrf", "k": 10, "weights": {"lexical": 1.0, "semantic": 0.8}}),
+    "k5-s0.8": ("RRF k 5, semantic 0.8", {}, {"method": "rrf", "k": 5, "weights": {"lexical": 1.0, "semantic": 0.8}}),
+    "convex.4": ("convex min-max, semantic 0.4 (the coverage weight does not enter convex fusion)", {},
+                 {"method": "convex", "weights": {"semantic": 0.4, "lexical": 0.6}}),
     "cov1-qw-d4": ("coverage 1, question words out, legs 4× the page deep", {"search.engine.LEG_DEPTH": 4}, DEFAULT_FUSION),
 }
 

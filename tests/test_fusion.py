@@ -60,12 +60,14 @@ def test_compatibility_formula():
 
 
 def test_tag_and_link_boosts_reorder_ties():
-    fused = F.fuse_rrf({"lexical": [F.LegHit(1, 2.0), F.LegHit(2, 1.9), F.LegHit(3, 1.8)]})
-    F.apply_boosts(fused, doc_of={1: 10, 2: 20, 3: 30}, tag_match={30}, inbound={20: 3}, max_score=F.rrf_max(1))
+    # the spec's k 60 and link boost 0.1 (the defaults moved: config/defaults.py)
+    fused = F.fuse_rrf({"lexical": [F.LegHit(1, 2.0), F.LegHit(2, 1.9), F.LegHit(3, 1.8)]}, k=60)
+    F.apply_boosts(fused, doc_of={1: 10, 2: 20, 3: 30}, tag_match={30}, inbound={20: 3}, max_score=F.rrf_max(1, 60),
+                   link_boost=0.1)
     # link boost ×1.2 (3 inbound) and tag boost ×1.2 both beat rank 1's 1/61:
     # 1.2/62 > 1.2/63 > 1/61
     assert [f.chunk_id for f in fused] == [2, 3, 1]
-    assert F.link_multiplier(3) == 1.2  # 1 + 0.1·log2(4)
+    assert F.link_multiplier(3, 0.1) == 1.2  # 1 + 0.1·log2(4)
 
 
 def test_cap_keeps_three_per_document_in_order():

@@ -109,3 +109,17 @@ def test_snippets_mark_what_fts5_matched():
     # stopwords are marked only when the query is nothing else
     assert "«the»" not in make_snippet(text, parse_query("the lease").terms, tokenize)
     assert "«the»" in make_snippet(text, parse_query("the").terms, tokenize)
+
+
+def test_relaxed_query_drops_contraction_tails_only_after_an_apostrophe(fts):
+    # "D" of "vitamin D" and "T" of "T-cell" name things; the "m" of "I'm" and the "t" of "don't" do not
+    terms = parse_query("I'm asking about vitamin D and T-cell counts we’ve seen").terms
+    expr = build_match(terms, "any")
+    assert expr == '"asking" OR "about" OR "vitamin" OR "D" OR "T" OR "cell" OR "counts" OR "seen"'
+
+
+def test_relaxed_query_names_a_word_once_whatever_its_case(fts):
+    # FTS5 folds case: "Gastric … gastric" ORed twice made BM25 count the word twice
+    expr = build_match(parse_query("Gastric infection raises gastric cancer risk").terms, "any")
+    assert expr == '"Gastric" OR "infection" OR "raises" OR "cancer" OR "risk"'
+    assert build_match(parse_query("Gastric gastric").terms, "all") == '"Gastric"'

@@ -26,7 +26,7 @@ class WorkspaceConfig:
     embedding: dict[str, Any] = field(default_factory=lambda: {"provider": "onnx"})
     # ranker: {"provider": "none"|"onnx"|"http", "window": 40, ...}
     ranker: dict[str, Any] = field(default_factory=lambda: {"provider": "none"})
-    # fusion: {"method": "rrf", "k": 20, "weights": {...}} or {"method": "convex" | "weighted", ...}
+    # fusion: {"method": "rrf", "k": 10, "weights": {...}} or {"method": "convex" | "weighted", ...}
     fusion: dict[str, Any] = field(default_factory=lambda: {"method": "rrf", "k": RRF_K, "weights": dict(RRF_WEIGHTS)})
 
     def to_json(self) -> dict[str, Any]:

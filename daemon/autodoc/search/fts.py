@@ -44,9 +44,20 @@ def term_match(term: Term) -> str | None:
 QUESTION_WORDS = frozenset(
     "how why what which who whom whose where when do does did done we our us i im me my you your "
     "can could should would shall may might must need needs want wants looking look find know tell "
-    "explain s t m ve ll d".split()  # "I'm" is the tokens i, m
+    "explain".split()
 )
+# The tail of a contraction ("I'm", "don't", "we've"): dropped only right after an apostrophe,
+# since alone these letters name things ("vitamin D", "T-cell", "type s").
+CONTRACTION_TAILS = frozenset("s t m ve ll d re".split())
+_APOSTROPHES = "'\u2019"
 DROP_QUESTION_WORDS = True
+CASE_DEDUP = True  # "Gastric … gastric" is one FTS5 token: ORed twice, BM25 counted it twice
+
+
+def _question_word(text: str, start: int, low: str) -> bool:
+    if low in CONTRACTION_TAILS:
+        return start > 0 and text[start - 1] in _APOSTROPHES
+    return low in QUESTION_WORDS
 
 
 def _any_terms(terms: list[Term]) -> list[Term]:
@@ -58,13 +69,14 @@ def _any_terms(terms: list[Term]) -> list[Term]:
         if t.phrase:
             out.append((t, False))
             continue
-        toks = TOKEN.findall(t.text)
-        for i, tok in enumerate(toks):
+        toks = list(TOKEN.finditer(t.text))
+        for i, m in enumerate(toks):
+            tok = m.group(0)
             low = tok.lower()
             if low in STOPWORDS:
                 continue
             out.append((Term(tok, prefix=t.prefix and i == len(toks) - 1),
-                        DROP_QUESTION_WORDS and low in QUESTION_WORDS))
+                        DROP_QUESTION_WORDS and _question_word(t.text, m.start(), low)))
     if all(q for _, q in out):
         return [t for t, _ in out]
     return [t for t, q in out if not q]
@@ -75,9 +87,14 @@ def coverage_terms(terms: list[Term]) -> list[tuple[str, Term]]:
     seen: dict[str, Term] = {}
     for t in _any_terms(terms):
         expr = term_match(t)
-        if expr and expr not in seen:
+        if expr and _key(expr) not in {_key(e) for e in seen}:
             seen[expr] = t
     return list(seen.items())
+
+
+def _key(expr: str) -> str:
+    # unicode61 folds case (and, by default, diacritics: left alone here, the index decides)
+    return expr.casefold() if CASE_DEDUP else expr
 
 
 def build_match(terms: list[Term], mode: str = "all") -> str | None:
@@ -86,8 +103,8 @@ def build_match(terms: list[Term], mode: str = "all") -> str | None:
     seen: set[str] = set()
     for t in (_any_terms(terms) if mode == "any" else terms):
         expr = term_match(t)
-        if expr and expr not in seen:
-            seen.add(expr)
+        if expr and _key(expr) not in seen:
+            seen.add(_key(expr))
             parts.append(expr)
     if not parts:
         return None

@@ -5,7 +5,7 @@ leg's raw score). Output: one ordered list of Fused records. The order is a
 pure function of the legs' orders: ties are broken by chunk id, so the same
 legs give the same answer whatever order the legs finished in.
 
-Steps, in the order the design gives (docs/architecture.md): RRF (k = 60) or weighted sum → tag boost
+Steps, in the order the design gives (docs/architecture.md): RRF (the spec's k = 60; the default 10) or weighted sum → tag boost
 (×1.2) → inbound-link authority boost → relevance → per-document cap →
 superseded demotion.
 
@@ -174,13 +174,13 @@ def compatibility(ranks: Mapping[str, int | None], active: int) -> float:
     return round(0.6 * agreement + 0.4 * position, 6)
 
 
-def link_multiplier(inbound: int, boost: float = LINK_BOOST) -> float:
+def link_multiplier(inbound: int, boost: float | None = None) -> float:
     """Authority boost: × (1 + boost · log2(1 + inbound links)).
 
     Logarithmic so a hub note linked from 100 places gains ×1.67, not ×11:
     authority should break ties between comparable hits, not bury relevance.
     """
-    return 1.0 + boost * math.log2(1 + max(0, inbound))
+    return 1.0 + (LINK_BOOST if boost is None else boost) * math.log2(1 + max(0, inbound))
 
 
 def apply_boosts(
@@ -190,10 +190,11 @@ def apply_boosts(
     tag_match: set[int],
     inbound: Mapping[int, int],
     max_score: float,
-    tag_boost: float = TAG_BOOST,
-    link_boost: float = LINK_BOOST,
+    tag_boost: float | None = None,
+    link_boost: float | None = None,
 ) -> list[Fused]:
     """Tag (×1.2 when a document tag matches a query word) and link boosts, then relevance."""
+    tag_boost = TAG_BOOST if tag_boost is None else tag_boost
     for f in fused:
         d = doc_of[f.chunk_id]
         if d in tag_match:
