@@ -144,6 +144,8 @@ def test_instant_answers_first_then_the_model(tmp_path, model):
         assert ans["hits"][0]["path"] == "passwords.md"
         with svc.store.read() as db:  # the tier's vectors are dropped once the model has filled
             assert stored_vectors.coverage(db, ws.id, tier.fingerprint)[0] == 0
+        held = {fp for (w, fp) in svc.vectors._by_key if w == ws.id}  # and from memory, not just the store
+        assert tier.fingerprint not in held and model.fingerprint in held
 
         # a run that waits for every vector (the CLI's `autodoc index`) skips the tier: it has no
         # searches to answer meanwhile, and the fill would only delay it

@@ -90,3 +90,39 @@ def test_the_cache_keeps_each_models_vectors(short_tmp, kb_copy):
             assert svc.vectors.get(db, ws_id, "model-a", 16) is not a
     finally:
         svc.close()
+
+
+def test_a_vectors_cosine_does_not_depend_on_which_index_holds_it(short_tmp, kb_copy, monkeypatch):
+    """Above HALF_ABOVE rows the base holds float16 and an edit lands in a float32 delta: the
+    same vector must score the same in either (ties are ordered at the score's 6th place)."""
+    import autodoc.search.vectors as vector_math
+
+    monkeypatch.setattr(vector_math, "HALF_ABOVE", 10)  # this small corpus takes the float16 path
+    svc = Service(Settings.from_env(store=short_tmp / "s.db"))
+    try:
+        svc.workspace_add("kb", str(kb_copy), {"embedding": {"provider": "none"}})
+        svc.index("kb")
+        rng = np.random.default_rng(1)
+        with svc.store.write() as db:
+            ws_id = db.execute("SELECT id FROM workspaces WHERE name='kb'").fetchone()[0]
+            hashes = [h for (h,) in db.execute("SELECT DISTINCT text_hash FROM chunks WHERE workspace_id=?", (ws_id,))]
+            v = rng.standard_normal((len(hashes), 16)).astype(np.float32)
+            v /= np.linalg.norm(v, axis=1, keepdims=True)
+            stored.write_vectors(db, ws_id, "m", [(h, x.tobytes(), np.packbits(x > 0).tobytes())
+                                                  for h, x in zip(hashes, v)])
+            doc = db.execute("SELECT document_id, id FROM chunks WHERE workspace_id=? ORDER BY id LIMIT 1",
+                             (ws_id,)).fetchone()
+        q = rng.standard_normal(16).astype(np.float32)
+        with svc.store.read() as db:
+            wv = svc.vectors.get(db, ws_id, "m", 16)
+            assert wv.base.vecs.dtype == np.float16
+            before = dict(wv.search(q, 1000, None))
+        svc.vectors.mark_dirty(ws_id, [doc[0]])  # its chunks move from the base to the delta
+        with svc.store.read() as db:
+            wv = svc.vectors.get(db, ws_id, "m", 16)
+            assert doc[1] in wv.delta.ids.tolist()
+            after = dict(wv.search(q, 1000, None))
+        assert round(after[doc[1]], 6) == round(before[doc[1]], 6)
+        assert abs(after[doc[1]] - before[doc[1]]) < 1e-6
+    finally:
+        svc.close()

@@ -83,7 +83,7 @@ class Service:
         self.instant = InstantTiers(settings.instant_dir) if settings.instant_dir else None
         self.embed_queue = EmbedQueue(self.store, self.providers, lambda ws: _config(ws).embedding,
                                       on_vectors=self._vectors_changed, busy=lambda: self.semantic.busy,
-                                      instant=self.instant)
+                                      instant=self.instant, on_dropped=self.vectors.forget_model)
         self.semantic = SemanticLeg(self.providers, self.vectors, self.embed_queue.pending, self.instant)
         counter = lambda ws: self.providers.token_counter(_config(ws).embedding)  # noqa: E731
         self.indexer = IndexJob(self.store, self.links, token_counter=counter, written=self._written,

@@ -51,11 +51,13 @@ EmbeddingConfig = Callable[[Workspace], dict[str, Any]]
 class EmbedQueue:
     def __init__(self, store: Store, providers: Providers, embedding_config: EmbeddingConfig, *,
                  on_vectors: Callable[[int, list[int]], None], busy: Callable[[], bool] = lambda: False,
-                 instant: InstantTiers | None = None):
+                 instant: InstantTiers | None = None,
+                 on_dropped: Callable[[int, str], None] = lambda ws_id, fp: None):
         self.store = store
         self.providers = providers
         self._config = embedding_config
         self._on_vectors = on_vectors  # (workspace id, documents whose vectors changed)
+        self._on_dropped = on_dropped  # (workspace id, fingerprint): a model's vectors are gone from the store
         self._busy = busy  # searches in flight: a step yields to them briefly
         self.wake = threading.Event()  # set when there may be new work
         self.stopping = threading.Event()
@@ -251,6 +253,7 @@ class EmbedQueue:
             self.instant.forget_words(provider)
             with self.store.write() as w:
                 stored.drop_model(w, ws.id, fp)
+            self._on_dropped(ws.id, fp)  # the in-memory copy too: nothing reads it again
 
     def _maybe_switch(self, ws: Workspace, provider, fp: str) -> None:
         with self.store.write() as w:

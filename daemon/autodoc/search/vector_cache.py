@@ -12,6 +12,14 @@ each time they alternated. A workspace keeps at most MODELS_PER_WORKSPACE
 fingerprints, the least recently used going first (the tier's vectors once
 the model has filled).
 
+Every vector is held rounded to float16 precision, whatever the dtype it is
+kept in: an index above HALF_ABOVE rows keeps float16 (search/vectors.py),
+its delta and smaller indexes float32, and a vector's cosine must not depend
+on which of them holds it today (a merge, a restart or a workspace growing
+past the threshold would otherwise move scores in their 6th place, and with
+them the order of ties). The rounding moves a cosine by about 1e-4; SciFact
+nDCG@10 is the same to four places (docs/benchmarks/daemon_overhead.md).
+
 Runs on: any thread. One lock guards the table; loads and refreshes read on
 the connection the caller passes (the search's own snapshot).
 """
@@ -31,6 +39,11 @@ from . import vectors as vector_math
 from .vectors import VectorIndex
 
 MODELS_PER_WORKSPACE = 2
+
+
+def _half_precision(vecs: np.ndarray) -> np.ndarray:
+    """float32 values rounded to what float16 holds (see the module's docstring)."""
+    return vecs.astype(np.float16).astype(np.float32)
 
 
 @dataclass
@@ -107,7 +120,7 @@ def _load(db: apsw.Connection, ws_id: int, fp: str, dim: int) -> WorkspaceVector
             bound = max(16, bound * 2)
             ids, vecs, codes = np.resize(ids, bound), np.resize(vecs, (bound, dim)), np.resize(codes, (bound, nbytes))
         ids[n] = cid
-        vecs[n] = np.frombuffer(f32, dtype="<f4")
+        vecs[n] = np.frombuffer(f32, dtype="<f4").astype(np.float16)
         codes[n] = np.frombuffer(bits, dtype=np.uint8)
         per.setdefault(did, []).append(cid)
         n += 1
@@ -127,7 +140,7 @@ def _refresh(db: apsw.Connection, wv: WorkspaceVectors, ws_id: int, dim: int) ->
     for i in range(0, len(docs), 500):
         rows += stored.complete_vectors(db, ws_id, wv.fp, docs[i : i + 500]).fetchall()
     if rows:
-        vecs = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(-1, dim)
+        vecs = _half_precision(np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(-1, dim))
         codes = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.uint8).reshape(len(rows), -1)
         wv.add([r[0] for r in rows], vecs, codes)
         per: dict[int, list[int]] = {}
@@ -158,6 +171,12 @@ class VectorCache:
         with self._lock:
             for key in [k for k in self._by_key if k[0] == ws_id]:
                 del self._by_key[key]
+
+    def forget_model(self, ws_id: int, fp: str) -> None:
+        """One model's vectors of a workspace (the instant tier's, once the model has filled)."""
+        with self._lock:
+            if self._by_key.pop((ws_id, fp), None) is not None:
+                release_free_heap()
 
     def get(self, db: apsw.Connection, ws_id: int, fp: str, dim: int) -> WorkspaceVectors:
         """The workspace's vectors for model fp, brought up to date on `db`."""
