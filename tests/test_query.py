@@ -123,3 +123,11 @@ def test_relaxed_query_names_a_word_once_whatever_its_case(fts):
     expr = build_match(parse_query("Gastric infection raises gastric cancer risk").terms, "any")
     assert expr == '"Gastric" OR "infection" OR "raises" OR "cancer" OR "risk"'
     assert build_match(parse_query("Gastric gastric").terms, "all") == '"Gastric"'
+
+
+def test_case_duplicates_go_but_words_unicode61_keeps_apart_stay():
+    from autodoc.search.fts import build_match
+    from autodoc.search.query import parse_query
+
+    got = build_match(parse_query("Straße strasse ﬁle file Gastric gastric").terms, "any")
+    assert got == '"Straße" OR "strasse" OR "ﬁle" OR "file" OR "Gastric"'

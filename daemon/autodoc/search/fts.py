@@ -93,8 +93,9 @@ def coverage_terms(terms: list[Term]) -> list[tuple[str, Term]]:
 
 
 def _key(expr: str) -> str:
-    # unicode61 folds case (and, by default, diacritics: left alone here, the index decides)
-    return expr.casefold() if CASE_DEDUP else expr
+    # unicode61 folds case as lower() does; casefold() goes further ("Straße" → "strasse", "ﬁ" → "fi")
+    # and would merge words the index keeps apart (diacritics are left alone here: the index decides)
+    return expr.lower() if CASE_DEDUP else expr
 
 
 def build_match(terms: list[Term], mode: str = "all") -> str | None:
