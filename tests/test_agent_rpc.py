@@ -346,19 +346,23 @@ def test_a_browse_pages_past_its_200_with_after(tmp_path):
     root = tmp_path / "many"
     for i in range(230):
         (root / f"d{i // 100}").mkdir(parents=True, exist_ok=True)
-        (root / f"d{i // 100}" / f"n{i:03d}.md").write_text(f"# Note {i}\n\nwombat number {i}\n")
+        (root / f"d{i // 100}" / f"n{i:03d}.md").write_text(
+            f"---\ntags: [{'even' if i % 2 == 0 else 'odd'}]\n---\n# Note {i}\n\nwombat number {i}\n")
     svc = Service(Settings.from_env(store=str(tmp_path / "s.db")))
     try:
         call(svc, "workspace.add", ["many", str(root), NO_MODEL])
         call(svc, "workspace.index", ["many"])
-        listed, after = [], None
+        listed, after, counts = [], None, []
         while True:
-            page = call(svc, "search.query", ["many", "", {"limit": 200, **({"after": after} if after else {})}])
+            page = call(svc, "search.query", ["many", "", {"limit": 200, "facet_counts": ["tags"],
+                                                          **({"after": after} if after else {})}])
             listed += [h["path"] for h in page["hits"]]
+            counts.append(page["facet_counts"])
             if len(page["hits"]) < 200:
                 break
             after = page["hits"][-1]["path"]
         assert len(listed) == 230 and listed == sorted(listed) and len(set(listed)) == 230
+        assert counts[0] == counts[-1] == {"tags": {"even": 115, "odd": 115}}  # the whole set on every page
         ranked = call(svc, "search.query", ["many", "wombat", {"limit": 50, "after": "d1/n199.md",
                                                              "stages": ["lexical"]}])["hits"]
         assert ranked and all(h["path"] > "d1/n199.md" for h in ranked)

@@ -75,20 +75,16 @@ def _check_fields(ctx: Context, opts: SearchOptions) -> None:
 def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     _check_fields(ctx, opts)
     parsed = resolve_facets(parse_query(query), ctx.known_fields)
-    filt = build_filter(
-        ctx.ws.id,
-        facets=parsed.facets,
-        opt_facets=opts.facets,
-        tags=opts.tags,
-        paths=opts.paths,
-        include_abstract=opts.abstract_chunk,
-        kinds=ctx.facet_kinds,
-        scope=opts.scope,
-        after=opts.after,
-    )
+    def filter_after(after: str | None) -> Filter:
+        return build_filter(ctx.ws.id, facets=parsed.facets, opt_facets=opts.facets, tags=opts.tags, paths=opts.paths,
+                            include_abstract=opts.abstract_chunk, kinds=ctx.facet_kinds, scope=opts.scope, after=after)
+
+    filt = filter_after(opts.after)
+    # `after` pages through the matching set; the facet counts describe the whole set on every page
+    count_filt = filt if opts.after is None else filter_after(None)
     requested = list(opts.stages)
     if parsed.wordless:
-        return _facet_browse(ctx, query, parsed, filt, opts, requested)
+        return _facet_browse(ctx, query, parsed, filt, opts, requested, count_filt)
 
     skipped: dict[str, str] = {}
     performed: list[str] = []
@@ -234,7 +230,7 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         for h, f in zip(hits, fused):
             h["scores"]["graph"], h["ranks"]["graph"] = f.scores.get("graph"), f.ranks.get("graph")
     counts = facet_counts(
-        ctx.db, ctx.ws.id, opts.facet_counts, filt,
+        ctx.db, ctx.ws.id, opts.facet_counts, count_filt,
         match=(build_match(parsed.terms, "all" if leg_match == "all" else "any")
                if "lexical" in performed and leg_match else None),
         extra_docs={doc_of[f.chunk_id] for f in fused},
@@ -310,7 +306,7 @@ def _hit(ws: Workspace, row: dict, f: F.Fused, snippet: str, rank_score: float |
 
 
 def _facet_browse(ctx: Context, query: str, parsed: ParsedQuery, filt: Filter, opts: SearchOptions,
-                  requested: list[str]) -> dict[str, Any]:
+                  requested: list[str], count_filt: Filter) -> dict[str, Any]:
     """A query of facets only: the matching files in path order, no ranking."""
     rows = stored_hits.matching_documents(ctx.db, ctx.ws.id, filt, opts.limit)
     first = stored_hits.chunk_texts(ctx.db, [r[6] for r in rows])
@@ -326,7 +322,8 @@ def _facet_browse(ctx: Context, query: str, parsed: ParsedQuery, filt: Filter, o
             "tags": json.loads(tags), "origin": origin(path, title),
         })
     reason = "the query has only facets: matching files are listed in path order"
-    counts = facet_counts(ctx.db, ctx.ws.id, opts.facet_counts, filt, match=None, extra_docs=set(), wordless=True)
+    counts = facet_counts(ctx.db, ctx.ws.id, opts.facet_counts, count_filt, match=None, extra_docs=set(),
+                          wordless=True)
     return {
         "workspace": ctx.ws.name, "query": query, "hits": hits, "mode_used": "facet", "lexical_match": None,
         "semantic": "off" if ctx.semantic is None else "ready", "semantic_tier": None,
