@@ -41,8 +41,10 @@ WEIGHTING = "zipf"  # chosen on SciFact train queries: docs/benchmarks/instant_t
 # down to 0.05 (of lexical's 1.0) left the hybrid under lexical alone (docs/benchmarks/
 # instant_tier.md). So the leg weighs too little to reorder the lexical leg's first GUARD_TOP
 # hits or to put a hit of its own among them: when the lexical leg finds GUARD_TOP hits, the
-# hybrid's first GUARD_TOP are exactly its own (never worse than lexical alone there); below
-# them, and for a query whose words match little, the tier adds what the lexical leg missed.
+# hybrid's first GUARD_TOP are exactly its own when their coverage weights are equal. Unequal
+# weights (search/lexical.py) bring two neighbours' shares closer than the bound assumes, so
+# there the guarantee is "nearly": a swap of near-equal neighbours is possible. Below them, and
+# for a query whose words match little, the tier adds what the lexical leg missed.
 GUARD_TOP = 10
 # Other fusion methods have no such bound: their instant weight is this share of the configured one.
 OTHER_FUSION_SCALE = 0.125
