@@ -235,8 +235,10 @@ class StaticEmbedder:
             if len(cache) + len(new) > self.WORD_CACHE:
                 cache = self._words = {}
                 new = list(words)
-            if new:
-                cache.update(self._learn(new))
+        if new:  # tokenised outside the lock: a query's few words need not wait for a fill's batch
+            learned = self._learn(new)
+            with self._lock:
+                cache.update(learned)
         get = cache.__getitem__  # a later clear replaces self._words; this batch keeps its dict
         flat: list[int] = []
         ends: list[int] = []
