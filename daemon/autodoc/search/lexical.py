@@ -36,7 +36,7 @@ from ..config import LEXICAL_TOP
 from ..store.filters import Filter
 from ..store.hits import chunk_texts
 from ..store import ftsterms
-from ..store.matches import EQUAL_WEIGHTS, matching_rowids, ranked, ranked_matches, sole_workspace
+from ..store.matches import EQUAL_WEIGHTS, content_cut, matching_rowids, ranked, ranked_matches, sole_workspace
 from .fts import CJK_RUN, build_match, coverage_terms
 from . import maxscore
 from .fusion import LegHit
@@ -79,7 +79,11 @@ def run_lexical(
             more = ranked_matches(db, relaxed, workspace_id, filt, top, unfiltered, columns,
                                   rank=any_rank(db, terms, relaxed, columns))
             if len(more) > len(rows):
-                rows = (rows + [r for r in more if r[0] not in strict][: top - len(rows)]) if STRICT_FIRST else more
+                if STRICT_FIRST:  # a run of equal scores at this cut keeps its first members in content order
+                    rest = [r for r in more if r[0] not in strict]
+                    rows = rows + content_cut(db, lambda n: rest[:n], top - len(rows))
+                else:
+                    rows = more
                 used = "mixed" if strict else "any"
     weights = coverage(db, terms, [cid for cid, _ in rows]) if weigh and COVERAGE_POWER else {}
     hits = [LegHit(cid, round(-s, 6), weights.get(cid, 1.0)) for cid, s in rows]
