@@ -65,19 +65,26 @@ def test_float16_index_grows_and_shrinks_in_float16(real):
     assert small.search(vecs[7], top=1)[0][0] == 7
 
 
+def _store_with_vectors(path, kb, fps: tuple[str, ...], seed: int) -> tuple[Service, int]:
+    """A lexical index of kb and random unit vectors (16-d) for its chunks under each fingerprint."""
+    svc = Service(Settings.from_env(store=path))
+    svc.workspace_add("kb", str(kb), {"embedding": {"provider": "none"}})
+    svc.index("kb")
+    rng = np.random.default_rng(seed)
+    with svc.store.write() as db:
+        ws_id = db.execute("SELECT id FROM workspaces WHERE name='kb'").fetchone()[0]
+        hashes = [h for (h,) in db.execute("SELECT DISTINCT text_hash FROM chunks WHERE workspace_id=?", (ws_id,))]
+        for fp in fps:
+            v = rng.standard_normal((len(hashes), 16)).astype(np.float32)
+            v /= np.linalg.norm(v, axis=1, keepdims=True)
+            stored.write_vectors(db, ws_id, fp, [(h, x.tobytes(), np.packbits(x > 0).tobytes())
+                                                 for h, x in zip(hashes, v)])
+    return svc, ws_id
+
+
 def test_the_cache_keeps_each_models_vectors(short_tmp, kb_copy):
-    svc = Service(Settings.from_env(store=short_tmp / "s.db"))
+    svc, ws_id = _store_with_vectors(short_tmp / "s.db", kb_copy, ("model-a", "model-b"), seed=0)
     try:
-        svc.workspace_add("kb", str(kb_copy), {"embedding": {"provider": "none"}})
-        svc.index("kb")
-        rng = np.random.default_rng(0)
-        with svc.store.write() as db:
-            ws_id = db.execute("SELECT id FROM workspaces WHERE name='kb'").fetchone()[0]
-            hashes = [h for (h,) in db.execute("SELECT DISTINCT text_hash FROM chunks WHERE workspace_id=?", (ws_id,))]
-            for fp in ("model-a", "model-b"):
-                v = rng.standard_normal((len(hashes), 16)).astype(np.float32)
-                stored.write_vectors(db, ws_id, fp, [(h, x.tobytes(), np.packbits(x > 0).tobytes())
-                                                     for h, x in zip(hashes, v)])
         with svc.store.read() as db:
             a = svc.vectors.get(db, ws_id, "model-a", 16)
             b = svc.vectors.get(db, ws_id, "model-b", 16)
@@ -98,18 +105,10 @@ def test_a_vectors_cosine_does_not_depend_on_which_index_holds_it(short_tmp, kb_
     import autodoc.search.vectors as vector_math
 
     monkeypatch.setattr(vector_math, "HALF_ABOVE", 10)  # this small corpus takes the float16 path
-    svc = Service(Settings.from_env(store=short_tmp / "s.db"))
+    svc, ws_id = _store_with_vectors(short_tmp / "s.db", kb_copy, ("m",), seed=1)
+    rng = np.random.default_rng(2)
     try:
-        svc.workspace_add("kb", str(kb_copy), {"embedding": {"provider": "none"}})
-        svc.index("kb")
-        rng = np.random.default_rng(1)
-        with svc.store.write() as db:
-            ws_id = db.execute("SELECT id FROM workspaces WHERE name='kb'").fetchone()[0]
-            hashes = [h for (h,) in db.execute("SELECT DISTINCT text_hash FROM chunks WHERE workspace_id=?", (ws_id,))]
-            v = rng.standard_normal((len(hashes), 16)).astype(np.float32)
-            v /= np.linalg.norm(v, axis=1, keepdims=True)
-            stored.write_vectors(db, ws_id, "m", [(h, x.tobytes(), np.packbits(x > 0).tobytes())
-                                                  for h, x in zip(hashes, v)])
+        with svc.store.read() as db:
             doc = db.execute("SELECT document_id, id FROM chunks WHERE workspace_id=? ORDER BY id LIMIT 1",
                              (ws_id,)).fetchone()
         q = rng.standard_normal(16).astype(np.float32)
