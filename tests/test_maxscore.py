@@ -149,7 +149,8 @@ def test_coverage_reads_holders_either_way_alike(store, monkeypatch, scan):
     """The hits' own tokens and a pass over each word's doclist give the same weights."""
     db = store.store.reader()
     ws = get_workspace(db, "zh")
-    for q in _queries(db, 25):
+    checked = 0
+    for q in _queries(db, 25) + [" ".join(q.split()[i:i + 2]) for q in _queries(db, 25) for i in (0, 4)]:
         terms = resolve_facets(parse_query(q), set()).terms
         filt = build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
         ids = [h.chunk_id for h in lexical.run_lexical(db, ws.id, terms, filt, want=10, weigh=False).hits]
@@ -157,6 +158,11 @@ def test_coverage_reads_holders_either_way_alike(store, monkeypatch, scan):
         want = lexical.coverage(db, terms, ids)
         monkeypatch.setattr(lexical, "HOLDERS_SCAN", scan)
         assert lexical.coverage(db, terms, ids) == want, q
+        # the chunks the AND query matched hold every word: told so, it reads no holders for them
+        strict = lexical.run_lexical(db, ws.id, terms, filt, want=10, weigh=False).strict
+        assert lexical.coverage(db, terms, ids, strict & set(ids)) == want, q
+        checked += bool(strict & set(ids))
+    assert checked >= 5, checked  # the strict path was exercised
 
 
 def test_counts_follow_every_write(tmp_path):

@@ -85,7 +85,7 @@ def run_lexical(
                 else:
                     rows = more
                 used = "mixed" if strict else "any"
-    weights = coverage(db, terms, [cid for cid, _ in rows]) if weigh and COVERAGE_POWER else {}
+    weights = coverage(db, terms, [cid for cid, _ in rows], strict) if weigh and COVERAGE_POWER else {}
     hits = [LegHit(cid, round(-s, 6), weights.get(cid, 1.0)) for cid, s in rows]
     if REORDER and weights:
         hits.sort(key=lambda h: (-h.score * h.weight, h.chunk_id))
@@ -107,8 +107,11 @@ def any_rank(db: apsw.Connection, terms: list[Term], relaxed: str, columns: tupl
 HOLDERS_SCAN = 6_000  # at most this many matches over the query's words: read them rather than tokenize the hits
 
 
-def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> dict[int, float]:
-    """chunk id -> its weight from the IDF-weighted share of the query's words it holds."""
+def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int],
+             strict: frozenset[int] | set[int] = frozenset()) -> dict[int, float]:
+    """chunk id -> its weight from the IDF-weighted share of the query's words it holds.
+    `strict`: chunks the AND query matched, which hold every word (each coverage term is a token
+    of an AND term), so only whether a word is in their prose is left to read."""
     pairs = coverage_terms(terms)
     if not pairs or not chunk_ids:
         return {}
@@ -119,8 +122,9 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> di
     n = max(1, state.rows)
     docs = ftsterms.term_docs(db, [e for e, _ in pairs], state)
     # few matches: reading them is cheaper than tokenizing the hits (a small store, rare words)
-    scan = sum(docs.values()) <= HOLDERS_SCAN
-    rows = {} if scan else ftsterms.indexed_rows(db, chunk_ids)
+    loose = [cid for cid in chunk_ids if cid not in strict]
+    scan = bool(loose) and sum(docs.values()) <= HOLDERS_SCAN
+    rows = {} if scan or not loose else ftsterms.indexed_rows(db, loose)
     prose = {cid: _prose_stems(text) for cid, text in chunk_texts(db, chunk_ids).items()} if TITLE_CREDIT < 1 else {}
     total = 0.0
     got = {cid: 0.0 for cid in chunk_ids}
@@ -129,11 +133,13 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int]) -> di
         idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
         total += idf
         words = [] if CJK_RUN.search(term.text) else [t[2] for t in tokenize(term.text)]
-        if scan:
+        if not loose:
+            held = set(got)
+        elif scan:
             held = got.keys() & set(matching_rowids(db, expr))
         else:
             parsed = ftsterms.parse_expr(db, expr)
-            held = {cid for cid in got if cid in rows and ftsterms.holds(rows[cid], parsed)}
+            held = {cid for cid in got if cid in strict or (cid in rows and ftsterms.holds(rows[cid], parsed))}
         for cid in held:
             body = cid not in prose or _holds(prose[cid], words, term.prefix)
             got[cid] += idf * (1.0 if body else TITLE_CREDIT)
