@@ -40,7 +40,7 @@ def _old_coverage(lexical):
     from autodoc.search.tokens import tokenize
     from autodoc.store.hits import chunk_texts
 
-    def coverage(db, terms, chunk_ids):
+    def coverage(db, terms, chunk_ids, strict=frozenset()):  # strict: the new one's shortcut, unused here
         pairs = coverage_terms(terms)
         if not pairs or not chunk_ids:
             return {}
