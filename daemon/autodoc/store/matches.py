@@ -23,6 +23,7 @@ import apsw
 
 from . import ftsterms
 from .filters import Filter
+from .hits import candidates
 
 BM25_WEIGHTS = (3.0, 2.0, 2.0, 1.0)
 # A lexical-only search weighs the columns alike: seed 001 rejects a global title > body weight,
@@ -97,10 +98,8 @@ def content_cut(db: apsw.Connection, fetch: Callable[[int], list[tuple[int, floa
         n *= 4
     first = next(i for i, r in enumerate(rows) if round(r[1], TIE_PLACES) == edge)
     run = [r for r in rows[first:] if round(r[1], TIE_PLACES) == edge]
-    keys = {cid: (path, ordinal) for cid, path, ordinal in db.execute(
-        "SELECT c.id, d.path, c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id "
-        "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps([r[0] for r in run]),))}
-    run.sort(key=lambda r: (*keys.get(r[0], ("\U0010ffff", 0)), r[0]))
+    found = candidates(db, [r[0] for r in run])
+    run.sort(key=lambda r: ((found[r[0]].path, found[r[0]].ordinal) if r[0] in found else ("\U0010ffff", 0), r[0]))
     return rows[:first] + run[: top - first]
 
 
