@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, TypeVar, runtime_checkable
 
 # One meter class for every provider (spec §5: ranker calls are metered like a
 # provider's), so status output has one shape. For a ranker, ``texts`` counts
@@ -91,6 +91,25 @@ class RankerDown(Exception):
 
 class RankerCancelled(RankerDown):
     """The caller's cancel event fired; not a ranker failure (not metered as an error)."""
+
+
+T = TypeVar("T")
+
+
+def metered(meter: Meter, failure: Callable[[Exception], str], score: Callable[[], T]) -> T:
+    """score(), with a failure metered and raised as RankerDown(reason): a transport quirk or
+    a tokenizer bug must never escape as a 500. A cancel is the caller's, not the ranker's."""
+    try:
+        return score()
+    except RankerCancelled:
+        raise
+    except RankerDown as exc:
+        meter.error(exc.reason)
+        raise
+    except Exception as exc:
+        reason = failure(exc)
+        meter.error(reason)
+        raise RankerDown(reason) from exc
 
 
 @runtime_checkable

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .base import Deadline, Meter, RankerCancelled, RankerDown
+from .base import Deadline, Meter, RankerCancelled, RankerDown, metered
 
 __all__ = ["HttpRanker"]
 
@@ -128,17 +128,8 @@ class HttpRanker:
         is set (an HTTP request in flight is not interrupted)."""
         started = time.monotonic()
         deadline = Deadline(self.timeout if timeout is None else timeout)   # ValueError for a negative one
-        try:
-            scores = self._score(query, list(passages), deadline, cancel)
-        except RankerCancelled:
-            raise                          # the caller gave up: not a ranker failure
-        except RankerDown as exc:
-            self.meter.error(exc.reason)
-            raise
-        except Exception as exc:   # never let a transport quirk escape as a 500
-            reason = f"ranker at {self.endpoint} failed: {type(exc).__name__}: {exc}"
-            self.meter.error(reason)
-            raise RankerDown(reason) from exc
+        scores = metered(self.meter, lambda exc: f"ranker at {self.endpoint} failed: {type(exc).__name__}: {exc}",
+                         lambda: self._score(query, list(passages), deadline, cancel))
         self.meter.record(len(scores), 0, time.monotonic() - started)   # tokens: the server does not say
         return scores
 

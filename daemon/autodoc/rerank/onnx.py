@@ -29,7 +29,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from ..errors import InvalidParams
-from .base import Deadline, Meter, RankerCancelled, RankerDown, find_model_files
+from .base import Deadline, Meter, RankerCancelled, RankerDown, find_model_files, metered
 
 __all__ = ["OnnxRanker"]
 
@@ -238,16 +238,8 @@ class OnnxRanker:
         deadline = Deadline(self.timeout if timeout is None else timeout)
         stopper = _Stopper(deadline, cancel)
         try:
-            scores, tokens = self._score(query, list(passages), stopper)
-        except RankerCancelled:
-            raise                          # the caller gave up: not a ranker failure
-        except RankerDown as exc:
-            self.meter.error(exc.reason)
-            raise
-        except Exception as exc:   # a tokenizer bug must not escape as a 500
-            reason = f"ranker {self.name} failed: {_short(exc)}"
-            self.meter.error(reason)
-            raise RankerDown(reason) from exc
+            scores, tokens = metered(self.meter, lambda exc: f"ranker {self.name} failed: {_short(exc)}",
+                                     lambda: self._score(query, list(passages), stopper))
         finally:
             stopper.close()
         self.meter.record(len(scores), tokens, time.monotonic() - started)
