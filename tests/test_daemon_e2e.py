@@ -21,8 +21,8 @@ import pytest
 
 from autodoc.rpc import schemas
 from autodoc.rpc.framing import CONTENT_LENGTH, NEWLINE, encode_message
-from autodoc.rpc.transport import socket_answers
 from autodoc_client import Client, RemoteError, call_socket
+from helpers.nvim_daemon import wait_listening
 
 DEADLINE = 20
 MAX_FRAME = 65536
@@ -61,11 +61,7 @@ class Daemon:
             serve_argv(self.store, "--socket", str(self.sock)),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=daemon_env(),
         )
-        deadline = time.monotonic() + DEADLINE
-        while not (self.sock.exists() and socket_answers(self.sock)):
-            assert self.proc.poll() is None, f"the daemon died:\n{self.log_text()}"
-            assert time.monotonic() < deadline, f"the daemon never listened:\n{self.log_text()}"
-            time.sleep(0.02)
+        wait_listening(self.sock, self.proc, self.log_path, DEADLINE)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")

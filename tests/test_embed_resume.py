@@ -4,7 +4,6 @@ Real daemon processes, the real bundled model, SIGKILL."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -14,8 +13,8 @@ from pathlib import Path
 
 import apsw
 
-from autodoc.rpc.transport import socket_answers
 from autodoc_client import call_socket
+from helpers.nvim_daemon import wait_listening
 
 CORPUS = Path(__file__).parent / "corpora" / "kb"
 
@@ -23,10 +22,7 @@ CORPUS = Path(__file__).parent / "corpora" / "kb"
 def start(store: Path, sock: Path, log: Path) -> subprocess.Popen:
     p = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
-    deadline = time.monotonic() + 30
-    while not (sock.exists() and socket_answers(sock)):
-        assert p.poll() is None and time.monotonic() < deadline, log.read_text()
-        time.sleep(0.05)
+    wait_listening(sock, p, log, 30)
     return p
 
 

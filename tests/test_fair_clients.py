@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import socket
-from pathlib import Path
 
 import anyio
 import pytest

@@ -151,8 +151,6 @@ def test_instant_answers_first_then_the_model(tmp_path, model):
         # searches to answer meanwhile, and the fill would only delay it
         svc.workspace_add("kb2", str(tmp_path / "kb"))
         svc.index("kb2")
-        with svc.store.read() as db:
-            ws2 = get_workspace(db, "kb2")
         asked = []  # a spy, not a stand-in: the real tier still answers if asked
         real_get = svc.instant.get
         svc.instant.get = lambda *a, **k: asked.append(a) or real_get(*a, **k)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import sys
 import tempfile
 from pathlib import Path

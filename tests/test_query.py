@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from autodoc.search.fts import build_match, fts_text
-from autodoc.search.query import Facet, Term, parse_query, resolve_facets
+from autodoc.search.query import Term, parse_query, resolve_facets
 
 
 @pytest.fixture(scope="module")

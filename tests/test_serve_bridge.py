@@ -26,6 +26,7 @@ from autodoc.rpc import schemas
 from autodoc.rpc.framing import CONTENT_LENGTH, NEWLINE, FrameDecoder, encode_message
 from autodoc.rpc.transport import socket_answers
 from autodoc_client import call_socket
+from helpers.nvim_daemon import wait_listening
 
 DEADLINE = 30
 CORPUS = Path(__file__).parent / "corpora" / "kb"
@@ -120,11 +121,7 @@ def _daemon(short_tmp: Path):
         proc = serve(store, "--socket", str(sock), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=log_file)
         try:
-            deadline = time.monotonic() + DEADLINE
-            while not (sock.exists() and socket_answers(sock)):
-                assert proc.poll() is None, log.read_text()
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.02)
+            wait_listening(sock, proc, log, DEADLINE)
             call_socket(sock, "workspace.add", ["kb", str(kb), NO_MODEL], timeout=DEADLINE)
             call_socket(sock, "workspace.reindex", ["kb"], timeout=DEADLINE)
             yield {"proc": proc, "store": store, "sock": sock, "base": short_tmp, "log": log}

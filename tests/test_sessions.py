@@ -20,6 +20,7 @@ from autodoc.errors import DocumentNotFound, InvalidParams
 from autodoc.ingest.transcript import TranscriptError, parse_transcript
 from autodoc.rpc.schemas import result_errors
 from autodoc.service import Service
+from helpers.nvim_daemon import wait_listening
 
 NO_MODEL = {"embedding": {"provider": "none"}}
 
@@ -365,7 +366,6 @@ async def test_the_daemon_pushes_session_changes_embeds_them_and_its_watcher_kee
     found by meaning; a hidden `.session/` folder appearing under the watched root changes nothing."""
     import anyio
 
-    from autodoc.rpc.transport import socket_answers
     from autodoc_client import Client
 
     sock = short_tmp / "d.sock"
@@ -375,10 +375,7 @@ async def test_the_daemon_pushes_session_changes_embeds_them_and_its_watcher_kee
                              "--socket", str(sock)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=log, env=env)
     try:
-        with anyio.fail_after(30):
-            while not (sock.exists() and socket_answers(sock)):
-                assert proc.poll() is None, (short_tmp / "daemon.log").read_text()
-                await anyio.sleep(0.02)
+        wait_listening(sock, proc, short_tmp / "daemon.log", 30)
         async with await Client.connect_socket(sock) as c:
             await c.call("workspace.add", ["kb", str(kb)])
             await c.call("workspace.index", ["kb"])

@@ -16,15 +16,14 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
 import pytest
 
 from autodoc.ingest.scan import scan_folders
-from autodoc.rpc.transport import socket_answers
 from autodoc_client import Client
+from helpers.nvim_daemon import wait_listening
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fdinfo").is_dir(), reason="needs Linux /proc (inotify)")
 
@@ -78,10 +77,7 @@ async def test_the_watcher_stays_inside_the_root_and_follows_new_folders(short_t
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                          env={**os.environ, "AUTODOC_CHECK_RESULTS": "1", "AUTODOC_LOG": "INFO"})
     try:
-        deadline = time.monotonic() + 30
-        while not (sock.exists() and socket_answers(sock)):
-            assert d.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_listening(sock, d, short_tmp / "daemon.log", 30)
         async with await Client.connect_socket(sock) as c:
             await c.call("workspace.add", {"name": "kb", "root": str(kb), "config": NO_MODEL})
             await c.call("workspace.index", ["kb"])

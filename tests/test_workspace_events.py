@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from autodoc.rpc import schemas
-from autodoc.rpc.transport import socket_answers
 from autodoc_client import Client
+from helpers.nvim_daemon import wait_listening
 
 NO_MODEL = {"embedding": {"provider": "none"}}
 
@@ -21,10 +20,7 @@ async def test_workspace_changes_are_pushed(short_tmp):
     d = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while not (sock.exists() and socket_answers(sock)):
-            assert d.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_listening(sock, d, None, 30)
         async with await Client.connect_socket(sock) as c:
             await c.call("changes.subscribe", [])
             await c.call("workspace.add", {"name": "kb", "root": str(short_tmp / "kb"), "config": NO_MODEL})
