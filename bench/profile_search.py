@@ -37,6 +37,7 @@ MODES = {
     "hybrid": {"stages": ["lexical", "semantic"], "limit": 10},
     "lexical": {"stages": ["lexical"], "limit": 10},
 }
+SORT = "cumulative"
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -82,7 +83,7 @@ def profile(fn: Callable[[str], Any], queries: list[str], top: int) -> str:
     prof.disable()
     out = io.StringIO()
     stats = pstats.Stats(prof, stream=out)
-    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats(SORT).print_stats(top)
     return f"(cumulative seconds over {len(queries)} searches)\n" + out.getvalue()
 
 
