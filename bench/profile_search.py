@@ -92,6 +92,23 @@ def interleaved(queries: list[str], fns: dict[str, Callable[[str], Any]], rounds
             for k in names}
 
 
+def vector_searches(services: dict[str, Any], workspace: str, queries: list[str]) -> dict[str, Callable[[str], Any]]:
+    """Each service's own VectorIndex over the workspace's vectors, searched for a hybrid search's
+    semantic depth (top 51) with the queries embedded once (as the provider's cache serves them)."""
+    fns = {}
+    qvec: dict[str, Any] = {}
+    for k, svc in services.items():
+        prov = svc.providers.get({"provider": "onnx"})
+        db = svc.store.reader()
+        with db:
+            ws_id = db.execute("SELECT id FROM workspaces WHERE name=?", (workspace,)).fetchone()[0]
+            index = svc.vectors.merged(db, ws_id, prov.fingerprint, prov.dim)
+        if not qvec:
+            qvec = {q: prov.embed_query(q) for q in queries}
+        fns[k] = lambda q, index=index: index.search(qvec[q], top=51)
+    return fns
+
+
 def profile(fn: Callable[[str], Any], queries: list[str], top: int) -> str:
     prof = cProfile.Profile()
     prof.enable()
@@ -110,10 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")
     ap.add_argument("-n", type=int, default=100, help="queries per set")
     ap.add_argument("--sets", default="keywords,claims")
-    ap.add_argument("--modes", default="hybrid,lexical")
+    ap.add_argument("--modes", default="hybrid,lexical", help="hybrid, lexical, vectors (VectorIndex.search alone)")
     ap.add_argument("--rounds", type=int, default=1, help="timed passes over each set")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print cProfile's top N per set and mode")
     ap.add_argument("--baseline", metavar="COMMIT", help="time and compare against this commit's code")
+    ap.add_argument("--workspace", default=WORKSPACE, help="the store's workspace (bench.quality's SciFact store: bench)")
     args = ap.parse_args(argv)
 
     sets = query_sets(args.data, args.n)
@@ -127,11 +145,15 @@ def main(argv: list[str] | None = None) -> int:
         for set_name in args.sets.split(","):
             queries = sets[set_name]
             for mode in args.modes.split(","):
-                opts = MODES[mode]
-                fns = {k: (lambda q, s=s: s.search(WORKSPACE, q, dict(opts))) for k, s in services.items()}
+                if mode == "vectors":
+                    fns = vector_searches(services, args.workspace, queries)
+                else:
+                    fns = {k: (lambda q, s=s, o=MODES[mode]: s.search(args.workspace, q, dict(o)))
+                           for k, s in services.items()}
                 answers = {k: [f(q) for q in queries] for k, f in fns.items()}  # also the warm-up
                 if "base" in answers:
-                    bad = [q for q, a, b in zip(queries, answers["now"], answers["base"]) if differs(digest(a), digest(b))]
+                    pick = (lambda a: a) if mode == "vectors" else digest
+                    bad = [q for q, a, b in zip(queries, answers["now"], answers["base"]) if differs(pick(a), pick(b))]
                     for q in bad[:5]:
                         print(f"DIFFERENT ANSWER ({set_name}, {mode}): {q!r}", file=sys.stderr)
                     if bad:
