@@ -31,9 +31,9 @@ import apsw
 from ..config import PER_DOCUMENT
 from ..store import hits as stored_hits
 from ..store import ftsterms, passages
+from ..store.ftstext import fts_text
 from ..store.workspaces import Workspace
 from . import answerable as A
-from ..store.ftstext import fts_text
 from .tokens import stems as passage_stems
 from .tokens import tokenize
 
