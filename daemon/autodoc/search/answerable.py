@@ -45,17 +45,29 @@ class Signals:
 def query_stems(query: str, tokenize: Tokenize) -> list[str]:
     """The query's informative words as the index stems them: facets and
     stopwords out (all of them kept when the query is nothing else)."""
+    return list(dict.fromkeys(s for _, stems in query_words(query, tokenize) for s in stems))
+
+
+def query_words(query: str, tokenize: Tokenize) -> list[tuple[str, list[str]]]:
+    """(word, its stems) for each informative word of the query, in order: query_stems before the
+    words are merged (a word alone names its one stem to FTS5: search/compact.py reads its count so)."""
     text = _FACET.sub(" ", query)
     words = [w for w in _WORD.findall(text)]
     content = [w for w in words if w.lower() not in STOPWORDS] or words
     # CJK runs as the index holds them (bigrams), so weights and coverage see the same words
-    return list(dict.fromkeys(s for w in content for _, _, s in tokenize(fts_text(w))))
+    return [(w, [s for _, _, s in tokenize(fts_text(w))]) for w in content]
 
 
 def coverage(stems: list[str], weights: Mapping[str, float], passage: str, tokenize: Tokenize) -> float:
     if not stems:
         return 0.0
-    present = {s for _, _, s in tokenize(fts_text(passage))}
+    return coverage_of(stems, weights, {s for _, _, s in tokenize(fts_text(passage))})
+
+
+def coverage_of(stems: list[str], weights: Mapping[str, float], present: set[str] | frozenset[str]) -> float:
+    """coverage() given the passage's stems as the index holds them (fts_text, then FTS5's tokenizer)."""
+    if not stems:
+        return 0.0
     total = sum(weights.get(s, 1.0) for s in stems)
     return sum(weights.get(s, 1.0) for s in stems if s in present) / total if total else 0.0
 
