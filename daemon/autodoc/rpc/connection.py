@@ -53,6 +53,7 @@ from .dispatch import (
     request_id_of,
     request_problem,
 )
+from .inline import InlineReads
 from .framing import NEWLINE, FrameDecoder, FrameError, encode_message
 from ..errors import AutodocError, InternalError, InvalidRequest, Overloaded, ParseError
 
@@ -123,6 +124,7 @@ class Connection:
         accepting: Callable[[], bool] = lambda: True,
         on_eof: Callable[[], None] | None = None,
         peer_gone: Callable[[], bool] = lambda: True,
+        load: InlineReads | None = None,
     ):
         self.stream = stream
         self.dispatcher = dispatcher
@@ -133,6 +135,7 @@ class Connection:
         self._accepting = accepting
         self._on_eof = on_eof
         self._peer_gone = peer_gone
+        self._load = load
         self._inflight: dict[str, InFlight] = {}
         self.max_inflight = max_inflight
         self.max_inflight_bytes = max_inflight_bytes
@@ -242,6 +245,8 @@ class Connection:
             return
         self._running += admitted
         self._running_bytes += size
+        if self._load is not None:
+            self._load.admitted += admitted
         requests.start_soon(self._handle, message, self._accepting(), refused, registered, admitted, size)
 
     def _admit(self, message: Any, size: int) -> tuple[dict[int, AutodocError], list[InFlight], int]:
@@ -290,6 +295,8 @@ class Connection:
         finally:
             self._running -= admitted
             self._running_bytes -= size
+            if self._load is not None:
+                self._load.admitted -= admitted
 
     async def _dispatch(
         self, message: Any, accepting: bool, refused: dict[int, AutodocError], registered: list[InFlight],
