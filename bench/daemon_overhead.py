@@ -12,6 +12,10 @@ p50/p95 beside both sides' own latencies. The in-process side goes through
     python -m bench.daemon_overhead --store /tmp/copy/autodoc.db [--rounds 1000]
     python -m bench.daemon_overhead --chunks 100000      # the speed benchmark's cached store
 
+Then the RPC layer alone: a daemon of its own serving a stub in the
+Service's place (``--stub-calls``, 0 skips it), its CPU per call and the
+round trip.
+
 A daemon on a cached store only reads it (no file is written under its
 folder by these requests), but its live index watches the corpus folder.
 """
@@ -111,6 +115,65 @@ def measure(store: Path, queries: list[str], rounds: int) -> dict[str, Any]:
         stop_daemon(p)
 
 
+class StubService:
+    """In the Service's place: answers at once, so what a call costs is the RPC
+    layer alone (frame, parse, dispatch, the hand-off, encode)."""
+
+    def workspace_list(self) -> dict:
+        return {"workspaces": []}
+
+    def info(self) -> dict:
+        return {}
+
+    def add_change_listener(self, fn: Any) -> None:
+        pass
+
+    def remove_change_listener(self, fn: Any) -> None:
+        pass
+
+
+def serve_stub(sock: Path) -> None:
+    import anyio
+
+    from autodoc.rpc.server import RpcServer
+
+    anyio.run(lambda: RpcServer(StubService()).run(socket_path=sock))
+
+
+def measure_stub(calls: int) -> dict[str, Any]:
+    """workspace.list against a stub Service in a daemon of its own: the
+    server's CPU per call (every thread) and the round trip as the client sees it."""
+    import subprocess
+    import sys
+
+    sock = Path(tempfile.mkdtemp(prefix="adstub-")) / "d.sock"
+    p = subprocess.Popen([sys.executable, "-m", "bench.daemon_overhead", "--serve-stub", str(sock)],
+                         cwd=Path(__file__).resolve().parents[1])
+    try:
+        t0 = time.monotonic()
+        while not sock.exists():
+            if p.poll() is not None or time.monotonic() - t0 > 60:
+                raise SystemExit("the stub daemon did not start")
+            time.sleep(0.05)
+        client = SocketClient(sock)
+        for _ in range(300):
+            client.call("workspace.list", {})
+        lat: list[float] = []
+        c0, tc = proc_cpu(p.pid), time.thread_time()
+        for _ in range(calls):
+            t = time.perf_counter()
+            client.call("workspace.list", {})
+            lat.append(time.perf_counter() - t)
+        server = (proc_cpu(p.pid) - c0) / calls
+        own = (time.thread_time() - tc) / calls
+        client.close()
+        return {"calls": calls, "round_trip": summary_ms(lat), "cpu_ms": {"daemon": round(server * 1000, 3),
+                                                                          "client": round(own * 1000, 3)}}
+    finally:
+        p.terminate()
+        p.wait(10)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", type=Path, help="a store file (default: the speed benchmark's cached one)")
@@ -119,7 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--stub-calls", type=int, default=3000, help="calls to a stub Service (0: skip)")
+    ap.add_argument("--serve-stub", type=Path, help=argparse.SUPPRESS)  # the stub daemon's own process
     a = ap.parse_args(argv)
+    if a.serve_stub:
+        serve_stub(a.serve_stub)
+        return 0
     store = a.store
     if store is None:
         found = sorted(glob.glob(str(cache_root() / "stores" / f"speed-{a.chunks}-*" / "autodoc.db")))
@@ -129,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         store = Path(found[0])
     res = {"command": command_line(), "commit": git_commit(), "machine": machine_note(), "store": str(store),
            "results": measure(store, query_sets(a.data, a.queries)["keywords"], a.rounds)}
+    if a.stub_calls:
+        res["stub"] = measure_stub(a.stub_calls)
     if a.json:
         a.json.write_text(json.dumps(res, indent=1) + "\n")
     print(f"store {store}; {res['machine']}")
@@ -141,6 +211,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['socket']['p50']:.3f} / {r['socket']['p95']:.3f} | "
               f"**{r['difference']['p50']:.3f}** / {r['difference']['p95']:.3f} | "
               f"{c['inproc']:.3f} · {c['daemon']:.3f} + {c['client']:.3f} · **{c['difference']:.3f}** |")
+    if "stub" in res:
+        st = res["stub"]
+        print(f"\nstub Service (RPC layer alone), {st['calls']} calls of workspace.list: round trip p50 / p95 "
+              f"{st['round_trip']['p50']:.3f} / {st['round_trip']['p95']:.3f} ms; CPU per call: daemon "
+              f"{st['cpu_ms']['daemon']:.3f} ms, client {st['cpu_ms']['client']:.3f} ms")
     return 0
 
 

@@ -54,7 +54,7 @@ def test_the_rule_idle_and_known_quick():
     kind = read_kind("search.query", {"workspace": "kb", "query": "x", "opts": {"stages": ["lexical"]}})
     assert not inline.may_run(kind)  # never seen: a thread first
     for _ in range(4):
-        inline.record(kind, 0.001)
+        inline.record(kind, 0.001, 0.002)
     assert inline.may_run(kind)
     inline.admitted = 2
     assert not inline.may_run(kind)  # another request is in: no
@@ -62,15 +62,18 @@ def test_the_rule_idle_and_known_quick():
     assert not inline.may_run(kind)  # a read or write runs on a thread: no
     inline.running = 0
     for _ in range(3):
-        inline.record(kind, 0.5)
+        inline.record(kind, 0.5, 0.5)
     assert not inline.may_run(kind)  # slow of late at the median: back to threads
+    for _ in range(4):
+        inline.record(kind, 0.001, 0.5)
+    assert not inline.may_run(kind)  # cheap in CPU but waiting long (I/O, a lock): threads
     hybrid = read_kind("search.query", {"workspace": "kb", "query": "x", "opts": {"stages": ["lexical", "semantic"]}})
     assert hybrid != kind and not inline.may_run(hybrid)
 
 
 async def test_inline_answers_and_errors_are_the_threads_ones(service, short_tmp, hand_offs):
     server = RpcServer(service)
-    server.inline.below_s = 10.0  # every read counts as quick: the path is chosen by the rule alone
+    server.inline.below_s = server.inline.wall_below_s = 10.0  # every read counts as quick: the rule alone decides
     sock_path = short_tmp / "d.sock"
     async with anyio.create_task_group() as tg:
         await tg.start(lambda task_status: server.run(socket_path=sock_path, task_status=task_status))
@@ -96,7 +99,7 @@ async def test_inline_answers_and_errors_are_the_threads_ones(service, short_tmp
 
 async def test_pipelined_requests_never_run_inline(service, short_tmp, hand_offs):
     server = RpcServer(service)
-    server.inline.below_s = 10.0
+    server.inline.below_s = server.inline.wall_below_s = 10.0
     sock_path = short_tmp / "d.sock"
     async with anyio.create_task_group() as tg:
         await tg.start(lambda task_status: server.run(socket_path=sock_path, task_status=task_status))

@@ -18,8 +18,12 @@ The rule, and what it costs the others:
   run inline), and no read or write runs or waits for a slot on any thread
   (``running``: the live index's, an index run). Under load every read
   still goes to the worker threads, as before.
-- Only a kind whose last ``WINDOW`` runs took under ``BELOW_S`` at the
-  median; a kind never seen runs on a thread first.
+- Only a kind whose last ``WINDOW`` runs took under ``BELOW_S`` of CPU
+  and ``WALL_BELOW_S`` of wall time at the median; a kind never seen runs on
+  a thread first. CPU time, because on a busy machine the wall time of the
+  same read swings with what the other processes do (the daemon's own cost
+  does not); the wall cap keeps out a read that waits (I/O, a lock) more
+  than it computes.
 - While an inline read runs the loop reads nothing: a request from another
   connection, or a cancel, waits for it — about ``BELOW_S``, longer only for
   a run slower than its kind's recent median. That is how long one client
@@ -38,6 +42,7 @@ from typing import Any, Hashable
 # a lexical search at 10k-100k chunks (2-4 ms), not a hybrid one (the query's
 # embedding alone takes longer).
 BELOW_S = 0.005
+WALL_BELOW_S = 0.02
 WINDOW = 8
 
 
@@ -58,12 +63,13 @@ def read_kind(method: str, params: Any) -> Hashable:
 
 
 class InlineReads:
-    def __init__(self, below_s: float = BELOW_S, window: int = WINDOW):
+    def __init__(self, below_s: float = BELOW_S, window: int = WINDOW, wall_below_s: float = WALL_BELOW_S):
         self.below_s = below_s
+        self.wall_below_s = wall_below_s
         self.window = window
         self.admitted = 0  # requests read on any connection and not yet answered
         self.running = 0  # reads and writes asked for and not yet over, on any thread
-        self._recent: dict[Hashable, deque[float]] = {}
+        self._recent: dict[Hashable, deque[tuple[float, float]]] = {}  # (CPU, wall) seconds
 
     def may_run(self, kind: Hashable) -> bool:
         if self.running or self.admitted > 1:
@@ -71,10 +77,13 @@ class InlineReads:
         recent = self._recent.get(kind)
         if recent is None or len(recent) < self.window:
             return False
-        return sorted(recent)[len(recent) // 2] < self.below_s
+        runs = list(recent)
+        mid = len(runs) // 2
+        return (sorted(c for c, _ in runs)[mid] < self.below_s
+                and sorted(w for _, w in runs)[mid] < self.wall_below_s)
 
-    def record(self, kind: Hashable, seconds: float) -> None:
+    def record(self, kind: Hashable, cpu_s: float, wall_s: float) -> None:
         recent = self._recent.get(kind)
         if recent is None:
             recent = self._recent.setdefault(kind, deque(maxlen=self.window))
-        recent.append(seconds)
+        recent.append((cpu_s, wall_s))

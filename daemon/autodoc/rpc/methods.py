@@ -69,19 +69,19 @@ async def run_peer_read(app: App, ctx: RequestContext, fn: Callable[..., Any], *
     kind = ctx.data.get("kind", ctx.method)
     if inline.may_run(kind):
         inline.running += 1
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
-            inline.record(kind, time.perf_counter() - t0)
+            inline.record(kind, time.thread_time() - c0, time.perf_counter() - t0)
             inline.running -= 1
 
     def timed() -> Any:
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
-            inline.record(kind, time.perf_counter() - t0)
+            inline.record(kind, time.thread_time() - c0, time.perf_counter() - t0)
 
     inline.running += 1
     try:
