@@ -14,7 +14,8 @@ p50/p95 beside both sides' own latencies. The in-process side goes through
 
 Then the RPC layer alone: a daemon of its own serving a stub in the
 Service's place (``--stub-calls``, 0 skips it), its CPU per call and the
-round trip.
+round trip, with reads handed to worker threads and with the inline path
+(rpc/inline.py), alternating in the same run.
 
 A daemon on a cached store only reads it (no file is written under its
 folder by these requests), but its live index watches the corpus folder.
@@ -132,23 +133,41 @@ class StubService:
         pass
 
 
-def serve_stub(sock: Path) -> None:
+def serve_stub(sock: Path, inline: bool) -> None:
     import anyio
 
     from autodoc.rpc.server import RpcServer
 
-    anyio.run(lambda: RpcServer(StubService()).run(socket_path=sock))
+    server = RpcServer(StubService())
+    if not inline and hasattr(server, "inline"):
+        server.inline = None  # every read through a worker thread, as before issue 19's inline path
+    anyio.run(lambda: server.run(socket_path=sock))
 
 
-def measure_stub(calls: int) -> dict[str, Any]:
+def measure_stubs(calls: int, repeats: int = 3) -> dict[str, Any]:
+    """The stub daemon with and without the inline path, alternating, in one run:
+    the median of each one's repeats."""
+    runs: dict[str, list[dict[str, Any]]] = {"threads": [], "inline": []}
+    for _ in range(repeats):
+        for name in runs:
+            runs[name].append(measure_stub(calls, inline=name == "inline"))
+    out = {}
+    for name, rs in runs.items():
+        mid = sorted(rs, key=lambda r: r["cpu_ms"]["daemon"])[len(rs) // 2]
+        out[name] = {**mid, "daemon_cpu_ms_all": [r["cpu_ms"]["daemon"] for r in rs],
+                     "round_trip_p50_all": [r["round_trip"]["p50"] for r in rs]}
+    return out
+
+
+def measure_stub(calls: int, inline: bool = True) -> dict[str, Any]:
     """workspace.list against a stub Service in a daemon of its own: the
     server's CPU per call (every thread) and the round trip as the client sees it."""
     import subprocess
     import sys
 
     sock = Path(tempfile.mkdtemp(prefix="adstub-")) / "d.sock"
-    p = subprocess.Popen([sys.executable, "-m", "bench.daemon_overhead", "--serve-stub", str(sock)],
-                         cwd=Path(__file__).resolve().parents[1])
+    p = subprocess.Popen([sys.executable, "-m", "bench.daemon_overhead", "--serve-stub", str(sock),
+                          *([] if inline else ["--no-inline"])], cwd=Path(__file__).resolve().parents[1])
     try:
         t0 = time.monotonic()
         while not sock.exists():
@@ -184,9 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--stub-calls", type=int, default=3000, help="calls to a stub Service (0: skip)")
     ap.add_argument("--serve-stub", type=Path, help=argparse.SUPPRESS)  # the stub daemon's own process
+    ap.add_argument("--no-inline", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve_stub:
-        serve_stub(a.serve_stub)
+        serve_stub(a.serve_stub, inline=not a.no_inline)
         return 0
     store = a.store
     if store is None:
@@ -198,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {"command": command_line(), "commit": git_commit(), "machine": machine_note(), "store": str(store),
            "results": measure(store, query_sets(a.data, a.queries)["keywords"], a.rounds)}
     if a.stub_calls:
-        res["stub"] = measure_stub(a.stub_calls)
+        res["stub"] = measure_stubs(a.stub_calls)
     if a.json:
         a.json.write_text(json.dumps(res, indent=1) + "\n")
     print(f"store {store}; {res['machine']}")
@@ -212,10 +232,14 @@ def main(argv: list[str] | None = None) -> int:
               f"**{r['difference']['p50']:.3f}** / {r['difference']['p95']:.3f} | "
               f"{c['inproc']:.3f} · {c['daemon']:.3f} + {c['client']:.3f} · **{c['difference']:.3f}** |")
     if "stub" in res:
-        st = res["stub"]
-        print(f"\nstub Service (RPC layer alone), {st['calls']} calls of workspace.list: round trip p50 / p95 "
-              f"{st['round_trip']['p50']:.3f} / {st['round_trip']['p95']:.3f} ms; CPU per call: daemon "
-              f"{st['cpu_ms']['daemon']:.3f} ms, client {st['cpu_ms']['client']:.3f} ms")
+        print("\nThe RPC layer alone: a stub in the Service's place, workspace.list, the daemon's reads through "
+              "worker threads against inline (alternating, median of 3 runs each)\n")
+        print("| daemon | calls | round trip p50 / p95 ms | daemon CPU ms per call (each run) | client CPU ms per call |")
+        print("|---|---|---|---|---|")
+        for name, st in res["stub"].items():
+            print(f"| {name} | {st['calls']} | {st['round_trip']['p50']:.3f} / {st['round_trip']['p95']:.3f} | "
+                  f"**{st['cpu_ms']['daemon']:.3f}** ({', '.join(f'{x:.3f}' for x in st['daemon_cpu_ms_all'])}) | "
+                  f"{st['cpu_ms']['client']:.3f} |")
     return 0
 
 
