@@ -15,7 +15,7 @@ p50/p95 beside both sides' own latencies. The in-process side goes through
 Then the RPC layer alone: a daemon of its own serving a stub in the
 Service's place (``--stub-calls``, 0 skips it), its CPU per call and the
 round trip, with reads handed to worker threads and with the inline path
-(rpc/inline.py), alternating in the same run.
+(rpc/inline.py): two stub daemons called in alternating blocks.
 
 A daemon on a cached store only reads it (no file is written under its
 folder by these requests), but its live index watches the corpus folder.
@@ -144,53 +144,64 @@ def serve_stub(sock: Path, inline: bool) -> None:
     anyio.run(lambda: server.run(socket_path=sock))
 
 
-def measure_stubs(calls: int, repeats: int = 3) -> dict[str, Any]:
-    """The stub daemon with and without the inline path, alternating, in one run:
-    the median of each one's repeats."""
-    runs: dict[str, list[dict[str, Any]]] = {"threads": [], "inline": []}
-    for _ in range(repeats):
-        for name in runs:
-            runs[name].append(measure_stub(calls, inline=name == "inline"))
-    out = {}
-    for name, rs in runs.items():
-        mid = sorted(rs, key=lambda r: r["cpu_ms"]["daemon"])[len(rs) // 2]
-        out[name] = {**mid, "daemon_cpu_ms_all": [r["cpu_ms"]["daemon"] for r in rs],
-                     "round_trip_p50_all": [r["round_trip"]["p50"] for r in rs]}
-    return out
+class StubDaemon:
+    """A daemon process of its own serving the stub, and a client connected to it."""
 
+    def __init__(self, inline: bool, env: dict[str, str] | None = None):
+        import subprocess
+        import sys
 
-def measure_stub(calls: int, inline: bool = True) -> dict[str, Any]:
-    """workspace.list against a stub Service in a daemon of its own: the
-    server's CPU per call (every thread) and the round trip as the client sees it."""
-    import subprocess
-    import sys
-
-    sock = Path(tempfile.mkdtemp(prefix="adstub-")) / "d.sock"
-    p = subprocess.Popen([sys.executable, "-m", "bench.daemon_overhead", "--serve-stub", str(sock),
-                          *([] if inline else ["--no-inline"])], cwd=Path(__file__).resolve().parents[1])
-    try:
+        self.sock = Path(tempfile.mkdtemp(prefix="adstub-")) / "d.sock"
+        self.p = subprocess.Popen([sys.executable, "-m", "bench.daemon_overhead", "--serve-stub", str(self.sock),
+                                   *([] if inline else ["--no-inline"])],
+                                  cwd=Path(__file__).resolve().parents[1], env=env)
         t0 = time.monotonic()
-        while not sock.exists():
-            if p.poll() is not None or time.monotonic() - t0 > 60:
+        while not self.sock.exists():
+            if self.p.poll() is not None or time.monotonic() - t0 > 60:
                 raise SystemExit("the stub daemon did not start")
             time.sleep(0.05)
-        client = SocketClient(sock)
-        for _ in range(300):
-            client.call("workspace.list", {})
-        lat: list[float] = []
-        c0, tc = proc_cpu(p.pid), time.thread_time()
+        self.client = SocketClient(self.sock)
+        for _ in range(300):  # warm: and the inline path learns that workspace.list is quick
+            self.client.call("workspace.list", {})
+        self.lat: list[float] = []
+        self.daemon_cpu = self.client_cpu = 0.0
+
+    def block(self, calls: int) -> None:
+        c0, tc = proc_cpu(self.p.pid), time.thread_time()
         for _ in range(calls):
             t = time.perf_counter()
-            client.call("workspace.list", {})
-            lat.append(time.perf_counter() - t)
-        server = (proc_cpu(p.pid) - c0) / calls
-        own = (time.thread_time() - tc) / calls
-        client.close()
-        return {"calls": calls, "round_trip": summary_ms(lat), "cpu_ms": {"daemon": round(server * 1000, 3),
-                                                                          "client": round(own * 1000, 3)}}
+            self.client.call("workspace.list", {})
+            self.lat.append(time.perf_counter() - t)
+        self.daemon_cpu += proc_cpu(self.p.pid) - c0
+        self.client_cpu += time.thread_time() - tc
+
+    def result(self) -> dict[str, Any]:
+        n = len(self.lat)
+        return {"calls": n, "round_trip": summary_ms(self.lat),
+                "cpu_ms": {"daemon": round(self.daemon_cpu / n * 1000, 3), "client": round(self.client_cpu / n * 1000, 3)}}
+
+    def close(self) -> None:
+        self.client.close()
+        self.p.terminate()
+        self.p.wait(10)
+
+
+def measure_stubs(calls: int, block: int = 250, variants: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Stub daemons side by side (default: reads through worker threads, and
+    inline), called in alternating blocks so that what else runs on the
+    machine weighs on each alike; ``calls`` to each."""
+    variants = variants or {"threads": {"inline": False}, "inline": {"inline": True}}
+    daemons = {name: StubDaemon(**kw) for name, kw in variants.items()}
+    try:
+        done = 0
+        while done < calls:
+            for d in daemons.values():
+                d.block(min(block, calls - done))
+            done += block
+        return {name: d.result() for name, d in daemons.items()}
     finally:
-        p.terminate()
-        p.wait(10)
+        for d in daemons.values():
+            d.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,14 +243,13 @@ def main(argv: list[str] | None = None) -> int:
               f"**{r['difference']['p50']:.3f}** / {r['difference']['p95']:.3f} | "
               f"{c['inproc']:.3f} · {c['daemon']:.3f} + {c['client']:.3f} · **{c['difference']:.3f}** |")
     if "stub" in res:
-        print("\nThe RPC layer alone: a stub in the Service's place, workspace.list, the daemon's reads through "
-              "worker threads against inline (alternating, median of 3 runs each)\n")
-        print("| daemon | calls | round trip p50 / p95 ms | daemon CPU ms per call (each run) | client CPU ms per call |")
+        print("\nThe RPC layer alone: a stub in the Service's place, workspace.list; two stub daemons, reads "
+              "through worker threads and inline, called in alternating blocks\n")
+        print("| daemon | calls | round trip p50 / p95 ms | daemon CPU ms per call | client CPU ms per call |")
         print("|---|---|---|---|---|")
         for name, st in res["stub"].items():
             print(f"| {name} | {st['calls']} | {st['round_trip']['p50']:.3f} / {st['round_trip']['p95']:.3f} | "
-                  f"**{st['cpu_ms']['daemon']:.3f}** ({', '.join(f'{x:.3f}' for x in st['daemon_cpu_ms_all'])}) | "
-                  f"{st['cpu_ms']['client']:.3f} |")
+                  f"**{st['cpu_ms']['daemon']:.3f}** | {st['cpu_ms']['client']:.3f} |")
     return 0
 
 
