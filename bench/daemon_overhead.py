@@ -11,6 +11,7 @@ p50/p95 beside both sides' own latencies. The in-process side goes through
 
     python -m bench.daemon_overhead --store /tmp/copy/autodoc.db [--rounds 1000]
     python -m bench.daemon_overhead --chunks 100000      # the speed benchmark's cached store
+    python -m bench.daemon_overhead --store … --stub-before /tmp/old/daemon:/tmp/old/clients/python
 
 Then the RPC layer alone: a daemon of its own serving a stub in the
 Service's place (``--stub-calls``, 0 skips it), its CPU per call and the
@@ -213,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--stub-calls", type=int, default=3000, help="calls to a stub Service (0: skip)")
+    ap.add_argument("--stub-before", metavar="PYTHONPATH",
+                    help="also a stub daemon on other code, e.g. an earlier commit's daemon/ from git archive")
     ap.add_argument("--serve-stub", type=Path, help=argparse.SUPPRESS)  # the stub daemon's own process
     ap.add_argument("--no-inline", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -229,7 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     res = {"command": command_line(), "commit": git_commit(), "machine": machine_note(), "store": str(store),
            "results": measure(store, query_sets(a.data, a.queries)["keywords"], a.rounds)}
     if a.stub_calls:
-        res["stub"] = measure_stubs(a.stub_calls)
+        variants: dict[str, dict[str, Any]] = {}
+        if a.stub_before:
+            variants["before (--stub-before)"] = {"inline": False, "env": dict(os.environ, PYTHONPATH=a.stub_before)}
+        variants.update({"threads": {"inline": False}, "inline": {"inline": True}})
+        res["stub"] = measure_stubs(a.stub_calls, variants=variants)
     if a.json:
         a.json.write_text(json.dumps(res, indent=1) + "\n")
     print(f"store {store}; {res['machine']}")
