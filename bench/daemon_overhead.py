@@ -11,6 +11,12 @@ p50/p95 beside both sides' own latencies. The in-process side goes through
 
     python -m bench.daemon_overhead --store /tmp/copy/autodoc.db [--rounds 1000]
     python -m bench.daemon_overhead --chunks 100000      # the speed benchmark's cached store
+    python -m bench.daemon_overhead --store … --stub-before /tmp/old/daemon:/tmp/old/clients/python
+
+Then the RPC layer alone: a daemon of its own serving a stub in the
+Service's place (``--stub-calls``, 0 skips it), its CPU per call and the
+round trip, with reads handed to worker threads and with the inline path
+(rpc/inline.py): two stub daemons called in alternating blocks.
 
 A daemon on a cached store only reads it (no file is written under its
 folder by these requests), but its live index watches the corpus folder.
@@ -111,6 +117,94 @@ def measure(store: Path, queries: list[str], rounds: int) -> dict[str, Any]:
         stop_daemon(p)
 
 
+class StubService:
+    """In the Service's place: answers at once, so what a call costs is the RPC
+    layer alone (frame, parse, dispatch, the hand-off, encode)."""
+
+    def workspace_list(self) -> dict:
+        return {"workspaces": []}
+
+    def info(self) -> dict:
+        return {}
+
+    def add_change_listener(self, fn: Any) -> None:
+        pass
+
+    def remove_change_listener(self, fn: Any) -> None:
+        pass
+
+
+def serve_stub(sock: Path, inline: bool) -> None:
+    import anyio
+
+    from autodoc.rpc.server import RpcServer
+
+    server = RpcServer(StubService())
+    if not inline and hasattr(server, "inline"):
+        server.inline = None  # every read through a worker thread, as before issue 19's inline path
+    anyio.run(lambda: server.run(socket_path=sock))
+
+
+class StubDaemon:
+    """A daemon process of its own serving the stub, and a client connected to it."""
+
+    def __init__(self, inline: bool, env: dict[str, str] | None = None):
+        import subprocess
+        import sys
+
+        self.sock = Path(tempfile.mkdtemp(prefix="adstub-")) / "d.sock"
+        self.p = subprocess.Popen([sys.executable, "-m", "bench.daemon_overhead", "--serve-stub", str(self.sock),
+                                   *([] if inline else ["--no-inline"])],
+                                  cwd=Path(__file__).resolve().parents[1], env=env)
+        t0 = time.monotonic()
+        while not self.sock.exists():
+            if self.p.poll() is not None or time.monotonic() - t0 > 60:
+                raise SystemExit("the stub daemon did not start")
+            time.sleep(0.05)
+        self.client = SocketClient(self.sock)
+        for _ in range(300):  # warm: and the inline path learns that workspace.list is quick
+            self.client.call("workspace.list", {})
+        self.lat: list[float] = []
+        self.daemon_cpu = self.client_cpu = 0.0
+
+    def block(self, calls: int) -> None:
+        c0, tc = proc_cpu(self.p.pid), time.thread_time()
+        for _ in range(calls):
+            t = time.perf_counter()
+            self.client.call("workspace.list", {})
+            self.lat.append(time.perf_counter() - t)
+        self.daemon_cpu += proc_cpu(self.p.pid) - c0
+        self.client_cpu += time.thread_time() - tc
+
+    def result(self) -> dict[str, Any]:
+        n = len(self.lat)
+        return {"calls": n, "round_trip": summary_ms(self.lat),
+                "cpu_ms": {"daemon": round(self.daemon_cpu / n * 1000, 3), "client": round(self.client_cpu / n * 1000, 3)}}
+
+    def close(self) -> None:
+        self.client.close()
+        self.p.terminate()
+        self.p.wait(10)
+
+
+def measure_stubs(calls: int, block: int = 250, variants: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Stub daemons side by side (default: reads through worker threads, and
+    inline), called in alternating blocks so that what else runs on the
+    machine weighs on each alike; ``calls`` to each."""
+    variants = variants or {"threads": {"inline": False}, "inline": {"inline": True}}
+    daemons = {name: StubDaemon(**kw) for name, kw in variants.items()}
+    try:
+        done = 0
+        while done < calls:
+            for d in daemons.values():
+                d.block(min(block, calls - done))
+            done += block
+        return {name: d.result() for name, d in daemons.items()}
+    finally:
+        for d in daemons.values():
+            d.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", type=Path, help="a store file (default: the speed benchmark's cached one)")
@@ -119,7 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--stub-calls", type=int, default=3000, help="calls to a stub Service (0: skip)")
+    ap.add_argument("--stub-before", metavar="PYTHONPATH",
+                    help="also a stub daemon on other code, e.g. an earlier commit's daemon/ from git archive")
+    ap.add_argument("--serve-stub", type=Path, help=argparse.SUPPRESS)  # the stub daemon's own process
+    ap.add_argument("--no-inline", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.serve_stub:
+        serve_stub(a.serve_stub, inline=not a.no_inline)
+        return 0
     store = a.store
     if store is None:
         found = sorted(glob.glob(str(cache_root() / "stores" / f"speed-{a.chunks}-*" / "autodoc.db")))
@@ -129,6 +231,12 @@ def main(argv: list[str] | None = None) -> int:
         store = Path(found[0])
     res = {"command": command_line(), "commit": git_commit(), "machine": machine_note(), "store": str(store),
            "results": measure(store, query_sets(a.data, a.queries)["keywords"], a.rounds)}
+    if a.stub_calls:
+        variants: dict[str, dict[str, Any]] = {}
+        if a.stub_before:
+            variants["before (--stub-before)"] = {"inline": False, "env": dict(os.environ, PYTHONPATH=a.stub_before)}
+        variants.update({"threads": {"inline": False}, "inline": {"inline": True}})
+        res["stub"] = measure_stubs(a.stub_calls, variants=variants)
     if a.json:
         a.json.write_text(json.dumps(res, indent=1) + "\n")
     print(f"store {store}; {res['machine']}")
@@ -141,6 +249,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['socket']['p50']:.3f} / {r['socket']['p95']:.3f} | "
               f"**{r['difference']['p50']:.3f}** / {r['difference']['p95']:.3f} | "
               f"{c['inproc']:.3f} · {c['daemon']:.3f} + {c['client']:.3f} · **{c['difference']:.3f}** |")
+    if "stub" in res:
+        print("\nThe RPC layer alone: a stub in the Service's place, workspace.list; two stub daemons, reads "
+              "through worker threads and inline, called in alternating blocks\n")
+        print("| daemon | calls | round trip p50 / p95 ms | daemon CPU ms per call | client CPU ms per call |")
+        print("|---|---|---|---|---|")
+        for name, st in res["stub"].items():
+            print(f"| {name} | {st['calls']} | {st['round_trip']['p50']:.3f} / {st['round_trip']['p95']:.3f} | "
+                  f"**{st['cpu_ms']['daemon']:.3f}** | {st['cpu_ms']['client']:.3f} |")
     return 0
 
 

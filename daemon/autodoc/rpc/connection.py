@@ -6,7 +6,9 @@ in the framing the peer used, plus server-to-client notifications.
 Requests on one connection run concurrently, each in its own task under its
 own cancel scope; ``$/cancelRequest`` cancels one, and a peer that goes away
 cancels all of its own. Outgoing messages go through one bounded outbox read
-by one writer task, so frames never interleave; a notification that finds the
+by one writer task, so frames never interleave (an answer finding the outbox
+empty and no write under way is written by its own task instead: one hop
+fewer per call, same order); a notification that finds the
 outbox full is dropped (changes can always be re-read with changes.since),
 while the reader waits for room before taking more requests (a peer that
 sends without reading its answers is slowed down, not buffered for).
@@ -53,6 +55,7 @@ from .dispatch import (
     request_id_of,
     request_problem,
 )
+from .inline import InlineReads
 from .framing import NEWLINE, FrameDecoder, FrameError, encode_message
 from ..errors import AutodocError, InternalError, InvalidRequest, Overloaded, ParseError
 
@@ -123,6 +126,7 @@ class Connection:
         accepting: Callable[[], bool] = lambda: True,
         on_eof: Callable[[], None] | None = None,
         peer_gone: Callable[[], bool] = lambda: True,
+        load: InlineReads | None = None,
     ):
         self.stream = stream
         self.dispatcher = dispatcher
@@ -133,6 +137,7 @@ class Connection:
         self._accepting = accepting
         self._on_eof = on_eof
         self._peer_gone = peer_gone
+        self._load = load
         self._inflight: dict[str, InFlight] = {}
         self.max_inflight = max_inflight
         self.max_inflight_bytes = max_inflight_bytes
@@ -143,6 +148,11 @@ class Connection:
         self._read_scope: anyio.CancelScope | None = None
         self._scope = anyio.CancelScope()
         self._broken = False
+        # Frames in the outbox not yet written, and whether a write is under way
+        # (by the writer task or by a sender writing directly): see send().
+        self._queued = 0
+        self._writing = False
+        self._write_done: anyio.Event | None = None
         self.done = anyio.Event()
 
     @property
@@ -242,6 +252,8 @@ class Connection:
             return
         self._running += admitted
         self._running_bytes += size
+        if self._load is not None:
+            self._load.admitted += admitted
         requests.start_soon(self._handle, message, self._accepting(), refused, registered, admitted, size)
 
     def _admit(self, message: Any, size: int) -> tuple[dict[int, AutodocError], list[InFlight], int]:
@@ -286,10 +298,12 @@ class Connection:
         try:
             response = await self._dispatch(message, accepting, refused, registered)
             if response is not None:
-                await self.send(response)
+                await self.send(response, direct=admitted > 0)
         finally:
             self._running -= admitted
             self._running_bytes -= size
+            if self._load is not None:
+                self._load.admitted -= admitted
 
     async def _dispatch(
         self, message: Any, accepting: bool, refused: dict[int, AutodocError], registered: list[InFlight],
@@ -312,14 +326,29 @@ class Connection:
     async def _write_loop(self) -> None:
         async with self._outbox_recv:
             async for data in self._outbox_recv:
-                if self._broken:
-                    continue
+                while self._writing:  # a sender is writing its frame directly: this one goes after it
+                    self._write_done = anyio.Event()
+                    await self._write_done.wait()
                 try:
-                    await self.stream.send(data)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    self._broken = True
-                    log.debug("%s: the peer went away while we wrote", self.name)
-                    self.cancel_all("disconnect")
+                    await self._write(data)
+                finally:
+                    self._queued -= 1
+
+    async def _write(self, data: bytes) -> None:
+        if self._broken:
+            return
+        self._writing = True
+        try:
+            await self.stream.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            self._broken = True
+            log.debug("%s: the peer went away while we wrote", self.name)
+            self.cancel_all("disconnect")
+        finally:
+            self._writing = False
+            if self._write_done is not None:
+                self._write_done.set()
+                self._write_done = None
 
     # -- what the dispatcher and the methods call ---------------------------------------------
 
@@ -367,11 +396,21 @@ class Connection:
             except (TypeError, ValueError, RecursionError):
                 return broken
 
-    async def send(self, message: Any) -> None:
+    async def send(self, message: Any, *, direct: bool = False) -> None:
+        """Queue one message in the outbox. ``direct`` (an answer from a request's
+        task): write it here when nothing is queued or being written, the usual
+        case, one hop fewer through the writer task; frames keep their order
+        either way. The reader never writes directly: its sends wait for outbox
+        room only, never for the peer to read."""
+        data = self._encode(message)
+        if direct and not self._queued and not self._writing:
+            await self._write(data)
+            return
+        self._queued += 1
         try:
-            await self._outbox_send.send(self._encode(message))
+            await self._outbox_send.send(data)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
+            self._queued -= 1
 
     def notify_nowait(self, method: str, params: Any) -> bool:
         """Queue a notification; False if it was dropped (outbox full or closed)."""
@@ -379,6 +418,7 @@ class Connection:
             return False
         try:
             self._outbox_send.send_nowait(encode_message({"jsonrpc": "2.0", "method": method, "params": params}, self.framing))
+            self._queued += 1
             return True
         except anyio.WouldBlock:
             log.warning("%s: outbox full, dropped a %s notification", self.name, method)

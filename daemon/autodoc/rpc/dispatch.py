@@ -34,6 +34,7 @@ Runs on: the event loop (InFlight.check also from the worker thread a method run
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -366,6 +367,9 @@ class Dispatcher:
                 log.exception("%s failed", name)
                 return _error_result(InternalError("internal error"))
 
+        # jsonrpcserver checks the arguments against inspect.signature(method) on
+        # every call; computed once here, it is read from the attribute instead.
+        method.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
         return method
 
     async def _invoke(self, name: str, handler: Handler, ctx: RequestContext, raw: Any) -> Any:

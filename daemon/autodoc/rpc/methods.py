@@ -4,7 +4,8 @@ Input: a RequestContext and named params already checked against
 schemas/<method>.params.json. Output: the Service's JSON-safe answer.
 
 Runs on: the event loop; every Service call runs in a worker thread behind a
-named capacity limiter:
+named capacity limiter (except a read known to be quick while the daemon is
+idle, which runs on the loop: rpc/inline.py):
 reads (search, read, links, backlinks, problems, status, list, changes) on
 ``app.readers`` and may be abandoned when cancelled; writes (workspace.add/remove/configure/section_size,
 index runs, the live index) on the single-slot ``app.writer``. A write that
@@ -24,6 +25,7 @@ import anyio
 from ..api import METHODS, Method
 from ..suggest import workspace_not_found
 from .dispatch import CANCEL_METHOD, Handler, RequestContext
+from .inline import InlineReads, read_kind
 
 PROGRESS_EVERY_S = 0.05
 
@@ -47,23 +49,71 @@ class App(Protocol):
 
 
 async def run_read(app: App, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=app.readers, abandon_on_cancel=True)
+    inline = _inline(app)
+    if inline is None:
+        return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=app.readers, abandon_on_cancel=True)
+    inline.running += 1
+    try:
+        return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=app.readers, abandon_on_cancel=True)
+    finally:
+        inline.running -= 1
 
 
 async def run_peer_read(app: App, ctx: RequestContext, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """run_read within the connection's own share of the readers (connection.py, "Fair shares")."""
+    """run_read within the connection's own share of the readers (connection.py,
+    "Fair shares"); or, for a read known to be quick when the daemon is idle,
+    on the event loop itself (rpc/inline.py)."""
+    inline = _inline(app)
+    if inline is None:
+        return await _peer_read(app, ctx, partial(fn, *args, **kwargs))
+    kind = ctx.data.get("kind", ctx.method)
+    if inline.may_run(kind):
+        inline.running += 1
+        c0, t0 = time.thread_time(), time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            inline.record(kind, time.thread_time() - c0, time.perf_counter() - t0)
+            inline.running -= 1
+
+    def timed() -> Any:
+        c0, t0 = time.thread_time(), time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            inline.record(kind, time.thread_time() - c0, time.perf_counter() - t0)
+
+    inline.running += 1
+    try:
+        return await _peer_read(app, ctx, timed)
+    finally:
+        inline.running -= 1
+
+
+async def _peer_read(app: App, ctx: RequestContext, call: Callable[[], Any]) -> Any:
     share = getattr(ctx.peer, "reads", None)
     if share is None:
-        return await run_read(app, fn, *args, **kwargs)
+        return await anyio.to_thread.run_sync(call, limiter=app.readers, abandon_on_cancel=True)
     async with share:
-        return await run_read(app, fn, *args, **kwargs)
+        return await anyio.to_thread.run_sync(call, limiter=app.readers, abandon_on_cancel=True)
 
 
 async def run_write(app: App, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Wait (cancellably) for the writer slot, then run to the end, shielded."""
-    async with app.writer:
-        with anyio.CancelScope(shield=True):
-            return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+    inline = _inline(app)
+    if inline is not None:
+        inline.running += 1
+    try:
+        async with app.writer:
+            with anyio.CancelScope(shield=True):
+                return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+    finally:
+        if inline is not None:
+            inline.running -= 1
+
+
+def _inline(app: App) -> InlineReads | None:
+    return getattr(app, "inline", None)
 
 
 # what a client subscribed to the workspace hears after each workspace write
@@ -93,6 +143,7 @@ class Methods:
         async def handle(ctx: RequestContext, p: dict) -> Any:
             if m.progress:
                 return await self._run_with_progress(ctx, call, p)
+            ctx.data["kind"] = read_kind(m.name, p)
             if m.write:
                 result = await run_write(self.app, call, self.service, p)
             elif m.cancellable and ctx.inflight is not None:
@@ -133,10 +184,17 @@ class Methods:
 
     async def _run_with_progress(self, ctx: RequestContext, call: Any, p: dict) -> dict:
         progress = self._progress(ctx, p["workspace"])
-        async with self.app.writer:
-            # Not shielded and not abandoned: a cancel reaches the run through
-            # its progress callback, which raises between files.
-            return await anyio.to_thread.run_sync(partial(call, self.service, p, progress=progress))
+        inline = _inline(self.app)
+        if inline is not None:
+            inline.running += 1
+        try:
+            async with self.app.writer:
+                # Not shielded and not abandoned: a cancel reaches the run through
+                # its progress callback, which raises between files.
+                return await anyio.to_thread.run_sync(partial(call, self.service, p, progress=progress))
+        finally:
+            if inline is not None:
+                inline.running -= 1
 
     def _progress(self, ctx: RequestContext, workspace: str) -> Callable[[int, int, str], None]:
         """A progress callback for an index run (called from its thread):

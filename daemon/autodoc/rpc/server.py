@@ -31,6 +31,7 @@ import anyio.lowlevel
 from ..config import MAX_FRAME_BYTES
 from .connection import MAX_INFLIGHT_BYTES, MAX_INFLIGHT_REQUESTS, Connection, socket_peer_gone
 from .dispatch import Dispatcher
+from .inline import InlineReads
 from .methods import Methods
 from .transport import FdStream, prepare_socket_path, same_file
 
@@ -63,6 +64,7 @@ class RpcServer:
         # (workspace changes, index runs, the live index) takes the one writer slot.
         self.readers = anyio.CapacityLimiter(readers)
         self.writer = anyio.CapacityLimiter(1)
+        self.inline = InlineReads()  # quick reads on the loop while nothing else runs (rpc/inline.py)
         self.socket_path: Path | None = None
         self.watching: list[str] = []  # workspaces the live index watches (daemon.py)
         self.connections: set[Connection] = set()
@@ -209,7 +211,7 @@ class RpcServer:
         conn = Connection(
             stream, self.dispatcher, name=name, max_frame_bytes=self.max_frame_bytes,
             max_inflight=self.max_inflight, max_inflight_bytes=self.max_inflight_bytes,
-            accepting=self.accepting, on_eof=on_eof, peer_gone=peer_gone,
+            accepting=self.accepting, on_eof=on_eof, peer_gone=peer_gone, load=self.inline,
         )
         self.connections.add(conn)
         log.debug("%s: connected", name)

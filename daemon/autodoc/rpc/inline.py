@@ -1,0 +1,91 @@
+"""RPC stage, the short way for cheap reads: run one on the event loop itself
+when the daemon has nothing else to do.
+
+Handing a read to a worker thread and back costs two thread wake-ups (the
+worker's, then the loop's) and 0.15–0.35 ms of CPU per call
+(docs/benchmarks/daemon_overhead.md): the largest piece of what the socket
+adds to a call. A read that is known to be quick and finds the daemon idle
+skips that round trip.
+
+Input: the kind of a read (method, workspace, search stages) and how long its
+recent runs took. Output: whether the next one may run inline.
+
+The rule, and what it costs the others:
+
+- Only when nothing else is asked of the daemon: this is the one request
+  admitted on any connection (``admitted``, counted from the moment a frame
+  is read until its answer is out, so requests pipelined or batched never
+  run inline), and no read or write runs or waits for a slot on any thread
+  (``running``: the live index's, an index run). Under load every read
+  still goes to the worker threads, as before.
+- Only a kind whose last ``WINDOW`` runs took under ``BELOW_S`` of CPU
+  and ``WALL_BELOW_S`` of wall time at the median; a kind never seen runs on
+  a thread first. CPU time, because on a busy machine the wall time of the
+  same read swings with what the other processes do (the daemon's own cost
+  does not); the wall cap keeps out a read that waits (I/O, a lock) more
+  than it computes.
+- While an inline read runs the loop reads nothing: a request from another
+  connection, or a cancel, waits for it — up to about ``WALL_BELOW_S`` (a
+  search whose query embedding runs on ONNX's own threads costs this thread
+  little CPU but still that wall time), longer only for a run slower than its
+  kind's recent median. That is how long one client can hold up another
+  through this path.
+
+Runs on: the event loop (``record`` also from worker threads: one dict store,
+atomic under the GIL).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Hashable
+
+# A read whose kind's last WINDOW runs took under this at the median may run inline:
+# a lexical search at 10k-100k chunks (2-4 ms), not a hybrid one (the query's
+# embedding alone takes longer).
+BELOW_S = 0.005
+WALL_BELOW_S = 0.01
+WINDOW = 8
+
+
+def read_kind(method: str, params: Any) -> Hashable:
+    """What makes a read's cost comparable between calls: its method, its
+    workspace and, for searches, which stages run."""
+    if not isinstance(params, dict):
+        return method
+    opts = params.get("opts")
+    stages = rerank = None
+    if isinstance(opts, dict):
+        raw = opts.get("stages")
+        stages = tuple(sorted(str(s) for s in raw)) if isinstance(raw, list) else None
+        rerank = opts.get("rerank")
+        rerank = rerank if isinstance(rerank, (bool, str, type(None))) else "other"
+    workspace = params.get("workspace")
+    return (method, workspace if isinstance(workspace, str) else None, stages, rerank)
+
+
+class InlineReads:
+    def __init__(self, below_s: float = BELOW_S, window: int = WINDOW, wall_below_s: float = WALL_BELOW_S):
+        self.below_s = below_s
+        self.wall_below_s = wall_below_s
+        self.window = window
+        self.admitted = 0  # requests read on any connection and not yet answered
+        self.running = 0  # reads and writes asked for and not yet over, on any thread
+        self._recent: dict[Hashable, deque[tuple[float, float]]] = {}  # (CPU, wall) seconds
+
+    def may_run(self, kind: Hashable) -> bool:
+        if self.running or self.admitted > 1:
+            return False
+        recent = self._recent.get(kind)
+        if recent is None or len(recent) < self.window:
+            return False
+        runs = list(recent)
+        mid = len(runs) // 2
+        return (sorted(c for c, _ in runs)[mid] < self.below_s
+                and sorted(w for _, w in runs)[mid] < self.wall_below_s)
+
+    def record(self, kind: Hashable, cpu_s: float, wall_s: float) -> None:
+        recent = self._recent.get(kind)
+        if recent is None:
+            recent = self._recent.setdefault(kind, deque(maxlen=self.window))
+        recent.append((cpu_s, wall_s))
