@@ -148,6 +148,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "w5221": ("hybrid BM25 columns 5/2/2/1", {"store.matches.BM25_WEIGHTS": (5.0, 2.0, 2.0, 1.0)}, DEFAULT_FUSION),
     "w3111": ("hybrid BM25 columns 3/1/1/1", {"store.matches.BM25_WEIGHTS": (3.0, 1.0, 1.0, 1.0)}, DEFAULT_FUSION),
     "w3121": ("hybrid BM25 columns 3/1/2/1", {"store.matches.BM25_WEIGHTS": (3.0, 1.0, 2.0, 1.0)}, DEFAULT_FUSION),
+    "later1": ("no discount of a document's later passages (before session 4)", {"search.fusion.LATER_PASSAGE": 1.0},
+               DEFAULT_FUSION),
     "qw-interrog": ("question words: interrogatives and pronouns only (do/modals/request verbs kept)",
                     {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG)}, DEFAULT_FUSION),
     "qw-do": ("question words: interrogatives, pronouns and do/does/did",
@@ -224,6 +226,7 @@ class SciFact:
         self.queries = self.col.split_queries(split)[:queries]
         self.qrels = {q: self.col.qrels[split][q] for q, _ in self.queries}
         self.svc = _service(store)
+        self.limit = SCIFACT_LIMIT
         self.svc.search(WORKSPACE, "warm up", {"stages": HYBRID, "limit": 5, "fusion": DEFAULT_FUSION})
 
     def run(self, stages: list[str] | None, fusion: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +238,7 @@ class SciFact:
                 run[qid] = plain_bm25_docs(db, text, 300, path_doc)[:SCIFACT_LIMIT]
         else:
             for qid, text in self.queries:
-                ans = self.svc.search(WORKSPACE, text, {"stages": stages, "limit": SCIFACT_LIMIT, "fusion": fusion})
+                ans = self.svc.search(WORKSPACE, text, {"stages": stages, "limit": self.limit, "fusion": fusion})
                 run[qid] = _docs(ans, path_doc)
         m = E.evaluate(run, self.qrels)
         return {"nDCG@10": round(m["nDCG@10"], 4), "R@100": round(m.get("R@100", float("nan")), 4),
@@ -245,6 +248,7 @@ class SciFact:
 class Known:
     def __init__(self, cache: Path, corpora: Path):
         self.questions = load_questions()
+        self.limit = LIMIT
         self.svcs = {}
         for c in CORPORA:
             sdir, _ = store_dir(cache, corpora, c)
@@ -258,7 +262,7 @@ class Known:
             if stages is None:
                 docs = plain_bm25_docs(svc.store.reader(), q["query"], 200, lambda p: p)[:LIMIT]
             else:
-                docs = _docs(svc.search(q["corpus"], q["query"], {"stages": stages, "limit": LIMIT, "fusion": fusion}))
+                docs = _docs(svc.search(q["corpus"], q["query"], {"stages": stages, "limit": self.limit, "fusion": fusion}))
             r = target_rank(docs, q["targets"])
             per[q["id"]] = r
             ranks["all"].append(r)
@@ -281,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None)
     ap.add_argument("--corpora", type=Path, default=DEFAULT_DATA / "corpora")
     ap.add_argument("--json", default="-")
+    ap.add_argument("--limit", type=int, default=None,
+                    help="hits a search returns (default 20 on SciFact, 30 on the known items); 10 = a default page")
     a = ap.parse_args(argv)
     cache = a.cache or cache_root()
     names = [n for n in a.only.split(",") if n] or list(VARIANTS)
@@ -292,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         sci = SciFact(stores[0], DEFAULT_DATA / "scifact", a.queries, a.split)
     if "known" in sets:
         known = Known(cache / "known", a.corpora)
+    for st in (sci, known):
+        if st is not None and a.limit:
+            st.limit = a.limit
     rows = []
     legs = a.legs.split(",")
     if "plain" in legs:
