@@ -233,6 +233,28 @@ def lex_weight_only(sem: float) -> Callable:
     return fuse
 
 
+def per_leg_k(k_lex: float, k_sem: float, sem: float) -> Callable:
+    """RRF with a k of its own per leg: Σ w_leg · w_hit / (k_leg + rank)."""
+    import autodoc.search.fusion as F
+
+    def fuse(legs, box):
+        parts = [F.fuse_rrf({n: hs}, k=(k_lex if n == "lexical" else k_sem),
+                            weights={n: (1.0 if n == "lexical" else sem)}) for n, hs in legs.items()]
+        names = sorted(legs)
+        out: dict[int, Any] = {}
+        for name, part in zip(legs, parts):
+            for f in part:
+                g = out.setdefault(f.chunk_id, _fused_record(F, names, f.chunk_id))
+                g.score += f.score
+                g.ranks[name], g.scores[name] = f.ranks[name], f.scores[name]
+        fused = list(out.values())
+        for f in fused:
+            f.via = [n for n in names if f.ranks[n] is not None]
+        fused.sort(key=lambda f: (-f.score, f.chunk_id))
+        return fused
+    return fuse
+
+
 def later_passages(decay: float) -> Callable:
     """After the boosts: a document's n-th passage (n ≥ 2, in fused order) scores × decay^(n-1)."""
     def post(fused, box):
@@ -256,6 +278,10 @@ def variants() -> dict[str, tuple[Callable, dict[str, Any]]]:
         v[f"page10-cap{cap}"] = (product_rrf(), {"cap": cap, "hits": 10})
     for dec in (0.3, 0.5, 0.7):
         v[f"page10-later{dec}"] = (product_rrf(), {"hits": 10, "post": later_passages(dec)})
+    for kl in (5, 10, 20):
+        for ks in (5, 10, 20, 40):
+            for sw in (0.6, 0.8, 1.0):
+                v[f"k{kl}/{ks}-s{sw}"] = (per_leg_k(kl, ks, sw), {})
     for a in (0.1, 0.2, 0.3, 0.5):
         v[f"docsum{a}"] = (doc_sum(a), {})
     for a in (0.25, 0.5, 1.0):

@@ -209,14 +209,18 @@ def apply_boosts(
 # only when it beats another document's best passage by that much. A page of 10 hits then shows
 # more documents; the documents' order (by their best passage) cannot change. SciFact train,
 # documents in a 10-hit page: nDCG@10 0.7297 → 0.7341; known items unchanged (quality.md).
+# Only when legs were fused: one leg alone keeps its own order (the lexical leg's puts the chunks
+# holding every word first, which `lexical_match: "mixed"` promises).
 LATER_PASSAGE = 0.5
 
 
 def cap_per_document(fused: list[Fused], doc_of: Mapping[int, int], cap: int = PER_DOCUMENT,
                      later: float | None = None) -> list[Fused]:
-    """At most `cap` passages a document, its later ones discounted (LATER_PASSAGE). The sort is
-    stable, so equal scores keep the content order they came in (search/ties.py)."""
+    """At most `cap` passages a document, its later ones discounted (LATER_PASSAGE) when more than
+    one leg found the hits. The sort is stable: equal scores keep their content order (search/ties.py)."""
     later = LATER_PASSAGE if later is None else later
+    if fused and len(fused[0].ranks) < 2:  # the legs fused (every record names them all)
+        later = 1.0
     seen: dict[int, int] = {}
     out = []
     for f in fused:
