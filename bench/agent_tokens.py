@@ -52,6 +52,14 @@ LEXICAL = ["lexical"]
 
 # ---------------------------------------------------------------- stores
 
+def fresh(opts: dict[str, Any]) -> dict[str, Any]:
+    """A default client's options on a workspace added today. A workspace stores the fusion it was
+    created with (config/workspace.py writes every default), and the cached bench stores were made
+    under RRF k 20 / semantic 0.8: without this the benchmark measured that, not today's default."""
+    from autodoc.config import RRF_K, RRF_WEIGHTS
+    return {"fusion": {"method": "rrf", "k": RRF_K, "weights": dict(RRF_WEIGHTS)}, **opts}
+
+
 def scifact_store(cache: Path) -> Path:
     found = sorted((cache / "stores").glob("scifact-*/autodoc.db"))
     if len(found) != 1:
@@ -98,7 +106,7 @@ def probe(stores: Stores, store: str, query: str, relevant: set[str], stages: li
     opts: dict[str, Any] = {"limit": PROBE_LIMIT, "per_document": True}
     if stages:
         opts["stages"] = stages
-    a = svc.search(ws, query, opts)
+    a = svc.search(ws, query, fresh(opts))
     with svc.store.read() as db:
         sigs = list(hit_signals(db, a, a["hits"]))
     hits = [{"rel": h["path"] in relevant, "f": [s.coverage, s.cosine, s.both],
@@ -244,13 +252,13 @@ def token_rows(stores: Stores, store: str, queries: list[tuple[str, set[str]]]) 
     rows: dict[str, list[tuple[int, bool]]] = {k: [] for k, _ in STRATEGIES}
     truncated = 0
     for q, rel in queries:
-        c = svc.search(ws, q, {"answer": "compact", "limit": K})
+        c = svc.search(ws, q, fresh({"answer": "compact", "limit": K}))
         truncated += c["truncated"]
         rows["compact"].append((c["tokens"], any(h["path"] in rel for h in c["hits"])))
-        cu = svc.search(ws, q, {"answer": "compact", "limit": K, "budget_tokens": BIG_BUDGET})
+        cu = svc.search(ws, q, fresh({"answer": "compact", "limit": K, "budget_tokens": BIG_BUDGET}))
         found = any(h["path"] in rel for h in cu["hits"])
         rows["compact_unbounded"].append((cu["tokens"], found))
-        f = svc.search(ws, q, {"limit": K, "per_document": True})
+        f = svc.search(ws, q, fresh({"limit": K, "per_document": True}))
         ft = estimate_tokens(f)
         rows["full_k"].append((ft, any(h["path"] in rel for h in f["hits"])))
         read = ft
@@ -266,7 +274,7 @@ def token_rows(stores: Stores, store: str, queries: list[tuple[str, set[str]]]) 
             if h["path"] in rel:
                 break
         rows["full_k_then_passages"].append((read, any(h["path"] in rel for h in f["hits"])))
-        d = svc.search(ws, q, {})
+        d = svc.search(ws, q, fresh({}))
         rows["full_default"].append((estimate_tokens(d), any(h["path"] in rel for h in d["hits"])))
     return {"queries": len(queries), "compact_truncated": truncated, "rows": rows}
 

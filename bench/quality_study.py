@@ -46,6 +46,29 @@ BEFORE_FUSION = {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic
 SCIFACT_LIMIT = 20  # nDCG@10 reads the first 10 documents; snippets make each hit cost ~1 ms
 _OFF = {"search.lexical.COVERAGE_POWER": 0.0, "search.fts.DROP_QUESTION_WORDS": False}
 
+_QW_INTERROG = "how why what which who whom whose where when we our us i im me my you your".split()
+_QW_DO = "do does did done".split()
+_QW_MODAL = "can could should would shall may might must".split()
+_QW_VERBS = "need needs want wants looking look find know tell explain".split()
+
+def _strip_question_words(text: str, stop: bool = False) -> str:
+    """The query without the words the relaxed lexical query drops (never all of them)."""
+    import re
+
+    from autodoc.search.fts import _question_word
+    from autodoc.store.ftstext import STOPWORDS
+
+    keep = []
+    for m in re.finditer(r"\S+", text):
+        toks = [t for t in re.finditer(r"[^\W_]+", m.group(0))]
+        low = [t.group(0).lower() for t in toks]
+        if toks and all(_question_word(m.group(0), t.start(), w) or (stop and w in STOPWORDS)
+                        for t, w in zip(toks, low)):
+            continue
+        keep.append(m.group(0))
+    return " ".join(keep) or text
+
+
 # name -> (description, knob settings, fusion options)
 VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "default": ("the product as it stands (no knob set)", {}, DEFAULT_FUSION),
@@ -115,6 +138,26 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "convex.4": ("convex min-max, semantic 0.4 (the coverage weight does not enter convex fusion)", {},
                  {"method": "convex", "weights": {"semantic": 0.4, "lexical": 0.6}}),
     "cov1-qw-d4": ("coverage 1, question words out, legs 4× the page deep", {"search.engine.LEG_DEPTH": 4}, DEFAULT_FUSION),
+    # session 4: shorter question-word lists (search/fts.py QUESTION_WORDS)
+    "sem-noqw": ("the semantic leg embeds the query without its question words (the relaxed query's rule)",
+                 {"@semantic_text": _strip_question_words}, DEFAULT_FUSION),
+    "sem-nostop": ("the semantic leg embeds the query without question words and stopwords",
+                   {"@semantic_text": lambda t: _strip_question_words(t, stop=True)}, DEFAULT_FUSION),
+    "w2111": ("hybrid BM25 columns title/breadcrumb/meta/body 2/1/1/1", {"store.matches.BM25_WEIGHTS": (2.0, 1.0, 1.0, 1.0)}, DEFAULT_FUSION),
+    "w3221-b": ("hybrid BM25 columns 3/2/2/1.5 (body up)", {"store.matches.BM25_WEIGHTS": (3.0, 2.0, 2.0, 1.5)}, DEFAULT_FUSION),
+    "w5221": ("hybrid BM25 columns 5/2/2/1", {"store.matches.BM25_WEIGHTS": (5.0, 2.0, 2.0, 1.0)}, DEFAULT_FUSION),
+    "w3111": ("hybrid BM25 columns 3/1/1/1", {"store.matches.BM25_WEIGHTS": (3.0, 1.0, 1.0, 1.0)}, DEFAULT_FUSION),
+    "w3121": ("hybrid BM25 columns 3/1/2/1", {"store.matches.BM25_WEIGHTS": (3.0, 1.0, 2.0, 1.0)}, DEFAULT_FUSION),
+    "later1": ("no discount of a document's later passages (before session 4)", {"search.fusion.LATER_PASSAGE": 1.0},
+               DEFAULT_FUSION),
+    "qw-interrog": ("question words: interrogatives and pronouns only (do/modals/request verbs kept)",
+                    {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG)}, DEFAULT_FUSION),
+    "qw-do": ("question words: interrogatives, pronouns and do/does/did",
+              {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO)}, DEFAULT_FUSION),
+    "qw-modal": ("question words: interrogatives, pronouns, do and modals (request verbs kept)",
+                 {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO + _QW_MODAL)}, DEFAULT_FUSION),
+    "qw-verbs": ("question words: interrogatives, pronouns, do and request verbs (modals kept)",
+                 {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO + _QW_VERBS)}, DEFAULT_FUSION),
 }
 
 for _name, (_d, _knobs, _f) in VARIANTS.items():  # "cov…"/"soft…": the absolute coverage share
@@ -130,6 +173,12 @@ def knobs(settings: dict[str, Any]) -> Iterator[None]:
     old = []
     try:
         for dotted, value in settings.items():
+            if dotted == "@semantic_text":  # the semantic leg embeds value(query) instead of the query
+                from autodoc.search.semantic import Prepared
+                run = Prepared.run
+                old.append((Prepared, "run", run))
+                Prepared.run = lambda self, text, top, _f=value, _run=run: _run(self, _f(text), top)
+                continue
             mod_name, attr = dotted.rsplit(".", 1)
             mod = importlib.import_module(f"autodoc.{mod_name}")
             if not hasattr(mod, attr):  # the code measured predates this knob: say so, measure without it
@@ -177,6 +226,7 @@ class SciFact:
         self.queries = self.col.split_queries(split)[:queries]
         self.qrels = {q: self.col.qrels[split][q] for q, _ in self.queries}
         self.svc = _service(store)
+        self.limit = SCIFACT_LIMIT
         self.svc.search(WORKSPACE, "warm up", {"stages": HYBRID, "limit": 5, "fusion": DEFAULT_FUSION})
 
     def run(self, stages: list[str] | None, fusion: dict[str, Any]) -> dict[str, Any]:
@@ -188,7 +238,7 @@ class SciFact:
                 run[qid] = plain_bm25_docs(db, text, 300, path_doc)[:SCIFACT_LIMIT]
         else:
             for qid, text in self.queries:
-                ans = self.svc.search(WORKSPACE, text, {"stages": stages, "limit": SCIFACT_LIMIT, "fusion": fusion})
+                ans = self.svc.search(WORKSPACE, text, {"stages": stages, "limit": self.limit, "fusion": fusion})
                 run[qid] = _docs(ans, path_doc)
         m = E.evaluate(run, self.qrels)
         return {"nDCG@10": round(m["nDCG@10"], 4), "R@100": round(m.get("R@100", float("nan")), 4),
@@ -198,6 +248,7 @@ class SciFact:
 class Known:
     def __init__(self, cache: Path, corpora: Path):
         self.questions = load_questions()
+        self.limit = LIMIT
         self.svcs = {}
         for c in CORPORA:
             sdir, _ = store_dir(cache, corpora, c)
@@ -211,7 +262,7 @@ class Known:
             if stages is None:
                 docs = plain_bm25_docs(svc.store.reader(), q["query"], 200, lambda p: p)[:LIMIT]
             else:
-                docs = _docs(svc.search(q["corpus"], q["query"], {"stages": stages, "limit": LIMIT, "fusion": fusion}))
+                docs = _docs(svc.search(q["corpus"], q["query"], {"stages": stages, "limit": self.limit, "fusion": fusion}))
             r = target_rank(docs, q["targets"])
             per[q["id"]] = r
             ranks["all"].append(r)
@@ -234,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None)
     ap.add_argument("--corpora", type=Path, default=DEFAULT_DATA / "corpora")
     ap.add_argument("--json", default="-")
+    ap.add_argument("--limit", type=int, default=None,
+                    help="hits a search returns (default 20 on SciFact, 30 on the known items); 10 = a default page")
     a = ap.parse_args(argv)
     cache = a.cache or cache_root()
     names = [n for n in a.only.split(",") if n] or list(VARIANTS)
@@ -245,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         sci = SciFact(stores[0], DEFAULT_DATA / "scifact", a.queries, a.split)
     if "known" in sets:
         known = Known(cache / "known", a.corpora)
+    for st in (sci, known):
+        if st is not None and a.limit:
+            st.limit = a.limit
     rows = []
     legs = a.legs.split(",")
     if "plain" in legs:

@@ -73,7 +73,22 @@ def test_tag_and_link_boosts_reorder_ties():
 def test_cap_keeps_three_per_document_in_order():
     fused = F.fuse_rrf({"lexical": [F.LegHit(i, 1.0) for i in range(1, 8)]})
     doc_of = {1: 1, 2: 1, 3: 2, 4: 1, 5: 1, 6: 2, 7: 3}
-    assert [f.chunk_id for f in F.cap_per_document(fused, doc_of, 3)] == [1, 2, 3, 4, 6, 7]
+    assert [f.chunk_id for f in F.cap_per_document(fused, doc_of, 3, later=1.0)] == [1, 2, 3, 4, 6, 7]
+
+
+def test_cap_discounts_a_documents_later_passages():
+    # 1/11 .. 1/17; a document's 2nd passage × 0.5, its 3rd × 0.25: another document's first passage
+    # (3: 1/13, 7: 1/17) now comes before them, and the documents keep their order (1, 2, 3)
+    # (the second leg found nothing of these: their scores are the lexical leg's alone)
+    fused = F.fuse_rrf({"lexical": [F.LegHit(i, 1.0) for i in range(1, 8)], "semantic": [F.LegHit(99, 0.5)]}, k=10)
+    fused = [f for f in fused if f.chunk_id != 99]
+    doc_of = {1: 1, 2: 1, 3: 2, 4: 1, 5: 1, 6: 2, 7: 3}
+    out = F.cap_per_document(fused, doc_of, 3, later=0.5)
+    assert [f.chunk_id for f in out] == [1, 3, 7, 2, 6, 4]
+    assert [round(f.score * 1000, 3) for f in out] == [90.909, 76.923, 58.824, 41.667, 31.25, 17.857]
+    # one leg alone keeps its order (the lexical leg's strict matches lead)
+    alone = F.fuse_rrf({"lexical": [F.LegHit(i, 1.0) for i in range(1, 8)]}, k=10)
+    assert [f.chunk_id for f in F.cap_per_document(alone, doc_of, 3, later=0.5)] == [1, 2, 3, 4, 6, 7]
 
 
 def _order(ids, doc_of, successor):
