@@ -160,7 +160,7 @@ class Service:
                                         "or pass force to mean it")
         cfg = WorkspaceConfig().merged(config or {}, prefix="config")
         with self.store.write() as db:
-            ws = wsrows.add_workspace(db, name, str(path), cfg.to_json())
+            ws = wsrows.add_workspace(db, name, str(path), cfg.stored())
             return self._ws_json(db, ws)
 
     def workspace_remove(self, name: Any) -> dict[str, Any]:
@@ -181,7 +181,7 @@ class Service:
                 ws = wsrows.get_workspace(db, name)
                 old = _config(ws)
                 new = old.merged(options)
-                wsrows.set_config(db, ws, new.to_json())
+                wsrows.set_config(db, ws, new.stored())
             if new.embedding != old.embedding:
                 self._forget(ws.id)
             if self.indexer.chunking(new) != self.indexer.chunking(old):

@@ -28,19 +28,30 @@ class WorkspaceConfig:
     ranker: dict[str, Any] = field(default_factory=lambda: {"provider": "none"})
     # fusion: {"method": "rrf", "k": 10, "weights": {...}} or {"method": "convex" | "weighted", ...}
     fusion: dict[str, Any] = field(default_factory=lambda: {"method": "rrf", "k": RRF_K, "weights": dict(RRF_WEIGHTS)})
+    # The options the user set. Only these are stored: a default left alone follows the
+    # defaults of the AutoDoc that runs, so a better default reaches workspaces added before it.
+    chosen: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every option as the workspace runs it (defaults filled)."""
+        out = asdict(self)
+        del out["chosen"]
+        return out
+
+    def stored(self) -> dict[str, Any]:
+        """What the store keeps: the options the user set."""
+        full = self.to_json()
+        return {k: full[k] for k in sorted(self.chosen)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "WorkspaceConfig":
+    def from_json(cls, data: dict[str, Any] | None) -> WorkspaceConfig:
         """A stored configuration, as it was validated when it was written. Not
         checked again: a ranker folder that vanished since must fail that stage,
         not every call on the workspace."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+        given = {k: v for k, v in (data or {}).items() if k in OPTIONS}
+        return cls(**given, chosen=frozenset(given))
 
-    def merged(self, options: dict[str, Any], prefix: str = "options") -> "WorkspaceConfig":
+    def merged(self, options: dict[str, Any], prefix: str = "options") -> WorkspaceConfig:
         """These options over this configuration. Their types and ranges were checked by the
         method's JSON Schema (workspaceOptions); what a schema cannot check is checked here,
         once, when the options are set: that a provider can be built from them."""
@@ -56,9 +67,10 @@ class WorkspaceConfig:
             validate_ranker(changes["ranker"], f"{prefix}.ranker")
         if "fusion" in changes:
             check_fusion(f"{prefix}.fusion", changes["fusion"])
-        return replace(self, **changes)
+        return replace(self, **changes, chosen=self.chosen | set(changes))
 
 
+OPTIONS = frozenset(f.name for f in fields(WorkspaceConfig)) - {"chosen"}
 FUSION_METHODS = ("rrf", "convex", "weighted")
 
 

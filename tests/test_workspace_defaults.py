@@ -1,0 +1,42 @@
+"""A workspace stores only the options its user set: a default it left alone follows the
+defaults of the AutoDoc that runs it, so a better default reaches workspaces added before it.
+(The benchmark stores had frozen the fusion of the day they were added, k 20 / 0.8, and kept
+running it after the default moved to k 10 / 0.6.)"""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+
+from autodoc.config import Settings
+from autodoc.config.defaults import RRF_K, RRF_WEIGHTS, SECTION_TOKENS
+from autodoc.service import Service
+
+NO_MODEL = {"embedding": {"provider": "none"}}
+
+
+def _stored(store) -> dict[str, dict]:
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return {n: json.loads(c) for n, c in db.execute("SELECT name, config FROM workspaces")}
+    finally:
+        db.close()
+
+
+def test_only_the_options_set_are_stored_and_the_rest_run_as_defaults(tmp_path):
+    (tmp_path / "kb").mkdir()
+    store = tmp_path / "s" / "autodoc.db"
+    svc = Service(Settings.from_env(store=store))
+    try:
+        added = svc.workspace_add("kb", str(tmp_path / "kb"), NO_MODEL)
+        assert added["config"]["fusion"] == {"method": "rrf", "k": RRF_K, "weights": RRF_WEIGHTS}
+        assert added["config"]["section_tokens"] == SECTION_TOKENS
+        assert _stored(store)["kb"] == NO_MODEL
+
+        svc.workspace_configure("kb", {"fusion": {"method": "rrf", "k": 30}})
+        assert _stored(store)["kb"] == {**NO_MODEL, "fusion": {"method": "rrf", "k": 30}}
+        shown = svc.workspace_list()["workspaces"][0]["config"]
+        assert shown["fusion"] == {"method": "rrf", "k": 30} and shown["section_tokens"] == SECTION_TOKENS
+    finally:
+        svc.close()
