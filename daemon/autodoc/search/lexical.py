@@ -6,8 +6,9 @@ stopwords dropped; the chunks that had every word stay on top, in their BM25
 order, and the relaxed matches follow. The caller learns which ran: "all"
 (every hit holds every word), "any" (no chunk held every word: every hit
 holds some), "mixed" (some chunks held every word and lead; the rest hold some).
-The relaxed query's rows are FTS5's own ranking of the OR, computed by
-search/maxscore.py, which scores only the rows that can reach the top.
+The relaxed query's rows are FTS5's own ranking of the OR, computed from the
+postings index (search/impact.py) when its words are single tokens, else by
+search/maxscore.py over FTS5; both score only the rows that can reach the top.
 
 Each hit carries a coverage weight: the IDF-weighted share of the query's
 words it holds, a word found only in the title, breadcrumb or a heading line
@@ -38,7 +39,7 @@ from ..store.hits import chunk_texts
 from ..store import ftsterms
 from ..store.matches import EQUAL_WEIGHTS, content_cut, matching_rowids, ranked, ranked_matches, sole_workspace
 from .fts import CJK_RUN, build_match, coverage_terms
-from . import maxscore
+from . import impact, maxscore
 from .fusion import LegHit
 from .query import Term
 from .tokens import stems, tokenize
@@ -93,10 +94,16 @@ def run_lexical(
 
 
 def any_rank(db: apsw.Connection, terms: list[Term], relaxed: str, columns: tuple[float, ...] | None):
-    """FTS5's ranking of the relaxed OR, computed by MaxScore (search/maxscore.py): same rows, fewer scored."""
+    """FTS5's ranking of the relaxed OR: from the postings index in numpy when every term is one
+    token (search/impact.py), else by MaxScore over FTS5 (search/maxscore.py): same rows, fewer scored."""
     exprs = [e for e, _ in coverage_terms(terms)]
-    if " OR ".join(exprs) != relaxed or len(exprs) < maxscore.MIN_TERMS or not maxscore.ENABLED:
+    if " OR ".join(exprs) != relaxed:
         return None  # not the OR of the coverage terms: the plain query
+    fast = impact.ranker(db, exprs, columns)
+    if fast is not None:
+        return fast
+    if len(exprs) < maxscore.MIN_TERMS or not maxscore.ENABLED:
+        return None
     state = ftsterms.index_state(db)
     docs = ftsterms.term_docs(db, exprs, state)
     bounds = [maxscore.upper_bound(state.rows, docs[e]) for e in exprs]
