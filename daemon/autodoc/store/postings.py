@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 
 import apsw
@@ -46,6 +47,7 @@ WIDE = np.dtype([("id", "<u4"), ("d", "<u4"), ("tf", "<u4", (4,))])
 COMPLETE = "complete"
 BUILD_SLICE = 8192  # chunk ids a build transaction covers (≈1.5 s of tokenizing at 1M chunks on this machine)
 MERGE_ROWS = 200_000  # delta rows above which an index job's end folds them into the segments
+BUILD_BUDGET = 1.0  # seconds of building after each index batch (at least one slice)
 COMPACT_DEAD = 4096  # dead chunks above which their stale records are purged
 
 SCHEMA = """
@@ -281,9 +283,10 @@ def merge(db: apsw.Connection) -> int:
     return len(rows)
 
 
-def maintain(db: apsw.Connection, *, force: bool = False) -> None:
-    """After an index job (the writer, one transaction): compact when many chunks are dead, merge
-    when the delta is large, and build one slice of a store that predates the postings."""
+def maintain(db: apsw.Connection, *, force: bool = False, budget: float = BUILD_BUDGET) -> None:
+    """After an index job's batch (the writer, outside a transaction): compact when many chunks are
+    dead, merge when the delta is large (one transaction), and build slices of a store that predates
+    the postings for about `budget` seconds (a transaction each, so saves wait at most one slice)."""
     if not has_tables(db):
         return
     with db:
@@ -293,9 +296,12 @@ def maintain(db: apsw.Connection, *, force: bool = False) -> None:
         delta = db.execute("SELECT COUNT(*) FROM postings_delta").fetchone()[0]
         if delta and (force or delta > MERGE_ROWS):
             merge(db)
-    if not complete(db):
+    end = time.monotonic() + budget
+    while not complete(db):
         with db:
             build_slice(db)
+        if time.monotonic() >= end:
+            break
 
 
 # -- reads (search/impact.py) -------------------------------------------------------------------
