@@ -51,32 +51,34 @@ def tokens_of(db: apsw.Connection, exprs: list[str]) -> list[str] | None:
 
 
 class Terms:
-    """The query's phrases, each with its live postings: sorted ids and bm25 contributions."""
+    """The query's phrases, each with its live postings: sorted ids, and bm25 contributions computed
+    for the rows asked (a pruned term's for the candidates it holds, not its every posting)."""
 
     def __init__(self, recs: list[np.ndarray], weights: tuple[float, ...], rows: int, tokens: int):
-        avgdl = float(tokens) / float(rows)
-        w = [float(x) for x in weights]
-        self.ids: list[np.ndarray] = []
-        self.contrib: list[np.ndarray] = []
-        self.bound: list[float] = []
+        self.avgdl = float(tokens) / float(rows)
+        self.w = np.array([float(x) for x in weights])
+        self.recs = recs
+        self.ids: list[np.ndarray] = [rec["id"].astype(np.int64) for rec in recs]
+        self.idf: list[float] = []
         for rec in recs:
             n = len(rec)
             idf = math.log((rows - n + 0.5) / (n + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
-            tf = rec["tf"].astype(np.float64)
-            f = tf[:, 0] * w[0] + tf[:, 1] * w[1] + tf[:, 2] * w[2] + tf[:, 3] * w[3]
-            d = rec["d"].astype(np.float64)
-            self.ids.append(rec["id"].astype(np.int64))
-            self.contrib.append(idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / avgdl))))
-            self.bound.append(idf * (K1 + 1.0))
+            self.idf.append(1e-6 if idf <= 0.0 else idf)
+        self.bound = [idf * (K1 + 1.0) for idf in self.idf]
 
     def __len__(self) -> int:
         return len(self.ids)
 
+    def contrib(self, i: int, at: np.ndarray | None = None) -> np.ndarray:
+        """Phrase i's bm25 term for its postings (or those at `at`), as fts5Bm25Function computes it."""
+        rec = self.recs[i] if at is None else self.recs[i][at]
+        f = rec["tf"].astype(np.float64) @ self.w  # integers times integer weights: exact in any order
+        d = rec["d"].astype(np.float64)
+        return self.idf[i] * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / self.avgdl)))
+
     def score(self, essential: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """(rows holding an essential term, their full scores), summed in phrase order."""
-        cand = np.unique(np.concatenate([self.ids[i] for i in essential])) if essential else np.empty(0, np.int64)
+        cand = union([self.ids[i] for i in essential])
         s = np.zeros(len(cand))
         ess = set(essential)
         for i in range(len(self.ids)):
@@ -84,12 +86,26 @@ class Terms:
             if not len(ids) or not len(cand):
                 continue
             if i in ess:
-                s[np.searchsorted(cand, ids)] += self.contrib[i]
+                s[np.searchsorted(cand, ids)] += self.contrib(i)
             else:
                 pos = np.minimum(np.searchsorted(ids, cand), len(ids) - 1)
                 hit = ids[pos] == cand
-                s[hit] += self.contrib[i][pos[hit]]
+                s[hit] += self.contrib(i, pos[hit])
         return cand, s
+
+
+def union(arrays: list[np.ndarray]) -> np.ndarray:
+    """The sorted distinct ids of sorted arrays (np.unique hashes first: several times slower here)."""
+    if not arrays:
+        return np.empty(0, np.int64)
+    a = np.concatenate(arrays)
+    a.sort()
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
 
 
 def best(cand: np.ndarray, s: np.ndarray, limit: int) -> Rows:
@@ -114,12 +130,12 @@ def top(terms: Terms, limit: int) -> Rows:
     probe = maxscore.probe_terms(terms.bound, sizes, PROBE_ROWS * limit)
     if len(probe) == m:
         return best(*terms.score(every), limit)
-    cand = np.unique(np.concatenate([terms.ids[i] for i in probe]))
+    cand = union([terms.ids[i] for i in probe])
     if len(cand) < limit:
         return best(*terms.score(every), limit)  # fewer than k rows hold the rare terms: no floor
     part = np.zeros(len(cand))
     for i in probe:
-        part[np.searchsorted(cand, terms.ids[i])] += terms.contrib[i]
+        part[np.searchsorted(cand, terms.ids[i])] += terms.contrib(i)
     floor = float(np.partition(part, len(part) - limit)[len(part) - limit])
     rest = set(maxscore.non_essential(terms.bound, floor))
     return best(*terms.score([i for i in every if i not in rest]), limit)
@@ -129,8 +145,9 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
            ) -> Callable[[str, int], Rows] | None:
     """A `rank` for store/matches.ranked_matches of `exprs[0] OR exprs[1] OR …`, or None when the
     postings cannot answer it (not built yet, or a term that is not one token): FTS5 then does."""
-    if not ENABLED or not exprs or not postings.complete(db):
-        return None
+    weights = columns or BM25_WEIGHTS
+    if not ENABLED or not exprs or any(w != int(w) for w in weights) or not postings.complete(db):
+        return None  # (a fractional weight's sum would depend on the order FTS5 adds the instances in)
     toks = tokens_of(db, exprs)
     if toks is None:
         return None
@@ -138,7 +155,7 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
     if state.rows <= 0:
         return None
     recs = postings.read_terms(db, toks, state.key)
-    terms = Terms([recs[t] for t in toks], columns or BM25_WEIGHTS, state.rows, state.tokens)
+    terms = Terms([recs[t] for t in toks], weights, state.rows, state.tokens)
     memo: dict[int, Rows] = {}
 
     def rank(match: str, limit: int) -> Rows:
