@@ -184,6 +184,15 @@ def _sizes(blob: bytes) -> list[int]:
     return out
 
 
+def _counted(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of `a` sorted, with their counts (np.unique hashes first: slower here)."""
+    a = np.sort(a)
+    if not len(a):
+        return a, a
+    starts = np.flatnonzero(np.r_[True, a[1:] != a[:-1]])
+    return a[starts], np.diff(np.r_[starts, len(a)])
+
+
 def build_slice(db: apsw.Connection) -> bool:
     """Build the next BUILD_SLICE chunk ids' records (caller's transaction). True when complete."""
     state = built(db)
@@ -199,8 +208,14 @@ def build_slice(db: apsw.Connection) -> bool:
     in_delta = {r[0] for r in db.execute("SELECT DISTINCT chunk FROM postings_delta WHERE chunk >= ? AND chunk < ?",
                                          (lo, hi))}
     sizes = dict(db.execute("SELECT id, sz FROM chunks_fts_docsize WHERE id >= ? AND id < ?", (lo, hi)))
-    docs: dict[int, tuple[list[str], list[str]]] = {}
-    acc: dict[str, list[tuple]] = {}
+    docs: dict[int, tuple[list[int], list[int]]] = {}
+    vocab: dict[str, int] = {}
+    code = vocab.setdefault
+    terms: list[int] = []  # per token of the slice: its term's number, its chunk's, its column
+    rows: list[int] = []
+    cols: list[int] = []
+    ids: list[int] = []
+    lengths: list[int] = []
     mismatched = 0
     for cid, doc_id, crumb, text, title, tags, aliases in db.execute(
             "SELECT c.id, c.document_id, c.breadcrumb, c.text, d.title, d.tags, d.aliases FROM chunks c "
@@ -210,21 +225,38 @@ def build_slice(db: apsw.Connection) -> bool:
         head = docs.get(doc_id)
         if head is None:
             meta = fts_text(" ".join([*json.loads(aliases), *json.loads(tags)]))
-            head = docs[doc_id] = (_tokens(tok, fts_text(title)), _tokens(tok, meta))
-        cols = (head[0], _tokens(tok, fts_text(crumb)), head[1], _tokens(tok, fts_text(text)))
+            head = docs[doc_id] = ([code(t, len(vocab)) for t in _tokens(tok, fts_text(title))],
+                                   [code(t, len(vocab)) for t in _tokens(tok, meta)])
+        crumb_t = [code(t, len(vocab)) for t in _tokens(tok, fts_text(crumb))]
+        body_t = [code(t, len(vocab)) for t in _tokens(tok, fts_text(text))]
         sz = _sizes(sizes[cid])
-        if sz != [len(c) for c in cols]:
+        if sz != [len(head[0]), len(crumb_t), len(head[1]), len(body_t)]:
             mismatched += 1  # indexed with an older title (before documents.py refreshed on a retitle)
-        d = sum(sz)
-        for t, v in row_terms(tok, cols).items():
-            acc.setdefault(t, []).append((cid, d, *v))
-    seg = lo >> SEG_BITS
+        r = len(ids)
+        ids.append(cid)
+        lengths.append(sum(sz))
+        for c, toks in enumerate((head[0], crumb_t, head[1], body_t)):
+            terms += toks
+            rows += [r] * len(toks)
+            cols += [c] * len(toks)
     groups = {}
-    for t, rows in acc.items():
-        a = np.array(rows, dtype=np.int64)
-        rec = np.empty(len(a), WIDE)
-        rec["id"], rec["d"], rec["tf"] = a[:, 0], a[:, 1], a[:, 2:]
-        groups[(t, seg)] = rec
+    if terms:
+        # count (term, row, column) triples in one sort: a posting per distinct (term, row)
+        key = (np.array(terms, np.int64) << 22 | np.array(rows, np.int64)) << 2 | np.array(cols, np.int64)
+        uniq, cnt = _counted(key)
+        post, _ = _counted(uniq >> 2)  # sorted by term, then row
+        tf = np.zeros((len(post), 4), np.int64)
+        tf[np.searchsorted(post, uniq >> 2), uniq & 3] = cnt
+        term_of, row_of = post >> 22, post & ((1 << 22) - 1)
+        ids_a, len_a = np.array(ids, np.int64), np.array(lengths, np.int64)
+        names = list(vocab)
+        starts = np.flatnonzero(np.r_[True, term_of[1:] != term_of[:-1]])
+        ends = np.r_[starts[1:], len(post)]
+        seg = lo >> SEG_BITS
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            rec = np.empty(b - a, WIDE)
+            rec["id"], rec["d"], rec["tf"] = ids_a[row_of[a:b]], len_a[row_of[a:b]], tf[a:b]
+            groups[(names[int(term_of[a])], seg)] = rec
     _append(db, groups)
     if mismatched:
         log.warning("postings: %d chunks in ids %d-%d were indexed with other text than the store holds now",
