@@ -8,7 +8,9 @@ the impact ranking's rows equal FTS5's `… MATCH 'a OR b …' ORDER BY bm25, ro
 weightings, with and without pruning, on the delta alone, after a merge, after
 edits, deletes, renames and a retitle (delta and dead list), after a compaction,
 after a workspace removal, and rebuilt from the chunks as an older store would
-be. An older store (no postings tables) migrates, answers through FTS5 while
+be. The leg's hits and coverage weights are the same with the index as without
+(the hits' word holdings read from the postings instead of FTS5's tokenizer).
+An older store (no postings tables) migrates, answers through FTS5 while
 its postings are not built, and builds them at its next index job.
 """
 
@@ -74,6 +76,28 @@ def _check(db, *, want_fast: int = 20) -> int:
     return fast
 
 
+def _check_leg(db, monkeypatch) -> None:
+    """The leg's hits and coverage weights are the same with the postings index as without it
+    (FTS5's ranking, and which hits hold a word read by FTS5's tokenizer over the hits)."""
+    monkeypatch.setattr(lexical, "HOLDERS_SCAN", 0)  # the small corpora would read the holders from FTS5
+    used = 0
+    for name in ("foam", "zh"):
+        ws = get_workspace(db, name)
+        filt = build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
+        for q in _queries(db, 15):
+            terms = resolve_facets(parse_query(q), set()).terms
+            got = {}
+            for on in (False, True):
+                monkeypatch.setattr(impact, "ENABLED", on)
+                res = lexical.run_lexical(db, ws.id, terms, filt, want=50, weigh=True)
+                got[on] = [(h.chunk_id, h.score, h.weight) for h in res.hits]
+            assert got[True] == got[False], q
+            ids = [h[0] for h in got[True]]
+            used += impact.holders(db, [e for e, _ in coverage_terms(terms)], ids) is not None and bool(ids)
+    monkeypatch.setattr(impact, "ENABLED", True)
+    assert used >= 10, used
+
+
 @pytest.fixture()
 def pruned(monkeypatch):
     """Counts the queries whose commonest terms were pruned."""
@@ -88,7 +112,7 @@ def pruned(monkeypatch):
     return seen
 
 
-def test_impact_equals_fts5_through_every_write(tmp_path, pruned):
+def test_impact_equals_fts5_through_every_write(tmp_path, pruned, monkeypatch):
     root = tmp_path / "kb"
     shutil.copytree(CORPORA / "foam-docs", root)
     s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
@@ -116,6 +140,7 @@ def test_impact_equals_fts5_through_every_write(tmp_path, pruned):
         s.index("foam")
         assert w.execute("SELECT COUNT(*) FROM postings_dead").fetchone()[0] > 0
         _check(s.store.reader())  # main minus dead, plus delta
+        _check_leg(s.store.reader(), monkeypatch)
         with s.store.locked() as db:
             postings.maintain(db, force=True)
         assert w.execute("SELECT COUNT(*) FROM postings_dead").fetchone()[0] == 0

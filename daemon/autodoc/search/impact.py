@@ -22,6 +22,8 @@ Runs on: the search's thread, on its snapshot.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from typing import Callable
 
 import apsw
@@ -156,6 +158,10 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
         return None
     recs = postings.read_terms(db, toks, state.key)
     terms = Terms([recs[t] for t in toks], weights, state.rows, state.tokens)
+    with _lock:  # the coverage weight asks next which hits hold each word (holders)
+        _recent[(state.key, tuple(toks))] = dict(zip(toks, terms.ids))
+        while len(_recent) > 2:
+            _recent.popitem(last=False)
     memo: dict[int, Rows] = {}
 
     def rank(match: str, limit: int) -> Rows:
@@ -163,3 +169,32 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
             memo[limit] = top(terms, limit)
         return memo[limit]
     return rank
+
+
+_lock = threading.Lock()
+_recent: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()  # the last queries' ids, per index state
+
+
+def holders(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict[str, set[int]] | None:
+    """expression → which of these chunks hold it, from the postings (the ids the ranking of the same
+    words just read, else read now); None when the postings cannot say (FTS5's tokenizer then does)."""
+    if not ENABLED or not exprs or not postings.complete(db):
+        return None
+    toks = tokens_of(db, exprs)
+    if toks is None:
+        return None
+    state = ftsterms.index_state(db)
+    with _lock:
+        ids = _recent.get((state.key, tuple(toks)))
+    if ids is None:
+        ids = {t: r["id"].astype(np.int64) for t, r in postings.read_terms(db, toks, state.key).items()}
+    want = np.array(sorted(set(chunk_ids)), np.int64)
+    out = {}
+    for e, t in zip(exprs, toks):
+        a = ids[t]
+        if not len(a) or not len(want):
+            out[e] = set()
+            continue
+        pos = np.minimum(np.searchsorted(a, want), len(a) - 1)
+        out[e] = set(want[a[pos] == want].tolist())
+    return out

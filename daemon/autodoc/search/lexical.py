@@ -131,7 +131,9 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int],
     # few matches: reading them is cheaper than tokenizing the hits (a small store, rare words)
     loose = [cid for cid in chunk_ids if cid not in strict]
     scan = bool(loose) and sum(docs.values()) <= HOLDERS_SCAN
-    rows = {} if scan or not loose else ftsterms.indexed_rows(db, loose)
+    # the postings index says which hits hold each word without tokenizing them (search/impact.py)
+    posted = impact.holders(db, [e for e, _ in pairs], loose) if loose and not scan else None
+    rows = {} if scan or not loose or posted is not None else ftsterms.indexed_rows(db, loose)
     prose = {cid: _prose_stems(text) for cid, text in chunk_texts(db, chunk_ids).items()} if TITLE_CREDIT < 1 else {}
     total = 0.0
     got = {cid: 0.0 for cid in chunk_ids}
@@ -144,6 +146,8 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int],
             held = set(got)
         elif scan:
             held = got.keys() & set(matching_rowids(db, expr))
+        elif posted is not None:
+            held = {cid for cid in got if cid in strict or cid in posted[expr]}
         else:
             parsed = ftsterms.parse_expr(db, expr)
             held = {cid for cid in got if cid in strict or (cid in rows and ftsterms.holds(rows[cid], parsed))}
