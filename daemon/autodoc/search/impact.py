@@ -198,3 +198,30 @@ def holders(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict
         pos = np.minimum(np.searchsorted(a, want), len(a) - 1)
         out[e] = set(want[a[pos] == want].tolist())
     return out
+
+
+AND_BUDGET = 200_000  # postings read at most to prove an AND empty; past it FTS5 answers it
+
+
+def none_holds_all(db: apsw.Connection, exprs: list[str]) -> bool:
+    """True when the postings show that no chunk holds every one of these single tokens (the AND
+    query would find nothing): the rarest first, stopping as soon as their common ids run out. A
+    sentence's AND is empty nearly always, and FTS5 walks every word's doclist to say so."""
+    if not ENABLED or len(exprs) < 2 or not postings.complete(db):
+        return False
+    toks = tokens_of(db, exprs)
+    if toks is None:
+        return False
+    state = ftsterms.index_state(db)
+    docs = ftsterms.term_docs(db, exprs, state)  # an order only: the live ids decide
+    common: np.ndarray | None = None
+    read = 0
+    for e, t in sorted(zip(exprs, toks), key=lambda p: docs[p[0]]):
+        if read + docs[e] > AND_BUDGET:
+            return False
+        ids = postings.read_terms(db, [t], state.key)[t]["id"].astype(np.int64)
+        read += len(ids)
+        common = ids if common is None else common[np.isin(common, ids, assume_unique=True)]
+        if not len(common):
+            return True
+    return False

@@ -38,7 +38,7 @@ from ..store.filters import Filter
 from ..store.hits import chunk_texts
 from ..store import ftsterms
 from ..store.matches import EQUAL_WEIGHTS, content_cut, matching_rowids, ranked, ranked_matches, sole_workspace
-from .fts import CJK_RUN, build_match, coverage_terms
+from .fts import CJK_RUN, build_match, coverage_terms, term_match
 from . import impact, maxscore
 from .fusion import LegHit
 from .query import Term
@@ -71,7 +71,11 @@ def run_lexical(
         return LexicalResult([], None)
     unfiltered = filt.empty and sole_workspace(db, workspace_id)
     columns = None if weigh else (EQUAL_WEIGHTS if EQUAL_COLUMNS_ALONE else None)
-    rows = ranked_matches(db, match, workspace_id, filt, top, unfiltered, columns)
+    every = [e for e in dict.fromkeys(term_match(t) for t in terms) if e]
+    if " AND ".join(every) == match and impact.none_holds_all(db, every):
+        rows = []  # the postings show no chunk holds every word: FTS5 need not walk their doclists to say so
+    else:
+        rows = ranked_matches(db, match, workspace_id, filt, top, unfiltered, columns)
     strict = {cid for cid, _ in rows}
     used = "all"
     if len(rows) < want:

@@ -261,8 +261,9 @@ def build_slice(db: apsw.Connection) -> bool:
     if mismatched:
         log.warning("postings: %d chunks in ids %d-%d were indexed with other text than the store holds now",
                     mismatched, lo, hi - 1)
-    db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (str(hi),))
-    return False
+    done = hi > top  # later chunks are the delta's
+    db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (COMPLETE if done else str(hi),))
+    return done
 
 
 def build_all(db: apsw.Connection) -> None:
