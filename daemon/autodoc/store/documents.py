@@ -190,6 +190,12 @@ def rename_document(db: apsw.Connection, ws: Workspace, old: str, new: str) -> d
     row = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws.id, old)).fetchone()
     if not row:
         return None
+    # a document the move replaces: its chunks' FTS rows (and postings) go with it, not only its chunks
+    gone = [r[0] for r in db.execute("SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id "
+                                     "WHERE d.workspace_id=? AND d.path=?", (ws.id, new)).fetchall()]
+    for cid in gone:
+        db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
+    postings.removed(db, gone)
     db.execute("DELETE FROM documents WHERE workspace_id=? AND path=?", (ws.id, new))
     gen = next_generation(db)
     db.execute("UPDATE documents SET path=?, generation=? WHERE id=?", (new, gen, row[0]))
