@@ -33,7 +33,7 @@ from ..ingest.types import Chunk, ParsedDocument
 from ..store import Store
 from ..store import changes as changelog
 from ..store import documents as stored
-from ..store import reads
+from ..store import postings, reads
 from ..store.facets import sync_schema
 from ..store.links import LinkResolver
 from ..store.sessions import is_session_path
@@ -366,4 +366,6 @@ class IndexJob:
                 if isinstance(p, Parsed):
                     note(p.path)
         self._written(ws, emitted, sorted(touched))
+        with self.store.locked() as db:  # after the batch is out: fold a large delta, build a slice of an old store
+            postings.maintain(db)
         return names_changed

@@ -6,8 +6,9 @@ stopwords dropped; the chunks that had every word stay on top, in their BM25
 order, and the relaxed matches follow. The caller learns which ran: "all"
 (every hit holds every word), "any" (no chunk held every word: every hit
 holds some), "mixed" (some chunks held every word and lead; the rest hold some).
-The relaxed query's rows are FTS5's own ranking of the OR, computed by
-search/maxscore.py, which scores only the rows that can reach the top.
+The relaxed query's rows are FTS5's own ranking of the OR, computed from the
+postings index (search/impact.py) when its words are single tokens, else by
+search/maxscore.py over FTS5; both score only the rows that can reach the top.
 
 Each hit carries a coverage weight: the IDF-weighted share of the query's
 words it holds, a word found only in the title, breadcrumb or a heading line
@@ -37,8 +38,8 @@ from ..store.filters import Filter
 from ..store.hits import chunk_texts
 from ..store import ftsterms
 from ..store.matches import EQUAL_WEIGHTS, content_cut, matching_rowids, ranked, ranked_matches, sole_workspace
-from .fts import CJK_RUN, build_match, coverage_terms
-from . import maxscore
+from .fts import CJK_RUN, build_match, coverage_terms, term_match
+from . import impact, maxscore
 from .fusion import LegHit
 from .query import Term
 from .tokens import stems, tokenize
@@ -70,7 +71,11 @@ def run_lexical(
         return LexicalResult([], None)
     unfiltered = filt.empty and sole_workspace(db, workspace_id)
     columns = None if weigh else (EQUAL_WEIGHTS if EQUAL_COLUMNS_ALONE else None)
-    rows = ranked_matches(db, match, workspace_id, filt, top, unfiltered, columns)
+    every = [e for e in dict.fromkeys(term_match(t) for t in terms) if e]
+    if " AND ".join(every) == match and impact.none_holds_all(db, every):
+        rows = []  # the postings show no chunk holds every word: FTS5 need not walk their doclists to say so
+    else:
+        rows = ranked_matches(db, match, workspace_id, filt, top, unfiltered, columns)
     strict = {cid for cid, _ in rows}
     used = "all"
     if len(rows) < want:
@@ -93,10 +98,16 @@ def run_lexical(
 
 
 def any_rank(db: apsw.Connection, terms: list[Term], relaxed: str, columns: tuple[float, ...] | None):
-    """FTS5's ranking of the relaxed OR, computed by MaxScore (search/maxscore.py): same rows, fewer scored."""
+    """FTS5's ranking of the relaxed OR: from the postings index in numpy when every term is one
+    token (search/impact.py), else by MaxScore over FTS5 (search/maxscore.py): same rows, fewer scored."""
     exprs = [e for e, _ in coverage_terms(terms)]
-    if " OR ".join(exprs) != relaxed or len(exprs) < maxscore.MIN_TERMS or not maxscore.ENABLED:
+    if " OR ".join(exprs) != relaxed:
         return None  # not the OR of the coverage terms: the plain query
+    fast = impact.ranker(db, exprs, columns)
+    if fast is not None:
+        return fast
+    if len(exprs) < maxscore.MIN_TERMS or not maxscore.ENABLED:
+        return None
     state = ftsterms.index_state(db)
     docs = ftsterms.term_docs(db, exprs, state)
     bounds = [maxscore.upper_bound(state.rows, docs[e]) for e in exprs]
@@ -124,7 +135,9 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int],
     # few matches: reading them is cheaper than tokenizing the hits (a small store, rare words)
     loose = [cid for cid in chunk_ids if cid not in strict]
     scan = bool(loose) and sum(docs.values()) <= HOLDERS_SCAN
-    rows = {} if scan or not loose else ftsterms.indexed_rows(db, loose)
+    # the postings index says which hits hold each word without tokenizing them (search/impact.py)
+    posted = impact.holders(db, [e for e, _ in pairs], loose) if loose and not scan else None
+    rows = {} if scan or not loose or posted is not None else ftsterms.indexed_rows(db, loose)
     prose = {cid: _prose_stems(text) for cid, text in chunk_texts(db, chunk_ids).items()} if TITLE_CREDIT < 1 else {}
     total = 0.0
     got = {cid: 0.0 for cid in chunk_ids}
@@ -137,6 +150,8 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int],
             held = set(got)
         elif scan:
             held = got.keys() & set(matching_rowids(db, expr))
+        elif posted is not None:
+            held = {cid for cid in got if cid in strict or cid in posted[expr]}
         else:
             parsed = ftsterms.parse_expr(db, expr)
             held = {cid for cid in got if cid in strict or (cid in rows and ftsterms.holds(rows[cid], parsed))}

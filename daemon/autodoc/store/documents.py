@@ -20,6 +20,7 @@ from ..ingest.types import Chunk, ParsedDocument
 from .changes import entry
 from .ftstext import fts_text
 from .facets import active_schema, write_facets
+from . import postings
 from .sessions import NOT_SESSION, is_session_path
 from .workspaces import Workspace
 
@@ -63,7 +64,7 @@ def write_document(
     None when the content is unchanged. Caller holds the transaction."""
     chash = content_hash(data)
     row = db.execute(
-        "SELECT id, content_hash, tags, aliases FROM documents WHERE workspace_id=? AND path=?",
+        "SELECT id, content_hash, tags, aliases, title FROM documents WHERE workspace_id=? AND path=?",
         (ws.id, path),
     ).fetchone()
     if row and row[1] == chash:
@@ -86,7 +87,8 @@ def write_document(
     meta_text = _meta_text(doc)
     if row:
         doc_id = row[0]
-        meta_changed = (json.loads(row[2]), json.loads(row[3])) != (doc.tags, doc.aliases)
+        # a new title is in every chunk's FTS row too: kept chunks are re-indexed (they kept the old one)
+        meta_changed = (json.loads(row[2]), json.loads(row[3]), row[4]) != (doc.tags, doc.aliases, title)
         db.execute(
             """UPDATE documents SET generation=?, content_hash=?, size=?, mtime_ns=?, title=?, status=?, tags=?,
                aliases=?, frontmatter=?, supersedes=?, superseded_by=?, problems=?, line_count=?, content=?, indexed_at=?
@@ -144,10 +146,8 @@ def _write_chunks(
                 )
             if refresh_fts:
                 db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
-                db.execute(
-                    "INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)",
-                    (cid, title_fts, fts_text(c.breadcrumb), meta_text, fts_text(c.text)),
-                )
+                postings.removed(db, [cid])
+                _insert_fts(db, cid, (title_fts, fts_text(c.breadcrumb), meta_text, fts_text(c.text)))
             continue
         db.execute(
             """INSERT INTO chunks(document_id, workspace_id, generation, ordinal, kind, breadcrumb, text,
@@ -156,15 +156,19 @@ def _write_chunks(
              c.line_start, c.line_end, c.text_hash, c.tokens),
         )
         cid = db.last_insert_rowid()
-        db.execute(
-            "INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)",
-            (cid, title_fts, fts_text(c.breadcrumb), meta_text, fts_text(c.text)),
-        )
+        _insert_fts(db, cid, (title_fts, fts_text(c.breadcrumb), meta_text, fts_text(c.text)))
     stale = [r[0] for rows in old.values() for r in rows]
     for cid in stale:
         db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
+    postings.removed(db, stale)
     if stale:
         db.executemany("DELETE FROM chunks WHERE id=?", [(cid,) for cid in stale])
+
+
+def _insert_fts(db: apsw.Connection, cid: int, texts: tuple[str, str, str, str]) -> None:
+    """The chunk's FTS row and its postings (store/postings.py), in the same transaction."""
+    db.execute("INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)", (cid, *texts))
+    postings.added(db, cid, texts)
 
 
 def delete_document(db: apsw.Connection, ws: Workspace, path: str) -> dict | None:
@@ -172,8 +176,10 @@ def delete_document(db: apsw.Connection, ws: Workspace, path: str) -> dict | Non
     if not row:
         return None
     doc_id = row[0]
-    for (cid,) in db.execute("SELECT id FROM chunks WHERE document_id=?", (doc_id,)).fetchall():
+    gone = [r[0] for r in db.execute("SELECT id FROM chunks WHERE document_id=?", (doc_id,)).fetchall()]
+    for cid in gone:
         db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
+    postings.removed(db, gone)
     db.execute("DELETE FROM documents WHERE id=?", (doc_id,))  # chunks, facets, links cascade
     gen = next_generation(db)
     return log_change(db, ws.name, path, "delete", gen)
@@ -184,6 +190,12 @@ def rename_document(db: apsw.Connection, ws: Workspace, old: str, new: str) -> d
     row = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws.id, old)).fetchone()
     if not row:
         return None
+    # a document the move replaces: its chunks' FTS rows (and postings) go with it, not only its chunks
+    gone = [r[0] for r in db.execute("SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id "
+                                     "WHERE d.workspace_id=? AND d.path=?", (ws.id, new)).fetchall()]
+    for cid in gone:
+        db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
+    postings.removed(db, gone)
     db.execute("DELETE FROM documents WHERE workspace_id=? AND path=?", (ws.id, new))
     gen = next_generation(db)
     db.execute("UPDATE documents SET path=?, generation=? WHERE id=?", (new, gen, row[0]))

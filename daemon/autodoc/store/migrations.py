@@ -14,6 +14,7 @@ from typing import Callable
 import apsw
 
 from ..errors import StoreTooNew
+from . import postings
 
 
 def _m001_initial(db: apsw.Connection) -> None:
@@ -185,8 +186,15 @@ def _m004_session_events(db: apsw.Connection) -> None:
     )
 
 
+def _m005_postings(db: apsw.Connection) -> None:
+    """A postings index beside chunks_fts (store/postings.py), which ranks an OR of words by
+    FTS5's bm25 in numpy (search/impact.py). A store that already holds chunks builds it a slice
+    per index job, FTS5 serving until it is complete; creating the tables is instant at any size."""
+    postings.create(db)
+
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_m001_initial, _m002_typed_facets, _m003_vector_keys,
-                                                       _m004_session_events]
+                                                       _m004_session_events, _m005_postings]
 
 
 def schema_version(db: apsw.Connection) -> int:

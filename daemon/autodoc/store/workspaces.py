@@ -15,6 +15,7 @@ import apsw
 
 from ..errors import InvalidParams, WorkspaceExists
 from ..suggest import workspace_not_found
+from . import postings
 from .sessions import NOT_SESSION
 
 
@@ -60,6 +61,7 @@ def remove_workspace(db: apsw.Connection, ws: Workspace) -> int:
     (documents,) = db.execute("SELECT COUNT(*) FROM documents WHERE workspace_id=?", (ws.id,)).fetchone()
     # chunks_fts is an external-content table: its rows go by hand, before the chunks they index
     db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE workspace_id=?)", (ws.id,))
+    postings.removed_workspace(db, ws.id)
     db.execute("DELETE FROM chunks WHERE workspace_id=?", (ws.id,))
     db.execute("DELETE FROM workspaces WHERE id=?", (ws.id,))
     db.execute("DELETE FROM meta WHERE key=?", (_chunking_key(ws.id),))

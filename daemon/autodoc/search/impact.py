@@ -1,0 +1,227 @@
+"""FTS5's ranking of an OR of single tokens, computed in numpy from the postings
+index (store/postings.py) instead of by FTS5's bm25() over every matching row.
+
+The arithmetic is fts5_aux.c's fts5Bm25Function, operation for operation:
+avgdl = total tokens / rows (FTS5's averages record), per phrase
+idf = log((N − n + 0.5) / (n + 0.5)) clamped to 1e-6 when ≤ 0 (n: the live
+rows holding it, which is what FTS5's xQueryPhrase counts), per row
+f = Σ over the phrase's instances of its column's weight (integer weights:
+the sum is exact in any order), D = the row's tokens over every column, and
+score = Σ in phrase order idf·(f·(k1+1)) / (f + k1·(1 − b + b·D/avgdl)),
+returned negated, ties by rowid. Summed in the same order with the same
+operations, the scores are FTS5's to the bit, so the rows and their order are.
+
+MaxScore's pruning (search/maxscore.py) applies as it does over FTS5: the
+rarest terms' partial scores give a floor θ under the k-th score; the
+commonest terms whose bounds sum below θ are only looked up (searchsorted on
+their sorted ids) for the rows the other terms hold.
+
+Runs on: the search's thread, on its snapshot.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from typing import Callable
+
+import apsw
+import numpy as np
+
+from ..store import ftsterms, postings
+from ..store.matches import BM25_WEIGHTS
+from . import maxscore
+
+K1, B = 1.2, 0.75  # fts5_aux.c
+PROBE_ROWS = 20  # the probe's postings budget, × the k asked for
+PRUNE_MIN = 20_000  # below this many postings in all, scoring them all is cheaper than the probe
+ENABLED = True
+
+Rows = list[tuple[int, float]]
+
+
+def tokens_of(db: apsw.Connection, exprs: list[str]) -> list[str] | None:
+    """Each expression's one token as FTS5 reads it; None when any is a phrase, a prefix or empty."""
+    out = []
+    for e in exprs:
+        p = ftsterms.parse_expr(db, e)
+        if p.prefix or len(p.tokens) != 1:
+            return None
+        out.append(p.tokens[0])
+    return out
+
+
+class Terms:
+    """The query's phrases, each with its live postings: sorted ids, and bm25 contributions computed
+    for the rows asked (a pruned term's for the candidates it holds, not its every posting)."""
+
+    def __init__(self, recs: list[np.ndarray], weights: tuple[float, ...], rows: int, tokens: int):
+        self.avgdl = float(tokens) / float(rows)
+        self.w = np.array([float(x) for x in weights])
+        self.recs = recs
+        self.ids: list[np.ndarray] = [rec["id"].astype(np.int64) for rec in recs]
+        self.idf: list[float] = []
+        for rec in recs:
+            n = len(rec)
+            idf = math.log((rows - n + 0.5) / (n + 0.5))
+            self.idf.append(1e-6 if idf <= 0.0 else idf)
+        self.bound = [idf * (K1 + 1.0) for idf in self.idf]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def contrib(self, i: int, at: np.ndarray | None = None) -> np.ndarray:
+        """Phrase i's bm25 term for its postings (or those at `at`), as fts5Bm25Function computes it."""
+        rec = self.recs[i] if at is None else self.recs[i][at]
+        f = rec["tf"].astype(np.float64) @ self.w  # integers times integer weights: exact in any order
+        d = rec["d"].astype(np.float64)
+        return self.idf[i] * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / self.avgdl)))
+
+    def score(self, essential: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(rows holding an essential term, their full scores), summed in phrase order."""
+        cand = union([self.ids[i] for i in essential])
+        s = np.zeros(len(cand))
+        ess = set(essential)
+        for i in range(len(self.ids)):
+            ids = self.ids[i]
+            if not len(ids) or not len(cand):
+                continue
+            if i in ess:
+                s[np.searchsorted(cand, ids)] += self.contrib(i)
+            else:
+                pos = np.minimum(np.searchsorted(ids, cand), len(ids) - 1)
+                hit = ids[pos] == cand
+                s[hit] += self.contrib(i, pos[hit])
+        return cand, s
+
+
+def union(arrays: list[np.ndarray]) -> np.ndarray:
+    """The sorted distinct ids of sorted arrays (np.unique hashes first: several times slower here)."""
+    if not arrays:
+        return np.empty(0, np.int64)
+    a = np.concatenate(arrays)
+    a.sort()
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
+def best(cand: np.ndarray, s: np.ndarray, limit: int) -> Rows:
+    """The best `limit` rows as FTS5 orders them: bm25 (= −score) ascending, then rowid."""
+    k = min(limit, len(cand))
+    if k <= 0:
+        return []
+    kth = np.partition(s, len(s) - k)[len(s) - k]
+    sel = np.nonzero(s >= kth)[0]
+    sel = sel[np.lexsort((cand[sel], -s[sel]))][:k]
+    return [(int(cand[j]), -float(s[j])) for j in sel]
+
+
+def top(terms: Terms, limit: int) -> Rows:
+    m = len(terms)
+    every = list(range(m))
+    sizes = [len(x) for x in terms.ids]
+    if limit <= 0:
+        return []
+    if m < maxscore.MIN_TERMS or sum(sizes) < PRUNE_MIN:
+        return best(*terms.score(every), limit)
+    probe = maxscore.probe_terms(terms.bound, sizes, PROBE_ROWS * limit)
+    if len(probe) == m:
+        return best(*terms.score(every), limit)
+    cand = union([terms.ids[i] for i in probe])
+    if len(cand) < limit:
+        return best(*terms.score(every), limit)  # fewer than k rows hold the rare terms: no floor
+    part = np.zeros(len(cand))
+    for i in probe:
+        part[np.searchsorted(cand, terms.ids[i])] += terms.contrib(i)
+    floor = float(np.partition(part, len(part) - limit)[len(part) - limit])
+    rest = set(maxscore.non_essential(terms.bound, floor))
+    return best(*terms.score([i for i in every if i not in rest]), limit)
+
+
+def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | None
+           ) -> Callable[[str, int], Rows] | None:
+    """A `rank` for store/matches.ranked_matches of `exprs[0] OR exprs[1] OR …`, or None when the
+    postings cannot answer it (not built yet, or a term that is not one token): FTS5 then does."""
+    weights = columns or BM25_WEIGHTS
+    if not ENABLED or not exprs or any(w != int(w) for w in weights) or not postings.complete(db):
+        return None  # (a fractional weight's sum would depend on the order FTS5 adds the instances in)
+    toks = tokens_of(db, exprs)
+    if toks is None:
+        return None
+    state = ftsterms.index_state(db)
+    if state.rows <= 0:
+        return None
+    recs = postings.read_terms(db, toks, state.key)
+    terms = Terms([recs[t] for t in toks], weights, state.rows, state.tokens)
+    with _lock:  # the coverage weight asks next which hits hold each word (holders)
+        _recent[(state.key, tuple(toks))] = dict(zip(toks, terms.ids))
+        while len(_recent) > 2:
+            _recent.popitem(last=False)
+    memo: dict[int, Rows] = {}
+
+    def rank(match: str, limit: int) -> Rows:
+        if limit not in memo:
+            memo[limit] = top(terms, limit)
+        return memo[limit]
+    return rank
+
+
+_lock = threading.Lock()
+_recent: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()  # the last queries' ids, per index state
+
+
+def holders(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict[str, set[int]] | None:
+    """expression → which of these chunks hold it, from the postings (the ids the ranking of the same
+    words just read, else read now); None when the postings cannot say (FTS5's tokenizer then does)."""
+    if not ENABLED or not exprs or not postings.complete(db):
+        return None
+    toks = tokens_of(db, exprs)
+    if toks is None:
+        return None
+    state = ftsterms.index_state(db)
+    with _lock:
+        ids = _recent.get((state.key, tuple(toks)))
+    if ids is None:
+        ids = {t: r["id"].astype(np.int64) for t, r in postings.read_terms(db, toks, state.key).items()}
+    want = np.array(sorted(set(chunk_ids)), np.int64)
+    out = {}
+    for e, t in zip(exprs, toks):
+        a = ids[t]
+        if not len(a) or not len(want):
+            out[e] = set()
+            continue
+        pos = np.minimum(np.searchsorted(a, want), len(a) - 1)
+        out[e] = set(want[a[pos] == want].tolist())
+    return out
+
+
+AND_BUDGET = 200_000  # postings read at most to prove an AND empty; past it FTS5 answers it
+
+
+def none_holds_all(db: apsw.Connection, exprs: list[str]) -> bool:
+    """True when the postings show that no chunk holds every one of these single tokens (the AND
+    query would find nothing): the rarest first, stopping as soon as their common ids run out. A
+    sentence's AND is empty nearly always, and FTS5 walks every word's doclist to say so."""
+    if not ENABLED or len(exprs) < 2 or not postings.complete(db):
+        return False
+    toks = tokens_of(db, exprs)
+    if toks is None:
+        return False
+    state = ftsterms.index_state(db)
+    docs = ftsterms.term_docs(db, exprs, state)  # an order only: the live ids decide
+    common: np.ndarray | None = None
+    read = 0
+    for e, t in sorted(zip(exprs, toks), key=lambda p: docs[p[0]]):
+        if read + docs[e] > AND_BUDGET:
+            return False
+        ids = postings.read_terms(db, [t], state.key)[t]["id"].astype(np.int64)
+        read += len(ids)
+        common = ids if common is None else common[np.isin(common, ids, assume_unique=True)]
+        if not len(common):
+            return True
+    return False

@@ -1,0 +1,386 @@
+"""A postings index beside chunks_fts, in the same store: for each token, which
+chunks hold it, how often in each column, and each chunk's length in tokens,
+so an OR of single tokens is ranked by FTS5's bm25 in numpy (search/impact.py)
+without FTS5 reading every matching row's position lists.
+
+FTS5 stays the source of truth; these tables only copy what it was given:
+- `postings`: one row per (token, segment of SEG ids): a blob of records
+  (chunk id, length, tf per column: title, breadcrumb, meta, body) sorted by
+  id, narrow (10 bytes) unless a count needs the wide form (24 bytes);
+- `postings_delta`: rows of chunks written since the last merge, one per
+  (token, chunk), written in the transaction that writes the chunk's FTS row;
+- `postings_dead`: chunks whose FTS row was deleted since the last compaction
+  (same transaction as the delete): their records in `postings` are stale. A
+  chunk deleted then written again (the same id) keeps its new rows in the
+  delta until a compaction removes its stale records, so "main minus dead,
+  plus delta" is always the live index;
+- meta `postings_built`: "complete", or the next chunk id a store that
+  predates the tables still has to build from (build_slice; FTS5 serves
+  until then).
+
+The tokens are FTS5's (its own tokenizer over the very strings the store
+inserts, store/documents.py) and a chunk's length is FTS5's own record of it
+(chunks_fts_docsize), so the scores equal FTS5's.
+
+Runs on: the writer (hooks, build, merge) inside the caller's transaction; the search's thread (reads) on its snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+
+import apsw
+import numpy as np
+
+from . import ftsterms
+from .ftstext import fts_text
+
+log = logging.getLogger(__name__)
+
+SEG_BITS = 15  # ids per postings row: a merge rewrites a segment's rows, a query reads a term's few segments
+NARROW = np.dtype([("id", "<u4"), ("d", "<u2"), ("tf", "u1", (4,))])
+WIDE = np.dtype([("id", "<u4"), ("d", "<u4"), ("tf", "<u4", (4,))])
+COMPLETE = "complete"
+BUILD_SLICE = 8192  # chunk ids a build transaction covers (≈1.5 s of tokenizing at 1M chunks on this machine)
+MERGE_ROWS = 200_000  # delta rows above which an index job's end folds them into the segments
+BUILD_BUDGET = 1.0  # seconds of building after each index batch (at least one slice)
+COMPACT_DEAD = 4096  # dead chunks above which their stale records are purged
+
+SCHEMA = """
+CREATE TABLE postings(id INTEGER PRIMARY KEY, term TEXT NOT NULL, seg INTEGER NOT NULL, wide INTEGER NOT NULL,
+                      data BLOB NOT NULL);
+CREATE UNIQUE INDEX postings_by_term ON postings(term, seg);
+CREATE INDEX postings_by_seg ON postings(seg);
+CREATE TABLE postings_delta(term TEXT NOT NULL, chunk INTEGER NOT NULL, d INTEGER NOT NULL, t0 INTEGER NOT NULL,
+                            t1 INTEGER NOT NULL, t2 INTEGER NOT NULL, t3 INTEGER NOT NULL,
+                            PRIMARY KEY(term, chunk)) WITHOUT ROWID;
+CREATE INDEX postings_delta_by_chunk ON postings_delta(chunk);
+CREATE TABLE postings_dead(chunk INTEGER PRIMARY KEY);
+"""
+
+
+def create(db: apsw.Connection) -> None:
+    """The tables (store/migrations.py); an empty store is complete at once, a filled one builds lazily."""
+    db.execute(SCHEMA)
+    empty = db.execute("SELECT NOT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]
+    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('postings_built', ?)", (COMPLETE if empty else "0",))
+
+
+def has_tables(db: apsw.Connection) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE name='postings_delta'").fetchone() is not None
+
+
+def built(db: apsw.Connection) -> str | None:
+    """COMPLETE, the next chunk id to build from, or None when the store has no postings tables."""
+    row = db.execute("SELECT value FROM meta WHERE key='postings_built'").fetchone()
+    return row[0] if row else None
+
+
+def complete(db: apsw.Connection) -> bool:
+    return built(db) == COMPLETE
+
+
+# -- tokens --------------------------------------------------------------------------------------
+
+
+def _tokens(tok, text: str) -> list[str]:
+    return tok(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False,
+               include_colocated=False)
+
+
+def row_terms(tok, columns: tuple[list[str], ...]) -> dict[str, list[int]]:
+    """token → its count in each of the four columns."""
+    out: dict[str, list[int]] = {}
+    for c, toks in enumerate(columns):
+        for t in toks:
+            v = out.get(t)
+            if v is None:
+                v = out[t] = [0, 0, 0, 0]
+            v[c] += 1
+    return out
+
+
+# -- the write hooks (store/documents.py, store/workspaces.py) ------------------------------------
+
+
+def added(db: apsw.Connection, chunk_id: int, texts: tuple[str, str, str, str]) -> None:
+    """A chunk's FTS row was inserted with these four column strings: its records go to the delta."""
+    if not has_tables(db):
+        return
+    tok = ftsterms._tokenizer(db)
+    cols = tuple(_tokens(tok, s) for s in texts)
+    d = sum(len(c) for c in cols)
+    db.executemany("INSERT OR REPLACE INTO postings_delta(term, chunk, d, t0, t1, t2, t3) VALUES (?,?,?,?,?,?,?)",
+                   [(t, chunk_id, d, *v) for t, v in row_terms(tok, cols).items()])
+
+
+def removed(db: apsw.Connection, chunk_ids: list[int]) -> None:
+    """These chunks' FTS rows were deleted: their delta rows go, their main records are dead."""
+    if not chunk_ids or not has_tables(db):
+        return
+    db.executemany("DELETE FROM postings_delta WHERE chunk=?", [(c,) for c in chunk_ids])
+    db.executemany("INSERT OR IGNORE INTO postings_dead(chunk) VALUES (?)", [(c,) for c in chunk_ids])
+
+
+def removed_workspace(db: apsw.Connection, workspace_id: int) -> None:
+    if has_tables(db):
+        removed(db, [r[0] for r in db.execute("SELECT id FROM chunks WHERE workspace_id=?", (workspace_id,))])
+
+
+# -- segment rows -------------------------------------------------------------------------------
+
+
+def _records(ids, d, tf) -> tuple[bool, bytes]:
+    wide = bool(len(ids)) and (int(d.max()) > 0xFFFF or int(tf.max()) > 0xFF)
+    rec = np.empty(len(ids), WIDE if wide else NARROW)
+    rec["id"], rec["d"], rec["tf"] = ids, d, tf
+    return wide, rec.tobytes()
+
+
+def decode(wide: int, data: bytes) -> np.ndarray:
+    return np.frombuffer(data, WIDE if wide else NARROW)
+
+
+def _widen(rec: np.ndarray) -> np.ndarray:
+    if rec.dtype == WIDE:
+        return rec
+    out = np.empty(len(rec), WIDE)
+    out["id"], out["d"], out["tf"] = rec["id"], rec["d"], rec["tf"]
+    return out
+
+
+def _write_seg(db: apsw.Connection, term: str, seg: int, rec: np.ndarray) -> None:
+    if not len(rec):
+        db.execute("DELETE FROM postings WHERE term=? AND seg=?", (term, seg))
+        return
+    wide, data = _records(rec["id"], rec["d"], rec["tf"])
+    db.execute("INSERT INTO postings(term, seg, wide, data) VALUES (?,?,?,?) "
+               "ON CONFLICT(term, seg) DO UPDATE SET wide=excluded.wide, data=excluded.data", (term, seg, wide, data))
+
+
+def _append(db: apsw.Connection, groups: dict[tuple[str, int], np.ndarray], drop: np.ndarray | None = None) -> None:
+    """Fold new records (by term and segment) into the segment rows, dropping `drop` ids from them."""
+    for (term, seg), new in groups.items():
+        row = db.execute("SELECT wide, data FROM postings WHERE term=? AND seg=?", (term, seg)).fetchone()
+        old = decode(*row) if row else np.empty(0, NARROW)
+        if drop is not None and len(old):
+            old = old[~np.isin(old["id"], drop)]
+        both = np.concatenate([_widen(old), _widen(new)]) if old.dtype != new.dtype else np.concatenate([old, new])
+        _write_seg(db, term, seg, both[np.argsort(both["id"], kind="stable")])
+
+
+# -- building a store's postings from its chunks (a store that predates them) ------------------
+
+
+def _sizes(blob: bytes) -> list[int]:
+    out, i = [], 0
+    while i < len(blob):
+        v, i = ftsterms._varint(blob, i)
+        out.append(v)
+    return out
+
+
+def _counted(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of `a` sorted, with their counts (np.unique hashes first: slower here)."""
+    a = np.sort(a)
+    if not len(a):
+        return a, a
+    starts = np.flatnonzero(np.r_[True, a[1:] != a[:-1]])
+    return a[starts], np.diff(np.r_[starts, len(a)])
+
+
+def build_slice(db: apsw.Connection) -> bool:
+    """Build the next BUILD_SLICE chunk ids' records (caller's transaction). True when complete."""
+    state = built(db)
+    if state is None or state == COMPLETE:
+        return True
+    lo = int(state)
+    top = db.execute("SELECT COALESCE(MAX(id), 0) FROM chunks").fetchone()[0]
+    if lo > top:
+        db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (COMPLETE,))
+        return True
+    hi = min(lo + BUILD_SLICE, ((lo >> SEG_BITS) + 1) << SEG_BITS)  # a slice never spans two segments
+    tok = ftsterms._tokenizer(db)
+    in_delta = {r[0] for r in db.execute("SELECT DISTINCT chunk FROM postings_delta WHERE chunk >= ? AND chunk < ?",
+                                         (lo, hi))}
+    sizes = dict(db.execute("SELECT id, sz FROM chunks_fts_docsize WHERE id >= ? AND id < ?", (lo, hi)))
+    docs: dict[int, tuple[list[int], list[int]]] = {}
+    vocab: dict[str, int] = {}
+    code = vocab.setdefault
+    terms: list[int] = []  # per token of the slice: its term's number, its chunk's, its column
+    rows: list[int] = []
+    cols: list[int] = []
+    ids: list[int] = []
+    lengths: list[int] = []
+    mismatched = 0
+    for cid, doc_id, crumb, text, title, tags, aliases in db.execute(
+            "SELECT c.id, c.document_id, c.breadcrumb, c.text, d.title, d.tags, d.aliases FROM chunks c "
+            "JOIN documents d ON d.id = c.document_id WHERE c.id >= ? AND c.id < ? ORDER BY c.id", (lo, hi)):
+        if cid in in_delta or cid not in sizes:
+            continue  # the delta holds its records (written since), or FTS5 has no row for it
+        head = docs.get(doc_id)
+        if head is None:
+            meta = fts_text(" ".join([*json.loads(aliases), *json.loads(tags)]))
+            head = docs[doc_id] = ([code(t, len(vocab)) for t in _tokens(tok, fts_text(title))],
+                                   [code(t, len(vocab)) for t in _tokens(tok, meta)])
+        crumb_t = [code(t, len(vocab)) for t in _tokens(tok, fts_text(crumb))]
+        body_t = [code(t, len(vocab)) for t in _tokens(tok, fts_text(text))]
+        sz = _sizes(sizes[cid])
+        if sz != [len(head[0]), len(crumb_t), len(head[1]), len(body_t)]:
+            mismatched += 1  # indexed with an older title (before documents.py refreshed on a retitle)
+        r = len(ids)
+        ids.append(cid)
+        lengths.append(sum(sz))
+        for c, toks in enumerate((head[0], crumb_t, head[1], body_t)):
+            terms += toks
+            rows += [r] * len(toks)
+            cols += [c] * len(toks)
+    groups = {}
+    if terms:
+        # count (term, row, column) triples in one sort: a posting per distinct (term, row)
+        key = (np.array(terms, np.int64) << 22 | np.array(rows, np.int64)) << 2 | np.array(cols, np.int64)
+        uniq, cnt = _counted(key)
+        post, _ = _counted(uniq >> 2)  # sorted by term, then row
+        tf = np.zeros((len(post), 4), np.int64)
+        tf[np.searchsorted(post, uniq >> 2), uniq & 3] = cnt
+        term_of, row_of = post >> 22, post & ((1 << 22) - 1)
+        ids_a, len_a = np.array(ids, np.int64), np.array(lengths, np.int64)
+        names = list(vocab)
+        starts = np.flatnonzero(np.r_[True, term_of[1:] != term_of[:-1]])
+        ends = np.r_[starts[1:], len(post)]
+        seg = lo >> SEG_BITS
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            rec = np.empty(b - a, WIDE)
+            rec["id"], rec["d"], rec["tf"] = ids_a[row_of[a:b]], len_a[row_of[a:b]], tf[a:b]
+            groups[(names[int(term_of[a])], seg)] = rec
+    _append(db, groups)
+    if mismatched:
+        log.warning("postings: %d chunks in ids %d-%d were indexed with other text than the store holds now",
+                    mismatched, lo, hi - 1)
+    done = hi > top  # later chunks are the delta's
+    db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (COMPLETE if done else str(hi),))
+    return done
+
+
+def build_all(db: apsw.Connection) -> None:
+    """Every remaining slice, one transaction each (the benchmark; a daemon builds through maintain)."""
+    while True:
+        with db:
+            if build_slice(db):
+                return
+
+
+# -- merge and compaction (the index job's end) ------------------------------------------------
+
+
+def _dead(db: apsw.Connection) -> np.ndarray:
+    return np.array([r[0] for r in db.execute("SELECT chunk FROM postings_dead")], dtype=np.int64)
+
+
+def compact(db: apsw.Connection) -> None:
+    """Remove dead chunks' records from every segment holding any (caller's transaction)."""
+    dead = _dead(db)
+    if not len(dead):
+        return
+    for seg in sorted({int(x) >> SEG_BITS for x in dead}):
+        for rid, term, wide, data in db.execute("SELECT id, term, wide, data FROM postings WHERE seg=?",
+                                                (seg,)).fetchall():
+            rec = decode(wide, data)
+            keep = ~np.isin(rec["id"], dead)
+            if not keep.all():
+                _write_seg(db, term, seg, rec[keep])
+    db.execute("DELETE FROM postings_dead")
+
+
+def merge(db: apsw.Connection) -> int:
+    """Fold the delta rows of live (not dead) chunks into the segments (caller's transaction)."""
+    rows = db.execute("SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
+                      "WHERE chunk NOT IN (SELECT chunk FROM postings_dead) ORDER BY term, chunk").fetchall()
+    if not rows:
+        return 0
+    by: dict[tuple[str, int], list[tuple]] = {}
+    for r in rows:
+        by.setdefault((r[0], r[1] >> SEG_BITS), []).append(r[1:])
+    groups = {}
+    for key, recs in by.items():
+        a = np.array(recs, dtype=np.int64)
+        rec = np.empty(len(a), WIDE)
+        rec["id"], rec["d"], rec["tf"] = a[:, 0], a[:, 1], a[:, 2:]
+        groups[key] = rec
+    _append(db, groups)
+    db.execute("DELETE FROM postings_delta WHERE chunk NOT IN (SELECT chunk FROM postings_dead)")
+    return len(rows)
+
+
+def maintain(db: apsw.Connection, *, force: bool = False, budget: float = BUILD_BUDGET) -> None:
+    """After an index job's batch (the writer, outside a transaction): compact when many chunks are
+    dead, merge when the delta is large (one transaction), and build slices of a store that predates
+    the postings for about `budget` seconds (a transaction each, so saves wait at most one slice)."""
+    if not has_tables(db):
+        return
+    with db:
+        dead = db.execute("SELECT COUNT(*) FROM postings_dead").fetchone()[0]
+        if dead and (force or dead > COMPACT_DEAD):
+            compact(db)
+        delta = db.execute("SELECT COUNT(*) FROM postings_delta").fetchone()[0]
+        if delta and (force or delta > MERGE_ROWS):
+            merge(db)
+    end = time.monotonic() + budget
+    while not complete(db):
+        with db:
+            build_slice(db)
+        if time.monotonic() >= end:
+            break
+
+
+# -- reads (search/impact.py) -------------------------------------------------------------------
+
+_lock = threading.Lock()
+_dead_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+
+
+def dead_ids(db: apsw.Connection, key: tuple) -> np.ndarray:
+    """The dead list, sorted, cached per FTS index state (every delete changes it)."""
+    with _lock:
+        got = _dead_cache.get(key)
+    if got is None:
+        got = np.sort(_dead(db))
+        with _lock:
+            _dead_cache[key] = got
+            while len(_dead_cache) > 8:
+                _dead_cache.popitem(last=False)
+    return got
+
+
+def read_terms(db: apsw.Connection, terms: list[str], key: tuple) -> dict[str, np.ndarray]:
+    """token → its live records (WIDE dtype or NARROW, sorted by id): segments minus dead, plus delta."""
+    wanted = json.dumps(list(dict.fromkeys(terms)))
+    parts: dict[str, list[np.ndarray]] = {t: [] for t in terms}
+    for term, wide, data in db.execute(
+            "SELECT term, wide, data FROM postings WHERE term IN (SELECT value FROM json_each(?)) ORDER BY term, seg",
+            (wanted,)):
+        parts[term].append(decode(wide, data))
+    dead = dead_ids(db, key)
+    delta: dict[str, list[tuple]] = {}
+    for r in db.execute("SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
+                        "WHERE term IN (SELECT value FROM json_each(?))", (wanted,)):
+        delta.setdefault(r[0], []).append(r[1:])
+    out = {}
+    for t, segs in parts.items():
+        rec = segs[0] if len(segs) == 1 else (
+            np.concatenate([_widen(s) for s in segs]) if any(s.dtype == WIDE for s in segs) else
+            np.concatenate(segs) if segs else np.empty(0, NARROW))
+        if len(dead) and len(rec):
+            rec = rec[~np.isin(rec["id"], dead, assume_unique=False)]
+        if t in delta:
+            a = np.array(delta[t], dtype=np.int64)
+            new = np.empty(len(a), WIDE)
+            new["id"], new["d"], new["tf"] = a[:, 0], a[:, 1], a[:, 2:]
+            rec = np.concatenate([_widen(rec), new])
+            rec = rec[np.argsort(rec["id"], kind="stable")]
+        out[t] = rec
+    return out
