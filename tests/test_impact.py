@@ -193,3 +193,43 @@ def test_older_store_answers_then_builds(tmp_path):
         _check(r, want_fast=10)
     finally:
         s.close()
+
+
+def test_the_daemon_builds_an_older_stores_postings_without_an_index_job(tmp_path):
+    """A store that predates the postings gets them from the daemon's background builder, in
+    small slices between writes: a 1M-chunk store would otherwise wait for ~15 min of index jobs.
+    The daemon runs without its watcher, so no index job runs at all."""
+    import signal
+    import subprocess
+    import time
+
+    from helpers.nvim_daemon import daemon_env, serve_argv, wait_gone, wait_listening
+
+    store = tmp_path / "store" / "autodoc.db"
+    s = Service(Settings.from_env(store=store))
+    s.workspace_add("adr", str(CORPORA / "simpler-grants-adr"), NO_MODEL)
+    s.index("adr")
+    s.close()
+    db = apsw.Connection(str(store))
+    db.execute("DROP TABLE postings; DROP TABLE postings_delta; DROP TABLE postings_dead; "
+               "DELETE FROM meta WHERE key='postings_built'; PRAGMA user_version = 4")
+    db.close()
+    sock, log = tmp_path / "d.sock", tmp_path / "daemon.log"
+    proc = subprocess.Popen(serve_argv(store, sock, watch=False), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=open(log, "wb"), env=daemon_env())
+    try:
+        wait_listening(sock, proc, log)
+        deadline = time.monotonic() + 60
+        while True:
+            r = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+            try:
+                if postings.has_tables(r) and postings.complete(r):
+                    _check(r, want_fast=10)  # and what it built ranks as FTS5 does
+                    break
+            finally:
+                r.close()
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        wait_gone(proc.pid)

@@ -193,8 +193,8 @@ def _counted(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a[starts], np.diff(np.r_[starts, len(a)])
 
 
-def build_slice(db: apsw.Connection) -> bool:
-    """Build the next BUILD_SLICE chunk ids' records (caller's transaction). True when complete."""
+def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
+    """Build the next `size` chunk ids' records (caller's transaction). True when complete."""
     state = built(db)
     if state is None or state == COMPLETE:
         return True
@@ -203,7 +203,7 @@ def build_slice(db: apsw.Connection) -> bool:
     if lo > top:
         db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (COMPLETE,))
         return True
-    hi = min(lo + BUILD_SLICE, ((lo >> SEG_BITS) + 1) << SEG_BITS)  # a slice never spans two segments
+    hi = min(lo + size, ((lo >> SEG_BITS) + 1) << SEG_BITS)  # a slice never spans two segments
     tok = ftsterms._tokenizer(db)
     in_delta = {r[0] for r in db.execute("SELECT DISTINCT chunk FROM postings_delta WHERE chunk >= ? AND chunk < ?",
                                          (lo, hi))}
