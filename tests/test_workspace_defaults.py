@@ -40,3 +40,33 @@ def test_only_the_options_set_are_stored_and_the_rest_run_as_defaults(tmp_path):
         assert shown["fusion"] == {"method": "rrf", "k": 30} and shown["section_tokens"] == SECTION_TOKENS
     finally:
         svc.close()
+
+
+def test_a_store_that_saved_every_option_keeps_only_the_chosen_ones(tmp_path):
+    """Schema 5 and earlier saved every option; the migration drops the values that were defaults
+    then (k 20 / 0.8 among them), so those workspaces run today's defaults, and keeps the rest."""
+    for name in ("old", "mine"):
+        (tmp_path / name).mkdir()
+    store = tmp_path / "s" / "autodoc.db"
+    svc = Service(Settings.from_env(store=store))
+    svc.workspace_add("old", str(tmp_path / "old"), NO_MODEL)
+    svc.workspace_add("mine", str(tmp_path / "mine"), NO_MODEL)
+    svc.close()
+    saved = {"section_tokens": 350, "abstract_chunk": True, "demote_superseded": True,
+             "max_file_bytes": 2 * 1024 * 1024, "embedding": {"provider": "none"}, "ranker": {"provider": "none"},
+             "fusion": {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}}}
+    mine = {**saved, "section_tokens": 200, "fusion": {"method": "rrf", "k": 30}}
+    db = apsw.Connection(str(store))
+    db.execute("UPDATE workspaces SET config=? WHERE name='old'", (json.dumps(saved),))
+    db.execute("UPDATE workspaces SET config=? WHERE name='mine'", (json.dumps(mine),))
+    db.execute("PRAGMA user_version = 5")
+    db.close()
+    svc = Service(Settings.from_env(store=store))
+    try:
+        assert _stored(store) == {"old": NO_MODEL, "mine": {**NO_MODEL, "section_tokens": 200,
+                                                             "fusion": {"method": "rrf", "k": 30}}}
+        shown = {w["name"]: w["config"] for w in svc.workspace_list()["workspaces"]}
+        assert shown["old"]["fusion"] == {"method": "rrf", "k": RRF_K, "weights": RRF_WEIGHTS}
+        assert shown["mine"]["section_tokens"] == 200 and shown["mine"]["fusion"]["k"] == 30
+    finally:
+        svc.close()

@@ -9,6 +9,7 @@ Runs on: the writer, when the store is opened.
 
 from __future__ import annotations
 
+import json
 from typing import Callable
 
 import apsw
@@ -193,8 +194,33 @@ def _m005_postings(db: apsw.Connection) -> None:
     postings.create(db)
 
 
+# Every value a workspace saved without its user choosing it, up to schema 6: each option's default
+# then, and the fusion defaults before and after issue 18 (RRF k 20 / 0.8, then k 10 / 0.6).
+_SAVED_DEFAULTS: dict[str, list] = {
+    "section_tokens": [350],
+    "abstract_chunk": [True],
+    "demote_superseded": [True],
+    "max_file_bytes": [2 * 1024 * 1024],
+    "embedding": [{"provider": "onnx"}],
+    "ranker": [{"provider": "none"}],
+    "fusion": [{"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}},
+               {"method": "rrf", "k": 10, "weights": {"lexical": 1.0, "semantic": 0.6}}],
+}
+
+
+def _m006_chosen_options(db: apsw.Connection) -> None:
+    """A workspace stores only the options its user set (config/workspace.py), so defaults that
+    improve reach it. Before, it saved every option: the values that were then the defaults are
+    dropped (one the user set to the default of the day is dropped too, and follows the default)."""
+    for wid, text in db.execute("SELECT id, config FROM workspaces").fetchall():
+        config = json.loads(text)
+        kept = {k: v for k, v in config.items() if v not in _SAVED_DEFAULTS.get(k, [])}
+        if kept != config:
+            db.execute("UPDATE workspaces SET config=? WHERE id=?", (json.dumps(kept), wid))
+
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_m001_initial, _m002_typed_facets, _m003_vector_keys,
-                                                       _m004_session_events, _m005_postings]
+                                                       _m004_session_events, _m005_postings, _m006_chosen_options]
 
 
 def schema_version(db: apsw.Connection) -> int:
