@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 
 import apsw
+import numpy as np
 import pytest
 
 from autodoc.config import Settings
@@ -233,3 +234,84 @@ def test_the_daemon_builds_an_older_stores_postings_without_an_index_job(tmp_pat
     finally:
         proc.send_signal(signal.SIGTERM)
         wait_gone(proc.pid)
+
+
+def _older_store(tmp_path, workspace="adr", corpus="simpler-grants-adr", before_drop=None):
+    store = tmp_path / "store" / "autodoc.db"
+    s = Service(Settings.from_env(store=store))
+    s.workspace_add(workspace, str(CORPORA / corpus), NO_MODEL)
+    s.index(workspace)
+    s.close()
+    db = apsw.Connection(str(store))
+    if before_drop:
+        db.execute(before_drop)
+    db.execute("DROP TABLE postings; DROP TABLE postings_delta; DROP TABLE postings_dead; "
+               "DELETE FROM meta WHERE key='postings_built'; PRAGMA user_version = 4")
+    db.close()
+    return Service(Settings.from_env(store=store))
+
+
+def test_a_merge_during_the_build_leaves_the_unbuilt_ids_to_it(tmp_path, monkeypatch):
+    """A large index batch on an older store merges its delta while the build has not reached
+    those ids: they must not land in the segments twice (review finding: 28,617 duplicates)."""
+    s = _older_store(tmp_path)
+    try:
+        w = s.store.writer()
+        assert postings.built(w) == "0"
+        monkeypatch.setattr(postings, "MERGE_ROWS", 100)  # stands for 200k rows of a big batch at 1M
+        s.workspace_add("foam", str(CORPORA / "foam-docs"), NO_MODEL)
+        with monkeypatch.context() as m:  # the batch's end merges, the build does not move
+            m.setattr(postings, "build_slice", lambda db, size=0: False)
+            s.index("foam")
+        postings.build_all(w)
+        for _term, wide, data in w.execute("SELECT term, wide, data FROM postings"):
+            ids = postings.decode(wide, data)["id"]
+            assert len(ids) == len(np.unique(ids))
+        _check(s.store.reader(), want_fast=1)
+    finally:
+        s.close()
+
+
+def test_maintenance_does_not_leave_readers_a_stale_dead_list(tmp_path):
+    """Compaction and merge change the postings without touching FTS5: a reader's cached dead list
+    must not outlive them (review finding: a re-indexed chunk vanished from every OR ranking)."""
+    root = tmp_path / "kb"
+    shutil.copytree(CORPORA / "foam-docs", root)
+    s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
+    try:
+        s.workspace_add("foam", str(root), NO_MODEL)
+        s.index("foam")
+        with s.store.locked() as db:
+            postings.maintain(db, force=True)
+        md = max(root.rglob("*.md"), key=lambda p: p.stat().st_size)
+        text = md.read_text(encoding="utf-8")
+        md.write_text("---\ntags: [zebrafish]\n---\n" + re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S),
+                      encoding="utf-8")
+        s.index("foam")  # its chunks are rewritten under their ids: dead, and in the delta
+        exprs = ['"zebrafish"', '"graph"']
+        r = s.store.reader()
+        assert impact.ranker(r, exprs, None)("x", 5) == matches.ranked(r, " OR ".join(exprs), 5)  # caches filled
+        with s.store.locked() as db:
+            postings.maintain(db, force=True)  # compact + merge
+        r = s.store.reader()
+        assert impact.ranker(r, exprs, None)("x", 5) == matches.ranked(r, " OR ".join(exprs), 5)
+    finally:
+        s.close()
+
+
+def test_the_build_rewrites_fts_rows_an_old_retitle_left_behind(tmp_path):
+    """Before documents.py refreshed kept chunks on a retitle, their FTS rows kept the old title:
+    the build rewrites such rows from the store's text, so FTS5 and the postings agree."""
+    s = _older_store(tmp_path, before_drop="UPDATE documents SET title='Zebrafish ' || title "
+                                            "WHERE id=(SELECT MIN(id) FROM documents)")
+    try:
+        postings.build_all(s.store.writer())
+        r = s.store.reader()
+        exprs = ['"zebrafish"', '"decision"']
+        fts = matches.ranked(r, " OR ".join(exprs), 3)
+        assert impact.ranker(r, exprs, None)("x", 3) == fts
+        first = r.execute("SELECT MIN(id) FROM documents").fetchone()[0]
+        assert r.execute("SELECT document_id FROM chunks WHERE id=?", (fts[0][0],)).fetchone()[0] == first
+        _check(r, want_fast=1)
+    finally:
+        s.close()

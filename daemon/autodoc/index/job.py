@@ -93,9 +93,6 @@ class _Batch:
     skips: list[tuple[str, str]] | None = None  # (path, reason); not None: the job's full skip list
 
 
-BACKGROUND_SLICE = 1024  # chunk ids per background build transaction (≈0.2 s of tokenizing)
-
-
 class IndexJob:
     def __init__(self, store: Store, links: LinkResolver,
                  token_counter: Callable[[Workspace], Callable[[str], int] | None],
@@ -130,12 +127,12 @@ class IndexJob:
     def build_postings(self) -> bool:
         """One small slice of the postings index of a store that predates it (the daemon calls this
         between other writes until it is complete; FTS5 ranks the OR query until then). True when
-        complete. The slice is small so a save waits for it at most ~0.2 s at 1M chunks."""
+        complete. The slice is small so a save waits for it at most ~0.4 s at 1M chunks."""
         with self.store.locked() as db:
             if postings.complete(db) or not postings.has_tables(db):
                 return True
             with db:
-                return postings.build_slice(db, BACKGROUND_SLICE)
+                return postings.build_slice(db, postings.SMALL_SLICE)
 
     def chunking(self, cfg: WorkspaceConfig) -> str:
         """Everything chunk boundaries depend on besides the file's bytes. It is
@@ -380,5 +377,5 @@ class IndexJob:
                     note(p.path)
         self._written(ws, emitted, sorted(touched))
         with self.store.locked() as db:  # after the batch is out: fold a large delta, build a slice of an old store
-            postings.maintain(db)
+            postings.maintain(db, budget=0, size=postings.SMALL_SLICE)
         return names_changed

@@ -156,10 +156,11 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
     state = ftsterms.index_state(db)
     if state.rows <= 0:
         return None
-    recs = postings.read_terms(db, toks, state.key)
+    key = postings.cache_key(db, state.key)
+    recs = postings.read_terms(db, toks, key)
     terms = Terms([recs[t] for t in toks], weights, state.rows, state.tokens)
     with _lock:  # the coverage weight asks next which hits hold each word (holders)
-        _recent[(state.key, tuple(toks))] = dict(zip(toks, terms.ids))
+        _recent[(key, tuple(toks))] = dict(zip(toks, terms.ids))
         while len(_recent) > 2:
             _recent.popitem(last=False)
     memo: dict[int, Rows] = {}
@@ -183,11 +184,11 @@ def holders(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict
     toks = tokens_of(db, exprs)
     if toks is None:
         return None
-    state = ftsterms.index_state(db)
+    key = postings.cache_key(db, ftsterms.index_state(db).key)
     with _lock:
-        ids = _recent.get((state.key, tuple(toks)))
+        ids = _recent.get((key, tuple(toks)))
     if ids is None:
-        ids = {t: r["id"].astype(np.int64) for t, r in postings.read_terms(db, toks, state.key).items()}
+        ids = {t: r["id"].astype(np.int64) for t, r in postings.read_terms(db, toks, key).items()}
     want = np.array(sorted(set(chunk_ids)), np.int64)
     out = {}
     for e, t in zip(exprs, toks):
@@ -214,12 +215,13 @@ def none_holds_all(db: apsw.Connection, exprs: list[str]) -> bool:
         return False
     state = ftsterms.index_state(db)
     docs = ftsterms.term_docs(db, exprs, state)  # an order only: the live ids decide
+    key = postings.cache_key(db, state.key)
     common: np.ndarray | None = None
     read = 0
     for e, t in sorted(zip(exprs, toks), key=lambda p: docs[p[0]]):
         if read + docs[e] > AND_BUDGET:
             return False
-        ids = postings.read_terms(db, [t], state.key)[t]["id"].astype(np.int64)
+        ids = postings.read_terms(db, [t], key)[t]["id"].astype(np.int64)
         read += len(ids)
         common = ids if common is None else common[np.isin(common, ids, assume_unique=True)]
         if not len(common):

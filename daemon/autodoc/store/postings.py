@@ -47,7 +47,10 @@ WIDE = np.dtype([("id", "<u4"), ("d", "<u4"), ("tf", "<u4", (4,))])
 COMPLETE = "complete"
 BUILD_SLICE = 8192  # chunk ids a build transaction covers (≈1.5 s of tokenizing at 1M chunks on this machine)
 MERGE_ROWS = 200_000  # delta rows above which an index job's end folds them into the segments
-BUILD_BUDGET = 1.0  # seconds of building after each index batch (at least one slice)
+BUILD_BUDGET = 1.0  # seconds of building per maintain call (at least one slice)
+# Slices of the background build and of an index batch's end: a save waits at most one (≈0.4 s at 1M
+# chunks). Smaller ones rewrite each segment's blobs more often (a slice appends to them).
+SMALL_SLICE = 2048
 COMPACT_DEAD = 4096  # dead chunks above which their stale records are purged
 
 SCHEMA = """
@@ -226,12 +229,18 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
         if head is None:
             meta = fts_text(" ".join([*json.loads(aliases), *json.loads(tags)]))
             head = docs[doc_id] = ([code(t, len(vocab)) for t in _tokens(tok, fts_text(title))],
-                                   [code(t, len(vocab)) for t in _tokens(tok, meta)])
+                                   [code(t, len(vocab)) for t in _tokens(tok, meta)], fts_text(title), meta)
         crumb_t = [code(t, len(vocab)) for t in _tokens(tok, fts_text(crumb))]
         body_t = [code(t, len(vocab)) for t in _tokens(tok, fts_text(text))]
         sz = _sizes(sizes[cid])
         if sz != [len(head[0]), len(crumb_t), len(head[1]), len(body_t)]:
-            mismatched += 1  # indexed with an older title (before documents.py refreshed on a retitle)
+            # indexed with an older title (before documents.py refreshed kept chunks on a retitle):
+            # FTS5's row is rewritten from the store's text, so both indexes hold the same words
+            mismatched += 1
+            db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
+            db.execute("INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)",
+                       (cid, head[2], fts_text(crumb), head[3], fts_text(text)))
+            sz = [len(head[0]), len(crumb_t), len(head[1]), len(body_t)]
         r = len(ids)
         ids.append(cid)
         lengths.append(sum(sz))
@@ -258,9 +267,16 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
             rec["id"], rec["d"], rec["tf"] = ids_a[row_of[a:b]], len_a[row_of[a:b]], tf[a:b]
             groups[(names[int(term_of[a])], seg)] = rec
     _append(db, groups)
-    if mismatched:
-        log.warning("postings: %d chunks in ids %d-%d were indexed with other text than the store holds now",
-                    mismatched, lo, hi - 1)
+    # FTS5 rows no chunk owns (left by a rename onto an existing path before 48191d0) count in
+    # FTS5's statistics and match queries; the postings cannot hold them, so they go
+    orphans = [r[0] for r in db.execute(
+        "SELECT id FROM chunks_fts_docsize WHERE id >= ? AND id < ? AND id NOT IN (SELECT id FROM chunks)", (lo, hi))]
+    for cid in orphans:
+        db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
+    if mismatched or orphans:
+        log.warning("postings: in ids %d-%d, %d FTS rows held other text than the store (rewritten) and %d "
+                    "belonged to no chunk (deleted)", lo, hi - 1, mismatched, len(orphans))
+    _bump(db)
     done = hi > top  # later chunks are the delta's
     db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (COMPLETE if done else str(hi),))
     return done
@@ -294,12 +310,18 @@ def compact(db: apsw.Connection) -> None:
             if not keep.all():
                 _write_seg(db, term, seg, rec[keep])
     db.execute("DELETE FROM postings_dead")
+    _bump(db)
 
 
 def merge(db: apsw.Connection) -> int:
     """Fold the delta rows of live (not dead) chunks into the segments (caller's transaction)."""
+    # While an older store builds, the ids from its cursor on are the build's: it skips those the
+    # delta holds, so their rows stay in the delta (merged into the segments they would duplicate)
+    state = built(db)
+    below = int(state) if state is not None and state != COMPLETE else 1 << 62
     rows = db.execute("SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
-                      "WHERE chunk NOT IN (SELECT chunk FROM postings_dead) ORDER BY term, chunk").fetchall()
+                      "WHERE chunk NOT IN (SELECT chunk FROM postings_dead) AND chunk < ? ORDER BY term, chunk",
+                      (below,)).fetchall()
     if not rows:
         return 0
     by: dict[tuple[str, int], list[tuple]] = {}
@@ -312,11 +334,14 @@ def merge(db: apsw.Connection) -> int:
         rec["id"], rec["d"], rec["tf"] = a[:, 0], a[:, 1], a[:, 2:]
         groups[key] = rec
     _append(db, groups)
-    db.execute("DELETE FROM postings_delta WHERE chunk NOT IN (SELECT chunk FROM postings_dead)")
+    db.execute("DELETE FROM postings_delta WHERE chunk NOT IN (SELECT chunk FROM postings_dead) AND chunk < ?",
+               (below,))
+    _bump(db)
     return len(rows)
 
 
-def maintain(db: apsw.Connection, *, force: bool = False, budget: float = BUILD_BUDGET) -> None:
+def maintain(db: apsw.Connection, *, force: bool = False, budget: float = BUILD_BUDGET,
+             size: int = BUILD_SLICE) -> None:
     """After an index job's batch (the writer, outside a transaction): compact when many chunks are
     dead, merge when the delta is large (one transaction), and build slices of a store that predates
     the postings for about `budget` seconds (a transaction each, so saves wait at most one slice)."""
@@ -332,7 +357,7 @@ def maintain(db: apsw.Connection, *, force: bool = False, budget: float = BUILD_
     end = time.monotonic() + budget
     while not complete(db):
         with db:
-            build_slice(db)
+            build_slice(db, size)
         if time.monotonic() >= end:
             break
 
@@ -341,6 +366,19 @@ def maintain(db: apsw.Connection, *, force: bool = False, budget: float = BUILD_
 
 _lock = threading.Lock()
 _dead_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+
+
+def _bump(db: apsw.Connection) -> None:
+    """A maintenance step changed the tables without touching FTS5: readers' caches must not survive it."""
+    db.execute("INSERT INTO meta(key, value) VALUES ('postings_gen', '1') "
+               "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+
+def cache_key(db: apsw.Connection, fts_key: tuple) -> tuple:
+    """What a reader's caches of the postings are keyed by: FTS5's state (every write changes it) and
+    the maintenance generation (a merge, compaction or build slice changes the tables, not FTS5)."""
+    row = db.execute("SELECT value FROM meta WHERE key='postings_gen'").fetchone()
+    return (*fts_key, row[0] if row else "0")
 
 
 def dead_ids(db: apsw.Connection, key: tuple) -> np.ndarray:
