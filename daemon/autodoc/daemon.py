@@ -176,8 +176,11 @@ async def build_postings(server: RpcServer) -> None:
     """A store that predates its postings index builds it here, a small slice per write turn,
     instead of waiting for index jobs (a 1M-chunk store needs ~15 min of them): until it is
     complete, sentence searches rank their OR query through FTS5, 5-10x slower."""
-    while not await run_write(server, server.service.indexer.build_postings):
-        await anyio.sleep(0.05)  # leave the writer slot and the cores to saves and searches
+    try:
+        while not await run_write(server, server.service.indexer.build_postings):
+            await anyio.sleep(0.05)  # leave the writer slot and the cores to saves and searches
+    except Exception:  # a bug here must not stop the daemon (nor every start after): FTS5 keeps serving
+        log.exception("building the postings index failed; sentence searches stay on FTS5")
 
 
 def _claim_stdout() -> int:
