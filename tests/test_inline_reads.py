@@ -71,6 +71,20 @@ def test_the_rule_idle_and_known_quick():
     assert hybrid != kind and not inline.may_run(hybrid)
 
 
+def test_a_long_or_filtered_search_is_not_the_kind_of_a_short_one():
+    """Eight quick two-word searches must not let a 600-word or a filtered one run on the loop."""
+    def kind(query, **opts):
+        return read_kind("search.query", {"workspace": "kb", "query": query, "opts": {"stages": ["lexical"], **opts}})
+    short = kind("graph notes")
+    assert kind("daily notes") == short
+    assert kind(" ".join(["word"] * 600)) != short
+    assert kind("graph notes", limit=200) != kind("graph notes", limit=10)
+    assert kind("graph notes", paths=["adr/**"]) != short
+    assert kind("graph notes", facets=[{"field": "status", "value": "accepted"}]) != short
+    positional = read_kind("search.query", ["kb", "graph notes"])
+    assert read_kind("search.query", ["kb", " ".join(["word"] * 600)]) != positional
+
+
 async def test_inline_answers_and_errors_are_the_threads_ones(service, short_tmp, hand_offs):
     server = RpcServer(service)
     server.inline.below_s = server.inline.wall_below_s = 10.0  # every read counts as quick: the rule alone decides

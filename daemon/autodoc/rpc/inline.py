@@ -50,18 +50,33 @@ WINDOW = 8
 
 def read_kind(method: str, params: Any) -> Hashable:
     """What makes a read's cost comparable between calls: its method, its
-    workspace and, for searches, which stages run."""
+    workspace, for searches which stages run, and coarse sizes of what it asks
+    (how many words, how many hits, whether it filters): eight quick two-word
+    searches must not let a 600-word or heavily filtered one onto the loop."""
+    if isinstance(params, list):  # positional: the words of its strings and how many there are
+        return (method, _bucket(sum(len(x.split()) for x in params if isinstance(x, str))), len(params))
     if not isinstance(params, dict):
         return method
     opts = params.get("opts")
     stages = rerank = None
+    size: tuple = ()
     if isinstance(opts, dict):
         raw = opts.get("stages")
         stages = tuple(sorted(str(s) for s in raw)) if isinstance(raw, list) else None
         rerank = opts.get("rerank")
         rerank = rerank if isinstance(rerank, (bool, str, type(None))) else "other"
+        limit = opts.get("limit")
+        size = (_bucket(limit if isinstance(limit, int) else 0),
+                any(opts.get(k) for k in ("facets", "paths", "tags", "after")))
+    query = params.get("query")
+    words = _bucket(len(query.split())) if isinstance(query, str) else None
     workspace = params.get("workspace")
-    return (method, workspace if isinstance(workspace, str) else None, stages, rerank)
+    return (method, workspace if isinstance(workspace, str) else None, stages, rerank, words, *size)
+
+
+def _bucket(n: int) -> int:
+    """0, 1-3, 4-15, 16-63, …: sizes a quarter apart cost alike."""
+    return 0 if n <= 0 else (n.bit_length() + 1) // 2
 
 
 class InlineReads:
