@@ -195,7 +195,7 @@ def _m005_postings(db: apsw.Connection) -> None:
 
 
 # Every value a workspace saved without its user choosing it, up to schema 6: each option's default
-# then, and the fusion defaults before and after issue 18 (RRF k 20 / 0.8, then k 10 / 0.6).
+# then, and the fusion defaults of each version (RRF k 60, then k 20 / 0.8, then k 10 / 0.6).
 _SAVED_DEFAULTS: dict[str, list] = {
     "section_tokens": [350],
     "abstract_chunk": [True],
@@ -203,7 +203,8 @@ _SAVED_DEFAULTS: dict[str, list] = {
     "max_file_bytes": [2 * 1024 * 1024],
     "embedding": [{"provider": "onnx"}],
     "ranker": [{"provider": "none"}],
-    "fusion": [{"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}},
+    "fusion": [{"method": "rrf", "k": 60},
+               {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}},
                {"method": "rrf", "k": 10, "weights": {"lexical": 1.0, "semantic": 0.6}}],
 }
 
