@@ -274,7 +274,14 @@ async def test_beside_a_daemon_that_holds_the_store_on_stdio_only(store):
     try:
         lease = Path(env["AUTODOC_STORE"] + ".lease")
         deadline = time.monotonic() + 60
-        while not lease.exists() and time.monotonic() < deadline:
+
+        def held() -> bool:  # the file alone may be left from the fixture's own writer: it must name the holder
+            try:
+                return json.loads(lease.read_text()).get("pid") == holder.pid
+            except (OSError, ValueError):
+                return False
+        while not held():
+            assert holder.poll() is None and time.monotonic() < deadline, "the daemon never held the store"
             time.sleep(0.05)
         async with Client(_server(env)) as c:
             ans, _, err = await _tool(c, "status", {})
