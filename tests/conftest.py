@@ -43,3 +43,18 @@ def kb_copy(short_tmp) -> Path:
             "## Lease\n\nThe store takes an exclusive lease beside autodoc.db.\n"
         )
     return dest
+
+
+@pytest.fixture
+def kb_service(short_tmp, kb_copy):
+    """A Service on a fresh store in short_tmp with kb_copy indexed as workspace "kb", no model."""
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    svc = Service(Settings.from_env(store=short_tmp / "store.db"))
+    svc.workspace_add("kb", str(kb_copy), {"embedding": {"provider": "none"}})
+    svc.index("kb")
+    try:
+        yield svc
+    finally:
+        svc.close()

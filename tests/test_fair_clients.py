@@ -14,24 +14,16 @@ import socket
 import anyio
 import pytest
 
-from autodoc.config import Settings
 from autodoc.rpc import connection
 from autodoc.rpc.server import RpcServer
-from autodoc.service import Service
 from autodoc_client import Client
 
 FLOOD = 200
 
 
 @pytest.fixture
-def service(short_tmp, kb_copy):
-    svc = Service(Settings.from_env(store=short_tmp / "store.db"))
-    svc.workspace_add("kb", str(kb_copy), {"embedding": {"provider": "none"}})
-    svc.index("kb")
-    try:
-        yield svc
-    finally:
-        svc.close()
+def service(kb_service):
+    return kb_service
 
 
 READS = 2  # the share each connection gets, fixed here: the product's is the core count

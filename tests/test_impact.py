@@ -33,6 +33,7 @@ from autodoc.service import Service
 from autodoc.store import matches, postings
 from autodoc.store.filters import build_filter
 from autodoc.store.workspaces import get_workspace
+from helpers.queries import sentence_queries
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora"
 pytestmark = pytest.mark.skipif(not CORPORA.is_dir(), reason=f"no corpora at {CORPORA}")
@@ -42,14 +43,7 @@ EXTRA = ["wikilink graph note daily publish template", "decision record for the 
 
 
 def _queries(db, n: int = 30) -> list[str]:
-    out = []
-    for (text,) in db.execute("SELECT text FROM chunks WHERE id % 37 = 0 ORDER BY id"):
-        words = re.findall(r"[^\W_][\w'-]*", text)
-        if len(words) >= 8:
-            out.append(" ".join(words[:14]))
-        if len(out) >= n:
-            break
-    return out + EXTRA
+    return sentence_queries(db, n, 37, EXTRA)
 
 
 def _check(db, *, want_fast: int = 15) -> int:

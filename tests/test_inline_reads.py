@@ -16,24 +16,16 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from autodoc.config import Settings
 from autodoc.rpc.inline import InlineReads, read_kind
 from autodoc.rpc.server import RpcServer
-from autodoc.service import Service
 from autodoc_client import Client, RemoteError
 
 SEARCH = ["kb", "sqlite lease", {"stages": ["lexical"], "limit": 5}]
 
 
 @pytest.fixture
-def service(short_tmp, kb_copy):
-    svc = Service(Settings.from_env(store=short_tmp / "store.db"))
-    svc.workspace_add("kb", str(kb_copy), {"embedding": {"provider": "none"}})
-    svc.index("kb")
-    try:
-        yield svc
-    finally:
-        svc.close()
+def service(kb_service):
+    return kb_service
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from the corpora themselves and for prefix, phrase and CJK queries:
 from __future__ import annotations
 
 import math
-import re
 import shutil
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from autodoc.service import Service
 from autodoc.store import ftsterms, matches
 from autodoc.store.filters import build_filter
 from autodoc.store.workspaces import get_workspace
+from helpers.queries import sentence_queries
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora"
 pytestmark = pytest.mark.skipif(not CORPORA.is_dir(), reason=f"no corpora at {CORPORA}")
@@ -57,14 +57,7 @@ def store(tmp_path_factory):
 
 def _queries(db, n: int = 90) -> list[str]:
     """Sentence-length queries cut from the corpora's own chunks (every 53rd), plus EXTRA."""
-    out = []
-    for (text,) in db.execute("SELECT text FROM chunks WHERE id % 53 = 0 ORDER BY id"):
-        words = re.findall(r"[^\W_][\w'-]*", text)
-        if len(words) >= 8:
-            out.append(" ".join(words[:14]))
-        if len(out) >= n:
-            break
-    return out + EXTRA
+    return sentence_queries(db, n, 53, EXTRA)
 
 
 def _exprs(q: str) -> list[str]:
