@@ -31,7 +31,7 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 import apsw
 import numpy as np
@@ -99,11 +99,11 @@ def row_terms(tok, columns: tuple[list[str], ...]) -> dict[str, list[int]]:
     """token → its count in each of the four columns."""
     out: dict[str, list[int]] = {}
     for c, toks in enumerate(columns):
-        for t in toks:
+        for t, n in Counter(toks).items():  # counted in C: a per-token loop was a third of an index job
             v = out.get(t)
             if v is None:
                 v = out[t] = [0, 0, 0, 0]
-            v[c] += 1
+            v[c] += n
     return out
 
 
