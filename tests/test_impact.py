@@ -309,3 +309,43 @@ def test_the_build_rewrites_fts_rows_an_old_retitle_left_behind(tmp_path):
         _check(r, want_fast=1)
     finally:
         s.close()
+
+
+def test_a_large_batch_builds_its_records_after_writing_them(tmp_path, monkeypatch):
+    """A batch of many chunks leaves their records to build_slice before its transaction ends
+    (open_tail/close_tail), instead of writing them row by row to the delta (the indexing regression
+    of session 4). The ids SQLite hands out again (the largest chunk's, dead) keep to the delta,
+    so their stale records stay dead and the new ones count once."""
+    root = tmp_path / "kb"
+    shutil.copytree(CORPORA / "foam-docs", root)
+    s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
+    try:
+        s.workspace_add("foam", str(root), NO_MODEL)
+        s.index("foam")
+        w = s.store.writer()
+        with s.store.locked() as db:
+            postings.maintain(db, force=True)
+        last = w.execute("SELECT d.path FROM chunks c JOIN documents d ON d.id = c.document_id "
+                         "ORDER BY c.id DESC LIMIT 1").fetchone()[0]
+        (root / last).unlink()
+        s.index("foam")
+        dead_top = w.execute("SELECT MAX(chunk) FROM postings_dead").fetchone()[0]
+        assert dead_top is not None
+        opened = []
+        real = postings.open_tail
+        monkeypatch.setattr(postings, "open_tail", lambda db: opened.append(real(db)) or opened[-1])
+        shutil.copytree(CORPORA / "simpler-grants-adr", root / "adr")
+        s.index("foam")
+        assert True in opened and postings.complete(w)
+        in_delta = {r[0] for r in w.execute("SELECT DISTINCT chunk FROM postings_delta")}
+        assert in_delta and max(in_delta) <= dead_top  # the reused ids, and no others
+        assert w.execute("SELECT COUNT(*) FROM chunks WHERE id > ?", (dead_top,)).fetchone()[0] > 200
+        _check(s.store.reader())
+        with s.store.locked() as db:
+            postings.maintain(db, force=True)
+        _check(s.store.reader())
+        for _term, wide, data in w.execute("SELECT term, wide, data FROM postings"):
+            ids = postings.decode(wide, data)["id"]
+            assert (np.diff(ids.astype(np.int64)) > 0).all()  # sorted, each chunk once
+    finally:
+        s.close()

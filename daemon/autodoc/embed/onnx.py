@@ -255,9 +255,9 @@ class OnnxProvider(BaseProvider):
         if isinstance(texts, str):
             raise TypeError("count_tokens() takes a sequence of strings")
         texts = list(texts)
-        if not texts:
-            return []
-        return [len(e.ids) for e in self._count_tok.encode_batch(texts)]
+        if len(texts) == 1:  # the chunker counts one text at a time: encode_batch of one costs 1.4x encode
+            return [len(self._count_tok.encode(texts[0]).ids)]
+        return [len(e.ids) for e in self._count_tok.encode_batch(texts)] if texts else []
 
     def release_memory(self) -> None:
         """Give onnxruntime's arena back to the OS: it keeps the largest batch's

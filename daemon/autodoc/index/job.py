@@ -308,6 +308,8 @@ class IndexJob:
             for path, _ in skips or ():
                 note(path)
             retitled: set[str] = set()  # renamed here: rewritten below only if their chunks changed
+            tail = (sum(len(p.chunks) for p in batch.pending if isinstance(p, Parsed)) >= postings.TAIL_CHUNKS
+                    and postings.open_tail(db))
             if gone:
                 # a deleted file whose bytes reappear under a new path is a rename
                 new_by_hash = {stored.content_hash(p.data): p.path for p in batch.pending if isinstance(p, Parsed)}
@@ -352,6 +354,8 @@ class IndexJob:
                     else:
                         report.modified += 1
                     emitted.append(ch)
+            if tail:
+                postings.close_tail(db)
             failures.extend(failed)
             for path, reason in failed:
                 stored.record_skip(db, ws, path, reason)

@@ -51,6 +51,7 @@ BUILD_BUDGET = 1.0  # seconds of building per maintain call (at least one slice)
 # Slices of the background build and of an index batch's end: a save waits at most one (≈0.4 s at 1M
 # chunks). Smaller ones rewrite each segment's blobs more often (a slice appends to them).
 SMALL_SLICE = 2048
+TAIL_CHUNKS = 256  # chunks a batch writes from which their records are built after them (open_tail), not via the delta
 COMPACT_DEAD = 4096  # dead chunks above which their stale records are purged
 
 SCHEMA = """
@@ -111,8 +112,10 @@ def row_terms(tok, columns: tuple[list[str], ...]) -> dict[str, list[int]]:
 
 
 def added(db: apsw.Connection, chunk_id: int, texts: tuple[str, str, str, str]) -> None:
-    """A chunk's FTS row was inserted with these four column strings: its records go to the delta."""
-    if not has_tables(db):
+    """A chunk's FTS row was inserted with these four column strings: its records go to the delta,
+    unless the ids from the build's cursor on are the build's (an older store, or a large batch's tail)."""
+    state = built(db)
+    if state is None or (state != COMPLETE and chunk_id >= int(state)):
         return
     tok = ftsterms._tokenizer(db)
     cols = tuple(_tokens(tok, s) for s in texts)
@@ -122,16 +125,42 @@ def added(db: apsw.Connection, chunk_id: int, texts: tuple[str, str, str, str]) 
 
 
 def removed(db: apsw.Connection, chunk_ids: list[int]) -> None:
-    """These chunks' FTS rows were deleted: their delta rows go, their main records are dead."""
-    if not chunk_ids or not has_tables(db):
+    """These chunks' FTS rows were deleted: their delta rows go, their main records are dead. Ids
+    from the build's cursor on have no main records: marking them dead would kill the records the
+    build writes when such an id is used again."""
+    state = built(db) if chunk_ids else None
+    if state is None:
         return
     db.executemany("DELETE FROM postings_delta WHERE chunk=?", [(c,) for c in chunk_ids])
+    if state != COMPLETE:
+        chunk_ids = [c for c in chunk_ids if c < int(state)]
     db.executemany("INSERT OR IGNORE INTO postings_dead(chunk) VALUES (?)", [(c,) for c in chunk_ids])
 
 
 def removed_workspace(db: apsw.Connection, workspace_id: int) -> None:
     if has_tables(db):
         removed(db, [r[0] for r in db.execute("SELECT id FROM chunks WHERE workspace_id=?", (workspace_id,))])
+
+
+def open_tail(db: apsw.Connection) -> bool:
+    """Before a large batch writes its chunks (in its transaction): the ids it is about to use are left
+    to build_slice, which `close_tail` runs before the transaction ends, so readers never see the
+    tail open. Building a batch's records in one sort costs a quarter of writing them row by row to
+    the delta and merging that later. False (nothing opened) unless the postings are complete."""
+    if built(db) != COMPLETE:
+        return False
+    # past every id with records: a chunk's (dead ones' too), so the ids a batch takes from SQLite
+    # (one above the largest chunk id) below that keep to the delta and their dead records stay dead
+    top = db.execute("SELECT MAX(COALESCE((SELECT MAX(id) FROM chunks), 0), "
+                     "COALESCE((SELECT MAX(chunk) FROM postings_dead), 0))").fetchone()[0]
+    db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (str(top + 1),))
+    return True
+
+
+def close_tail(db: apsw.Connection) -> None:
+    """Build the records of the chunks written since `open_tail` (the same transaction)."""
+    while not build_slice(db, 1 << SEG_BITS):
+        pass
 
 
 # -- segment rows -------------------------------------------------------------------------------
@@ -165,15 +194,37 @@ def _write_seg(db: apsw.Connection, term: str, seg: int, rec: np.ndarray) -> Non
                "ON CONFLICT(term, seg) DO UPDATE SET wide=excluded.wide, data=excluded.data", (term, seg, wide, data))
 
 
-def _append(db: apsw.Connection, groups: dict[tuple[str, int], np.ndarray], drop: np.ndarray | None = None) -> None:
-    """Fold new records (by term and segment) into the segment rows, dropping `drop` ids from them."""
-    for (term, seg), new in groups.items():
-        row = db.execute("SELECT wide, data FROM postings WHERE term=? AND seg=?", (term, seg)).fetchone()
-        old = decode(*row) if row else np.empty(0, NARROW)
-        if drop is not None and len(old):
-            old = old[~np.isin(old["id"], drop)]
-        both = np.concatenate([_widen(old), _widen(new)]) if old.dtype != new.dtype else np.concatenate([old, new])
-        _write_seg(db, term, seg, both[np.argsort(both["id"], kind="stable")])
+def _fold(db: apsw.Connection, seg: int, terms: list[str], rec: np.ndarray, starts: np.ndarray) -> None:
+    """Append records to segment `seg`'s rows: `rec` (WIDE) holds terms[i]'s records from starts[i]
+    to starts[i + 1], each term's sorted by id. A term new to the segment is one bulk insert; only
+    the others read and rewrite their row (per-term numpy calls were most of a build)."""
+    if not terms:
+        return
+    bounds = np.r_[starts, len(rec)]
+    wide = (np.maximum.reduceat(rec["d"], starts) > 0xFFFF) | (np.maximum.reduceat(rec["tf"].max(axis=1), starts) > 0xFF)
+    narrow = np.empty(len(rec), NARROW)
+    narrow["id"], narrow["d"], narrow["tf"] = rec["id"], rec["d"], rec["tf"]  # wide terms' rows unused
+    old = {t: (w, d) for t, w, d in db.execute(
+        "SELECT term, wide, data FROM postings WHERE seg=? AND term IN (SELECT value FROM json_each(?))",
+        (seg, json.dumps(terms)))}
+    fresh, rewritten = [], []
+    for i, term in enumerate(terms):
+        a, b, w = int(bounds[i]), int(bounds[i + 1]), bool(wide[i])
+        row = old.get(term)
+        if row is None:
+            fresh.append((term, seg, w, (rec if w else narrow)[a:b].tobytes()))
+            continue
+        have = decode(*row)
+        if (len(have) and int(have["id"][-1]) < int(rec["id"][a])) and (have.dtype == WIDE) >= w:
+            # new ids after the old ones (a build's slice, a batch's tail): the bytes are appended
+            rewritten.append((term, seg, row[0], row[1] + (rec if row[0] else narrow)[a:b].tobytes()))
+            continue
+        both = np.concatenate([_widen(have), rec[a:b]])
+        both = both[np.argsort(both["id"], kind="stable")]
+        w, data = _records(both["id"], both["d"], both["tf"])
+        rewritten.append((term, seg, w, data))
+    db.executemany("INSERT INTO postings(term, seg, wide, data) VALUES (?,?,?,?) ON CONFLICT(term, seg) DO UPDATE "
+                   "SET wide=excluded.wide, data=excluded.data", fresh + rewritten)
 
 
 # -- building a store's postings from its chunks (a store that predates them) ------------------
@@ -248,25 +299,19 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
             terms += toks
             rows += [r] * len(toks)
             cols += [c] * len(toks)
-    groups = {}
     if terms:
         # count (term, row, column) triples in one sort: a posting per distinct (term, row)
         key = (np.array(terms, np.int64) << 22 | np.array(rows, np.int64)) << 2 | np.array(cols, np.int64)
         uniq, cnt = _counted(key)
         post, _ = _counted(uniq >> 2)  # sorted by term, then row
-        tf = np.zeros((len(post), 4), np.int64)
-        tf[np.searchsorted(post, uniq >> 2), uniq & 3] = cnt
+        rec = np.zeros(len(post), WIDE)
+        rec["tf"][np.searchsorted(post, uniq >> 2), uniq & 3] = cnt
         term_of, row_of = post >> 22, post & ((1 << 22) - 1)
-        ids_a, len_a = np.array(ids, np.int64), np.array(lengths, np.int64)
+        rec["id"] = np.array(ids, np.int64)[row_of]
+        rec["d"] = np.array(lengths, np.int64)[row_of]
         names = list(vocab)
         starts = np.flatnonzero(np.r_[True, term_of[1:] != term_of[:-1]])
-        ends = np.r_[starts[1:], len(post)]
-        seg = lo >> SEG_BITS
-        for a, b in zip(starts.tolist(), ends.tolist()):
-            rec = np.empty(b - a, WIDE)
-            rec["id"], rec["d"], rec["tf"] = ids_a[row_of[a:b]], len_a[row_of[a:b]], tf[a:b]
-            groups[(names[int(term_of[a])], seg)] = rec
-    _append(db, groups)
+        _fold(db, lo >> SEG_BITS, [names[t] for t in term_of[starts].tolist()], rec, starts)
     # FTS5 rows no chunk owns (left by a rename onto an existing path before 48191d0) count in
     # FTS5's statistics and match queries; the postings cannot hold them, so they go
     orphans = [r[0] for r in db.execute(
@@ -320,20 +365,20 @@ def merge(db: apsw.Connection) -> int:
     state = built(db)
     below = int(state) if state is not None and state != COMPLETE else 1 << 62
     rows = db.execute("SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
-                      "WHERE chunk NOT IN (SELECT chunk FROM postings_dead) AND chunk < ? ORDER BY term, chunk",
+                      "WHERE chunk NOT IN (SELECT chunk FROM postings_dead) AND chunk < ?",
                       (below,)).fetchall()
     if not rows:
         return 0
-    by: dict[tuple[str, int], list[tuple]] = {}
-    for r in rows:
-        by.setdefault((r[0], r[1] >> SEG_BITS), []).append(r[1:])
-    groups = {}
-    for key, recs in by.items():
-        a = np.array(recs, dtype=np.int64)
-        rec = np.empty(len(a), WIDE)
-        rec["id"], rec["d"], rec["tf"] = a[:, 0], a[:, 1], a[:, 2:]
-        groups[key] = rec
-    _append(db, groups)
+    rows.sort(key=lambda r: (r[1] >> SEG_BITS, r[0], r[1]))  # by segment, term, id
+    a = np.array([r[1:] for r in rows], dtype=np.int64)
+    rec = np.empty(len(a), WIDE)
+    rec["id"], rec["d"], rec["tf"] = a[:, 0], a[:, 1], a[:, 2:]
+    segs = a[:, 0] >> SEG_BITS
+    cuts = [0, *(i for i in range(1, len(rows)) if rows[i][0] != rows[i - 1][0] or segs[i] != segs[i - 1]), len(rows)]
+    for seg in np.unique(segs).tolist():
+        lo, hi = np.searchsorted(segs, [seg, seg + 1])
+        firsts = [c for c in cuts if lo <= c < hi]
+        _fold(db, seg, [rows[c][0] for c in firsts], rec[lo:hi], np.array(firsts, np.int64) - lo)
     db.execute("DELETE FROM postings_delta WHERE chunk NOT IN (SELECT chunk FROM postings_dead) AND chunk < ?",
                (below,))
     _bump(db)
