@@ -98,6 +98,18 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the daemon and its reader processes (every thread)."""
+    total = 0.0
+    for x in [pid, *children(pid)]:
+        try:
+            fields = Path(f"/proc/{x}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
 def pss_mb(pid: int) -> float | None:
     try:
         for line in open(f"/proc/{pid}/smaps_rollup"):
@@ -116,6 +128,16 @@ def memory(pid: int) -> dict[str, Any]:
             "pss_total_mb": round(sum(pss_mb(x) or 0 for x in [pid, *kids]), 1)}
 
 
+def caught_up(log: Path, timeout: float = 180.0) -> None:
+    """Wait for the live index's start-up catch-up (it stats every file: 5-15 s at 100k under
+    load), so that no row shares the cores with it."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if "caught up" in log.read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+
+
 MODES = {"threads": "0", "pool": None}  # AUTODOC_READERS for the daemon (None: one reader per core)
 
 
@@ -131,11 +153,16 @@ def run_daemon_rows(store: Path, queries: list[str], stages: list[str], mode: st
     if p is None:
         raise SystemExit(why)
     try:
+        caught_up(sock.parent / "daemon.log")
         # warm-up: query vectors cached, indexes loaded; 8 clients start the pool's readers
         run_clients(sock, queries, 1, stages)
         run_clients(sock, queries, 8, stages)
         run_clients(sock, queries, 8, stages)
-        res = [run_clients(sock, queries, n, stages) for n in (1, 2, 8, 32)]
+        res = []
+        for n in (1, 2, 8, 32):
+            c0 = cpu_s(p.pid)
+            res.append(run_clients(sock, queries, n, stages))
+            res[-1]["cpu_ms_per_request"] = round((cpu_s(p.pid) - c0) * 1000 / max(1, res[-1]["requests"]), 3)
         slow = SlowClient(sock, queries[0], stages)
         try:
             time.sleep(0.5)  # let its answers back up
@@ -210,8 +237,8 @@ def render(results: dict[str, Any], nq: int, preamble: str = "") -> str:
                       f"In-process, one after another: {ip['rps']:.1f} requests/s, p50 {ip['p50']:.2f} ms, "
                       f"p99 {ip['p99']:.2f} ms.", "",
                       "| run | load | 1 client req/s | 2 | 8 | 32 | **8 / 1** | 8 clients p50 · p99 ms | "
-                      "8 + 1 slow req/s · p99 ms | memory MB |",
-                      "|---|---|---|---|---|---|---|---|---|---|"]
+                      "8 + 1 slow req/s · p99 ms | CPU ms per request, 1 · 8 clients | memory MB |",
+                      "|---|---|---|---|---|---|---|---|---|---|---|"]
             for i, run in enumerate(leg["runs"], 1):
                 rows = run["rows"]
                 mem = run["memory"]
@@ -223,6 +250,7 @@ def render(results: dict[str, Any], nq: int, preamble: str = "") -> str:
                     f"| {i}. {run['mode']} | {run['load']:.1f} | {rows[0]['rps']:.1f} | {rows[1]['rps']:.1f} | "
                     f"{rows[2]['rps']:.1f} | {rows[3]['rps']:.1f} | **{run['scaling_8_over_1']}×** | "
                     f"{rows[2]['p50']:.1f} · {rows[2]['p99']:.1f} | {rows[4]['rps']:.1f} · {rows[4]['p99']:.1f} | "
+                    f"{rows[0].get('cpu_ms_per_request', '–')} · {rows[2].get('cpu_ms_per_request', '–')} | "
                     f"{memtxt}{f' ({errs} errors)' if errs else ''} |")
             lines.append("")
     lines += ["See also [reliability.md](reliability.md#load-clients-and-a-writer): 32 clients × 1,000 mixed",
