@@ -13,8 +13,8 @@ Input: Settings and which transports to serve. Output: a process exit status.
 - The live index (index/live.py) keeps every workspace in step with its folder.
 - The embed queue (embed/queue.py) fills vectors on its own thread; its
   progress is pushed to subscribed connections as ``embedding.progress``.
-- The reader pool (rpc/pool.py): searches in reader processes, one per
-  core, once clients overlap.
+- The reader pool (rpc/pool.py), when AUTODOC_READERS asks for it:
+  searches in reader processes, one per core, once clients overlap.
 - Shutdown on SIGTERM/SIGINT, stdin EOF (stdio) or server.shutdown: stop
   accepting, drain in-flight requests within the deadline, cancel the rest,
   then Service.close(). A second signal during shutdown ends the process at
@@ -44,7 +44,7 @@ from .index.live import LiveIndex
 from .config.logs import configure_logging
 from .rpc.bridge import bridge_stdio
 from .rpc.methods import run_read, run_write
-from .rpc.pool import ReaderPool
+from .rpc.pool import ReaderPool, pool_size
 from .rpc.server import RpcServer
 from .rpc.transport import SocketInUse, SocketPathError
 from .service import Service
@@ -115,7 +115,7 @@ async def serve_daemon(
         shutdown_deadline=shutdown_deadline or env.shutdown_deadline,
         check_results=env.check_results,
     )
-    server.pool = ReaderPool(service)  # searches in reader processes once clients overlap (rpc/pool.py)
+    server.pool = ReaderPool(service, size=pool_size())  # reader processes if AUTODOC_READERS asks (rpc/pool.py)
     try:
         async with anyio.create_task_group() as tg:
             try:

@@ -13,8 +13,10 @@ or an AutodocError raised as the reader raised it.
 
 When it runs, and when today's path stays:
 
-- Started on demand: the first time a search arrives while another read is
-  running (a single client never starts it). Until its readers are up, and
+- Only when asked for: ``AUTODOC_READERS=auto`` (one reader per core) or a
+  number; off by default, see ``pool_size``.
+- Started on demand: the first time a search arrives while another read or write
+  is running (a lone client's searches never start it). Until its readers are up, and
   whenever none is, reads run on the daemon's threads as before; a quick read
   on an idle daemon still runs inline (rpc/inline.py) even with the pool up.
 - ``POOLED`` methods only (search.query, search.similar); the other reads cost
@@ -80,10 +82,17 @@ START_TIMEOUT_S = 60.0
 
 
 def pool_size() -> int:
-    """One reader per core; 0 (no pool) on one core or with AUTODOC_READERS=0."""
-    env = os.environ.get("AUTODOC_READERS")
-    if env is not None and env.strip().isdigit():
+    """How many readers: ``AUTODOC_READERS`` = N, or ``auto`` (one per core, none on one
+    core); unset or 0, none. Off by default: on the shared 2-core machine it was measured on
+    (load 8-12) the pool cost 3-6 ms more CPU per search than threads and did not raise
+    throughput (docs/benchmarks/concurrency.md), so today's path stays until a quiet
+    machine shows the gain."""
+    env = (os.environ.get("AUTODOC_READERS") or "0").strip().lower()
+    if env.isdigit():
         return int(env)
+    if env != "auto":
+        log.warning("AUTODOC_READERS=%r is neither a number nor auto: no reader processes", env)
+        return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return cores if cores >= 2 else 0
 
@@ -118,9 +127,9 @@ class Reader:
 
 
 class ReaderPool:
-    def __init__(self, service: Any, size: int | None = None):
+    def __init__(self, service: Any, size: int = 0):
         self.service = service
-        self.size = pool_size() if size is None else size
+        self.size = size  # 0: no readers, every read stays in the daemon
         self.semantic = True  # whether searches with a semantic stage may go to the readers
         self.started = False  # run() was asked to start the readers
         self.stopped = False  # too many deaths, or shutdown: reads stay in the daemon
