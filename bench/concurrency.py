@@ -10,7 +10,7 @@ clients share one query list. Writes docs/benchmarks/concurrency.md, a
 section per store size (--out-json keeps the figures, so sizes run apart
 land in one page).
 
-    python -m bench.concurrency [--chunks 100000,10000] [--queries 200]
+    python -m bench.concurrency [--chunks 100000,10000] [--queries 200] [--modes threads,pool] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import os
 import socket
 import tempfile
 import threading
@@ -90,7 +91,94 @@ def run_clients(sock: Path, queries: list[str], clients: int, stages: list[str])
     return stats(lat, wall, clients, errors)
 
 
-def measure_store(store: Path, queries: list[str], label: str) -> dict[str, Any]:
+def children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the daemon and its reader processes (every thread)."""
+    total = 0.0
+    for x in [pid, *children(pid)]:
+        try:
+            fields = Path(f"/proc/{x}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def pss_mb(pid: int) -> float | None:
+    try:
+        for line in open(f"/proc/{pid}/smaps_rollup"):
+            if line.startswith("Pss:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def memory(pid: int) -> dict[str, Any]:
+    """The daemon's RSS, and its reader processes' (PSS counts shared pages once)."""
+    kids = children(pid)
+    return {"daemon_rss_mb": rss_mb(pid), "readers": len(kids),
+            "readers_rss_mb": [rss_mb(k) for k in kids],
+            "pss_total_mb": round(sum(pss_mb(x) or 0 for x in [pid, *kids]), 1)}
+
+
+def caught_up(log: Path, timeout: float = 180.0) -> None:
+    """Wait for the live index's start-up catch-up (it stats every file: 5-15 s at 100k under
+    load), so that no row shares the cores with it."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if "caught up" in log.read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+
+
+MODES = {"threads": "0", "pool": "auto"}  # AUTODOC_READERS for the daemon (auto: one reader per core)
+
+
+def run_daemon_rows(store: Path, queries: list[str], stages: list[str], mode: str) -> dict[str, Any]:
+    sock = Path(tempfile.mkdtemp(prefix="adconc-")) / "d.sock"
+    env = MODES[mode]
+    if env is None:
+        os.environ.pop("AUTODOC_READERS", None)
+    else:
+        os.environ["AUTODOC_READERS"] = env
+    p, why = start_daemon(store, sock)
+    os.environ.pop("AUTODOC_READERS", None)
+    if p is None:
+        raise SystemExit(why)
+    try:
+        caught_up(sock.parent / "daemon.log")
+        # warm-up: query vectors cached, indexes loaded; 8 clients start the pool's readers
+        run_clients(sock, queries, 1, stages)
+        run_clients(sock, queries, 8, stages)
+        run_clients(sock, queries, 8, stages)
+        res = []
+        for n in (1, 2, 8, 32):
+            c0 = cpu_s(p.pid)
+            res.append(run_clients(sock, queries, n, stages))
+            res[-1]["cpu_ms_per_request"] = round((cpu_s(p.pid) - c0) * 1000 / max(1, res[-1]["requests"]), 3)
+        slow = SlowClient(sock, queries[0], stages)
+        try:
+            time.sleep(0.5)  # let its answers back up
+            beside = run_clients(sock, queries, 8, stages)
+            beside["clients"] = f"8 + 1 slow ({slow.sent} requests sent, none read)"
+            res.append(beside)
+        finally:
+            slow.close()
+        mem = memory(p.pid)
+    finally:
+        stop_daemon(p)
+    return {"mode": mode, "rows": res, "memory": mem, "load": os.getloadavg()[0],
+            "scaling_8_over_1": round(res[2]["rps"] / res[0]["rps"], 2) if res[0]["rps"] else None}
+
+
+def measure_store(store: Path, queries: list[str], label: str, modes: list[str], rounds: int) -> dict[str, Any]:
     from autodoc.config import Settings
     from autodoc.service import Service
 
@@ -108,31 +196,16 @@ def measure_store(store: Path, queries: list[str], label: str) -> dict[str, Any]
             lat.append(time.perf_counter() - t)
         inproc = stats(lat, time.perf_counter() - t0, "in-process", [])
         svc.close()
-        sock = Path(tempfile.mkdtemp(prefix="adconc-")) / "d.sock"
-        p, why = start_daemon(store, sock)
-        if p is None:
-            raise SystemExit(why)
-        try:
-            run_clients(sock, queries, 1, stages)  # warm-up: query vectors cached, index loaded
-            res = [inproc] + [run_clients(sock, queries, n, stages) for n in (1, 2, 8, 32)]
-            slow = SlowClient(sock, queries[0], stages)
-            try:
-                time.sleep(0.5)  # let its answers back up
-                beside = run_clients(sock, queries, 8, stages)
-                beside["clients"] = f"8 + 1 slow ({slow.sent} requests sent, none read)"
-                res.append(beside)
-            finally:
-                slow.close()
-            rss = rss_mb(p.pid)
-        finally:
-            stop_daemon(p)
-        out["legs"][stages_name] = {"rows": res, "rss_mb": rss,
-                                    "scaling_8_over_1": round(res[3]["rps"] / res[1]["rps"], 2) if res[1]["rps"] else None}
-        print(label, stages_name, json.dumps(out["legs"][stages_name]), flush=True)
+        runs = []
+        for r in range(rounds):  # the modes alternate, so the machine's load weighs on each alike
+            for mode in (modes if r % 2 == 0 else modes[::-1]):
+                runs.append(run_daemon_rows(store, queries, stages, mode))
+                print(label, stages_name, mode, json.dumps(runs[-1]), flush=True)
+        out["legs"][stages_name] = {"in_process": inproc, "runs": runs}
     return out
 
 
-def render(results: dict[str, Any], nq: int) -> str:
+def render(results: dict[str, Any], nq: int, preamble: str = "") -> str:
     lines = [
         "# Concurrent clients over the daemon's socket",
         "",
@@ -141,28 +214,45 @@ def render(results: dict[str, Any], nq: int) -> str:
         f"- Command: `{results['command']}`",
         f"- Commit: `{results['commit']}` · machine: " + ", ".join(f"{k} {v}" for k, v in results["machine"].items()),
         f"- Stores: the speed benchmark's stores (synthetic vectors); {nq} keyword queries (two content words "
-        "from SciFact claims), limit 10, after a warm-up pass.",
+        "from SciFact claims), limit 10, after a warm-up pass (1 client, then 8 clients twice).",
         "- Each client is its own socket connection (newline framing) in its own thread, splitting the query list; "
         "latency is per request as the client sees it. The in-process row runs the same queries one after another "
-        "through `Service.search` in this process. The last row runs the 8 clients again beside a slow client: one "
+        "through `Service.search` in this process. The slow-client column runs the 8 clients again beside one "
         "connection that sent up to 400 searches (limit 50) and never reads an answer.",
-        "- Target (issue 19): at 8 clients ≥ 1.8× one client's requests/s on this 2-core machine, and a slow client "
-        "stalls nobody. The machine is shared (see the load figures): other processes take CPU during the run.",
-        "- Before issue 19 (commit b5b62b7, 100k, load ≈ 1): lexical 91.7 → 177.8 requests/s from 1 to 8 clients, "
-        "hybrid 85.2 → 62.3; no p99, no slow client. The slow-client row's before/after and the socket overhead are in "
-        "[daemon_overhead.md](daemon_overhead.md).",
+        "- Modes, alternating in one session (threads, pool, pool, threads, …) so the machine's load weighs on "
+        "each alike: **threads** is the daemon as it ships (`AUTODOC_READERS` unset or 0: every search on the "
+        "daemon's threads, as before the pool); **pool** is `AUTODOC_READERS=auto` (rpc/pool.py: searches in "
+        "one reader process per core once clients overlap).",
+        "- Target (issue 19): at 8 clients ≥ 1.8× one client's requests/s on this 2-core machine, p99 reported, "
+        "and a slow client stalls nobody.",
         "",
     ]
+    if preamble:
+        lines += [preamble, ""]
     for size, r in sorted(results["sizes"].items(), key=lambda kv: int(kv[0])):
         lines += [f"## {int(size):,} chunks", "", f"Store `{r['store']}`.", ""]
         for name, leg in r["legs"].items():
-            lines += [f"### {name}", "", "| clients | requests | requests/s | p50 ms | p95 ms | p99 ms | errors |",
-                      "|---|---|---|---|---|---|---|"]
-            for x in leg["rows"]:
-                lines.append(f"| {x['clients']} | {x['requests']} | {x['rps']:.1f} | {x['p50']:.2f} | {x['p95']:.2f} | "
-                             f"{x['p99']:.2f} | {'; '.join(x['errors']) or '0'} |")
-            lines += ["", f"8 clients / 1 client requests/s: **{leg['scaling_8_over_1']}×**. "
-                          f"Daemon RSS after the runs: {leg['rss_mb']} MB.", ""]
+            ip = leg["in_process"]
+            lines += [f"### {name}", "",
+                      f"In-process, one after another: {ip['rps']:.1f} requests/s, p50 {ip['p50']:.2f} ms, "
+                      f"p99 {ip['p99']:.2f} ms.", "",
+                      "| run | load | 1 client req/s | 2 | 8 | 32 | **8 / 1** | 8 clients p50 · p99 ms | "
+                      "8 + 1 slow req/s · p99 ms | CPU ms per request, 1 · 8 clients | memory MB |",
+                      "|---|---|---|---|---|---|---|---|---|---|---|"]
+            for i, run in enumerate(leg["runs"], 1):
+                rows = run["rows"]
+                mem = run["memory"]
+                memtxt = f"daemon RSS {mem['daemon_rss_mb']}"
+                if mem["readers"]:
+                    memtxt += f" + readers {' + '.join(str(x) for x in mem['readers_rss_mb'])}; PSS total {mem['pss_total_mb']}"
+                errs = sum(len(x["errors"]) for x in rows)
+                lines.append(
+                    f"| {i}. {run['mode']} | {run['load']:.1f} | {rows[0]['rps']:.1f} | {rows[1]['rps']:.1f} | "
+                    f"{rows[2]['rps']:.1f} | {rows[3]['rps']:.1f} | **{run['scaling_8_over_1']}×** | "
+                    f"{rows[2]['p50']:.1f} · {rows[2]['p99']:.1f} | {rows[4]['rps']:.1f} · {rows[4]['p99']:.1f} | "
+                    f"{rows[0].get('cpu_ms_per_request', '–')} · {rows[2].get('cpu_ms_per_request', '–')} | "
+                    f"{memtxt}{f' ({errs} errors)' if errs else ''} |")
+            lines.append("")
     lines += ["See also [reliability.md](reliability.md#load-clients-and-a-writer): 32 clients × 1,000 mixed",
               "requests (search, read, status, changes.since) while a writer changes the folder under",
               "the live index, with p50/p99 per method (`python -m bench.load`).", ""]
@@ -172,9 +262,12 @@ def render(results: dict[str, Any], nq: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chunks", default="100000", help="store sizes, comma-separated (the speed benchmark's stores)")
-    ap.add_argument("--store", type=Path, help="one store file instead (its size is read from it)")
+    ap.add_argument("--store", type=Path, action="append", help="a store file instead (its size is read from it; repeatable)")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--modes", default="threads,pool", help="daemon modes to alternate: threads, pool")
+    ap.add_argument("--rounds", type=int, default=2, help="times each mode runs, alternating")
+    ap.add_argument("--preamble", type=Path, help="a Markdown file whose text goes before the tables")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "concurrency.md")
     ap.add_argument("--out-json", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "concurrency.json")
     a = ap.parse_args(argv)
@@ -182,9 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.store:
         from autodoc.store.db import open_reader
 
-        db = open_reader(a.store)
-        stores[db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] // 1000 * 1000] = a.store
-        db.close()
+        for path in a.store:
+            db = open_reader(path)
+            stores[db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] // 1000 * 1000] = path
+            db.close()
     else:
         for n in (int(x) for x in a.chunks.split(",")):
             found = sorted(glob.glob(str(cache_root() / "stores" / f"speed-{n}-*" / "autodoc.db")))
@@ -199,9 +293,9 @@ def main(argv: list[str] | None = None) -> int:
         results.setdefault("sizes", {})
     results.update(command=command_line(), commit=git_commit(), machine=machine_note())
     for n, store in stores.items():
-        results["sizes"][str(n)] = measure_store(store, queries, f"{n:,}")
+        results["sizes"][str(n)] = measure_store(store, queries, f"{n:,}", a.modes.split(","), a.rounds)
         a.out_json.write_text(json.dumps(results, indent=1) + "\n")
-    a.out.write_text(render(results, len(queries)))
+    a.out.write_text(render(results, len(queries), a.preamble.read_text().strip() if a.preamble else ""))
     print(a.out.read_text())
     return 0
 

@@ -13,6 +13,8 @@ Input: Settings and which transports to serve. Output: a process exit status.
 - The live index (index/live.py) keeps every workspace in step with its folder.
 - The embed queue (embed/queue.py) fills vectors on its own thread; its
   progress is pushed to subscribed connections as ``embedding.progress``.
+- The reader pool (rpc/pool.py), when AUTODOC_READERS asks for it:
+  searches in reader processes, one per core, once clients overlap.
 - Shutdown on SIGTERM/SIGINT, stdin EOF (stdio) or server.shutdown: stop
   accepting, drain in-flight requests within the deadline, cancel the rest,
   then Service.close(). A second signal during shutdown ends the process at
@@ -42,6 +44,7 @@ from .index.live import LiveIndex
 from .config.logs import configure_logging
 from .rpc.bridge import bridge_stdio
 from .rpc.methods import run_read, run_write
+from .rpc.pool import ReaderPool, pool_size
 from .rpc.server import RpcServer
 from .rpc.transport import SocketInUse, SocketPathError
 from .service import Service
@@ -112,6 +115,7 @@ async def serve_daemon(
         shutdown_deadline=shutdown_deadline or env.shutdown_deadline,
         check_results=env.check_results,
     )
+    server.pool = ReaderPool(service, size=pool_size())  # reader processes if AUTODOC_READERS asks (rpc/pool.py)
     try:
         async with anyio.create_task_group() as tg:
             try:
@@ -133,6 +137,7 @@ async def serve_daemon(
                     aux.start_soon(live.run)
                 aux.start_soon(run_embed_queue, server)
                 aux.start_soon(build_postings, server)
+                aux.start_soon(server.pool.run)
                 await server.shutdown_requested.wait()
                 # Release the threads they wait in now, not at their next timeout:
                 # a worker thread still waiting would hold the process open.

@@ -78,12 +78,13 @@ class Service:
         self.providers = Providers()
         self.rankers = Rankers()
         self.vectors = VectorCache()
+        self.on_invalidate: Callable[..., None] = lambda *item: None  # the daemon's reader processes (rpc/pool.py)
         self.links = LinkResolver()
         # answers by meaning while a model's vectors fill (embed/instant.py)
         self.instant = InstantTiers(settings.instant_dir) if settings.instant_dir else None
         self.embed_queue = EmbedQueue(self.store, self.providers, lambda ws: _config(ws).embedding,
                                       on_vectors=self._vectors_changed, busy=lambda: self.semantic.busy,
-                                      instant=self.instant, on_dropped=self.vectors.forget_model)
+                                      instant=self.instant, on_dropped=self._model_dropped)
         self.semantic = SemanticLeg(self.providers, self.vectors, self.embed_queue.pending, self.instant)
         counter = lambda ws: self.providers.token_counter(_config(ws).embedding)  # noqa: E731
         self.indexer = IndexJob(self.store, self.links, token_counter=counter, written=self._written,
@@ -121,10 +122,16 @@ class Service:
     def _vectors_changed(self, ws_id: int, documents: list[int] | None) -> None:
         self.vectors.mark_dirty(ws_id, documents)
         self.embed_queue.changed(ws_id)
+        self.on_invalidate("vectors", ws_id, documents)
 
     def _forget(self, ws_id: int) -> None:
         self.vectors.forget(ws_id)
         self.embed_queue.changed(ws_id)  # nothing settled survives a removal
+        self.on_invalidate("forget", ws_id)
+
+    def _model_dropped(self, ws_id: int, fp: str) -> None:
+        self.vectors.forget_model(ws_id, fp)
+        self.on_invalidate("model", ws_id, fp)
 
     def close(self) -> None:
         if self.closed:

@@ -16,6 +16,7 @@ progress callback) and then answers -32800.
 
 from __future__ import annotations
 
+import logging
 import time
 from functools import partial
 from typing import Any, Callable, Protocol
@@ -26,6 +27,9 @@ from ..api import METHODS, Method
 from ..suggest import workspace_not_found
 from .dispatch import CANCEL_METHOD, Handler, RequestContext
 from .inline import InlineReads, read_kind
+from .pool import ReaderGone, ReaderPool
+
+log = logging.getLogger("autodoc.rpc")
 
 PROGRESS_EVERY_S = 0.05
 
@@ -116,6 +120,45 @@ def _inline(app: App) -> InlineReads | None:
     return getattr(app, "inline", None)
 
 
+def _pool(app: App) -> ReaderPool | None:
+    return getattr(app, "pool", None)
+
+
+async def run_pooled(app: App, ctx: RequestContext, m: Method, p: dict) -> Any:
+    """A search in a reader process (rpc/pool.py) when its readers are up and the
+    daemon is busy; inline when it is idle and the search known to be quick; else on
+    a daemon thread, as without a pool (and when a reader dies under it)."""
+    pool, inline = _pool(app), _inline(app)
+    kind = ctx.data.get("kind", m.name)
+    cancel = {"cancel": ctx.inflight.cancelled} if m.cancellable and ctx.inflight is not None else {}
+    busy = inline is not None and (inline.running or inline.admitted > 1)
+    if pool is None or not pool.ready or (inline is not None and inline.may_run(kind)):
+        if busy and pool is not None:
+            pool.want()
+        return await run_peer_read(app, ctx, m.call, app.service, p, **cancel)
+    share = getattr(ctx.peer, "reads", None)
+    if inline is not None:
+        inline.running += 1
+    try:
+        t0 = time.perf_counter()
+        try:
+            if share is None:
+                result, cpu = await pool.call(m.name, p, ctx.inflight)
+            else:
+                async with share:
+                    result, cpu = await pool.call(m.name, p, ctx.inflight)
+        except ReaderGone as exc:
+            log.warning("%s: %s; running it in the daemon", m.name, exc)
+        else:
+            if inline is not None:
+                inline.record(kind, cpu, time.perf_counter() - t0)
+            return result
+    finally:
+        if inline is not None:
+            inline.running -= 1
+    return await run_peer_read(app, ctx, m.call, app.service, p, **cancel)
+
+
 # what a client subscribed to the workspace hears after each workspace write
 _ANNOUNCE = {"workspace.add": "added", "workspace.remove": "removed", "workspace.configure": "configured",
              "workspace.section_size": "configured"}
@@ -146,6 +189,8 @@ class Methods:
             ctx.data["kind"] = read_kind(m.name, p)
             if m.write:
                 result = await run_write(self.app, call, self.service, p)
+            elif _pool(self.app) is not None and _pool(self.app).serves(m.name, p):
+                result = await run_pooled(self.app, ctx, m, p)
             elif m.cancellable and ctx.inflight is not None:
                 # The thread is abandoned when cancelled; this flag lets it stop
                 # its own work (a rerank, say) instead of finishing unseen.

@@ -65,6 +65,7 @@ class RpcServer:
         self.readers = anyio.CapacityLimiter(readers)
         self.writer = anyio.CapacityLimiter(1)
         self.inline = InlineReads()  # quick reads on the loop while nothing else runs (rpc/inline.py)
+        self.pool: Any = None  # the reader processes (rpc/pool.py), set by daemon.py
         self.socket_path: Path | None = None
         self.watching: list[str] = []  # workspaces the live index watches (daemon.py)
         self.connections: set[Connection] = set()

@@ -1,0 +1,370 @@
+"""RPC stage, the reader pool: searches run in reader processes (rpc/reader.py),
+one per core, so that several clients use several cores.
+
+A search is 70-82 % Python under the GIL (docs/benchmarks/daemon_overhead.md):
+in threads, 8 clients got 1.2-1.5x one client's requests/s on 2 cores. The
+daemon process keeps the writer, the live index, the embed queue and every
+connection; it hands a search's method and checked params to a free reader and
+answers with what comes back (the same result or the same error: the reader
+runs the same method table on a read-only Service of the same store).
+
+Input: a read method and its params, from rpc/methods.py. Output: its result,
+or an AutodocError raised as the reader raised it.
+
+When it runs, and when today's path stays:
+
+- Only when asked for: ``AUTODOC_READERS=auto`` (one reader per core) or a
+  number; off by default, see ``pool_size``.
+- Started on demand: the first time a search arrives while another read or write
+  is running (a lone client's searches never start it). Until its readers are up, and
+  whenever none is, reads run on the daemon's threads as before; a quick read
+  on an idle daemon still runs inline (rpc/inline.py) even with the pool up.
+- ``POOLED`` methods only (search.query, search.similar); the other reads cost
+  little and stay in the daemon.
+- Memory: each reader holds its own copy of the vectors it searches. Above
+  ``MAX_SHARED_ROWS`` chunks in the store (≈ 300 MB of float16 vectors per
+  reader at 384 dimensions) only searches that ask for no semantic stage go to
+  the readers, so the issue's RSS budget at 1M holds; shared (memory-mapped)
+  vectors would lift this.
+
+Correctness:
+
+- Caches: the daemon's Service reports each invalidation of its own caches
+  (``Service.on_invalidate``: a document's vectors, a workspace forgotten, a
+  model's vectors dropped); each reader gets those made since its last call in
+  the frame of its next call, ahead of the call. Everything else a reader
+  caches is keyed by the store's generation or FTS5's state (read from the
+  call's own snapshot), so a save is searchable in a reader as soon as it is
+  committed, as on a thread.
+- A reader that dies (its socket closes) fails its call with ReaderGone; the
+  caller runs that call on a daemon thread instead (reads are idempotent), so
+  the client gets its answer, and a new reader is started. After
+  ``MAX_DEATHS`` deaths within ``DEATH_WINDOW_S`` the pool stops and every
+  read stays in the daemon. A cancelled call is answered at once; the reader
+  is told (its search's ``cancel`` Event) and rejoins the free readers when it
+  answers.
+- Fairness: a connection's share of reads (connection.py) is taken before a
+  reader; free readers go to waiting calls first come, first served.
+
+Runs on: the event loop; ``invalidate`` from any thread (under a lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from functools import partial
+from typing import Any, Callable
+
+import anyio
+
+from ..store import workspaces as wsrows
+from .dispatch import InFlight
+from .reader import _LEN
+
+log = logging.getLogger("autodoc.rpc")
+
+POOLED = frozenset({"search.query", "search.similar"})
+MAX_SHARED_ROWS = 300_000
+MAX_DEATHS = 5
+DEATH_WINDOW_S = 60.0
+MAX_INVALIDATIONS = 2000  # per reader, between two of its calls; more collapse into "anything changed"
+START_TIMEOUT_S = 60.0
+
+
+def pool_size() -> int:
+    """How many readers: ``AUTODOC_READERS`` = N, or ``auto`` (one per core, none on one
+    core); unset or 0, none. Off by default: on the shared 2-core machine it was measured on
+    (load 8-12) the pool cost 3-6 ms more CPU per search than threads and did not raise
+    throughput (docs/benchmarks/concurrency.md), so today's path stays until a quiet
+    machine shows the gain."""
+    env = (os.environ.get("AUTODOC_READERS") or "0").strip().lower()
+    if env.isdigit():
+        return int(env)
+    if env != "auto":
+        log.warning("AUTODOC_READERS=%r is neither a number nor auto: no reader processes", env)
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores if cores >= 2 else 0
+
+
+class ReaderGone(Exception):
+    """The reader running a call exited before answering it."""
+
+
+class Reader(asyncio.Protocol):
+    """One reader process and its socket. Frames are read in asyncio's callback as they
+    arrive (no task per reader, no reader registration per receive): the loop's cost of a
+    hand-off was 0.6-0.7 ms per call through an anyio stream and its reply task."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.transport: asyncio.Transport | None = None
+        self.on_frame: Callable[[Any], None] = lambda msg: None
+        self.gone = anyio.Event()  # the socket closed: the process exited or was dropped
+        self.invalidations: list[tuple] = []
+        self.seq = 0
+        self.waiting: dict[int, list[Any]] = {}  # seq → [Event, reply]
+        self.alive = True
+        self._buf = bytearray()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        while len(buf) >= _LEN.size:
+            n = _LEN.unpack_from(buf)[0]
+            if len(buf) < _LEN.size + n:
+                break
+            msg = pickle.loads(bytes(buf[_LEN.size:_LEN.size + n]))
+            del buf[:_LEN.size + n]
+            self.on_frame(msg)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.alive = False
+        self.gone.set()
+
+    def send(self, obj: Any) -> None:
+        t = self.transport
+        if t is None or t.is_closing() or not self.alive:
+            raise ReaderGone("the reader exited")
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        t.write(_LEN.pack(len(data)) + data)
+
+
+class ReaderPool:
+    def __init__(self, service: Any, size: int = 0):
+        self.service = service
+        self.size = size  # 0: no readers, every read stays in the daemon
+        self.semantic = True  # whether searches with a semantic stage may go to the readers
+        self.started = False  # run() was asked to start the readers
+        self.stopped = False  # too many deaths, or shutdown: reads stay in the daemon
+        self.readers: list[Reader] = []
+        self.deaths: deque[float] = deque()
+        self.calls = 0  # calls answered by a reader (tests and benchmarks read it)
+        self._lock = threading.Lock()
+        self._wanted = anyio.Event()
+        # unbounded: a dead reader may still sit in it beside its replacement
+        self._free_send, self._free_recv = anyio.create_memory_object_stream[Reader](math.inf)
+        service.on_invalidate = self.invalidate
+
+    # -- routing ----------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return not self.stopped and any(r.alive for r in self.readers)
+
+    def want(self) -> None:
+        """A read met another one: start the readers (once)."""
+        if self.size and not self._wanted.is_set():
+            self._wanted.set()
+
+    def serves(self, method: str, params: Any) -> bool:
+        if not self.size or self.stopped or method not in POOLED:
+            return False
+        if self.semantic:
+            return True
+        opts = params.get("opts") if isinstance(params, dict) else None
+        stages = opts.get("stages") if isinstance(opts, dict) else None
+        return method == "search.query" and isinstance(stages, list) and "semantic" not in stages
+
+    def invalidate(self, *item: Any) -> None:
+        """The daemon's Service changed its own caches (any thread): every reader hears it
+        with its next call."""
+        with self._lock:
+            for r in self.readers:
+                r.invalidations.append(item)
+                if len(r.invalidations) > MAX_INVALIDATIONS:
+                    r.invalidations = [("all", sorted({i[1] for i in r.invalidations if i[0] != "all"}
+                                                      | {w for i in r.invalidations if i[0] == "all" for w in i[1]}))]
+
+    async def call(self, method: str, params: dict, inflight: InFlight | None) -> tuple[Any, float]:
+        """(result, the reader's CPU seconds), or raises what the reader raised, or ReaderGone."""
+        from ..errors import from_rpc
+
+        try:
+            reader = await self._free_recv.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise ReaderGone("the reader pool stopped") from None
+        if not reader.alive:
+            raise ReaderGone("the reader exited")
+        reader.seq += 1
+        seq = reader.seq
+        slot: list[Any] = [anyio.Event(), None]
+        reader.waiting[seq] = slot
+        with self._lock:
+            todo, reader.invalidations = reader.invalidations, []
+        try:
+            reader.send(("call", seq, method, params, todo))
+        except (ReaderGone, OSError):
+            reader.waiting.pop(seq, None)
+            raise ReaderGone("the reader exited") from None
+        try:
+            await slot[0].wait()
+        except anyio.get_cancelled_exc_class():
+            reason = inflight.reason if inflight is not None else "cancelled"
+            log.debug("cancelling call %d in reader %d (%s)", seq, reader.proc.pid, reason)
+            try:
+                reader.send(("cancel", seq))
+            except (ReaderGone, OSError):
+                pass
+            raise
+        reply = slot[1]
+        if reply is None:
+            raise ReaderGone("the reader exited while running the call")
+        status, payload, cpu = reply
+        self.calls += 1
+        if status == "ok":
+            return payload, cpu
+        raise from_rpc(payload)
+
+    # -- running the readers ----------------------------------------------------------
+
+    async def run(self) -> None:
+        """Start the readers when first wanted, replace any that dies, and stop them at
+        cancellation (the daemon's shutdown)."""
+        if not self.size:
+            return
+        try:
+            await self._wanted.wait()
+            self.started = True
+            self.semantic = await anyio.to_thread.run_sync(self._semantic_fits)
+            async with anyio.create_task_group() as tg:
+                for _ in range(self.size):
+                    tg.start_soon(self._keep_one)
+        finally:
+            self.stopped = True
+            self._free_send.close()
+            with anyio.CancelScope(shield=True):
+                await self._stop_all()
+
+    def _semantic_fits(self) -> bool:
+        with self.service.store.read() as db:
+            rows = sum(wsrows.chunk_count(db, wsrows.get_workspace(db, n).id) for n in wsrows.workspace_names(db))
+        if rows > MAX_SHARED_ROWS:
+            log.info("reader pool: %d chunks: semantic searches stay in the daemon (one copy of the vectors)", rows)
+            return False
+        return True
+
+    async def _keep_one(self) -> None:
+        while not self.stopped:
+            try:
+                reader = await self._spawn()
+            except Exception as exc:
+                log.error("reader pool: a reader could not start (%s); reads stay in the daemon", exc)
+                self.stopped = True
+                self._free_send.close()
+                return
+            self._free_send.send_nowait(reader)
+            await reader.gone.wait()
+            await self._drop(reader)
+            if self.stopped:
+                return
+            now = time.monotonic()
+            self.deaths.append(now)
+            while self.deaths and now - self.deaths[0] > DEATH_WINDOW_S:
+                self.deaths.popleft()
+            if len(self.deaths) >= MAX_DEATHS:
+                log.error("reader pool: %d readers died within %.0f s; reads stay in the daemon",
+                          len(self.deaths), DEATH_WINDOW_S)
+                self.stopped = True
+                self._free_send.close()
+                return
+            log.warning("reader pool: reader %d exited (status %s); starting another",
+                        reader.proc.pid, reader.proc.poll())
+
+    async def _spawn(self) -> Reader:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            argv = [sys.executable, "-m", "autodoc.rpc.reader", str(theirs.fileno()), str(os.getpid())]
+            # On the loop's thread, not a worker thread: PR_SET_PDEATHSIG fires when the
+            # *thread* that started the child ends, and anyio retires idle workers.
+            proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, close_fds=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        reader = Reader(proc)
+        hello: list[Any] = []
+        said = anyio.Event()
+        reader.on_frame = lambda msg: (hello.append(msg), said.set())
+        try:
+            await asyncio.get_running_loop().create_unix_connection(lambda: reader, sock=ours)
+            reader.send(self.service.settings)
+            with anyio.fail_after(START_TIMEOUT_S):
+                async with anyio.create_task_group() as tg:
+                    async def first(ev: anyio.Event) -> None:
+                        await ev.wait()
+                        tg.cancel_scope.cancel()
+                    tg.start_soon(first, said)
+                    tg.start_soon(first, reader.gone)
+            if not hello or hello[0][0] != "ready":
+                raise RuntimeError(f"the reader exited at start (status {proc.poll()})")
+        except BaseException:
+            if reader.transport is None:
+                ours.close()
+            await self._stop(reader)
+            raise
+        reader.on_frame = partial(self._reply, reader)
+        with self._lock:
+            self.readers.append(reader)
+        log.info("reader pool: reader %d ready", proc.pid)
+        return reader
+
+    def _reply(self, reader: Reader, msg: Any) -> None:
+        status, seq, payload, cpu = msg
+        slot = reader.waiting.pop(seq, None)
+        if slot is not None:
+            slot[1] = (status, payload, cpu)
+            slot[0].set()
+        if not reader.waiting and not self.stopped:
+            try:
+                self._free_send.send_nowait(reader)  # free again, even if its caller left
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+
+    async def _drop(self, reader: Reader) -> None:
+        """A reader's socket closed: its waiting call fails over, the process is reaped."""
+        reader.alive = False
+        with self._lock:
+            if reader in self.readers:
+                self.readers.remove(reader)
+        for slot in reader.waiting.values():
+            slot[0].set()  # reply None: ReaderGone
+        reader.waiting.clear()
+        with anyio.CancelScope(shield=True):
+            await self._stop(reader)
+
+    async def _stop(self, reader: Reader) -> None:
+        reader.alive = False
+        if reader.transport is not None:
+            reader.transport.close()  # the reader sees EOF and exits
+        proc = reader.proc
+
+        def wait() -> None:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+        await anyio.to_thread.run_sync(wait)
+
+    async def _stop_all(self) -> None:
+        with self._lock:
+            readers, self.readers = list(self.readers), []
+        for r in readers:
+            await self._stop(r)

@@ -1,0 +1,244 @@
+"""The reader pool (rpc/pool.py, rpc/reader.py, issue 19): searches run in
+reader processes with the same answers and errors as in the daemon; a save is
+searchable through a reader at once; a reader that dies or stops mid-call
+never hangs its client (the call is answered, the reader replaced); a cancel
+answers at once and the reader comes back; a killed daemon leaves no reader.
+
+Real reader processes on a real store, over real sockets. SIGSTOP stands in
+for a reader stuck mid-call (the one fault not otherwise caused on demand)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import anyio
+import pytest
+
+from autodoc.rpc.pool import ReaderPool, pool_size
+from autodoc.rpc.reader import apply_invalidations
+from autodoc.rpc.server import RpcServer
+from autodoc_client import Client, RemoteError
+
+SEARCH = ["kb", "sqlite lease", {"stages": ["lexical"], "limit": 5}]
+DEADLINE_S = 60.0  # how long a reader may take to start on a loaded machine: a bound, not a measurement
+
+
+async def _until(cond, what: str) -> None:
+    with anyio.fail_after(DEADLINE_S):
+        while not cond():
+            await anyio.sleep(0.05)
+
+
+def _alive_pids(pool: ReaderPool) -> list[int]:
+    return [r.proc.pid for r in pool.readers if r.alive]
+
+
+async def _serve(service, short_tmp, tg, size: int = 2) -> tuple[RpcServer, ReaderPool]:
+    server = RpcServer(service)
+    server.pool = pool = ReaderPool(service, size=size)
+    server.inline.below_s = 0.0  # never inline: every search goes to a reader
+    sock_path = short_tmp / "d.sock"
+    await tg.start(lambda task_status: server.run(socket_path=sock_path, task_status=task_status))
+    tg.start_soon(pool.run)
+    pool.want()
+    await _until(lambda: len(_alive_pids(pool)) == size, "readers up")
+    return server, pool
+
+
+def _raw_call(path, payload: dict) -> dict:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+        raw.connect(str(path))
+        raw.sendall(json.dumps(payload).encode() + b"\n")
+        return json.loads(raw.makefile("rb").readline())
+
+
+async def test_readers_answer_as_the_daemon_and_see_each_save(kb_service, kb_copy, short_tmp):
+    expected = kb_service.search(*SEARCH)
+    async with anyio.create_task_group() as tg:
+        server, pool = await _serve(kb_service, short_tmp, tg)
+        try:
+            async with await Client.connect_socket(short_tmp / "d.sock") as client:
+                before = pool.calls
+                got = await client.call("search.query", SEARCH)
+                assert pool.calls == before + 1, "the search did not go to a reader"
+                assert got["hits"] == expected["hits"]
+                with pytest.raises(RemoteError) as err:
+                    await client.call("search.query", ["nope", "sqlite", {"stages": ["lexical"]}])
+                with pytest.raises(RemoteError) as direct:
+                    await client.call("workspace.status", {"workspace": "nope"})  # answered in the daemon
+                assert err.value.code == direct.value.code == -32001
+                assert pool.calls == before + 2
+                # a save, committed by the daemon's writer, is searchable through every reader at once
+                (kb_copy / "fresh.md").write_text("# Fresh\n\nA zanzibarite note about quokkas.\n")
+                await anyio.to_thread.run_sync(kb_service.index_paths, "kb", ["fresh.md"])
+                for _ in range(4):  # both readers
+                    hits = (await client.call("search.query", ["kb", "zanzibarite", {"stages": ["lexical"]}]))["hits"]
+                    assert [h["path"] for h in hits] == ["fresh.md"]
+        finally:
+            server.request_shutdown("test over")
+            tg.cancel_scope.cancel()
+
+
+async def test_a_reader_that_dies_mid_call_is_replaced_and_the_call_answered(kb_service, short_tmp):
+    async with anyio.create_task_group() as tg:
+        server, pool = await _serve(kb_service, short_tmp, tg, size=1)
+        try:
+            async with await Client.connect_socket(short_tmp / "d.sock") as client:
+                await client.call("search.query", SEARCH)
+                (pid,) = _alive_pids(pool)
+                os.kill(pid, signal.SIGSTOP)  # stuck: the call waits in its socket
+                async with anyio.create_task_group() as calls:
+                    answers = []
+
+                    async def one() -> None:
+                        answers.append(await client.call("search.query", SEARCH))
+
+                    calls.start_soon(one)
+                    await anyio.sleep(0.3)
+                    assert not answers
+                    os.kill(pid, signal.SIGKILL)  # dies with the call in hand
+                assert answers[0]["hits"], "the call was not answered"
+                await _until(lambda: _alive_pids(pool) and _alive_pids(pool) != [pid], "a new reader")
+                before = pool.calls
+                await client.call("search.query", SEARCH)
+                assert pool.calls == before + 1
+        finally:
+            server.request_shutdown("test over")
+            tg.cancel_scope.cancel()
+
+
+async def test_a_cancel_answers_at_once_and_the_reader_comes_back(kb_service, short_tmp):
+    async with anyio.create_task_group() as tg:
+        server, pool = await _serve(kb_service, short_tmp, tg, size=1)
+        try:
+            path = short_tmp / "d.sock"
+            async with await Client.connect_socket(path) as client:
+                await client.call("search.query", SEARCH)
+            (pid,) = _alive_pids(pool)
+            os.kill(pid, signal.SIGSTOP)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+                raw.connect(str(path))
+                raw.sendall(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "search.query",
+                                        "params": SEARCH}).encode() + b"\n")
+                await anyio.sleep(0.3)
+                raw.sendall(json.dumps({"jsonrpc": "2.0", "method": "$/cancelRequest",
+                                        "params": {"id": 7}}).encode() + b"\n")
+                answer = await anyio.to_thread.run_sync(lambda: json.loads(raw.makefile("rb").readline()))
+            assert answer["id"] == 7 and answer["error"]["code"] == -32800
+            os.kill(pid, signal.SIGCONT)  # it answers the cancelled call to nobody, then is free again
+            before = pool.calls
+            got = await anyio.to_thread.run_sync(_raw_call, path, {"jsonrpc": "2.0", "id": 8, "method": "search.query",
+                                                                   "params": SEARCH})
+            assert got["result"]["hits"] and pool.calls >= before + 1
+            assert _alive_pids(pool) == [pid]
+        finally:
+            server.request_shutdown("test over")
+            tg.cancel_scope.cancel()
+
+
+def test_what_goes_to_the_readers(kb_service, monkeypatch):
+    monkeypatch.delenv("AUTODOC_READERS", raising=False)
+    assert pool_size() == 0, "the pool is opt-in"
+    assert not ReaderPool(kb_service, size=pool_size()).serves("search.query", {"workspace": "kb", "query": "x"})
+    monkeypatch.setenv("AUTODOC_READERS", "auto")
+    assert pool_size() == (len(os.sched_getaffinity(0)) if len(os.sched_getaffinity(0)) >= 2 else 0)
+    monkeypatch.setenv("AUTODOC_READERS", "3")
+    assert pool_size() == 3
+    pool = ReaderPool(kb_service, size=2)
+    hybrid = {"workspace": "kb", "query": "x", "opts": {"stages": ["lexical", "semantic"]}}
+    lexical = {"workspace": "kb", "query": "x", "opts": {"stages": ["lexical"]}}
+    assert pool.serves("search.query", hybrid) and pool.serves("search.query", lexical)
+    assert not pool.serves("document.read", {"workspace": "kb", "path": "a.md"})
+    pool.semantic = False  # a store too large for a copy of its vectors per reader
+    assert not pool.serves("search.query", hybrid) and not pool.serves("search.query", {"workspace": "kb", "query": "x"})
+    assert pool.serves("search.query", lexical)
+
+
+def test_invalidations_reach_a_readers_caches(kb_service, kb_copy):
+    """What the daemon's Service tells its own caches on a write is what a reader applies."""
+    seen = []
+    kb_service.on_invalidate = lambda *item: seen.append(item)
+    (kb_copy / "fresh.md").write_text("# Fresh\n\nNew words.\n")
+    kb_service.index_paths("kb", ["fresh.md"])
+    ws_id = kb_service._ws("kb").id
+    assert any(i[0] == "vectors" and i[1] == ws_id for i in seen), seen
+    kb_service.workspace_configure("kb", {"embedding": {"provider": "onnx"}})
+    assert ("forget", ws_id) in seen
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def __getattr__(self, name):
+            return lambda *a: self.calls.append((name, *a))
+
+    class Reader:
+        vectors, embed_queue = Recorder(), Recorder()
+
+    apply_invalidations(Reader, [("vectors", ws_id, [3]), ("forget", ws_id), ("model", ws_id, "fp"), ("all", [ws_id])])
+    assert Reader.vectors.calls == [("mark_dirty", ws_id, [3]), ("forget", ws_id), ("forget_model", ws_id, "fp"),
+                                    ("mark_dirty", ws_id, None)]
+    assert Reader.embed_queue.calls == [("changed", ws_id)] * 3
+
+
+def test_a_killed_daemon_leaves_no_reader(short_tmp, kb_copy):
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    store = short_tmp / "store.db"
+    svc = Service(Settings.from_env(store=store))
+    svc.workspace_add("kb", str(kb_copy), {"embedding": {"provider": "none"}})
+    svc.index("kb")
+    svc.close()
+    sock = short_tmp / "d.sock"
+    env = {**os.environ, "AUTODOC_READERS": "2"}
+    daemon = subprocess.Popen([sys.executable, "-m", "autodoc.daemon", "--store", str(store), "--socket", str(sock),
+                               "--no-watch"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        t0 = time.monotonic()
+        kids: list[int] = []
+        while len(kids) < 2 and time.monotonic() - t0 < DEADLINE_S:
+            # pipelined searches overlap: the pool starts
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+                try:
+                    raw.connect(str(sock))
+                except OSError:  # not listening yet
+                    time.sleep(0.1)
+                    continue
+                raw.sendall(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "search.query",
+                                                 "params": SEARCH}).encode() + b"\n" for i in range(4)))
+                f = raw.makefile("rb")
+                assert all("result" in json.loads(f.readline()) for _ in range(4))
+            kids = _children(daemon.pid)
+            time.sleep(0.2)
+        assert len(kids) == 2, "the readers did not start"
+        daemon.kill()
+        daemon.wait()
+        while any(_running(k) for k in kids) and time.monotonic() - t0 < DEADLINE_S:
+            time.sleep(0.05)
+        assert not any(_running(k) for k in kids), "a reader outlived its daemon"
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
