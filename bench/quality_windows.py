@@ -13,7 +13,14 @@ a chunk by its windows instead:
 - ``w256bc``: the same, every window after the first led by the chunk's
   breadcrumb again (the title is then in every window's vector);
 - ``w128``: windows of 128 tokens overlapping by half (a smaller section
-  for the semantic leg alone, without re-chunking the store).
+  for the semantic leg alone, without re-chunking the store);
+- ``docβ`` (no new vectors): (1 − β) × the chunk's cosine + β × the cosine of
+  its document's vector, the normalised mean of the document's chunk vectors.
+
+``--replay CAPTURE`` reads SciFact through a bench/quality_fusion.py capture
+(each query's lexical leg and boosts as Service.search had them) with the
+semantic leg re-scored, in seconds instead of minutes; it gives the same
+figures as the Service.search path (docs/benchmarks/quality.md, session 5).
 
 A chunk that fits one window keeps its stored vector (the same vector: the
 embed is checked against the store). Window vectors are computed with the
