@@ -86,6 +86,15 @@ def test_closest_codes_takes_the_k_smallest_ties_in_row_order():
         assert _closest_codes(dist, k).tolist() == want.tolist()
 
 
+def test_closest_codes_above_the_sample_size_guessed_and_settled():
+    rng = np.random.default_rng(9)
+    n = 300_000  # above SAMPLE_ABOVE: the cut is guessed from a sample, then counted exactly
+    for centre, spread, k in ((190, 10, 15_000), (120, 25, 50_000), (150, 8, 1), (150, 8, 3), (60, 2, n - 1)):
+        dist = np.clip(rng.normal(centre, spread, n), 0, 384).astype(np.uint16)
+        want = np.sort(np.lexsort((np.arange(n), dist))[:k])
+        assert _closest_codes(dist, k).tolist() == want.tolist()
+
+
 def test_asym_rows_equal_the_row_major_kernel():
     rng = np.random.default_rng(8)
     for dim in (384, 100):

@@ -69,6 +69,9 @@ GATHER_ROWS = 1 << 14     # float rows copied at once when rescoring a subset (2
 # arena keeps for the conversion's output (search/halfcast.py) stays ~6 MiB at 384-d
 HALF_ROWS = 1 << 12
 PREFILTERS = ("hamming+asym", "hamming", "asym")
+# The coarse cut's distance is guessed from every SAMPLE_STEP-th row above SAMPLE_ABOVE rows (_cut).
+SAMPLE_ABOVE = 1 << 18
+SAMPLE_STEP = 16
 
 # _BITS[v] = the 8 bits of byte v, most significant first (np.packbits order).
 _BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float32)
@@ -183,18 +186,45 @@ def matvec(m: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", m, q)
 
 
+def _cut(dist: np.ndarray, k: int) -> tuple[int, int]:
+    """(d, m): the smallest distance d with at least k rows at d or under, and m the rows under d.
+    Above SAMPLE_ABOVE rows a histogram of every SAMPLE_STEP-th row guesses d and exact counts
+    around the guess settle it (usually two: 0.2 ms each at 1M rows, against 3.6 ms for the
+    histogram of every row, which numpy casts to intp first); a guess off by more than a few
+    steps falls back to that histogram."""
+    n = dist.shape[0]
+    if n > SAMPLE_ABOVE:
+        sample = dist[::SAMPLE_STEP]
+        d = int(np.searchsorted(np.cumsum(np.bincount(sample)), max(1, k * sample.shape[0] // n)))
+        counts: dict[int, int] = {}
+
+        def at_most(x: int) -> int:
+            if x not in counts:
+                counts[x] = int(np.count_nonzero(dist <= x)) if x >= 0 else 0
+            return counts[x]
+
+        for _ in range(4):
+            if at_most(d) < k:
+                d += 1
+            elif at_most(d - 1) >= k:
+                d -= 1
+            else:
+                return d, at_most(d - 1)
+    cum = np.cumsum(np.bincount(dist))
+    d = int(np.searchsorted(cum, k))
+    return d, int(cum[d - 1]) if d else 0
+
+
 def _closest_codes(dist: np.ndarray, k: int) -> np.ndarray:
     """Ascending positions of the k smallest Hamming distances (uint16), the ties at the
-    k-th distance taken in row order. A histogram of the few hundred possible distances
-    finds the cut, and one pass collects the rows under it: 3-4x cheaper than argpartition
-    plus a sort (≈ 0.95 against 1.8 ms at 100k rows), and the same rows whatever the
+    k-th distance taken in row order. The distances are small integers: the cut is found
+    by counting (_cut), and one pass collects the rows under it. ~2x cheaper than
+    argpartition plus a sort (5 against 11 ms at 1M rows), and the same rows whatever the
     platform's selection algorithm (argpartition's choice among ties is unspecified)."""
     n = dist.shape[0]
     if k >= n:
         return np.arange(n)
-    cum = np.cumsum(np.bincount(dist))
-    cut = int(np.searchsorted(cum, k))  # the smallest distance d with k rows at d or under
-    under = int(cum[cut - 1]) if cut else 0
+    cut, under = _cut(dist, k)
     if under == 0:
         return np.flatnonzero(dist == cut)[:k]
     rows = np.flatnonzero(dist <= cut)
