@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from autodoc.search.vectors import (
-    PREFILTERS, VectorIndex, asym_lut, asym_scores, hamming_distances, normalise_rows, sign_codes, _words_of,
+    PREFILTERS, VectorIndex, asym_lut, asym_scores, asym_scores_rows, hamming_distances, normalise_rows, sign_codes,
+    _closest_codes, _words_of,
 )
 
 
@@ -73,6 +74,36 @@ def test_hamming_and_asym_kernels_match_definitions():
     v2, q2 = unit(rng, 50, 100), unit(rng, 1, 100)[0]
     d2 = hamming_distances(_words_of(sign_codes(v2)), _words_of(sign_codes(q2[None]))[:, 0])
     assert d2.tolist() == ((v2 > 0) != (q2 > 0)).sum(axis=1).tolist()
+
+
+def test_closest_codes_takes_the_k_smallest_ties_in_row_order():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(1, 300))
+        dist = rng.integers(0, int(rng.integers(1, 12)), n).astype(np.uint16)
+        k = int(rng.integers(1, n + 2))
+        want = np.sort(np.lexsort((np.arange(n), dist))[:k])  # by distance, then row
+        assert _closest_codes(dist, k).tolist() == want.tolist()
+
+
+def test_closest_codes_above_the_sample_size_guessed_and_settled():
+    rng = np.random.default_rng(9)
+    n = 300_000  # above SAMPLE_ABOVE: the cut is guessed from a sample, then counted exactly
+    for centre, spread, k in ((190, 10, 15_000), (120, 25, 50_000), (150, 8, 1), (150, 8, 3), (60, 2, n - 1)):
+        dist = np.clip(rng.normal(centre, spread, n), 0, 384).astype(np.uint16)
+        want = np.sort(np.lexsort((np.arange(n), dist))[:k])
+        assert _closest_codes(dist, k).tolist() == want.tolist()
+
+
+def test_asym_rows_equal_the_row_major_kernel():
+    rng = np.random.default_rng(8)
+    for dim in (384, 100):
+        v, q = unit(rng, 500, dim), unit(rng, 1, dim)[0]
+        codes = sign_codes(v)
+        lut = asym_lut(q, codes.shape[1])
+        rows = np.sort(rng.choice(500, 120, replace=False))
+        got = asym_scores_rows(lut, _words_of(codes), rows)
+        assert np.array_equal(got, asym_scores(lut, codes[rows]))  # the same sums in the same order
 
 
 def test_exact_equals_brute_force():

@@ -277,7 +277,8 @@ class OnnxProvider(BaseProvider):
 
     def _embed(self, texts: list[str], run_options=None) -> tuple[np.ndarray, int]:
         try:
-            encs = self._count_tok.encode_batch(texts)
+            # one text (a query): encode, not encode_batch of one (0.09 against 0.22 ms a claim)
+            encs = [self._count_tok.encode(texts[0])] if len(texts) == 1 else self._count_tok.encode_batch(texts)
         except Exception as e:
             raise ProviderDown(f"tokenizer failed: {e}", provider="onnx") from e
         windows: list[list[int]] = []

@@ -53,18 +53,16 @@ def fuse_rrf(
         w = 1.0 if weights is None else float(weights.get(name, 1.0))
         for rank, hit in enumerate(legs[name]):
             f = fused.get(hit.chunk_id)
-            if f is None:
-                f = fused[hit.chunk_id] = Fused(
-                    hit.chunk_id, 0.0, {n: None for n in names}, {n: None for n in names}
-                )
-            if f.ranks[name] is not None:  # a leg listing a chunk twice counts once
+            if f is None:  # every field positional, via filled as the legs come (in name order)
+                f = fused[hit.chunk_id] = Fused(hit.chunk_id, 0.0, dict.fromkeys(names), dict.fromkeys(names),
+                                                0.0, None, [])
+            elif f.ranks[name] is not None:  # a leg listing a chunk twice counts once
                 continue
             f.ranks[name] = rank
             f.scores[name] = hit.score
             f.score += w * hit.weight / (k + rank + 1)
+            f.via.append(name)
     out = list(fused.values())
-    for f in out:
-        f.via = [n for n in names if f.ranks[n] is not None]
     out.sort(key=lambda f: (-f.score, f.chunk_id))
     return out
 

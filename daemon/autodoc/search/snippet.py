@@ -11,6 +11,7 @@ Runs on: any thread (pure: no I/O, no shared state).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from typing import Callable
 
 from ..store.ftstext import CJK_RUN, STOPWORDS
@@ -80,8 +81,9 @@ def _snippet(text: str, matchers: Matchers | None, tokenize: Tokenize, width: in
     if not spans:
         return _clip(flat, 0, width)
     best_start, best_count = spans[0][0], 0
-    for i, (s, _) in enumerate(spans):
-        count = sum(1 for s2, _ in spans[i:] if s2 < s + width)
+    starts = [s for s, _ in spans]  # ascending: the spans starting within a window are a run from i
+    for i, s in enumerate(starts):
+        count = bisect_left(starts, s + width, i) - i
         if count > best_count:
             best_start, best_count = s, count
     start = max(0, best_start - width // 4)
