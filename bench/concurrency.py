@@ -220,8 +220,9 @@ def render(results: dict[str, Any], nq: int, preamble: str = "") -> str:
         "through `Service.search` in this process. The slow-client column runs the 8 clients again beside one "
         "connection that sent up to 400 searches (limit 50) and never reads an answer.",
         "- Modes, alternating in one session (threads, pool, pool, threads, …) so the machine's load weighs on "
-        "each alike: **threads** is the daemon as it ships (`AUTODOC_READERS` unset or 0: every search on the "
-        "daemon's threads, as before the pool); **pool** is `AUTODOC_READERS=auto` (rpc/pool.py: searches in "
+        "each alike: **threads** is `AUTODOC_READERS=0` (every search on the "
+        "daemon's threads, as before the pool); **pool** is the daemon as it ships (`AUTODOC_READERS` unset or `auto`; "
+        "rpc/pool.py: searches in "
         "one reader process per core once clients overlap).",
         "- Target (issue 19): at 8 clients ≥ 1.8× one client's requests/s on this 2-core machine, p99 reported, "
         "and a slow client stalls nobody.",

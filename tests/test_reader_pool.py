@@ -143,9 +143,11 @@ async def test_a_cancel_answers_at_once_and_the_reader_comes_back(kb_service, sh
 
 
 def test_what_goes_to_the_readers(kb_service, monkeypatch):
-    monkeypatch.delenv("AUTODOC_READERS", raising=False)
-    assert pool_size() == 0, "the pool is opt-in"
+    monkeypatch.setenv("AUTODOC_READERS", "0")
+    assert pool_size() == 0
     assert not ReaderPool(kb_service, size=pool_size()).serves("search.query", {"workspace": "kb", "query": "x"})
+    monkeypatch.delenv("AUTODOC_READERS", raising=False)  # the default: one per core
+    assert pool_size() == (len(os.sched_getaffinity(0)) if len(os.sched_getaffinity(0)) >= 2 else 0)
     monkeypatch.setenv("AUTODOC_READERS", "auto")
     assert pool_size() == (len(os.sched_getaffinity(0)) if len(os.sched_getaffinity(0)) >= 2 else 0)
     monkeypatch.setenv("AUTODOC_READERS", "3")

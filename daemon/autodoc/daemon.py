@@ -13,7 +13,7 @@ Input: Settings and which transports to serve. Output: a process exit status.
 - The live index (index/live.py) keeps every workspace in step with its folder.
 - The embed queue (embed/queue.py) fills vectors on its own thread; its
   progress is pushed to subscribed connections as ``embedding.progress``.
-- The reader pool (rpc/pool.py), when AUTODOC_READERS asks for it:
+- The reader pool (rpc/pool.py), one reader per core unless AUTODOC_READERS=0:
   searches in reader processes, one per core, once clients overlap.
 - Shutdown on SIGTERM/SIGINT, stdin EOF (stdio) or server.shutdown: stop
   accepting, drain in-flight requests within the deadline, cancel the rest,
@@ -115,7 +115,7 @@ async def serve_daemon(
         shutdown_deadline=shutdown_deadline or env.shutdown_deadline,
         check_results=env.check_results,
     )
-    server.pool = ReaderPool(service, size=pool_size())  # reader processes if AUTODOC_READERS asks (rpc/pool.py)
+    server.pool = ReaderPool(service, size=pool_size())  # reader processes unless AUTODOC_READERS=0 (rpc/pool.py)
     try:
         async with anyio.create_task_group() as tg:
             try:

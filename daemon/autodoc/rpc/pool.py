@@ -13,8 +13,8 @@ or an AutodocError raised as the reader raised it.
 
 When it runs, and when today's path stays:
 
-- Only when asked for: ``AUTODOC_READERS=auto`` (one reader per core) or a
-  number; off by default, see ``pool_size``.
+- One reader per core by default (``AUTODOC_READERS``: ``auto``, a number, or
+  ``0`` for none), see ``pool_size``.
 - Started on demand: the first time a search arrives while another read or write
   is running (a lone client's searches never start it). Until its readers are up, and
   whenever none is, reads run on the daemon's threads as before; a quick read
@@ -82,12 +82,12 @@ START_TIMEOUT_S = 60.0
 
 
 def pool_size() -> int:
-    """How many readers: ``AUTODOC_READERS`` = N, or ``auto`` (one per core, none on one
-    core); unset or 0, none. Off by default: on the shared 2-core machine it was measured on
-    (load 8-12) the pool cost 3-6 ms more CPU per search than threads and did not raise
-    throughput (docs/benchmarks/concurrency.md), so today's path stays until a quiet
-    machine shows the gain."""
-    env = (os.environ.get("AUTODOC_READERS") or "0").strip().lower()
+    """How many readers: ``AUTODOC_READERS`` = N (0: none), or ``auto``, the default (one per
+    core, none on one core). On the 2-core machine at load 1.6-2.6 the pool served 8 clients
+    at 1.96x one client's lexical req/s (threads 1.06x) and 1.69x hybrid (threads 0.9x)
+    (docs/benchmarks/concurrency.md); at load 8-12, with no core to spare, it did worse than
+    threads, so a busy machine can turn it off."""
+    env = (os.environ.get("AUTODOC_READERS") or "auto").strip().lower()
     if env.isdigit():
         return int(env)
     if env != "auto":
