@@ -103,15 +103,14 @@ def _check_leg(db, monkeypatch) -> None:
 
 @pytest.fixture()
 def pruned(monkeypatch):
-    """Counts the queries whose commonest terms were pruned."""
+    """Counts the queries whose commonest terms were only looked up for the candidates."""
     seen = []
-    real = maxscore.non_essential
+    real = impact._looked_up
 
-    def spy(bounds, floor):
-        out = real(bounds, floor)
-        seen.append(bool(out))
-        return out
-    monkeypatch.setattr(maxscore, "non_essential", spy)
+    def spy(terms, later, *args):
+        seen.append(len(later))
+        return real(terms, later, *args)
+    monkeypatch.setattr(impact, "_looked_up", spy)
     return seen
 
 

@@ -34,7 +34,6 @@ from ..store.matches import BM25_WEIGHTS
 from . import maxscore
 
 K1, B = 1.2, 0.75  # fts5_aux.c
-PROBE_ROWS = 20  # the probe's postings budget, × the k asked for
 PRUNE_MIN = 20_000  # below this many postings in all, scoring them all is cheaper than the probe
 ENABLED = True
 
@@ -122,6 +121,12 @@ def best(cand: np.ndarray, s: np.ndarray, limit: int) -> Rows:
 
 
 def top(terms: Terms, limit: int) -> Rows:
+    """The best `limit` rows of the OR, exactly as FTS5 ranks them, scoring few of them (MaxScore,
+    term at a time): the terms are added rarest first into partial scores until the bounds of the
+    rest sum below the k-th partial score θ (a row holding none of the added terms cannot reach
+    the top k); the rest are then looked up only for the rows whose partial score plus the rest's
+    bounds still reach θ, θ rising and the rows thinning as each term is added. The rows left are
+    scored again in phrase order, the sum FTS5 computes, so the scores are its to the bit."""
     m = len(terms)
     every = list(range(m))
     sizes = [len(x) for x in terms.ids]
@@ -129,18 +134,89 @@ def top(terms: Terms, limit: int) -> Rows:
         return []
     if m < maxscore.MIN_TERMS or sum(sizes) < PRUNE_MIN:
         return best(*terms.score(every), limit)
-    probe = maxscore.probe_terms(terms.bound, sizes, PROBE_ROWS * limit)
-    if len(probe) == m:
-        return best(*terms.score(every), limit)
-    cand = union([terms.ids[i] for i in probe])
-    if len(cand) < limit:
-        return best(*terms.score(every), limit)  # fewer than k rows hold the rare terms: no floor
-    part = np.zeros(len(cand))
-    for i in probe:
-        part[np.searchsorted(cand, terms.ids[i])] += terms.contrib(i)
-    floor = float(np.partition(part, len(part) - limit)[len(part) - limit])
-    rest = set(maxscore.non_essential(terms.bound, floor))
-    return best(*terms.score([i for i in every if i not in rest]), limit)
+    order = sorted(every, key=lambda i: (-terms.bound[i], i))  # rarest first
+    rest = [0.0] * (m + 1)  # rest[j]: the most the terms order[j:] add to a row
+    for j in range(m - 1, -1, -1):
+        rest[j] = rest[j + 1] + terms.bound[order[j]]
+    span = 1 + max((int(x[-1]) for x in terms.ids if len(x)), default=0)
+    acc = np.zeros(span)  # partial scores by row id (summed rarest first: a bound, not the answer)
+    seen = np.zeros(span, bool)
+    parts: list[np.ndarray] = []
+    contribs: dict[int, np.ndarray] = {}
+    held, floor, j = 0, 0.0, 0
+    while j < m:
+        i = order[j]
+        ids = terms.ids[i]
+        if len(ids):
+            c = contribs[i] = terms.contrib(i)
+            acc[ids] += c
+            new = ids[~seen[ids]]
+            seen[new] = True
+            parts.append(new)
+            held += len(new)
+        j += 1
+        # θ ≤ what the added terms can sum to: no use computing it before that exceeds the rest
+        if j < m and held >= limit and rest[j] * (1.0 + SLACK) < rest[0] - rest[j]:
+            cand = np.concatenate(parts)
+            parts = [cand]
+            floor = float(np.partition(acc[cand], held - limit)[held - limit])
+            if rest[j] * (1.0 + SLACK) < floor:
+                break
+    cand = np.concatenate(parts) if parts else np.empty(0, np.int64)
+    if j == m:  # every term added: every row that holds one is a candidate
+        if len(cand) > DENSE_ROWS:
+            return best(*_dense(terms, contribs, span, cand), limit)
+        cand.sort()
+        return best(cand, _exact(terms, cand, contribs), limit)
+    return best(*_looked_up(terms, order[j:], rest[j:], acc, cand, floor, contribs, limit), limit)
+
+
+def _looked_up(terms: Terms, later: list[int], rest: list[float], acc: np.ndarray, cand: np.ndarray, floor: float,
+               contribs: dict[int, np.ndarray], limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows that can still reach the top k (sorted) and their exact scores: the `later` terms
+    (rest[j]: the bounds of later[j:] summed) only looked up for the candidates, which thin as
+    each term's bound leaves the rest and the k-th partial score θ (`floor`) rises."""
+    for jj, i in enumerate(later):
+        cand = cand[(acc[cand] + rest[jj]) * (1.0 + SLACK) >= floor]
+        ids = terms.ids[i]
+        if len(ids) and len(cand):
+            pos = np.minimum(np.searchsorted(ids, cand), len(ids) - 1)
+            hit = ids[pos] == cand
+            acc[cand[hit]] += terms.contrib(i, pos[hit])
+        if len(cand) > limit:
+            floor = max(floor, float(np.partition(acc[cand], len(cand) - limit)[len(cand) - limit]))
+    cand = cand[acc[cand] * (1.0 + SLACK) >= floor]
+    cand.sort()
+    return cand, _exact(terms, cand, contribs)
+
+
+DENSE_ROWS = 20_000  # candidates above which their exact scores are summed into a dense array
+SLACK = 1e-9  # the bounds' margin against rounding (partial sums in another order than FTS5's)
+
+
+def _exact(terms: Terms, cand: np.ndarray, contribs: dict[int, np.ndarray]) -> np.ndarray:
+    """The candidates' (sorted ids) scores summed in phrase order, as fts5Bm25Function sums them."""
+    s = np.zeros(len(cand))
+    for i in range(len(terms)):
+        ids = terms.ids[i]
+        if not len(ids) or not len(cand):
+            continue
+        pos = np.minimum(np.searchsorted(ids, cand), len(ids) - 1)
+        hit = ids[pos] == cand
+        s[hit] += contribs[i][pos[hit]] if i in contribs else terms.contrib(i, pos[hit])
+    return s
+
+
+def _dense(terms: Terms, contribs: dict[int, np.ndarray], span: int, cand: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(the candidates sorted, their scores): every term's contributions added in phrase order
+    into an array by row id (each row's sum in FTS5's order), for many candidates."""
+    acc = np.zeros(span)
+    for i in range(len(terms)):
+        if len(terms.ids[i]):
+            acc[terms.ids[i]] += contribs[i] if i in contribs else terms.contrib(i)
+    cand = np.sort(cand)
+    return cand, acc[cand]
 
 
 def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | None

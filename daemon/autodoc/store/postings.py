@@ -440,30 +440,66 @@ def dead_ids(db: apsw.Connection, key: tuple) -> np.ndarray:
 
 
 def read_terms(db: apsw.Connection, terms: list[str], key: tuple) -> dict[str, np.ndarray]:
-    """token → its live records (WIDE dtype or NARROW, sorted by id): segments minus dead, plus delta."""
+    """token → its live records (WIDE dtype or NARROW, sorted by id): segments minus dead, plus delta.
+    A term's narrow segments are joined as bytes (one copy; concatenating structured arrays cost
+    more than reading them at 1M chunks), the dead found by searchsorted and the delta inserted in
+    place, never a sort of the whole list."""
     wanted = json.dumps(list(dict.fromkeys(terms)))
-    parts: dict[str, list[np.ndarray]] = {t: [] for t in terms}
+    parts: dict[str, list[tuple[int, bytes]]] = {t: [] for t in terms}
     for term, wide, data in db.execute(
             "SELECT term, wide, data FROM postings WHERE term IN (SELECT value FROM json_each(?)) ORDER BY term, seg",
             (wanted,)):
-        parts[term].append(decode(wide, data))
-    dead = dead_ids(db, key)
+        parts[term].append((wide, data))
+    dead = dead_ids(db, key).astype(np.uint32)
     delta: dict[str, list[tuple]] = {}
     for r in db.execute("SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
                         "WHERE term IN (SELECT value FROM json_each(?))", (wanted,)):
         delta.setdefault(r[0], []).append(r[1:])
     out = {}
     for t, segs in parts.items():
-        rec = segs[0] if len(segs) == 1 else (
-            np.concatenate([_widen(s) for s in segs]) if any(s.dtype == WIDE for s in segs) else
-            np.concatenate(segs) if segs else np.empty(0, NARROW))
+        if not segs:
+            rec = np.empty(0, NARROW)
+        elif len(segs) == 1:
+            rec = decode(*segs[0])
+        elif not any(w for w, _ in segs):
+            rec = np.frombuffer(b"".join(d for _, d in segs), NARROW)
+        else:
+            rec = np.concatenate([_widen(decode(w, d)) for w, d in segs])
         if len(dead) and len(rec):
-            rec = rec[~np.isin(rec["id"], dead, assume_unique=False)]
+            rec = _without(rec, dead)
         if t in delta:
-            a = np.array(delta[t], dtype=np.int64)
-            new = np.empty(len(a), WIDE)
-            new["id"], new["d"], new["tf"] = a[:, 0], a[:, 1], a[:, 2:]
-            rec = np.concatenate([_widen(rec), new])
-            rec = rec[np.argsort(rec["id"], kind="stable")]
+            rec = _inserted(rec, sorted(delta[t]))
         out[t] = rec
+    return out
+
+
+def _without(rec: np.ndarray, dead: np.ndarray) -> np.ndarray:
+    """`rec` minus the records of these (sorted) ids."""
+    ids = rec["id"]
+    inside = dead[(dead >= ids[0]) & (dead <= ids[-1])]
+    if not len(inside):
+        return rec
+    pos = np.searchsorted(ids, inside)
+    pos = pos[ids[np.minimum(pos, len(ids) - 1)] == inside]
+    if not len(pos):
+        return rec
+    keep = np.ones(len(rec), bool)
+    keep[pos] = False
+    return rec[keep]
+
+
+def _inserted(rec: np.ndarray, rows: list[tuple]) -> np.ndarray:
+    """`rec` with the delta's records (chunk, d, t0..t3; sorted by chunk, ids it does not hold)
+    placed at their ids' positions."""
+    a = np.array(rows, dtype=np.int64)
+    wide = rec.dtype == WIDE or int(a[:, 1].max()) > 0xFFFF or int(a[:, 2:].max()) > 0xFF
+    dt = WIDE if wide else NARROW
+    out = np.empty(len(rec) + len(a), dt)
+    at = np.searchsorted(rec["id"], a[:, 0]) + np.arange(len(a))
+    mask = np.zeros(len(out), bool)
+    mask[at] = True
+    out[~mask] = rec if rec.dtype == dt else _widen(rec)
+    new = out[at]
+    new["id"], new["d"], new["tf"] = a[:, 0], a[:, 1], a[:, 2:]
+    out[at] = new
     return out
