@@ -277,29 +277,46 @@ def holders(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict
     return out
 
 
-AND_BUDGET = 200_000  # postings read at most to prove an AND empty; past it FTS5 answers it
+AND_BUDGET = 200_000  # postings read whole at most to prove an AND empty; past it FTS5 answers it
+AT_IDS = 512  # common ids from which a word is checked in the segments holding them only
 
 
 def none_holds_all(db: apsw.Connection, exprs: list[str]) -> bool:
-    """True when the postings show that no chunk holds every one of these single tokens (the AND
-    query would find nothing): the rarest first, stopping as soon as their common ids run out. A
-    sentence's AND is empty nearly always, and FTS5 walks every word's doclist to say so."""
+    """True when the postings show that no chunk holds every one of these terms (the AND query
+    would find nothing): the rarest token first, stopping as soon as their common ids run out; once
+    few ids are left, a word is read only in the segments holding them (a stopword's few segments,
+    not its whole list). A phrase's tokens must each be held (a necessary condition), a prefix
+    constrains nothing. A sentence's AND is empty nearly always, and FTS5 walks every word's
+    doclist to say so."""
     if not ENABLED or len(exprs) < 2 or not postings.complete(db):
         return False
-    toks = tokens_of(db, exprs)
-    if toks is None:
+    need: list[str] = []
+    for e in exprs:
+        p = ftsterms.parse_expr(db, e)
+        if not p.prefix:
+            need += p.tokens
+    if not need:
         return False
-    state = ftsterms.index_state(db)
-    docs = ftsterms.term_docs(db, exprs, state)  # an order only: the live ids decide
-    key = postings.cache_key(db, state.key)
+    docs = postings.counts(db, need)
+    key = postings.cache_key(db, ftsterms.index_state(db).key)
     common: np.ndarray | None = None
     read = 0
-    for e, t in sorted(zip(exprs, toks), key=lambda p: docs[p[0]]):
-        if read + docs[e] > AND_BUDGET:
+    for t in sorted(dict.fromkeys(need), key=lambda t: docs[t]):
+        if common is not None and len(common) <= AT_IDS:
+            ids = postings.read_at(db, t, common, key)["id"]
+        elif read + docs[t] > AND_BUDGET:
             return False
-        ids = postings.read_terms(db, [t], key)[t]["id"].astype(np.int64)
-        read += len(ids)
-        common = ids if common is None else common[np.isin(common, ids, assume_unique=True)]
+        else:
+            ids = postings.read_terms(db, [t], key)[t]["id"]
+            read += len(ids)
+        ids = ids.astype(np.int64)
+        if common is None:
+            common = ids
+        elif len(ids):
+            pos = np.minimum(np.searchsorted(ids, common), len(ids) - 1)
+            common = common[ids[pos] == common]
+        else:
+            common = ids
         if not len(common):
             return True
     return False

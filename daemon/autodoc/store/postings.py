@@ -455,22 +455,44 @@ def read_terms(db: apsw.Connection, terms: list[str], key: tuple) -> dict[str, n
     for r in db.execute("SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
                         "WHERE term IN (SELECT value FROM json_each(?))", (wanted,)):
         delta.setdefault(r[0], []).append(r[1:])
-    out = {}
-    for t, segs in parts.items():
-        if not segs:
-            rec = np.empty(0, NARROW)
-        elif len(segs) == 1:
-            rec = decode(*segs[0])
-        elif not any(w for w, _ in segs):
-            rec = np.frombuffer(b"".join(d for _, d in segs), NARROW)
-        else:
-            rec = np.concatenate([_widen(decode(w, d)) for w, d in segs])
-        if len(dead) and len(rec):
-            rec = _without(rec, dead)
-        if t in delta:
-            rec = _inserted(rec, sorted(delta[t]))
-        out[t] = rec
-    return out
+    return {t: _live(segs, dead, delta.get(t)) for t, segs in parts.items()}
+
+
+def read_at(db: apsw.Connection, term: str, ids: np.ndarray, key: tuple) -> np.ndarray:
+    """A token's live records in the segments holding these ids only (a common word checked for a
+    few rows reads a few of its segments, not its whole list)."""
+    segs = json.dumps(sorted({int(i) >> SEG_BITS for i in ids}))
+    rows = db.execute("SELECT wide, data FROM postings WHERE term=? AND seg IN (SELECT value FROM json_each(?)) "
+                      "ORDER BY seg", (term, segs)).fetchall()
+    delta = db.execute(f"SELECT chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE term=? AND chunk >> {SEG_BITS} IN "
+                       "(SELECT value FROM json_each(?))", (term, segs)).fetchall()
+    return _live(rows, dead_ids(db, key).astype(np.uint32), delta or None)
+
+
+def counts(db: apsw.Connection, terms: list[str]) -> dict[str, int]:
+    """token → its records in the segments (the delta and dead aside: an order, not a statistic),
+    from the blobs' lengths, which SQLite reads without their content."""
+    got = dict(db.execute("SELECT term, SUM(LENGTH(data) / CASE WHEN wide THEN ? ELSE ? END) FROM postings "
+                          "WHERE term IN (SELECT value FROM json_each(?)) GROUP BY term",
+                          (WIDE.itemsize, NARROW.itemsize, json.dumps(list(dict.fromkeys(terms))))))
+    return {t: int(got.get(t) or 0) for t in terms}
+
+
+def _live(segs: list[tuple[int, bytes]], dead: np.ndarray, delta: list[tuple] | None) -> np.ndarray:
+    """One token's records from its segment rows (wide, data), minus the dead, plus its delta rows."""
+    if not segs:
+        rec = np.empty(0, NARROW)
+    elif len(segs) == 1:
+        rec = decode(*segs[0])
+    elif not any(w for w, _ in segs):
+        rec = np.frombuffer(b"".join(d for _, d in segs), NARROW)
+    else:
+        rec = np.concatenate([_widen(decode(w, d)) for w, d in segs])
+    if len(dead) and len(rec):
+        rec = _without(rec, dead)
+    if delta:
+        rec = _inserted(rec, sorted(delta))
+    return rec
 
 
 def _without(rec: np.ndarray, dead: np.ndarray) -> np.ndarray:
