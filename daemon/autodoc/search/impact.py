@@ -55,14 +55,16 @@ class Terms:
     """The query's phrases, each with its live postings: sorted ids, and bm25 contributions computed
     for the rows asked (a pruned term's for the candidates it holds, not its every posting)."""
 
-    def __init__(self, recs: list[np.ndarray], weights: tuple[float, ...], rows: int, tokens: int):
+    def __init__(self, recs: list[np.ndarray], weights: tuple[float, ...], rows: int, tokens: int,
+                 docs: list[int] | None = None):
+        """`docs`: each phrase's live row count when `recs` are not its every record (the AND's rows)."""
         self.avgdl = float(tokens) / float(rows)
         self.w = np.array([float(x) for x in weights])
         self.recs = recs
         self.ids: list[np.ndarray] = [rec["id"].astype(np.int64) for rec in recs]
         self.idf: list[float] = []
-        for rec in recs:
-            n = len(rec)
+        for k, rec in enumerate(recs):
+            n = len(rec) if docs is None else docs[k]
             idf = math.log((rows - n + 0.5) / (n + 0.5))
             self.idf.append(1e-6 if idf <= 0.0 else idf)
         self.bound = [idf * (K1 + 1.0) for idf in self.idf]
@@ -279,37 +281,51 @@ def holders(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict
 
 AND_BUDGET = 200_000  # postings read whole at most to prove an AND empty; past it FTS5 answers it
 AT_IDS = 512  # common ids from which a word is checked in the segments holding them only
+EMPTY = "empty"
 
 
 def none_holds_all(db: apsw.Connection, exprs: list[str]) -> bool:
     """True when the postings show that no chunk holds every one of these terms (the AND query
-    would find nothing): the rarest token first, stopping as soon as their common ids run out; once
+    would find nothing). A sentence's AND is empty nearly always, and FTS5 walks every word's
+    doclist to say so."""
+    return all_ranker(db, exprs, None) is EMPTY
+
+
+def all_ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | None):
+    """For `exprs[0] AND exprs[1] AND …`: EMPTY when the postings show no chunk holds every term; a
+    `rank` like ranker's (FTS5's ranking of the AND, to the bit) when every term is one token; else
+    None (FTS5 answers). The rarest token first, stopping as soon as the common ids run out; once
     few ids are left, a word is read only in the segments holding them (a stopword's few segments,
     not its whole list). A phrase's tokens must each be held (a necessary condition), a prefix
-    constrains nothing. A sentence's AND is empty nearly always, and FTS5 walks every word's
-    doclist to say so."""
+    constrains nothing."""
+    weights = columns or BM25_WEIGHTS
     if not ENABLED or len(exprs) < 2 or not postings.complete(db):
-        return False
+        return None
     need: list[str] = []
+    exact = all(w == int(w) for w in weights)
     for e in exprs:
         p = ftsterms.parse_expr(db, e)
+        exact = exact and len(p.tokens) == 1 and not p.prefix
         if not p.prefix:
             need += p.tokens
     if not need:
-        return False
+        return None
     docs = postings.counts(db, need)
-    key = postings.cache_key(db, ftsterms.index_state(db).key)
+    state = ftsterms.index_state(db)
+    key = postings.cache_key(db, state.key)
     common: np.ndarray | None = None
     read = 0
+    got: dict[str, tuple[np.ndarray, bool]] = {}  # token → its records read, whether all of them
     for t in sorted(dict.fromkeys(need), key=lambda t: docs[t]):
         if common is not None and len(common) <= AT_IDS:
-            ids = postings.read_at(db, t, common, key)["id"]
+            rec, whole = postings.read_at(db, t, common, key), False
         elif read + docs[t] > AND_BUDGET:
-            return False
+            return None
         else:
-            ids = postings.read_terms(db, [t], key)[t]["id"]
-            read += len(ids)
-        ids = ids.astype(np.int64)
+            rec, whole = postings.read_terms(db, [t], key)[t], True
+            read += len(rec)
+        got[t] = (rec, whole)
+        ids = rec["id"].astype(np.int64)
         if common is None:
             common = ids
         elif len(ids):
@@ -318,5 +334,16 @@ def none_holds_all(db: apsw.Connection, exprs: list[str]) -> bool:
         else:
             common = ids
         if not len(common):
-            return True
-    return False
+            return EMPTY
+    if not exact or state.rows <= 0:
+        return None
+    recs, counts = [], []
+    for t in need:  # one token per expression, in the AND's phrase order
+        rec, whole = got[t]
+        recs.append(rec[np.searchsorted(rec["id"].astype(np.int64), common)])
+        counts.append(len(rec) if whole else postings.live_count(db, t, key))
+    terms = Terms(recs, weights, state.rows, state.tokens, counts)
+    s = np.zeros(len(common))
+    for i in range(len(terms)):  # every row holds every phrase: its sum in phrase order is FTS5's
+        s += terms.contrib(i)
+    return lambda match, limit: best(common, s, limit)

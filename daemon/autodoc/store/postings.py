@@ -478,6 +478,20 @@ def counts(db: apsw.Connection, terms: list[str]) -> dict[str, int]:
     return {t: int(got.get(t) or 0) for t in terms}
 
 
+def live_count(db: apsw.Connection, term: str, key: tuple) -> int:
+    """How many live chunks hold a token (what FTS5 counts for its IDF) without reading its
+    records: the segments' lengths, less its dead records (the dead ids' segments read), plus its
+    delta rows (a deleted chunk's leave the delta with it)."""
+    n = counts(db, [term])[term]
+    dead = dead_ids(db, key).astype(np.uint32)
+    if len(dead):
+        segs = json.dumps(sorted({int(i) >> SEG_BITS for i in dead}))
+        for wide, data in db.execute("SELECT wide, data FROM postings WHERE term=? AND seg IN "
+                                     "(SELECT value FROM json_each(?))", (term, segs)):
+            n -= int(np.isin(decode(wide, data)["id"], dead).sum())
+    return n + db.execute("SELECT COUNT(*) FROM postings_delta WHERE term=?", (term,)).fetchone()[0]
+
+
 def _live(segs: list[tuple[int, bytes]], dead: np.ndarray, delta: list[tuple] | None) -> np.ndarray:
     """One token's records from its segment rows (wide, data), minus the dead, plus its delta rows."""
     if not segs:
