@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from typing import Callable
 
 import apsw
@@ -235,7 +236,7 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
     if state.rows <= 0:
         return None
     key = postings.cache_key(db, state.key)
-    recs = postings.read_terms(db, toks, key)
+    recs = _read(db, toks, key)
     terms = Terms([recs[t] for t in toks], weights, state.rows, state.tokens)
     with _lock:  # the coverage weight asks next which hits hold each word (holders)
         _recent[(key, tuple(toks))] = dict(zip(toks, terms.ids))
@@ -248,6 +249,34 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
             memo[limit] = top(terms, limit)
         return memo[limit]
     return rank
+
+
+_local = threading.local()
+
+
+@contextmanager
+def one_search():
+    """Within it, a word's records are read once on this thread: a search reads a word for its AND
+    check, its OR ranking and its hits' coverage (search/lexical.py). Nothing outlives it."""
+    _local.read = {}
+    try:
+        yield
+    finally:
+        _local.read = None
+
+
+def _read(db: apsw.Connection, toks: list[str], key: tuple) -> dict[str, np.ndarray]:
+    """postings.read_terms, once per word within one_search."""
+    kept = getattr(_local, "read", None)
+    if kept is None:
+        return postings.read_terms(db, toks, key)
+    out = {t: kept[(key, t)] for t in toks if (key, t) in kept}
+    missing = [t for t in toks if t not in out]
+    if missing:
+        got = postings.read_terms(db, missing, key)
+        out.update(got)
+        kept.update(((key, t), rec) for t, rec in got.items())
+    return out
 
 
 _lock = threading.Lock()
@@ -266,7 +295,7 @@ def holders(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict
     with _lock:
         ids = _recent.get((key, tuple(toks)))
     if ids is None:
-        ids = {t: r["id"].astype(np.int64) for t, r in postings.read_terms(db, toks, key).items()}
+        ids = {t: r["id"].astype(np.int64) for t, r in _read(db, toks, key).items()}
     want = np.array(sorted(set(chunk_ids)), np.int64)
     out = {}
     for e, t in zip(exprs, toks):
@@ -310,8 +339,9 @@ def all_ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...]
             need += p.tokens
     if not need:
         return None
-    docs = postings.counts(db, need)
     state = ftsterms.index_state(db)
+    counted = ftsterms.term_docs(db, [f'"{t}"' for t in need], state)  # an order only (cached per state)
+    docs = {t: counted[f'"{t}"'] for t in need}
     key = postings.cache_key(db, state.key)
     common: np.ndarray | None = None
     read = 0
@@ -322,7 +352,7 @@ def all_ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...]
         elif read + docs[t] > AND_BUDGET:
             return None
         else:
-            rec, whole = postings.read_terms(db, [t], key)[t], True
+            rec, whole = _read(db, [t], key)[t], True
             read += len(rec)
         got[t] = (rec, whole)
         ids = rec["id"].astype(np.int64)

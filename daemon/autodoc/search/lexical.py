@@ -66,6 +66,12 @@ def run_lexical(
 ) -> LexicalResult:
     """Hits best first with positive scores, and (with `weigh`, i.e. when fused with another leg)
     their coverage weights; without, the columns weigh alike (store/matches.py)."""
+    with impact.one_search():  # each word's postings read once for the AND, the OR and the coverage
+        return _run_lexical(db, workspace_id, terms, filt, want=want, top=top, weigh=weigh)
+
+
+def _run_lexical(db: apsw.Connection, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int,
+                 weigh: bool) -> LexicalResult:
     match = build_match(terms, "all")
     if match is None:
         return LexicalResult([], None)
