@@ -135,15 +135,14 @@ def top(terms: Terms, limit: int) -> Rows:
     sizes = [len(x) for x in terms.ids]
     if limit <= 0:
         return []
-    if m < maxscore.MIN_TERMS or sum(sizes) < PRUNE_MIN:
-        return best(*terms.score(every), limit)
+    if m < maxscore.MIN_TERMS or sum(sizes) < PRUNE_MIN or not (terms.w > 0).all():
+        return best(*terms.score(every), limit)  # (a zero weight could score a row 0: "held" needs > 0)
     order = sorted(every, key=lambda i: (-terms.bound[i], i))  # rarest first
     rest = [0.0] * (m + 1)  # rest[j]: the most the terms order[j:] add to a row
     for j in range(m - 1, -1, -1):
         rest[j] = rest[j + 1] + terms.bound[order[j]]
     span = 1 + max((int(x[-1]) for x in terms.ids if len(x)), default=0)
     acc = np.zeros(span)  # partial scores by row id (summed rarest first: a bound, not the answer)
-    seen = np.zeros(span, bool)
     parts: list[np.ndarray] = []
     contribs: dict[int, np.ndarray] = {}
     held, floor, j = 0, 0.0, 0
@@ -152,9 +151,9 @@ def top(terms: Terms, limit: int) -> Rows:
         ids = terms.ids[i]
         if len(ids):
             c = contribs[i] = terms.contrib(i)
-            acc[ids] += c
-            new = ids[~seen[ids]]
-            seen[new] = True
+            before = acc[ids]
+            acc[ids] = before + c
+            new = ids[before == 0.0]  # every contribution is > 0: a row at 0 is new to the candidates
             parts.append(new)
             held += len(new)
         j += 1
