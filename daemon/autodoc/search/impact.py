@@ -11,10 +11,14 @@ score = Σ in phrase order idf·(f·(k1+1)) / (f + k1·(1 − b + b·D/avgdl)),
 returned negated, ties by rowid. Summed in the same order with the same
 operations, the scores are FTS5's to the bit, so the rows and their order are.
 
-MaxScore's pruning (search/maxscore.py) applies as it does over FTS5: the
-rarest terms' partial scores give a floor θ under the k-th score; the
-commonest terms whose bounds sum below θ are only looked up (searchsorted on
-their sorted ids) for the rows the other terms hold.
+The OR's top k is MaxScore, term at a time (`top`): the rarest terms are added
+into partial scores by row id until the bounds of the rest (idf·(k1+1) each,
+search/maxscore.py) sum below the k-th partial score θ; the rest are only
+looked up (searchsorted on their sorted ids) for the candidates whose partial
+score plus the rest's bounds still reach θ, θ rising and the candidates
+thinning term by term; the survivors are scored again in phrase order. The
+strict AND that the leg runs first is proved empty, or ranked when every term
+is one token, from the same postings (`all_ranker`).
 
 Runs on: the search's thread, on its snapshot.
 """
