@@ -34,7 +34,7 @@ from typing import Callable
 import apsw
 import numpy as np
 
-from ..store import ftsterms, postings
+from ..store import ftsterms, postings, postread
 from ..store.matches import BM25_WEIGHTS
 from . import maxscore
 
@@ -238,7 +238,7 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
     state = ftsterms.index_state(db)
     if state.rows <= 0:
         return None
-    key = postings.cache_key(db, state.key)
+    key = postread.cache_key(db, state.key)
     recs = _read(db, toks, key)
     terms = Terms([recs[t] for t in toks], weights, state.rows, state.tokens)
     with _lock:  # the coverage weight asks next which hits hold each word (holders)
@@ -269,14 +269,14 @@ def one_search():
 
 
 def _read(db: apsw.Connection, toks: list[str], key: tuple) -> dict[str, np.ndarray]:
-    """postings.read_terms, once per word within one_search."""
+    """postread.read_terms, once per word within one_search."""
     kept = getattr(_local, "read", None)
     if kept is None:
-        return postings.read_terms(db, toks, key)
+        return postread.read_terms(db, toks, key)
     out = {t: kept[(key, t)] for t in toks if (key, t) in kept}
     missing = [t for t in toks if t not in out]
     if missing:
-        got = postings.read_terms(db, missing, key)
+        got = postread.read_terms(db, missing, key)
         out.update(got)
         kept.update(((key, t), rec) for t, rec in got.items())
     return out
@@ -294,7 +294,7 @@ def holders(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict
     toks = tokens_of(db, exprs)
     if toks is None:
         return None
-    key = postings.cache_key(db, ftsterms.index_state(db).key)
+    key = postread.cache_key(db, ftsterms.index_state(db).key)
     with _lock:
         ids = _recent.get((key, tuple(toks)))
     if ids is None:
@@ -345,13 +345,13 @@ def all_ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...]
     state = ftsterms.index_state(db)
     counted = ftsterms.term_docs(db, [f'"{t}"' for t in need], state)  # an order only (cached per state)
     docs = {t: counted[f'"{t}"'] for t in need}
-    key = postings.cache_key(db, state.key)
+    key = postread.cache_key(db, state.key)
     common: np.ndarray | None = None
     read = 0
     got: dict[str, tuple[np.ndarray, bool]] = {}  # token → its records read, whether all of them
     for t in sorted(dict.fromkeys(need), key=lambda t: docs[t]):
         if common is not None and len(common) <= AT_IDS:
-            rec, whole = postings.read_at(db, t, common, key), False
+            rec, whole = postread.read_at(db, t, common, key), False
         elif read + docs[t] > AND_BUDGET:
             return None
         else:
@@ -374,7 +374,7 @@ def all_ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...]
     for t in need:  # one token per expression, in the AND's phrase order
         rec, whole = got[t]
         recs.append(rec[np.searchsorted(rec["id"].astype(np.int64), common)])
-        counts.append(len(rec) if whole else postings.live_count(db, t, key))
+        counts.append(len(rec) if whole else postread.live_count(db, t, key))
     terms = Terms(recs, weights, state.rows, state.tokens, counts)
     s = np.zeros(len(common))
     for i in range(len(terms)):  # every row holds every phrase: its sum in phrase order is FTS5's
