@@ -346,11 +346,16 @@ def render(res: dict[str, Any]) -> str:
           "(chunk id, the chunk's length, tf per column) sorted by id, beside FTS5 in the same SQLite file; new "
           "chunks go to a delta table and deleted ones to a dead list in the transaction that writes their FTS "
           "rows; an index job's end folds a large delta in and purges many dead. A query reads its words' blobs "
-          "(zero-copy `np.frombuffer`) and computes fts5_aux.c's bm25 operation for operation with FTS5's own N, "
-          "average length and per-word row counts, summed in phrase order: the scores are FTS5's to the bit. "
-          "MaxScore's pruning still applies: the commonest words whose bounds sum below the floor from the rarest "
-          "words' partial top k are only looked up (searchsorted) for the rows the other words hold. Phrases, "
-          "prefixes and CJK bigram phrases keep the FTS5 path (MaxScore over FTS5)."]
+          "(a word's narrow segments joined as bytes, the dead removed by searchsorted, the delta inserted in place) "
+          "and computes fts5_aux.c's bm25 operation for operation with FTS5's own N, average length and per-word "
+          "row counts. The OR's top k is MaxScore term at a time: the rarest words are added into partial scores "
+          "by row id until the bounds of the rest sum below the k-th partial score; the rest are only looked up "
+          "(searchsorted) for the candidates whose partial score plus the rest's bounds still reach it, the floor "
+          "rising and the candidates thinning word by word; the survivors are scored again in phrase order, so the "
+          "scores are FTS5's to the bit. The strict AND that runs first is proved empty from the postings (rarest "
+          "token first; once few common ids are left, a word is read only in the segments holding them), or ranked "
+          "from them when every word is one token; a search reads each word once for the AND, the OR and the "
+          "coverage weight. Phrases, prefixes and CJK bigram phrases keep the FTS5 path (MaxScore over FTS5)."]
     sf = res.get("scifact")
     if sf:
         L += ["", f"SciFact test claims ({sf['queries']}), the product's answers (limit 10) with the leg as it was, with "

@@ -69,7 +69,29 @@ def _check(db, *, want_fast: int = 15) -> int:
                     assert [r[0] for r in got] == [r[0] for r in want], (q, k)
                     assert [r[1] for r in got] == [r[1] for r in want], (q, k)  # to the bit
     assert fast >= want_fast, fast
+    _check_and(db)
     return fast
+
+
+def _check_and(db) -> None:
+    """The AND of a query's first words (and of all of them), ranked from the postings where each
+    is one token, equals FTS5's ranking of it to the bit; an AND the postings prove empty is empty."""
+    ranked = empty = 0
+    for columns in (None, matches.EQUAL_WEIGHTS):
+        for q in _queries(db):
+            terms = resolve_facets(parse_query(q), set()).terms
+            every = [e for e in dict.fromkeys(term_match(t) for t in terms) if e]
+            for m in (every[:2], every[:3], every, every[:3] + ['"zzqxnotaword"']):
+                rank = impact.all_ranker(db, m, columns)
+                want = matches.ranked(db, " AND ".join(m), 1000, columns)
+                if rank is impact.EMPTY:
+                    assert not want, m
+                    empty += 1
+                elif rank is not None:
+                    for k in (10, 1000):
+                        assert rank(" AND ".join(m), k) == want[:k], (m, k)  # ids, order, scores to the bit
+                    ranked += bool(want)
+    assert ranked >= 10 and empty >= 10, (ranked, empty)
 
 
 def _check_leg(db, monkeypatch) -> None:
@@ -103,15 +125,14 @@ def _check_leg(db, monkeypatch) -> None:
 
 @pytest.fixture()
 def pruned(monkeypatch):
-    """Counts the queries whose commonest terms were pruned."""
+    """Counts the queries whose commonest terms were only looked up for the candidates."""
     seen = []
-    real = maxscore.non_essential
+    real = impact._looked_up
 
-    def spy(bounds, floor):
-        out = real(bounds, floor)
-        seen.append(bool(out))
-        return out
-    monkeypatch.setattr(maxscore, "non_essential", spy)
+    def spy(terms, later, *args):
+        seen.append(len(later))
+        return real(terms, later, *args)
+    monkeypatch.setattr(impact, "_looked_up", spy)
     return seen
 
 

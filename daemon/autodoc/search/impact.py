@@ -11,10 +11,14 @@ score = Σ in phrase order idf·(f·(k1+1)) / (f + k1·(1 − b + b·D/avgdl)),
 returned negated, ties by rowid. Summed in the same order with the same
 operations, the scores are FTS5's to the bit, so the rows and their order are.
 
-MaxScore's pruning (search/maxscore.py) applies as it does over FTS5: the
-rarest terms' partial scores give a floor θ under the k-th score; the
-commonest terms whose bounds sum below θ are only looked up (searchsorted on
-their sorted ids) for the rows the other terms hold.
+The OR's top k is MaxScore, term at a time (`top`): the rarest terms are added
+into partial scores by row id until the bounds of the rest (idf·(k1+1) each,
+search/maxscore.py) sum below the k-th partial score θ; the rest are only
+looked up (searchsorted on their sorted ids) for the candidates whose partial
+score plus the rest's bounds still reach θ, θ rising and the candidates
+thinning term by term; the survivors are scored again in phrase order. The
+strict AND that the leg runs first is proved empty, or ranked when every term
+is one token, from the same postings (`all_ranker`).
 
 Runs on: the search's thread, on its snapshot.
 """
@@ -24,17 +28,17 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from typing import Callable
 
 import apsw
 import numpy as np
 
-from ..store import ftsterms, postings
+from ..store import ftsterms, postings, postread
 from ..store.matches import BM25_WEIGHTS
 from . import maxscore
 
 K1, B = 1.2, 0.75  # fts5_aux.c
-PROBE_ROWS = 20  # the probe's postings budget, × the k asked for
 PRUNE_MIN = 20_000  # below this many postings in all, scoring them all is cheaper than the probe
 ENABLED = True
 
@@ -56,14 +60,16 @@ class Terms:
     """The query's phrases, each with its live postings: sorted ids, and bm25 contributions computed
     for the rows asked (a pruned term's for the candidates it holds, not its every posting)."""
 
-    def __init__(self, recs: list[np.ndarray], weights: tuple[float, ...], rows: int, tokens: int):
+    def __init__(self, recs: list[np.ndarray], weights: tuple[float, ...], rows: int, tokens: int,
+                 docs: list[int] | None = None):
+        """`docs`: each phrase's live row count when `recs` are not its every record (the AND's rows)."""
         self.avgdl = float(tokens) / float(rows)
         self.w = np.array([float(x) for x in weights])
         self.recs = recs
         self.ids: list[np.ndarray] = [rec["id"].astype(np.int64) for rec in recs]
         self.idf: list[float] = []
-        for rec in recs:
-            n = len(rec)
+        for k, rec in enumerate(recs):
+            n = len(rec) if docs is None else docs[k]
             idf = math.log((rows - n + 0.5) / (n + 0.5))
             self.idf.append(1e-6 if idf <= 0.0 else idf)
         self.bound = [idf * (K1 + 1.0) for idf in self.idf]
@@ -122,25 +128,101 @@ def best(cand: np.ndarray, s: np.ndarray, limit: int) -> Rows:
 
 
 def top(terms: Terms, limit: int) -> Rows:
+    """The best `limit` rows of the OR, exactly as FTS5 ranks them, scoring few of them (MaxScore,
+    term at a time): the terms are added rarest first into partial scores until the bounds of the
+    rest sum below the k-th partial score θ (a row holding none of the added terms cannot reach
+    the top k); the rest are then looked up only for the rows whose partial score plus the rest's
+    bounds still reach θ, θ rising and the rows thinning as each term is added. The rows left are
+    scored again in phrase order, the sum FTS5 computes, so the scores are its to the bit."""
     m = len(terms)
     every = list(range(m))
     sizes = [len(x) for x in terms.ids]
     if limit <= 0:
         return []
-    if m < maxscore.MIN_TERMS or sum(sizes) < PRUNE_MIN:
-        return best(*terms.score(every), limit)
-    probe = maxscore.probe_terms(terms.bound, sizes, PROBE_ROWS * limit)
-    if len(probe) == m:
-        return best(*terms.score(every), limit)
-    cand = union([terms.ids[i] for i in probe])
-    if len(cand) < limit:
-        return best(*terms.score(every), limit)  # fewer than k rows hold the rare terms: no floor
-    part = np.zeros(len(cand))
-    for i in probe:
-        part[np.searchsorted(cand, terms.ids[i])] += terms.contrib(i)
-    floor = float(np.partition(part, len(part) - limit)[len(part) - limit])
-    rest = set(maxscore.non_essential(terms.bound, floor))
-    return best(*terms.score([i for i in every if i not in rest]), limit)
+    if m < maxscore.MIN_TERMS or sum(sizes) < PRUNE_MIN or not (terms.w > 0).all():
+        return best(*terms.score(every), limit)  # (a zero weight could score a row 0: "held" needs > 0)
+    order = sorted(every, key=lambda i: (-terms.bound[i], i))  # rarest first
+    rest = [0.0] * (m + 1)  # rest[j]: the most the terms order[j:] add to a row
+    for j in range(m - 1, -1, -1):
+        rest[j] = rest[j + 1] + terms.bound[order[j]]
+    span = 1 + max((int(x[-1]) for x in terms.ids if len(x)), default=0)
+    acc = np.zeros(span)  # partial scores by row id (summed rarest first: a bound, not the answer)
+    parts: list[np.ndarray] = []
+    contribs: dict[int, np.ndarray] = {}
+    held, floor, j = 0, 0.0, 0
+    while j < m:
+        i = order[j]
+        ids = terms.ids[i]
+        if len(ids):
+            c = contribs[i] = terms.contrib(i)
+            before = acc[ids]
+            acc[ids] = before + c
+            new = ids[before == 0.0]  # every contribution is > 0: a row at 0 is new to the candidates
+            parts.append(new)
+            held += len(new)
+        j += 1
+        # θ ≤ what the added terms can sum to: no use computing it before that exceeds the rest
+        if j < m and held >= limit and rest[j] * (1.0 + SLACK) < rest[0] - rest[j]:
+            cand = np.concatenate(parts)
+            parts = [cand]
+            floor = float(np.partition(acc[cand], held - limit)[held - limit])
+            if rest[j] * (1.0 + SLACK) < floor:
+                break
+    cand = np.concatenate(parts) if parts else np.empty(0, np.int64)
+    if j == m:  # every term added: every row that holds one is a candidate
+        if len(cand) > DENSE_ROWS:
+            return best(*_dense(terms, contribs, span, cand), limit)
+        cand.sort()
+        return best(cand, _exact(terms, cand, contribs), limit)
+    return best(*_looked_up(terms, order[j:], rest[j:], acc, cand, floor, contribs, limit), limit)
+
+
+def _looked_up(terms: Terms, later: list[int], rest: list[float], acc: np.ndarray, cand: np.ndarray, floor: float,
+               contribs: dict[int, np.ndarray], limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows that can still reach the top k (sorted) and their exact scores: the `later` terms
+    (rest[j]: the bounds of later[j:] summed) only looked up for the candidates, which thin as
+    each term's bound leaves the rest and the k-th partial score θ (`floor`) rises."""
+    for jj, i in enumerate(later):
+        cand = cand[(acc[cand] + rest[jj]) * (1.0 + SLACK) >= floor]
+        ids = terms.ids[i]
+        if len(ids) and len(cand):
+            pos = np.minimum(np.searchsorted(ids, cand), len(ids) - 1)
+            hit = ids[pos] == cand
+            acc[cand[hit]] += terms.contrib(i, pos[hit])
+        if len(cand) > limit:
+            floor = max(floor, float(np.partition(acc[cand], len(cand) - limit)[len(cand) - limit]))
+    cand = cand[acc[cand] * (1.0 + SLACK) >= floor]
+    cand.sort()
+    return cand, _exact(terms, cand, contribs)
+
+
+DENSE_ROWS = 20_000  # candidates above which their exact scores are summed into a dense array
+SLACK = 1e-9  # the bounds' margin against rounding (partial sums in another order than FTS5's)
+
+
+def _exact(terms: Terms, cand: np.ndarray, contribs: dict[int, np.ndarray]) -> np.ndarray:
+    """The candidates' (sorted ids) scores summed in phrase order, as fts5Bm25Function sums them."""
+    s = np.zeros(len(cand))
+    for i in range(len(terms)):
+        ids = terms.ids[i]
+        if not len(ids) or not len(cand):
+            continue
+        pos = np.minimum(np.searchsorted(ids, cand), len(ids) - 1)
+        hit = ids[pos] == cand
+        s[hit] += contribs[i][pos[hit]] if i in contribs else terms.contrib(i, pos[hit])
+    return s
+
+
+def _dense(terms: Terms, contribs: dict[int, np.ndarray], span: int, cand: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(the candidates sorted, their scores): every term's contributions added in phrase order
+    into an array by row id (each row's sum in FTS5's order), for many candidates."""
+    acc = np.zeros(span)
+    for i in range(len(terms)):
+        if len(terms.ids[i]):
+            acc[terms.ids[i]] += contribs[i] if i in contribs else terms.contrib(i)
+    cand = np.sort(cand)
+    return cand, acc[cand]
 
 
 def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | None
@@ -156,8 +238,8 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
     state = ftsterms.index_state(db)
     if state.rows <= 0:
         return None
-    key = postings.cache_key(db, state.key)
-    recs = postings.read_terms(db, toks, key)
+    key = postread.cache_key(db, state.key)
+    recs = _read(db, toks, key)
     terms = Terms([recs[t] for t in toks], weights, state.rows, state.tokens)
     with _lock:  # the coverage weight asks next which hits hold each word (holders)
         _recent[(key, tuple(toks))] = dict(zip(toks, terms.ids))
@@ -172,6 +254,34 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
     return rank
 
 
+_local = threading.local()
+
+
+@contextmanager
+def one_search():
+    """Within it, a word's records are read once on this thread: a search reads a word for its AND
+    check, its OR ranking and its hits' coverage (search/lexical.py). Nothing outlives it."""
+    _local.read = {}
+    try:
+        yield
+    finally:
+        _local.read = None
+
+
+def _read(db: apsw.Connection, toks: list[str], key: tuple) -> dict[str, np.ndarray]:
+    """postread.read_terms, once per word within one_search."""
+    kept = getattr(_local, "read", None)
+    if kept is None:
+        return postread.read_terms(db, toks, key)
+    out = {t: kept[(key, t)] for t in toks if (key, t) in kept}
+    missing = [t for t in toks if t not in out]
+    if missing:
+        got = postread.read_terms(db, missing, key)
+        out.update(got)
+        kept.update(((key, t), rec) for t, rec in got.items())
+    return out
+
+
 _lock = threading.Lock()
 _recent: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()  # the last queries' ids, per index state
 
@@ -184,11 +294,11 @@ def holders(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict
     toks = tokens_of(db, exprs)
     if toks is None:
         return None
-    key = postings.cache_key(db, ftsterms.index_state(db).key)
+    key = postread.cache_key(db, ftsterms.index_state(db).key)
     with _lock:
         ids = _recent.get((key, tuple(toks)))
     if ids is None:
-        ids = {t: r["id"].astype(np.int64) for t, r in postings.read_terms(db, toks, key).items()}
+        ids = {t: r["id"].astype(np.int64) for t, r in _read(db, toks, key).items()}
     want = np.array(sorted(set(chunk_ids)), np.int64)
     out = {}
     for e, t in zip(exprs, toks):
@@ -201,29 +311,72 @@ def holders(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict
     return out
 
 
-AND_BUDGET = 200_000  # postings read at most to prove an AND empty; past it FTS5 answers it
+AND_BUDGET = 200_000  # postings read whole at most to prove an AND empty; past it FTS5 answers it
+AT_IDS = 512  # common ids from which a word is checked in the segments holding them only
+EMPTY = "empty"
 
 
 def none_holds_all(db: apsw.Connection, exprs: list[str]) -> bool:
-    """True when the postings show that no chunk holds every one of these single tokens (the AND
-    query would find nothing): the rarest first, stopping as soon as their common ids run out. A
-    sentence's AND is empty nearly always, and FTS5 walks every word's doclist to say so."""
+    """True when the postings show that no chunk holds every one of these terms (the AND query
+    would find nothing). A sentence's AND is empty nearly always, and FTS5 walks every word's
+    doclist to say so."""
+    return all_ranker(db, exprs, None) is EMPTY
+
+
+def all_ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | None):
+    """For `exprs[0] AND exprs[1] AND …`: EMPTY when the postings show no chunk holds every term; a
+    `rank` like ranker's (FTS5's ranking of the AND, to the bit) when every term is one token; else
+    None (FTS5 answers). The rarest token first, stopping as soon as the common ids run out; once
+    few ids are left, a word is read only in the segments holding them (a stopword's few segments,
+    not its whole list). A phrase's tokens must each be held (a necessary condition), a prefix
+    constrains nothing."""
+    weights = columns or BM25_WEIGHTS
     if not ENABLED or len(exprs) < 2 or not postings.complete(db):
-        return False
-    toks = tokens_of(db, exprs)
-    if toks is None:
-        return False
+        return None
+    need: list[str] = []
+    exact = all(w == int(w) for w in weights)
+    for e in exprs:
+        p = ftsterms.parse_expr(db, e)
+        exact = exact and len(p.tokens) == 1 and not p.prefix
+        if not p.prefix:
+            need += p.tokens
+    if not need:
+        return None
     state = ftsterms.index_state(db)
-    docs = ftsterms.term_docs(db, exprs, state)  # an order only: the live ids decide
-    key = postings.cache_key(db, state.key)
+    counted = ftsterms.term_docs(db, [f'"{t}"' for t in need], state)  # an order only (cached per state)
+    docs = {t: counted[f'"{t}"'] for t in need}
+    key = postread.cache_key(db, state.key)
     common: np.ndarray | None = None
     read = 0
-    for e, t in sorted(zip(exprs, toks), key=lambda p: docs[p[0]]):
-        if read + docs[e] > AND_BUDGET:
-            return False
-        ids = postings.read_terms(db, [t], key)[t]["id"].astype(np.int64)
-        read += len(ids)
-        common = ids if common is None else common[np.isin(common, ids, assume_unique=True)]
+    got: dict[str, tuple[np.ndarray, bool]] = {}  # token → its records read, whether all of them
+    for t in sorted(dict.fromkeys(need), key=lambda t: docs[t]):
+        if common is not None and len(common) <= AT_IDS:
+            rec, whole = postread.read_at(db, t, common, key), False
+        elif read + docs[t] > AND_BUDGET:
+            return None
+        else:
+            rec, whole = _read(db, [t], key)[t], True
+            read += len(rec)
+        got[t] = (rec, whole)
+        ids = rec["id"].astype(np.int64)
+        if common is None:
+            common = ids
+        elif len(ids):
+            pos = np.minimum(np.searchsorted(ids, common), len(ids) - 1)
+            common = common[ids[pos] == common]
+        else:
+            common = ids
         if not len(common):
-            return True
-    return False
+            return EMPTY
+    if not exact or state.rows <= 0:
+        return None
+    recs, counts = [], []
+    for t in need:  # one token per expression, in the AND's phrase order
+        rec, whole = got[t]
+        recs.append(rec[np.searchsorted(rec["id"].astype(np.int64), common)])
+        counts.append(len(rec) if whole else postread.live_count(db, t, key))
+    terms = Terms(recs, weights, state.rows, state.tokens, counts)
+    s = np.zeros(len(common))
+    for i in range(len(terms)):  # every row holds every phrase: its sum in phrase order is FTS5's
+        s += terms.contrib(i)
+    return lambda match, limit: best(common, s, limit)

@@ -38,7 +38,7 @@ from ..store.filters import Filter
 from ..store.hits import chunk_texts
 from ..store import ftsterms
 from ..store.matches import EQUAL_WEIGHTS, content_cut, matching_rowids, ranked, ranked_matches, sole_workspace
-from .fts import CJK_RUN, build_match, coverage_terms, term_match
+from .fts import CJK_RUN, _key, build_match, coverage_terms, term_match
 from . import impact, maxscore
 from .fusion import LegHit
 from .query import Term
@@ -66,16 +66,26 @@ def run_lexical(
 ) -> LexicalResult:
     """Hits best first with positive scores, and (with `weigh`, i.e. when fused with another leg)
     their coverage weights; without, the columns weigh alike (store/matches.py)."""
+    with impact.one_search():  # each word's postings read once for the AND, the OR and the coverage
+        return _run_lexical(db, workspace_id, terms, filt, want=want, top=top, weigh=weigh)
+
+
+def _run_lexical(db: apsw.Connection, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int,
+                 weigh: bool) -> LexicalResult:
     match = build_match(terms, "all")
     if match is None:
         return LexicalResult([], None)
     unfiltered = filt.empty and sole_workspace(db, workspace_id)
     columns = None if weigh else (EQUAL_WEIGHTS if EQUAL_COLUMNS_ALONE else None)
-    every = [e for e in dict.fromkeys(term_match(t) for t in terms) if e]
-    if " AND ".join(every) == match and impact.none_holds_all(db, every):
+    every: list[str] = []  # the AND's terms, as build_match dedups them
+    for e in (term_match(t) for t in terms):
+        if e and all(_key(e) != _key(x) for x in every):
+            every.append(e)
+    strict_rank = impact.all_ranker(db, every, columns) if " AND ".join(every) == match else None
+    if strict_rank is impact.EMPTY:
         rows = []  # the postings show no chunk holds every word: FTS5 need not walk their doclists to say so
-    else:
-        rows = ranked_matches(db, match, workspace_id, filt, top, unfiltered, columns)
+    else:  # from the postings when every word is one token (search/impact.py), else FTS5's
+        rows = ranked_matches(db, match, workspace_id, filt, top, unfiltered, columns, rank=strict_rank)
     strict = {cid for cid, _ in rows}
     used = "all"
     if len(rows) < want:

@@ -22,16 +22,17 @@ The tokens are FTS5's (its own tokenizer over the very strings the store
 inserts, store/documents.py) and a chunk's length is FTS5's own record of it
 (chunks_fts_docsize), so the scores equal FTS5's.
 
-Runs on: the writer (hooks, build, merge) inside the caller's transaction; the search's thread (reads) on its snapshot.
+Reads are store/postread.py's.
+
+Runs on: the writer (hooks, build, merge) inside the caller's transaction.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 
 import apsw
 import numpy as np
@@ -407,63 +408,7 @@ def maintain(db: apsw.Connection, *, force: bool = False, budget: float = BUILD_
             break
 
 
-# -- reads (search/impact.py) -------------------------------------------------------------------
-
-_lock = threading.Lock()
-_dead_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
-
-
 def _bump(db: apsw.Connection) -> None:
     """A maintenance step changed the tables without touching FTS5: readers' caches must not survive it."""
     db.execute("INSERT INTO meta(key, value) VALUES ('postings_gen', '1') "
                "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
-
-
-def cache_key(db: apsw.Connection, fts_key: tuple) -> tuple:
-    """What a reader's caches of the postings are keyed by: FTS5's state (every write changes it) and
-    the maintenance generation (a merge, compaction or build slice changes the tables, not FTS5)."""
-    row = db.execute("SELECT value FROM meta WHERE key='postings_gen'").fetchone()
-    return (*fts_key, row[0] if row else "0")
-
-
-def dead_ids(db: apsw.Connection, key: tuple) -> np.ndarray:
-    """The dead list, sorted, cached per FTS index state (every delete changes it)."""
-    with _lock:
-        got = _dead_cache.get(key)
-    if got is None:
-        got = np.sort(_dead(db))
-        with _lock:
-            _dead_cache[key] = got
-            while len(_dead_cache) > 8:
-                _dead_cache.popitem(last=False)
-    return got
-
-
-def read_terms(db: apsw.Connection, terms: list[str], key: tuple) -> dict[str, np.ndarray]:
-    """token → its live records (WIDE dtype or NARROW, sorted by id): segments minus dead, plus delta."""
-    wanted = json.dumps(list(dict.fromkeys(terms)))
-    parts: dict[str, list[np.ndarray]] = {t: [] for t in terms}
-    for term, wide, data in db.execute(
-            "SELECT term, wide, data FROM postings WHERE term IN (SELECT value FROM json_each(?)) ORDER BY term, seg",
-            (wanted,)):
-        parts[term].append(decode(wide, data))
-    dead = dead_ids(db, key)
-    delta: dict[str, list[tuple]] = {}
-    for r in db.execute("SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
-                        "WHERE term IN (SELECT value FROM json_each(?))", (wanted,)):
-        delta.setdefault(r[0], []).append(r[1:])
-    out = {}
-    for t, segs in parts.items():
-        rec = segs[0] if len(segs) == 1 else (
-            np.concatenate([_widen(s) for s in segs]) if any(s.dtype == WIDE for s in segs) else
-            np.concatenate(segs) if segs else np.empty(0, NARROW))
-        if len(dead) and len(rec):
-            rec = rec[~np.isin(rec["id"], dead, assume_unique=False)]
-        if t in delta:
-            a = np.array(delta[t], dtype=np.int64)
-            new = np.empty(len(a), WIDE)
-            new["id"], new["d"], new["tf"] = a[:, 0], a[:, 1], a[:, 2:]
-            rec = np.concatenate([_widen(rec), new])
-            rec = rec[np.argsort(rec["id"], kind="stable")]
-        out[t] = rec
-    return out

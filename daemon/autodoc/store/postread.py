@@ -1,0 +1,142 @@
+"""Reading the postings index (store/postings.py) for a search: a token's live
+records (its segments minus the dead, plus its delta), whole or only in the
+segments holding some ids, and its live row count without its records.
+
+Runs on: the search's thread, on its snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+
+import apsw
+import numpy as np
+
+from .postings import NARROW, SEG_BITS, WIDE, _dead, _widen, decode
+
+_lock = threading.Lock()
+_dead_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+
+
+def cache_key(db: apsw.Connection, fts_key: tuple) -> tuple:
+    """What a reader's caches of the postings are keyed by: FTS5's state (every write changes it) and
+    the maintenance generation (a merge, compaction or build slice changes the tables, not FTS5)."""
+    row = db.execute("SELECT value FROM meta WHERE key='postings_gen'").fetchone()
+    return (*fts_key, row[0] if row else "0")
+
+
+def dead_ids(db: apsw.Connection, key: tuple) -> np.ndarray:
+    """The dead list, sorted, cached per FTS index state (every delete changes it)."""
+    with _lock:
+        got = _dead_cache.get(key)
+    if got is None:
+        got = np.sort(_dead(db))
+        with _lock:
+            _dead_cache[key] = got
+            while len(_dead_cache) > 8:
+                _dead_cache.popitem(last=False)
+    return got
+
+
+def read_terms(db: apsw.Connection, terms: list[str], key: tuple) -> dict[str, np.ndarray]:
+    """token → its live records (WIDE dtype or NARROW, sorted by id): segments minus dead, plus delta.
+    A term's narrow segments are joined as bytes (one copy; concatenating structured arrays cost
+    more than reading them at 1M chunks), the dead found by searchsorted and the delta inserted in
+    place, never a sort of the whole list."""
+    wanted = json.dumps(list(dict.fromkeys(terms)))
+    parts: dict[str, list[tuple[int, bytes]]] = {t: [] for t in terms}
+    for term, wide, data in db.execute(
+            "SELECT term, wide, data FROM postings WHERE term IN (SELECT value FROM json_each(?)) ORDER BY term, seg",
+            (wanted,)):
+        parts[term].append((wide, data))
+    dead = dead_ids(db, key).astype(np.uint32)
+    delta: dict[str, list[tuple]] = {}
+    for r in db.execute("SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
+                        "WHERE term IN (SELECT value FROM json_each(?))", (wanted,)):
+        delta.setdefault(r[0], []).append(r[1:])
+    return {t: _live(segs, dead, delta.get(t)) for t, segs in parts.items()}
+
+
+def read_at(db: apsw.Connection, term: str, ids: np.ndarray, key: tuple) -> np.ndarray:
+    """A token's live records in the segments holding these ids only (a common word checked for a
+    few rows reads a few of its segments, not its whole list)."""
+    segs = json.dumps(sorted({int(i) >> SEG_BITS for i in ids}))
+    rows = db.execute("SELECT wide, data FROM postings WHERE term=? AND seg IN (SELECT value FROM json_each(?)) "
+                      "ORDER BY seg", (term, segs)).fetchall()
+    delta = db.execute(f"SELECT chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE term=? AND chunk >> {SEG_BITS} IN "
+                       "(SELECT value FROM json_each(?))", (term, segs)).fetchall()
+    return _live(rows, dead_ids(db, key).astype(np.uint32), delta or None)
+
+
+def counts(db: apsw.Connection, terms: list[str]) -> dict[str, int]:
+    """token → its records in the segments (the delta and dead aside: an order, not a statistic),
+    from the blobs' lengths, which SQLite reads without their content."""
+    got = dict(db.execute("SELECT term, SUM(LENGTH(data) / CASE WHEN wide THEN ? ELSE ? END) FROM postings "
+                          "WHERE term IN (SELECT value FROM json_each(?)) GROUP BY term",
+                          (WIDE.itemsize, NARROW.itemsize, json.dumps(list(dict.fromkeys(terms))))))
+    return {t: int(got.get(t) or 0) for t in terms}
+
+
+def live_count(db: apsw.Connection, term: str, key: tuple) -> int:
+    """How many live chunks hold a token (what FTS5 counts for its IDF) without reading its
+    records: the segments' lengths, less its dead records (the dead ids' segments read), plus its
+    delta rows (a deleted chunk's leave the delta with it)."""
+    n = counts(db, [term])[term]
+    dead = dead_ids(db, key).astype(np.uint32)
+    if len(dead):
+        segs = json.dumps(sorted({int(i) >> SEG_BITS for i in dead}))
+        for wide, data in db.execute("SELECT wide, data FROM postings WHERE term=? AND seg IN "
+                                     "(SELECT value FROM json_each(?))", (term, segs)):
+            n -= int(np.isin(decode(wide, data)["id"], dead).sum())
+    return n + db.execute("SELECT COUNT(*) FROM postings_delta WHERE term=?", (term,)).fetchone()[0]
+
+
+def _live(segs: list[tuple[int, bytes]], dead: np.ndarray, delta: list[tuple] | None) -> np.ndarray:
+    """One token's records from its segment rows (wide, data), minus the dead, plus its delta rows."""
+    if not segs:
+        rec = np.empty(0, NARROW)
+    elif len(segs) == 1:
+        rec = decode(*segs[0])
+    elif not any(w for w, _ in segs):
+        rec = np.frombuffer(b"".join(d for _, d in segs), NARROW)
+    else:
+        rec = np.concatenate([_widen(decode(w, d)) for w, d in segs])
+    if len(dead) and len(rec):
+        rec = _without(rec, dead)
+    if delta:
+        rec = _inserted(rec, sorted(delta))
+    return rec
+
+
+def _without(rec: np.ndarray, dead: np.ndarray) -> np.ndarray:
+    """`rec` minus the records of these (sorted) ids."""
+    ids = rec["id"]
+    inside = dead[(dead >= ids[0]) & (dead <= ids[-1])]
+    if not len(inside):
+        return rec
+    pos = np.searchsorted(ids, inside)
+    pos = pos[ids[np.minimum(pos, len(ids) - 1)] == inside]
+    if not len(pos):
+        return rec
+    keep = np.ones(len(rec), bool)
+    keep[pos] = False
+    return rec[keep]
+
+
+def _inserted(rec: np.ndarray, rows: list[tuple]) -> np.ndarray:
+    """`rec` with the delta's records (chunk, d, t0..t3; sorted by chunk, ids it does not hold)
+    placed at their ids' positions."""
+    a = np.array(rows, dtype=np.int64)
+    wide = rec.dtype == WIDE or int(a[:, 1].max()) > 0xFFFF or int(a[:, 2:].max()) > 0xFF
+    dt = WIDE if wide else NARROW
+    out = np.empty(len(rec) + len(a), dt)
+    at = np.searchsorted(rec["id"], a[:, 0]) + np.arange(len(a))
+    mask = np.zeros(len(out), bool)
+    mask[at] = True
+    out[~mask] = rec if rec.dtype == dt else _widen(rec)
+    new = out[at]
+    new["id"], new["d"], new["tf"] = a[:, 0], a[:, 1], a[:, 2:]
+    out[at] = new
+    return out
