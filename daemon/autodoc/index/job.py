@@ -355,7 +355,12 @@ class IndexJob:
                         report.modified += 1
                     emitted.append(ch)
             if tail:
-                postings.close_tail(db)
+                try:
+                    with db:  # a savepoint: a failing build must not fail the batch
+                        postings.close_tail(db)
+                except Exception:
+                    log.exception("postings: the batch's records could not be built; FTS5 ranks until the "
+                                  "background build has them")
             failures.extend(failed)
             for path, reason in failed:
                 stored.record_skip(db, ws, path, reason)

@@ -79,6 +79,8 @@ MAX_DEATHS = 5
 DEATH_WINDOW_S = 60.0
 MAX_INVALIDATIONS = 2000  # per reader, between two of its calls; more collapse into "anything changed"
 START_TIMEOUT_S = 60.0
+DRAIN_S = 5.0  # at shutdown, how long the readers' running calls may take to answer
+MAX_AUTO = 4  # readers `auto` starts at most: each holds its own model and vectors
 
 
 def pool_size() -> int:
@@ -94,7 +96,7 @@ def pool_size() -> int:
         log.warning("AUTODOC_READERS=%r is neither a number nor auto: no reader processes", env)
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return cores if cores >= 2 else 0
+    return min(cores, MAX_AUTO) if cores >= 2 else 0
 
 
 class ReaderGone(Exception):
@@ -243,10 +245,13 @@ class ReaderPool:
             async with anyio.create_task_group() as tg:
                 for _ in range(self.size):
                     tg.start_soon(self._keep_one)
+        except Exception:  # the pool failing must not end the daemon: reads stay on its threads
+            log.exception("reader pool: stopped; reads stay in the daemon")
         finally:
             self.stopped = True
             self._free_send.close()
             with anyio.CancelScope(shield=True):
+                await self._drain()
                 await self._stop_all()
 
     def _semantic_fits(self) -> bool:
@@ -266,7 +271,14 @@ class ReaderPool:
                 self.stopped = True
                 self._free_send.close()
                 return
-            self._free_send.send_nowait(reader)
+            try:
+                if self.stopped:
+                    raise anyio.ClosedResourceError
+                self._free_send.send_nowait(reader)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # the pool stopped while it started
+                with anyio.CancelScope(shield=True):
+                    await self._stop(reader)
+                return
             await reader.gone.wait()
             await self._drop(reader)
             if self.stopped:
@@ -316,7 +328,8 @@ class ReaderPool:
         except BaseException:
             if reader.transport is None:
                 ours.close()
-            await self._stop(reader)
+            with anyio.CancelScope(shield=True):  # reaped even when shutdown cancelled the start
+                await self._stop(reader)
             raise
         reader.on_frame = partial(self._reply, reader)
         with self._lock:
@@ -363,8 +376,18 @@ class ReaderPool:
 
         await anyio.to_thread.run_sync(wait)
 
+    async def _drain(self) -> None:
+        """At shutdown: the calls readers are running get their answers (the server is still
+        draining its requests), for up to DRAIN_S; what is left fails over to a daemon thread."""
+        end = time.monotonic() + DRAIN_S
+        while time.monotonic() < end and any(r.alive and r.waiting for r in list(self.readers)):
+            await anyio.sleep(0.005)
+
     async def _stop_all(self) -> None:
         with self._lock:
             readers, self.readers = list(self.readers), []
         for r in readers:
+            for slot in r.waiting.values():
+                slot[0].set()  # reply None: ReaderGone, so the caller runs it on a daemon thread
+            r.waiting.clear()
             await self._stop(r)
