@@ -370,3 +370,25 @@ def test_a_large_batch_builds_its_records_after_writing_them(tmp_path, monkeypat
             assert (np.diff(ids.astype(np.int64)) > 0).all()  # sorted, each chunk once
     finally:
         s.close()
+
+
+def test_the_and_check_counts_words_by_their_own_token(tmp_path, monkeypatch):
+    """The AND check orders and budgets its words by their chunk counts: counted by the stemmed
+    token itself, not by a quoted expression that stems it again ("decision" → "decis" → "deci":
+    0 chunks, so the commonest word was read first and whole, past the budget; review finding)."""
+    from autodoc.store import ftsterms
+
+    s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
+    try:
+        s.workspace_add("adr", str(CORPORA / "simpler-grants-adr"), NO_MODEL)
+        s.index("adr")
+        r = s.store.reader()
+        tok = ftsterms.parse_expr(r, '"decision"').tokens[0]
+        assert ftsterms.parse_expr(r, f'"{tok}"').tokens != (tok,)  # the stemmer is not idempotent here
+        held = matches.ranked(r, '"decision"', 100_000)
+        assert ftsterms.token_docs(r, [tok])[tok] == len(held) > 0
+        monkeypatch.setattr(impact, "AND_BUDGET", len(held) - 1)
+        with impact.one_search():
+            assert impact.all_ranker(r, ['"decision"', '"the"'], None) is None  # over budget: FTS5 answers
+    finally:
+        s.close()

@@ -343,8 +343,7 @@ def all_ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...]
     if not need:
         return None
     state = ftsterms.index_state(db)
-    counted = ftsterms.term_docs(db, [f'"{t}"' for t in need], state)  # an order only (cached per state)
-    docs = {t: counted[f'"{t}"'] for t in need}
+    docs = ftsterms.token_docs(db, need, state)  # an order and a budget (cached per state)
     key = postread.cache_key(db, state.key)
     common: np.ndarray | None = None
     read = 0

@@ -128,6 +128,32 @@ def term_docs(db: apsw.Connection, exprs: list[str], state: IndexState | None = 
     return {e: got[e] for e in exprs}
 
 
+def token_docs(db: apsw.Connection, tokens: list[str], state: IndexState | None = None) -> dict[str, int]:
+    """token, as the tokenizer gave it (already stemmed) → how many chunks hold it. Not through
+    term_docs: it would stem the token again, and the stemmer is not idempotent ("decis" →
+    "deci"). Cached beside term_docs' expressions, under keys no expression has."""
+    state = state or index_state(db)
+    keys = {t: "\x00" + t for t in dict.fromkeys(tokens)}
+    with _lock:
+        known = _docs.get(state.key) or {}
+        got = {t: known[k] for t, k in keys.items() if k in known}
+    missing = [t for t in keys if t not in got]
+    if missing:
+        db.execute(VOCAB_SQL)
+        for t in missing:
+            row = db.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (t,)).fetchone()
+            got[t] = row[0] if row else 0
+        with _lock:
+            merged = _docs.setdefault(state.key, {})
+            if len(merged) + len(missing) > _TERMS:
+                merged.clear()
+            merged.update((keys[t], got[t]) for t in missing)
+            _docs.move_to_end(state.key)
+            while len(_docs) > _KEEP:
+                _docs.popitem(last=False)
+    return {t: got[t] for t in tokens}
+
+
 @dataclass(frozen=True)
 class Row:
     columns: tuple[list[str], ...]  # the tokens of title, breadcrumb, meta, body
