@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from autodoc.config import Settings
-from autodoc.search import impact, lexical, maxscore
+from autodoc.search import impact, lexical
 from autodoc.search.fts import build_match, coverage_terms, term_match
 from autodoc.search.query import parse_query, resolve_facets
 from autodoc.service import Service
