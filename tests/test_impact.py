@@ -287,9 +287,9 @@ def test_a_merge_during_the_build_leaves_the_unbuilt_ids_to_it(tmp_path, monkeyp
         s.close()
 
 
-def test_maintenance_does_not_leave_readers_a_stale_dead_list(tmp_path):
-    """Compaction and merge change the postings without touching FTS5: a reader's cached dead list
-    must not outlive them (review finding: a re-indexed chunk vanished from every OR ranking)."""
+@pytest.fixture()
+def foam_merged(tmp_path):
+    """An editable copy of foam-docs indexed into a fresh store, its delta merged: (root, service)."""
     root = tmp_path / "kb"
     shutil.copytree(CORPORA / "foam-docs", root)
     s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
@@ -298,20 +298,27 @@ def test_maintenance_does_not_leave_readers_a_stale_dead_list(tmp_path):
         s.index("foam")
         with s.store.locked() as db:
             postings.maintain(db, force=True)
-        md = max(root.rglob("*.md"), key=lambda p: p.stat().st_size)
-        text = md.read_text(encoding="utf-8")
-        md.write_text("---\ntags: [zebrafish]\n---\n" + re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S),
-                      encoding="utf-8")
-        s.index("foam")  # its chunks are rewritten under their ids: dead, and in the delta
-        exprs = ['"zebrafish"', '"graph"']
-        r = s.store.reader()
-        assert impact.ranker(r, exprs, None)("x", 5) == matches.ranked(r, " OR ".join(exprs), 5)  # caches filled
-        with s.store.locked() as db:
-            postings.maintain(db, force=True)  # compact + merge
-        r = s.store.reader()
-        assert impact.ranker(r, exprs, None)("x", 5) == matches.ranked(r, " OR ".join(exprs), 5)
+        yield root, s
     finally:
         s.close()
+
+
+def test_maintenance_does_not_leave_readers_a_stale_dead_list(foam_merged):
+    """Compaction and merge change the postings without touching FTS5: a reader's cached dead list
+    must not outlive them (review finding: a re-indexed chunk vanished from every OR ranking)."""
+    root, s = foam_merged
+    md = max(root.rglob("*.md"), key=lambda p: p.stat().st_size)
+    text = md.read_text(encoding="utf-8")
+    md.write_text("---\ntags: [zebrafish]\n---\n" + re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S),
+                  encoding="utf-8")
+    s.index("foam")  # its chunks are rewritten under their ids: dead, and in the delta
+    exprs = ['"zebrafish"', '"graph"']
+    r = s.store.reader()
+    assert impact.ranker(r, exprs, None)("x", 5) == matches.ranked(r, " OR ".join(exprs), 5)  # caches filled
+    with s.store.locked() as db:
+        postings.maintain(db, force=True)  # compact + merge
+    r = s.store.reader()
+    assert impact.ranker(r, exprs, None)("x", 5) == matches.ranked(r, " OR ".join(exprs), 5)
 
 
 def test_the_build_rewrites_fts_rows_an_old_retitle_left_behind(tmp_path):
@@ -332,44 +339,35 @@ def test_the_build_rewrites_fts_rows_an_old_retitle_left_behind(tmp_path):
         s.close()
 
 
-def test_a_large_batch_builds_its_records_after_writing_them(tmp_path, monkeypatch):
+def test_a_large_batch_builds_its_records_after_writing_them(foam_merged, monkeypatch):
     """A batch of many chunks leaves their records to build_slice before its transaction ends
     (open_tail/close_tail), instead of writing them row by row to the delta (the indexing regression
     of session 4). The ids SQLite hands out again (the largest chunk's, dead) keep to the delta,
     so their stale records stay dead and the new ones count once."""
-    root = tmp_path / "kb"
-    shutil.copytree(CORPORA / "foam-docs", root)
-    s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
-    try:
-        s.workspace_add("foam", str(root), NO_MODEL)
-        s.index("foam")
-        w = s.store.writer()
-        with s.store.locked() as db:
-            postings.maintain(db, force=True)
-        last = w.execute("SELECT d.path FROM chunks c JOIN documents d ON d.id = c.document_id "
-                         "ORDER BY c.id DESC LIMIT 1").fetchone()[0]
-        (root / last).unlink()
-        s.index("foam")
-        dead_top = w.execute("SELECT MAX(chunk) FROM postings_dead").fetchone()[0]
-        assert dead_top is not None
-        opened = []
-        real = postings.open_tail
-        monkeypatch.setattr(postings, "open_tail", lambda db: opened.append(real(db)) or opened[-1])
-        shutil.copytree(CORPORA / "simpler-grants-adr", root / "adr")
-        s.index("foam")
-        assert True in opened and postings.complete(w)
-        in_delta = {r[0] for r in w.execute("SELECT DISTINCT chunk FROM postings_delta")}
-        assert in_delta and max(in_delta) <= dead_top  # the reused ids, and no others
-        assert w.execute("SELECT COUNT(*) FROM chunks WHERE id > ?", (dead_top,)).fetchone()[0] > 200
-        _check(s.store.reader())
-        with s.store.locked() as db:
-            postings.maintain(db, force=True)
-        _check(s.store.reader())
-        for _term, wide, data in w.execute("SELECT term, wide, data FROM postings"):
-            ids = postings.decode(wide, data)["id"]
-            assert (np.diff(ids.astype(np.int64)) > 0).all()  # sorted, each chunk once
-    finally:
-        s.close()
+    root, s = foam_merged
+    w = s.store.writer()
+    last = w.execute("SELECT d.path FROM chunks c JOIN documents d ON d.id = c.document_id "
+                     "ORDER BY c.id DESC LIMIT 1").fetchone()[0]
+    (root / last).unlink()
+    s.index("foam")
+    dead_top = w.execute("SELECT MAX(chunk) FROM postings_dead").fetchone()[0]
+    assert dead_top is not None
+    opened = []
+    real = postings.open_tail
+    monkeypatch.setattr(postings, "open_tail", lambda db: opened.append(real(db)) or opened[-1])
+    shutil.copytree(CORPORA / "simpler-grants-adr", root / "adr")
+    s.index("foam")
+    assert True in opened and postings.complete(w)
+    in_delta = {r[0] for r in w.execute("SELECT DISTINCT chunk FROM postings_delta")}
+    assert in_delta and max(in_delta) <= dead_top  # the reused ids, and no others
+    assert w.execute("SELECT COUNT(*) FROM chunks WHERE id > ?", (dead_top,)).fetchone()[0] > 200
+    _check(s.store.reader())
+    with s.store.locked() as db:
+        postings.maintain(db, force=True)
+    _check(s.store.reader())
+    for _term, wide, data in w.execute("SELECT term, wide, data FROM postings"):
+        ids = postings.decode(wide, data)["id"]
+        assert (np.diff(ids.astype(np.int64)) > 0).all()  # sorted, each chunk once
 
 
 def test_the_and_check_counts_words_by_their_own_token(tmp_path, monkeypatch):
