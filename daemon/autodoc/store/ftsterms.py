@@ -117,15 +117,20 @@ def term_docs(db: apsw.Connection, exprs: list[str], state: IndexState | None = 
                 got[e] = row[0] if row else 0
             else:
                 got[e] = db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (e,)).fetchone()[0]
-        with _lock:
-            merged = _docs.setdefault(state.key, {})
-            if len(merged) + len(missing) > _TERMS:
-                merged.clear()
-            merged.update((e, got[e]) for e in missing)
-            _docs.move_to_end(state.key)
-            while len(_docs) > _KEEP:
-                _docs.popitem(last=False)
+        _remember(state, {e: got[e] for e in missing})
     return {e: got[e] for e in exprs}
+
+
+def _remember(state: IndexState, counts: dict[str, int]) -> None:
+    """Cache counts under this index state (term_docs' expressions, token_docs' keys)."""
+    with _lock:
+        merged = _docs.setdefault(state.key, {})
+        if len(merged) + len(counts) > _TERMS:
+            merged.clear()
+        merged.update(counts)
+        _docs.move_to_end(state.key)
+        while len(_docs) > _KEEP:
+            _docs.popitem(last=False)
 
 
 def token_docs(db: apsw.Connection, tokens: list[str], state: IndexState | None = None) -> dict[str, int]:
@@ -143,14 +148,7 @@ def token_docs(db: apsw.Connection, tokens: list[str], state: IndexState | None 
         for t in missing:
             row = db.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (t,)).fetchone()
             got[t] = row[0] if row else 0
-        with _lock:
-            merged = _docs.setdefault(state.key, {})
-            if len(merged) + len(missing) > _TERMS:
-                merged.clear()
-            merged.update((keys[t], got[t]) for t in missing)
-            _docs.move_to_end(state.key)
-            while len(_docs) > _KEEP:
-                _docs.popitem(last=False)
+        _remember(state, {keys[t]: got[t] for t in missing})
     return {t: got[t] for t in tokens}
 
 
