@@ -54,7 +54,9 @@ LEXICAL_SQL_RAW = ("SELECT rowid, bm25(chunks_fts, 3.0, 2.0, 2.0, 1.0) AS s FROM
                    "WHERE chunks_fts MATCH ? ORDER BY s LIMIT 50")
 TARGETS = {
     "lexical_ratio": 1.3,
-    "hybrid_p50_ms": {100_000: 10.0, 1_000_000: 60.0},
+    "hybrid_p50_ms": {100_000: 10.0, 1_000_000: 60.0},  # keywords (wave 1)
+    "hybrid_claims_p50_ms": {100_000: 15.0, 1_000_000: 60.0},  # sentences, issue 19; and p95 ≤ 3 × p50
+    "hybrid_p95_over_p50": 3.0,
     "prefilter_recall": 0.98,
     "embed_ratio": 0.9,
     "save_to_searchable_ms": 300.0,
@@ -958,8 +960,9 @@ def render(res: dict[str, Any]) -> str:
         f"{s['semantic']['ratio_product']['p95']}")
     row("ratio VectorIndex / raw numpy", lambda s: f"{s['semantic']['ratio_index']['p50']} · {s['semantic']['ratio_index']['p95']}")
     row("semantic path used", lambda s: f"{s['semantic']['path']} ({s['semantic']['index_rows']:,} rows)")
-    row("**hybrid** in-process (claims)", lambda s: f"**{_t(s['hybrid_inprocess'])}**", "p50 ≤ 10 at 100k, ≤ 60 at 1M")
-    row("hybrid in-process (keywords)", lambda s: _t(s["hybrid_inprocess_keywords"]))
+    row("**hybrid** in-process (claims)", lambda s: f"**{_t(s['hybrid_inprocess'])}**",
+        "p50 ≤ 15 at 100k, ≤ 60 at 1M; p95 ≤ 3 × p50")
+    row("hybrid in-process (keywords)", lambda s: _t(s["hybrid_inprocess_keywords"]), "p50 ≤ 10 at 100k, ≤ 60 at 1M")
     row("hybrid via daemon socket (claims)", lambda s: _t(s["daemon"]["hybrid_claims"]))
     row("hybrid via daemon socket (keywords)", lambda s: _t(s["daemon"]["hybrid_keywords"]))
     row("lexical via daemon socket (keywords)", lambda s: _t(s["daemon"]["lexical_keywords"]))
@@ -1071,14 +1074,18 @@ def findings(res: dict[str, Any]) -> list[str]:
                        + ("meets ≤ 1.3." if r <= 1.3 else f"**misses ≤ 1.3 by {r - 1.3:.2f}×**") +
                        f" The leg alone (run_lexical) is {s['lexical'][qset]['ratio_leg']['p50']}×; the rest is "
                        "loading rows, boosts, snippets and the answer.")
-        h = s["hybrid_inprocess"]["p50"]
+        h, h95 = s["hybrid_inprocess"]["p50"], s["hybrid_inprocess"]["p95"]
         hk = s["hybrid_inprocess_keywords"]["p50"]
-        tgt = TARGETS["hybrid_p50_ms"].get(k)
+        tgt, ctgt = TARGETS["hybrid_p50_ms"].get(k), TARGETS["hybrid_claims_p50_ms"].get(k)
         if tgt:
-            out.append(f"{k:,} chunks, hybrid p50 in-process {hk:.1f} ms (keywords) and {h:.1f} ms (claims) against "
-                       f"≤ {tgt} ms: " + ("met." if max(h, hk) <= tgt else
-                                          f"**missed by {hk - tgt:.1f} ms (keywords) / {h - tgt:.1f} ms (claims)**."
-                                          if hk > tgt else f"met for keywords, **missed by {h - tgt:.1f} ms for claims**."))
+            out.append(f"{k:,} chunks, hybrid p50 in-process (keywords) {hk:.1f} ms against ≤ {tgt} ms: "
+                       + ("met." if hk <= tgt else f"**missed by {hk - tgt:.1f} ms**."))
+        if ctgt:
+            spread = TARGETS["hybrid_p95_over_p50"]
+            out.append(f"{k:,} chunks, hybrid in-process (claims, issue 19) p50 {h:.1f} ms against ≤ {ctgt} ms: "
+                       + ("met" if h <= ctgt else f"**missed by {h - ctgt:.1f} ms**")
+                       + f"; p95 {h95:.1f} ms = {h95 / h:.2f} × p50 against ≤ {spread}: "
+                       + ("met." if h95 <= spread * h else "**missed**."))
         sem = s["semantic"]
         out.append(f"{k:,} chunks, semantic: Service.search {sem['timings']['product']['p50']:.1f} ms vs the "
                    f"VectorIndex search {sem['timings']['vector_index']['p50']:.1f} ms ({sem['path']}) vs raw numpy "
