@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -103,8 +104,11 @@ async def test_a_reader_that_dies_mid_call_is_replaced_and_the_call_answered(kb_
                     calls.start_soon(one)
                     await anyio.sleep(0.3)
                     assert not answers
+                    # review item 5: the embed queue yields to a search in a reader as to one on a thread
+                    assert kb_service._searching(), "a search in a reader is not seen as a search"
                     os.kill(pid, signal.SIGKILL)  # dies with the call in hand
                 assert answers[0]["hits"], "the call was not answered"
+                assert not kb_service._searching()
                 await _until(lambda: _alive_pids(pool) and _alive_pids(pool) != [pid], "a new reader")
                 before = pool.calls
                 await client.call("search.query", SEARCH)
@@ -132,6 +136,7 @@ async def test_a_cancel_answers_at_once_and_the_reader_comes_back(kb_service, sh
                                         "params": {"id": 7}}).encode() + b"\n")
                 answer = await anyio.to_thread.run_sync(lambda: json.loads(raw.makefile("rb").readline()))
             assert answer["id"] == 7 and answer["error"]["code"] == -32800
+            assert kb_service.searches_elsewhere == 0  # a cancelled call no longer counts as running
             os.kill(pid, signal.SIGCONT)  # it answers the cancelled call to nobody, then is free again
             before = pool.calls
             got = await anyio.to_thread.run_sync(_raw_call, path, {"jsonrpc": "2.0", "id": 8, "method": "search.query",
@@ -185,10 +190,50 @@ def test_invalidations_reach_a_readers_caches(kb_service, kb_copy):
     class Reader:
         vectors, embed_queue = Recorder(), Recorder()
 
-    apply_invalidations(Reader, [("vectors", ws_id, [3]), ("forget", ws_id), ("model", ws_id, "fp"), ("all", [ws_id])])
-    assert Reader.vectors.calls == [("mark_dirty", ws_id, [3]), ("forget", ws_id), ("forget_model", ws_id, "fp"),
-                                    ("mark_dirty", ws_id, None)]
-    assert Reader.embed_queue.calls == [("changed", ws_id)] * 3
+    apply_invalidations(Reader, [("vectors", ws_id, [3]), ("forget", ws_id), ("model", ws_id, "fp")])
+    assert Reader.vectors.calls == [("mark_dirty", ws_id, [3]), ("forget", ws_id), ("forget_model", ws_id, "fp")]
+    assert Reader.embed_queue.calls == [("changed", ws_id)] * 2
+
+
+def _cache_after(items):
+    """What a reader's vector cache needs after `items`: per workspace, a full reload or the
+    documents to re-read; and the models dropped."""
+    need: dict[int, set | None] = {}
+    dropped = set()
+    for kind, ws, *rest in items:
+        if kind == "forget" or (kind == "vectors" and rest[0] is None):
+            need[ws] = None
+        elif kind == "vectors" and need.get(ws, set()) is not None:
+            need.setdefault(ws, set()).update(rest[0])
+        elif kind == "model":
+            dropped.add((ws, rest[0]))
+    return need, dropped
+
+
+def test_an_overflowing_invalidation_list_keeps_what_each_item_meant():
+    """Review item 6: past MAX_INVALIDATIONS the list collapsed into "anything changed", so a
+    reader reloaded every vector of the workspace (a 1M store's whole matrix) after a large
+    save, and a dropped model's vectors stayed. Compacted, it asks for the same reloads and
+    drops, in one item per workspace and model."""
+    from autodoc.rpc.pool import compact_invalidations
+
+    rng = random.Random(5)
+    for _ in range(300):
+        items = []
+        for _ in range(rng.randrange(1, 60)):
+            ws, r = rng.randrange(1, 4), rng.random()
+            if r < 0.75:
+                items.append(("vectors", ws, rng.sample(range(50), rng.randrange(1, 4))))
+            elif r < 0.8:
+                items.append(("vectors", ws, None))
+            elif r < 0.9:
+                items.append(("model", ws, rng.choice(["fp-a", "fp-b"])))
+            else:
+                items.append(("forget", ws))
+        small = compact_invalidations(items)
+        assert _cache_after(small) == _cache_after(items), items
+        assert len(small) <= 3 * 3  # per workspace: a forget or a vectors item, and two models
+    assert compact_invalidations([("vectors", 1, [4, 2]), ("vectors", 1, [2, 9])]) == [("vectors", 1, [2, 4, 9])]
 
 
 def test_a_killed_daemon_leaves_no_reader(short_tmp, kb_copy):

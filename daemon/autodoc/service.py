@@ -79,11 +79,12 @@ class Service:
         self.rankers = Rankers()
         self.vectors = VectorCache()
         self.on_invalidate: Callable[..., None] = lambda *item: None  # the daemon's reader processes (rpc/pool.py)
+        self.searches_elsewhere = 0  # searches running in the reader processes now (rpc/pool.py)
         self.links = LinkResolver()
         # answers by meaning while a model's vectors fill (embed/instant.py)
         self.instant = InstantTiers(settings.instant_dir) if settings.instant_dir else None
         self.embed_queue = EmbedQueue(self.store, self.providers, lambda ws: _config(ws).embedding,
-                                      on_vectors=self._vectors_changed, busy=lambda: self.semantic.busy,
+                                      on_vectors=self._vectors_changed, busy=self._searching,
                                       instant=self.instant, on_dropped=self._model_dropped)
         self.semantic = SemanticLeg(self.providers, self.vectors, self.embed_queue.pending, self.instant)
         counter = lambda ws: self.providers.token_counter(_config(ws).embedding)  # noqa: E731
@@ -118,6 +119,10 @@ class Service:
                 fn(ws.name, changes)
             except Exception:  # a listener's failure must not undo a committed write
                 log.exception("change listener failed")
+
+    def _searching(self) -> bool:
+        """A search is using a core now, here or in a reader: the embed queue yields to it."""
+        return self.semantic.busy or self.searches_elsewhere > 0
 
     def _vectors_changed(self, ws_id: int, documents: list[int] | None) -> None:
         self.vectors.mark_dirty(ws_id, documents)

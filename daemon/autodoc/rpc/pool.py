@@ -77,7 +77,7 @@ POOLED = frozenset({"search.query", "search.similar"})
 MAX_SHARED_ROWS = 300_000
 MAX_DEATHS = 5
 DEATH_WINDOW_S = 60.0
-MAX_INVALIDATIONS = 2000  # per reader, between two of its calls; more collapse into "anything changed"
+MAX_INVALIDATIONS = 2000  # per reader, between two of its calls; more are compacted (compact_invalidations)
 START_TIMEOUT_S = 60.0
 DRAIN_S = 5.0  # at shutdown, how long the readers' running calls may take to answer
 MAX_AUTO = 4  # readers `auto` starts at most: each holds its own model and vectors
@@ -97,6 +97,30 @@ def pool_size() -> int:
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return min(cores, MAX_AUTO) if cores >= 2 else 0
+
+
+def compact_invalidations(items: list[tuple]) -> list[tuple]:
+    """The same effect on a reader's caches in a list bounded by workspaces × models: per
+    workspace a forget (which makes its document marks moot), else one vectors item over
+    the union of the marked documents (None if any said "any may have"), and each dropped
+    model once. Collapsing all into "anything changed" reloaded every vector of a
+    workspace after a large save, and lost which model's vectors to drop."""
+    forgotten = {it[1] for it in items if it[0] == "forget"}
+    docs: dict[int, set[int] | None] = {}
+    models: dict[tuple[int, str], None] = {}
+    for kind, ws_id, *rest in items:
+        if kind == "model":
+            models[(ws_id, rest[0])] = None
+        elif ws_id in forgotten:
+            continue
+        elif kind == "vectors":
+            if rest[0] is None or docs.get(ws_id, set()) is None:
+                docs[ws_id] = None
+            else:
+                docs.setdefault(ws_id, set()).update(rest[0])  # type: ignore[union-attr]
+    return ([("forget", w) for w in sorted(forgotten)]
+            + [("vectors", w, None if d is None else sorted(d)) for w, d in docs.items()]
+            + [("model", w, fp) for w, fp in models])
 
 
 class ReaderGone(Exception):
@@ -188,8 +212,7 @@ class ReaderPool:
             for r in self.readers:
                 r.invalidations.append(item)
                 if len(r.invalidations) > MAX_INVALIDATIONS:
-                    r.invalidations = [("all", sorted({i[1] for i in r.invalidations if i[0] != "all"}
-                                                      | {w for i in r.invalidations if i[0] == "all" for w in i[1]}))]
+                    r.invalidations = compact_invalidations(r.invalidations)
 
     async def call(self, method: str, params: dict, inflight: InFlight | None) -> tuple[Any, float]:
         """(result, the reader's CPU seconds), or raises what the reader raised, or ReaderGone."""
@@ -212,6 +235,7 @@ class ReaderPool:
         except (ReaderGone, OSError):
             reader.waiting.pop(seq, None)
             raise ReaderGone("the reader exited") from None
+        self.service.searches_elsewhere += 1  # the embed queue yields to it as to a search on a thread
         try:
             await slot[0].wait()
         except anyio.get_cancelled_exc_class():
@@ -222,6 +246,8 @@ class ReaderPool:
             except (ReaderGone, OSError):
                 pass
             raise
+        finally:
+            self.service.searches_elsewhere -= 1
         reply = slot[1]
         if reply is None:
             raise ReaderGone("the reader exited while running the call")

@@ -85,10 +85,6 @@ def apply_invalidations(service: Any, items: list[tuple]) -> None:
             service.embed_queue.changed(args[0])
         elif kind == "model":
             service.vectors.forget_model(args[0], args[1])
-        elif kind == "all":  # the daemon's list overflowed: assume anything changed
-            for ws_id in args[0]:
-                service.vectors.mark_dirty(ws_id, None)
-                service.embed_queue.changed(ws_id)
 
 
 def run_call(service: Any, method: str, params: dict, cancel: threading.Event) -> tuple:
