@@ -156,8 +156,6 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
               {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO)}, DEFAULT_FUSION),
     "qw-modal": ("question words: interrogatives, pronouns, do and modals (request verbs kept)",
                  {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO + _QW_MODAL)}, DEFAULT_FUSION),
-    "qw-asked": ("question words out only of a query phrased as a question or request (a '?', or its first word one)",
-                 {"search.fts.ONLY_WHEN_ASKED": True}, DEFAULT_FUSION),
     "qw-verbs": ("question words: interrogatives, pronouns, do and request verbs (modals kept)",
                  {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO + _QW_VERBS)}, DEFAULT_FUSION),
 }

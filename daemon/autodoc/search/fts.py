@@ -51,16 +51,6 @@ QUESTION_WORDS = frozenset(
 CONTRACTION_TAILS = frozenset("s t m ve ll d re".split())
 _APOSTROPHES = "'\u2019"
 DROP_QUESTION_WORDS = True
-ONLY_WHEN_ASKED = False  # measured knob: drop them only from a query phrased as a question or request
-
-
-def _asked(terms: list[Term]) -> bool:
-    """A question mark, or a first word that phrases a question or request ("how…", "I need…")."""
-    words = [t for t in terms if not t.phrase]
-    if any("?" in t.text for t in words):
-        return True
-    first = TOKEN.search(terms[0].text) if words and words[0] is terms[0] else None
-    return first is not None and first.group(0).lower() in QUESTION_WORDS
 CASE_DEDUP = True  # "Gastric … gastric" is one FTS5 token: ORed twice, BM25 counted it twice
 
 
@@ -75,7 +65,6 @@ def _any_terms(terms: list[Term]) -> list[Term]:
     dependent, not a phrase), stopwords (and question words) dropped; quoted
     phrases stay phrases. A query of question words only keeps them."""
     out: list[tuple[Term, bool]] = []  # (term, a question word)
-    drop = DROP_QUESTION_WORDS and (not ONLY_WHEN_ASKED or _asked(terms))
     for t in terms:
         if t.phrase:
             out.append((t, False))
@@ -87,7 +76,7 @@ def _any_terms(terms: list[Term]) -> list[Term]:
             if low in STOPWORDS:
                 continue
             out.append((Term(tok, prefix=t.prefix and i == len(toks) - 1),
-                        drop and _question_word(t.text, m.start(), low)))
+                        DROP_QUESTION_WORDS and _question_word(t.text, m.start(), low)))
     if all(q for _, q in out):
         return [t for t, _ in out]
     return [t for t, q in out if not q]
