@@ -370,3 +370,31 @@ async def test_the_pool_stopping_while_a_reader_starts_does_not_end_the_daemon(m
     with anyio.move_on_after(2):
         await p.run()
     assert p.stopped and starts[0] == 2 and len(stopped) == 1  # the late reader was stopped, not handed out
+
+
+def test_a_store_that_grows_past_the_shared_limit_keeps_semantic_searches_in_the_daemon(kb_service, kb_copy,
+                                                                                         monkeypatch):
+    """Review leftover: the size guard was counted once, when the pool started, so a workspace
+    that grew past MAX_SHARED_ROWS afterwards still sent semantic searches to readers that each
+    hold a copy of the vectors. A write that changes vectors counts again (at most every
+    RECHECK_S), and the readers are told to drop their copies."""
+    pool = ReaderPool(kb_service, size=2)
+    pool.started = True
+    pool.semantic = pool._semantic_fits()
+    assert pool.semantic
+    with kb_service.store.read() as db:
+        rows = sum(1 for _ in db.execute("SELECT id FROM chunks"))
+    monkeypatch.setattr(poolmod, "MAX_SHARED_ROWS", rows)  # the store sits at the limit; one more chunk passes it
+    monkeypatch.setattr(poolmod, "RECHECK_S", 0.0)
+
+    class Idle:  # a reader's slot for invalidations (no process needed to see what it would be told)
+        invalidations: list = []
+    pool.readers = [Idle()]
+    hybrid = {"workspace": "kb", "query": "x"}
+    assert pool.serves("search.query", hybrid)
+    (kb_copy / "grown.md").write_text("# Grown\n\nOne more section of words.\n")
+    kb_service.index_paths("kb", ["grown.md"])
+    assert not pool.serves("search.query", hybrid)
+    assert pool.serves("search.query", {"workspace": "kb", "query": "x", "opts": {"stages": ["lexical"]}})
+    ws_id = kb_service._ws("kb").id
+    assert ("forget", ws_id) in Idle.invalidations

@@ -25,7 +25,8 @@ When it runs, and when today's path stays:
   ``MAX_SHARED_ROWS`` chunks in the store (≈ 300 MB of float16 vectors per
   reader at 384 dimensions) only searches that ask for no semantic stage go to
   the readers, so the issue's RSS budget at 1M holds; shared (memory-mapped)
-  vectors would lift this.
+  vectors would lift this. Counted at the start and again after a write that
+  changed vectors (at most every ``RECHECK_S``).
 
 Correctness:
 
@@ -75,6 +76,7 @@ log = logging.getLogger("autodoc.rpc")
 
 POOLED = frozenset({"search.query", "search.similar"})
 MAX_SHARED_ROWS = 300_000
+RECHECK_S = 30.0  # at most this often, a write that changed vectors counts the store's chunks again
 MAX_DEATHS = 5
 DEATH_WINDOW_S = 60.0
 MAX_INVALIDATIONS = 2000  # per reader, between two of its calls; more are compacted (compact_invalidations)
@@ -179,6 +181,8 @@ class ReaderPool:
         self.readers: list[Reader] = []
         self.deaths: deque[float] = deque()
         self.calls = 0  # calls answered by a reader (tests and benchmarks read it)
+        self._checked = 0.0  # when the store's size was last held against MAX_SHARED_ROWS
+        self._workspace_ids: list[int] = []
         self._lock = threading.Lock()
         self._wanted = anyio.Event()
         # unbounded: a dead reader may still sit in it beside its replacement
@@ -208,6 +212,15 @@ class ReaderPool:
     def invalidate(self, *item: Any) -> None:
         """The daemon's Service changed its own caches (any thread): every reader hears it
         with its next call."""
+        if item[0] == "vectors" and self.started and time.monotonic() - self._checked > RECHECK_S:
+            # a store that grew past MAX_SHARED_ROWS since the start keeps its semantic searches
+            # in the daemon from now on (and one that shrank under it sends them again)
+            self._checked = time.monotonic()
+            was, self.semantic = self.semantic, self._semantic_fits()
+            if was and not self.semantic:  # the readers' copies of the vectors go too
+                with self._lock:
+                    for r in self.readers:
+                        r.invalidations.extend(("forget", w) for w in self._workspace_ids)
         with self._lock:
             for r in self.readers:
                 r.invalidations.append(item)
@@ -268,6 +281,7 @@ class ReaderPool:
             await self._wanted.wait()
             self.started = True
             self.semantic = await anyio.to_thread.run_sync(self._semantic_fits)
+            self._checked = time.monotonic()
             async with anyio.create_task_group() as tg:
                 for _ in range(self.size):
                     tg.start_soon(self._keep_one)
@@ -282,7 +296,8 @@ class ReaderPool:
 
     def _semantic_fits(self) -> bool:
         with self.service.store.read() as db:
-            rows = sum(wsrows.chunk_count(db, wsrows.get_workspace(db, n).id) for n in wsrows.workspace_names(db))
+            self._workspace_ids = [wsrows.get_workspace(db, n).id for n in wsrows.workspace_names(db)]
+            rows = sum(wsrows.chunk_count(db, w) for w in self._workspace_ids)
         if rows > MAX_SHARED_ROWS:
             log.info("reader pool: %d chunks: semantic searches stay in the daemon (one copy of the vectors)", rows)
             return False
