@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
@@ -155,6 +156,18 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
         hits = json.loads(_run([autodoc, "--call", "search.query", '["kb", "lease recovery", {"limit": 3}]'],
                                cwd=work, env=env).stdout)
         assert hits["hits"] and hits["mode_used"] == "hybrid"
+        # searches that meet each other start the reader pool (rpc/pool.py, on by default): its
+        # processes run `python -m autodoc.rpc.reader` from the venv and answer as the daemon does
+        readers: list[str] = []
+        deadline = time.monotonic() + 60
+        while not readers and time.monotonic() < deadline and d.poll() is None:
+            answers = _searches_at_once(sock, 4)
+            assert all(a["result"]["hits"] == answers[0]["result"]["hits"] for a in answers), answers
+            readers = [c for c in _child_cmdlines(d.pid) if "autodoc.rpc.reader" in c]
+        assert readers, "no reader process started"
+        time.sleep(2)  # time to say it is ready (a reader answers only then)
+        again = _searches_at_once(sock, 4)
+        assert [a["result"]["hits"] for a in again] == [answers[0]["result"]["hits"]] * 4, again
     finally:
         d.terminate()
         try:
@@ -169,6 +182,36 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
     assert {"search", "read", "outline", "status", "save_session"} <= set(tools), tools
     assert found["hits"] and found["hits"][0]["ref"].startswith("kb:"), found
     print(f"install {t_install:.0f} s, total {time.monotonic() - t0:.0f} s with {PYTHON}")
+
+
+def _searches_at_once(sock: Path, n: int) -> list[dict]:
+    """n connections each send one search before any answer is read, so they overlap in the daemon."""
+    conns = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for i, c in enumerate(conns):
+            c.settimeout(60)
+            c.connect(str(sock))
+        for i, c in enumerate(conns):
+            c.sendall(json.dumps({"jsonrpc": "2.0", "id": i, "method": "search.query",
+                                  "params": ["kb", "lease recovery", {"limit": 3}]}).encode() + b"\n")
+        return [json.loads(c.makefile("rb").readline()) for c in conns]
+    finally:
+        for c in conns:
+            c.close()
+
+
+def _child_cmdlines(pid: int) -> list[str]:
+    try:
+        kids = open(f"/proc/{pid}/task/{pid}/children").read().split()
+    except OSError:
+        return []
+    out = []
+    for k in kids:
+        try:
+            out.append(open(f"/proc/{k}/cmdline", "rb").read().replace(b"\0", b" ").decode())
+        except OSError:
+            pass
+    return out
 
 
 def _mcp_session(autodoc: Path, cwd: Path, env: dict[str, str]) -> tuple[dict, list[str], dict]:

@@ -39,7 +39,8 @@ from .ingest.outline import build_outline
 from .ingest.scan import scan_workspace
 from .ingest.tokens import estimate_tokens
 from .rerank.rankers import Rankers
-from .search import compact, engine
+from .search import compact, engine, legproc
+from .search.legproc import LexicalHelper
 from .search.options import parse_options
 from .search.rerank import rank_step
 from .search.semantic import SemanticLeg
@@ -92,6 +93,7 @@ class Service:
                                 tokenizer_id=self.providers.tokenizer_id)
         self.sessions = SessionIndex(self.store, counter, self._written)
         self._pool = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="autodoc-leg")
+        self.lexical_helper = LexicalHelper(settings.store) if legproc.enabled() else None  # search/legproc.py
 
     # -- plumbing ------------------------------------------------------------
 
@@ -144,6 +146,8 @@ class Service:
         self.closed = True
         self.embed_queue.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self.lexical_helper is not None:
+            self.lexical_helper.close()
         self.rankers.close()
         self.store.close()
 
@@ -349,7 +353,7 @@ class Service:
             ctx = engine.Context(
                 db=db, ws=ws, known_fields=known,
                 semantic=lambda filt: self.semantic.prepare(db, ws, cfg.embedding, filt),
-                pool=self._pool, rank=rank, rank_model=rank_model,
+                pool=self._pool, lexical_helper=self.lexical_helper, rank=rank, rank_model=rank_model,
                 facet_kinds=schema.kinds if schema else None,
                 successors=lambda: self._cached("successors", ws, gen, lambda: stored_hits.successors(db, ws.id)))
             return compact.finish(db, ws, engine.search(ctx, query, options), shape)

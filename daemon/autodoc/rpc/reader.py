@@ -109,6 +109,7 @@ def serve(sock: socket.socket) -> int:
     settings = recv_frame(sock)
     if settings is None:
         return 0
+    os.environ["AUTODOC_READERS"] = "0"  # a reader is one of the processes: no lexical helper of its own
     service = Service(settings, writer=False)
     inbox: queue.Queue[Any] = queue.Queue()
     cancels: dict[int, threading.Event] = {}

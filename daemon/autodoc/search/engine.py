@@ -28,7 +28,7 @@ from ..store.filters import Filter, build_filter
 from ..store.sessions import origin
 from ..store.workspaces import Workspace
 from . import fusion as F
-from . import ties
+from . import legproc, ties
 from .fts import build_match
 from .graph import run_graph
 from .lexical import run_lexical
@@ -55,6 +55,7 @@ class Context:
     rank: RankFn | None = None
     rank_model: str | None = None
     pool: Any = None  # an executor for the semantic leg's model and scan; None runs them inline
+    lexical_helper: Any = None  # a LexicalHelper (search/legproc.py): the lexical leg in a process; None: here
     facet_kinds: dict[str, str] | None = None  # declared field -> comparison kind; None: no schema
     successors: Callable[[], tuple[dict[int, int], dict[int, str]]] | None = None  # cached per generation
 
@@ -109,9 +110,17 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
         # The query's embedding and the vector scan run on a leg thread while the
         # lexical leg runs here; fusion depends only on each leg's order.
         sem_future = ctx.pool.submit(planned.run, parsed.text, sem_top + 1)  # one past: ties at the cut
+    # beside a semantic leg this size, the lexical leg goes to the helper process: in a thread
+    # the two legs would not overlap (the GIL; search/legproc.py)
+    helper = ctx.lexical_helper if (sem_future is not None and isinstance(planned, Prepared)
+                                    and len(planned.vectors) >= legproc.MIN_CHUNKS) else None
+
     def lexical(weigh: bool) -> None:
         nonlocal lexical_match, strict
-        lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top, weigh=weigh)
+        args = dict(want=opts.limit, top=lex_top, weigh=weigh)
+        lex = helper.run(ctx.ws.id, parsed.terms, filt, **args) if helper is not None else None
+        if lex is None:  # no helper, or it is busy, starting or gone
+            lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, **args)
         legs["lexical"], lexical_match, strict = lex.hits, lex.match, lex.strict
 
     if want_lex:

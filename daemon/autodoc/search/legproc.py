@@ -1,0 +1,169 @@
+"""Search stage, the lexical leg in a helper process: while a hybrid search's
+semantic leg runs in this process, its lexical leg runs on the other core.
+
+Why: the engine runs the semantic leg on a leg thread beside the lexical leg,
+but the two barely overlap. Both are numpy calls between Python steps, and a
+thread waiting for the GIL beside one running Python gets it only at the
+switch interval (docs/benchmarks/semantic_path.md): measured inline and on
+threads, a 100k-chunk hybrid search took the same 22-24 ms, the sum of its
+legs. In a second process the lexical leg runs beside the semantic one.
+
+- One helper per Service, started on the first hybrid search of a workspace
+  of at least ``MIN_CHUNKS`` chunks (below, the hand-off costs about what the
+  overlap saves). Until it says it is ready, while another search has it,
+  and if it dies, the leg runs in this process as before: never an error.
+- The helper opens the same store read-only and runs the same ``run_lexical``
+  on a snapshot of its own. A save committed between the two snapshots can
+  give the lexical leg a chunk this search's snapshot lacks (or the reverse):
+  such a hit finds no candidate row and is dropped, as in a search run a
+  moment earlier or later; no answer mixes two generations' rows.
+- It ends when its pipe closes: the Service closed, or this process died
+  (the kernel closes the pipe either way).
+- ``AUTODOC_READERS=0`` turns it off with the reader processes (rpc/pool.py).
+
+    python -m autodoc.search.legproc FD STORE
+
+Runs on: the search's thread (one call at a time, under a lock; a busy helper
+is skipped, not waited for); the helper is a process of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("autodoc.search")
+
+MIN_CHUNKS = 50_000
+LEG_TIMEOUT_S = 10.0  # a lexical leg takes ms (about 1 s at the 1M store's p99): past this the helper is stuck
+
+
+def enabled() -> bool:
+    return os.environ.get("AUTODOC_READERS", "auto").strip().lower() not in ("0", "off", "no", "false")
+
+
+class LexicalHelper:
+    def __init__(self, store: Path):
+        self.store = store
+        self._lock = threading.Lock()
+        self._conn: Connection | None = None
+        self._proc: subprocess.Popen | None = None
+        self._ready = False
+        self._gone = False
+        self.calls = 0  # legs the helper ran (tests and benchmarks read it)
+
+    def run(self, workspace_id: int, terms: Any, filt: Any, **kw: Any) -> Any | None:
+        """The leg's LexicalResult from the helper, or None: the caller runs it itself."""
+        if self._gone or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._conn is None:
+                self._start()
+                return None
+            if not self._ready:
+                if not self._conn.poll(0):
+                    return None  # still opening the store
+                self._ready = self._conn.recv() == "ready"
+            self._conn.send((workspace_id, terms, filt, kw))
+            if not self._conn.poll(LEG_TIMEOUT_S):  # stuck: this search and the later ones run here
+                raise OSError(f"no answer in {LEG_TIMEOUT_S:.0f} s")
+            status, value = self._conn.recv()
+            if status != "ok":
+                log.warning("the lexical helper failed a leg (%s); running it here", value)
+                return None
+            self.calls += 1
+            return value
+        except (EOFError, OSError) as exc:
+            log.warning("the lexical helper is gone (%s); lexical legs run here", exc)
+            self._gone = True
+            self._close(kill=True)
+            return None
+        finally:
+            self._lock.release()
+
+    def _start(self) -> None:
+        ours, theirs = _pipe()
+        try:
+            # no PR_SET_PDEATHSIG: it fires when the starting *thread* ends, and a search's
+            # thread may be retired; the helper ends when its pipe closes instead
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "autodoc.search.legproc", str(theirs.fileno()), str(self.store)],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)
+        except OSError as exc:
+            log.warning("the lexical helper could not start (%s); lexical legs run here", exc)
+            self._gone = True
+            ours.close()
+            return
+        finally:
+            theirs.close()
+        self._conn = ours
+
+    def close(self) -> None:
+        with self._lock:
+            self._gone = True
+            self._close(kill=False)
+
+    def _close(self, kill: bool) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._proc is not None:
+            if kill:
+                self._proc.kill()  # stuck or failing: not worth waiting for
+            try:
+                self._proc.wait(timeout=5)  # it sees the pipe close and exits
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+
+
+def _pipe() -> tuple[Connection, Connection]:
+    import socket
+
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    return Connection(a.detach()), Connection(b.detach())
+
+
+def serve(conn: Connection, store_path: Path) -> int:
+    from ..store.store import Store
+    from .lexical import run_lexical
+
+    store = Store(store_path, writer=False)
+    conn.send("ready")
+    while True:
+        try:
+            workspace_id, terms, filt, kw = conn.recv()
+        except (EOFError, OSError):
+            return 0
+        try:
+            with store.read() as db:
+                out = ("ok", run_lexical(db, workspace_id, terms, filt, **kw))
+        except Exception as exc:  # the daemon runs the leg itself and logs it
+            log.exception("the lexical helper failed a leg")
+            out = ("err", f"{type(exc).__name__}: {exc}")
+        try:
+            conn.send(out)
+        except OSError:
+            return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..config.logs import configure_logging
+
+    argv = sys.argv[1:] if argv is None else argv
+    configure_logging()
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon's Ctrl-C is the daemon's to handle
+    return serve(Connection(int(argv[0])), Path(argv[1]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
