@@ -31,17 +31,28 @@ HYBRID = {"stages": ["lexical", "semantic"], "limit": 5}
 DEADLINE_S = 60.0  # how long the helper may take to open the store on a loaded machine: a bound, not a measurement
 
 
-@pytest.fixture()
-def svc(tmp_path, monkeypatch):
-    monkeypatch.setenv("AUTODOC_READERS", "auto")  # conftest turns the processes off for the other tests
-    monkeypatch.setattr(legproc, "MIN_CHUNKS", 0)  # a store of a few chunks uses the helper too
-    root = tmp_path / "kb"
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Indexed and embedded once for the module; each test opens its own Service (and helper) on it."""
+    tmp = tmp_path_factory.mktemp("legproc")
+    root = tmp / "kb"
     root.mkdir()
     for name, text in DOCS.items():
         (root / name).write_text(text)
-    s = Service(Settings.from_env(store=tmp_path / "s.db"))
-    s.workspace_add("kb", str(root))
-    s.index("kb", embed=True)
+    s = Service(Settings.from_env(store=tmp / "s.db"))
+    try:
+        s.workspace_add("kb", str(root))
+        s.index("kb", embed=True)
+    finally:
+        s.close()
+    return tmp / "s.db"
+
+
+@pytest.fixture()
+def svc(store, monkeypatch):
+    monkeypatch.setenv("AUTODOC_READERS", "auto")  # conftest turns the processes off for the other tests
+    monkeypatch.setattr(legproc, "MIN_CHUNKS", 0)  # a store of a few chunks uses the helper too
+    s = Service(Settings.from_env(store=store))
     yield s
     s.close()
 
