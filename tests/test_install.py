@@ -165,9 +165,6 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
             assert all(a["result"]["hits"] == answers[0]["result"]["hits"] for a in answers), answers
             readers = [c for c in _child_cmdlines(d.pid) if "autodoc.rpc.reader" in c]
         assert readers, "no reader process started"
-        time.sleep(2)  # time to say it is ready (a reader answers only then)
-        again = _searches_at_once(sock, 4)
-        assert [a["result"]["hits"] for a in again] == [answers[0]["result"]["hits"]] * 4, again
     finally:
         d.terminate()
         try:
