@@ -9,11 +9,16 @@ Runs on: the main thread, once at start.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .defaults import MAX_FRAME_BYTES
+
+log = logging.getLogger("autodoc")
+
+MAX_AUTO = 4  # reader processes `auto` starts at most: each holds its own model and vectors
 
 SHUTDOWN_DEADLINE_S = 5.0
 
@@ -87,3 +92,20 @@ def _env_float(name: str, default: float) -> float:
         return float(os.environ[name])
     except (KeyError, ValueError):
         return default
+
+
+def reader_processes() -> int:
+    """How many reader processes (rpc/pool.py; the lexical helper, search/legproc.py, runs when
+    this is not 0): ``AUTODOC_READERS`` = N (0: none), or ``auto``, the default (one per
+    core, none on one core). On the 2-core machine at load 1.6-2.6 the pool served 8 clients
+    at 1.96x one client's lexical req/s (threads 1.06x) and 1.69x hybrid (threads 0.9x)
+    (docs/benchmarks/concurrency.md); at load 8-12, with no core to spare, it did worse than
+    threads, so a busy machine can turn it off."""
+    env = (os.environ.get("AUTODOC_READERS") or "auto").strip().lower()
+    if env.isdigit():
+        return int(env)
+    if env != "auto":
+        log.warning("AUTODOC_READERS=%r is neither a number nor auto: no reader processes", env)
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cores, MAX_AUTO) if cores >= 2 else 0

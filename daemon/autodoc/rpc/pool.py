@@ -68,6 +68,7 @@ from typing import Any, Callable
 
 import anyio
 
+from ..config.settings import MAX_AUTO, reader_processes  # noqa: F401 (MAX_AUTO re-exported)
 from ..store import workspaces as wsrows
 from .dispatch import InFlight
 from .reader import _LEN
@@ -82,23 +83,11 @@ DEATH_WINDOW_S = 60.0
 MAX_INVALIDATIONS = 2000  # per reader, between two of its calls; more are compacted (compact_invalidations)
 START_TIMEOUT_S = 60.0
 DRAIN_S = 5.0  # at shutdown, how long the readers' running calls may take to answer
-MAX_AUTO = 4  # readers `auto` starts at most: each holds its own model and vectors
 
 
 def pool_size() -> int:
-    """How many readers: ``AUTODOC_READERS`` = N (0: none), or ``auto``, the default (one per
-    core, none on one core). On the 2-core machine at load 1.6-2.6 the pool served 8 clients
-    at 1.96x one client's lexical req/s (threads 1.06x) and 1.69x hybrid (threads 0.9x)
-    (docs/benchmarks/concurrency.md); at load 8-12, with no core to spare, it did worse than
-    threads, so a busy machine can turn it off."""
-    env = (os.environ.get("AUTODOC_READERS") or "auto").strip().lower()
-    if env.isdigit():
-        return int(env)
-    if env != "auto":
-        log.warning("AUTODOC_READERS=%r is neither a number nor auto: no reader processes", env)
-        return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return min(cores, MAX_AUTO) if cores >= 2 else 0
+    """How many readers (config/settings.py ``reader_processes``: ``AUTODOC_READERS``)."""
+    return reader_processes()
 
 
 def compact_invalidations(items: list[tuple]) -> list[tuple]:

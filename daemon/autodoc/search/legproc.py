@@ -30,13 +30,14 @@ is skipped, not waited for); the helper is a process of its own.
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
+
+from ..config.settings import reader_processes
 
 log = logging.getLogger("autodoc.search")
 
@@ -45,7 +46,8 @@ LEG_TIMEOUT_S = 10.0  # a lexical leg takes ms (about 1 s at the 1M store's p99)
 
 
 def enabled() -> bool:
-    return os.environ.get("AUTODOC_READERS", "auto").strip().lower() not in ("0", "off", "no", "false")
+    """With the reader processes (``AUTODOC_READERS``; none on one core, where nothing overlaps)."""
+    return reader_processes() > 0
 
 
 class LexicalHelper:
