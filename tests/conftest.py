@@ -14,8 +14,9 @@ CORPORA = Path(__file__).parent / "corpora"
 # The instant tier distils a 30,522-token table on first use (minutes here): off for every
 # test and the daemons they start, unless a test names its own table folder (test_instant_tier.py).
 os.environ.setdefault("AUTODOC_INSTANT_DIR", "off")
-# Reader processes (rpc/pool.py) only where a test asks for them (test_reader_pool.py): two more
-# processes per daemon on this 2-core machine would slow every test that overlaps clients.
+# Reader processes (rpc/pool.py), the lexical helper and the index job's parsing workers only where
+# a test asks for them (test_reader_pool.py, test_legproc.py, test_prepare.py, test_corpora_cli.py):
+# two more processes per daemon or index job on this 2-core machine would slow most tests.
 os.environ.setdefault("AUTODOC_READERS", "0")
 
 

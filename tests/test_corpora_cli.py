@@ -3,8 +3,9 @@
 The five workspaces are added (without a model) through the service's
 workspace.add in this process (the CLI's `workspace add --config` has its own
 test in test_cli.py: a process per corpus cost ~3 s each here), then one
-`autodoc index` of all five (1,981 real files, read in place) runs in a
-separate process on the temp store, as a user would run it: exit 0, no file
+`autodoc index` of all five (1,981 real files, read in place, parsed by two
+worker processes: index/prepare.py) runs in a separate process on the temp
+store, as a user would run it: exit 0, no file
 failed, every skip named with its reason, and the documents and chunks each
 corpus yields (measured when this test was written; a change in parsing or
 chunking shows up here first, on purpose). What the index stored is then read
@@ -16,6 +17,7 @@ busy 2-core machine).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -55,9 +57,9 @@ def checked(method: str, result):
     return result
 
 
-def autodoc(store: Path, *args: str) -> subprocess.CompletedProcess:
+def autodoc(store: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autodoc.cli", "--store", str(store), *args],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, env={**os.environ, **env})
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +71,8 @@ def indexed(tmp_path_factory):
             invoke(adder, "workspace.add", {"name": name, "root": str(CORPORA / folder), "config": NO_MODEL})
     finally:
         adder.close()  # the index process takes the lease
-    r = autodoc(store, "index")
+    # two parsing workers, as on a user's 2-core machine (conftest turns helper processes off)
+    r = autodoc(store, "index", AUTODOC_READERS="2")
     return store, r
 
 

@@ -10,7 +10,6 @@ from typing import Any, Mapping
 
 from ..errors import InvalidParams
 from .base import Provider, check_int, check_number, check_str, refuse_unknown
-from .http import HttpProvider, normalise_url
 
 ONNX_KEYS = {"provider", "max_tokens", "batch_size", "threads"}
 HTTP_KEYS = {"provider", "url", "model", "timeout", "retries", "api_key_env", "dim", "max_tokens", "batch_size"}
@@ -40,6 +39,8 @@ def validate_config(config: Mapping[str, Any] | None, field: str = "embedding") 
             "threads": check_int(config, "threads", field, 1, 256, None),
         }
     refuse_unknown(config, HTTP_KEYS, field)
+    from .http import normalise_url  # deferred, as below: importing httpx costs ~0.1 s a process
+
     url = check_str(config, "url", field, None, required=True)
     assert url is not None
     url = normalise_url(url, f"{field}.url")
@@ -79,6 +80,8 @@ def make_provider(config: Mapping[str, Any] | None, field: str = "embedding") ->
         from .onnx import OnnxProvider  # deferred: importing onnxruntime costs ~0.3 s
 
         return OnnxProvider(max_tokens=cfg["max_tokens"], batch_size=cfg["batch_size"], threads=cfg["threads"])
+    from .http import HttpProvider
+
     return HttpProvider(
         url=cfg["url"], model=cfg["model"], timeout=cfg["timeout"], retries=cfg["retries"],
         api_key_env=cfg["api_key_env"], dim=cfg["dim"], max_tokens=cfg["max_tokens"],

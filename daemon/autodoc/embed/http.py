@@ -131,6 +131,9 @@ class HttpProvider(BaseProvider):
             raise TypeError("count_tokens() takes a sequence of strings")
         return [estimate_tokens(t) for t in texts]
 
+    def portable_counter(self):
+        return estimate_tokens  # a module's function: it pickles by name
+
     def _describe_extra(self) -> dict[str, Any]:
         return {"url": self.url, "model": self.model, "timeout": self.timeout, "retries": self.retries,
                 "batch_size": self.batch_size, "api_key_env": self.api_key_env,

@@ -96,6 +96,9 @@ class InstantProvider(BaseProvider):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return self.model.count_tokens(texts)
 
+    def portable_counter(self):
+        return self.model.portable_counter()
+
     def _embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
         return self._static.embed_counted(texts)
 

@@ -192,6 +192,36 @@ def load_tokenizer(path: Path, max_tokens: int | None):
     return tok
 
 
+class TokenCounter:
+    """The chunker's count of one text with a tokenizer file, as a value that can cross into a
+    worker process (index/prepare.py): it pickles as the file's path and loads it there on first
+    use. In the provider's own process it reuses the provider's count."""
+
+    def __init__(self, path: Path, count=None):
+        self.path = Path(path)
+        self._count = count
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path, self._count = state["path"], None
+
+    def __call__(self, text: str) -> int:
+        if self._count is None:
+            self._count = _counter(load_tokenizer(self.path, None))
+        return self._count(text)
+
+
+def _counter(tok):
+    """One text's token count, [CLS] and [SEP] included: through the per-word cache when it applies."""
+    words = wordcount.WordCounter(tok) if wordcount.applies(tok) else None
+    if words is not None:
+        return lambda text: words.count([text])[0]
+    # encode_batch of one costs 1.4x encode
+    return lambda text: len(tok.encode(text).ids)
+
+
 class OnnxProvider(BaseProvider):
     kind = "onnx"
     name = MODEL_NAME
@@ -262,6 +292,10 @@ class OnnxProvider(BaseProvider):
         if len(texts) == 1:  # the chunker counts one text at a time: encode_batch of one costs 1.4x encode
             return [len(self._count_tok.encode(texts[0]).ids)]
         return [len(e.ids) for e in self._count_tok.encode_batch(texts)] if texts else []
+
+    def portable_counter(self) -> TokenCounter:
+        """count_tokens for one text, as a value index/prepare.py's workers can take."""
+        return TokenCounter(self.tokenizer_path, lambda text: self.count_tokens([text])[0])
 
     def release_memory(self) -> None:
         """Give onnxruntime's arena back to the OS: it keeps the largest batch's

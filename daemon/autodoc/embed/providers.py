@@ -110,7 +110,8 @@ class Providers:
             p.count_tokens(["probe"])
         except Exception:
             return None
-        return lambda s: p.count_tokens([s])[0]
+        portable = getattr(p, "portable_counter", None)  # one that index/prepare.py's workers can take
+        return portable() if portable is not None else (lambda s: p.count_tokens([s])[0])
 
     def describe_loaded(self, configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The loaded providers these configs name (loading none, and not waiting for a load:

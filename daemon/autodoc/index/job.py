@@ -26,10 +26,7 @@ from typing import Any, Callable
 
 from ..config import WorkspaceConfig
 from ..errors import InvalidParams
-from ..ingest.chunk import chunk_document
-from ..ingest.markdown import parse_markdown
 from ..ingest.scan import SkipFile, is_ignored, is_markdown_path, read_document, scan_workspace
-from ..ingest.types import Chunk, ParsedDocument
 from ..store import Store
 from ..store import changes as changelog
 from ..store import documents as stored
@@ -38,22 +35,12 @@ from ..store.facets import sync_schema
 from ..store.links import LinkResolver
 from ..store.sessions import is_session_path
 from ..store.workspaces import Workspace, chunk_count, chunking, set_chunking
+from .prepare import Parsed, Preparer, prepare_or_reason, workers_for
 
 log = logging.getLogger("autodoc.index")
 
 Progress = Callable[[int, int, str], None]
 WRITE_BATCH = 64
-
-
-@dataclass
-class Parsed:
-    """A file whose bytes changed: the next generation of its document."""
-
-    path: str
-    data: bytes
-    doc: ParsedDocument
-    chunks: list[Chunk]
-    mtime_ns: int
 
 
 @dataclass
@@ -65,6 +52,11 @@ class Touched:
 
 
 Pending = Parsed | Touched
+
+
+def _unchanged(old: tuple | None, e, full: bool) -> bool:
+    """The file's size and mtime are the stored ones (old: its stored (hash, size, mtime_ns))."""
+    return bool(old) and not full and old[1] == e.size and old[2] == e.mtime_ns
 
 
 @dataclass
@@ -103,26 +95,6 @@ class IndexJob:
         self._token_counter = token_counter
         self._tokenizer_id = tokenizer_id  # an `embedding` config → what its token_counter counts with
         self._written = written  # (workspace, change-log entries, touched document ids), after each commit
-
-    # -- one file ----------------------------------------------------------------------
-
-    def prepare(self, ws: Workspace, cfg: WorkspaceConfig, relpath: str, data: bytes) -> Parsed:
-        """Parse and chunk one file's bytes."""
-        text = data.decode("utf-8")
-        doc = parse_markdown(text)
-        if not doc.title:  # no frontmatter title and no H1: the file name stands in, breadcrumbs too
-            doc.title = relpath.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-        chunks = chunk_document(text, doc, section_tokens=cfg.section_tokens, abstract_chunk=cfg.abstract_chunk,
-                                count_tokens=self._token_counter(ws))
-        return Parsed(relpath, data, doc, chunks, 0)
-
-    def _prepare_one(self, ws: Workspace, cfg: WorkspaceConfig, relpath: str, data: bytes) -> Parsed | str:
-        """One file never fails the rest: whatever goes wrong parsing it skips it, with the reason."""
-        try:
-            return self.prepare(ws, cfg, relpath, data)
-        except Exception as e:
-            log.exception("workspace %s: %s could not be parsed", ws.name, relpath)
-            return f"could not be parsed ({type(e).__name__}: {e}); the log has the details"
 
     def build_postings(self) -> bool:
         """One small slice of the postings index of a store that predates it (the daemon calls this
@@ -181,42 +153,56 @@ class IndexJob:
         renamed: set[str] = set()  # paths whose names changed in this job's earlier batches
         failures: list[tuple[str, str]] = []  # documents that could not be written
         total = len(entries)
-        try:
-            for i, e in enumerate(entries):
-                if e.skip:
-                    skips.append((e.relpath, e.skip))
+        count = self._token_counter(ws)
+        changed = sum(1 for e in entries if not e.skip and not _unchanged(known.get(e.relpath), e, full))
+        # Every entry but the unchanged ones passes through the preparer, in scan order, so
+        # batches, skips and document ids come out as an inline run makes them.
+        preparer = Preparer(cfg.section_tokens, cfg.abstract_chunk, count, workers_for(changed, count))
+
+        def take(drain: bool = False) -> None:
+            nonlocal pending, renamed
+            for (i, e), got in preparer.ready(drain):
+                if isinstance(got, str):
+                    skips.append((e.relpath, got))
+                    on_disk.discard(e.relpath)
                     continue
-                on_disk.add(e.relpath)
-                old = known.get(e.relpath)
-                if old and not full and old[1] == e.size and old[2] == e.mtime_ns:
+                if isinstance(got, Touched):
                     report.unchanged += 1
+                    pending.append(got)
                     continue
-                try:
-                    data = read_document(e.path, max_bytes=cfg.max_file_bytes)
-                except SkipFile as s:
-                    skips.append((e.relpath, str(s)))
-                    on_disk.discard(e.relpath)
-                    continue
-                except OSError as err:  # vanished or unreadable between scan and read
-                    skips.append((e.relpath, f"unreadable: {err.strerror or err}"))
-                    on_disk.discard(e.relpath)
-                    continue
-                if old and not full and old[0] == stored.content_hash(data):
-                    report.unchanged += 1
-                    pending.append(Touched(e.relpath, e.mtime_ns))
-                    continue
-                parsed = self._prepare_one(ws, cfg, e.relpath, data)
-                if isinstance(parsed, str):
-                    skips.append((e.relpath, parsed))
-                    on_disk.discard(e.relpath)
-                    continue
-                parsed.mtime_ns = e.mtime_ns
-                pending.append(parsed)
+                got.mtime_ns = e.mtime_ns
+                pending.append(got)
                 if len(pending) >= WRITE_BATCH:
                     renamed |= self._flush(ws, _Batch(pending), report, full, failures, defer_links=True)
                     pending = []
                 if progress:
                     progress(i + 1, total, e.relpath)
+
+        try:
+            for i, e in enumerate(entries):
+                key = (i, e)
+                if e.skip:
+                    preparer.add_ready(key, e.skip)
+                    take()
+                    continue
+                on_disk.add(e.relpath)
+                old = known.get(e.relpath)
+                if _unchanged(old, e, full):
+                    report.unchanged += 1
+                    continue
+                try:
+                    data = read_document(e.path, max_bytes=cfg.max_file_bytes)
+                except SkipFile as s:
+                    preparer.add_ready(key, str(s))
+                except OSError as err:  # vanished or unreadable between scan and read
+                    preparer.add_ready(key, f"unreadable: {err.strerror or err}")
+                else:
+                    if old and not full and old[0] == stored.content_hash(data):
+                        preparer.add_ready(key, Touched(e.relpath, e.mtime_ns))
+                    else:
+                        preparer.add(key, e.relpath, data)
+                take()
+            take(drain=True)
             gone = [p for p in known if p not in on_disk]
             self._flush(ws, _Batch(pending, gone=gone, skips=skips), report, full, failures, renamed=renamed)
             with self.store.write() as db:
@@ -225,6 +211,8 @@ class IndexJob:
             # batches already committed never reached the cached name tables: read them all next time
             self.links.forget(ws.id)
             raise
+        finally:
+            preparer.close()
         if progress:
             progress(total, total, "done")
         report.skipped = [{"path": p, "reason": r} for p, r in skips + failures]
@@ -269,7 +257,7 @@ class IndexJob:
             except OSError:
                 gone.append(rel)
                 continue
-            parsed = self._prepare_one(ws, cfg, rel, data)
+            parsed = prepare_or_reason(rel, data, cfg.section_tokens, cfg.abstract_chunk, self._token_counter(ws))
             if isinstance(parsed, str):
                 skips.append((rel, parsed))
                 continue

@@ -16,7 +16,6 @@ from .base import (
     DEFAULT_COHERE_BATCH, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_LENGTH, DEFAULT_ONNX_BATCH, DEFAULT_TEI_BATCH, Ranker,
     find_model_files,
 )
-from .http import HttpRanker
 
 _COMMON_KEYS = {"provider", "window"}
 _ONNX_KEYS = _COMMON_KEYS | {"path", "max_length", "batch", "threads", "model", "timeout"}
@@ -127,4 +126,6 @@ def make_ranker(config: Any, field: str = "ranker") -> Ranker | None:
         from .onnx import OnnxRanker  # deferred: importing onnxruntime costs ~0.3 s
 
         return OnnxRanker.from_config(cfg, field=field)
+    from .http import HttpRanker  # deferred: importing httpx costs ~0.1 s a process
+
     return HttpRanker.from_config(cfg, field=field)

@@ -1,0 +1,153 @@
+"""Index stage, preparing: a changed file's bytes → its parse and chunks (a Parsed), or why not.
+
+Parsing and chunking are pure and were over half of a first index (29 of
+53 s profiled for the 1,981 files of ../shared/data/corpora, the rest being
+the store's writes). When a job has many files to prepare and there are cores
+to spare, worker processes prepare them while this process writes the batches
+before them: the GIL leaves threads no room to overlap pure Python. Answers
+come back in the order the files went in, so the store is written exactly as
+an inline run writes it, and at most WINDOW files are in flight (memory stays
+bounded for a knowledge base of any size).
+
+A worker that dies takes no file with it: the file it held is prepared here
+instead, and so is every file after it.
+
+Runs on: the index job's thread; the workers are `spawn`ed (the daemon has
+threads, which fork would copy mid-lock), and end with the job. Like any
+`spawn`, a worker imports the main module again: a script that embeds the
+Service and indexes 100 files or more needs its `if __name__ == "__main__"`
+guard (the product's entry points have theirs).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import pickle
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from ..config.settings import reader_processes
+from ..ingest.chunk import chunk_document
+from ..ingest.markdown import parse_markdown
+from ..ingest.types import Chunk, ParsedDocument
+
+log = logging.getLogger("autodoc.index")
+
+# Below this many files a worker's start (~0.5 s to import the parser) costs more than it saves.
+MIN_FILES = 100
+WINDOW_PER_WORKER = 16
+
+Count = Callable[[str], int] | None
+
+
+@dataclass
+class Parsed:
+    """A file whose bytes changed: the next generation of its document."""
+
+    path: str
+    data: bytes
+    doc: ParsedDocument
+    chunks: list[Chunk]
+    mtime_ns: int
+
+
+def prepare(relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool, count: Count) -> Parsed:
+    """Parse and chunk one file's bytes."""
+    text = data.decode("utf-8")
+    doc = parse_markdown(text)
+    if not doc.title:  # no frontmatter title and no H1: the file name stands in, breadcrumbs too
+        doc.title = relpath.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    chunks = chunk_document(text, doc, section_tokens=section_tokens, abstract_chunk=abstract_chunk,
+                            count_tokens=count)
+    return Parsed(relpath, data, doc, chunks, 0)
+
+
+def prepare_or_reason(relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool,
+                      count: Count) -> Parsed | str:
+    """One file never fails the rest: whatever goes wrong parsing it skips it, with the reason."""
+    try:
+        return prepare(relpath, data, section_tokens, abstract_chunk, count)
+    except Exception as e:
+        log.exception("%s could not be parsed", relpath)
+        return f"could not be parsed ({type(e).__name__}: {e}); the log has the details"
+
+
+_count: Count = None  # a worker's token counter, set once by _start
+
+
+def _start(count: Count) -> None:
+    global _count
+    _count = count
+
+
+def _work(relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool) -> Parsed | str:
+    return prepare_or_reason(relpath, data, section_tokens, abstract_chunk, _count)
+
+
+def workers_for(files: int, count: Count) -> int:
+    """How many worker processes a job of `files` files gets (0: it prepares them inline)."""
+    n = reader_processes()
+    if n < 1 or files < MIN_FILES:
+        return 0
+    try:  # a counter bound to a loaded model cannot cross; the bundled model's can (embed/onnx.py)
+        pickle.dumps(count)
+    except Exception:
+        return 0
+    return n
+
+
+class Preparer:
+    """Files in, Parsed (or a skip reason) out, in order: `add` one, and take what `ready` yields."""
+
+    def __init__(self, section_tokens: int, abstract_chunk: bool, count: Count, workers: int):
+        self.section_tokens, self.abstract_chunk, self.count = section_tokens, abstract_chunk, count
+        self._pool: ProcessPoolExecutor | None = None
+        if workers:
+            self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_start, initargs=(count,))
+        self._window = WINDOW_PER_WORKER * max(workers, 1)
+        # (key, relpath, data, its future or None: prepare here) or (key, None, None, the answer itself)
+        self._queue: deque[tuple[object, str | None, bytes | None, Future | object | None]] = deque()
+
+    def add(self, key: object, relpath: str, data: bytes) -> None:
+        future = None
+        if self._pool is not None:
+            try:
+                future = self._pool.submit(_work, relpath, data, self.section_tokens, self.abstract_chunk)
+            except Exception as e:  # a broken pool (a worker died): this and later files run here
+                log.warning("a parsing worker failed (%s): the index job prepares the rest itself", e)
+                self._give_up()
+        self._queue.append((key, relpath, data, future))
+
+    def add_ready(self, key: object, answer: object) -> None:
+        """Something decided without parsing (a skip, an unchanged file), kept in its place in the order."""
+        self._queue.append((key, None, None, answer))
+
+    def ready(self, drain: bool = False) -> Iterator[tuple[object, object]]:
+        """The results at the head of the queue: those beyond the window (all of them when draining)."""
+        while self._queue and (drain or len(self._queue) > self._window):
+            key, relpath, data, future = self._queue.popleft()
+            yield key, (future if relpath is None else self._result(relpath, data, future))
+
+    def close(self) -> None:
+        self._queue.clear()
+        self._give_up()
+
+    def _result(self, relpath: str, data: bytes, future: Future | None) -> Parsed | str:
+        if future is not None:
+            try:
+                return future.result()
+            except Exception as e:  # the worker died (BrokenProcessPool) or its answer could not cross
+                if self._pool is not None:  # once: the files queued behind it were cancelled with the pool
+                    log.warning("a parsing worker failed on %s (%s): the index job prepares the rest itself",
+                                relpath, e)
+                    self._give_up()
+        return prepare_or_reason(relpath, data, self.section_tokens, self.abstract_chunk, self.count)
+
+    def _give_up(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
