@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import autodoc.index.job as job
+import autodoc.index.prepare as preparing
 import autodoc.store.documents as stored_documents
 from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
@@ -139,14 +140,14 @@ def test_one_file_that_breaks_the_parser_is_skipped_with_its_reason(kb, monkeypa
     root, s = kb
     for name in ("a", "b", "c"):
         (root / f"{name}.md").write_text(f"# Note {name}\n\nSee [[Note a]].\n")
-    real = s.indexer.prepare
+    real = preparing.prepare
 
-    def prepare(ws, cfg, rel, data):  # a parser bug on one file: a fault no fixed parser lets a real file cause
+    def prepare(rel, *args):  # a parser bug on one file: a fault no fixed parser lets a real file cause
         if rel == "b.md":
             raise ValueError("day is out of range for month")
-        return real(ws, cfg, rel, data)
+        return real(rel, *args)
 
-    monkeypatch.setattr(s.indexer, "prepare", prepare)
+    monkeypatch.setattr(preparing, "prepare", prepare)  # inline: conftest starts no parsing workers
     s.workspace_add("kb", str(root), NO_MODEL)
     report = s.index("kb")
     assert report["added"] == 2
@@ -156,7 +157,7 @@ def test_one_file_that_breaks_the_parser_is_skipped_with_its_reason(kb, monkeypa
     assert status["files"]["indexed"] == 2 and [x["path"] for x in status["files"]["skipped"]] == ["b.md"]
     live = s.index_paths("kb", ["b.md", "c.md"])
     assert [x["path"] for x in live["skipped"]] == ["b.md"]
-    monkeypatch.setattr(s.indexer, "prepare", real)
+    monkeypatch.setattr(preparing, "prepare", real)
     assert s.index("kb")["added"] == 1 and s.workspace_status("kb")["files"]["skipped"] == []
 
 
