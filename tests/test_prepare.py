@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -79,3 +80,20 @@ def test_a_killed_worker_costs_no_file(tmp_path, monkeypatch, caplog):
     assert differences(killed[0], alone[0]) == []
     assert killed[1] == alone[1] and killed[2] == alone[2]
     assert "a parsing worker failed" in caplog.text
+
+
+def test_a_worker_never_writes_to_stdout(tmp_path):
+    """stdout is a stdio daemon's RPC channel and the workers inherit it. `print` as the token
+    counter stands in for any stray write in a worker (it prints each text it is given; the
+    chunker then fails on its None count, and the file comes back with a reason)."""
+    script = ("import sys\n"
+              "from autodoc.index.prepare import Preparer\n"
+              "p = Preparer(256, False, print, 1)\n"
+              "p.add(0, 'a.md', b'# A\\n\\nokapi words in a worker\\n')\n"
+              "got = list(p.ready(drain=True))\n"
+              "p.close()\n"
+              "sys.stderr.write('RESULT ' + repr(got) + '\\n')\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "RESULT [(0, " in r.stderr and "could not be parsed (TypeError" in r.stderr  # the worker ran it
+    assert "okapi words in a worker" in r.stderr and r.stdout == ""

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import pickle
+import sys
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -81,6 +83,10 @@ _count: Count = None  # a worker's token counter, set once by _start
 def _start(count: Count) -> None:
     global _count
     _count = count
+    # a worker of a stdio daemon inherits its stdout, the RPC channel: nothing may reach it
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
 
 
 def _work(relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool) -> Parsed | str:
