@@ -97,8 +97,9 @@ def _env_float(name: str, default: float) -> float:
 def reader_processes() -> int:
     """How many reader processes (rpc/pool.py; the lexical helper, search/legproc.py, runs when
     this is not 0), and how many workers parse an index job's files (index/prepare.py):
-    ``AUTODOC_READERS`` = N (0: none), or ``auto``, the default (one per core, none on one core). On the 2-core machine at load 1.6-2.6 the pool served 8 clients
-    at 1.96x one client's lexical req/s (threads 1.06x) and 1.69x hybrid (threads 0.9x)
+    ``AUTODOC_READERS`` = N (0: none), or ``auto``, the default (one per core, none on one
+    core). On the 2-core machine at load 1.6-2.6 the pool served 8 clients at 1.96x one
+    client's lexical req/s (threads 1.06x) and 1.69x hybrid (threads 0.9x)
     (docs/benchmarks/concurrency.md); at load 8-12, with no core to spare, it did worse than
     threads, so a busy machine can turn it off."""
     env = (os.environ.get("AUTODOC_READERS") or "auto").strip().lower()

@@ -209,16 +209,20 @@ class TokenCounter:
 
     def __call__(self, text: str) -> int:
         if self._count is None:
-            self._count = _counter(load_tokenizer(self.path, None))
+            tok = load_tokenizer(self.path, None)
+            self._count = _count_one(tok, _word_counter(tok))
         return self._count(text)
 
 
-def _counter(tok):
+def _word_counter(tok) -> wordcount.WordCounter | None:
+    return wordcount.WordCounter(tok) if wordcount.applies(tok) else None
+
+
+def _count_one(tok, words: wordcount.WordCounter | None):
     """One text's token count, [CLS] and [SEP] included: through the per-word cache when it applies."""
-    words = wordcount.WordCounter(tok) if wordcount.applies(tok) else None
     if words is not None:
         return lambda text: words.count([text])[0]
-    # encode_batch of one costs 1.4x encode
+    # the chunker counts one text at a time: encode_batch of one costs 1.4x encode
     return lambda text: len(tok.encode(text).ids)
 
 
@@ -245,7 +249,8 @@ class OnnxProvider(BaseProvider):
             raise ProviderDown(f"tokenizer file missing: {self.tokenizer_path}", provider="onnx", retryable=False)
         self._count_tok = load_tokenizer(self.tokenizer_path, None)
         self._tokenizer_id: str | None = None
-        self._words = wordcount.WordCounter(self._count_tok) if wordcount.applies(self._count_tok) else None
+        self._words = _word_counter(self._count_tok)
+        self._count_one = _count_one(self._count_tok, self._words)
         # the special tokens around every window: what the tokenizer puts around nothing
         frame = self._count_tok.encode("").ids
         self._open, self._close = frame[:1], frame[1:]
@@ -289,13 +294,13 @@ class OnnxProvider(BaseProvider):
         texts = list(texts)
         if self._words is not None:
             return self._words.count(texts)
-        if len(texts) == 1:  # the chunker counts one text at a time: encode_batch of one costs 1.4x encode
-            return [len(self._count_tok.encode(texts[0]).ids)]
+        if len(texts) == 1:
+            return [self._count_one(texts[0])]
         return [len(e.ids) for e in self._count_tok.encode_batch(texts)] if texts else []
 
     def portable_counter(self) -> TokenCounter:
         """count_tokens for one text, as a value index/prepare.py's workers can take."""
-        return TokenCounter(self.tokenizer_path, lambda text: self.count_tokens([text])[0])
+        return TokenCounter(self.tokenizer_path, self._count_one)
 
     def release_memory(self) -> None:
         """Give onnxruntime's arena back to the OS: it keeps the largest batch's

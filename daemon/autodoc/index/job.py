@@ -17,6 +17,7 @@ while a batch is written (the daemon's single writer slot).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -234,6 +235,7 @@ class IndexJob:
         if root.is_dir():
             self.sync_schema(ws)  # the watcher hands us _schema/frontmatter.yaml too
         report = IndexReport(ws.name)
+        counter = functools.cache(lambda: self._token_counter(ws))  # once, and only if a file is parsed
         pending: list[Pending] = []
         gone: list[str] = []
         skips: list[tuple[str, str]] = []
@@ -257,7 +259,7 @@ class IndexJob:
             except OSError:
                 gone.append(rel)
                 continue
-            parsed = prepare_or_reason(rel, data, cfg.section_tokens, cfg.abstract_chunk, self._token_counter(ws))
+            parsed = prepare_or_reason(rel, data, cfg.section_tokens, cfg.abstract_chunk, counter())
             if isinstance(parsed, str):
                 skips.append((rel, parsed))
                 continue

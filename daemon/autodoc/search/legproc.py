@@ -30,6 +30,7 @@ is skipped, not waited for); the helper is a process of its own.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import subprocess
 import sys
 import threading
@@ -90,7 +91,7 @@ class LexicalHelper:
             self._lock.release()
 
     def _start(self) -> None:
-        ours, theirs = _pipe()
+        ours, theirs = multiprocessing.Pipe()  # a socketpair: both ends read and write
         try:
             # no PR_SET_PDEATHSIG: it fires when the starting *thread* ends, and a search's
             # thread may be retired; the helper ends when its pipe closes instead
@@ -124,13 +125,6 @@ class LexicalHelper:
                 self._proc.kill()
                 self._proc.wait()
             self._proc = None
-
-
-def _pipe() -> tuple[Connection, Connection]:
-    import socket
-
-    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    return Connection(a.detach()), Connection(b.detach())
 
 
 def serve(conn: Connection, store_path: Path) -> int:
