@@ -111,7 +111,7 @@ def _check_leg(db, monkeypatch) -> None:
                 got[on] = [(h.chunk_id, h.score, h.weight) for h in res.hits]
             assert got[True] == got[False], q
             ids = [h[0] for h in got[True]]
-            used += impact.holders(db, [e for e, _ in coverage_terms(terms)], ids) is not None and bool(ids)
+            used += impact.held(db, [e for e, _ in coverage_terms(terms)], ids) is not None and bool(ids)
             every = [e for e in dict.fromkeys(term_match(t) for t in terms) if e]
             for m in (every, every + ['"zzqxnotaword"']):  # (a word no chunk holds: the AND is empty)
                 if impact.none_holds_all(db, m):

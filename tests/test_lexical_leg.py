@@ -190,3 +190,50 @@ def test_compatibility_divides_by_the_legs_requested(comms):
     assert three["stages"]["skipped"].keys() == {"semantic"} and "graph" in three["stages"]["performed"]
     assert three["hits"][0]["chunk_id"] == alone["chunk_id"]
     assert three["hits"][0]["compatibility"] == round(0.6 / 3 + position, 6)
+
+
+def test_a_word_in_a_heading_line_only_counts_as_title_from_the_postings(tmp_path: Path, monkeypatch):
+    """Whether a hit holds a word in its prose is read from the postings' body count less the
+    heading lines' (search/lexical.py _Prose), not by tokenizing every hit: the same weights as
+    the tokenizing path, a word on the chunk's heading line only taking the title credit."""
+    from autodoc.search import impact
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "plan.md").write_text(
+        "# Plan\n\n## Rollout\n\nThe rollout starts with staging, then canary.\n\n"
+        "## Canary\n\nStaging first.\n\n### Rollback\nNothing rolls back by itself.\n")
+    (root / "notes.md").write_text("# Notes\n\nNothing about a rollback is automatic.\n")
+    for i in range(5):
+        (root / f"other-{i}.md").write_text(f"# Other {i}\n\nStaging of part {i} waits for the canary.\n")
+    s = Service(Settings.from_env(store=tmp_path / "store.db"))
+    s.workspace_add("kb", str(root), NO_MODEL)
+    s.index("kb")
+    try:
+        db = s.store.reader()
+        ws = get_workspace(db, "kb")
+        filt = build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
+        crumbs = dict(db.execute("SELECT id, breadcrumb FROM chunks"))
+        texts = {crumbs[c]: t for c, t in db.execute("SELECT id, text FROM chunks")}
+
+        def weights(query: str) -> dict[str, float]:
+            got = lexical.run_lexical(db, ws.id, parse_query(query).terms, filt, want=20)
+            return {crumbs[h.chunk_id]: h.weight for h in got.hits}
+
+        tokenized: list[str] = []
+        real = lexical._prose_stems
+        monkeypatch.setattr(lexical, "_prose_stems", lambda text: tokenized.append(text) or real(text))
+        queries = ["rollout staging", "rollback nothing", "canary staging", "rollout canary rollback"]
+        fast = {q: weights(q) for q in queries}
+        assert not tokenized  # every word here is one token the postings count
+        monkeypatch.setattr(impact, "ENABLED", False)  # FTS5 and the tokenizer answer instead
+        assert {q: weights(q) for q in queries} == fast
+        assert tokenized
+        assert texts["Plan › Canary › Rollback"].startswith("### Rollback\n")
+        # "rollout" is on its section's heading line and in its prose: a full word
+        assert fast["rollout staging"]["Plan › Rollout"] == 1.0
+        # "rollback" is in the body of both, but on a heading line only in the plan's section
+        assert fast["rollback nothing"]["Notes"] == 1.0
+        assert fast["rollback nothing"]["Plan › Canary › Rollback"] < 1.0
+    finally:
+        s.close()

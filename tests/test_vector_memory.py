@@ -53,6 +53,29 @@ def test_float16_vectors_answer_as_float32_on_real_embeddings(real):
         assert {i for i, _ in forced.search(q, top=5)} <= set(ids.tolist())
 
 
+def test_float16_rescoring_is_the_same_whatever_the_block(real, monkeypatch):
+    """The shortlist is rescored HALF_ROWS rows at a time (sized for the cache, not the answer): each
+    row's cosine is its float32 dot product, whatever block it fell in, subset or every row."""
+    from autodoc.search import vectors as vector_math
+
+    vecs, queries = real
+    ids = np.arange(len(vecs), dtype=np.int64)
+    half = VectorIndex(ids, vecs, half_above=0)
+    rows = np.arange(0, len(vecs), 3)
+    for q in queries[:6]:
+        q = (q / np.linalg.norm(q)).astype(np.float32)
+        want_rows = half.vecs[rows].astype(np.float32) @ q
+        want_all = half.vecs.astype(np.float32) @ q
+        for block in (1, 7, 64, 1 << 12):
+            monkeypatch.setattr(vector_math, "HALF_ROWS", block)
+            np.testing.assert_allclose(half._dot(rows, q), want_rows, rtol=0, atol=2e-6)
+            got = half._dot(None, q)
+            np.testing.assert_allclose(got, want_all, rtol=0, atol=2e-6)
+            if block == 1:
+                first = got
+            assert np.array_equal(got, first)  # bit for bit across block sizes
+
+
 def test_float16_index_grows_and_shrinks_in_float16(real):
     vecs, _ = real
     ids = np.arange(len(vecs), dtype=np.int64)

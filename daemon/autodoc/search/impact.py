@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Callable
 
@@ -241,10 +240,6 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
     key = postread.cache_key(db, state.key)
     recs = _read(db, toks, key)
     terms = Terms([recs[t] for t in toks], weights, state.rows, state.tokens)
-    with _lock:  # the coverage weight asks next which hits hold each word (holders)
-        _recent[(key, tuple(toks))] = dict(zip(toks, terms.ids))
-        while len(_recent) > 2:
-            _recent.popitem(last=False)
     memo: dict[int, Rows] = {}
 
     def rank(match: str, limit: int) -> Rows:
@@ -282,32 +277,32 @@ def _read(db: apsw.Connection, toks: list[str], key: tuple) -> dict[str, np.ndar
     return out
 
 
-_lock = threading.Lock()
-_recent: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()  # the last queries' ids, per index state
-
-
-def holders(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict[str, set[int]] | None:
-    """expression → which of these chunks hold it, from the postings (the ids the ranking of the same
-    words just read, else read now); None when the postings cannot say (FTS5's tokenizer then does)."""
+def held(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]
+         ) -> dict[str, tuple[str, dict[int, int]]] | None:
+    """expression → (its token, {chunk id: the token's count in the body column} for those of these
+    chunks that hold it in any column), from the postings: the records this search's ranking read,
+    else those in the segments holding these chunks. None when the postings cannot say (FTS5's
+    tokenizer then does)."""
     if not ENABLED or not exprs or not postings.complete(db):
         return None
     toks = tokens_of(db, exprs)
     if toks is None:
         return None
     key = postread.cache_key(db, ftsterms.index_state(db).key)
-    with _lock:
-        ids = _recent.get((key, tuple(toks)))
-    if ids is None:
-        ids = {t: r["id"].astype(np.int64) for t, r in _read(db, toks, key).items()}
     want = np.array(sorted(set(chunk_ids)), np.int64)
+    kept = getattr(_local, "read", None) or {}
     out = {}
     for e, t in zip(exprs, toks):
-        a = ids[t]
-        if not len(a) or not len(want):
-            out[e] = set()
+        rec = kept.get((key, t))
+        if rec is None:
+            rec = postread.read_at(db, t, want, key) if len(want) else np.empty(0, postings.NARROW)
+        ids = rec["id"].astype(np.int64)
+        if not len(ids) or not len(want):
+            out[e] = (t, {})
             continue
-        pos = np.minimum(np.searchsorted(a, want), len(a) - 1)
-        out[e] = set(want[a[pos] == want].tolist())
+        pos = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
+        hit = ids[pos] == want
+        out[e] = (t, dict(zip(want[hit].tolist(), rec["tf"][pos[hit], postings.BODY].tolist())))
     return out
 
 

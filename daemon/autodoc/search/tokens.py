@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import threading
 from bisect import bisect_right
+from collections import Counter
 from functools import lru_cache
 
 import apsw
@@ -65,3 +66,9 @@ def stems(text: str) -> set[str]:
     """The distinct stems of `text`, no offsets (a hit's coverage needs only which words it holds)."""
     raw = _tokenizer()(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
     return {t[0] for t in raw}
+
+
+def stem_counts(text: str) -> Counter[str]:
+    """How often each stem occurs in `text`: FTS5's term frequency, as a column holding it counts."""
+    raw = _tokenizer()(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
+    return Counter(t[0] for t in raw)

@@ -65,9 +65,11 @@ SHORTLIST_MIN = 4_000
 SHORTLIST_FACTOR = 50
 BLOCK_ROWS = 1 << 15
 GATHER_ROWS = 1 << 14     # float rows copied at once when rescoring a subset (24 MiB at 384-d)
-# float16 rows converted at once: the default shortlist in one block, and what ONNX Runtime's
-# arena keeps for the conversion's output (search/halfcast.py) stays ~6 MiB at 384-d
-HALF_ROWS = 1 << 12
+# float16 rows gathered, converted and scored at once: a block's float16 and float32 copies
+# (0.75 + 1.5 MiB at 384-d) stay in this core's cache from the gather to the dot product; the
+# whole 4,000-row shortlist in one block spilled them (the rescoring 0.3-0.7 ms slower at 100k,
+# same cosines: /tmp-free check in tests/test_vectors.py), and ONNX Runtime's arena keeps less
+HALF_ROWS = 1 << 10
 PREFILTERS = ("hamming+asym", "hamming", "asym")
 # The coarse cut's distance is guessed from every SAMPLE_STEP-th row above SAMPLE_ABOVE rows (_cut).
 SAMPLE_ABOVE = 1 << 18
@@ -104,9 +106,9 @@ def asym_scores(lut: np.ndarray, codes: np.ndarray) -> np.ndarray:
         e = min(m, s + BLOCK_ROWS)
         cols = np.ascontiguousarray(codes[s:e].T)  # [nb, block]: one contiguous column per pass
         acc, t = out[s:e], tmp[: e - s]
-        np.take(lut[0], cols[0], out=acc)
+        np.take(lut[0], cols[0], out=acc, mode="clip")  # mode: see asym_scores_rows
         for b in range(1, nb):
-            np.take(lut[b], cols[b], out=t)
+            np.take(lut[b], cols[b], out=t, mode="clip")
             acc += t
     return out
 
@@ -116,9 +118,9 @@ def asym_scores_columns(lut: np.ndarray, cols: np.ndarray) -> np.ndarray:
     nb, m = cols.shape
     out = np.empty(m, dtype=np.float32)
     tmp = np.empty(m, dtype=np.float32)
-    np.take(lut[0], cols[0], out=out)
+    np.take(lut[0], cols[0], out=out, mode="clip")  # mode: see asym_scores_rows
     for b in range(1, nb):
-        np.take(lut[b], cols[b], out=tmp)
+        np.take(lut[b], cols[b], out=tmp, mode="clip")
         out += tmp
     return out
 
@@ -131,9 +133,11 @@ def asym_scores_rows(lut: np.ndarray, words: np.ndarray, rows: np.ndarray) -> np
     g8 = np.take(words, rows, axis=1).view(np.uint8).reshape(words.shape[0], m, 8)  # g8[w, r, k]: byte 8w+k
     out = np.empty(m, dtype=np.float32)
     tmp = np.empty(m, dtype=np.float32)
-    np.take(lut[0], g8[0, :, 0], out=out)
+    # mode="clip": with `out`, the default mode="raise" copies through a buffer (numpy's docs); a
+    # byte is always a valid index into a 256-entry row, so clipping changes nothing but the time
+    np.take(lut[0], g8[0, :, 0], out=out, mode="clip")
     for b in range(1, nb):
-        np.take(lut[b], g8[b >> 3, :, b & 7], out=tmp)
+        np.take(lut[b], g8[b >> 3, :, b & 7], out=tmp, mode="clip")
         out += tmp
     return out
 

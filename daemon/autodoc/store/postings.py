@@ -43,6 +43,7 @@ from .ftstext import fts_text
 log = logging.getLogger(__name__)
 
 SEG_BITS = 15  # ids per postings row: a merge rewrites a segment's rows, a query reads a term's few segments
+BODY = 3  # the body column's place in a record's tf (title, breadcrumb, meta, body: chunks_fts's order)
 NARROW = np.dtype([("id", "<u4"), ("d", "<u2"), ("tf", "u1", (4,))])
 WIDE = np.dtype([("id", "<u4"), ("d", "<u4"), ("tf", "<u4", (4,))])
 COMPLETE = "complete"
