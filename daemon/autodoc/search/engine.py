@@ -105,26 +105,44 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     planned: Prepared | SemanticOutcome = SemanticOutcome(None, "off", NO_MODEL_REASON, None)
     if want_sem and ctx.semantic is not None:
         planned = ctx.semantic(filt)  # what it reads, it reads from this search's snapshot
-    sem_future = None
-    if isinstance(planned, Prepared) and ctx.pool is not None and want_lex:
-        # The query's embedding and the vector scan run on a leg thread while the
-        # lexical leg runs here; fusion depends only on each leg's order.
-        sem_future = ctx.pool.submit(planned.run, parsed.text, sem_top + 1)  # one past: ties at the cut
+    # The query's embedding and the vector scan run on a leg thread while the lexical leg runs
+    # here; fusion depends only on each leg's order.
+    overlap = isinstance(planned, Prepared) and ctx.pool is not None and want_lex
+    weigh = isinstance(planned, Prepared) or "graph" in requested  # weighed when fused with another leg
     # beside a semantic leg this size, the lexical leg goes to the helper process: in a thread
-    # the two legs would not overlap (the GIL; search/legproc.py)
-    helper = ctx.lexical_helper if (sem_future is not None and isinstance(planned, Prepared)
-                                    and len(planned.vectors) >= legproc.MIN_CHUNKS) else None
+    # the two legs would not overlap (the GIL; search/legproc.py). It is sent first.
+    sent = None
+    if overlap and ctx.lexical_helper is not None and len(planned.vectors) >= legproc.MIN_CHUNKS:
+        sent = ctx.lexical_helper.submit(ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top, weigh=weigh)
+    sem_future = None
+    if overlap:
+        try:
+            sem_future = ctx.pool.submit(planned.run, parsed.text, sem_top + 1)  # one past: ties at the cut
+        except BaseException:
+            if sent is not None:
+                sent()  # its answer read, the helper serves the next search
+            raise
 
-    def lexical(weigh: bool) -> None:
+    def lexical(weigh: bool, sent=None) -> None:
         nonlocal lexical_match, strict
-        args = dict(want=opts.limit, top=lex_top, weigh=weigh)
-        lex = helper.run(ctx.ws.id, parsed.terms, filt, **args) if helper is not None else None
+        lex = sent() if sent is not None else None
         if lex is None:  # no helper, or it is busy, starting or gone
-            lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, **args)
+            lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top, weigh=weigh)
         legs["lexical"], lexical_match, strict = lex.hits, lex.match, lex.strict
 
+    early: dict[int, stored_hits.Candidate] = {}
+    if sent is not None and sem_future is not None:
+        # while the helper runs the lexical leg, read the semantic hits' candidate rows (that leg
+        # is usually done first): only the lexical hits' are left for after both
+        try:
+            first = sem_future.result()
+            if first.hits:
+                early = stored_hits.candidates(ctx.db, sorted({h.chunk_id for h in first.hits}))
+        except BaseException:
+            sent()  # its answer read, the helper serves the next search
+            raise
     if want_lex:
-        lexical(isinstance(planned, Prepared) or "graph" in requested)  # weighed when fused with another leg
+        lexical(weigh, sent)
         performed.append("lexical")
     if want_sem:
         if sem_future is not None:
@@ -150,7 +168,8 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
             performed.append("semantic")
     # Equal scores in content order, not chunk ids' (history): within each leg, as a tie's rank feeds
     # fusion. The keys (path, ordinal) come with the facts fusion's later steps read for every hit.
-    cands = stored_hits.candidates(ctx.db, sorted({h.chunk_id for hits in legs.values() for h in hits}))
+    cands = early | stored_hits.candidates(
+        ctx.db, sorted({h.chunk_id for hits in legs.values() for h in hits if h.chunk_id not in early}))
     keys = ties.TieKeys(lambda ids: {c: (cands[c].path, cands[c].ordinal) for c in ids if c in cands})
     if "semantic" in legs:
         legs["semantic"] = ties.cut_leg(legs["semantic"], sem_top, keys)

@@ -36,7 +36,7 @@ import sys
 import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..config.settings import reader_processes
 
@@ -63,17 +63,34 @@ class LexicalHelper:
 
     def run(self, workspace_id: int, terms: Any, filt: Any, **kw: Any) -> Any | None:
         """The leg's LexicalResult from the helper, or None: the caller runs it itself."""
+        collect = self.submit(workspace_id, terms, filt, **kw)
+        return collect() if collect is not None else None
+
+    def submit(self, workspace_id: int, terms: Any, filt: Any, **kw: Any) -> Callable[[], Any | None] | None:
+        """Send the leg to the helper now; the call returned waits for its LexicalResult (None: the
+        caller runs it itself) and must be made, as it frees the helper. None: nothing was sent.
+        A hybrid search sends before its semantic leg starts: that leg's thread holds the GIL
+        between its numpy calls, and a send waiting for it lost up to a switch interval (5 ms)."""
         if self._gone or not self._lock.acquire(blocking=False):
             return None
         try:
             if self._conn is None:
                 self._start()
-                return None
-            if not self._ready:
-                if not self._conn.poll(0):
-                    return None  # still opening the store
+            elif not self._ready and self._conn.poll(0):
                 self._ready = self._conn.recv() == "ready"
+            if not self._ready:  # starting, or still opening the store
+                self._lock.release()
+                return None
             self._conn.send((workspace_id, terms, filt, kw))
+        except (EOFError, OSError) as exc:
+            self._lost(exc)
+            self._lock.release()
+            return None
+        return self._collect
+
+    def _collect(self) -> Any | None:
+        try:
+            assert self._conn is not None
             if not self._conn.poll(LEG_TIMEOUT_S):  # stuck: this search and the later ones run here
                 raise OSError(f"no answer in {LEG_TIMEOUT_S:.0f} s")
             status, value = self._conn.recv()
@@ -83,12 +100,15 @@ class LexicalHelper:
             self.calls += 1
             return value
         except (EOFError, OSError) as exc:
-            log.warning("the lexical helper is gone (%s); lexical legs run here", exc)
-            self._gone = True
-            self._close(kill=True)
+            self._lost(exc)
             return None
         finally:
             self._lock.release()
+
+    def _lost(self, exc: BaseException) -> None:
+        log.warning("the lexical helper is gone (%s); lexical legs run here", exc)
+        self._gone = True
+        self._close(kill=True)
 
     def _start(self) -> None:
         ours, theirs = multiprocessing.Pipe()  # a socketpair: both ends read and write
