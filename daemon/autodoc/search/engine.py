@@ -105,23 +105,28 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     planned: Prepared | SemanticOutcome = SemanticOutcome(None, "off", NO_MODEL_REASON, None)
     if want_sem and ctx.semantic is not None:
         planned = ctx.semantic(filt)  # what it reads, it reads from this search's snapshot
-    # The query's embedding and the vector scan run on a leg thread while the lexical leg runs
-    # here; fusion depends only on each leg's order.
+    # The two legs overlap; fusion depends only on each leg's order.
     overlap = isinstance(planned, Prepared) and ctx.pool is not None and want_lex
     weigh = isinstance(planned, Prepared) or "graph" in requested  # weighed when fused with another leg
-    # beside a semantic leg this size, the lexical leg goes to the helper process: in a thread
-    # the two legs would not overlap (the GIL; search/legproc.py). It is sent first.
+    # Beside a semantic leg this size the lexical leg goes to the helper process (in a thread the
+    # two would not overlap: the GIL; search/legproc.py), and the semantic leg runs here meanwhile.
+    # Else the semantic leg runs on a leg thread and the lexical leg here.
     sent = None
     if overlap and ctx.lexical_helper is not None and len(planned.vectors) >= legproc.MIN_CHUNKS:
         sent = ctx.lexical_helper.submit(ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top, weigh=weigh)
     sem_future = None
-    if overlap:
+    early: dict[int, stored_hits.Candidate] = {}  # candidate rows read while the helper works
+    sem_done: SemanticOutcome | None = None
+    if sent is not None:
         try:
-            sem_future = ctx.pool.submit(planned.run, parsed.text, sem_top + 1)  # one past: ties at the cut
+            sem_done = planned.run(parsed.text, sem_top + 1)  # one past: ties at the cut
+            if sem_done.hits:
+                early = stored_hits.candidates(ctx.db, sorted({h.chunk_id for h in sem_done.hits}))
         except BaseException:
-            if sent is not None:
-                sent()  # its answer read, the helper serves the next search
+            sent()  # its answer read, the helper serves the next search
             raise
+    elif overlap:
+        sem_future = ctx.pool.submit(planned.run, parsed.text, sem_top + 1)
 
     def lexical(weigh: bool, sent=None) -> None:
         nonlocal lexical_match, strict
@@ -130,22 +135,13 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
             lex = run_lexical(ctx.db, ctx.ws.id, parsed.terms, filt, want=opts.limit, top=lex_top, weigh=weigh)
         legs["lexical"], lexical_match, strict = lex.hits, lex.match, lex.strict
 
-    early: dict[int, stored_hits.Candidate] = {}
-    if sent is not None and sem_future is not None:
-        # while the helper runs the lexical leg, read the semantic hits' candidate rows (that leg
-        # is usually done first): only the lexical hits' are left for after both
-        try:
-            first = sem_future.result()
-            if first.hits:
-                early = stored_hits.candidates(ctx.db, sorted({h.chunk_id for h in first.hits}))
-        except BaseException:
-            sent()  # its answer read, the helper serves the next search
-            raise
     if want_lex:
         lexical(weigh, sent)
         performed.append("lexical")
     if want_sem:
-        if sem_future is not None:
+        if sem_done is not None:
+            outcome = sem_done
+        elif sem_future is not None:
             outcome = sem_future.result()
         elif isinstance(planned, Prepared):
             outcome = planned.run(parsed.text, sem_top + 1)

@@ -203,7 +203,8 @@ class _Prose:
             return True  # (its text is gone: no title credit to take)
         if counted is not None and len(words) == 1 and not prefix and counted[0] == words[0] and cid in counted[1]:
             if cid not in self._heads:
-                self._heads[cid] = None if CJK_RUN.search(text) else stem_counts(" ".join(_HEADING.findall(text)))
+                cjk = not text.isascii() and CJK_RUN.search(text)  # (isascii: no scan of an ASCII text)
+                self._heads[cid] = None if cjk else stem_counts(" ".join(_HEADING.findall(text)))
             heads = self._heads[cid]
             if heads is not None:
                 return counted[1][cid] > heads[words[0]]
