@@ -398,3 +398,30 @@ def test_a_store_that_grows_past_the_shared_limit_keeps_semantic_searches_in_the
     assert pool.serves("search.query", {"workspace": "kb", "query": "x", "opts": {"stages": ["lexical"]}})
     ws_id = kb_service._ws("kb").id
     assert ("forget", ws_id) in Idle.invalidations
+
+
+async def test_a_lone_hybrid_search_stays_with_the_daemons_lexical_helper(kb_service, short_tmp):
+    """Readers have no lexical helper: a lone search with both legs ran them one after the other
+    in a reader (27 ms at 100k chunks) where the daemon overlaps them (17 ms). Alone, it stays in
+    the daemon; a lexical search still goes to a reader, and without a helper so does a hybrid."""
+    from autodoc.search.legproc import LexicalHelper
+
+    hybrid = ["kb", "sqlite lease", {"limit": 5}]  # the default stages: lexical, semantic, rerank
+    async with anyio.create_task_group() as tg:
+        server, pool = await _serve(kb_service, short_tmp, tg, size=1)
+        kb_service.lexical_helper = LexicalHelper(kb_service.settings.store)
+        try:
+            async with await Client.connect_socket(short_tmp / "d.sock") as client:
+                before = pool.calls
+                got = await client.call("search.query", hybrid)
+                assert got["hits"] and pool.calls == before, "a lone hybrid search went to a reader"
+                await client.call("search.query", SEARCH)
+                assert pool.calls == before + 1, "a lexical search did not go to a reader"
+                kb_service.lexical_helper.close()  # given up on: nothing to overlap with in the daemon
+                await client.call("search.query", hybrid)
+                assert pool.calls == before + 2
+        finally:
+            kb_service.lexical_helper.close()
+            kb_service.lexical_helper = None
+            server.request_shutdown("test over")
+            tg.cancel_scope.cancel()

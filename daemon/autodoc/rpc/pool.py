@@ -18,7 +18,9 @@ When it runs, and when today's path stays:
 - Started on demand: the first time a search arrives while another read or write
   is running (a lone client's searches never start it). Until its readers are up, and
   whenever none is, reads run on the daemon's threads as before; a quick read
-  on an idle daemon still runs inline (rpc/inline.py) even with the pool up.
+  on an idle daemon still runs inline (rpc/inline.py) even with the pool up, and
+  a lone search with both legs runs in the daemon, whose lexical helper overlaps
+  them (search/legproc.py; readers have none: rpc/methods.py).
 - ``POOLED`` methods only (search.query, search.similar); the other reads cost
   little and stay in the daemon.
 - Memory: each reader holds its own copy of the vectors it searches. Above

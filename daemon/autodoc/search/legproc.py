@@ -61,6 +61,11 @@ class LexicalHelper:
         self._gone = False
         self.calls = 0  # legs the helper ran (tests and benchmarks read it)
 
+    @property
+    def usable(self) -> bool:
+        """Not given up on (it may still be starting: a search then runs its leg itself)."""
+        return not self._gone
+
     def run(self, workspace_id: int, terms: Any, filt: Any, **kw: Any) -> Any | None:
         """The leg's LexicalResult from the helper, or None: the caller runs it itself."""
         collect = self.submit(workspace_id, terms, filt, **kw)

@@ -36,6 +36,15 @@ def _strings(value: Any) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
+def stages_of(opts: dict[str, Any]) -> tuple[str, ...]:
+    """The stages a search's (checked) options ask for, in the order they run."""
+    if "stages" in opts:
+        return tuple(s for s in ALL_STAGES if s in opts["stages"]) or STAGES
+    if "mode" in opts:
+        return {"lexical": ("lexical",), "semantic": ("semantic",), "hybrid": STAGES}[opts["mode"]]
+    return STAGES
+
+
 def parse_options(opts: dict[str, Any] | None, ws: WorkspaceConfig) -> SearchOptions:
     """The options of one search over the workspace's configuration. Their types and
     ranges were checked by search.query's JSON Schema; this fills defaults and
@@ -48,12 +57,7 @@ def parse_options(opts: dict[str, Any] | None, ws: WorkspaceConfig) -> SearchOpt
         if isinstance(values, (int, float, bool)):
             values = [str(values).lower() if isinstance(values, bool) else str(values)]
         facets[fname.lower()] = _strings(values)
-    if "stages" in opts:
-        stages = tuple(s for s in ALL_STAGES if s in opts["stages"]) or STAGES
-    elif "mode" in opts:
-        stages = {"lexical": ("lexical",), "semantic": ("semantic",), "hybrid": STAGES}[opts["mode"]]
-    else:
-        stages = STAGES
+    stages = stages_of(opts)
     retrieval = opts.get("retrieval", {})
     window = opts.get("ranker", {}).get("window", ws.ranker.get("window", RERANK_WINDOW))
     counts = tuple(dict.fromkeys(f.lower() for f in _strings(opts.get("facet_counts", []))))
