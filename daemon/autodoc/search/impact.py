@@ -229,15 +229,14 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
     """A `rank` for store/matches.ranked_matches of `exprs[0] OR exprs[1] OR …`, or None when the
     postings cannot answer it (not built yet, or a term that is not one token): FTS5 then does."""
     weights = columns or BM25_WEIGHTS
-    if not ENABLED or not exprs or any(w != int(w) for w in weights) or not postings.complete(db):
+    if not ENABLED or not exprs or any(w != int(w) for w in weights):
         return None  # (a fractional weight's sum would depend on the order FTS5 adds the instances in)
+    complete, state, key = snapshot(db)
+    if not complete:
+        return None
     toks = tokens_of(db, exprs)
-    if toks is None:
+    if toks is None or state.rows <= 0:
         return None
-    state = ftsterms.index_state(db)
-    if state.rows <= 0:
-        return None
-    key = postread.cache_key(db, state.key)
     recs = _read(db, toks, key)
     terms = Terms([recs[t] for t in toks], weights, state.rows, state.tokens)
     memo: dict[int, Rows] = {}
@@ -255,12 +254,26 @@ _local = threading.local()
 @contextmanager
 def one_search():
     """Within it, a word's records are read once on this thread: a search reads a word for its AND
-    check, its OR ranking and its hits' coverage (search/lexical.py). Nothing outlives it."""
-    _local.read = {}
+    check, its OR ranking and its hits' coverage (search/lexical.py); and the snapshot's index
+    state once (`snapshot`). Nothing outlives it."""
+    _local.read, _local.snap = {}, None
     try:
         yield
     finally:
-        _local.read = None
+        _local.read = _local.snap = None
+
+
+def snapshot(db: apsw.Connection) -> tuple[bool, ftsterms.IndexState, tuple]:
+    """(postings complete, FTS5's index state, the postings caches' key) of this snapshot: three
+    reads (≈ 0.1 ms each) a search's AND check, OR ranking and coverage each asked for."""
+    kept = getattr(_local, "snap", None)
+    if kept is not None and kept[0] is db:
+        return kept[1]
+    state = ftsterms.index_state(db)
+    out = (postings.complete(db), state, postread.cache_key(db, state.key))
+    if getattr(_local, "read", None) is not None:  # inside one_search
+        _local.snap = (db, out)
+    return out
 
 
 def _read(db: apsw.Connection, toks: list[str], key: tuple) -> dict[str, np.ndarray]:
@@ -283,12 +296,12 @@ def held(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]
     chunks that hold it in any column), from the postings: the records this search's ranking read,
     else those in the segments holding these chunks. None when the postings cannot say (FTS5's
     tokenizer then does)."""
-    if not ENABLED or not exprs or not postings.complete(db):
+    if not ENABLED or not exprs:
         return None
-    toks = tokens_of(db, exprs)
+    complete, _, key = snapshot(db)
+    toks = tokens_of(db, exprs) if complete else None
     if toks is None:
         return None
-    key = postread.cache_key(db, ftsterms.index_state(db).key)
     want = np.array(sorted(set(chunk_ids)), np.int64)
     kept = getattr(_local, "read", None) or {}
     out = {}
@@ -326,7 +339,10 @@ def all_ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...]
     not its whole list). A phrase's tokens must each be held (a necessary condition), a prefix
     constrains nothing."""
     weights = columns or BM25_WEIGHTS
-    if not ENABLED or len(exprs) < 2 or not postings.complete(db):
+    if not ENABLED or len(exprs) < 2:
+        return None
+    complete, state, key = snapshot(db)
+    if not complete:
         return None
     need: list[str] = []
     exact = all(w == int(w) for w in weights)
@@ -337,9 +353,7 @@ def all_ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...]
             need += p.tokens
     if not need:
         return None
-    state = ftsterms.index_state(db)
     docs = ftsterms.token_docs(db, need, state)  # an order and a budget (cached per state)
-    key = postread.cache_key(db, state.key)
     common: np.ndarray | None = None
     read = 0
     got: dict[str, tuple[np.ndarray, bool]] = {}  # token → its records read, whether all of them

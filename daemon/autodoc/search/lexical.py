@@ -119,7 +119,7 @@ def any_rank(db: apsw.Connection, terms: list[Term], relaxed: str, columns: tupl
         return fast
     if len(exprs) < maxscore.MIN_TERMS or not maxscore.ENABLED:
         return None
-    state = ftsterms.index_state(db)
+    state = impact.snapshot(db)[1]
     docs = ftsterms.term_docs(db, exprs, state)
     bounds = [maxscore.upper_bound(state.rows, docs[e]) for e in exprs]
     return lambda match, limit: maxscore.top_any(lambda m, n: ranked(db, m, n, columns), exprs, bounds,
@@ -140,7 +140,7 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int],
     # Which hits hold a word is read from the hits themselves (FTS5's tokenizer over the text they
     # were indexed with) and how many chunks hold it from fts5vocab: a pass over every word's whole
     # doclist cost a third of the leg at 100k chunks (docs/benchmarks/lexical_speed.md).
-    state = ftsterms.index_state(db)
+    state = impact.snapshot(db)[1]
     n = max(1, state.rows)
     docs = ftsterms.term_docs(db, [e for e, _ in pairs], state)
     loose = [cid for cid in chunk_ids if cid not in strict]
