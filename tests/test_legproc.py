@@ -117,3 +117,15 @@ def test_closing_the_service_ends_the_helper(svc):
     proc = svc.lexical_helper._proc
     svc.close()
     assert proc.poll() is not None
+
+
+def test_a_leg_that_cannot_be_sent_leaves_the_helper_free(svc):
+    """submit() holds the helper from the send to the answer: a leg that cannot be pickled
+    (nothing sent) must let it go, or every later search would find it busy forever."""
+    expected = _strip(svc.search("kb", QUERIES[2], HYBRID))
+    _until_helper_answers(svc)
+    with pytest.raises(Exception):
+        svc.lexical_helper.submit(1, [], None, want=5, top=50, weigh=lambda: None)  # a lambda does not pickle
+    before = svc.lexical_helper.calls
+    assert _strip(svc.search("kb", QUERIES[2], HYBRID)) == expected
+    assert svc.lexical_helper.calls == before + 1, "the helper stayed busy"

@@ -91,6 +91,9 @@ class LexicalHelper:
             self._lost(exc)
             self._lock.release()
             return None
+        except BaseException:  # nothing was sent (a leg that cannot be pickled): the helper stays free
+            self._lock.release()
+            raise
         return self._collect
 
     def _collect(self) -> Any | None:
