@@ -126,6 +126,12 @@ def test_a_leg_that_cannot_be_sent_leaves_the_helper_free(svc):
     _until_helper_answers(svc)
     with pytest.raises(Exception):
         svc.lexical_helper.submit(1, [], None, want=5, top=50, weigh=lambda: None)  # a lambda does not pickle
+    free = svc.lexical_helper._lock.acquire(blocking=False)
+    if free:
+        svc.lexical_helper._lock.release()
+    else:  # (freed here so that the Service can close: its close waits for the helper)
+        svc.lexical_helper._lock.release()
+    assert free, "the helper is still held after a leg that was never sent"
     before = svc.lexical_helper.calls
     assert _strip(svc.search("kb", QUERIES[2], HYBRID)) == expected
     assert svc.lexical_helper.calls == before + 1, "the helper stayed busy"
