@@ -74,6 +74,16 @@ def pending_texts(db: apsw.Connection, ws_id: int, fp: str, limit: int) -> list[
     ).fetchall()
 
 
+def still_pending(db: apsw.Connection, ws_id: int, fp: str, hashes: list[str]) -> set[str]:
+    """Which of these text hashes some chunk still has, without a vector for fp."""
+    return {h for (h,) in db.execute(
+        """SELECT DISTINCT c.text_hash FROM chunks c INDEXED BY chunks_by_hash
+           WHERE c.workspace_id=? AND c.text_hash IN (SELECT value FROM json_each(?))
+             AND NOT EXISTS (SELECT 1 FROM vectors v INDEXED BY vectors_keys WHERE v.workspace_id=c.workspace_id
+               AND v.model_fp=? AND v.text_hash=c.text_hash)""",
+        (ws_id, json.dumps(hashes), fp))}
+
+
 def workspace_exists(db: apsw.Connection, ws_id: int) -> bool:
     return db.execute("SELECT 1 FROM workspaces WHERE id=?", (ws_id,)).fetchone() is not None
 
