@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunks", type=int, default=10_000)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--stages", default="lexical", help="search stages, comma-separated (lexical,semantic: hybrid)")
+    ap.add_argument("--set", choices=("keywords", "claims"), default="keywords", help="which query set")
     ap.add_argument("--settle", type=float, default=20.0,
                     help="seconds to wait after the daemon answers: its start-up catch-up and any reader "
                          "processes it starts use the cores for seconds, which a 3-second run would measure")
@@ -127,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.Popen = popen
     if p is None:
         raise SystemExit(why)
-    qs = query_sets(DATA, a.queries)["keywords"]
+    qs = query_sets(DATA, a.queries)[a.set]
+    stages = a.stages.split(",")
     time.sleep(a.settle)
     wall, size = [], []
     c = SocketClient(sock)
@@ -136,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             for q in qs:
                 t0 = time.perf_counter()
                 res = c.call("search.query", {"workspace": WORKSPACE, "query": q,
-                                              "opts": {"stages": ["lexical"], "limit": 10}})
+                                              "opts": {"stages": stages, "limit": 10}})
                 wall.append(time.perf_counter() - t0)
                 size.append(len(json.dumps(res)))
     finally:
@@ -145,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     got = json.loads(out.read_text())
     skip = len(qs)  # the first round teaches the inline policy each kind's cost
     ms = lambda xs: round(float(np.median(xs[len(xs) // a.rounds:])) * 1000, 3)  # noqa: E731
-    print(f"{len(wall) - skip} keyword searches (lexical, limit 10) on {stores[-1]}, load {os.getloadavg()[0]:.2f}")
+    print(f"{len(wall) - skip} {a.set} searches ({'+'.join(stages)}, limit 10) on {stores[-1]}, "
+          f"load {os.getloadavg()[0]:.2f}")
     print(f"| step | p50 ms | calls |\n|---|---|---|\n| client round trip (minimal client) | {ms(wall)} | {len(wall)} |")
     for k, v in got["acc"].items():
         print(f"| {k} | {ms(v)} | {len(v)} |")

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import types
 
 import anyio
 import pytest
@@ -348,6 +349,7 @@ async def test_the_pool_stopping_while_a_reader_starts_does_not_end_the_daemon(m
 
     class Svc:
         on_invalidate = None
+        vectors = types.SimpleNamespace(sharing=None)  # the pool shares vector bases through it
 
     p = ReaderPool(Svc(), size=2)
     monkeypatch.setattr(p, "_semantic_fits", lambda: True)

@@ -28,7 +28,7 @@ from ..search.options import stages_of
 from ..suggest import workspace_not_found
 from .dispatch import CANCEL_METHOD, Handler, RequestContext
 from .inline import InlineReads, read_kind
-from .pool import ReaderGone, ReaderPool
+from .pool import NotInReader, ReaderGone, ReaderPool
 
 log = logging.getLogger("autodoc.rpc")
 
@@ -150,7 +150,8 @@ async def run_pooled(app: App, ctx: RequestContext, m: Method, p: dict) -> Any:
                 async with share:
                     result, cpu = await pool.call(m.name, p, ctx.inflight)
         except ReaderGone as exc:
-            log.warning("%s: %s; running it in the daemon", m.name, exc)
+            # not-here answers are routine (a base not shared yet): only deaths are worth a warning
+            (log.debug if isinstance(exc, NotInReader) else log.warning)("%s: %s; running it in the daemon", m.name, exc)
         else:
             if inline is not None:
                 inline.record(kind, cpu, time.perf_counter() - t0)

@@ -23,12 +23,18 @@ When it runs, and when today's path stays:
   them (search/legproc.py; readers have none: rpc/methods.py).
 - ``POOLED`` methods only (search.query, search.similar); the other reads cost
   little and stay in the daemon.
-- Memory: each reader holds its own copy of the vectors it searches. Above
-  ``MAX_SHARED_ROWS`` chunks in the store (≈ 300 MB of float16 vectors per
-  reader at 384 dimensions) only searches that ask for no semantic stage go to
-  the readers, so the issue's RSS budget at 1M holds; shared (memory-mapped)
-  vectors would lift this. Counted at the start and again after a write that
+- Memory: the daemon shares its vector bases with the readers
+  (search/shared_vectors.py: one copy in /dev/shm, mapped by every process);
+  each reader keeps only its small delta. A reader with no base to borrow
+  loads its own copy up to ``MAX_SHARED_ROWS`` chunks (≈ 300 MB of float16
+  vectors at 384 dimensions); above that its call answers "not here"
+  (NotShared) and the daemon runs it, loading and sharing the base as it
+  does. Where nothing can be shared (no /dev/shm, or no room in it) only
+  searches without a semantic stage go to the readers above
+  ``MAX_SHARED_ROWS``; counted at the start and again after a write that
   changed vectors (at most every ``RECHECK_S``).
+- A reader started after a base was shared hears of it at its start, with
+  every document invalidated since (``_bases``), so it borrows like the others.
 
 Correctness:
 
@@ -71,6 +77,7 @@ from typing import Any, Callable
 import anyio
 
 from ..config.settings import MAX_AUTO, reader_processes  # noqa: F401 (MAX_AUTO re-exported)
+from ..search import shared_vectors
 from ..store import workspaces as wsrows
 from .dispatch import InFlight
 from .reader import _LEN
@@ -78,7 +85,7 @@ from .reader import _LEN
 log = logging.getLogger("autodoc.rpc")
 
 POOLED = frozenset({"search.query", "search.similar"})
-MAX_SHARED_ROWS = 300_000
+MAX_SHARED_ROWS = shared_vectors.PRIVATE_ROWS
 RECHECK_S = 30.0  # at most this often, a write that changed vectors counts the store's chunks again
 MAX_DEATHS = 5
 DEATH_WINDOW_S = 60.0
@@ -101,9 +108,16 @@ def compact_invalidations(items: list[tuple]) -> list[tuple]:
     forgotten = {it[1] for it in items if it[0] == "forget"}
     docs: dict[int, set[int] | None] = {}
     models: dict[tuple[int, str], None] = {}
+    bases: dict[tuple[int, str], tuple] = {}  # the last base shared of each, unless dropped after it
     for kind, ws_id, *rest in items:
         if kind == "model":
             models[(ws_id, rest[0])] = None
+            bases.pop((ws_id, rest[0]), None)
+        elif kind == "forget":
+            for key in [k for k in bases if k[0] == ws_id]:
+                del bases[key]
+        elif kind == "base":
+            bases[(ws_id, rest[0])] = ("base", ws_id, *rest)
         elif ws_id in forgotten:
             continue
         elif kind == "vectors":
@@ -111,13 +125,21 @@ def compact_invalidations(items: list[tuple]) -> list[tuple]:
                 docs[ws_id] = None
             else:
                 docs.setdefault(ws_id, set()).update(rest[0])  # type: ignore[union-attr]
+    # bases before the documents: every document marked in the window is refreshed on top of the
+    # base (some needlessly, none missed); drops before the bases that came after them
     return ([("forget", w) for w in sorted(forgotten)]
-            + [("vectors", w, None if d is None else sorted(d)) for w, d in docs.items()]
-            + [("model", w, fp) for w, fp in models])
+            + [("model", w, fp) for w, fp in models]
+            + list(bases.values())
+            + [("vectors", w, None if d is None else sorted(d)) for w, d in docs.items()])
 
 
 class ReaderGone(Exception):
     """The reader running a call exited before answering it."""
+
+
+class NotInReader(ReaderGone):
+    """The reader cannot run this call without a private copy of vectors it may not
+    make (search/shared_vectors.py, NotShared): the daemon runs it, as for a dead reader."""
 
 
 class Reader(asyncio.Protocol):
@@ -176,6 +198,9 @@ class ReaderPool:
         self._workspace_ids: list[int] = []
         self._lock = threading.Lock()
         self._wanted = anyio.Event()
+        # (workspace, fingerprint) → (the base shared, documents invalidated since; None: any):
+        # what a reader started later is told first (guarded by _lock, like the readers' lists)
+        self._bases: dict[tuple[int, str], tuple[Any, set[int] | None]] = {}
         # unbounded: a dead reader may still sit in it beside its replacement
         self._free_send, self._free_recv = anyio.create_memory_object_stream[Reader](math.inf)
         service.on_invalidate = self.invalidate
@@ -213,10 +238,32 @@ class ReaderPool:
                     for r in self.readers:
                         r.invalidations.extend(("forget", w) for w in self._workspace_ids)
         with self._lock:
+            self._track_base(item)
             for r in self.readers:
                 r.invalidations.append(item)
                 if len(r.invalidations) > MAX_INVALIDATIONS:
                     r.invalidations = compact_invalidations(r.invalidations)
+
+    def _track_base(self, item: tuple) -> None:
+        kind, ws_id, *rest = item
+        if kind == "base":
+            self._bases[(ws_id, rest[0])] = (rest[1], set())
+        elif kind in ("forget", "model"):
+            for key in [k for k in self._bases if k[0] == ws_id and (kind == "forget" or k[1] == rest[0])]:
+                del self._bases[key]
+        elif kind == "vectors":
+            for key, (shared, since) in list(self._bases.items()):
+                if key[0] == ws_id and since is not None:
+                    self._bases[key] = (shared, None if rest[0] is None else since | set(rest[0]))
+
+    def _seed(self) -> list[tuple]:
+        """A new reader's first invalidations: each base shared, then what changed since it."""
+        out: list[tuple] = []
+        for (ws_id, fp), (shared, since) in self._bases.items():
+            out.append(("base", ws_id, fp, shared))
+            if since is None or since:
+                out.append(("vectors", ws_id, None if since is None else sorted(since)))
+        return out
 
     async def call(self, method: str, params: dict, inflight: InFlight | None) -> tuple[Any, float]:
         """(result, the reader's CPU seconds), or raises what the reader raised, or ReaderGone."""
@@ -256,6 +303,8 @@ class ReaderPool:
         if reply is None:
             raise ReaderGone("the reader exited while running the call")
         status, payload, cpu = reply
+        if status == "retry":
+            raise NotInReader(payload)
         self.calls += 1
         if status == "ok":
             return payload, cpu
@@ -271,6 +320,8 @@ class ReaderPool:
         try:
             await self._wanted.wait()
             self.started = True
+            if shared_vectors.available():
+                self.service.vectors.sharing = shared_vectors.Sharing(self.invalidate)
             self.semantic = await anyio.to_thread.run_sync(self._semantic_fits)
             self._checked = time.monotonic()
             async with anyio.create_task_group() as tg:
@@ -284,8 +335,14 @@ class ReaderPool:
             with anyio.CancelScope(shield=True):
                 await self._drain()
                 await self._stop_all()
+            sharing, self.service.vectors.sharing = self.service.vectors.sharing, None
+            if sharing is not None:
+                sharing.close()
 
     def _semantic_fits(self) -> bool:
+        sharing = self.service.vectors.sharing
+        if sharing is not None and not sharing.failed:
+            return True
         with self.service.store.read() as db:
             self._workspace_ids = [wsrows.get_workspace(db, n).id for n in wsrows.workspace_names(db)]
             rows = sum(wsrows.chunk_count(db, w) for w in self._workspace_ids)
@@ -365,6 +422,7 @@ class ReaderPool:
             raise
         reader.on_frame = partial(self._reply, reader)
         with self._lock:
+            reader.invalidations = self._seed()
             self.readers.append(reader)
         log.info("reader pool: reader %d ready", proc.pid)
         return reader

@@ -5,14 +5,16 @@ Input: frames on the socket the daemon handed over (fd in argv): first the
 daemon's Settings, then ``call`` frames (a sequence number, a read method,
 its checked params, and the cache invalidations the daemon's writes made since
 this reader's last call), ``cancel`` frames (a sequence number). Output: one
-``ok`` or ``err`` frame per call, with the CPU seconds it took.
+``ok`` or ``err`` frame per call, with the CPU seconds it took, or ``retry``
+when it needs vectors it may not copy and the daemon has not shared
+(search/shared_vectors.py): the daemon then runs the call itself.
 
 Why a process: a search is 70-82 % Python under the GIL (daemon_overhead.md),
 so threads cannot use the second core; processes can.
 
 - Caches stay right because every invalidation the daemon's Service made
   (vectors of these documents changed, a workspace forgotten, a model's
-  vectors dropped) reaches this reader in the frame of the next call it runs,
+  vectors dropped, a vector base shared) reaches this reader in the frame of the next call it runs,
   before that call; the rest of the readers' caches are keyed by the store's
   generation or FTS5's state, read from the call's own snapshot.
 - A call runs on the main thread; a second thread only reads frames, so a
@@ -44,6 +46,7 @@ from typing import Any
 from ..api import METHODS
 from ..config.logs import configure_logging
 from ..errors import AutodocError, InternalError
+from ..search.shared_vectors import PRIVATE_ROWS, NotShared
 
 log = logging.getLogger("autodoc.reader")
 
@@ -85,6 +88,8 @@ def apply_invalidations(service: Any, items: list[tuple]) -> None:
             service.embed_queue.changed(args[0])
         elif kind == "model":
             service.vectors.forget_model(args[0], args[1])
+        elif kind == "base":
+            service.vectors.offer(args[0], args[1], args[2])
 
 
 def run_call(service: Any, method: str, params: dict, cancel: threading.Event) -> tuple:
@@ -98,6 +103,8 @@ def run_call(service: Any, method: str, params: dict, cancel: threading.Event) -
         return ("ok", result, time.thread_time() - c0)
     except AutodocError as exc:
         return ("err", exc.to_rpc(), time.thread_time() - c0)
+    except NotShared as exc:  # the daemon runs it (rpc/pool.py, NotInReader)
+        return ("retry", str(exc), time.thread_time() - c0)
     except Exception:  # the daemon answers -32603; the traceback stays in this log
         log.exception("%s failed in a reader process", method)
         return ("err", InternalError("internal error").to_rpc(), time.thread_time() - c0)
@@ -111,6 +118,7 @@ def serve(sock: socket.socket) -> int:
         return 0
     os.environ["AUTODOC_READERS"] = "0"  # a reader is one of the processes: no lexical helper of its own
     service = Service(settings, writer=False)
+    service.vectors.private_rows = PRIVATE_ROWS  # above it, only a base the daemon shared
     inbox: queue.Queue[Any] = queue.Queue()
     cancels: dict[int, threading.Event] = {}
     lock = threading.Lock()

@@ -20,6 +20,16 @@ past the threshold would otherwise move scores in their 6th place, and with
 them the order of ties). The rounding moves a cosine by about 1e-4; SciFact
 nDCG@10 is the same to four places (docs/benchmarks/daemon_overhead.md).
 
+Shared bases (search/shared_vectors.py): in the daemon, while a reader pool
+runs (``sharing`` set), every new base (a load, a merge) is written to shared
+memory and searched from there; each reader is told of it in its call
+frames, in order with the invalidations (``offer``), and maps it on its next
+search of that workspace and model, refreshing what changed after it from its
+own snapshot. A reader does not merge a borrowed base (that would be a private
+copy); once its delta outgrows twice the merge threshold, or when it has no
+base to borrow and more than ``private_rows`` chunks to load, the call raises
+NotShared and the daemon runs it, which merges or loads and shares anew.
+
 Runs on: any thread. One lock guards the table; loads and refreshes read on
 the connection the caller passes (the search's own snapshot).
 """
@@ -35,7 +45,9 @@ import numpy as np
 from ..embed.memory import release_free_heap
 from ..store import vectors as stored
 from ..store.workspaces import chunk_count
+from . import shared_vectors
 from . import vectors as vector_math
+from .shared_vectors import NotShared, Shared, Sharing
 from .vectors import VectorIndex
 
 MODELS_PER_WORKSPACE = 2
@@ -64,6 +76,8 @@ class WorkspaceVectors:
     all_dirty: bool = False
     dead: set[int] = field(default_factory=set)  # base ids retired since the last merge
     alive: np.ndarray | None = None  # bool mask over base rows; None while nothing is dead
+    shared: VectorIndex | None = None  # the daemon: the base it last shared (merges replace it)
+    borrowed: bool = False  # a reader: the base is the daemon's shared one, never merged here
 
     def __len__(self) -> int:
         return len(self.base) - len(self.dead) + len(self.delta)
@@ -82,8 +96,13 @@ class WorkspaceVectors:
 
     def add(self, ids: list[int], vecs: np.ndarray, codes: np.ndarray) -> None:
         self.delta = self.delta.with_added(ids, vecs, codes)
-        if len(self.delta) > max(2000, len(self.base) // 20) or len(self.dead) > max(2000, len(self.base) // 10):
+        if not self.borrowed and self.outgrown(1):
             self.merge()
+
+    def outgrown(self, times: int) -> bool:
+        """Whether the delta or the dead rows are past ``times`` the merge threshold."""
+        return (len(self.delta) > times * max(2000, len(self.base) // 20)
+                or len(self.dead) > times * max(2000, len(self.base) // 10))
 
     def merge(self) -> None:
         base = self.base.without(np.fromiter(self.dead, dtype=np.int64)) if self.dead else self.base
@@ -91,6 +110,7 @@ class WorkspaceVectors:
         self.delta = VectorIndex.empty(self.base.dim)
         self.dead.clear()
         self.alive = None
+        self.borrowed = False  # the merged base is this process's own
 
     def search(self, q: np.ndarray, top: int, allowed_ids: np.ndarray | None) -> list[tuple[int, float]]:
         mask = self.alive
@@ -130,6 +150,19 @@ def _load(db: apsw.Connection, ws_id: int, fp: str, dim: int) -> WorkspaceVector
     return wv
 
 
+def _borrow(offer: _Offer, fp: str) -> WorkspaceVectors | None:
+    """A reader's view of a base the daemon shared, with what changed since marked dirty;
+    None when the file is gone (a newer one, or its workspace, replaced it)."""
+    try:
+        base, docs = shared_vectors.attach(offer.shared)
+    except OSError:
+        return None
+    wv = WorkspaceVectors(fp, base, VectorIndex.empty(base.dim), borrowed=True)
+    wv.doc_chunks = shared_vectors.document_chunks(base.ids, docs)
+    wv.dirty = set(offer.dirty)
+    return wv
+
+
 def _refresh(db: apsw.Connection, wv: WorkspaceVectors, ws_id: int, dim: int) -> None:
     docs = sorted(wv.dirty)
     wv.dirty.clear()
@@ -150,10 +183,28 @@ def _refresh(db: apsw.Connection, wv: WorkspaceVectors, ws_id: int, dim: int) ->
             wv.doc_chunks[d] = np.array(c, dtype=np.int64)
 
 
+@dataclass
+class _Offer:
+    """A base the daemon shared that this reader has not mapped yet, and what
+    changed after it (documents, or everything)."""
+
+    shared: Shared
+    dirty: set[int] = field(default_factory=set)
+    all_dirty: bool = False
+
+
 class VectorCache:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._by_key: dict[tuple[int, str], WorkspaceVectors] = {}  # in use order, most recent last
+        self.sharing: Sharing | None = None  # the daemon, while it has readers: shares each new base
+        self.private_rows: int | None = None  # a reader: loads no more rows than this itself
+        self._offers: dict[tuple[int, str], _Offer] = {}  # a reader: bases shared and not yet mapped
+
+    def offer(self, ws_id: int, fp: str, shared: Shared) -> None:
+        """A reader: the daemon shared this base (what it hears after this applies on top)."""
+        with self._lock:
+            self._offers[(ws_id, fp)] = _Offer(shared)
 
     def _of(self, ws_id: int) -> list[WorkspaceVectors]:
         return [wv for (w, _), wv in self._by_key.items() if w == ws_id]
@@ -161,7 +212,8 @@ class VectorCache:
     def mark_dirty(self, ws_id: int, doc_ids: list[int] | None = None) -> None:
         """These documents' chunks or vectors changed (None: any may have)."""
         with self._lock:
-            for wv in self._of(ws_id):
+            marks = self._of(ws_id) + [o for (w, _), o in self._offers.items() if w == ws_id]
+            for wv in marks:
                 if doc_ids is None:
                     wv.all_dirty = True
                 else:
@@ -171,28 +223,51 @@ class VectorCache:
         with self._lock:
             for key in [k for k in self._by_key if k[0] == ws_id]:
                 del self._by_key[key]
+            for key in [k for k in self._offers if k[0] == ws_id]:
+                del self._offers[key]
+        if self.sharing is not None:
+            self.sharing.drop(ws_id)
 
     def forget_model(self, ws_id: int, fp: str) -> None:
         """One model's vectors of a workspace (the instant tier's, once the model has filled)."""
         with self._lock:
+            self._offers.pop((ws_id, fp), None)
             if self._by_key.pop((ws_id, fp), None) is not None:
                 release_free_heap()
+        if self.sharing is not None:
+            self.sharing.drop(ws_id, fp)
 
     def get(self, db: apsw.Connection, ws_id: int, fp: str, dim: int) -> WorkspaceVectors:
         """The workspace's vectors for model fp, brought up to date on `db`."""
         key = (ws_id, fp)
         with self._lock:
             wv = self._by_key.pop(key, None)
+            offer = self._offers.pop(key, None)
+            if offer is not None and not offer.all_dirty:
+                borrowed = _borrow(offer, fp)
+                if borrowed is not None:
+                    wv = borrowed
             if wv is None or wv.all_dirty:
                 wv = None  # the old arrays can go before the new ones are read
                 others = [k for k in self._by_key if k[0] == ws_id]
                 for old in others[: max(0, len(others) - MODELS_PER_WORKSPACE + 1)]:
                     del self._by_key[old]
+                if self.private_rows is not None and chunk_count(db, ws_id) > self.private_rows:
+                    raise NotShared(f"workspace {ws_id}: no shared base, and too many vectors to copy")
                 wv = _load(db, ws_id, fp, dim)
                 release_free_heap()  # the load's row buffers, freed but kept by the C heap
             elif wv.dirty:
                 _refresh(db, wv, ws_id, dim)
             self._by_key[key] = wv
+            if wv.borrowed and wv.outgrown(2):
+                raise NotShared(f"workspace {ws_id}: the changes since the shared base outgrew it")
+            if self.sharing is not None and not self.sharing.failed and wv.base is not wv.shared:
+                if len(wv.delta) or wv.dead:
+                    wv.merge()  # a base loaded before the readers came: they borrow it whole
+                shared = self.sharing.publish(ws_id, fp, wv.base, wv.doc_chunks)
+                if shared is not None:
+                    wv.base = wv.shared = shared  # the private arrays go: one copy, in shared memory
+                    release_free_heap()
             return wv
 
     def merged(self, db: apsw.Connection, ws_id: int, fp: str, dim: int) -> VectorIndex:

@@ -1,0 +1,233 @@
+"""Vector bases shared with the reader processes (search/shared_vectors.py,
+issue 19: one copy of the vectors at 1M chunks, however many readers search
+them).
+
+Real files (a test folder stands in for /dev/shm where a test owns the
+Sharing; the daemon test uses /dev/shm itself), a real store with the real
+ONNX model's vectors, two real Services on it (the daemon's and a reader's),
+and a real daemon with its reader processes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autodoc.config import Settings
+from autodoc.rpc.pool import compact_invalidations
+from autodoc.rpc.reader import apply_invalidations
+from autodoc.search import shared_vectors
+from autodoc.search.shared_vectors import NotShared, Sharing
+from autodoc.search.vectors import VectorIndex
+from autodoc.service import Service
+
+HYBRID = {"stages": ["semantic"], "limit": 8}
+QUERIES = ["where does the store keep its lease", "how are embeddings computed offline", "link resolution rules"]
+
+
+def _index(n: int, dim: int = 48, seed: int = 0, half_above: int | None = None) -> VectorIndex:
+    rng = np.random.default_rng(seed)
+    vecs = rng.standard_normal((n, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    kw = {} if half_above is None else {"half_above": half_above}
+    return VectorIndex(np.arange(10, 10 + n, dtype=np.int64) * 3, vecs, **kw)
+
+
+@pytest.mark.parametrize("half_above", [None, 0])  # float32 rows, and float16 ones
+def test_a_shared_base_searches_as_the_original_and_cannot_be_written(tmp_path, half_above):
+    base = _index(3000, half_above=half_above)
+    docs = base.ids // 7
+    desc, mine, my_docs = shared_vectors.write(tmp_path / "v", base, docs)
+    theirs, their_docs = shared_vectors.attach(desc)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        q = rng.standard_normal(base.dim).astype(np.float32)
+        want = base.search(q, top=20, exact=False)
+        assert mine.search(q, top=20, exact=False) == want
+        assert theirs.search(q, top=20, exact=False) == want
+    assert np.array_equal(their_docs, docs) and np.array_equal(my_docs, docs)
+    assert theirs.vecs.dtype == base.vecs.dtype and not theirs.vecs.flags.writeable
+    with pytest.raises(ValueError):
+        theirs.ids[0] = 1
+    # the original's document lists come back from the rows' documents
+    chunks = shared_vectors.document_chunks(theirs.ids, their_docs)
+    assert set(chunks) == set(docs.tolist())
+    for d, ids in chunks.items():
+        assert ids.tolist() == sorted(base.ids[docs == d].tolist())
+    assert np.array_equal(shared_vectors.row_documents(base.ids, chunks), docs)
+
+
+def test_files_go_with_their_daemon(tmp_path):
+    announced = []
+    sharing = Sharing(lambda *item: announced.append(item), directory=tmp_path)
+    base = _index(100)
+    first = sharing.publish(1, "fp", base, {0: base.ids})
+    assert first is not None and announced[0][:3] == ("base", 1, "fp")
+    path1 = Path(announced[0][3].path)
+    assert path1.exists() and path1.name.startswith(f"{shared_vectors.PREFIX}{os.getpid()}-")
+    sharing.publish(1, "fp", base, {0: base.ids})  # a newer base of the same workspace and model
+    assert not path1.exists() and Path(announced[1][3].path).exists()
+    sharing.publish(2, "fp", base, {0: base.ids})
+    sharing.drop(1)
+    assert not Path(announced[1][3].path).exists() and Path(announced[2][3].path).exists()
+    sharing.close()
+    assert not list(tmp_path.iterdir())
+    # a daemon killed before it could unlink: the next one removes its files, never a live one's
+    dead = tmp_path / f"{shared_vectors.PREFIX}{2 ** 22 + 12345}-1"
+    live = tmp_path / f"{shared_vectors.PREFIX}{os.getppid()}-1"
+    dead.write_bytes(b"x")
+    live.write_bytes(b"x")
+    Sharing(lambda *item: None, directory=tmp_path).close()
+    assert not dead.exists() and live.exists()
+
+
+def test_no_room_means_no_sharing_not_a_crash(tmp_path, monkeypatch):
+    """A full /dev/shm: posix_fallocate fails with ENOSPC before any byte is written (a sparse
+    map would SIGBUS the daemon). Here the failure is injected: filling a real tmpfs is not ours to do."""
+    def full(fd, offset, length):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    sharing = Sharing(lambda *item: None, directory=tmp_path)
+    assert sharing.publish(1, "fp", _index(50), {}) is None
+    assert sharing.failed and not list(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    """A store of the kb corpus with the real model's vectors."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("shared")
+    kb = root / "kb"
+    shutil.copytree(Path(__file__).parent / "corpora" / "kb", kb, symlinks=True)
+    svc = Service(Settings.from_env(store=root / "s.db"))
+    try:
+        svc.workspace_add("kb", str(kb))
+        svc.index("kb")
+        svc.embed_pending("kb")
+    finally:
+        svc.close()
+    return root, kb
+
+
+def test_a_reader_borrows_the_daemons_base_and_keeps_its_own_changes(embedded, tmp_path):
+    root, kb = embedded
+    daemon = Service(Settings.from_env(store=root / "s.db"))
+    reader = Service(Settings.from_env(store=root / "s.db"), writer=False)
+    told: list[tuple] = []
+    daemon.on_invalidate = lambda *item: told.append(item)
+    daemon.vectors.sharing = Sharing(lambda *item: told.append(item), directory=tmp_path)
+    reader.vectors.private_rows = 0  # it may copy nothing: what it searches is borrowed
+    try:
+        # no base shared yet: the reader cannot answer by meaning, and says so (the daemon runs it)
+        with pytest.raises(NotShared):
+            reader.search("kb", QUERIES[0], HYBRID)
+        want = [daemon.search("kb", q, HYBRID)["hits"] for q in QUERIES]
+        assert [i[0] for i in told] == ["base"]
+        ws_id, fp = told[0][1], told[0][2]
+        wv = daemon.vectors._by_key[(ws_id, fp)]
+        assert wv.base is wv.shared and not wv.base.vecs.flags.writeable  # the daemon searches the shared copy
+        apply_invalidations(reader, told)
+        told.clear()
+        assert [reader.search("kb", q, HYBRID)["hits"] for q in QUERIES] == want
+        borrowed = reader.vectors._by_key[(ws_id, fp)]
+        assert borrowed.borrowed and borrowed.base.vecs.base is not None  # a view of the map, not a copy
+
+        # a save: the daemon's writer commits and embeds; the reader hears of it and refreshes on top
+        (kb / "zz-borrowed.md").write_text("# Quokka census\n\nThe quokka census counts marsupials on islands.\n")
+        daemon.index_paths("kb", ["zz-borrowed.md"])
+        daemon.embed_pending("kb")
+        apply_invalidations(reader, told)
+        told.clear()
+        q = "counting marsupials on an island"
+        mine, theirs = daemon.search("kb", q, HYBRID), reader.search("kb", q, HYBRID)
+        assert theirs["hits"] == mine["hits"]
+        assert theirs["hits"][0]["path"] == "zz-borrowed.md"
+        assert reader.vectors._by_key[(ws_id, fp)].base is borrowed.base  # still the borrowed base
+    finally:
+        (kb / "zz-borrowed.md").unlink(missing_ok=True)
+        reader.close()
+        daemon.vectors.sharing.close()
+        daemon.close()
+
+
+def test_a_compacted_list_keeps_each_base_and_what_came_after_it():
+    desc_a, desc_b = object(), object()
+    items = [("vectors", 1, [1]), ("base", 1, "fp", desc_a), ("vectors", 1, [2]),
+             ("model", 2, "fp"), ("base", 2, "fp", desc_b), ("base", 3, "fp", desc_a), ("forget", 3)]
+    small = compact_invalidations(items)
+    assert ("base", 1, "fp", desc_a) in small and ("base", 2, "fp", desc_b) in small
+    assert not any(i[0] == "base" and i[1] == 3 for i in small)  # forgotten after it was shared
+    # drops first, then bases, then the documents (each marked after the base it may postdate)
+    assert small.index(("model", 2, "fp")) < small.index(("base", 2, "fp", desc_b))
+    assert small.index(("base", 1, "fp", desc_a)) < small.index(("vectors", 1, [1, 2]))
+
+
+def test_readers_of_a_real_daemon_share_one_copy(embedded, short_tmp):
+    """The daemon with its reader pool: searches in the readers answer as in the daemon,
+    the base lives in one /dev/shm file while the daemon runs, and goes with it."""
+    import subprocess
+    import sys
+
+    from autodoc_client import call_socket
+    from helpers.nvim_daemon import wait_listening
+
+    if not shared_vectors.available():
+        pytest.skip("no writable /dev/shm on this machine")
+    root, kb = embedded
+    sock = short_tmp / "d.sock"
+    env = {**os.environ, "AUTODOC_READERS": "2"}
+    proc = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "--store", str(root / "s.db"), "serve",
+                             "--socket", str(sock)], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_listening(sock, proc)
+        mine = f"{shared_vectors.PREFIX}{proc.pid}-"
+        want = [call_socket(sock, "search.query", ["kb", q, HYBRID])["hits"] for q in QUERIES]
+        # several clients at once: the readers start, and take the searches
+        import threading
+
+        got: dict[int, list] = {}
+
+        def client(k: int) -> None:
+            got[k] = [call_socket(sock, "search.query", ["kb", q, HYBRID])["hits"] for q in QUERIES * 3]
+
+        deadline = time.monotonic() + 60
+        while True:
+            threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for k in range(4):
+                assert got[k] == want * 3
+            files = [p for p in shared_vectors.SHM_DIR.iterdir() if p.name.startswith(mine)]
+            mapped = [pid for pid in _readers(proc.pid) if files and str(files[0]) in _maps(pid)]
+            if mapped or time.monotonic() > deadline:
+                break
+        assert len(files) == 1, files
+        assert mapped, "no reader process maps the shared base"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert not [p for p in shared_vectors.SHM_DIR.iterdir() if p.name.startswith(mine)]
+
+
+def _readers(pid: int) -> list[int]:
+    try:
+        kids = [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+    return [k for k in kids if "autodoc.rpc.reader" in Path(f"/proc/{k}/cmdline").read_text(errors="replace")]
+
+
+def _maps(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return ""
