@@ -75,3 +75,13 @@ def test_small_steps_take_similar_lengths_and_skip_texts_edited_away(tmp_path):
             assert stored.coverage(db, ws.id, fp)[1] == 0
     finally:
         svc.close()
+
+
+def test_an_eta_is_never_zero_while_chunks_wait():
+    """Seen in test_serve_bridge once small steps got faster: 16 chunks pending at ~400 a
+    second reported eta_seconds 0.0. Rounded up to the tenth, it says a tenth of a second."""
+    from autodoc.embed.status import _eta
+
+    assert _eta(16, 400.0) == 0.1
+    assert _eta(0, 400.0) == 0.0 and _eta(5, None) is None
+    assert _eta(300, 30.0) == 10.0 and _eta(301, 30.0) == 10.1

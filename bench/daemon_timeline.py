@@ -1,0 +1,193 @@
+"""Where one socket call's time goes, step by step (issue 19: the socket adds
+≤ 0.5 ms over in-process): a daemon on the speed benchmark's cached store
+stamps each step of a request (frame read, task started, jsonrpcserver's
+dispatch, params bound, the hand-off to a worker thread, the search, back on
+the loop, encode) with ``time.perf_counter`` — CLOCK_MONOTONIC, one clock for
+every process on the machine — while one minimal client sends searches and
+stamps its send, its receive and its own JSON decode. Medians per step.
+
+    python -m bench.daemon_timeline [--chunks 100000] [--stages lexical,semantic] [--set claims]
+
+The stamps wrap functions by name (module attributes); the daemon's code
+runs otherwise unchanged. Each stamp costs ~1 µs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .common import cache_root
+from .speed import WORKSPACE, SocketClient, query_sets, start_daemon, stop_daemon
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
+
+STEPS = [
+    ("client send → daemon reads the frame", "send", "read"),
+    ("frame → its task starts", "read", "handle"),
+    ("task → jsonrpcserver calls the method", "handle", "invoke"),
+    ("params checked and bound", "invoke", "bound"),
+    ("bound → the worker thread starts", "bound", "thread0"),
+    ("the search (worker thread)", "thread0", "thread1"),
+    ("thread done → back on the loop", "thread1", "resumed"),
+    ("back → encoding starts", "resumed", "encode0"),
+    ("JSON encode", "encode0", "encode1"),
+    ("encoded → client has the bytes", "encode1", "recv"),
+    ("client decodes the JSON", "recv", "decoded"),
+]
+
+
+def serve_stamped(out: Path, argv: list[str]) -> int:
+    """The daemon with stamps (runs in the daemon's own process)."""
+    import anyio.to_thread
+
+    import autodoc.rpc.connection as C
+    import autodoc.rpc.dispatch as D
+    import autodoc.rpc.framing as FR
+    import autodoc.rpc.methods as M
+    from autodoc.cli import main
+
+    ev: list[tuple[str, float]] = []
+
+    def mark(name: str) -> None:
+        ev.append((name, time.perf_counter()))
+
+    def before(obj, name, label, coro=False):
+        f = getattr(obj, name)
+        if coro:
+            async def g(*a, **k):
+                mark(label)
+                return await f(*a, **k)
+        else:
+            def g(*a, **k):
+                mark(label)
+                return f(*a, **k)
+        setattr(obj, name, g)
+
+    before(FR.FrameDecoder, "feed", "read")
+    before(C.Connection, "_handle", "handle", coro=True)
+    before(D.Dispatcher, "_invoke", "invoke", coro=True)
+    bind = D.schemas.bind_params
+
+    def bound(*a, **k):
+        r = bind(*a, **k)
+        mark("bound")
+        return r
+    D.schemas.bind_params = bound
+    encode = C.Connection._encode
+
+    def encoded(self, m):
+        mark("encode0")
+        r = encode(self, m)
+        mark("encode1")
+        return r
+    C.Connection._encode = encoded
+    run_sync = anyio.to_thread.run_sync
+
+    async def stamped_run_sync(fn, *a, **k):
+        def g(*aa):
+            mark("thread0")
+            try:
+                return fn(*aa)
+            finally:
+                mark("thread1")
+        r = await run_sync(g, *a, **k)
+        mark("resumed")
+        return r
+    M.anyio.to_thread.run_sync = stamped_run_sync
+    atexit.register(lambda: out.write_text(json.dumps(ev)))
+    sys.argv = ["autodoc", *argv]
+    return main()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.daemon_timeline", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--chunks", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--stages", default="lexical,semantic")
+    ap.add_argument("--set", choices=("keywords", "claims"), default="claims")
+    ap.add_argument("--settle", type=float, default=12.0, help="seconds for the daemon's start-up catch-up")
+    ap.add_argument("--serve-stamped", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.serve_stamped:
+        return serve_stamped(Path(a.serve_stamped[0]), a.serve_stamped[1:])
+    stores = sorted(Path(cache_root(), "stores").glob(f"speed-{a.chunks}-*/autodoc.db"))
+    if not stores:
+        raise SystemExit(f"no cached {a.chunks}-chunk store: python -m bench.speed --build-only")
+    tmp = Path(tempfile.mkdtemp(prefix="adtl-"))
+    out, sock = tmp / "stamps.json", tmp / "d.sock"
+    popen = subprocess.Popen
+
+    def stamped_popen(cmd, *pa, **pk):  # start_daemon's command, run with the stamps
+        if "serve" in cmd:
+            cmd = [sys.executable, "-m", "bench.daemon_timeline", "--serve-stamped", str(out),
+                   *cmd[cmd.index("--store"):]]
+            pk.setdefault("cwd", str(Path(__file__).resolve().parents[1]))
+        return popen(cmd, *pa, **pk)
+
+    subprocess.Popen = stamped_popen
+    try:
+        p, why = start_daemon(stores[-1], sock)
+    finally:
+        subprocess.Popen = popen
+    if p is None:
+        raise SystemExit(why)
+    qs = query_sets(DATA, a.queries)[a.set]
+    stages = a.stages.split(",")
+    time.sleep(a.settle)
+    c = SocketClient(sock)
+    client: list[tuple[float, float, float]] = []
+    try:
+        for _ in range(a.rounds):
+            for q in qs:
+                c.id += 1
+                frame = json.dumps({"jsonrpc": "2.0", "id": c.id, "method": "search.query",
+                                    "params": [WORKSPACE, q, {"stages": stages, "limit": 10}]}).encode() + b"\n"
+                t0 = time.perf_counter()
+                c.sock.sendall(frame)
+                line = c.f.readline()
+                t1 = time.perf_counter()
+                json.loads(line)
+                client.append((t0, t1, time.perf_counter()))
+    finally:
+        c.close()
+        stop_daemon(p)
+    ev = json.loads(out.read_text())
+    rows = []
+    for t0, t1, t2 in client[len(qs):]:  # the first round teaches caches and the inline rule
+        first: dict[str, float] = {"send": t0, "recv": t1, "decoded": t2}
+        for name, t in ev:
+            if t0 <= t <= t1:
+                first.setdefault(name, t)
+        rows.append(first)
+    print(f"{len(rows)} {a.set} searches ({'+'.join(stages)}, limit 10) on {stores[-1]}, "
+          f"load {os.getloadavg()[0]:.2f}")
+    print("| step | p50 ms | calls |\n|---|---|---|")
+    total_other = []
+    for label, a_, b_ in STEPS:
+        d = [(r[b_] - r[a_]) * 1000 for r in rows if a_ in r and b_ in r]
+        if d:
+            print(f"| {label} | {np.median(d):.3f} | {len(d)} |")
+    for r in rows:
+        if "thread0" in r and "thread1" in r:
+            total_other.append((r["decoded"] - r["send"] - (r["thread1"] - r["thread0"])) * 1000)
+    whole = [(r["decoded"] - r["send"]) * 1000 for r in rows]
+    print(f"| **round trip** | {np.median(whole):.3f} | {len(whole)} |")
+    if total_other:
+        print(f"| **round trip less the search** | {np.median(total_other):.3f} | {len(total_other)} |")
+    print("\nA call whose search ran inline on the event loop (rpc/inline.py) has no thread steps.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
