@@ -16,17 +16,14 @@ import argparse
 import functools
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-from .common import cache_root
-from .speed import WORKSPACE, SocketClient, query_sets, start_daemon, stop_daemon
+from .speed import WORKSPACE, SocketClient, query_sets, start_instrumented, stop_daemon
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
 
@@ -108,27 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.serve_timed:
         return serve_timed(Path(a.serve_timed[0]), a.serve_timed[1:])
-    stores = sorted(Path(cache_root(), "stores").glob(f"speed-{a.chunks}-*/autodoc.db"))
-    if not stores:
-        raise SystemExit(f"no cached {a.chunks}-chunk store: python -m bench.speed --build-only")
-    tmp = Path(tempfile.mkdtemp(prefix="adbrk-"))
-    out, sock = tmp / "times.json", tmp / "d.sock"
-    popen = subprocess.Popen
-
-    def timed_popen(cmd, *pa, **pk):  # start_daemon's command, run under the timers
-        if "serve" in cmd:
-            cmd = [sys.executable, "-m", "bench.daemon_breakdown", "--serve-timed", str(out),
-                   *cmd[cmd.index("--store"):]]
-            pk.setdefault("cwd", str(Path(__file__).resolve().parents[1]))
-        return popen(cmd, *pa, **pk)
-
-    subprocess.Popen = timed_popen
-    try:
-        p, why = start_daemon(stores[-1], sock)
-    finally:
-        subprocess.Popen = popen
-    if p is None:
-        raise SystemExit(why)
+    p, sock, out = start_instrumented(a.chunks, "bench.daemon_breakdown", "--serve-timed", "adbrk-")
     qs = query_sets(DATA, a.queries)[a.set]
     stages = a.stages.split(",")
     time.sleep(a.settle)
@@ -148,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     got = json.loads(out.read_text())
     skip = len(qs)  # the first round teaches the inline policy each kind's cost
     ms = lambda xs: round(float(np.median(xs[len(xs) // a.rounds:])) * 1000, 3)  # noqa: E731
-    print(f"{len(wall) - skip} {a.set} searches ({'+'.join(stages)}, limit 10) on {stores[-1]}, "
+    print(f"{len(wall) - skip} {a.set} searches ({'+'.join(stages)}, limit 10) at {a.chunks:,} chunks, "
           f"load {os.getloadavg()[0]:.2f}")
     print(f"| step | p50 ms | calls |\n|---|---|---|\n| client round trip (minimal client) | {ms(wall)} | {len(wall)} |")
     for k, v in got["acc"].items():

@@ -18,16 +18,13 @@ import argparse
 import atexit
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from .common import cache_root
-from .speed import WORKSPACE, SocketClient, query_sets, start_daemon, stop_daemon
+from .speed import WORKSPACE, SocketClient, query_sets, start_instrumented, stop_daemon
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
 
@@ -121,27 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.serve_stamped:
         return serve_stamped(Path(a.serve_stamped[0]), a.serve_stamped[1:])
-    stores = sorted(Path(cache_root(), "stores").glob(f"speed-{a.chunks}-*/autodoc.db"))
-    if not stores:
-        raise SystemExit(f"no cached {a.chunks}-chunk store: python -m bench.speed --build-only")
-    tmp = Path(tempfile.mkdtemp(prefix="adtl-"))
-    out, sock = tmp / "stamps.json", tmp / "d.sock"
-    popen = subprocess.Popen
-
-    def stamped_popen(cmd, *pa, **pk):  # start_daemon's command, run with the stamps
-        if "serve" in cmd:
-            cmd = [sys.executable, "-m", "bench.daemon_timeline", "--serve-stamped", str(out),
-                   *cmd[cmd.index("--store"):]]
-            pk.setdefault("cwd", str(Path(__file__).resolve().parents[1]))
-        return popen(cmd, *pa, **pk)
-
-    subprocess.Popen = stamped_popen
-    try:
-        p, why = start_daemon(stores[-1], sock)
-    finally:
-        subprocess.Popen = popen
-    if p is None:
-        raise SystemExit(why)
+    p, sock, out = start_instrumented(a.chunks, "bench.daemon_timeline", "--serve-stamped", "adtl-")
     qs = query_sets(DATA, a.queries)[a.set]
     stages = a.stages.split(",")
     time.sleep(a.settle)
@@ -170,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             if t0 <= t <= t1:
                 first.setdefault(name, t)
         rows.append(first)
-    print(f"{len(rows)} {a.set} searches ({'+'.join(stages)}, limit 10) on {stores[-1]}, "
+    print(f"{len(rows)} {a.set} searches ({'+'.join(stages)}, limit 10) at {a.chunks:,} chunks, "
           f"load {os.getloadavg()[0]:.2f}")
     print("| step | p50 ms | calls |\n|---|---|---|")
     total_other = []

@@ -363,6 +363,32 @@ def start_daemon(store: Path, sock: Path, timeout: float = 120.0) -> tuple[subpr
     return None, "the daemon did not answer on its socket within the timeout"
 
 
+def start_instrumented(chunks: int, module: str, flag: str, prefix: str) -> tuple[subprocess.Popen, Path, Path]:
+    """A daemon on the cached store of this size, run as ``python -m <module> <flag> OUT --store …``
+    so that the module can wrap the daemon's functions before it starts; (process, socket, OUT)."""
+    stores = sorted(Path(cache_root(), "stores").glob(f"speed-{chunks}-*/autodoc.db"))
+    if not stores:
+        raise SystemExit(f"no cached {chunks}-chunk store: python -m bench.speed --build-only")
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    out, sock = tmp / "out.json", tmp / "d.sock"
+    popen = subprocess.Popen
+
+    def wrapped(cmd, *pa, **pk):
+        if "serve" in cmd:
+            cmd = [sys.executable, "-m", module, flag, str(out), *cmd[cmd.index("--store"):]]
+            pk.setdefault("cwd", str(Path(__file__).resolve().parents[1]))
+        return popen(cmd, *pa, **pk)
+
+    subprocess.Popen = wrapped
+    try:
+        p, why = start_daemon(stores[-1], sock)
+    finally:
+        subprocess.Popen = popen
+    if p is None:
+        raise SystemExit(why)
+    return p, sock, out
+
+
 def stop_daemon(p: subprocess.Popen) -> None:
     p.terminate()
     try:
