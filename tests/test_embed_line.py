@@ -84,4 +84,4 @@ def test_an_eta_is_never_zero_while_chunks_wait():
 
     assert _eta(16, 400.0) == 0.1
     assert _eta(0, 400.0) == 0.0 and _eta(5, None) is None
-    assert _eta(300, 30.0) == 10.0 and _eta(301, 30.0) == 10.1
+    assert _eta(300, 30.0) == 10.0 and _eta(301, 30.0) == 10.1 and _eta(3, 0.3) == 10.0

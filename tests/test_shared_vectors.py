@@ -11,6 +11,7 @@ and a real daemon with its reader processes.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -24,8 +25,9 @@ from autodoc.search import shared_vectors
 from autodoc.search.shared_vectors import NotShared, Sharing
 from autodoc.search.vectors import VectorIndex
 from autodoc.service import Service
+from autodoc.store import vectors as stored_vectors
 
-HYBRID = {"stages": ["semantic"], "limit": 8}
+SEMANTIC = {"stages": ["semantic"], "limit": 8}
 QUERIES = ["where does the store keep its lease", "how are embeddings computed offline", "link resolution rules"]
 
 
@@ -126,17 +128,18 @@ def test_a_reader_borrows_the_daemons_base_and_keeps_its_own_changes(embedded, t
     try:
         # no base shared yet: the reader cannot answer by meaning, and says so (the daemon runs it)
         with pytest.raises(NotShared):
-            reader.search("kb", QUERIES[0], HYBRID)
-        want = [daemon.search("kb", q, HYBRID)["hits"] for q in QUERIES]
+            reader.search("kb", QUERIES[0], SEMANTIC)
+        want = [daemon.search("kb", q, SEMANTIC)["hits"] for q in QUERIES]
         assert [i[0] for i in told] == ["base"]
         ws_id, fp = told[0][1], told[0][2]
         wv = daemon.vectors._by_key[(ws_id, fp)]
         assert wv.base is wv.shared and not wv.base.vecs.flags.writeable  # the daemon searches the shared copy
         apply_invalidations(reader, told)
         told.clear()
-        assert [reader.search("kb", q, HYBRID)["hits"] for q in QUERIES] == want
+        assert [reader.search("kb", q, SEMANTIC)["hits"] for q in QUERIES] == want
         borrowed = reader.vectors._by_key[(ws_id, fp)]
-        assert borrowed.borrowed and borrowed.base.vecs.base is not None  # a view of the map, not a copy
+        assert borrowed.borrowed and not borrowed.base.vecs.flags.owndata  # a view of the map, not a copy
+        assert not borrowed.base.vecs.flags.writeable
 
         # a save: the daemon's writer commits and embeds; the reader hears of it and refreshes on top
         (kb / "zz-borrowed.md").write_text("# Quokka census\n\nThe quokka census counts marsupials on islands.\n")
@@ -145,27 +148,67 @@ def test_a_reader_borrows_the_daemons_base_and_keeps_its_own_changes(embedded, t
         apply_invalidations(reader, told)
         told.clear()
         q = "counting marsupials on an island"
-        mine, theirs = daemon.search("kb", q, HYBRID), reader.search("kb", q, HYBRID)
+        mine, theirs = daemon.search("kb", q, SEMANTIC), reader.search("kb", q, SEMANTIC)
         assert theirs["hits"] == mine["hits"]
         assert theirs["hits"][0]["path"] == "zz-borrowed.md"
         assert reader.vectors._by_key[(ws_id, fp)].base is borrowed.base  # still the borrowed base
     finally:
         (kb / "zz-borrowed.md").unlink(missing_ok=True)
+        daemon.index_paths("kb", ["zz-borrowed.md"])  # gone from the store too: the module's other tests share it
         reader.close()
         daemon.vectors.sharing.close()
         daemon.close()
 
 
-def test_a_compacted_list_keeps_each_base_and_what_came_after_it():
-    desc_a, desc_b = object(), object()
-    items = [("vectors", 1, [1]), ("base", 1, "fp", desc_a), ("vectors", 1, [2]),
-             ("model", 2, "fp"), ("base", 2, "fp", desc_b), ("base", 3, "fp", desc_a), ("forget", 3)]
-    small = compact_invalidations(items)
-    assert ("base", 1, "fp", desc_a) in small and ("base", 2, "fp", desc_b) in small
-    assert not any(i[0] == "base" and i[1] == 3 for i in small)  # forgotten after it was shared
-    # drops first, then bases, then the documents (each marked after the base it may postdate)
-    assert small.index(("model", 2, "fp")) < small.index(("base", 2, "fp", desc_b))
-    assert small.index(("base", 1, "fp", desc_a)) < small.index(("vectors", 1, [1, 2]))
+class _Caches:
+    """Where apply_invalidations puts things in a reader: the vector cache's offers and marks,
+    recorded (a VectorCache of its own, with nothing loaded, is what a reader starts with)."""
+
+    def __init__(self):
+        from autodoc.search.vector_cache import VectorCache
+
+        self.vectors = VectorCache()
+        self.embed_queue = type("Q", (), {"changed": lambda self, ws: None})()
+
+    def offers(self):
+        return {k: (o.shared, o.all_dirty or sorted(o.dirty)) for k, o in self.vectors._offers.items()}
+
+
+def test_a_compacted_list_leaves_each_offer_as_the_whole_list_does():
+    """Review findings: compaction dropped the marks that came after a forget (a base shared
+    after it then missed them), and a "changed everything" from before a base spoiled the
+    offer it made (the reader then answered retry on every call)."""
+    import random
+
+    a, b = "desc-a", "desc-b"
+    cases = [
+        [("forget", 1), ("base", 1, "fp", a, []), ("vectors", 1, [7])],
+        [("vectors", 1, None), ("base", 1, "fp", a, [3]), ("vectors", 1, [4])],
+        [("vectors", 1, [1]), ("base", 1, "fp", a, []), ("vectors", 1, [2]), ("model", 2, "fp"),
+         ("base", 2, "fp", b, []), ("base", 3, "fp", a, []), ("forget", 3)],
+    ]
+    rng = random.Random(3)
+    for _ in range(300):
+        items = []
+        for _ in range(rng.randrange(1, 30)):
+            ws, r = rng.randrange(1, 3), rng.random()
+            if r < 0.55:
+                items.append(("vectors", ws, rng.sample(range(20), 2)))
+            elif r < 0.62:
+                items.append(("vectors", ws, None))
+            elif r < 0.85:
+                items.append(("base", ws, rng.choice(["f", "g"]), rng.choice([a, b]),
+                              None if rng.random() < 0.1 else rng.sample(range(20), 1)))
+            elif r < 0.93:
+                items.append(("model", ws, rng.choice(["f", "g"])))
+            else:
+                items.append(("forget", ws))
+        cases.append(items)
+    for items in cases:
+        whole, small = _Caches(), _Caches()
+        apply_invalidations(whole, items)
+        apply_invalidations(small, compact_invalidations(items))
+        assert small.offers() == whole.offers(), items
 
 
 def test_readers_of_a_real_daemon_share_one_copy(embedded, short_tmp):
@@ -188,14 +231,14 @@ def test_readers_of_a_real_daemon_share_one_copy(embedded, short_tmp):
     try:
         wait_listening(sock, proc)
         mine = f"{shared_vectors.PREFIX}{proc.pid}-"
-        want = [call_socket(sock, "search.query", ["kb", q, HYBRID])["hits"] for q in QUERIES]
+        want = [call_socket(sock, "search.query", ["kb", q, SEMANTIC])["hits"] for q in QUERIES]
         # several clients at once: the readers start, and take the searches
         import threading
 
         got: dict[int, list] = {}
 
         def client(k: int) -> None:
-            got[k] = [call_socket(sock, "search.query", ["kb", q, HYBRID])["hits"] for q in QUERIES * 3]
+            got[k] = [call_socket(sock, "search.query", ["kb", q, SEMANTIC])["hits"] for q in QUERIES * 3]
 
         deadline = time.monotonic() + 60
         while True:
@@ -231,3 +274,98 @@ def _maps(pid: int) -> str:
         return Path(f"/proc/{pid}/maps").read_text()
     except OSError:
         return ""
+
+
+def test_a_reader_started_later_is_told_of_each_base_and_what_changed_since(tmp_path):
+    """Review finding: a reader started after a base was shared never heard of it, and past
+    300,000 chunks answered retry on every call. It is seeded with each base still shared and
+    the documents marked since."""
+    from autodoc.rpc.pool import ReaderPool
+
+    class Svc:
+        on_invalidate = None
+        vectors = None
+
+    pool = ReaderPool(Svc(), size=2)
+    live = tmp_path / "live"
+    live.write_bytes(b"x")
+    shared = shared_vectors.Shared(str(live), 1, 4, "float32", 1)
+    gone = shared_vectors.Shared(str(tmp_path / "gone"), 1, 4, "float32", 1)
+    pool.invalidate("base", 1, "fp", shared, [5])
+    pool.invalidate("vectors", 1, [9, 2])
+    pool.invalidate("base", 2, "fp", gone, [])  # its file was removed since: not offered
+    pool.invalidate("base", 3, "fp", shared, [])
+    pool.invalidate("forget", 3)
+    assert pool._seed() == [("base", 1, "fp", shared, [2, 5, 9])]
+    pool.invalidate("vectors", 1, None)
+    assert pool._seed() == [("base", 1, "fp", shared, None)]
+
+
+def test_a_snapshot_older_than_a_mark_leaves_its_documents_dirty(embedded, tmp_path):
+    """Review finding: a write that commits and marks its documents between a search opening
+    its snapshot and reading the vectors had its mark cleared by a refresh from the older
+    snapshot, so the daemon (and every reader borrowing what it shared) kept the stale vectors
+    until that document changed again. Marks after the search's marker stay dirty."""
+    root, kb = embedded
+    svc = Service(Settings.from_env(store=root / "s.db"))
+    note = kb / "zz-race.md"
+    try:
+        svc.search("kb", QUERIES[0], SEMANTIC)  # the vectors are loaded
+        ws_id = svc._ws("kb").id
+        with svc.store.read() as db:
+            fp = stored_vectors.active_model(db, ws_id).fingerprint
+        dim = svc.vectors._by_key[(ws_id, fp)].base.dim
+        since = svc.vectors.marker()
+        with svc.store.read() as db:
+            db.execute("SELECT COUNT(*) FROM chunks").fetchone()  # the snapshot starts here
+            note.write_text("# Wombat burrows\n\nWombats dig burrows with their strong claws.\n")
+
+            def write() -> None:  # another thread: a read on this one would join this snapshot
+                svc.index_paths("kb", ["zz-race.md"])  # commits after the snapshot, and marks
+                svc.embed_pending("kb")
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join()
+            wv = svc.vectors.get(db, ws_id, fp, dim, since)
+            assert wv.dirty, "the marks made after the snapshot were cleared"
+        hits = svc.search("kb", "how do wombats dig", SEMANTIC)["hits"]
+        assert hits and hits[0]["path"] == "zz-race.md"
+    finally:
+        note.unlink(missing_ok=True)
+        svc.index_paths("kb", ["zz-race.md"])
+        svc.close()
+
+
+def test_a_retry_makes_the_daemon_share_anew(embedded, tmp_path):
+    """A reader whose shared file went (systemd's RemoveIPC, say) or whose changes outgrew it
+    answers retry; the daemon shares the same vectors anew on its next search (at most every
+    RESHARE_S), so readers stop bouncing."""
+    root, kb = embedded
+    svc = Service(Settings.from_env(store=root / "s.db"))
+    told: list[tuple] = []
+    svc.vectors.sharing = Sharing(lambda *item: told.append(item), directory=tmp_path)
+    try:
+        svc.search("kb", QUERIES[0], SEMANTIC)
+        assert [i[0] for i in told] == ["base"]
+        ws_id, fp = told[0][1], told[0][2]
+        Path(told[0][3].path).unlink()  # removed behind the daemon's back
+        svc.vectors.reshare(ws_id, fp)
+        svc.search("kb", QUERIES[0], SEMANTIC)
+        assert [i[0] for i in told] == ["base", "base"] and Path(told[1][3].path).exists()
+        svc.vectors.reshare(ws_id, fp)  # again at once: not before RESHARE_S
+        svc.search("kb", QUERIES[0], SEMANTIC)
+        assert len(told) == 2
+        # a reader told of a newer base lets go of the one it borrowed
+        reader = Service(Settings.from_env(store=root / "s.db"), writer=False)
+        try:
+            reader.vectors.private_rows = 0
+            apply_invalidations(reader, told[1:])
+            reader.search("kb", QUERIES[0], SEMANTIC)
+            assert reader.vectors._by_key[(ws_id, fp)].borrowed
+            apply_invalidations(reader, [("base", ws_id, fp, told[1][3], [])])
+            assert (ws_id, fp) not in reader.vectors._by_key
+        finally:
+            reader.close()
+    finally:
+        svc.vectors.sharing.close()
+        svc.close()

@@ -45,6 +45,7 @@ from .config.logs import configure_logging
 from .rpc.bridge import bridge_stdio
 from .rpc.methods import run_read, run_write
 from .rpc.pool import ReaderPool, pool_size
+from .search import shared_vectors
 from .rpc.server import RpcServer
 from .rpc.transport import SocketInUse, SocketPathError
 from .service import Service
@@ -116,6 +117,9 @@ async def serve_daemon(
         check_results=env.check_results,
     )
     server.pool = ReaderPool(service, size=pool_size())  # reader processes unless AUTODOC_READERS=0 (rpc/pool.py)
+    if server.pool.size and shared_vectors.available():
+        # the vector files a killed daemon left in /dev/shm (RAM) go now, not when readers next start
+        await anyio.to_thread.run_sync(shared_vectors.remove_stale)
     try:
         async with anyio.create_task_group() as tg:
             try:

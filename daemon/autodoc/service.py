@@ -341,6 +341,7 @@ class Service:
 
     def search(self, name: str, query: str, opts: dict[str, Any] | None = None, *,
                cancel: threading.Event | None = None) -> dict[str, Any]:
+        since = self.vectors.marker()  # before the snapshot: what is marked after may postdate it
         with self.store.read() as db:  # one read snapshot for the whole search
             ws = wsrows.get_workspace(db, name)
             cfg = _config(ws)
@@ -352,18 +353,19 @@ class Service:
             known = schema.declared if schema else self._cached("fields", ws, gen, lambda: wsrows.known_fields(db, ws.id))
             ctx = engine.Context(
                 db=db, ws=ws, known_fields=known,
-                semantic=lambda filt: self.semantic.prepare(db, ws, cfg.embedding, filt),
+                semantic=lambda filt: self.semantic.prepare(db, ws, cfg.embedding, filt, since),
                 pool=self._pool, lexical_helper=self.lexical_helper, rank=rank, rank_model=rank_model,
                 facet_kinds=schema.kinds if schema else None,
                 successors=lambda: self._cached("successors", ws, gen, lambda: stored_hits.successors(db, ws.id)))
             return compact.finish(db, ws, engine.search(ctx, query, options), shape)
 
     def search_similar(self, name: Any, path: Any, opts: dict[str, Any] | None = None) -> dict[str, Any]:
+        since = self.vectors.marker()
         with self.store.read() as db:
             ws = wsrows.get_workspace(db, name)
             doc_id, rel = self._document(db, ws, path)
             return similar(db, ws, _config(ws).embedding, self.vectors, doc_id, rel, SimilarOptions.parse(opts),
-                           lambda fp: self.embed_queue.pending(db, ws.id, fp))
+                           lambda fp: self.embed_queue.pending(db, ws.id, fp), since)
 
     # -- documents -------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ def _eta(pending: int, rate: float | None) -> float | None:
     if not pending:
         return 0.0
     # rounded up to the tenth: 16 chunks at 400 a second are not "0.0 s away"
-    return None if not rate else math.ceil(pending / rate * 10) / 10
+    return None if not rate else math.ceil(round(pending / rate * 10, 6)) / 10  # 3 / 0.3 is 10.0, not 10.1
 
 
 def _waiting(pending: int) -> str:

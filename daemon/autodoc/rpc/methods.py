@@ -149,9 +149,14 @@ async def run_pooled(app: App, ctx: RequestContext, m: Method, p: dict) -> Any:
             else:
                 async with share:
                     result, cpu = await pool.call(m.name, p, ctx.inflight)
+        except NotInReader as exc:
+            # routine (a base not shared yet, or outgrown): the daemon's own run shares it anew
+            log.debug("%s: %s; running it in the daemon", m.name, exc)
+            if exc.key is not None:
+                app.service.vectors.reshare(*exc.key)
+            pool.recheck()
         except ReaderGone as exc:
-            # not-here answers are routine (a base not shared yet): only deaths are worth a warning
-            (log.debug if isinstance(exc, NotInReader) else log.warning)("%s: %s; running it in the daemon", m.name, exc)
+            log.warning("%s: %s; running it in the daemon", m.name, exc)
         else:
             if inline is not None:
                 inline.record(kind, cpu, time.perf_counter() - t0)

@@ -101,36 +101,44 @@ def pool_size() -> int:
 
 def compact_invalidations(items: list[tuple]) -> list[tuple]:
     """The same effect on a reader's caches in a list bounded by workspaces × models: per
-    workspace a forget (which makes its document marks moot), else one vectors item over
-    the union of the marked documents (None if any said "any may have"), and each dropped
-    model once. Collapsing all into "anything changed" reloaded every vector of a
-    workspace after a large save, and lost which model's vectors to drop."""
-    forgotten = {it[1] for it in items if it[0] == "forget"}
+    workspace a forget (which makes earlier document marks moot), one vectors item over the
+    union of the documents marked since (None if any said "any may have"), each dropped model
+    once, and each base still shared with the documents marked after it folded into it.
+    Collapsing all into "anything changed" reloaded every vector of a workspace after a large
+    save, and lost which model's vectors to drop.
+
+    In that order: forgets, drops, marks, bases. A mark reaches the caches and offers there
+    before (a superset of what each needed: some documents refreshed needlessly, none missed),
+    and an offer a base makes afterwards starts from exactly its own stale documents, so a
+    "changed everything" from before a base cannot spoil it."""
+    forgotten: set[int] = set()
     docs: dict[int, set[int] | None] = {}
     models: dict[tuple[int, str], None] = {}
-    bases: dict[tuple[int, str], tuple] = {}  # the last base shared of each, unless dropped after it
+    bases: dict[tuple[int, str], list] = {}  # key → [item kind, ws, fp, shared, stale documents or None]
     for kind, ws_id, *rest in items:
-        if kind == "model":
-            models[(ws_id, rest[0])] = None
-            bases.pop((ws_id, rest[0]), None)
-        elif kind == "forget":
+        if kind == "forget":
+            forgotten.add(ws_id)
+            docs.pop(ws_id, None)
             for key in [k for k in bases if k[0] == ws_id]:
                 del bases[key]
+        elif kind == "model":
+            models[(ws_id, rest[0])] = None
+            bases.pop((ws_id, rest[0]), None)
         elif kind == "base":
-            bases[(ws_id, rest[0])] = ("base", ws_id, *rest)
-        elif ws_id in forgotten:
-            continue
+            bases[(ws_id, rest[0])] = ["base", ws_id, rest[0], rest[1], None if rest[2] is None else set(rest[2])]
         elif kind == "vectors":
-            if rest[0] is None or docs.get(ws_id, set()) is None:
+            marked = rest[0]
+            if marked is None or docs.get(ws_id, set()) is None:
                 docs[ws_id] = None
             else:
-                docs.setdefault(ws_id, set()).update(rest[0])  # type: ignore[union-attr]
-    # bases before the documents: every document marked in the window is refreshed on top of the
-    # base (some needlessly, none missed); drops before the bases that came after them
+                docs.setdefault(ws_id, set()).update(marked)  # type: ignore[union-attr]
+            for (w, _), b in bases.items():
+                if w == ws_id and b[4] is not None:
+                    b[4] = None if marked is None else b[4] | set(marked)
     return ([("forget", w) for w in sorted(forgotten)]
             + [("model", w, fp) for w, fp in models]
-            + list(bases.values())
-            + [("vectors", w, None if d is None else sorted(d)) for w, d in docs.items()])
+            + [("vectors", w, None if d is None else sorted(d)) for w, d in docs.items()]
+            + [(k, w, fp, shared, None if d is None else sorted(d)) for k, w, fp, shared, d in bases.values()])
 
 
 class ReaderGone(Exception):
@@ -139,7 +147,12 @@ class ReaderGone(Exception):
 
 class NotInReader(ReaderGone):
     """The reader cannot run this call without a private copy of vectors it may not
-    make (search/shared_vectors.py, NotShared): the daemon runs it, as for a dead reader."""
+    make (search/shared_vectors.py, NotShared): the daemon runs it, as for a dead reader,
+    and shares anew the vectors ``key`` (workspace id, fingerprint) names."""
+
+    def __init__(self, message: str, key: tuple[int, str] | None):
+        super().__init__(message)
+        self.key = key
 
 
 class Reader(asyncio.Protocol):
@@ -228,15 +241,8 @@ class ReaderPool:
     def invalidate(self, *item: Any) -> None:
         """The daemon's Service changed its own caches (any thread): every reader hears it
         with its next call."""
-        if item[0] == "vectors" and self.started and time.monotonic() - self._checked > RECHECK_S:
-            # a store that grew past MAX_SHARED_ROWS since the start keeps its semantic searches
-            # in the daemon from now on (and one that shrank under it sends them again)
-            self._checked = time.monotonic()
-            was, self.semantic = self.semantic, self._semantic_fits()
-            if was and not self.semantic:  # the readers' copies of the vectors go too
-                with self._lock:
-                    for r in self.readers:
-                        r.invalidations.extend(("forget", w) for w in self._workspace_ids)
+        if item[0] == "vectors":
+            self.recheck()
         with self._lock:
             self._track_base(item)
             for r in self.readers:
@@ -244,26 +250,40 @@ class ReaderPool:
                 if len(r.invalidations) > MAX_INVALIDATIONS:
                     r.invalidations = compact_invalidations(r.invalidations)
 
+    def recheck(self) -> None:
+        """Whether semantic searches may go to the readers, at most every RECHECK_S: a store that
+        grew past MAX_SHARED_ROWS with nothing shared keeps them in the daemon from then on (and
+        one that shrank under it, or shares again, sends them again). After a write that changed
+        vectors, and after a reader's "not here" (sharing may have failed on a quiet store)."""
+        if not self.started or time.monotonic() - self._checked <= RECHECK_S:
+            return
+        self._checked = time.monotonic()
+        was, self.semantic = self.semantic, self._semantic_fits()
+        if was and not self.semantic:  # the readers' copies of the vectors go too
+            with self._lock:
+                for r in self.readers:
+                    r.invalidations.extend(("forget", w) for w in self._workspace_ids)
+
     def _track_base(self, item: tuple) -> None:
         kind, ws_id, *rest = item
         if kind == "base":
-            self._bases[(ws_id, rest[0])] = (rest[1], set())
+            self._bases[(ws_id, rest[0])] = (rest[1], None if rest[2] is None else set(rest[2]))
         elif kind in ("forget", "model"):
             for key in [k for k in self._bases if k[0] == ws_id and (kind == "forget" or k[1] == rest[0])]:
                 del self._bases[key]
         elif kind == "vectors":
             for key, (shared, since) in list(self._bases.items()):
-                if key[0] == ws_id and since is not None:
-                    self._bases[key] = (shared, None if rest[0] is None else since | set(rest[0]))
+                if key[0] != ws_id or since is None:
+                    continue
+                if rest[0] is None:
+                    self._bases[key] = (shared, None)
+                else:
+                    since.update(rest[0])
 
     def _seed(self) -> list[tuple]:
-        """A new reader's first invalidations: each base shared, then what changed since it."""
-        out: list[tuple] = []
-        for (ws_id, fp), (shared, since) in self._bases.items():
-            out.append(("base", ws_id, fp, shared))
-            if since is None or since:
-                out.append(("vectors", ws_id, None if since is None else sorted(since)))
-        return out
+        """A new reader's first invalidations: each base still shared, with what changed since it."""
+        return [("base", ws_id, fp, shared, None if since is None else sorted(since))
+                for (ws_id, fp), (shared, since) in self._bases.items() if os.path.exists(shared.path)]
 
     async def call(self, method: str, params: dict, inflight: InFlight | None) -> tuple[Any, float]:
         """(result, the reader's CPU seconds), or raises what the reader raised, or ReaderGone."""
@@ -304,7 +324,7 @@ class ReaderPool:
             raise ReaderGone("the reader exited while running the call")
         status, payload, cpu = reply
         if status == "retry":
-            raise NotInReader(payload)
+            raise NotInReader(payload[0], tuple(payload[1]) if payload[1] else None)
         self.calls += 1
         if status == "ok":
             return payload, cpu

@@ -89,7 +89,7 @@ def apply_invalidations(service: Any, items: list[tuple]) -> None:
         elif kind == "model":
             service.vectors.forget_model(args[0], args[1])
         elif kind == "base":
-            service.vectors.offer(args[0], args[1], args[2])
+            service.vectors.offer(args[0], args[1], args[2], args[3])
 
 
 def run_call(service: Any, method: str, params: dict, cancel: threading.Event) -> tuple:
@@ -104,7 +104,7 @@ def run_call(service: Any, method: str, params: dict, cancel: threading.Event) -
     except AutodocError as exc:
         return ("err", exc.to_rpc(), time.thread_time() - c0)
     except NotShared as exc:  # the daemon runs it (rpc/pool.py, NotInReader)
-        return ("retry", str(exc), time.thread_time() - c0)
+        return ("retry", (str(exc), list(exc.key)), time.thread_time() - c0)
     except Exception:  # the daemon answers -32603; the traceback stays in this log
         log.exception("%s failed in a reader process", method)
         return ("err", InternalError("internal error").to_rpc(), time.thread_time() - c0)

@@ -118,8 +118,9 @@ class SemanticLeg:
         return self._searching > 0
 
     def prepare(self, db: apsw.Connection, ws: Workspace, embedding: dict[str, Any],
-                filt: Filter) -> Prepared | SemanticOutcome:
-        """Decide which model serves and read what it needs, or say why the leg cannot run."""
+                filt: Filter, since: int | None = None) -> Prepared | SemanticOutcome:
+        """Decide which model serves and read what it needs, or say why the leg cannot run.
+        since: the vector cache's marker() from before `db`'s snapshot (VectorCache.get)."""
         target, reason = self.providers.target(embedding)
         if target is None and reason is None:
             return SemanticOutcome(None, "off", NO_MODEL_REASON,
@@ -157,7 +158,7 @@ class SemanticLeg:
             fast = self.instant.get(provider, build=False)
             if fast is not None:
                 fp, provider, tier = fast.fingerprint, fast, TIER_INSTANT
-        vectors = self.cache.get(db, ws.id, fp, provider.dim)
+        vectors = self.cache.get(db, ws.id, fp, provider.dim, since)
         allowed = None
         if not filt.empty:
             allowed = np.array(stored_hits.filtered_chunk_ids(db, ws.id, filt), dtype=np.int64)

@@ -58,7 +58,12 @@ _ALIGN = 64
 
 class NotShared(Exception):
     """A reader cannot search these vectors without a private copy it may not
-    make (too many rows, and no base shared): the daemon runs the call."""
+    make (too many rows, and no base shared): the daemon runs the call, and
+    shares anew what ``key`` (workspace id, fingerprint) names."""
+
+    def __init__(self, message: str, key: tuple[int, str]):
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -208,7 +213,7 @@ class Sharing:
     and unlinks what nothing new will map."""
 
     def __init__(self, announce: Callable[..., None], directory: Path = SHM_DIR):
-        self.announce = announce  # (kind "base", workspace id, fingerprint, Shared): to every reader
+        self.announce = announce  # ("base", workspace id, fingerprint, Shared, stale documents): to every reader
         self.directory = directory
         self.failed = False  # a write failed (no room): no more sharing; readers keep off big bases
         self._files: dict[tuple[int, str], str] = {}
@@ -218,10 +223,11 @@ class Sharing:
         if removed:
             log.info("removed %d shared vector file(s) a stopped daemon left", removed)
 
-    def publish(self, ws_id: int, fp: str, base: VectorIndex,
-                doc_chunks: dict[int, np.ndarray]) -> VectorIndex | None:
-        """Share a base; the index over the shared copy to search from now on
-        (None: not shared, keep the private one)."""
+    def publish(self, ws_id: int, fp: str, base: VectorIndex, doc_chunks: dict[int, np.ndarray],
+                dirty: list[int] = ()) -> VectorIndex | None:
+        """Share a base, whose documents ``dirty`` are already stale (a reader refreshes them);
+        the index over the shared copy to search from now on (None: not shared, keep the
+        private one)."""
         if self.failed or not len(base):
             return None
         path = self.directory / f"{PREFIX}{os.getpid()}-{next(self._seq)}"
@@ -235,7 +241,7 @@ class Sharing:
         with self._lock:
             old = self._files.get((ws_id, fp))
             self._files[(ws_id, fp)] = desc.path
-        self.announce("base", ws_id, fp, desc)
+        self.announce("base", ws_id, fp, desc, list(dirty))
         if old:
             _unlink(old)  # readers that mapped it keep their map until they take the new one
         return index

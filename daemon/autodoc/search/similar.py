@@ -67,8 +67,10 @@ def centroid(rows: list[tuple[int, int, bytes]]) -> np.ndarray:
 
 
 def similar(db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], cache: VectorCache,
-            doc_id: int, path: str, opts: SimilarOptions, pending: Callable[[str], int]) -> dict[str, Any]:
-    """{workspace, path, model, semantic, similar: [...]}; pending(fp): chunks still without a vector."""
+            doc_id: int, path: str, opts: SimilarOptions, pending: Callable[[str], int],
+            since: int | None = None) -> dict[str, Any]:
+    """{workspace, path, model, semantic, similar: [...]}; pending(fp): chunks still without a vector;
+    since: the cache's marker() from before `db`'s snapshot (VectorCache.get)."""
     if embedding.get("provider", "onnx") == "none":
         raise _unavailable("similar documents need an embedding model, and this workspace has none",
                            NO_MODEL_REASON, "off")
@@ -83,7 +85,7 @@ def similar(db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], cache
         raise _unavailable(f"similar documents are unavailable for {path} until it has vectors", why, "partial",
                            pending=waiting)
     q = centroid(rows)
-    vectors = cache.get(db, ws.id, active.fingerprint, q.shape[0])
+    vectors = cache.get(db, ws.id, active.fingerprint, q.shape[0], since)
     filt = build_filter(ws.id, facets=[], opt_facets={}, tags=opts.tags, paths=opts.paths, include_abstract=True)
     allowed = None if filt.empty else np.array(stored_hits.filtered_chunk_ids(db, ws.id, filt), dtype=np.int64)
     own = vectors.doc_chunks.get(doc_id)

@@ -37,6 +37,8 @@ the connection the caller passes (the search's own snapshot).
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import apsw
@@ -181,6 +183,8 @@ def _refresh(db: apsw.Connection, wv: WorkspaceVectors, ws_id: int, dim: int) ->
             per.setdefault(did, []).append(cid)
         for d, c in per.items():
             wv.doc_chunks[d] = np.array(c, dtype=np.int64)
+    elif not wv.borrowed and wv.outgrown(1):
+        wv.merge()  # deletions alone retire rows: they too are merged away past the threshold
 
 
 @dataclass
@@ -193,6 +197,10 @@ class _Offer:
     all_dirty: bool = False
 
 
+MARKS_KEPT = 256  # recent marks, for a search to re-mark those its snapshot may predate (get's since)
+RESHARE_S = 10.0  # at most this often per workspace and model, a reader's retry makes the daemon share anew
+
+
 class VectorCache:
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -200,11 +208,33 @@ class VectorCache:
         self.sharing: Sharing | None = None  # the daemon, while it has readers: shares each new base
         self.private_rows: int | None = None  # a reader: loads no more rows than this itself
         self._offers: dict[tuple[int, str], _Offer] = {}  # a reader: bases shared and not yet mapped
+        self._seq = 0  # marks so far
+        self._marks: deque[tuple[int, int, frozenset[int] | None]] = deque(maxlen=MARKS_KEPT)  # (seq, ws, docs)
+        self._reshared: dict[tuple[int, str], float] = {}  # when a retry last asked to share anew
 
-    def offer(self, ws_id: int, fp: str, shared: Shared) -> None:
-        """A reader: the daemon shared this base (what it hears after this applies on top)."""
+    def marker(self) -> int:
+        """Taken before a search opens its snapshot: marks after it may postdate the snapshot."""
+        return self._seq
+
+    def offer(self, ws_id: int, fp: str, shared: Shared, dirty: list[int] | None = ()) -> None:
+        """A reader: the daemon shared this base, with these documents (None: all) already
+        changed since; what it hears after this applies on top. A borrowed copy of an older
+        base goes now: an idle reader must not keep its pages alive after the daemon moved on."""
         with self._lock:
-            self._offers[(ws_id, fp)] = _Offer(shared)
+            self._offers[(ws_id, fp)] = _Offer(shared, set(dirty or ()), dirty is None)
+            if (old := self._by_key.get((ws_id, fp))) is not None and old.borrowed:
+                del self._by_key[(ws_id, fp)]
+
+    def reshare(self, ws_id: int, fp: str) -> None:
+        """The daemon: a reader could not use what was shared of this workspace and model (its
+        file gone, its changes outgrew it): the next get shares anew (at most every RESHARE_S)."""
+        now = time.monotonic()
+        with self._lock:
+            wv = self._by_key.get((ws_id, fp))
+            if wv is None or now - self._reshared.get((ws_id, fp), -RESHARE_S) < RESHARE_S:
+                return
+            self._reshared[(ws_id, fp)] = now
+            wv.shared = None
 
     def _of(self, ws_id: int) -> list[WorkspaceVectors]:
         return [wv for (w, _), wv in self._by_key.items() if w == ws_id]
@@ -212,12 +242,33 @@ class VectorCache:
     def mark_dirty(self, ws_id: int, doc_ids: list[int] | None = None) -> None:
         """These documents' chunks or vectors changed (None: any may have)."""
         with self._lock:
+            self._seq += 1
+            self._marks.append((self._seq, ws_id, None if doc_ids is None else frozenset(doc_ids)))
             marks = self._of(ws_id) + [o for (w, _), o in self._offers.items() if w == ws_id]
             for wv in marks:
                 if doc_ids is None:
                     wv.all_dirty = True
                 else:
                     wv.dirty.update(doc_ids)
+
+    def _remark(self, wv: WorkspaceVectors, ws_id: int, since: int) -> None:
+        """Mark again what was marked after ``since``: the snapshot just read may predate those
+        changes (a write that committed, and marked, between the search opening its snapshot and
+        this get), and the load or refresh has just cleared them."""
+        if self._seq <= since:
+            return
+        if not self._marks or self._marks[0][0] > since + 1:
+            wv.all_dirty = True  # more marks than kept since then: anything may be stale
+            return
+        for seq, w, docs in reversed(self._marks):
+            if seq <= since:
+                break
+            if w != ws_id:
+                continue
+            if docs is None:
+                wv.all_dirty = True
+                return
+            wv.dirty.update(docs)
 
     def forget(self, ws_id: int) -> None:
         with self._lock:
@@ -237,8 +288,9 @@ class VectorCache:
         if self.sharing is not None:
             self.sharing.drop(ws_id, fp)
 
-    def get(self, db: apsw.Connection, ws_id: int, fp: str, dim: int) -> WorkspaceVectors:
-        """The workspace's vectors for model fp, brought up to date on `db`."""
+    def get(self, db: apsw.Connection, ws_id: int, fp: str, dim: int, since: int | None = None) -> WorkspaceVectors:
+        """The workspace's vectors for model fp, brought up to date on `db`. ``since``: the
+        marker() taken before `db`'s snapshot was opened (None: no mark can postdate it)."""
         key = (ws_id, fp)
         with self._lock:
             wv = self._by_key.pop(key, None)
@@ -252,19 +304,25 @@ class VectorCache:
                 others = [k for k in self._by_key if k[0] == ws_id]
                 for old in others[: max(0, len(others) - MODELS_PER_WORKSPACE + 1)]:
                     del self._by_key[old]
+                    if self.sharing is not None:
+                        self.sharing.drop(*old)
                 if self.private_rows is not None and chunk_count(db, ws_id) > self.private_rows:
-                    raise NotShared(f"workspace {ws_id}: no shared base, and too many vectors to copy")
+                    raise NotShared(f"workspace {ws_id}: no shared base, and too many vectors to copy", key)
                 wv = _load(db, ws_id, fp, dim)
                 release_free_heap()  # the load's row buffers, freed but kept by the C heap
             elif wv.dirty:
                 _refresh(db, wv, ws_id, dim)
+            if since is not None:
+                self._remark(wv, ws_id, since)
             self._by_key[key] = wv
             if wv.borrowed and wv.outgrown(2):
-                raise NotShared(f"workspace {ws_id}: the changes since the shared base outgrew it")
-            if self.sharing is not None and not self.sharing.failed and wv.base is not wv.shared:
+                raise NotShared(f"workspace {ws_id}: the changes since the shared base outgrew it", key)
+            if (self.sharing is not None and not self.sharing.failed and wv.base is not wv.shared
+                    and not wv.all_dirty):
                 if len(wv.delta) or wv.dead:
                     wv.merge()  # a base loaded before the readers came: they borrow it whole
-                shared = self.sharing.publish(ws_id, fp, wv.base, wv.doc_chunks)
+                # documents re-marked above are stale in this base too: the readers refresh them
+                shared = self.sharing.publish(ws_id, fp, wv.base, wv.doc_chunks, sorted(wv.dirty))
                 if shared is not None:
                     wv.base = wv.shared = shared  # the private arrays go: one copy, in shared memory
                     release_free_heap()
