@@ -216,19 +216,21 @@ class EmbedQueue:
         window was read wait for the next one, as they waited behind the backlog before."""
         key = (ws_id, fp)
         line = self._line.get(key)
+        out: list[tuple[str, str]] = []
         with self.store.read() as db:
-            while True:
+            while len(out) < batch:
                 if not line:
+                    if out:
+                        break  # a new window next step: this batch is the old window's last
                     rows = stored.pending_texts(db, ws_id, fp, max(batch, LINE_TEXTS))
                     if not rows:
                         self._line.pop(key, None)
                         return []
                     line = self._line[key] = deque(sorted(rows, key=lambda r: len(r[1])))
-                take = [line.popleft() for _ in range(min(batch, len(line)))]
+                take = [line.popleft() for _ in range(min(batch - len(out), len(line)))]
                 live = stored.still_pending(db, ws_id, fp, [h for h, _ in take])
-                rows = [r for r in take if r[0] in live]
-                if rows:
-                    return rows
+                out += [r for r in take if r[0] in live]
+        return out
 
     def _instant_step(self, ws: Workspace, provider, fp: str) -> int:
         """Embed a batch with the instant tier while the model's backlog is large
