@@ -763,6 +763,7 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
             try:
                 svc.workspace_add("t", str(d), {"embedding": {"provider": "onnx"}})
                 svc.index("t")
+                svc.providers.get({"provider": "onnx"})  # loading the model is the daemon's start, not a fill
                 db = svc.store.reader()
                 ws = get_workspace(db, "t")
                 with db:
