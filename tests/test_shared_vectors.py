@@ -296,9 +296,9 @@ def test_a_reader_started_later_is_told_of_each_base_and_what_changed_since(tmp_
     pool.invalidate("base", 2, "fp", gone, [])  # its file was removed since: not offered
     pool.invalidate("base", 3, "fp", shared, [])
     pool.invalidate("forget", 3)
-    assert pool._seed() == [("base", 1, "fp", shared, [2, 5, 9])]
+    assert pool._bases.seed() == [("base", 1, "fp", shared, [2, 5, 9])]
     pool.invalidate("vectors", 1, None)
-    assert pool._seed() == [("base", 1, "fp", shared, None)]
+    assert pool._bases.seed() == [("base", 1, "fp", shared, None)]
 
 
 def test_a_snapshot_older_than_a_mark_leaves_its_documents_dirty(embedded, tmp_path):

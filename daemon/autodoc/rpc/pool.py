@@ -34,7 +34,7 @@ When it runs, and when today's path stays:
   ``MAX_SHARED_ROWS``; counted at the start and again after a write that
   changed vectors (at most every ``RECHECK_S``).
 - A reader started after a base was shared hears of it at its start, with
-  every document invalidated since (``_bases``), so it borrows like the others.
+  every document invalidated since (rpc/invalidations.py), so it borrows like the others.
 
 Correctness:
 
@@ -80,6 +80,7 @@ from ..config.settings import MAX_AUTO, reader_processes  # noqa: F401 (MAX_AUTO
 from ..search import shared_vectors
 from ..store import workspaces as wsrows
 from .dispatch import InFlight
+from .invalidations import SharedBases, compact_invalidations  # noqa: F401 (compact_invalidations re-exported)
 from .reader import _LEN
 
 log = logging.getLogger("autodoc.rpc")
@@ -97,48 +98,6 @@ DRAIN_S = 5.0  # at shutdown, how long the readers' running calls may take to an
 def pool_size() -> int:
     """How many readers (config/settings.py ``reader_processes``: ``AUTODOC_READERS``)."""
     return reader_processes()
-
-
-def compact_invalidations(items: list[tuple]) -> list[tuple]:
-    """The same effect on a reader's caches in a list bounded by workspaces × models: per
-    workspace a forget (which makes earlier document marks moot), one vectors item over the
-    union of the documents marked since (None if any said "any may have"), each dropped model
-    once, and each base still shared with the documents marked after it folded into it.
-    Collapsing all into "anything changed" reloaded every vector of a workspace after a large
-    save, and lost which model's vectors to drop.
-
-    In that order: forgets, drops, marks, bases. A mark reaches the caches and offers there
-    before (a superset of what each needed: some documents refreshed needlessly, none missed),
-    and an offer a base makes afterwards starts from exactly its own stale documents, so a
-    "changed everything" from before a base cannot spoil it."""
-    forgotten: set[int] = set()
-    docs: dict[int, set[int] | None] = {}
-    models: dict[tuple[int, str], None] = {}
-    bases: dict[tuple[int, str], list] = {}  # key → [item kind, ws, fp, shared, stale documents or None]
-    for kind, ws_id, *rest in items:
-        if kind == "forget":
-            forgotten.add(ws_id)
-            docs.pop(ws_id, None)
-            for key in [k for k in bases if k[0] == ws_id]:
-                del bases[key]
-        elif kind == "model":
-            models[(ws_id, rest[0])] = None
-            bases.pop((ws_id, rest[0]), None)
-        elif kind == "base":
-            bases[(ws_id, rest[0])] = ["base", ws_id, rest[0], rest[1], None if rest[2] is None else set(rest[2])]
-        elif kind == "vectors":
-            marked = rest[0]
-            if marked is None or docs.get(ws_id, set()) is None:
-                docs[ws_id] = None
-            else:
-                docs.setdefault(ws_id, set()).update(marked)  # type: ignore[union-attr]
-            for (w, _), b in bases.items():
-                if w == ws_id and b[4] is not None:
-                    b[4] = None if marked is None else b[4] | set(marked)
-    return ([("forget", w) for w in sorted(forgotten)]
-            + [("model", w, fp) for w, fp in models]
-            + [("vectors", w, None if d is None else sorted(d)) for w, d in docs.items()]
-            + [(k, w, fp, shared, None if d is None else sorted(d)) for k, w, fp, shared, d in bases.values()])
 
 
 class ReaderGone(Exception):
@@ -211,9 +170,7 @@ class ReaderPool:
         self._workspace_ids: list[int] = []
         self._lock = threading.Lock()
         self._wanted = anyio.Event()
-        # (workspace, fingerprint) → (the base shared, documents invalidated since; None: any):
-        # what a reader started later is told first (guarded by _lock, like the readers' lists)
-        self._bases: dict[tuple[int, str], tuple[Any, set[int] | None]] = {}
+        self._bases = SharedBases()  # what a reader started later is told first (guarded by _lock)
         # unbounded: a dead reader may still sit in it beside its replacement
         self._free_send, self._free_recv = anyio.create_memory_object_stream[Reader](math.inf)
         service.on_invalidate = self.invalidate
@@ -244,7 +201,7 @@ class ReaderPool:
         if item[0] == "vectors":
             self.recheck()
         with self._lock:
-            self._track_base(item)
+            self._bases.track(item)
             for r in self.readers:
                 r.invalidations.append(item)
                 if len(r.invalidations) > MAX_INVALIDATIONS:
@@ -263,27 +220,6 @@ class ReaderPool:
             with self._lock:
                 for r in self.readers:
                     r.invalidations.extend(("forget", w) for w in self._workspace_ids)
-
-    def _track_base(self, item: tuple) -> None:
-        kind, ws_id, *rest = item
-        if kind == "base":
-            self._bases[(ws_id, rest[0])] = (rest[1], None if rest[2] is None else set(rest[2]))
-        elif kind in ("forget", "model"):
-            for key in [k for k in self._bases if k[0] == ws_id and (kind == "forget" or k[1] == rest[0])]:
-                del self._bases[key]
-        elif kind == "vectors":
-            for key, (shared, since) in list(self._bases.items()):
-                if key[0] != ws_id or since is None:
-                    continue
-                if rest[0] is None:
-                    self._bases[key] = (shared, None)
-                else:
-                    since.update(rest[0])
-
-    def _seed(self) -> list[tuple]:
-        """A new reader's first invalidations: each base still shared, with what changed since it."""
-        return [("base", ws_id, fp, shared, None if since is None else sorted(since))
-                for (ws_id, fp), (shared, since) in self._bases.items() if os.path.exists(shared.path)]
 
     async def call(self, method: str, params: dict, inflight: InFlight | None) -> tuple[Any, float]:
         """(result, the reader's CPU seconds), or raises what the reader raised, or ReaderGone."""
@@ -442,7 +378,7 @@ class ReaderPool:
             raise
         reader.on_frame = partial(self._reply, reader)
         with self._lock:
-            reader.invalidations = self._seed()
+            reader.invalidations = self._bases.seed()
             self.readers.append(reader)
         log.info("reader pool: reader %d ready", proc.pid)
         return reader
