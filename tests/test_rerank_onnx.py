@@ -15,6 +15,7 @@ from autodoc.rerank.onnx import OnnxRanker
 from helpers.tiny_models import MAGIC, build_tiny_cross_encoder
 
 QUERY = "how is the store lock recovered after a crash"
+LONG = " ".join(["store lock writer"] * 300)  # 512 tokens after truncation
 PASSAGES = [
     "bananas are rich in potassium",
     "the writer takes the lease after expiry",       # MAGIC
@@ -39,8 +40,20 @@ def tiny_no_types(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def heavy(tmp_path_factory):
-    # Same scores, but one 512-token batch takes ~1 s: room to interrupt it.
-    return build_tiny_cross_encoder(tmp_path_factory.mktemp("heavy"), heavy_layers=100, heavy_dim=1024)
+    # Same scores, but one 512-token batch takes ~1 s: room to interrupt it. The side branch's
+    # depth is scaled to this machine's speed (100 layers took 1 s on one machine, 0.24 s on a
+    # faster one, too quick to interrupt at 0.15 s); its layers share one weight, so depth is free.
+    layers = 100
+    while True:
+        folder = build_tiny_cross_encoder(tmp_path_factory.mktemp("heavy"), heavy_layers=layers, heavy_dim=1024)
+        r = _ranker(folder, batch=1)
+        r.score(QUERY, ["warm"])  # the session's load is not the batch
+        started = time.monotonic()
+        r.score(QUERY, [LONG])
+        took = time.monotonic() - started
+        if took >= 0.8 or layers >= 3200:
+            return folder
+        layers = min(3200, int(layers * 1.2 / max(took, 0.05)) + 1)
 
 
 def _ranker(folder, **cfg) -> OnnxRanker:
@@ -258,7 +271,7 @@ def test_cancel_already_set_runs_nothing(tiny):
 
 def test_deadline_and_cancel_interrupt_the_batch_in_flight(heavy, tiny):
     r = _ranker(heavy, batch=1)
-    long = " ".join(["store lock writer"] * 300)    # 512 tokens after truncation
+    long = LONG
     started = time.monotonic()
     full = r.score(QUERY, [long])
     full_s = time.monotonic() - started

@@ -181,8 +181,10 @@ def test_a_second_socket_daemon_still_refuses_the_store(daemon):
 def test_status_through_the_bridge_says_what_is_coming_while_vectors_fill(daemon):
     notes = daemon["base"] / "notes"
     notes.mkdir()
-    for i in range(64):  # four batches of the embed queue
-        (notes / f"n{i:02d}.md").write_text(f"# Note {i}\n\nA short note number {i} about ferries and harbours.\n")
+    # Twenty batches of the embed queue: on a fast machine four batches of these short notes
+    # were embedded between two polls, so no poll saw a measured rate with chunks still waiting.
+    for i in range(320):
+        (notes / f"n{i:03d}.md").write_text(f"# Note {i}\n\nA short note number {i} about ferries and harbours.\n")
     c = StdioClient(daemon["store"], NEWLINE)
     try:
         c.call("workspace.add", ["notes", str(notes)])  # the bundled model
@@ -200,8 +202,8 @@ def test_status_through_the_bridge_says_what_is_coming_while_vectors_fill(daemon
             if status["rate"] is not None:
                 assert status["eta_seconds"] == pytest.approx(status["pending"] / status["rate"], abs=0.1)
             assert time.monotonic() < deadline, seen[-3:]
-            time.sleep(0.1)
-        assert seen[0]["state"] != "ready"  # 64 chunks were waiting when indexing answered
+            time.sleep(0.02)
+        assert seen[0]["state"] != "ready"  # 320 chunks were waiting when indexing answered
         assert any(s["state"] == "filling" and s["eta_seconds"] and s["eta_seconds"] > 0 for s in seen), seen
         final = seen[-1]
         assert final["pending"] == 0 and final["eta_seconds"] == 0 and final["status"]["model_state"] == "ready"
