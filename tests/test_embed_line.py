@@ -49,13 +49,13 @@ def test_small_steps_take_similar_lengths_and_skip_texts_edited_away(tmp_path):
             provider, _ = svc.providers.target(WorkspaceConfig.from_json(ws.config).embedding)
             fp = provider.fingerprint
             pending = stored.pending_texts(db, ws.id, fp, 1000)
-        length = {h: len(t) for h, t in pending}
+        length = dict(zip([h for h, _ in pending], provider.count_tokens([t for _, t in pending])))
         by_length = sorted(length, key=length.get)
 
         step = svc.embed_queue.step(ws, 4, instant=False)
         assert step["embedded"] == 4
         first = _embedded(svc, ws.id, fp)
-        # the four shortest texts of the window, not the first four chunks (two of them long)
+        # the four shortest texts of the window in the model's tokens, not the first four chunks
         assert first == set(by_length[:4])
 
         # b.md's long sections change while their old texts wait in the window
