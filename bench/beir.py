@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .common import REPO, Progress, cache_root, file_digest, json_digest, log, tree_digest
+from .common import REPO, Progress, cache_root, json_digest, log, tree_digest
 
 WORKSPACE = "bench"
 

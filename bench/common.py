@@ -157,3 +157,38 @@ def replace_section(path: Path, name: str, text: str) -> None:
         new = old.rstrip("\n") + "\n\n" + body + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(new)
+
+
+def speed_store(size: int) -> Path:
+    """The speed benchmark's cached store of this many chunks (bench.speed --build-only makes it)."""
+    stores = sorted(Path(cache_root(), "stores").glob(f"speed-{size}-*/autodoc.db"))
+    if not stores:
+        raise SystemExit(f"no cached {size}-chunk store: python -m bench.speed --build-only")
+    return stores[-1]
+
+
+def run_sizes(prog: str, doc: str, argv: list[str] | None, *, sizes: str, rounds: int, out: Path,
+              measure: Any, render: Any) -> int:
+    """The main of a benchmark that measures each speed store in turn: ``measure(store, queries,
+    rounds)`` per size, ``render(results)`` into ``--out`` (and its .json beside it)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    ap.add_argument("--sizes", default=sizes)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--out", default=str(out))
+    a = ap.parse_args(argv)
+    res = {"command": command_line(), "commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M"),
+           "machine": machine_note(), "rounds": a.rounds, "sizes": {}}
+    for size in [int(x) for x in a.sizes.split(",") if x]:
+        print(f"measuring {size:,}", file=sys.stderr)
+        res["sizes"][str(size)] = measure(speed_store(size), a.queries, a.rounds)
+        print(json.dumps(res["sizes"][str(size)]), file=sys.stderr)
+    res["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    text = render(res)
+    if a.out != "-":
+        Path(a.out).write_text(text)
+        Path(a.out).with_suffix(".json").write_text(json.dumps(res, indent=1))
+    print(text)
+    return 0

@@ -15,14 +15,12 @@ prefixes, phrases and CJK). Everything else in the leg is the same code.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from .common import cache_root, command_line, git_commit, machine_note, summary_ms
+from .common import run_sizes, summary_ms
 from .speed import WORKSPACE, query_sets
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
@@ -103,29 +101,8 @@ def render(res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.coverage_path", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="10000,100000")
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--out", default=str(OUT / "coverage_path.md"))
-    a = ap.parse_args(argv)
-    res = {"command": command_line(), "commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M"),
-           "machine": machine_note(), "rounds": a.rounds, "sizes": {}}
-    for size in [int(x) for x in a.sizes.split(",") if x]:
-        stores = sorted(Path(cache_root(), "stores").glob(f"speed-{size}-*/autodoc.db"))
-        if not stores:
-            raise SystemExit(f"no cached {size}-chunk store: python -m bench.speed --build-only")
-        print(f"measuring {size:,}", file=sys.stderr)
-        res["sizes"][str(size)] = measure(stores[-1], a.queries, a.rounds)
-        print(json.dumps(res["sizes"][str(size)]), file=sys.stderr)
-    res["load_end"] = [round(x, 2) for x in os.getloadavg()]
-    text = render(res)
-    if a.out != "-":
-        Path(a.out).write_text(text)
-        Path(a.out).with_suffix(".json").write_text(json.dumps(res, indent=1))
-    print(text)
-    return 0
-
+    return run_sizes("python -m bench.coverage_path", __doc__, argv, sizes="10000,100000", rounds=2,
+                     out=OUT / "coverage_path.md", measure=measure, render=render)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,14 +14,12 @@ other with none, so the store, caches and vectors are shared. The size gate
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from .common import cache_root, command_line, git_commit, machine_note, summary_ms
+from .common import run_sizes, summary_ms
 from .speed import WORKSPACE, query_sets
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
@@ -102,29 +100,8 @@ def render(res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.lexical_helper", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="10000,100000,1000000")
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--out", default=str(OUT / "lexical_helper.md"))
-    a = ap.parse_args(argv)
-    res = {"command": command_line(), "commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M"),
-           "machine": machine_note(), "rounds": a.rounds, "sizes": {}}
-    for size in [int(x) for x in a.sizes.split(",") if x]:
-        stores = sorted(Path(cache_root(), "stores").glob(f"speed-{size}-*/autodoc.db"))
-        if not stores:
-            raise SystemExit(f"no cached {size}-chunk store: python -m bench.speed --build-only")
-        print(f"measuring {size:,}", file=sys.stderr)
-        res["sizes"][str(size)] = measure(stores[-1], a.queries, a.rounds)
-        print(json.dumps(res["sizes"][str(size)]), file=sys.stderr)
-    res["load_end"] = [round(x, 2) for x in os.getloadavg()]
-    text = render(res)
-    if a.out != "-":
-        Path(a.out).write_text(text)
-        Path(a.out).with_suffix(".json").write_text(json.dumps(res, indent=1))
-    print(text)
-    return 0
-
+    return run_sizes("python -m bench.lexical_helper", __doc__, argv, sizes="10000,100000,1000000", rounds=4,
+                     out=OUT / "lexical_helper.md", measure=measure, render=render)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -45,7 +45,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .vectors_search import synthetic
-from .common import (DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note, summary_ms)
+from .common import (DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note, speed_store,
+                     summary_ms)
 
 WORKSPACE = "speed"
 SECTIONS = 9  # + the intro = 10 chunks a file
@@ -366,9 +367,7 @@ def start_daemon(store: Path, sock: Path, timeout: float = 120.0) -> tuple[subpr
 def start_instrumented(chunks: int, module: str, flag: str, prefix: str) -> tuple[subprocess.Popen, Path, Path]:
     """A daemon on the cached store of this size, run as ``python -m <module> <flag> OUT --store …``
     so that the module can wrap the daemon's functions before it starts; (process, socket, OUT)."""
-    stores = sorted(Path(cache_root(), "stores").glob(f"speed-{chunks}-*/autodoc.db"))
-    if not stores:
-        raise SystemExit(f"no cached {chunks}-chunk store: python -m bench.speed --build-only")
+    store = speed_store(chunks)
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
     out, sock = tmp / "out.json", tmp / "d.sock"
     popen = subprocess.Popen
@@ -381,7 +380,7 @@ def start_instrumented(chunks: int, module: str, flag: str, prefix: str) -> tupl
 
     subprocess.Popen = wrapped
     try:
-        p, why = start_daemon(stores[-1], sock)
+        p, why = start_daemon(store, sock)
     finally:
         subprocess.Popen = popen
     if p is None:
