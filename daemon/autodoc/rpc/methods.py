@@ -152,9 +152,9 @@ async def run_pooled(app: App, ctx: RequestContext, m: Method, p: dict) -> Any:
         except NotInReader as exc:
             # routine (a base not shared yet, or outgrown): the daemon's own run shares it anew
             log.debug("%s: %s; running it in the daemon", m.name, exc)
-            if exc.key is not None:
-                app.service.vectors.reshare(*exc.key)
-            pool.recheck()
+            # off the loop: the cache's lock is held while a base is written, and the recheck
+            # may count the store's chunks
+            await anyio.to_thread.run_sync(_share_anew, app, pool, exc.key)
         except ReaderGone as exc:
             log.warning("%s: %s; running it in the daemon", m.name, exc)
         else:
@@ -165,6 +165,14 @@ async def run_pooled(app: App, ctx: RequestContext, m: Method, p: dict) -> Any:
         if inline is not None:
             inline.running -= 1
     return await run_peer_read(app, ctx, m.call, app.service, p, **cancel)
+
+
+def _share_anew(app: App, pool: ReaderPool, key: tuple[int, str] | None) -> None:
+    """After a reader's "not here": the daemon shares those vectors anew, and the pool looks
+    again at whether semantic searches may go to the readers."""
+    if key is not None:
+        app.service.vectors.reshare(*key)
+    pool.recheck()
 
 
 def _overlaps_here(app: App, m: Method, p: dict) -> bool:
