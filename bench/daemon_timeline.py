@@ -2,9 +2,10 @@
 ≤ 0.5 ms over in-process): a daemon on the speed benchmark's cached store
 stamps each step of a request (frame read, task started, jsonrpcserver's
 dispatch, params bound, the hand-off to a worker thread, the search, back on
-the loop, encode) with ``time.perf_counter`` — CLOCK_MONOTONIC, one clock for
-every process on the machine — while one minimal client sends searches and
-stamps its send, its receive and its own JSON decode. Medians per step.
+the loop, encode; or the quick lane's steps, rpc/quick.py) with
+``time.perf_counter`` — CLOCK_MONOTONIC, one clock for every process on the
+machine — while one minimal client sends searches and stamps its send, its
+receive and its own JSON decode. Medians per step.
 
     python -m bench.daemon_timeline [--chunks 100000] [--stages lexical,semantic] [--set claims]
 
@@ -30,6 +31,11 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact
 
 STEPS = [
     ("client send → daemon reads the frame", "send", "read"),
+    ("frame → the quick lane takes it", "read", "lane"),
+    ("quick lane: params checked and bound", "lane", "bound"),
+    ("bound → the read starts (quick lane)", "bound", "read0"),
+    ("the read (quick lane, on the loop)", "read0", "read1"),
+    ("read done → encoding starts (quick lane)", "read1", "encode0"),
     ("frame → its task starts", "read", "handle"),
     ("task → jsonrpcserver calls the method", "handle", "invoke"),
     ("params checked and bound", "invoke", "bound"),
@@ -51,6 +57,7 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
     import autodoc.rpc.dispatch as D
     import autodoc.rpc.framing as FR
     import autodoc.rpc.methods as M
+    import autodoc.rpc.quick as Q
     from autodoc.cli import main
 
     ev: list[tuple[str, float]] = []
@@ -72,6 +79,20 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
 
     before(FR.FrameDecoder, "feed", "read")
     before(C.Connection, "_handle", "handle", coro=True)
+    before(Q.QuickLane, "answer", "lane")
+    quick_reads = M.Methods.quick_reads
+
+    def stamped_reads(self):
+        def stamped(f):
+            def g(*a, **k):
+                mark("read0")
+                try:
+                    return f(*a, **k)
+                finally:
+                    mark("read1")
+            return g
+        return {name: stamped(f) for name, f in quick_reads(self).items()}
+    M.Methods.quick_reads = stamped_reads
     before(D.Dispatcher, "_invoke", "invoke", coro=True)
     bind = D.schemas.bind_params
 
@@ -156,13 +177,16 @@ def main(argv: list[str] | None = None) -> int:
         if d:
             print(f"| {label} | {np.median(d):.3f} | {len(d)} |")
     for r in rows:
-        if "thread0" in r and "thread1" in r:
-            total_other.append((r["decoded"] - r["send"] - (r["thread1"] - r["thread0"])) * 1000)
+        for a_, b_ in (("thread0", "thread1"), ("read0", "read1")):
+            if a_ in r and b_ in r:
+                total_other.append((r["decoded"] - r["send"] - (r[b_] - r[a_])) * 1000)
     whole = [(r["decoded"] - r["send"]) * 1000 for r in rows]
     print(f"| **round trip** | {np.median(whole):.3f} | {len(whole)} |")
     if total_other:
         print(f"| **round trip less the search** | {np.median(total_other):.3f} | {len(total_other)} |")
-    print("\nA call whose search ran inline on the event loop (rpc/inline.py) has no thread steps.")
+    print(f"\n{sum('lane' in r and 'read0' in r for r in rows)} calls took the quick lane (rpc/quick.py), "
+          f"{sum('thread0' in r for r in rows)} a worker thread; a call run inline through the usual path "
+          "(rpc/inline.py) has neither's steps.")
     return 0
 
 

@@ -5,10 +5,12 @@ in the framing the peer used, plus server-to-client notifications.
 
 Requests on one connection run concurrently, each in its own task under its
 own cancel scope; ``$/cancelRequest`` cancels one, and a peer that goes away
-cancels all of its own. Outgoing messages go through one bounded outbox read
-by one writer task, so frames never interleave (an answer finding the outbox
-empty and no write under way is written by its own task instead: one hop
-fewer per call, same order); a notification that finds the
+cancels all of its own. A lone request for a quick read while the daemon is
+idle is answered by the reader itself (rpc/quick.py), with no task.
+Outgoing messages go through one bounded outbox read by one writer task, so
+frames never interleave (an answer finding the outbox empty and no write
+under way is written at once, as far as the stream takes it without waiting:
+one hop fewer per call, same order); a notification that finds the
 outbox full is dropped (changes can always be re-read with changes.since),
 while the reader waits for room before taking more requests (a peer that
 sends without reading its answers is slowed down, not buffered for).
@@ -56,6 +58,8 @@ from .dispatch import (
     request_problem,
 )
 from .inline import InlineReads
+from .quick import QuickLane
+from .transport import write_nowait
 from .framing import NEWLINE, FrameDecoder, FrameError, encode_message
 from ..errors import AutodocError, InternalError, InvalidRequest, Overloaded, ParseError
 
@@ -127,6 +131,7 @@ class Connection:
         on_eof: Callable[[], None] | None = None,
         peer_gone: Callable[[], bool] = lambda: True,
         load: InlineReads | None = None,
+        quick: QuickLane | None = None,
     ):
         self.stream = stream
         self.dispatcher = dispatcher
@@ -138,6 +143,7 @@ class Connection:
         self._on_eof = on_eof
         self._peer_gone = peer_gone
         self._load = load
+        self._quick = quick
         self._inflight: dict[str, InFlight] = {}
         self.max_inflight = max_inflight
         self.max_inflight_bytes = max_inflight_bytes
@@ -148,11 +154,10 @@ class Connection:
         self._read_scope: anyio.CancelScope | None = None
         self._scope = anyio.CancelScope()
         self._broken = False
-        # Frames in the outbox not yet written, and whether a write is under way
-        # (by the writer task or by a sender writing directly): see send().
+        # Frames in the outbox not yet written, and whether the writer task is
+        # writing one: see send().
         self._queued = 0
         self._writing = False
-        self._write_done: anyio.Event | None = None
         self.done = anyio.Event()
 
     @property
@@ -211,23 +216,30 @@ class Connection:
                 self._broken = True
                 self.cancel_all("disconnect")
                 break
-            for item in self.decoder.feed(data):
-                await self._take_guarded(item, requests)
+            items = self.decoder.feed(data)
+            for i, item in enumerate(items):
+                # the last frame read, with nothing more of the next one: the client waits for it
+                alone = i == len(items) - 1 and not self.decoder.buffered
+                await self._take_guarded(item, requests, alone)
         for item in self.decoder.feed_eof():
-            await self._take_guarded(item, requests)
+            await self._take_guarded(item, requests, False)
 
-    async def _take_guarded(self, item: Any, requests: anyio.abc.TaskGroup) -> None:
+    async def _take_guarded(self, item: Any, requests: anyio.abc.TaskGroup, alone: bool) -> None:
         # An exception escaping here would end this connection's task group and,
         # through it, the listener's: one bad frame must cost at most its answer.
         try:
-            await self._take(item, requests)
+            await self._take(item, requests, alone)
         except Exception:
             log.exception("%s: a frame could not be handled", self.name)
             await self.send(error_response(InternalError("internal error"), None))
 
-    async def _take(self, item: Any, requests: anyio.abc.TaskGroup) -> None:
+    async def _take(self, item: Any, requests: anyio.abc.TaskGroup, alone: bool) -> None:
         """Answer a framing problem, or start dispatching one frame. Errors
-        found here are sent from the reader, so a full outbox pauses reading."""
+        found here are sent from the reader, so a full outbox pauses reading.
+        ``alone``: no other frame of this connection waits to be read, so a quick
+        read may be answered here (rpc/quick.py); frames pipelined behind one
+        another go to tasks, to run side by side and to let other clients in
+        between."""
         if isinstance(item, FrameError):
             cls = ParseError if item.code == ParseError.code else InvalidRequest
             await self.send(error_response(cls(item.message), None))
@@ -242,6 +254,11 @@ class Connection:
         if target is not NOID:
             self.cancel_request(target)
             return
+        if alone and self._quick is not None and not self._running and self._accepting():
+            answer = self._quick.answer(message)
+            if answer is not None:
+                await self.send(answer, direct=True)
+                return
         size = len(item.payload)
         refused, registered, admitted = self._admit(message, size)
         if not admitted:
@@ -326,29 +343,20 @@ class Connection:
     async def _write_loop(self) -> None:
         async with self._outbox_recv:
             async for data in self._outbox_recv:
-                while self._writing:  # a sender is writing its frame directly: this one goes after it
-                    self._write_done = anyio.Event()
-                    await self._write_done.wait()
                 try:
-                    await self._write(data)
+                    if not self._broken:
+                        self._writing = True
+                        await self.stream.send(data)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    self._gone_while_writing()
                 finally:
+                    self._writing = False
                     self._queued -= 1
 
-    async def _write(self, data: bytes) -> None:
-        if self._broken:
-            return
-        self._writing = True
-        try:
-            await self.stream.send(data)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            self._broken = True
-            log.debug("%s: the peer went away while we wrote", self.name)
-            self.cancel_all("disconnect")
-        finally:
-            self._writing = False
-            if self._write_done is not None:
-                self._write_done.set()
-                self._write_done = None
+    def _gone_while_writing(self) -> None:
+        self._broken = True
+        log.debug("%s: the peer went away while we wrote", self.name)
+        self.cancel_all("disconnect")
 
     # -- what the dispatcher and the methods call ---------------------------------------------
 
@@ -397,15 +405,21 @@ class Connection:
                 return broken
 
     async def send(self, message: Any, *, direct: bool = False) -> None:
-        """Queue one message in the outbox. ``direct`` (an answer from a request's
-        task): write it here when nothing is queued or being written, the usual
-        case, one hop fewer through the writer task; frames keep their order
-        either way. The reader never writes directly: its sends wait for outbox
-        room only, never for the peer to read."""
+        """Queue one message in the outbox. ``direct`` (an answer): when nothing
+        is queued or being written, the usual case, first write what the stream
+        takes without waiting, one hop fewer through the writer task; what it
+        does not take goes to the outbox, so frames keep their order either way
+        and no sender ever waits for the peer to read, only for outbox room."""
         data = self._encode(message)
-        if direct and not self._queued and not self._writing:
-            await self._write(data)
-            return
+        if direct and not self._queued and not self._writing and not self._broken:
+            try:
+                sent = write_nowait(self.stream, data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                self._gone_while_writing()
+                return
+            if sent == len(data):
+                return
+            data = data[sent:]
         self._queued += 1
         try:
             await self._outbox_send.send(data)

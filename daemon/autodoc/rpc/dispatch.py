@@ -381,10 +381,15 @@ class Dispatcher:
         with scope:
             result = await handler(ctx, params)
             if self.check_results:
-                problems = schemas.result_errors(name, result)
-                if problems:
-                    log.error("%s answered outside its schema: %s", name, "; ".join(problems[:5]))
-                    raise InternalError("internal error: the answer broke its schema", {"problems": problems[:20]})
+                check_result(name, result)
         if scope.cancelled_caught:
             raise inflight.error() if inflight is not None else RequestCancelled("request cancelled")
         return result
+
+
+def check_result(name: str, result: Any) -> None:
+    """InternalError when ``result`` breaks ``name``'s result schema (AUTODOC_CHECK_RESULTS)."""
+    problems = schemas.result_errors(name, result)
+    if problems:
+        log.error("%s answered outside its schema: %s", name, "; ".join(problems[:5]))
+        raise InternalError("internal error: the answer broke its schema", {"problems": problems[:20]})

@@ -198,15 +198,26 @@ class Methods:
         self.app = app
         self.service = app.service
 
-    def handlers(self) -> dict[str, Handler]:
-        special: dict[str, Handler] = {
+    def _special(self) -> dict[str, Handler]:
+        """The methods with a handler of their own (about the process or the connection)."""
+        return {
             "server.info": self.server_info,
             "server.shutdown": self.server_shutdown,
             "changes.subscribe": self.changes_subscribe,
             "changes.unsubscribe": self.changes_unsubscribe,
             CANCEL_METHOD: self.cancel_request,
         }
+
+    def handlers(self) -> dict[str, Handler]:
+        special = self._special()
         return {name: special.get(name) or self._handler(m) for name, m in METHODS.items()}
+
+    def quick_reads(self) -> dict[str, Callable[[dict], Any]]:
+        """The reads the quick lane (rpc/quick.py) may answer: those whose handler only
+        routes the call (no writer slot, no progress, no connection state)."""
+        special = self._special()
+        return {name: partial(m.call, self.service) for name, m in METHODS.items()
+                if m.call is not None and not m.write and not m.progress and name not in special}
 
     def _handler(self, m: Method) -> Handler:
         assert m.call is not None, f"{m.name} needs a handler of its own"

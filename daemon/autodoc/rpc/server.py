@@ -32,6 +32,7 @@ from ..config import MAX_FRAME_BYTES
 from .connection import MAX_INFLIGHT_BYTES, MAX_INFLIGHT_REQUESTS, Connection, socket_peer_gone
 from .dispatch import Dispatcher
 from .inline import InlineReads
+from .quick import QuickLane
 from .methods import Methods
 from .transport import FdStream, prepare_socket_path, same_file
 
@@ -69,7 +70,9 @@ class RpcServer:
         self.socket_path: Path | None = None
         self.watching: list[str] = []  # workspaces the live index watches (daemon.py)
         self.connections: set[Connection] = set()
-        self.dispatcher = Dispatcher(Methods(self).handlers(), check_results=check_results)
+        methods = Methods(self)
+        self.dispatcher = Dispatcher(methods.handlers(), check_results=check_results)
+        self.quick = QuickLane(methods.quick_reads(), self.inline, check_results=check_results)
         self.shutting_down = False
         self.shutdown_reason = ""
         self.workspace_listeners: list[Callable[[], None]] = []
@@ -212,7 +215,7 @@ class RpcServer:
         conn = Connection(
             stream, self.dispatcher, name=name, max_frame_bytes=self.max_frame_bytes,
             max_inflight=self.max_inflight, max_inflight_bytes=self.max_inflight_bytes,
-            accepting=self.accepting, on_eof=on_eof, peer_gone=peer_gone, load=self.inline,
+            accepting=self.accepting, on_eof=on_eof, peer_gone=peer_gone, load=self.inline, quick=self.quick,
         )
         self.connections.add(conn)
         log.debug("%s: connected", name)

@@ -76,6 +76,23 @@ def same_file(path: Path, ino: int | None) -> bool:
         return False
 
 
+def write_nowait(stream: anyio.abc.ByteStream, data: bytes) -> int:
+    """Write what ``stream`` takes of ``data`` without waiting: the bytes written,
+    0 when it would block or cannot say (a stream of another kind). Raises
+    anyio.BrokenResourceError when the peer is gone."""
+    if isinstance(stream, FdStream):
+        return stream.send_nowait(data)
+    sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+    if sock is None:
+        return 0
+    try:
+        return sock.send(data)  # anyio keeps its sockets non-blocking
+    except BlockingIOError:
+        return 0
+    except OSError as exc:
+        raise anyio.BrokenResourceError from exc
+
+
 class FdStream(anyio.abc.ByteStream):
     """A byte stream over a readable and a writable file descriptor (stdio).
 
@@ -134,6 +151,16 @@ class FdStream(anyio.abc.ByteStream):
                 raise anyio.BrokenResourceError from exc
             view = view[n:]
         await anyio.lowlevel.checkpoint()
+
+    def send_nowait(self, item: bytes) -> int:
+        if self._closed or self._eof_sent:
+            return 0
+        try:
+            return os.write(self.write_fd, item)
+        except BlockingIOError:
+            return 0
+        except (BrokenPipeError, ConnectionError) as exc:
+            raise anyio.BrokenResourceError from exc
 
     async def send_eof(self) -> None:
         self._eof_sent = True

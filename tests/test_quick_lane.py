@@ -1,0 +1,177 @@
+"""The quick lane (rpc/quick.py, issue 19's socket overhead): a lone quick read
+on an idle daemon is answered by the connection's reader, with no task and no
+jsonrpcserver dispatch; its answers and errors are the usual path's, frames
+stay whole and in order when the peer reads slowly, and the counters the
+inline rule reads come back to rest.
+
+A real Service on a real store served over a real Unix socket or real pipes.
+The usual path is counted by wrapping Dispatcher.dispatch (it still runs)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+from functools import partial
+
+import anyio
+import pytest
+
+from autodoc.rpc.dispatch import Dispatcher
+from autodoc.rpc.framing import NEWLINE, FrameDecoder, encode_message
+from autodoc.rpc.server import RpcServer
+
+DEADLINE = 30
+SEARCH = ["kb", "sqlite lease", {"stages": ["lexical"], "limit": 5}]
+
+# Each request is sent alone and answered before the next. Errors too: the lane
+# binds params before it knows the kind, so a bad param is answered from it.
+REQUESTS = [
+    ("search.query", SEARCH),
+    ("search.query", {"workspace": "kb", "query": "sqlite lease", "opts": {"stages": ["lexical"], "limit": 5}}),
+    ("workspace.list", None),
+    ("workspace.list", []),
+    ("workspace.list", {}),
+    ("workspace.status", {"workspace": "kb"}),
+    ("workspace.status", {"workspace": "nope"}),  # -32001-style service error, with suggestions
+    ("search.query", {"workspace": "kb", "query": 7}),  # -32602 naming query
+    ("search.query", {"workspace": "kb", "query": "x", "bogus": 1}),  # -32602, unknown field
+    ("workspace.list", ["extra"]),  # -32602, too many positional
+    ("document.outline", {"workspace": "kb", "path": "nope.md"}),
+]
+
+
+@pytest.fixture
+def dispatched(monkeypatch):
+    real = Dispatcher.dispatch
+    calls = []
+
+    async def counting(self, message, *args, **kwargs):
+        calls.append(message)
+        return await real(self, message, *args, **kwargs)
+
+    monkeypatch.setattr(Dispatcher, "dispatch", counting)
+    return calls
+
+
+def _volatile(answer: dict) -> dict:
+    """The answer less what differs between two runs of the same read (timings)."""
+    def strip(v):
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if not (k.endswith("_ms") or k in ("took", "timings"))}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+    return strip(answer)
+
+
+def _call(raw: socket.socket, f, rid: int, method: str, params) -> dict:
+    msg = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        msg["params"] = params
+    raw.sendall(json.dumps(msg).encode() + b"\n")
+    return json.loads(f.readline())
+
+
+async def _answers(server: RpcServer, sock_path, rounds: int) -> list[list[dict]]:
+    """Each REQUESTS entry, sent alone, ``rounds`` times over one connection."""
+    def run() -> list[list[dict]]:
+        out = []
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+            raw.settimeout(DEADLINE)
+            raw.connect(str(sock_path))
+            f = raw.makefile("rb")
+            rid = 0
+            for _ in range(rounds):
+                row = []
+                for method, params in REQUESTS:
+                    rid += 1
+                    row.append(_call(raw, f, rid, method, params))
+                out.append(row)
+        return out
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(lambda task_status: server.run(socket_path=sock_path, task_status=task_status))
+        try:
+            return await anyio.to_thread.run_sync(run)
+        finally:
+            server.request_shutdown("test over")
+
+
+async def test_the_lane_answers_what_the_usual_path_answers(kb_service, short_tmp, dispatched):
+    lane = RpcServer(kb_service)
+    lane.inline.below_s = lane.inline.wall_below_s = 10.0  # every read counts as quick: the rule alone decides
+    rounds = lane.inline.window + 3
+    with_lane = await _answers(lane, short_tmp / "a.sock", rounds)
+    through_lane = rounds * len(REQUESTS) - len(dispatched)
+
+    usual = RpcServer(kb_service)
+    usual.quick = None  # every request takes the usual path
+    usual.inline.below_s = usual.inline.wall_below_s = 10.0
+    before = len(dispatched)
+    without = await _answers(usual, short_tmp / "b.sock", rounds)
+    assert len(dispatched) - before == rounds * len(REQUESTS)
+
+    # After each kind's first `window` runs (on threads, to learn its cost), lone reads take the lane.
+    assert through_lane >= 3 * len(REQUESTS), through_lane
+    codes = {a["error"]["code"] for a in with_lane[-1] if "error" in a}
+    assert {-32602} < codes, codes  # bad params and a service error both answered
+    for row_lane, row_usual in zip(with_lane, without):
+        for (method, params), a, b in zip(REQUESTS, row_lane, row_usual):
+            assert {k for k in a if k != "id"} == {k for k in b if k != "id"}, (method, params, a, b)
+            assert _volatile({k: v for k, v in a.items() if k != "id"}) == \
+                _volatile({k: v for k, v in b.items() if k != "id"}), (method, params)
+    assert lane.inline.admitted == 0 and lane.inline.running == 0
+
+
+async def test_frames_stay_whole_and_in_order_when_the_peer_reads_slowly(kb_service, kb_copy):
+    """A pipe of one page: a large answer is written as far as the pipe takes it, the
+    rest goes through the outbox, and the next answer, from the lane as well, waits
+    behind it rather than cutting into it."""
+    (kb_copy / "big.md").write_text("# Big\n\n" + "\n\n".join(
+        f"## Part {i}\n\n" + "lease sqlite words " * 400 for i in range(40)), encoding="utf-8")
+    kb_service.index("kb")
+    server = RpcServer(kb_service)
+    server.inline.below_s = server.inline.wall_below_s = 10.0
+    to_server_r, to_server_w = os.pipe()
+    from_server_r, from_server_w = os.pipe()
+    fcntl.fcntl(from_server_w, fcntl.F_SETPIPE_SZ, 4096)
+    big = {"workspace": "kb", "path": "big.md"}
+    decoder = FrameDecoder()
+
+    async def read_frames(n: int) -> list[dict]:
+        frames: list = []
+        with anyio.fail_after(DEADLINE):
+            while len(frames) < n:
+                await anyio.wait_readable(from_server_r)
+                frames += decoder.feed(os.read(from_server_r, 1024))  # a slow reader: small reads
+        return [json.loads(f.payload) for f in frames]
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(partial(server.run, stdio=True, stdio_fds=(to_server_r, from_server_w)))
+        try:
+            rid = 0
+            for _ in range(server.inline.window):  # both kinds become known-quick
+                for method, params in (("document.read", big), ("workspace.list", {})):
+                    rid += 1
+                    os.write(to_server_w, encode_message({"jsonrpc": "2.0", "id": rid, "method": method,
+                                                          "params": params}, NEWLINE))
+                    assert "result" in (await read_frames(1))[0]
+            # Now: a big answer nobody reads yet, then a small one right behind it.
+            os.write(to_server_w, encode_message({"jsonrpc": "2.0", "id": "big", "method": "document.read",
+                                                  "params": big}, NEWLINE))
+            with anyio.fail_after(DEADLINE):
+                while not server.connections or not next(iter(server.connections))._queued:
+                    await anyio.sleep(0.005)  # the pipe took a page; the rest waits in the outbox
+            os.write(to_server_w, encode_message({"jsonrpc": "2.0", "id": "small", "method": "workspace.list",
+                                                  "params": {}}, NEWLINE))
+            got = await read_frames(2)
+            assert [g["id"] for g in got] == ["big", "small"]
+            assert got[0]["result"]["total_bytes"] > 100_000 and "workspaces" in got[1]["result"]
+        finally:
+            os.close(to_server_w)
+            with anyio.fail_after(DEADLINE):
+                await server.shutdown_requested.wait()
+    for fd in (to_server_r, from_server_r, from_server_w):
+        os.close(fd)
