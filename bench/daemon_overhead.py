@@ -16,7 +16,8 @@ p50/p95 beside both sides' own latencies. The in-process side goes through
 Then the RPC layer alone: a daemon of its own serving a stub in the
 Service's place (``--stub-calls``, 0 skips it), its CPU per call and the
 round trip, with reads handed to worker threads and with the inline path
-(rpc/inline.py): two stub daemons called in alternating blocks.
+(rpc/inline.py, and its quick lane, rpc/quick.py): two stub daemons called in
+alternating blocks.
 
 A daemon on a cached store only reads it (no file is written under its
 folder by these requests), but its live index watches the corpus folder.
@@ -39,13 +40,17 @@ from .speed import WORKSPACE, SocketClient, query_sets, start_daemon, stop_daemo
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
 
 
-def requests_for(queries: list[str]) -> list[tuple[str, str, Any]]:
-    """(label, method, params): a small answer read from the store, and a lexical search."""
+def requests_for(queries: list[str], claims: list[str] | None = None) -> list[tuple[str, str, Any]]:
+    """(label, method, params): a small answer read from the store, a lexical search, and
+    with ``claims`` a hybrid search of a whole claim (a worker thread's hop, not the quick lane)."""
     out: list[tuple[str, str, Any]] = []
-    for q in queries:
+    for i, q in enumerate(queries):
         out.append(("workspace.list", "workspace.list", {}))
         out.append(("search lexical (keywords, limit 10)", "search.query",
                     [WORKSPACE, q, {"stages": ["lexical"], "limit": 10}]))
+        if claims:
+            out.append(("search hybrid (claims, limit 10)", "search.query",
+                        [WORKSPACE, claims[i % len(claims)], {"stages": ["lexical", "semantic"], "limit": 10}]))
     return out
 
 
@@ -55,7 +60,7 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(store: Path, queries: list[str], rounds: int) -> dict[str, Any]:
+def measure(store: Path, queries: list[str], rounds: int, claims: list[str] | None = None) -> dict[str, Any]:
     from autodoc.config import Settings
     from autodoc.connect import invoke
     from autodoc.service import Service
@@ -67,7 +72,7 @@ def measure(store: Path, queries: list[str], rounds: int) -> dict[str, Any]:
     svc = Service(Settings.from_env(store=store), writer=False)
     client = SocketClient(sock)
     try:
-        reqs = requests_for(queries)
+        reqs = requests_for(queries, claims)
         for _, method, params in reqs:  # warm both sides: caches, the FTS pages, the schema validators
             invoke(svc, method, params)
             client.call(method, params)
@@ -142,6 +147,7 @@ def serve_stub(sock: Path, inline: bool) -> None:
     server = RpcServer(StubService())
     if not inline and hasattr(server, "inline"):
         server.inline = None  # every read through a worker thread, as before issue 19's inline path
+        server.quick = None  # and no quick lane (rpc/quick.py)
     anyio.run(lambda: server.run(socket_path=sock))
 
 
@@ -213,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--hybrid", action="store_true", help="also hybrid searches of whole claims")
     ap.add_argument("--stub-calls", type=int, default=3000, help="calls to a stub Service (0: skip)")
     ap.add_argument("--stub-before", metavar="PYTHONPATH",
                     help="also a stub daemon on other code, e.g. an earlier commit's daemon/ from git archive")
@@ -229,8 +236,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no cached {a.chunks}-chunk store: run python -m bench.speed --build-only first")
             return 1
         store = Path(found[0])
+    sets = query_sets(a.data, a.queries)
     res = {"command": command_line(), "commit": git_commit(), "machine": machine_note(), "store": str(store),
-           "results": measure(store, query_sets(a.data, a.queries)["keywords"], a.rounds)}
+           "results": measure(store, sets["keywords"], a.rounds, sets["claims"] if a.hybrid else None)}
     if a.stub_calls:
         variants: dict[str, dict[str, Any]] = {}
         if a.stub_before:

@@ -75,6 +75,10 @@ def test_a_long_or_filtered_search_is_not_the_kind_of_a_short_one():
     assert kind("graph notes", facets=[{"field": "status", "value": "accepted"}]) != short
     positional = read_kind("search.query", ["kb", "graph notes"])
     assert read_kind("search.query", ["kb", " ".join(["word"] * 600)]) != positional
+    # as sent or as bound, positional or named: one kind (the quick lane decides before binding)
+    assert positional == read_kind("search.query", {"workspace": "kb", "query": "graph notes"})
+    assert read_kind("search.query", ["kb", "graph notes", {"stages": ["lexical"]}]) == short
+    assert read_kind("search.query", ["kb", "graph notes", None]) == positional
 
 
 async def test_inline_answers_and_errors_are_the_threads_ones(service, short_tmp, hand_offs):

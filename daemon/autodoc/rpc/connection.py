@@ -59,7 +59,7 @@ from .dispatch import (
 )
 from .inline import InlineReads
 from .quick import QuickLane
-from .transport import write_nowait
+from .transport import nowait_writer
 from .framing import NEWLINE, FrameDecoder, FrameError, encode_message
 from ..errors import AutodocError, InternalError, InvalidRequest, Overloaded, ParseError
 
@@ -144,6 +144,7 @@ class Connection:
         self._peer_gone = peer_gone
         self._load = load
         self._quick = quick
+        self._write_nowait = nowait_writer(stream)
         self._inflight: dict[str, InFlight] = {}
         self.max_inflight = max_inflight
         self.max_inflight_bytes = max_inflight_bytes
@@ -411,9 +412,9 @@ class Connection:
         does not take goes to the outbox, so frames keep their order either way
         and no sender ever waits for the peer to read, only for outbox room."""
         data = self._encode(message)
-        if direct and not self._queued and not self._writing and not self._broken:
+        if direct and self._write_nowait is not None and not self._queued and not self._writing and not self._broken:
             try:
-                sent = write_nowait(self.stream, data)
+                sent = self._write_nowait(data)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 self._gone_while_writing()
                 return

@@ -38,7 +38,10 @@ atomic under the GIL).
 from __future__ import annotations
 
 from collections import deque
+from functools import lru_cache
 from typing import Any, Hashable
+
+from . import schemas
 
 # A read whose kind's last WINDOW runs took under this at the median may run inline:
 # a lexical search at 10k-100k chunks (2-4 ms), not a hybrid one (the query's
@@ -52,9 +55,11 @@ def read_kind(method: str, params: Any) -> Hashable:
     """What makes a read's cost comparable between calls: its method, its
     workspace, for searches which stages run, and coarse sizes of what it asks
     (how many words, how many hits, whether it filters): eight quick two-word
-    searches must not let a 600-word or heavily filtered one onto the loop."""
-    if isinstance(params, list):  # positional: the words of its strings and how many there are
-        return (method, _bucket(sum(len(x.split()) for x in params if isinstance(x, str))), len(params))
+    searches must not let a 600-word or heavily filtered one onto the loop.
+    Params as sent (positional or named, not yet checked) and as bound give
+    the same kind, so the quick lane (rpc/quick.py) can decide before binding."""
+    if isinstance(params, list):
+        params = dict(zip(_names(method), params))
     if not isinstance(params, dict):
         return method
     opts = params.get("opts")
@@ -74,6 +79,14 @@ def read_kind(method: str, params: Any) -> Hashable:
     return (method, workspace if isinstance(workspace, str) else None, stages, rerank, words, *size)
 
 
+@lru_cache(maxsize=None)
+def _names(method: str) -> tuple[str, ...]:
+    try:
+        return tuple(schemas.param_names(method))
+    except KeyError:  # a method with no schema: no names, so no sizes either
+        return ()
+
+
 def _bucket(n: int) -> int:
     """0, 1-3, 4-15, 16-63, …: sizes a quarter apart cost alike."""
     return 0 if n <= 0 else (n.bit_length() + 1) // 2
@@ -87,20 +100,21 @@ class InlineReads:
         self.admitted = 0  # requests read on any connection and not yet answered
         self.running = 0  # reads and writes asked for and not yet over, on any thread
         self._recent: dict[Hashable, deque[tuple[float, float]]] = {}  # (CPU, wall) seconds
+        self._quick: dict[Hashable, bool] = {}  # whether each kind's recent runs were quick
 
     def may_run(self, kind: Hashable) -> bool:
-        if self.running or self.admitted > 1:
-            return False
-        recent = self._recent.get(kind)
-        if recent is None or len(recent) < self.window:
-            return False
-        runs = list(recent)
-        mid = len(runs) // 2
-        return (sorted(c for c, _ in runs)[mid] < self.below_s
-                and sorted(w for _, w in runs)[mid] < self.wall_below_s)
+        return not self.running and self.admitted <= 1 and self._quick.get(kind, False)
 
     def record(self, kind: Hashable, cpu_s: float, wall_s: float) -> None:
         recent = self._recent.get(kind)
         if recent is None:
             recent = self._recent.setdefault(kind, deque(maxlen=self.window))
         recent.append((cpu_s, wall_s))
+        # decided here, once a run, rather than on every may_run (two or three a request)
+        quick = False
+        if len(recent) >= self.window:
+            runs = list(recent)
+            mid = len(runs) // 2
+            quick = (sorted(c for c, _ in runs)[mid] < self.below_s
+                     and sorted(w for _, w in runs)[mid] < self.wall_below_s)
+        self._quick[kind] = quick

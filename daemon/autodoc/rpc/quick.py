@@ -18,7 +18,8 @@ jsonrpcserver, and the cancel scope (nothing could cancel a run on the loop).
 
 Input: one parsed message. Output: its answer, or None when it is not for the
 lane (a batch, a notification, a write, a method with its own handler, a busy
-daemon, a kind not known to be quick): the usual path then answers it.
+daemon, a kind not known to be quick; all known before the params are bound):
+the usual path then answers it.
 
 Runs on: the event loop.
 """
@@ -51,14 +52,15 @@ class QuickLane:
         if read is None or "id" not in message or request_problem(message) is not None:
             return None
         name, rid = message["method"], message["id"]
-        try:
-            # as jsonrpcserver hands params to the usual path: absent, [] and {} alike
-            params = schemas.bind_params(name, message.get("params") or {})
-        except AutodocError as exc:
-            return error_response(exc, rid)
-        kind = read_kind(name, params)
+        # as jsonrpcserver hands params to the usual path: absent, [] and {} alike
+        raw = message.get("params") or {}
+        kind = read_kind(name, raw)  # the kind of the bound params too: decided before binding
         if not inline.may_run(kind):
             return None
+        try:
+            params = schemas.bind_params(name, raw)
+        except AutodocError as exc:
+            return error_response(exc, rid)
         inline.running += 1
         inline.admitted += 1
         c0, t0 = time.thread_time(), time.perf_counter()

@@ -15,6 +15,7 @@ import os
 import socket
 import stat
 from pathlib import Path
+from typing import Callable
 
 import anyio
 import anyio.abc
@@ -76,21 +77,26 @@ def same_file(path: Path, ino: int | None) -> bool:
         return False
 
 
-def write_nowait(stream: anyio.abc.ByteStream, data: bytes) -> int:
-    """Write what ``stream`` takes of ``data`` without waiting: the bytes written,
-    0 when it would block or cannot say (a stream of another kind). Raises
-    anyio.BrokenResourceError when the peer is gone."""
+def nowait_writer(stream: anyio.abc.ByteStream) -> Callable[[bytes], int] | None:
+    """For ``stream``, a function writing what the stream takes of some bytes
+    without waiting (the count written, 0 when it would block; raises
+    anyio.BrokenResourceError when the peer is gone), or None when the stream
+    cannot say (a stream of another kind)."""
     if isinstance(stream, FdStream):
-        return stream.send_nowait(data)
+        return stream.send_nowait
     sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
     if sock is None:
-        return 0
-    try:
-        return sock.send(data)  # anyio keeps its sockets non-blocking
-    except BlockingIOError:
-        return 0
-    except OSError as exc:
-        raise anyio.BrokenResourceError from exc
+        return None
+
+    def send(data: bytes) -> int:
+        try:
+            return sock.send(data)  # anyio keeps its sockets non-blocking
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            raise anyio.BrokenResourceError from exc
+
+    return send
 
 
 class FdStream(anyio.abc.ByteStream):
