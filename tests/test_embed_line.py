@@ -73,6 +73,14 @@ def test_small_steps_take_similar_lengths_and_skip_texts_edited_away(tmp_path):
         assert now_pending <= done, "a pending text was left out"
         with svc.store.read() as db:
             assert stored.coverage(db, ws.id, fp)[1] == 0
+
+        # a workspace removed with texts waiting in its window: the window goes with it
+        _write(kb, "c.md", [5, 50, 6], 60)
+        svc.index("kb")
+        svc.embed_queue.step(ws, 1, instant=False)
+        assert (ws.id, fp) in svc.embed_queue._line
+        svc.workspace_remove("kb")
+        assert not any(k[0] == ws.id for k in svc.embed_queue._line)
     finally:
         svc.close()
 

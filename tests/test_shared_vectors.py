@@ -87,7 +87,7 @@ def test_files_go_with_their_daemon(tmp_path):
     assert not dead.exists() and live.exists()
 
 
-def test_no_room_means_no_sharing_not_a_crash(tmp_path, monkeypatch):
+def test_no_room_means_no_sharing_for_a_while_not_a_crash(tmp_path, monkeypatch):
     """A full /dev/shm: posix_fallocate fails with ENOSPC before any byte is written (a sparse
     map would SIGBUS the daemon). Here the failure is injected: filling a real tmpfs is not ours to do."""
     def full(fd, offset, length):
@@ -97,6 +97,14 @@ def test_no_room_means_no_sharing_not_a_crash(tmp_path, monkeypatch):
     sharing = Sharing(lambda *item: None, directory=tmp_path)
     assert sharing.publish(1, "fp", _index(50), {}) is None
     assert sharing.failed and not list(tmp_path.iterdir())
+    # Room again (another program's files went): after RETRY_S, sharing resumes.
+    monkeypatch.undo()
+    assert sharing.publish(1, "fp", _index(50), {}) is None  # not yet: no try within RETRY_S
+    monkeypatch.setattr(shared_vectors, "RETRY_S", 0.0)
+    assert not sharing.failed
+    assert sharing.publish(1, "fp", _index(50), {0: _index(50).ids}) is not None
+    assert len(list(tmp_path.iterdir())) == 1
+    sharing.close()
 
 
 @pytest.fixture(scope="module")

@@ -133,7 +133,7 @@ class Service:
 
     def _forget(self, ws_id: int) -> None:
         self.vectors.forget(ws_id)
-        self.embed_queue.changed(ws_id)  # nothing settled survives a removal
+        self.embed_queue.forget(ws_id)  # nothing settled survives a removal
         self.on_invalidate("forget", ws_id)
 
     def _model_dropped(self, ws_id: int, fp: str) -> None:

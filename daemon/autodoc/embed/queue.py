@@ -103,6 +103,12 @@ class EmbedQueue:
             self._version[ws_id] = self._version.get(ws_id, 0) + 1
         self.wake.set()
 
+    def forget(self, ws_id: int) -> None:
+        """A removed workspace: its windows of texts go too (ids are never reused)."""
+        for key in [k for k in list(self._line) if k[0] == ws_id]:
+            self._line.pop(key, None)
+        self.changed(ws_id)
+
     def pending(self, db, ws_id: int, fp: str) -> int:
         """Chunks still without a vector, cached until the workspace next changes."""
         with self._lock:

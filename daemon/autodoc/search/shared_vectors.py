@@ -24,7 +24,7 @@ removes them at start (their pid no longer runs).
 
 Space is reserved with posix_fallocate before a byte is written: a full
 tmpfs fails the write with ENOSPC here, where writing into a sparse map
-would kill the daemon with SIGBUS.
+would kill the daemon with SIGBUS. Sharing then pauses for RETRY_S.
 
 Runs on: the thread that loads or merges a base (under the vector cache's
 lock), in the daemon; the search's thread in a reader.
@@ -38,6 +38,7 @@ import mmap
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -52,6 +53,9 @@ log = logging.getLogger("autodoc.search")
 # vectors at 384 dimensions); above it, it searches only a base the daemon shared.
 PRIVATE_ROWS = 300_000
 SHM_DIR = Path("/dev/shm")
+# After a base could not be written (no room in /dev/shm), no sharing for this long: the room may
+# come back (another program's files go), and each try writes up to a whole base in vain.
+RETRY_S = 300.0
 PREFIX = "autodoc-vectors-"
 _ALIGN = 64
 
@@ -215,13 +219,18 @@ class Sharing:
     def __init__(self, announce: Callable[..., None], directory: Path = SHM_DIR):
         self.announce = announce  # ("base", workspace id, fingerprint, Shared, stale documents): to every reader
         self.directory = directory
-        self.failed = False  # a write failed (no room): no more sharing; readers keep off big bases
+        self._failed_at: float | None = None  # a write failed (no room): see failed
         self._files: dict[tuple[int, str], str] = {}
         self._lock = threading.Lock()
         self._seq = itertools.count(1)
         removed = remove_stale(directory)
         if removed:
             log.info("removed %d shared vector file(s) a stopped daemon left", removed)
+
+    @property
+    def failed(self) -> bool:
+        """A write failed less than RETRY_S ago: no sharing meanwhile, and readers keep off big bases."""
+        return self._failed_at is not None and time.monotonic() - self._failed_at < RETRY_S
 
     def publish(self, ws_id: int, fp: str, base: VectorIndex, doc_chunks: dict[int, np.ndarray],
                 dirty: list[int] = ()) -> VectorIndex | None:
@@ -234,9 +243,9 @@ class Sharing:
         try:
             desc, index, _ = write(path, base, row_documents(base.ids, doc_chunks))
         except OSError as e:
-            self.failed = True
+            self._failed_at = time.monotonic()
             log.warning("could not share %d vectors with the reader processes (%s): searches by meaning "
-                        "over large workspaces stay in the daemon", len(base), e)
+                        "over large workspaces stay in the daemon; trying again in %.0f s", len(base), e, RETRY_S)
             return None
         with self._lock:
             old = self._files.get((ws_id, fp))
