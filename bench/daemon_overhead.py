@@ -16,7 +16,7 @@ p50/p95 beside both sides' own latencies. The in-process side goes through
 Then the RPC layer alone: a daemon of its own serving a stub in the
 Service's place (``--stub-calls``, 0 skips it), its CPU per call and the
 round trip, with reads handed to worker threads and with the inline path
-(rpc/inline.py, and its quick lane, rpc/quick.py): two stub daemons called in
+(rpc/inline.py, and its quick lane, rpc/quick.py): stub daemons called in
 alternating blocks.
 
 A daemon on a cached store only reads it (no file is written under its
@@ -242,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.stub_calls:
         variants: dict[str, dict[str, Any]] = {}
         if a.stub_before:
-            variants["before (--stub-before)"] = {"inline": False, "env": dict(os.environ, PYTHONPATH=a.stub_before)}
+            before_env = dict(os.environ, PYTHONPATH=a.stub_before)
+            variants["before (--stub-before), threads"] = {"inline": False, "env": before_env}
+            variants["before (--stub-before), inline"] = {"inline": True, "env": before_env}
         variants.update({"threads": {"inline": False}, "inline": {"inline": True}})
         res["stub"] = measure_stubs(a.stub_calls, variants=variants)
     if a.json:
@@ -258,8 +260,8 @@ def main(argv: list[str] | None = None) -> int:
               f"**{r['difference']['p50']:.3f}** / {r['difference']['p95']:.3f} | "
               f"{c['inproc']:.3f} · {c['daemon']:.3f} + {c['client']:.3f} · **{c['difference']:.3f}** |")
     if "stub" in res:
-        print("\nThe RPC layer alone: a stub in the Service's place, workspace.list; two stub daemons, reads "
-              "through worker threads and inline, called in alternating blocks\n")
+        print("\nThe RPC layer alone: a stub in the Service's place, workspace.list; stub daemons (reads "
+              "through worker threads, or inline: the quick lane), called in alternating blocks\n")
         print("| daemon | calls | round trip p50 / p95 ms | daemon CPU ms per call | client CPU ms per call |")
         print("|---|---|---|---|---|")
         for name, st in res["stub"].items():
