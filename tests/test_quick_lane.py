@@ -27,8 +27,9 @@ SEARCH = ["kb", "sqlite lease", {"stages": ["lexical"], "limit": 5}]
 
 # Each request is sent alone and answered before the next. Bad params never
 # become a known-quick kind (they fail before they run), so the usual path answers
-# those three; a service error is a run like any other.
-BAD_PARAMS = 3
+# those three, and the two requests that are not requests; a service error is a
+# run like any other.
+BAD_PARAMS = 5
 REQUESTS = [
     ("search.query", SEARCH),
     ("search.query", {"workspace": "kb", "query": "sqlite lease", "opts": {"stages": ["lexical"], "limit": 5}}),
@@ -41,6 +42,8 @@ REQUESTS = [
     ("search.query", {"workspace": "kb", "query": "x", "bogus": 1}),  # -32602, unknown field
     ("workspace.list", ["extra"]),  # -32602, too many positional
     ("document.outline", {"workspace": "kb", "path": "nope.md"}),
+    ([], {}),  # not a request: -32600 "method must be a string", alone on an idle daemon
+    ({"x": 1}, []),
 ]
 
 
@@ -118,7 +121,7 @@ async def test_the_lane_answers_what_the_usual_path_answers(kb_service, short_tm
     # After each kind's first `window` runs (on threads, to learn its cost), lone reads take the lane.
     assert through_lane >= 3 * (len(REQUESTS) - BAD_PARAMS), through_lane
     codes = {a["error"]["code"] for a in with_lane[-1] if "error" in a}
-    assert {-32602} < codes, codes  # bad params and a service error both answered
+    assert {-32602, -32600} < codes, codes  # bad params, bad requests and a service error all answered
     for row_lane, row_usual in zip(with_lane, without):
         for (method, params), a, b in zip(REQUESTS, row_lane, row_usual):
             assert {k for k in a if k != "id"} == {k for k in b if k != "id"}, (method, params, a, b)

@@ -48,8 +48,10 @@ class QuickLane:
         inline = self.inline
         if inline.running or inline.admitted or not isinstance(message, dict):
             return None
-        read = self.reads.get(message.get("method"))  # type: ignore[arg-type]
-        if read is None or "id" not in message or request_problem(message) is not None:
+        if "id" not in message or request_problem(message) is not None:
+            return None  # the usual path says what is wrong (a method that is not a string…)
+        read = self.reads.get(message["method"])
+        if read is None:
             return None
         name, rid = message["method"], message["id"]
         # as jsonrpcserver hands params to the usual path: absent, [] and {} alike
