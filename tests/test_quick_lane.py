@@ -13,14 +13,23 @@ import fcntl
 import json
 import os
 import socket
+import sys
+from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 
 import anyio
+import anyio.from_thread
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from autodoc.rpc.dispatch import Dispatcher
 from autodoc.rpc.framing import NEWLINE, FrameDecoder, encode_message
 from autodoc.rpc.server import RpcServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.fuzz_protocol import _BAD_JSONRPC, _BAD_METHOD, _SOME_ID, json_values, params_for, strings  # noqa: E402
 
 DEADLINE = 30
 SEARCH = ["kb", "sqlite lease", {"stages": ["lexical"], "limit": 5}]
@@ -180,3 +189,110 @@ async def test_frames_stay_whole_and_in_order_when_the_peer_reads_slowly(kb_serv
                 await server.shutdown_requested.wait()
     for fd in (to_server_r, from_server_r, from_server_w):
         os.close(fd)
+
+
+@contextmanager
+def _serving(service, folder):
+    """The same service served twice over real Unix sockets, from a thread of its own: with the
+    quick lane, every kind known-quick after one run (the lane's answers are what is compared,
+    not the rule's timing), and without it. Yields (lane socket, usual socket, the lane server's
+    calls that went through its dispatcher)."""
+    lane, usual = RpcServer(service), RpcServer(service)
+    for server in (lane, usual):
+        server.inline.below_s = server.inline.wall_below_s = 10.0
+        server.inline.window = 1
+    usual.quick = None
+    dispatched: list = []
+    real = lane.dispatcher.dispatch
+
+    async def counting(message, *args, **kwargs):
+        dispatched.append(message)
+        return await real(message, *args, **kwargs)
+
+    lane.dispatcher.dispatch = counting
+    with anyio.from_thread.start_blocking_portal() as portal:
+        for name, server in (("l", lane), ("u", usual)):
+            portal.start_task(partial(server.run, socket_path=folder / f"{name}.sock"))
+        try:
+            yield folder / "l.sock", folder / "u.sock", dispatched
+        finally:
+            for server in (lane, usual):
+                portal.call(server.request_shutdown, "test over")
+
+
+LANE_METHODS = sorted(m for m in ("search.query", "search.similar", "document.read", "document.links",
+                                  "document.backlinks", "document.outline", "document.problems",
+                                  "workspace.list", "workspace.status", "workspace.tags", "session.list",
+                                  "changes.since"))
+
+
+KB_PATHS = sorted(str(p.relative_to(KB_DIR)) for p in KB_DIR.rglob("*.md")) if (
+    KB_DIR := Path(__file__).parent / "corpora" / "kb").is_dir() else []
+_OPTS = st.fixed_dictionaries({}, optional={
+    "limit": st.integers(-1, 60), "stages": st.sampled_from([["lexical"], ["lexical", "semantic"], ["semantic"], []]),
+    "paths": st.lists(st.sampled_from(["**", "adr/**", "*.md", "["]), max_size=2), "snippet": st.booleans()})
+
+
+def _kb_params(draw, method: str):
+    """Params on the fixture's workspace that mostly bind, so many runs reach the lane."""
+    path = draw(st.one_of(st.sampled_from(KB_PATHS or ["none.md"]), strings))
+    p = {"workspace": "kb", "search.query": {"query": draw(strings), "opts": draw(_OPTS)},
+         "search.similar": {"path": path, "opts": draw(_OPTS)}}.get(method, {})
+    full = {"workspace": "kb", **(p if isinstance(p, dict) else {})}
+    if method.startswith("document."):
+        full["path"] = path
+    if method == "changes.since":
+        full["cursor"] = draw(st.integers(-2, 10 ** 6))
+    if method == "workspace.list":
+        full = {}
+    return full
+
+
+@st.composite
+def _lone_reads(draw) -> dict:
+    """A request for a read the lane may answer, with params fuzzed from the schema (bench/
+    fuzz_protocol.py's) or on the fixture's workspace, sometimes broken: a bad jsonrpc, a method
+    that is no method name, an unknown member."""
+    method = draw(st.sampled_from(LANE_METHODS))
+    message = {"jsonrpc": "2.0", "method": method, "id": draw(_SOME_ID)}
+    if draw(st.integers(0, 5)):
+        message["params"] = draw(params_for(method)) if draw(st.booleans()) else _kb_params(draw, method)
+    breakage = draw(st.integers(0, 9))
+    if breakage == 1:
+        message["jsonrpc"] = draw(_BAD_JSONRPC)
+    elif breakage == 2:
+        message["method"] = draw(_BAD_METHOD)
+    elif breakage == 3:
+        message[draw(strings)] = draw(json_values)
+    return message
+
+
+def _ask(path: Path, message: dict) -> dict:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+        raw.settimeout(DEADLINE)
+        raw.connect(str(path))
+        raw.sendall(json.dumps(message).encode() + b"\n")
+        return json.loads(raw.makefile("rb").readline())
+
+
+def test_fuzzed_lone_reads_answer_alike_with_and_without_the_lane(kb_service, short_tmp):
+    """Each fuzzed request twice to the daemon with the lane (the first run teaches the rule its
+    kind, so the second may take the lane) and once to the one without: the same answer."""
+    with _serving(kb_service, short_tmp) as (lane, usual, dispatched):
+        asked: list = []
+
+        @settings(max_examples=200, deadline=None, database=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+        @given(message=_lone_reads())
+        def check(message):
+            _ask(lane, message)
+            before = len(dispatched)
+            a, b = _ask(lane, message), _ask(usual, message)
+            asked.append(len(dispatched) == before)  # True: the lane answered it
+            assert a.get("error", {}).get("code") != -32603, (message, a)
+            assert json.dumps(a.get("id")) == json.dumps(b.get("id")), (message, a, b)
+            assert _volatile({k: v for k, v in a.items() if k != "id"}) == \
+                _volatile({k: v for k, v in b.items() if k != "id"}), (message, a, b)
+
+        check()
+        assert sum(asked) >= 40, f"the lane answered {sum(asked)} of {len(asked)}"
