@@ -258,7 +258,11 @@ class Connection:
         if alone and self._quick is not None and not self._running and self._accepting():
             answer = self._quick.answer(message)
             if answer is not None:
-                await self.send(answer, direct=True)
+                if not self._write_or_queue_nowait(self._encode(answer)):
+                    # the outbox is full (a peer not reading): the answer waits in a task, as the
+                    # usual path's would, and counts as in flight; the reader goes on
+                    self._running += 1
+                    requests.start_soon(self._send_later, answer)
                 return
         size = len(item.payload)
         refused, registered, admitted = self._admit(message, size)
@@ -406,26 +410,47 @@ class Connection:
                 return broken
 
     async def send(self, message: Any, *, direct: bool = False) -> None:
-        """Queue one message in the outbox. ``direct`` (an answer): when nothing
-        is queued or being written, the usual case, first write what the stream
-        takes without waiting, one hop fewer through the writer task; what it
-        does not take goes to the outbox, so frames keep their order either way
-        and no sender ever waits for the peer to read, only for outbox room."""
+        """Queue one message in the outbox. ``direct`` (an answer): see
+        _write_or_queue_nowait, one hop fewer through the writer task. Frames keep
+        their order either way, and no sender ever waits for the peer to read,
+        only for outbox room."""
         data = self._encode(message)
-        if direct and self._write_nowait is not None and not self._queued and not self._writing and not self._broken:
-            try:
-                sent = self._write_nowait(data)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                self._gone_while_writing()
-                return
-            if sent == len(data):
-                return
-            data = data[sent:]
+        if direct and self._write_or_queue_nowait(data):
+            return
         self._queued += 1
         try:
             await self._outbox_send.send(data)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._queued -= 1
+
+    def _write_or_queue_nowait(self, data: bytes) -> bool:
+        """When nothing is queued or being written, the usual case, write what the stream takes
+        at once and queue the rest in the same step (a notification queued between a frame's two
+        parts would be written into its middle); else queue it if the outbox has room. False:
+        the outbox is full, nothing was written."""
+        if self._write_nowait is not None and not self._queued and not self._writing and not self._broken:
+            try:
+                sent = self._write_nowait(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                self._gone_while_writing()
+                return True
+            if sent == len(data):
+                return True
+            data = data[sent:]  # the outbox is empty (nothing queued): it has room for the rest
+        try:
+            self._outbox_send.send_nowait(data)
+        except anyio.WouldBlock:
+            return False
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return True  # closing: nobody left to answer
+        self._queued += 1
+        return True
+
+    async def _send_later(self, answer: Any) -> None:
+        try:
+            await self.send(answer)
+        finally:
+            self._running -= 1
 
     def notify_nowait(self, method: str, params: Any) -> bool:
         """Queue a notification; False if it was dropped (outbox full or closed)."""

@@ -31,12 +31,13 @@ The rule, and what it costs the others:
   kind's recent median. That is how long one client can hold up another
   through this path.
 
-Runs on: the event loop (``record`` also from worker threads: one dict store,
-atomic under the GIL).
+Runs on: the event loop (``record`` also from worker threads, under a lock;
+``may_run`` reads one dict entry, atomic under the GIL).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from functools import lru_cache
 from typing import Any, Hashable
@@ -101,20 +102,22 @@ class InlineReads:
         self.running = 0  # reads and writes asked for and not yet over, on any thread
         self._recent: dict[Hashable, deque[tuple[float, float]]] = {}  # (CPU, wall) seconds
         self._quick: dict[Hashable, bool] = {}  # whether each kind's recent runs were quick
+        self._recording = threading.Lock()
 
     def may_run(self, kind: Hashable) -> bool:
         return not self.running and self.admitted <= 1 and self._quick.get(kind, False)
 
     def record(self, kind: Hashable, cpu_s: float, wall_s: float) -> None:
-        recent = self._recent.get(kind)
-        if recent is None:
-            recent = self._recent.setdefault(kind, deque(maxlen=self.window))
-        recent.append((cpu_s, wall_s))
-        # decided here, once a run, rather than on every may_run (two or three a request)
-        quick = False
-        if len(recent) >= self.window:
-            runs = list(recent)
-            mid = len(runs) // 2
-            quick = (sorted(c for c, _ in runs)[mid] < self.below_s
-                     and sorted(w for _, w in runs)[mid] < self.wall_below_s)
-        self._quick[kind] = quick
+        with self._recording:  # two threads recording one kind: the decision is the last window's
+            recent = self._recent.get(kind)
+            if recent is None:
+                recent = self._recent.setdefault(kind, deque(maxlen=self.window))
+            recent.append((cpu_s, wall_s))
+            # decided here, once a run, rather than on every may_run (two or three a request)
+            quick = False
+            if len(recent) >= self.window:
+                runs = list(recent)
+                mid = len(runs) // 2
+                quick = (sorted(c for c, _ in runs)[mid] < self.below_s
+                         and sorted(w for _, w in runs)[mid] < self.wall_below_s)
+            self._quick[kind] = quick

@@ -56,27 +56,33 @@ class QuickLane:
         name, rid = message["method"], message["id"]
         # as jsonrpcserver hands params to the usual path: absent, [] and {} alike
         raw = message.get("params") or {}
-        kind = read_kind(name, raw)  # the kind of the bound params too: decided before binding
-        if not inline.may_run(kind):
-            return None
         try:
+            kind = read_kind(name, raw)  # the kind of the bound params too: decided before binding
+            if not inline.may_run(kind):
+                return None
             params = schemas.bind_params(name, raw)
         except AutodocError as exc:
             return error_response(exc, rid)
+        except Exception:
+            log.exception("%s: the quick lane failed before the call", name)
+            return error_response(InternalError("internal error"), rid)
         inline.running += 1
         inline.admitted += 1
         c0, t0 = time.thread_time(), time.perf_counter()
         try:
             result = read(params)
-            if self.check_results:
-                check_result(name, result)
         except AutodocError as exc:
             return error_response(exc, rid)
         except Exception:
             log.exception("%s failed", name)
             return error_response(InternalError("internal error"), rid)
         finally:
-            inline.record(kind, time.thread_time() - c0, time.perf_counter() - t0)
             inline.running -= 1
             inline.admitted -= 1
+            inline.record(kind, time.thread_time() - c0, time.perf_counter() - t0)
+        if self.check_results:
+            try:
+                check_result(name, result)
+            except AutodocError as exc:
+                return error_response(exc, rid)
         return {"jsonrpc": "2.0", "result": result, "id": rid}
