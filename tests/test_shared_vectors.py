@@ -63,6 +63,46 @@ def test_a_shared_base_searches_as_the_original_and_cannot_be_written(tmp_path, 
     assert np.array_equal(shared_vectors.row_documents(base.ids, chunks), docs)
 
 
+@pytest.mark.parametrize("half_above", [None, 0, 3200])  # float32, float16, and float32 turning float16
+def test_a_merge_written_straight_into_a_file_is_the_private_merge_row_for_row(tmp_path, monkeypatch, half_above):
+    """At 1M chunks a merge used to build the merged base in private memory and then copy it into
+    the shared file: the old base, the new one and its copy at once (≈ 2.4 GB). write_merged
+    builds it in the file; it must hold what merge() would, row for row."""
+    from autodoc.search.vector_cache import WorkspaceVectors
+
+    monkeypatch.setattr(shared_vectors, "COPY_ROWS", 700)  # several selection chunks, one partial
+    base = _index(3000, half_above=half_above)
+    wv = WorkspaceVectors("fp", base, VectorIndex.empty(base.dim, half_above=base.half_above))
+    rng = np.random.default_rng(5)
+    wv.retire(rng.choice(base.ids, 400, replace=False))  # deleted rows
+    extra = _index(700, seed=9, half_above=half_above)
+    replaced = rng.choice(base.ids[~np.isin(base.ids, list(wv.dead))], 50, replace=False)
+    added_ids = np.concatenate([replaced, extra.ids[:650] + 10 ** 6])  # ids present in the base: replaced
+    wv.add(added_ids.tolist(), extra.vecs[:700].astype(np.float32), extra.codes[:700])
+    doc_chunks = {d: np.sort(c) for d, c in _by_doc(np.concatenate([base.ids, added_ids])).items()}
+
+    keep, added = wv.merge_parts()
+    desc, shared, docs = shared_vectors.write_merged(tmp_path / "m", wv.base, keep, added, doc_chunks)
+    wv.merge()
+    private = wv.base
+    assert np.array_equal(shared.ids, private.ids) and shared.vecs.dtype == private.vecs.dtype
+    assert np.array_equal(shared.vecs, private.vecs)
+    assert np.array_equal(shared._hamming_words(), private._hamming_words())
+    assert np.array_equal(docs, shared_vectors.row_documents(private.ids, doc_chunks))
+    for _ in range(5):
+        q = rng.standard_normal(base.dim).astype(np.float32)
+        assert shared.search(q, top=30, exact=False) == private.search(q, top=30, exact=False)
+    theirs, _ = shared_vectors.attach(desc)
+    assert np.array_equal(theirs.vecs, private.vecs)
+
+
+def _by_doc(ids: np.ndarray) -> dict[int, np.ndarray]:
+    out: dict[int, list[int]] = {}
+    for i in np.unique(ids).tolist():
+        out.setdefault(i % 97, []).append(i)
+    return {d: np.array(c, dtype=np.int64) for d, c in out.items()}
+
+
 def test_files_go_with_their_daemon(tmp_path):
     announced = []
     sharing = Sharing(lambda *item: announced.append(item), directory=tmp_path)
@@ -164,6 +204,44 @@ def test_a_reader_borrows_the_daemons_base_and_keeps_its_own_changes(embedded, t
         (kb / "zz-borrowed.md").unlink(missing_ok=True)
         daemon.index_paths("kb", ["zz-borrowed.md"])  # gone from the store too: the module's other tests share it
         reader.close()
+        daemon.vectors.sharing.close()
+        daemon.close()
+
+
+def test_the_daemon_merges_a_shared_base_straight_into_the_next_file(embedded, tmp_path, monkeypatch):
+    """Past the merge threshold the daemon writes the merged base into a new shared file, never
+    building it in private memory first; its answers are those of a daemon that does not share."""
+    from autodoc.search import vector_cache
+
+    root, kb = embedded
+    daemon = Service(Settings.from_env(store=root / "s.db"))
+    plain = Service(Settings.from_env(store=root / "s.db"), writer=False)
+    told: list[tuple] = []
+    daemon.vectors.sharing = Sharing(lambda *item: told.append(item), directory=tmp_path)
+    merges = []
+    real_merge = vector_cache.WorkspaceVectors.merge
+    monkeypatch.setattr(vector_cache.WorkspaceVectors, "merge", lambda wv: merges.append(wv) or real_merge(wv))
+    try:
+        daemon.search("kb", QUERIES[0], SEMANTIC)
+        (ws_id, fp), = [(i[1], i[2]) for i in told]
+        first = Path(told[0][3].path)
+        monkeypatch.setattr(vector_cache, "MERGE_MIN_ROWS", 0)  # a twentieth of this small base: one new note
+        (kb / "zz-merge.md").write_text("# Quokka census\n\n" + "\n".join(
+            f"## Island {i}\n\nThe quokka census on island {i} counts {i * 7} marsupials.\n" for i in range(40)))
+        daemon.index_paths("kb", ["zz-merge.md"])
+        daemon.embed_pending("kb")
+        q = "counting marsupials on an island"
+        mine = daemon.search("kb", q, SEMANTIC)
+        wv = daemon.vectors._by_key[(ws_id, fp)]
+        assert [i[0] for i in told] == ["base", "base"], told  # a second base: the merged one
+        assert wv.base is wv.shared and not len(wv.delta) and not wv.dead and not merges
+        assert not first.exists() and Path(told[1][3].path).exists()
+        assert mine["hits"] == plain.search("kb", q, SEMANTIC)["hits"]
+        assert mine["hits"][0]["path"] == "zz-merge.md"
+    finally:
+        (kb / "zz-merge.md").unlink(missing_ok=True)
+        daemon.index_paths("kb", ["zz-merge.md"])  # gone from the store too: the module's other tests share it
+        plain.close()
         daemon.vectors.sharing.close()
         daemon.close()
 

@@ -60,6 +60,11 @@ def _half_precision(vecs: np.ndarray) -> np.ndarray:
     return vecs.astype(np.float16).astype(np.float32)
 
 
+# A delta (or the dead rows) is merged into the base past a twentieth (a tenth) of it, and
+# never before this many rows: small workspaces would otherwise merge on every save.
+MERGE_MIN_ROWS = 2000
+
+
 @dataclass
 class WorkspaceVectors:
     """One workspace's searchable vectors: a large base plus a small delta.
@@ -97,19 +102,32 @@ class WorkspaceVectors:
                 self.dead.add(i)
 
     def add(self, ids: list[int], vecs: np.ndarray, codes: np.ndarray) -> None:
+        # merged once outgrown, by VectorCache.get (into the next shared file when the daemon shares)
         self.delta = self.delta.with_added(ids, vecs, codes)
-        if not self.borrowed and self.outgrown(1):
-            self.merge()
 
     def outgrown(self, times: int) -> bool:
         """Whether the delta or the dead rows are past ``times`` the merge threshold."""
-        return (len(self.delta) > times * max(2000, len(self.base) // 20)
-                or len(self.dead) > times * max(2000, len(self.base) // 10))
+        return (len(self.delta) > times * max(MERGE_MIN_ROWS, len(self.base) // 20)
+                or len(self.dead) > times * max(MERGE_MIN_ROWS, len(self.base) // 10))
 
     def merge(self) -> None:
         base = self.base.without(np.fromiter(self.dead, dtype=np.int64)) if self.dead else self.base
-        self.base = base.with_added(self.delta.ids, self.delta.vecs, self.delta.codes) if len(self.delta) else base
-        self.delta = VectorIndex.empty(self.base.dim)
+        self.merged_into(base.with_added(self.delta.ids, self.delta.vecs, self.delta.codes)
+                         if len(self.delta) else base)
+
+    def merge_parts(self) -> tuple[np.ndarray | None, VectorIndex]:
+        """What merge() keeps of the base (a row mask; None: every row) and what it adds."""
+        keep = None if self.alive is None else self.alive.copy()
+        if len(self.delta):
+            replaced = self.base.mask_for(self.delta.ids)  # with_added replaces an id present
+            if replaced.any():
+                keep = ~replaced if keep is None else keep & ~replaced
+        return keep, self.delta
+
+    def merged_into(self, base: VectorIndex) -> None:
+        """``base`` holds the old base and the delta merged (merge(), or a shared file's copy)."""
+        self.base = base
+        self.delta = VectorIndex.empty(base.dim)
         self.dead.clear()
         self.alive = None
         self.borrowed = False  # the merged base is this process's own
@@ -183,8 +201,6 @@ def _refresh(db: apsw.Connection, wv: WorkspaceVectors, ws_id: int, dim: int) ->
             per.setdefault(did, []).append(cid)
         for d, c in per.items():
             wv.doc_chunks[d] = np.array(c, dtype=np.int64)
-    elif not wv.borrowed and wv.outgrown(1):
-        wv.merge()  # deletions alone retire rows: they too are merged away past the threshold
 
 
 @dataclass
@@ -317,16 +333,25 @@ class VectorCache:
             self._by_key[key] = wv
             if wv.borrowed and wv.outgrown(2):
                 raise NotShared(f"workspace {ws_id}: the changes since the shared base outgrew it", key)
-            if (self.sharing is not None and not self.sharing.failed and wv.base is not wv.shared
-                    and not wv.all_dirty):
-                if len(wv.delta) or wv.dead:
-                    wv.merge()  # a base loaded before the readers came: they borrow it whole
-                # documents re-marked above are stale in this base too: the readers refresh them
-                shared = self.sharing.publish(ws_id, fp, wv.base, wv.doc_chunks, sorted(wv.dirty))
-                if shared is not None:
-                    wv.base = wv.shared = shared  # the private arrays go: one copy, in shared memory
-                    release_free_heap()
+            if (self.sharing is not None and not self.sharing.failed and not wv.all_dirty
+                    and (wv.base is not wv.shared or wv.outgrown(1))):
+                self._share(ws_id, fp, wv)
+            if not wv.borrowed and wv.outgrown(1):
+                # additions, or deletions alone, past the threshold; not shared (no sharing, or no
+                # room just now): merged in private memory
+                wv.merge()
             return wv
+
+    def _share(self, ws_id: int, fp: str, wv: WorkspaceVectors) -> None:
+        """Share ``wv``'s base (a load, or one loaded before the readers came) or merge its delta
+        into a new shared one, written straight into the shared file: the readers borrow it whole."""
+        keep, added = wv.merge_parts() if (len(wv.delta) or wv.dead) else (None, None)
+        # documents re-marked in get() are stale in this base too: the readers refresh them
+        shared = self.sharing.publish(ws_id, fp, wv.base, wv.doc_chunks, sorted(wv.dirty), keep, added)
+        if shared is not None:
+            wv.merged_into(shared)  # the private arrays go: one copy, in shared memory
+            wv.shared = shared
+            release_free_heap()
 
     def merged(self, db: apsw.Connection, ws_id: int, fp: str, dim: int) -> VectorIndex:
         """The workspace's vectors as one VectorIndex (merging any delta first)."""
