@@ -120,7 +120,7 @@ def write(path: Path, base: VectorIndex, docs: np.ndarray) -> tuple[Shared, Vect
 
 # Rows copied at a time when a merge selects the base's kept rows: the selection's
 # temporary stays a few MB, not a second copy of the base.
-COPY_ROWS = 65_536
+COPY_ROWS = 16_384
 
 
 def write_merged(path: Path, base: VectorIndex, keep: np.ndarray | None, added: VectorIndex,
