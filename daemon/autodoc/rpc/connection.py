@@ -59,7 +59,7 @@ from .dispatch import (
 )
 from .inline import InlineReads
 from .quick import QuickLane
-from .transport import nowait_writer
+from .transport import nowait_writer, read_fd
 from .framing import NEWLINE, FrameDecoder, FrameError, encode_message
 from ..errors import AutodocError, InternalError, InvalidRequest, Overloaded, ParseError
 
@@ -145,6 +145,8 @@ class Connection:
         self._load = load
         self._quick = quick
         self._write_nowait = nowait_writer(stream)
+        self.read_fd = read_fd(stream)
+        self.reading = True  # until the reader stops (EOF, a broken stream, shutdown)
         self._inflight: dict[str, InFlight] = {}
         self.max_inflight = max_inflight
         self.max_inflight_bytes = max_inflight_bytes
@@ -208,6 +210,12 @@ class Connection:
         self._scope.cancel()
 
     async def _read_loop(self, requests: anyio.abc.TaskGroup) -> None:
+        try:
+            await self._read_frames(requests)
+        finally:
+            self.reading = False
+
+    async def _read_frames(self, requests: anyio.abc.TaskGroup) -> None:
         while True:
             try:
                 data = await self.stream.receive(READ_SIZE)

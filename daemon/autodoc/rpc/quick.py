@@ -18,8 +18,14 @@ jsonrpcserver, and the cancel scope (nothing could cancel a run on the loop).
 
 Input: one parsed message. Output: its answer, or None when it is not for the
 lane (a batch, a notification, a write, a method with its own handler, a busy
-daemon, a kind not known to be quick; all known before the params are bound):
-the usual path then answers it.
+daemon, a kind not known to be quick, bytes waiting on any connection; all known
+before the params are bound): the usual path then answers it.
+
+Why the last: the lane answers a request before the loop reads the next one, so a
+burst of clients, each request answered alone, would always find the daemon
+idle and be served one by one on the loop's one core; with bytes waiting, the
+requests go to tasks, are admitted together, and reach the reader processes
+and threads as before.
 
 Runs on: the event loop.
 """
@@ -39,10 +45,12 @@ log = logging.getLogger("autodoc.rpc")
 
 
 class QuickLane:
-    def __init__(self, reads: dict[str, Callable[[dict], Any]], inline: InlineReads, *, check_results: bool = False):
+    def __init__(self, reads: dict[str, Callable[[dict], Any]], inline: InlineReads, *, check_results: bool = False,
+                 input_waiting: Callable[[], bool] = lambda: False):
         self.reads = reads  # method name → its call on bound params (plain reads only)
         self.inline = inline
         self.check_results = check_results
+        self.input_waiting = input_waiting  # another request is on its way (the server polls its connections)
 
     def answer(self, message: Any) -> dict | None:
         inline = self.inline
@@ -58,7 +66,7 @@ class QuickLane:
         raw = message.get("params") or {}
         try:
             kind = read_kind(name, raw)  # the kind of the bound params too: decided before binding
-            if not inline.may_run(kind):
+            if not inline.may_run(kind) or self.input_waiting():
                 return None
             params = schemas.bind_params(name, raw)
         except AutodocError as exc:

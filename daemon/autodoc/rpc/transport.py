@@ -77,6 +77,14 @@ def same_file(path: Path, ino: int | None) -> bool:
         return False
 
 
+def read_fd(stream: anyio.abc.ByteStream) -> int | None:
+    """The descriptor ``stream`` reads from, to poll (None: a stream of another kind)."""
+    if isinstance(stream, FdStream):
+        return stream.read_fd
+    sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+    return None if sock is None else sock.fileno()
+
+
 def nowait_writer(stream: anyio.abc.ByteStream) -> Callable[[bytes], int] | None:
     """For ``stream``, a function writing what the stream takes of some bytes
     without waiting (the count written, 0 when it would block; raises
