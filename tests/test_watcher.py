@@ -137,3 +137,58 @@ async def test_the_watcher_stays_inside_the_root_and_follows_new_folders(short_t
 
 async def _async(value: bool) -> bool:
     return value
+
+
+async def test_a_save_while_the_watcher_restarts_is_not_missed(short_tmp, monkeypatch):
+    """Seen as test_daemon_e2e failing one run in three: adding a workspace restarts the
+    watcher, which walks every folder again with nothing watching; a file saved in a
+    workspace watched before, during that walk, was never indexed. The save is made inside
+    the walk (a hook on the walk, not a stand-in for it): deterministic, and real otherwise:
+    a real Service, store, folders and watchfiles."""
+    from functools import partial
+
+    from autodoc.config import Settings
+    from autodoc.index import live as live_mod
+    from autodoc.service import Service
+
+    kb, other = short_tmp / "kb", short_tmp / "other"
+    kb.mkdir()
+    other.mkdir()
+    (kb / "a.md").write_text("# A\n\nalpha\n")
+    (other / "b.md").write_text("# B\n\nbeta\n")
+    svc = Service(Settings.from_env(store=short_tmp / "s.db"))
+    svc.workspace_add("kb", str(kb), NO_MODEL)
+    svc.index("kb")
+    walks = []
+    real_walk = live_mod._folders
+
+    def walk(roots):
+        walks.append(sorted(roots))
+        if len(walks) == 2:  # the restart's walk: no watcher runs now
+            (kb / "gap.md").write_text("# Gap\n\nzebracorn saved while nothing watched\n")
+        return real_walk(roots)
+
+    monkeypatch.setattr(live_mod, "_folders", walk)
+    watching: list[list[str]] = []
+
+    async def run(fn, *args):
+        return await anyio.to_thread.run_sync(partial(fn, *args))
+
+    live = live_mod.LiveIndex(svc, read=run, write=run, set_watching=watching.append)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(live.run)
+            await _wait(lambda: _async(watching[-1:] == [["kb"]]), "the first watcher")
+            svc.workspace_add("other", str(other), NO_MODEL)
+            live.roots_changed()
+            await _wait(lambda: _async(watching[-1:] == [["kb", "other"]]), "the second watcher")
+
+            async def found() -> bool:
+                hits = (await run(svc.search, "kb", "zebracorn", {"stages": ["lexical"]}))["hits"]
+                return [h["path"] for h in hits] == ["gap.md"]
+
+            await _wait(found, "the file saved while nothing watched")
+            assert walks[:2] == [["kb"], ["kb", "other"]]
+            live.stop()
+    finally:
+        svc.close()

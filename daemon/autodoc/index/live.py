@@ -9,6 +9,9 @@ appears is indexed at once (its Markdown files, found by walking just that
 folder), then again once the new watcher is up, so a file saved between the
 two is not missed; a workspace where a folder vanished or was renamed away
 is indexed whole (the files inside got no event of their own) once re-watched.
+While every folder is walked again (workspaces added or removed), nothing
+watches: each workspace watched before is indexed again (incrementally) once
+the new watcher runs, so a file saved in that gap is not missed.
 A new folder used to cost a whole-workspace index before its first file
 answered: 2.8 s at 1M chunks (docs/benchmarks/speed.md, save → searchable). A saved .md/.markdown file is handed to `Service.index_paths`
 after a ~50 ms debounce (and so is _schema/frontmatter.yaml, which
@@ -108,6 +111,10 @@ class LiveIndex:
             if self._walk_all or roots != watched:
                 self._walk_all = False
                 folders = await anyio.to_thread.run_sync(_folders, roots)
+                # Nothing watched while the folders were walked (seconds for a large tree): a
+                # file saved meanwhile in a workspace watched before is found by indexing it again
+                # (incremental: unchanged files cost a stat) once the new watcher runs.
+                self._refolder.update(name for name in roots if name in watched)
             else:
                 folders = sorted(set(folders) | self._more_folders)
             self._more_folders = set()
