@@ -71,6 +71,19 @@ def dispatched(monkeypatch):
     return calls
 
 
+def _count_dispatches(server: RpcServer) -> list:
+    """The messages that go through this server's usual path (its dispatcher still runs them)."""
+    dispatched: list = []
+    real = server.dispatcher.dispatch
+
+    async def counting(message, *args, **kwargs):
+        dispatched.append(message)
+        return await real(message, *args, **kwargs)
+
+    server.dispatcher.dispatch = counting
+    return dispatched
+
+
 def _volatile(answer: dict) -> dict:
     """The answer less what differs between two runs of the same read (timings)."""
     def strip(v):
@@ -242,14 +255,7 @@ async def test_a_burst_of_clients_is_not_served_one_by_one_on_the_loop(short_tmp
     server = RpcServer(service)
     server.inline.below_s = server.inline.wall_below_s = 10.0
     server.inline.window = 1
-    dispatched: list = []
-    real = server.dispatcher.dispatch
-
-    async def counting(message, *args, **kwargs):
-        dispatched.append(message)
-        return await real(message, *args, **kwargs)
-
-    server.dispatcher.dispatch = counting
+    dispatched = _count_dispatches(server)
     sock_path = short_tmp / "d.sock"
 
     def clients() -> list[dict]:
@@ -295,14 +301,7 @@ def _serving(service, folder):
         server.inline.below_s = server.inline.wall_below_s = 10.0
         server.inline.window = 1
     usual.quick = None
-    dispatched: list = []
-    real = lane.dispatcher.dispatch
-
-    async def counting(message, *args, **kwargs):
-        dispatched.append(message)
-        return await real(message, *args, **kwargs)
-
-    lane.dispatcher.dispatch = counting
+    dispatched = _count_dispatches(lane)
     with anyio.from_thread.start_blocking_portal() as portal:
         for name, server in (("l", lane), ("u", usual)):
             portal.start_task(partial(server.run, socket_path=folder / f"{name}.sock"))
