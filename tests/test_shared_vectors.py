@@ -190,9 +190,7 @@ def test_a_reader_borrows_the_daemons_base_and_keeps_its_own_changes(embedded, t
         assert not borrowed.base.vecs.flags.writeable
 
         # a save: the daemon's writer commits and embeds; the reader hears of it and refreshes on top
-        (kb / "zz-borrowed.md").write_text("# Quokka census\n\nThe quokka census counts marsupials on islands.\n")
-        daemon.index_paths("kb", ["zz-borrowed.md"])
-        daemon.embed_pending("kb")
+        _save(daemon, kb, "zz-borrowed.md", "# Quokka census\n\nThe quokka census counts marsupials on islands.\n")
         apply_invalidations(reader, told)
         told.clear()
         q = "counting marsupials on an island"
@@ -201,8 +199,7 @@ def test_a_reader_borrows_the_daemons_base_and_keeps_its_own_changes(embedded, t
         assert theirs["hits"][0]["path"] == "zz-borrowed.md"
         assert reader.vectors._by_key[(ws_id, fp)].base is borrowed.base  # still the borrowed base
     finally:
-        (kb / "zz-borrowed.md").unlink(missing_ok=True)
-        daemon.index_paths("kb", ["zz-borrowed.md"])  # gone from the store too: the module's other tests share it
+        _unsave(daemon, kb, "zz-borrowed.md")
         reader.close()
         daemon.vectors.sharing.close()
         daemon.close()
@@ -226,10 +223,8 @@ def test_the_daemon_merges_a_shared_base_straight_into_the_next_file(embedded, t
         (ws_id, fp), = [(i[1], i[2]) for i in told]
         first = Path(told[0][3].path)
         monkeypatch.setattr(vector_cache, "MERGE_MIN_ROWS", 0)  # a twentieth of this small base: one new note
-        (kb / "zz-merge.md").write_text("# Quokka census\n\n" + "\n".join(
+        _save(daemon, kb, "zz-merge.md", "# Quokka census\n\n" + "\n".join(
             f"## Island {i}\n\nThe quokka census on island {i} counts {i * 7} marsupials.\n" for i in range(40)))
-        daemon.index_paths("kb", ["zz-merge.md"])
-        daemon.embed_pending("kb")
         q = "counting marsupials on an island"
         mine = daemon.search("kb", q, SEMANTIC)
         wv = daemon.vectors._by_key[(ws_id, fp)]
@@ -239,11 +234,23 @@ def test_the_daemon_merges_a_shared_base_straight_into_the_next_file(embedded, t
         assert mine["hits"] == plain.search("kb", q, SEMANTIC)["hits"]
         assert mine["hits"][0]["path"] == "zz-merge.md"
     finally:
-        (kb / "zz-merge.md").unlink(missing_ok=True)
-        daemon.index_paths("kb", ["zz-merge.md"])  # gone from the store too: the module's other tests share it
+        _unsave(daemon, kb, "zz-merge.md")
         plain.close()
         daemon.vectors.sharing.close()
         daemon.close()
+
+
+def _save(daemon: Service, kb: Path, name: str, text: str) -> None:
+    """A note saved in the module's shared corpus, indexed and embedded by the daemon's writer."""
+    (kb / name).write_text(text)
+    daemon.index_paths("kb", [name])
+    daemon.embed_pending("kb")
+
+
+def _unsave(daemon: Service, kb: Path, name: str) -> None:
+    """The note gone from the folder and the store: the module's other tests share both."""
+    (kb / name).unlink(missing_ok=True)
+    daemon.index_paths("kb", [name])
 
 
 class _Caches:

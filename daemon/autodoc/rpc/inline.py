@@ -38,9 +38,10 @@ Runs on: the event loop (``record`` also from worker threads, under a lock;
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from functools import lru_cache
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
 from . import schemas
 
@@ -106,6 +107,14 @@ class InlineReads:
 
     def may_run(self, kind: Hashable) -> bool:
         return not self.running and self.admitted <= 1 and self._quick.get(kind, False)
+
+    def measured(self, kind: Hashable, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, its CPU and wall time recorded for ``kind`` (on any thread)."""
+        c0, t0 = time.thread_time(), time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.record(kind, time.thread_time() - c0, time.perf_counter() - t0)
 
     def record(self, kind: Hashable, cpu_s: float, wall_s: float) -> None:
         with self._recording:  # two threads recording one kind: the decision is the last window's

@@ -72,25 +72,12 @@ async def run_peer_read(app: App, ctx: RequestContext, fn: Callable[..., Any], *
     if inline is None:
         return await _peer_read(app, ctx, partial(fn, *args, **kwargs))
     kind = ctx.data.get("kind", ctx.method)
-    if inline.may_run(kind):
-        inline.running += 1
-        c0, t0 = time.thread_time(), time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            inline.record(kind, time.thread_time() - c0, time.perf_counter() - t0)
-            inline.running -= 1
-
-    def timed() -> Any:
-        c0, t0 = time.thread_time(), time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            inline.record(kind, time.thread_time() - c0, time.perf_counter() - t0)
-
+    here = inline.may_run(kind)  # asked before this read counts as running
     inline.running += 1
     try:
-        return await _peer_read(app, ctx, timed)
+        if here:
+            return inline.measured(kind, fn, *args, **kwargs)
+        return await _peer_read(app, ctx, partial(inline.measured, kind, fn, *args, **kwargs))
     finally:
         inline.running -= 1
 

@@ -33,7 +33,6 @@ Runs on: the event loop.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Callable
 
 from ..errors import AutodocError, InternalError
@@ -76,9 +75,8 @@ class QuickLane:
             return error_response(InternalError("internal error"), rid)
         inline.running += 1
         inline.admitted += 1
-        c0, t0 = time.thread_time(), time.perf_counter()
         try:
-            result = read(params)
+            result = inline.measured(kind, read, params)
         except AutodocError as exc:
             return error_response(exc, rid)
         except Exception:
@@ -87,7 +85,6 @@ class QuickLane:
         finally:
             inline.running -= 1
             inline.admitted -= 1
-            inline.record(kind, time.thread_time() - c0, time.perf_counter() - t0)
         if self.check_results:
             try:
                 check_result(name, result)
