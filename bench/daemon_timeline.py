@@ -31,11 +31,14 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact
 
 STEPS = [
     ("client send → daemon reads the frame", "send", "read"),
-    ("frame → the quick lane takes it", "read", "lane"),
-    ("quick lane: params checked and bound", "lane", "bound"),
-    ("bound → the read starts (quick lane)", "bound", "read0"),
-    ("the read (quick lane, on the loop)", "read0", "read1"),
-    ("read done → encoding starts (quick lane)", "read1", "encode0"),
+    ("frame → the lane takes it", "read", "lane"),
+    ("lane: params checked and bound", "lane", "bound"),
+    ("bound → handed to a worker (thread lane)", "bound", "put"),
+    ("handed → the read starts (thread lane)", "put", "read0"),
+    ("handed → the loop blocks (thread lane)", "put", "idle"),
+    ("bound → the read starts", "bound", "read0"),
+    ("the read", "read0", "read1"),
+    ("read done → encoding starts", "read1", "encode0"),
     ("frame → its task starts", "read", "handle"),
     ("task → jsonrpcserver calls the method", "handle", "invoke"),
     ("params checked and bound", "invoke", "bound"),
@@ -44,8 +47,16 @@ STEPS = [
     ("thread done → back on the loop", "thread1", "resumed"),
     ("back → encoding starts", "resumed", "encode0"),
     ("JSON encode", "encode0", "encode1"),
+    ("encoded → back on the loop (thread lane)", "encode1", "lane_end"),
     ("encoded → client has the bytes", "encode1", "recv"),
     ("client decodes the JSON", "recv", "decoded"),
+]
+# how a call was served, told by its stamps
+PATHS = [
+    ("the thread lane (rpc/quick.py: a worker thread, no task)", "lane_end"),
+    ("the quick lane (rpc/quick.py: on the loop, no task)", "read0"),
+    ("a task and a worker thread (the usual path)", "thread0"),
+    ("a task, inline on the loop (the usual path, rpc/inline.py)", "invoke"),
 ]
 
 
@@ -62,7 +73,12 @@ def stamp_quick_reads(M, mark) -> None:
                 mark("read1")
         return g
 
-    M.Methods.quick_reads = lambda self: {name: stamped(f) for name, f in quick_reads(self).items()}
+    def stamped_read(read):
+        if hasattr(read, "call"):  # a LaneRead (the thread lane's code)
+            return read._replace(call=stamped(read.call))
+        return stamped(read)
+
+    M.Methods.quick_reads = lambda self: {name: stamped_read(r) for name, r in quick_reads(self).items()}
 
 
 def serve_stamped(out: Path, argv: list[str]) -> int:
@@ -99,8 +115,22 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
     except ImportError:  # an earlier commit's daemon (PYTHONPATH), before the quick lane
         Q = None
     if Q is not None:
+        if os.environ.get("ADTL_NO_THREAD_LANE"):
+            Q.WORKERS = 0  # every read not known to be quick takes the usual path, as before
         before(Q.QuickLane, "answer", "lane")
         stamp_quick_reads(M, mark)
+        if hasattr(C.Connection, "end_lane"):
+            before(C.Connection, "end_lane", "lane_end")
+            before(Q._Workers, "submit", "put")
+            import selectors
+
+            sel = selectors.EpollSelector.select
+
+            def select(self, timeout=None):
+                if (timeout is None or timeout > 0) and ev and ev[-1][0] in ("put", "read0"):
+                    mark("idle")  # the loop blocks, first after a hand-off
+                return sel(self, timeout)
+            selectors.EpollSelector.select = select
 
     before(D.Dispatcher, "_invoke", "invoke", coro=True)
     bind = D.schemas.bind_params
@@ -110,14 +140,15 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
         mark("bound")
         return r
     D.schemas.bind_params = bound
-    encode = C.Connection._encode
+    encode_name = "encode" if hasattr(C.Connection, "encode") else "_encode"  # the latter before the thread lane
+    encode = getattr(C.Connection, encode_name)
 
     def encoded(self, m):
         mark("encode0")
         r = encode(self, m)
         mark("encode1")
         return r
-    C.Connection._encode = encoded
+    setattr(C.Connection, encode_name, encoded)
     run_sync = anyio.to_thread.run_sync
 
     async def stamped_run_sync(fn, *a, **k):
@@ -144,10 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", default="lexical,semantic")
     ap.add_argument("--set", choices=("keywords", "claims"), default="claims")
     ap.add_argument("--settle", type=float, default=12.0, help="seconds for the daemon's start-up catch-up")
+    ap.add_argument("--no-thread-lane", action="store_true",
+                    help="reads not known to be quick take the usual path (a task, jsonrpcserver, anyio's thread)")
     ap.add_argument("--serve-stamped", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve_stamped:
         return serve_stamped(Path(a.serve_stamped[0]), a.serve_stamped[1:])
+    if a.no_thread_lane:
+        os.environ["ADTL_NO_THREAD_LANE"] = "1"
     p, sock, out = start_instrumented(a.chunks, "bench.daemon_timeline", "--serve-stamped", "adtl-")
     qs = query_sets(DATA, a.queries)[a.set]
     stages = a.stages.split(",")
@@ -179,26 +214,28 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(first)
     print(f"{len(rows)} {a.set} searches ({'+'.join(stages)}, limit 10) at {a.chunks:,} chunks, "
           f"load {os.getloadavg()[0]:.2f}")
-    print("| step | p50 ms | calls |\n|---|---|---|")
-    total_other = []
+    for title, key in PATHS:
+        mine = [r for r in rows if key in r]
+        rows = [r for r in rows if key not in r]
+        if mine:
+            print_path(title, mine)
+    if rows:
+        print(f"\n{len(rows)} calls with none of the paths' stamps")
+    return 0
+
+
+def print_path(title: str, rows: list[dict[str, float]]) -> None:
+    print(f"\n{len(rows)} calls through {title}\n\n| step | p50 ms | calls |\n|---|---|---|")
     for label, a_, b_ in STEPS:
-        lane = "lane" in (a_, b_) or "read0" in (a_, b_) or "read1" in (a_, b_)
-        # the lane's steps for calls it answered only (it looks at every lone frame first)
-        d = [(r[b_] - r[a_]) * 1000 for r in rows if a_ in r and b_ in r and (not lane or "read0" in r)]
+        d = [(r[b_] - r[a_]) * 1000 for r in rows if a_ in r and b_ in r]
         if d:
             print(f"| {label} | {np.median(d):.3f} | {len(d)} |")
-    for r in rows:
-        for a_, b_ in (("thread0", "thread1"), ("read0", "read1")):
-            if a_ in r and b_ in r:
-                total_other.append((r["decoded"] - r["send"] - (r[b_] - r[a_])) * 1000)
     whole = [(r["decoded"] - r["send"]) * 1000 for r in rows]
     print(f"| **round trip** | {np.median(whole):.3f} | {len(whole)} |")
-    if total_other:
-        print(f"| **round trip less the search** | {np.median(total_other):.3f} | {len(total_other)} |")
-    print(f"\n{sum('lane' in r and 'read0' in r for r in rows)} calls took the quick lane (rpc/quick.py), "
-          f"{sum('thread0' in r for r in rows)} a worker thread; a call run inline through the usual path "
-          "(rpc/inline.py) has neither's steps.")
-    return 0
+    other = [(r["decoded"] - r["send"] - (r[b_] - r[a_])) * 1000
+             for r in rows for a_, b_ in (("thread0", "thread1"), ("read0", "read1")) if a_ in r and b_ in r]
+    if other:
+        print(f"| **round trip less the search** | {np.median(other):.3f} | {len(other)} |")
 
 
 if __name__ == "__main__":

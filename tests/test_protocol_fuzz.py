@@ -252,6 +252,7 @@ class _Held(RpcServer):
             return {"workspaces": []}
 
         self.dispatcher = Dispatcher({"server.info": held, "workspace.list": quick})
+        self.quick = None  # the lanes run the real method table on the Service, which this one lacks
 
 
 async def _serve(short_tmp, **kw):

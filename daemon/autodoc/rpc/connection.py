@@ -6,7 +6,8 @@ in the framing the peer used, plus server-to-client notifications.
 Requests on one connection run concurrently, each in its own task under its
 own cancel scope; ``$/cancelRequest`` cancels one, and a peer that goes away
 cancels all of its own. A lone request for a quick read while the daemon is
-idle is answered by the reader itself (rpc/quick.py), with no task.
+idle is answered by the reader itself, or handed by it straight to a worker
+thread (rpc/quick.py), with no task.
 Outgoing messages go through one bounded outbox read by one writer task, so
 frames never interleave (an answer finding the outbox empty and no write
 under way is written at once, as far as the stream takes it without waiting:
@@ -50,6 +51,7 @@ from .dispatch import (
     InFlight,
     cancel_target,
     elements,
+    encode_answer,
     envelope_error,
     error_response,
     id_key,
@@ -58,7 +60,7 @@ from .dispatch import (
     request_problem,
 )
 from .inline import InlineReads
-from .quick import QuickLane
+from .quick import HANDED_OFF, QuickLane
 from .transport import nowait_writer, read_fd
 from .framing import NEWLINE, FrameDecoder, FrameError, encode_message
 from ..errors import AutodocError, InternalError, InvalidRequest, Overloaded, ParseError
@@ -161,6 +163,9 @@ class Connection:
         # writing one: see send().
         self._queued = 0
         self._writing = False
+        self._requests: anyio.abc.TaskGroup | None = None
+        self._lanes = 0  # reads on worker threads (rpc/quick.py), answered by end_lane
+        self._lanes_idle = anyio.Event()
         self.done = anyio.Event()
 
     @property
@@ -178,14 +183,16 @@ class Connection:
             with self._scope:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._write_loop)
-                    async with anyio.create_task_group() as requests:
+                    async with anyio.create_task_group() as self._requests:
                         with anyio.CancelScope() as self._read_scope:
-                            await self._read_loop(requests)
+                            await self._read_loop(self._requests)
                         if not self.closed:
                             if self._on_eof is not None:
                                 self._on_eof()
                             if self._peer_gone():
                                 self.cancel_all("disconnect")
+                        while self._lanes:
+                            await self._lanes_idle.wait()  # reads on worker threads answer first
                     # Every request has answered: let the writer flush and stop.
                     self._outbox_send.close()
         finally:
@@ -264,13 +271,16 @@ class Connection:
             self.cancel_request(target)
             return
         if alone and self._quick is not None and not self._running and self._accepting():
-            answer = self._quick.answer(message)
+            answer = self._quick.answer(message, self)
+            if answer is HANDED_OFF:
+                return
             if answer is not None:
-                if not self._write_or_queue_nowait(self._encode(answer)):
+                data = self.encode(answer)
+                if not self._write_or_queue_nowait(data):
                     # the outbox is full (a peer not reading): the answer waits in a task, as the
                     # usual path's would, and counts as in flight; the reader goes on
                     self._running += 1
-                    requests.start_soon(self._send_later, answer)
+                    requests.start_soon(self._send_later, data)
                 return
         size = len(item.payload)
         refused, registered, admitted = self._admit(message, size)
@@ -392,39 +402,20 @@ class Connection:
         for inflight in list(self._inflight.values()):
             inflight.cancel(reason)
 
-    def _encode(self, message: Any) -> bytes:
-        try:
-            return encode_message(message, self.framing)
-        except (TypeError, ValueError, RecursionError):
-            # A result that is not JSON (NaN, a Path…): the method's bug, not the client's.
-            log.exception("%s: an answer could not be encoded as JSON", self.name)
-            if isinstance(message, list):
-                return encode_message([self._encodable(m) for m in message], self.framing)
-            return encode_message(self._encodable(message), self.framing)
-
-    def _encodable(self, message: Any) -> Any:
-        """``message`` if it encodes, else a -32603 answer to its id (or to
-        null when even the id will not encode)."""
-        try:
-            encode_message(message, self.framing)
-            return message
-        except (TypeError, ValueError, RecursionError):
-            broken = error_response(InternalError("internal error: the answer was not JSON"), None)
-            rid = message.get("id") if isinstance(message, dict) else None
-            try:
-                encode_message(rid, self.framing)
-                return {**broken, "id": rid}
-            except (TypeError, ValueError, RecursionError):
-                return broken
+    def encode(self, message: Any) -> bytes:
+        """Thread-safe (worker threads encode their own answers, rpc/quick.py)."""
+        return encode_answer(message, self.framing)
 
     async def send(self, message: Any, *, direct: bool = False) -> None:
         """Queue one message in the outbox. ``direct`` (an answer): see
         _write_or_queue_nowait, one hop fewer through the writer task. Frames keep
         their order either way, and no sender ever waits for the peer to read,
         only for outbox room."""
-        data = self._encode(message)
-        if direct and self._write_or_queue_nowait(data):
-            return
+        data = self.encode(message)
+        if not (direct and self._write_or_queue_nowait(data)):
+            await self._enqueue(data)
+
+    async def _enqueue(self, data: bytes) -> None:
         self._queued += 1
         try:
             await self._outbox_send.send(data)
@@ -454,11 +445,35 @@ class Connection:
         self._queued += 1
         return True
 
-    async def _send_later(self, answer: Any) -> None:
+    async def _send_later(self, data: bytes) -> None:
         try:
-            await self.send(answer)
+            await self._enqueue(data)
         finally:
             self._running -= 1
+
+    # -- the thread lane (rpc/quick.py): a read handed to a worker thread, no task -------------
+
+    def begin_lane(self, rid: Any) -> InFlight:
+        self._inflight[id_key(rid)] = inflight = InFlight(rid)
+        if not self._lanes:
+            self._lanes_idle = anyio.Event()
+        self._lanes += 1
+        self._running += 1
+        return inflight
+
+    def end_lane(self, rid: Any, inflight: InFlight, data: bytes) -> None:
+        """On the loop: the answer (or the cancellation's) of a read begun by begin_lane."""
+        self.end_request(rid, inflight)
+        self._lanes -= 1
+        if not self._lanes:
+            self._lanes_idle.set()
+        if self._write_or_queue_nowait(data):
+            self._running -= 1
+            return
+        try:
+            self._requests.start_soon(self._send_later, data)  # the outbox is full: wait in a task
+        except RuntimeError:
+            self._running -= 1  # the connection is gone (killed): nobody to answer
 
     def notify_nowait(self, method: str, params: Any) -> bool:
         """Queue a notification; False if it was dropped (outbox full or closed)."""

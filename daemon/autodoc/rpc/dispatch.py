@@ -55,6 +55,7 @@ from ..errors import (
     ShuttingDown,
 )
 from . import schemas
+from .framing import encode_message
 
 log = logging.getLogger("autodoc.rpc")
 
@@ -96,12 +97,16 @@ class InFlight:
         self.scope = anyio.CancelScope()
         self.cancelled = threading.Event()
         self.reason = ""
+        # a request with no task to cancel (a read handed to a thread, rpc/quick.py) answers here
+        self.on_cancel: Callable[[], None] | None = None
 
     def cancel(self, reason: str = "cancelled") -> None:
         if not self.cancelled.is_set():
             self.reason = reason
             self.cancelled.set()
             self.scope.cancel()
+            if self.on_cancel is not None:
+                self.on_cancel()
 
     def error(self) -> AutodocError:
         if self.reason == "shutdown":
@@ -393,3 +398,30 @@ def check_result(name: str, result: Any) -> None:
     if problems:
         log.error("%s answered outside its schema: %s", name, "; ".join(problems[:5]))
         raise InternalError("internal error: the answer broke its schema", {"problems": problems[:20]})
+
+
+def encode_answer(message: Any, framing: str) -> bytes:
+    """``message`` as a frame; an answer that is not JSON (NaN, a Path…: the method's bug,
+    not the client's) goes as -32603 to its id, or to null when even the id will not encode.
+    Pure: worker threads encode their own answers (rpc/quick.py)."""
+    try:
+        return encode_message(message, framing)
+    except (TypeError, ValueError, RecursionError):
+        log.exception("an answer could not be encoded as JSON")
+        if isinstance(message, list):
+            return encode_message([_encodable(m, framing) for m in message], framing)
+        return encode_message(_encodable(message, framing), framing)
+
+
+def _encodable(message: Any, framing: str) -> Any:
+    try:
+        encode_message(message, framing)
+        return message
+    except (TypeError, ValueError, RecursionError):
+        broken = error_response(InternalError("internal error: the answer was not JSON"), None)
+        rid = message.get("id") if isinstance(message, dict) else None
+        try:
+            encode_message(rid, framing)
+            return {**broken, "id": rid}
+        except (TypeError, ValueError, RecursionError):
+            return broken

@@ -29,6 +29,7 @@ from ..suggest import workspace_not_found
 from .dispatch import CANCEL_METHOD, Handler, RequestContext
 from .inline import InlineReads, read_kind
 from .pool import NotInReader, ReaderGone, ReaderPool
+from .quick import LaneRead
 
 log = logging.getLogger("autodoc.rpc")
 
@@ -199,12 +200,19 @@ class Methods:
         special = self._special()
         return {name: special.get(name) or self._handler(m) for name, m in METHODS.items()}
 
-    def quick_reads(self) -> dict[str, Callable[[dict], Any]]:
+    def quick_reads(self) -> dict[str, LaneRead]:
         """The reads the quick lane (rpc/quick.py) may answer: those whose handler only
         routes the call (no writer slot, no progress, no connection state)."""
         special = self._special()
-        return {name: partial(m.call, self.service) for name, m in METHODS.items()
+        return {name: LaneRead(partial(m.call, self.service), m.cancellable, partial(self._here, m))
+                for name, m in METHODS.items()
                 if m.call is not None and not m.write and not m.progress and name not in special}
+
+    def _here(self, m: Method, p: dict) -> bool:
+        """Whether an idle daemon runs this read itself (run_pooled's choice when idle),
+        not in a reader process."""
+        pool = _pool(self.app)
+        return pool is None or not pool.ready or not pool.serves(m.name, p) or _overlaps_here(self.app, m, p)
 
     def _handler(self, m: Method) -> Handler:
         assert m.call is not None, f"{m.name} needs a handler of its own"

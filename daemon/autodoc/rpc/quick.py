@@ -16,7 +16,18 @@ check under AUTODOC_CHECK_RESULTS, and the inline rule's bookkeeping (each run
 is recorded, so a read that turns slow leaves the lane). What goes: the task,
 jsonrpcserver, and the cancel scope (nothing could cancel a run on the loop).
 
-Input: one parsed message. Output: its answer, or None when it is not for the
+The thread lane, for the same lone request when its read is not known to be
+quick and the idle daemon would run it on a thread of its own (not in a reader
+process, rpc/pool.py): the reader binds the params and hands the read straight
+to a worker thread, which runs it, checks and encodes the answer; the loop
+writes it. It holds what the usual path would hold while it runs: the read's
+id (so $/cancelRequest finds it, and a cancel answers at once while the thread
+is abandoned, as the usual path's is), the connection's share of the readers
+and a reader slot, the inline rule's counters. What goes: the task, jsonrpcserver,
+anyio's hand-off and the turns of the loop between them, about 0.6 ms of a
+search's round trip at 100k chunks (docs/benchmarks/daemon_overhead.md).
+
+Input: one parsed message. Output: its answer, HANDED_OFF (a worker thread answers it), or None when it is not for the
 lane (a batch, a notification, a write, a method with its own handler, a busy
 daemon, a kind not known to be quick, bytes waiting on any connection; all known
 before the params are bound): the usual path then answers it.
@@ -32,8 +43,13 @@ Runs on: the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any, Callable
+import queue
+import threading
+from typing import Any, Callable, NamedTuple
+
+import anyio
 
 from ..errors import AutodocError, InternalError
 from . import schemas
@@ -42,16 +58,27 @@ from .inline import InlineReads, read_kind
 
 log = logging.getLogger("autodoc.rpc")
 
+HANDED_OFF: Any = object()
+WORKERS = 4  # handed-off reads at once; more (abandoned ones still running) go the usual way
+
+
+class LaneRead(NamedTuple):
+    call: Callable[..., Any]  # the method's call on bound params
+    cancellable: bool  # takes cancel=, a threading.Event set when the request is cancelled
+    here: Callable[[dict], bool]  # an idle daemon runs it itself, not in a reader process
+
 
 class QuickLane:
-    def __init__(self, reads: dict[str, Callable[[dict], Any]], inline: InlineReads, *, check_results: bool = False,
-                 input_waiting: Callable[[], bool] = lambda: False):
-        self.reads = reads  # method name → its call on bound params (plain reads only)
+    def __init__(self, reads: dict[str, LaneRead], inline: InlineReads, *, check_results: bool = False,
+                 input_waiting: Callable[[], bool] = lambda: False, readers: anyio.CapacityLimiter | None = None):
+        self.reads = reads  # plain reads only
         self.inline = inline
         self.check_results = check_results
         self.input_waiting = input_waiting  # another request is on its way (the server polls its connections)
+        self.readers = readers  # the daemon's reader slots; None: no thread lane
+        self.workers = _Workers(WORKERS)
 
-    def answer(self, message: Any) -> dict | None:
+    def answer(self, message: Any, conn: Any = None) -> Any:
         inline = self.inline
         if inline.running or inline.admitted or not isinstance(message, dict):
             return None
@@ -65,29 +92,123 @@ class QuickLane:
         raw = message.get("params") or {}
         try:
             kind = read_kind(name, raw)  # the kind of the bound params too: decided before binding
-            if not inline.may_run(kind) or self.input_waiting():
+            quick = inline.may_run(kind)
+            if not quick and (conn is None or self.readers is None or self.workers.full):
+                return None
+            if self.input_waiting():
                 return None
             params = schemas.bind_params(name, raw)
+            if not quick and not read.here(params):
+                return None
         except AutodocError as exc:
             return error_response(exc, rid)
         except Exception:
             log.exception("%s: the quick lane failed before the call", name)
             return error_response(InternalError("internal error"), rid)
+        if not quick:
+            return self._hand_off(conn, name, rid, kind, read, params)
         inline.running += 1
         inline.admitted += 1
         try:
-            result = inline.measured(kind, read, params)
+            return self._run(name, rid, kind, read.call, params, {})
+        finally:
+            inline.running -= 1
+            inline.admitted -= 1
+
+    def _run(self, name: str, rid: Any, kind: Any, call: Callable[..., Any], params: dict, kwargs: dict) -> dict:
+        try:
+            result = self.inline.measured(kind, call, params, **kwargs)
         except AutodocError as exc:
             return error_response(exc, rid)
         except Exception:
             log.exception("%s failed", name)
             return error_response(InternalError("internal error"), rid)
-        finally:
-            inline.running -= 1
-            inline.admitted -= 1
         if self.check_results:
             try:
                 check_result(name, result)
             except AutodocError as exc:
                 return error_response(exc, rid)
         return {"jsonrpc": "2.0", "result": result, "id": rid}
+
+    def _hand_off(self, conn: Any, name: str, rid: Any, kind: Any, read: LaneRead, params: dict) -> Any:
+        """Start the read on a worker thread; the loop writes its answer, or the
+        cancellation's as soon as the request is cancelled. None: no slot free."""
+        borrower, share, readers, inline = object(), conn.reads, self.readers, self.inline
+        try:
+            share.acquire_on_behalf_of_nowait(borrower)
+        except anyio.WouldBlock:
+            return None
+        try:
+            readers.acquire_on_behalf_of_nowait(borrower)
+        except anyio.WouldBlock:
+            share.release_on_behalf_of(borrower)
+            return None
+        loop = asyncio.get_running_loop()
+        inflight = conn.begin_lane(rid)
+        inline.running += 1
+        inline.admitted += 1
+        answered = False
+
+        def finish(data: bytes) -> None:  # on the loop, once: the answer or the cancellation
+            nonlocal answered
+            if answered:
+                return
+            answered = True
+            inflight.on_cancel = None
+            readers.release_on_behalf_of(borrower)
+            share.release_on_behalf_of(borrower)
+            inline.running -= 1
+            inline.admitted -= 1
+            conn.end_lane(rid, inflight, data)
+
+        def work() -> None:  # on a worker thread
+            try:
+                data = conn.encode(self._run(name, rid, kind, read.call, params, kwargs))
+            except BaseException:
+                log.exception("%s: the thread lane failed", name)
+                data = conn.encode(error_response(InternalError("internal error"), rid))
+            try:
+                loop.call_soon_threadsafe(finish, data)
+            except RuntimeError:
+                pass  # the loop is closed: the daemon stopped while the read ran
+
+        inflight.on_cancel = lambda: finish(conn.encode(error_response(inflight.error(), rid)))
+        kwargs = {"cancel": inflight.cancelled} if read.cancellable else {}
+        self.workers.submit(work, loop)
+        return HANDED_OFF
+
+
+class _Workers:
+    """Daemon threads for handed-off reads, kept while idle: a hand-off costs one
+    queue put and the worker's wake-up, not a thread's start."""
+
+    def __init__(self, most: int):
+        self.most = most
+        self.busy = 0  # counted on the loop
+        self._threads = 0
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+
+    @property
+    def full(self) -> bool:
+        return self.busy >= self.most
+
+    def submit(self, job: Callable[[], None], loop: asyncio.AbstractEventLoop) -> None:
+        self.busy += 1
+        if self._threads < self.busy:
+            self._threads += 1
+            threading.Thread(target=self._serve, name="autodoc-lane", daemon=True).start()
+        self._jobs.put((job, loop))
+
+    def _serve(self) -> None:
+        while True:
+            job, loop = self._jobs.get()
+            try:
+                job()
+            finally:
+                try:
+                    loop.call_soon_threadsafe(self._done)
+                except RuntimeError:
+                    pass  # the loop is closed: the daemon stopped while the read ran
+
+    def _done(self) -> None:
+        self.busy -= 1

@@ -77,7 +77,7 @@ class RpcServer:
         methods = Methods(self)
         self.dispatcher = Dispatcher(methods.handlers(), check_results=check_results)
         self.quick = QuickLane(methods.quick_reads(), self.inline, check_results=check_results,
-                               input_waiting=self.input_waiting)
+                               input_waiting=self.input_waiting, readers=self.readers)
         self.shutting_down = False
         self.shutdown_reason = ""
         self.workspace_listeners: list[Callable[[], None]] = []

@@ -1,0 +1,204 @@
+"""The thread lane (rpc/quick.py, issue 19's socket overhead for reads on worker
+threads): a lone read not known to be quick, on an idle daemon, is handed by the
+connection's reader straight to a worker thread, with no task and no jsonrpcserver
+dispatch. Its answers and errors are the usual path's; a cancel answers at once;
+a client gone mid-read, a shutdown and a full outbox each end as on the usual
+path; every counter and slot it holds comes back.
+
+Real Services on real stores over real Unix sockets and pipes, except where the
+read must be held open at will: there tests/test_rpc_inprocess.py's stand-in
+Service, whose "slow" search waits on a gate, or a read that waits on an Event
+(a fault the real search cannot be made to hold)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+
+import anyio
+import pytest
+from test_quick_lane import REQUESTS, _answers, _count_dispatches, _volatile
+from test_rpc_inprocess import DEADLINE, connect, serving, wait_thread_event, wait_until, with_kb
+
+from autodoc.rpc import schemas
+from autodoc.rpc.connection import OUTBOX_SIZE, Connection
+from autodoc.rpc.dispatch import Dispatcher
+from autodoc.rpc.framing import NEWLINE, FrameDecoder, encode_message
+from autodoc.rpc.inline import InlineReads
+from autodoc.rpc.quick import LaneRead, QuickLane
+from autodoc.rpc.server import RpcServer
+from autodoc.rpc.transport import FdStream
+
+# [] and {"x": 1}: not requests; the usual path says what is wrong with them
+NOT_READS = 2
+
+
+def _at_rest(server: RpcServer) -> bool:
+    return (server.inline.running == 0 and server.inline.admitted == 0 and server.readers.borrowed_tokens == 0
+            and server.quick.workers.busy == 0)
+
+
+async def test_the_thread_lane_answers_what_the_usual_path_answers(kb_service, short_tmp):
+    lane = RpcServer(kb_service)
+    lane.inline.below_s = lane.inline.wall_below_s = 0.0  # no read is ever quick: each goes to a thread
+    dispatched = _count_dispatches(lane)
+    rounds = 3
+    with_lane = await _answers(lane, short_tmp / "a.sock", rounds)
+
+    usual = RpcServer(kb_service)
+    usual.quick = None  # every request takes the usual path
+    usual.inline.below_s = usual.inline.wall_below_s = 0.0
+    without = await _answers(usual, short_tmp / "b.sock", rounds)
+
+    # every read took the thread lane (never the loop: none is quick), only the non-requests the usual path
+    assert len(dispatched) == rounds * NOT_READS, dispatched
+    assert lane.quick.workers._threads >= 1
+    codes = {a["error"]["code"] for a in with_lane[-1] if "error" in a}
+    assert {-32602, -32600} < codes, codes
+    for row_lane, row_usual in zip(with_lane, without):
+        for (method, params), a, b in zip(REQUESTS, row_lane, row_usual):
+            assert a["id"] == b["id"]
+            assert _volatile({k: v for k, v in a.items() if k != "id"}) == \
+                _volatile({k: v for k, v in b.items() if k != "id"}), (method, params)
+    assert _at_rest(lane)
+
+
+async def test_a_cancelled_read_answers_at_once_and_only_once(short_tmp):
+    async with serving(short_tmp) as (server, sock, service):
+        dispatched = _count_dispatches(server)
+        client = await connect(sock)
+        await with_kb(client)
+        del dispatched[:]
+        rid = client.next_id()
+        await client.send_bytes(encode_message({"jsonrpc": "2.0", "id": rid, "method": "search.query",
+                                                "params": ["kb", "slow"]}, NEWLINE))
+        await wait_thread_event(service.slow_started)
+        assert not dispatched and server.quick.workers.busy == 1  # the thread lane has it
+        await client.cancel(rid)
+        answer = await client.next_unmatched(timeout=DEADLINE)  # while the read still waits on its gate
+        assert answer["id"] == rid and answer["error"]["code"] == -32800
+        assert answer["error"]["data"] == {"name": "rpc.cancelled", "id": rid}
+        assert server.readers.borrowed_tokens == 0 and server.inline.running == 0  # freed at the cancel
+        service.release()
+        await wait_thread_event(service.slow_finished)
+        await wait_until(lambda: server.quick.workers.busy == 0)
+        # the abandoned read's late result is dropped: the next frame is the next answer
+        assert (await client.call("workspace.status", ["kb"]))["name"] == "kb"
+        with pytest.raises(TimeoutError):
+            await client.next_unmatched(timeout=0.3)
+        assert _at_rest(server)
+
+
+async def test_a_client_gone_mid_read_leaves_the_daemon_serving(short_tmp):
+    async with serving(short_tmp) as (server, sock, service):
+        dispatched = _count_dispatches(server)
+        gone = await connect(sock)
+        await with_kb(gone)
+        del dispatched[:]
+        await gone.send_bytes(encode_message({"jsonrpc": "2.0", "id": 1, "method": "search.query",
+                                              "params": ["kb", "slow"]}, NEWLINE))
+        await wait_thread_event(service.slow_started)
+        await gone.close()
+        await wait_until(lambda: len(server.connections) == 0)  # cancelled at the disconnect, then closed
+        other = await connect(sock)
+        with anyio.fail_after(DEADLINE):  # served while the abandoned read still holds its thread
+            assert (await other.call("workspace.status", ["kb"]))["name"] == "kb"
+        assert not service.slow_finished.is_set()
+        service.release()
+        await wait_until(lambda: _at_rest(server))
+        assert (await other.call("search.query", ["kb", "lease"]))["hits"]
+        assert not dispatched or all(m["method"] != "search.query" or m["params"][1] != "slow" for m in dispatched)
+
+
+async def test_a_shutdown_answers_the_read_before_closing(short_tmp):
+    async with serving(short_tmp) as (server, sock, service):
+        client = await connect(sock)
+        await with_kb(client)
+        rid = client.next_id()
+        await client.send_bytes(encode_message({"jsonrpc": "2.0", "id": rid, "method": "search.query",
+                                                "params": ["kb", "slow"]}, NEWLINE))
+        await wait_thread_event(service.slow_started)
+        assert server.quick.workers.busy == 1
+        server.request_shutdown("test")
+        await anyio.sleep(0.2)  # the server stops reading; the read is in flight
+        service.release()
+        answer = await client.next_unmatched(timeout=DEADLINE)
+        assert answer["id"] == rid and answer["result"]["query"] == "slow"
+
+
+async def test_a_client_that_stops_sending_still_gets_its_answer(short_tmp):
+    """A client that shuts its sending side after its request (the end of its input) waits
+    for the answer: the connection reads the end, and still answers the read in flight."""
+    async with serving(short_tmp) as (server, sock, service):
+        client = await connect(sock)
+        await with_kb(client)
+        await client.close()
+
+        def ask() -> dict:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+                raw.settimeout(DEADLINE)
+                raw.connect(str(sock))
+                raw.sendall(encode_message({"jsonrpc": "2.0", "id": 7, "method": "search.query",
+                                            "params": ["kb", "slow"]}, NEWLINE))
+                assert service.slow_started.wait(DEADLINE)
+                assert server.quick.workers.busy == 1  # the thread lane has it
+                raw.shutdown(socket.SHUT_WR)
+                time.sleep(0.2)  # the connection reads the end of input meanwhile
+                service.release()
+                return json.loads(raw.makefile("rb").readline())
+
+        answer = await anyio.to_thread.run_sync(ask)
+        assert answer["id"] == 7 and answer["result"]["query"] == "slow"
+
+
+async def test_an_answer_finding_the_outbox_full_waits_its_turn(monkeypatch):
+    """A peer that reads nothing while the read runs: notifications fill the pipe and the
+    outbox, so the answer waits in a task (and counts as in flight) instead of being lost
+    or written ahead of them."""
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    fcntl.fcntl(from_w, fcntl.F_SETPIPE_SZ, 4096)
+    started, gate = threading.Event(), threading.Event()
+
+    def held(params: dict) -> dict:
+        started.set()
+        gate.wait(DEADLINE)
+        return {"echo": params}
+
+    inline = InlineReads()
+    readers = anyio.CapacityLimiter(2)
+    lane = QuickLane({"held": LaneRead(held, False, lambda p: True)}, inline, readers=readers)
+    conn = Connection(FdStream(to_r, from_w), Dispatcher({}), name="pipes", quick=lane, load=inline)
+    monkeypatch.setattr(schemas, "bind_params", lambda name, raw: raw)  # "held" is the test's: no schema
+    try:
+        decoder, frames = FrameDecoder(), []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(conn.run)
+            os.write(to_w, encode_message({"jsonrpc": "2.0", "id": "r", "method": "held", "params": {"a": 1}},
+                                          NEWLINE))
+            await wait_thread_event(started)
+            sent = 0
+            with anyio.fail_after(DEADLINE):
+                while conn.notify_nowait("changes.changed", {"i": sent, "pad": "x" * 100}):
+                    sent += 1
+                    await anyio.sleep(0)
+            assert sent >= OUTBOX_SIZE
+            gate.set()
+            await wait_until(lambda: inline.running == 0)  # answered: into a task, the outbox being full
+            assert conn._running == 1 and readers.borrowed_tokens == 0
+            with anyio.fail_after(DEADLINE):
+                while not frames or json.loads(frames[-1].payload).get("id") != "r":
+                    await anyio.wait_readable(from_r)
+                    frames += decoder.feed(os.read(from_r, 65536))
+            os.close(to_w)
+        messages = [json.loads(f.payload) for f in frames]
+        assert [m["params"]["i"] for m in messages[:-1]] == list(range(sent))
+        assert messages[-1] == {"jsonrpc": "2.0", "result": {"echo": {"a": 1}}, "id": "r"}
+        assert conn._running == 0
+    finally:
+        for fd in (to_r, from_r, from_w):
+            os.close(fd)
