@@ -197,7 +197,8 @@ class _Workers:
         if self._threads < self.busy:
             self._threads += 1
             threading.Thread(target=self._serve, name="autodoc-lane", daemon=True).start()
-        self._jobs.put((job, loop))
+        # put when the loop has finished this turn: the worker then finds the GIL free
+        loop.call_soon(self._jobs.put, (job, loop))
 
     def _serve(self) -> None:
         while True:

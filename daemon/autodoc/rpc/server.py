@@ -35,7 +35,7 @@ from .dispatch import Dispatcher
 from .inline import InlineReads
 from .quick import QuickLane
 from .methods import Methods
-from .transport import FdStream, prepare_socket_path, same_file
+from .transport import FdStream, SocketStream, prepare_socket_path, same_file
 
 log = logging.getLogger("autodoc.rpc")
 
@@ -200,7 +200,7 @@ class RpcServer:
                         log.info("listening on %s", path)
                         task_status.started(path)
                         while not self.shutting_down:
-                            stream = await listener.accept()
+                            stream = SocketStream(await listener.accept())
                             self._connection_count += 1
                             conns.start_soon(
                                 self._serve_connection, stream, f"socket#{self._connection_count}",

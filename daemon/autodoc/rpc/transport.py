@@ -1,5 +1,5 @@
 """RPC stage, the transports' plumbing: a byte stream over two file
-descriptors (stdin/stdout) and the Unix socket's path rules.
+descriptors (stdin/stdout), the Unix socket's reads, and its path rules.
 
 The socket is created mode 0600 in a folder of mode 0700 that this user owns.
 A socket file left by a dead daemon is removed; one that still answers a
@@ -10,12 +10,13 @@ Runs on: the event loop (prepare_socket_path: once, before serving).
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import socket
 import stat
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -195,3 +196,94 @@ class FdStream(anyio.abc.ByteStream):
                 except OSError:
                     pass
         await anyio.lowlevel.checkpoint()
+
+
+class SocketStream(anyio.abc.ByteStream):
+    """An accepted Unix socket (anyio's stream), read through a reader kept
+    registered with the event loop.
+
+    anyio's own receive, per call: a turn of the loop before reading, a
+    ``recv`` that would block, a reader added to the loop (asyncio's lookup
+    formats the socket's repr for a KeyError: two syscalls) and removed again
+    once readable (two ``epoll_ctl``), and one more turn to resume: most of the
+    time between a request's arrival and its frame reaching the connection
+    (docs/benchmarks/daemon_overhead.md). Here the reader stays registered while
+    someone reads; one that fires twice with nobody waiting and no read between
+    (the connection paused on a full outbox) is removed until the next wait, so an
+    unread socket never spins the loop. Writing and closing are anyio's.
+    """
+
+    def __init__(self, stream: anyio.abc.ByteStream):
+        self._stream = stream
+        self._sock: socket.socket = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        self._fd = self._sock.fileno()
+        self._loop = asyncio.get_running_loop()
+        self._waiter: asyncio.Future | None = None
+        self._registered = False
+        self._closed = False
+        self._reads = self._reads_seen = 0  # reads made; as of the last time it fired with nobody waiting
+
+    @property
+    def extra_attributes(self) -> Mapping[Any, Callable[[], Any]]:
+        return self._stream.extra_attributes
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        waited = False
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            try:
+                data = self._sock.recv(max_bytes)
+            except BlockingIOError:
+                await self._readable()
+                waited = True
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            self._reads += 1
+            if not waited:
+                # data at once (a client sending faster than we read): let the others in too
+                await anyio.lowlevel.checkpoint()
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def _readable(self) -> None:
+        if not self._registered:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._registered = True
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _on_readable(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        elif self._reads == self._reads_seen:
+            # nobody read since the last time either: the connection is paused, and a
+            # level-triggered reader would fire every turn until it reads again
+            self._unregister()
+        else:
+            # usually the turn after a wait: readiness seen before the woken read took the bytes
+            self._reads_seen = self._reads
+
+    def _unregister(self) -> None:
+        if self._registered:
+            self._registered = False
+            self._loop.remove_reader(self._fd)
+
+    async def send(self, item: bytes) -> None:
+        await self._stream.send(item)
+
+    async def send_eof(self) -> None:
+        await self._stream.send_eof()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._unregister()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+        await self._stream.aclose()
