@@ -47,13 +47,12 @@ STEPS = [
     ("thread done → back on the loop", "thread1", "resumed"),
     ("back → encoding starts", "resumed", "encode0"),
     ("JSON encode", "encode0", "encode1"),
-    ("encoded → back on the loop (thread lane)", "encode1", "lane_end"),
     ("encoded → client has the bytes", "encode1", "recv"),
     ("client decodes the JSON", "recv", "decoded"),
 ]
 # how a call was served, told by its stamps
 PATHS = [
-    ("the thread lane (rpc/quick.py: a worker thread, no task)", "lane_end"),
+    ("the thread lane (rpc/quick.py: a worker thread, no task)", "put"),
     ("the quick lane (rpc/quick.py: on the loop, no task)", "read0"),
     ("a task and a worker thread (the usual path)", "thread0"),
     ("a task, inline on the loop (the usual path, rpc/inline.py)", "invoke"),
@@ -119,8 +118,7 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
             Q.WORKERS = 0  # every read not known to be quick takes the usual path, as before
         before(Q.QuickLane, "answer", "lane")
         stamp_quick_reads(M, mark)
-        if hasattr(C.Connection, "end_lane"):
-            before(C.Connection, "end_lane", "lane_end")
+        if hasattr(Q, "_Workers"):
             before(Q._Workers, "submit", "put")
             import selectors
 

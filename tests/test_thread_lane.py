@@ -12,9 +12,11 @@ Service, whose "slow" search waits on a gate, or a read that waits on an Event
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
+import select
 import socket
 import threading
 import time
@@ -25,7 +27,8 @@ from test_quick_lane import REQUESTS, _answers, _count_dispatches, _volatile
 from test_rpc_inprocess import DEADLINE, connect, serving, wait_thread_event, wait_until, with_kb
 
 from autodoc.rpc import schemas
-from autodoc.rpc.connection import OUTBOX_SIZE, Connection
+from autodoc.rpc.connection import Connection
+from autodoc.rpc.outbox import OUTBOX_SIZE, Outbox
 from autodoc.rpc.dispatch import Dispatcher
 from autodoc.rpc.framing import NEWLINE, FrameDecoder, encode_message
 from autodoc.rpc.inline import InlineReads
@@ -153,6 +156,120 @@ async def test_a_client_that_stops_sending_still_gets_its_answer(short_tmp):
 
         answer = await anyio.to_thread.run_sync(ask)
         assert answer["id"] == 7 and answer["result"]["query"] == "slow"
+
+
+class _HeldLane:
+    """A Connection over real pipes of one page with a thread lane whose one read ("held")
+    waits for its gate: the test decides when the read ends and what the peer reads."""
+
+    def __init__(self, monkeypatch, result=None):
+        self.to_r, self.to_w = os.pipe()
+        self.from_r, self.from_w = os.pipe()
+        fcntl.fcntl(self.from_w, fcntl.F_SETPIPE_SZ, 4096)
+        self.started, self.gate = threading.Event(), threading.Event()
+
+        def held(params: dict) -> dict:
+            self.started.set()
+            self.gate.wait(DEADLINE)
+            return result if result is not None else {"echo": params}
+
+        self.inline = InlineReads()
+        self.readers = anyio.CapacityLimiter(2)
+        self.lane = QuickLane({"held": LaneRead(held, False, lambda p: True)}, self.inline, readers=self.readers)
+        self.conn = Connection(FdStream(self.to_r, self.from_w), Dispatcher({}), name="pipes", quick=self.lane,
+                               load=self.inline)
+        monkeypatch.setattr(schemas, "bind_params", lambda name, raw: raw)  # "held" is the test's: no schema
+        self.decoder, self.frames = FrameDecoder(), []
+
+    async def ask(self) -> None:
+        os.write(self.to_w, encode_message({"jsonrpc": "2.0", "id": "r", "method": "held", "params": {"a": 1}},
+                                           NEWLINE))
+        await wait_thread_event(self.started)
+
+    async def read_until(self, done) -> list[dict]:
+        with anyio.fail_after(DEADLINE):
+            while not done([json.loads(f.payload) for f in self.frames]):
+                await anyio.wait_readable(self.from_r)
+                self.frames += self.decoder.feed(os.read(self.from_r, 65536))
+        return [json.loads(f.payload) for f in self.frames]
+
+    def drain(self) -> list[dict]:
+        """Every frame the peer can read now, without waiting."""
+        while select.select([self.from_r], [], [], 0)[0]:
+            self.frames += self.decoder.feed(os.read(self.from_r, 65536))
+        return [json.loads(f.payload) for f in self.frames]
+
+    def close(self) -> None:
+        for fd in (self.to_r, self.from_r, self.from_w):
+            os.close(fd)
+
+
+async def test_an_answer_its_thread_wrote_in_part_stays_whole_and_first(monkeypatch):
+    """The worker thread writes the answer itself (the outbox idle), the pipe takes a page of
+    it; notifications queued meanwhile come after the rest, never inside it."""
+    big = {"text": "z" * 60_000}
+    h = _HeldLane(monkeypatch, big)
+    wrote = []
+    real = Outbox.write_from_thread
+
+    def then_notify(self, data, claim):
+        wrote.append(real(self, data, claim))
+        queued = threading.Event()  # the notifications are queued before the loop hears of the answer
+
+        def notify() -> None:
+            for i in range(20):
+                assert h.conn.notify_nowait("changes.changed", {"i": i})
+            queued.set()
+        loop.call_soon_threadsafe(notify)
+        queued.wait(DEADLINE)
+        return wrote[-1]
+
+    monkeypatch.setattr(Outbox, "write_from_thread", then_notify)
+    try:
+        async with anyio.create_task_group() as tg:
+            loop = asyncio.get_running_loop()
+            tg.start_soon(h.conn.run)
+            await h.ask()
+            h.gate.set()
+            messages = await h.read_until(lambda m: len(m) == 21)
+            assert wrote == [True]  # written by the thread, in part: the pipe holds one page
+            os.close(h.to_w)
+        assert messages[0] == {"jsonrpc": "2.0", "result": big, "id": "r"}
+        assert [m["params"]["i"] for m in messages[1:]] == list(range(20))
+        assert h.inline.running == 0 and h.readers.borrowed_tokens == 0 and h.conn._running == 0
+    finally:
+        h.close()
+
+
+async def test_a_cancel_just_after_its_thread_wrote_the_answer_adds_nothing(monkeypatch):
+    """The race the claim settles: the worker writes the answer, and the cancel is handled on
+    the loop before the worker's own finish: one answer, the result, and the slots back."""
+    h = _HeldLane(monkeypatch)
+    real = Outbox.write_from_thread
+
+    def then_cancel(self, data, claim):
+        written = real(self, data, claim)
+        handled = threading.Event()
+        loop.call_soon_threadsafe(lambda: (h.conn.cancel_request("r"), handled.set()))
+        handled.wait(DEADLINE)
+        return written
+
+    monkeypatch.setattr(Outbox, "write_from_thread", then_cancel)
+    try:
+        async with anyio.create_task_group() as tg:
+            loop = asyncio.get_running_loop()
+            tg.start_soon(h.conn.run)
+            await h.ask()
+            h.gate.set()
+            messages = await h.read_until(lambda m: len(m) >= 1)
+            await wait_until(lambda: h.inline.running == 0 and h.lane.workers.busy == 0)
+            await anyio.sleep(0.1)
+            messages = h.drain()
+            os.close(h.to_w)
+        assert messages == [{"jsonrpc": "2.0", "result": {"echo": {"a": 1}}, "id": "r"}]
+        assert h.readers.borrowed_tokens == 0 and h.conn._running == 0
+    finally:
+        h.close()
 
 
 async def test_an_answer_finding_the_outbox_full_waits_its_turn(monkeypatch):

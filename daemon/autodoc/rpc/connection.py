@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -61,13 +60,13 @@ from .dispatch import (
 )
 from .inline import InlineReads
 from .quick import HANDED_OFF, QuickLane
-from .transport import nowait_writer, read_fd
+from .outbox import Claim, Outbox
+from .transport import read_fd
 from .framing import NEWLINE, FrameDecoder, FrameError, encode_message
 from ..errors import AutodocError, InternalError, InvalidRequest, Overloaded, ParseError
 
 log = logging.getLogger("autodoc.rpc")
 
-OUTBOX_SIZE = 1024
 READ_SIZE = 256 * 1024
 # Requests (batch elements count one each) running at once on one connection.
 MAX_INFLIGHT_REQUESTS = 1024
@@ -98,27 +97,6 @@ class Subscription:
         return {"all": self.all, "workspaces": sorted(self.names)}
 
 
-def socket_peer_gone(stream: anyio.abc.ByteStream) -> Callable[[], bool]:
-    """For a Unix socket that read EOF: has the peer closed entirely, or only
-    shut down its sending side (``printf … | nc -U`` waits for the answer)?
-    Linux reports POLLHUP on an AF_UNIX stream only once both directions are
-    shut down."""
-
-    def gone() -> bool:
-        try:
-            sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-            poller = select.poll()
-            poller.register(sock.fileno(), select.POLLHUP | getattr(select, "POLLRDHUP", 0))
-            for _, mask in poller.poll(0):
-                if mask & select.POLLHUP:
-                    return True
-            return False
-        except Exception:
-            return True
-
-    return gone
-
-
 class Connection:
     def __init__(
         self,
@@ -146,7 +124,7 @@ class Connection:
         self._peer_gone = peer_gone
         self._load = load
         self._quick = quick
-        self._write_nowait = nowait_writer(stream)
+        self.outbox = Outbox(stream, lambda: self.cancel_all("disconnect"))
         self.read_fd = read_fd(stream)
         self.reading = True  # until the reader stops (EOF, a broken stream, shutdown)
         self._inflight: dict[str, InFlight] = {}
@@ -154,15 +132,9 @@ class Connection:
         self.max_inflight_bytes = max_inflight_bytes
         self._running = 0  # requests and notifications admitted and not yet answered
         self._running_bytes = 0
-        self._outbox_send, self._outbox_recv = anyio.create_memory_object_stream[bytes](OUTBOX_SIZE)
         self.reads = anyio.CapacityLimiter(READS_PER_CONNECTION)
         self._read_scope: anyio.CancelScope | None = None
         self._scope = anyio.CancelScope()
-        self._broken = False
-        # Frames in the outbox not yet written, and whether the writer task is
-        # writing one: see send().
-        self._queued = 0
-        self._writing = False
         self._requests: anyio.abc.TaskGroup | None = None
         self._lanes = 0  # reads on worker threads (rpc/quick.py), answered by end_lane
         self._lanes_idle = anyio.Event()
@@ -171,6 +143,10 @@ class Connection:
     @property
     def framing(self) -> str:
         return self.decoder.framing or NEWLINE
+
+    @property
+    def _queued(self) -> int:
+        return self.outbox.queued
 
     @property
     def inflight_count(self) -> int:
@@ -182,7 +158,7 @@ class Connection:
         try:
             with self._scope:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._write_loop)
+                    tg.start_soon(self.outbox.run)
                     async with anyio.create_task_group() as self._requests:
                         with anyio.CancelScope() as self._read_scope:
                             await self._read_loop(self._requests)
@@ -194,11 +170,12 @@ class Connection:
                         while self._lanes:
                             await self._lanes_idle.wait()  # reads on worker threads answer first
                     # Every request has answered: let the writer flush and stop.
-                    self._outbox_send.close()
+                    self.outbox.close()
         finally:
             self.closed = True
             self.cancel_all("disconnect")
-            self._outbox_send.close()
+            self.outbox.close()
+            self.outbox.end()
             with anyio.CancelScope(shield=True):
                 try:
                     await self.stream.aclose()
@@ -229,7 +206,7 @@ class Connection:
             except anyio.EndOfStream:
                 break
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                self._broken = True
+                self.outbox.broken = True
                 self.cancel_all("disconnect")
                 break
             items = self.decoder.feed(data)
@@ -276,7 +253,7 @@ class Connection:
                 return
             if answer is not None:
                 data = self.encode(answer)
-                if not self._write_or_queue_nowait(data):
+                if not self.outbox.write_or_queue_nowait(data):
                     # the outbox is full (a peer not reading): the answer waits in a task, as the
                     # usual path's would, and counts as in flight; the reader goes on
                     self._running += 1
@@ -363,24 +340,6 @@ class Connection:
             for inflight in registered:
                 self.end_request(inflight.id, inflight)
 
-    async def _write_loop(self) -> None:
-        async with self._outbox_recv:
-            async for data in self._outbox_recv:
-                try:
-                    if not self._broken:
-                        self._writing = True
-                        await self.stream.send(data)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    self._gone_while_writing()
-                finally:
-                    self._writing = False
-                    self._queued -= 1
-
-    def _gone_while_writing(self) -> None:
-        self._broken = True
-        log.debug("%s: the peer went away while we wrote", self.name)
-        self.cancel_all("disconnect")
-
     # -- what the dispatcher and the methods call ---------------------------------------------
 
     def inflight_for(self, request_id: Any) -> InFlight | None:
@@ -407,47 +366,16 @@ class Connection:
         return encode_answer(message, self.framing)
 
     async def send(self, message: Any, *, direct: bool = False) -> None:
-        """Queue one message in the outbox. ``direct`` (an answer): see
-        _write_or_queue_nowait, one hop fewer through the writer task. Frames keep
-        their order either way, and no sender ever waits for the peer to read,
-        only for outbox room."""
+        """Queue one message in the outbox (rpc/outbox.py). ``direct`` (an answer): written at
+        once when the outbox is idle, one hop fewer through the writer task. Frames keep their
+        order either way, and no sender ever waits for the peer to read, only for outbox room."""
         data = self.encode(message)
-        if not (direct and self._write_or_queue_nowait(data)):
-            await self._enqueue(data)
-
-    async def _enqueue(self, data: bytes) -> None:
-        self._queued += 1
-        try:
-            await self._outbox_send.send(data)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._queued -= 1
-
-    def _write_or_queue_nowait(self, data: bytes) -> bool:
-        """When nothing is queued or being written, the usual case, write what the stream takes
-        at once and queue the rest in the same step (a notification queued between a frame's two
-        parts would be written into its middle); else queue it if the outbox has room. False:
-        the outbox is full, nothing was written."""
-        if self._write_nowait is not None and not self._queued and not self._writing and not self._broken:
-            try:
-                sent = self._write_nowait(data)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                self._gone_while_writing()
-                return True
-            if sent == len(data):
-                return True
-            data = data[sent:]  # the outbox is empty (nothing queued): it has room for the rest
-        try:
-            self._outbox_send.send_nowait(data)
-        except anyio.WouldBlock:
-            return False
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return True  # closing: nobody left to answer
-        self._queued += 1
-        return True
+        if not (direct and self.outbox.write_or_queue_nowait(data)):
+            await self.outbox.queue(data)
 
     async def _send_later(self, data: bytes) -> None:
         try:
-            await self._enqueue(data)
+            await self.outbox.queue(data)
         finally:
             self._running -= 1
 
@@ -461,13 +389,14 @@ class Connection:
         self._running += 1
         return inflight
 
-    def end_lane(self, rid: Any, inflight: InFlight, data: bytes) -> None:
-        """On the loop: the answer (or the cancellation's) of a read begun by begin_lane."""
+    def end_lane(self, rid: Any, inflight: InFlight, data: bytes | None, claim: Claim) -> None:
+        """On the loop: a read begun by begin_lane is over; ``data``, its answer or the
+        cancellation's, unless its worker thread wrote one (the claim says who writes it)."""
         self.end_request(rid, inflight)
         self._lanes -= 1
         if not self._lanes:
             self._lanes_idle.set()
-        if self._write_or_queue_nowait(data):
+        if data is None or not self.outbox.claim(claim) or self.outbox.write_or_queue_nowait(data):
             self._running -= 1
             return
         try:
@@ -477,14 +406,9 @@ class Connection:
 
     def notify_nowait(self, method: str, params: Any) -> bool:
         """Queue a notification; False if it was dropped (outbox full or closed)."""
-        if self._broken:
-            return False
-        try:
-            self._outbox_send.send_nowait(encode_message({"jsonrpc": "2.0", "method": method, "params": params}, self.framing))
-            self._queued += 1
+        data = encode_message({"jsonrpc": "2.0", "method": method, "params": params}, self.framing)
+        if self.outbox.queue_nowait(data):
             return True
-        except anyio.WouldBlock:
+        if not self.outbox.broken:
             log.warning("%s: outbox full, dropped a %s notification", self.name, method)
-            return False
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return False
+        return False

@@ -19,8 +19,8 @@ jsonrpcserver, and the cancel scope (nothing could cancel a run on the loop).
 The thread lane, for the same lone request when its read is not known to be
 quick and the idle daemon would run it on a thread of its own (not in a reader
 process, rpc/pool.py): the reader binds the params and hands the read straight
-to a worker thread, which runs it, checks and encodes the answer; the loop
-writes it. It holds what the usual path would hold while it runs: the read's
+to a worker thread, which runs it, checks and encodes the answer, and writes it
+when the connection's outbox is idle (rpc/outbox.py; else the loop writes it). It holds what the usual path would hold while it runs: the read's
 id (so $/cancelRequest finds it, and a cancel answers at once while the thread
 is abandoned, as the usual path's is), the connection's share of the readers
 and a reader slot, the inline rule's counters. What goes: the task, jsonrpcserver,
@@ -55,6 +55,7 @@ from ..errors import AutodocError, InternalError
 from . import schemas
 from .dispatch import check_result, error_response, request_problem
 from .inline import InlineReads, read_kind
+from .outbox import Claim
 
 log = logging.getLogger("autodoc.rpc")
 
@@ -147,19 +148,21 @@ class QuickLane:
         inflight = conn.begin_lane(rid)
         inline.running += 1
         inline.admitted += 1
-        answered = False
+        claim, outbox = Claim(), conn.outbox
+        done = False
 
-        def finish(data: bytes) -> None:  # on the loop, once: the answer or the cancellation
-            nonlocal answered
-            if answered:
+        def finish(data: bytes | None) -> None:  # on the loop: the read is over, or cancelled
+            nonlocal done
+            outbox.flush_tail()  # of an answer the worker wrote in part
+            if done:
                 return
-            answered = True
+            done = True
             inflight.on_cancel = None
             readers.release_on_behalf_of(borrower)
             share.release_on_behalf_of(borrower)
             inline.running -= 1
             inline.admitted -= 1
-            conn.end_lane(rid, inflight, data)
+            conn.end_lane(rid, inflight, data, claim)
 
         def work() -> None:  # on a worker thread
             try:
@@ -167,8 +170,10 @@ class QuickLane:
             except BaseException:
                 log.exception("%s: the thread lane failed", name)
                 data = conn.encode(error_response(InternalError("internal error"), rid))
+            # written here when the outbox is idle: the client has it without a turn of the loop
+            written = outbox.write_from_thread(data, claim)
             try:
-                loop.call_soon_threadsafe(finish, data)
+                loop.call_soon_threadsafe(finish, None if written else data)
             except RuntimeError:
                 pass  # the loop is closed: the daemon stopped while the read ran
 

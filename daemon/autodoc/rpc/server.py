@@ -30,7 +30,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from ..config import MAX_FRAME_BYTES
-from .connection import MAX_INFLIGHT_BYTES, MAX_INFLIGHT_REQUESTS, Connection, socket_peer_gone
+from .connection import MAX_INFLIGHT_BYTES, MAX_INFLIGHT_REQUESTS, Connection
 from .dispatch import Dispatcher
 from .inline import InlineReads
 from .quick import QuickLane
@@ -204,7 +204,7 @@ class RpcServer:
                             self._connection_count += 1
                             conns.start_soon(
                                 self._serve_connection, stream, f"socket#{self._connection_count}",
-                                None, socket_peer_gone(stream),
+                                None, stream.peer_gone,
                             )
                 if same_file(path, ino):
                     path.unlink()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import select
 import socket
 import stat
 from pathlib import Path
@@ -274,6 +275,17 @@ class SocketStream(anyio.abc.ByteStream):
         if self._registered:
             self._registered = False
             self._loop.remove_reader(self._fd)
+
+    def peer_gone(self) -> bool:
+        """After reading EOF: has the peer closed entirely, or only shut down its sending
+        side (``printf … | nc -U`` waits for the answer)? Linux reports POLLHUP on an
+        AF_UNIX stream only once both directions are shut down."""
+        try:
+            poller = select.poll()
+            poller.register(self._fd, select.POLLHUP | getattr(select, "POLLRDHUP", 0))
+            return any(mask & select.POLLHUP for _, mask in poller.poll(0))
+        except Exception:
+            return True
 
     async def send(self, item: bytes) -> None:
         await self._stream.send(item)
