@@ -187,7 +187,7 @@ def run_daemon_rows(store: Path, queries: list[str], stages: list[str], mode: st
             c0 = cpu_s(p.pid)
             res.append(run_clients(sock, queries, n, stages))
             c1, per = cpu_s(p.pid), 1000 / max(1, res[-1]["requests"])
-            res[-1]["cpu_ms_per_request"] = round(sum(c1.values()) - sum(c0.values()), 6) * per
+            res[-1]["cpu_ms_per_request"] = round((sum(c1.values()) - sum(c0.values())) * per, 3)
             res[-1]["cpu_ms_split"] = {k: round((c1[k] - c0[k]) * per, 2) for k in c1 if c1[k] - c0[k] > 0}
         slow = SlowClient(sock, queries[0], stages)
         try:

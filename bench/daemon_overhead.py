@@ -15,9 +15,10 @@ p50/p95 beside both sides' own latencies. The in-process side goes through
 
 Then the RPC layer alone: a daemon of its own serving a stub in the
 Service's place (``--stub-calls``, 0 skips it), its CPU per call and the
-round trip, with reads handed to worker threads and with the inline path
-(rpc/inline.py, and its quick lane, rpc/quick.py): stub daemons called in
-alternating blocks.
+round trip, with reads handed to worker threads the usual way (a task,
+jsonrpcserver, anyio's hand-off), through the thread lane (rpc/quick.py: every
+read counted as not quick) and on the inline path (rpc/inline.py, and its
+quick lane): stub daemons called in alternating blocks.
 
 A daemon on a cached store only reads it (no file is written under its
 folder by these requests), but its live index watches the corpus folder.
@@ -139,13 +140,15 @@ class StubService:
         pass
 
 
-def serve_stub(sock: Path, inline: bool) -> None:
+def serve_stub(sock: Path, inline: bool, thread_lane: bool = False) -> None:
     import anyio
 
     from autodoc.rpc.server import RpcServer
 
     server = RpcServer(StubService())
-    if not inline and hasattr(server, "inline"):
+    if thread_lane:
+        server.inline.below_s = server.inline.wall_below_s = 0.0  # nothing quick: each lone read to the thread lane
+    elif not inline and hasattr(server, "inline"):
         server.inline = None  # every read through a worker thread, as before issue 19's inline path
         server.quick = None  # and no quick lane (rpc/quick.py)
     anyio.run(lambda: server.run(socket_path=sock))
@@ -154,13 +157,13 @@ def serve_stub(sock: Path, inline: bool) -> None:
 class StubDaemon:
     """A daemon process of its own serving the stub, and a client connected to it."""
 
-    def __init__(self, inline: bool, env: dict[str, str] | None = None):
+    def __init__(self, inline: bool, env: dict[str, str] | None = None, thread_lane: bool = False):
         import subprocess
         import sys
 
         self.sock = Path(tempfile.mkdtemp(prefix="adstub-")) / "d.sock"
         self.p = subprocess.Popen([sys.executable, "-m", "bench.daemon_overhead", "--serve-stub", str(self.sock),
-                                   *([] if inline else ["--no-inline"])],
+                                   *([] if inline else ["--no-inline"]), *(["--thread-lane"] if thread_lane else [])],
                                   cwd=Path(__file__).resolve().parents[1], env=env)
         t0 = time.monotonic()
         while not self.sock.exists():
@@ -197,7 +200,8 @@ def measure_stubs(calls: int, block: int = 250, variants: dict[str, dict[str, An
     """Stub daemons side by side (default: reads through worker threads, and
     inline), called in alternating blocks so that what else runs on the
     machine weighs on each alike; ``calls`` to each."""
-    variants = variants or {"threads": {"inline": False}, "inline": {"inline": True}}
+    variants = variants or {"threads": {"inline": False}, "thread lane": {"inline": True, "thread_lane": True},
+                            "inline": {"inline": True}}
     daemons = {name: StubDaemon(**kw) for name, kw in variants.items()}
     try:
         done = 0
@@ -225,9 +229,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="also a stub daemon on other code, e.g. an earlier commit's daemon/ from git archive")
     ap.add_argument("--serve-stub", type=Path, help=argparse.SUPPRESS)  # the stub daemon's own process
     ap.add_argument("--no-inline", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--thread-lane", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve_stub:
-        serve_stub(a.serve_stub, inline=not a.no_inline)
+        serve_stub(a.serve_stub, inline=not a.no_inline, thread_lane=a.thread_lane)
         return 0
     store = a.store
     if store is None:
@@ -245,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             before_env = dict(os.environ, PYTHONPATH=a.stub_before)
             variants["before (--stub-before), threads"] = {"inline": False, "env": before_env}
             variants["before (--stub-before), inline"] = {"inline": True, "env": before_env}
-        variants.update({"threads": {"inline": False}, "inline": {"inline": True}})
+        variants.update({"threads": {"inline": False}, "thread lane": {"inline": True, "thread_lane": True},
+                         "inline": {"inline": True}})
         res["stub"] = measure_stubs(a.stub_calls, variants=variants)
     if a.json:
         a.json.write_text(json.dumps(res, indent=1) + "\n")

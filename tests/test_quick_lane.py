@@ -191,7 +191,7 @@ async def test_frames_stay_whole_and_in_order_when_the_peer_reads_slowly(kb_serv
             os.write(to_server_w, encode_message({"jsonrpc": "2.0", "id": "big", "method": "document.read",
                                                   "params": big}, NEWLINE))
             with anyio.fail_after(DEADLINE):
-                while not server.connections or not next(iter(server.connections))._queued:
+                while not server.connections or not next(iter(server.connections)).outbox.queued:
                     await anyio.sleep(0.005)  # the pipe took a page; the rest waits in the outbox
             os.write(to_server_w, encode_message({"jsonrpc": "2.0", "id": "small", "method": "workspace.list",
                                                   "params": {}}, NEWLINE))

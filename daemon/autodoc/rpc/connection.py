@@ -7,11 +7,9 @@ Requests on one connection run concurrently, each in its own task under its
 own cancel scope; ``$/cancelRequest`` cancels one, and a peer that goes away
 cancels all of its own. A lone request for a quick read while the daemon is
 idle is answered by the reader itself, or handed by it straight to a worker
-thread (rpc/quick.py), with no task.
-Outgoing messages go through one bounded outbox read by one writer task, so
-frames never interleave (an answer finding the outbox empty and no write
-under way is written at once, as far as the stream takes it without waiting:
-one hop fewer per call, same order); a notification that finds the
+thread that writes the answer (rpc/quick.py), with no task.
+Outgoing messages go through one bounded outbox read by one writer task
+(rpc/outbox.py), so frames never interleave; a notification that finds the
 outbox full is dropped (changes can always be re-read with changes.since),
 while the reader waits for room before taking more requests (a peer that
 sends without reading its answers is slowed down, not buffered for).
@@ -143,10 +141,6 @@ class Connection:
     @property
     def framing(self) -> str:
         return self.decoder.framing or NEWLINE
-
-    @property
-    def _queued(self) -> int:
-        return self.outbox.queued
 
     @property
     def inflight_count(self) -> int:

@@ -20,17 +20,19 @@ The thread lane, for the same lone request when its read is not known to be
 quick and the idle daemon would run it on a thread of its own (not in a reader
 process, rpc/pool.py): the reader binds the params and hands the read straight
 to a worker thread, which runs it, checks and encodes the answer, and writes it
-when the connection's outbox is idle (rpc/outbox.py; else the loop writes it). It holds what the usual path would hold while it runs: the read's
-id (so $/cancelRequest finds it, and a cancel answers at once while the thread
-is abandoned, as the usual path's is), the connection's share of the readers
-and a reader slot, the inline rule's counters. What goes: the task, jsonrpcserver,
-anyio's hand-off and the turns of the loop between them, about 0.6 ms of a
-search's round trip at 100k chunks (docs/benchmarks/daemon_overhead.md).
+itself when the connection's outbox is idle (rpc/outbox.py; else the loop does).
+It holds what the usual path would hold while it runs: the read's id (so
+$/cancelRequest finds it, and a cancel answers at once while the thread is
+abandoned, as the usual path's is), the connection's share of the readers and a
+reader slot, the inline rule's counters. What goes: the task, jsonrpcserver,
+anyio's hand-off and the turns of the loop between them (about 0.5 ms of a
+search's round trip at 100k chunks, docs/benchmarks/daemon_overhead.md).
 
-Input: one parsed message. Output: its answer, HANDED_OFF (a worker thread answers it), or None when it is not for the
-lane (a batch, a notification, a write, a method with its own handler, a busy
-daemon, a kind not known to be quick, bytes waiting on any connection; all known
-before the params are bound): the usual path then answers it.
+Input: one parsed message. Output: its answer, HANDED_OFF (a worker thread
+answers it), or None when it is not for the lane (a batch, a notification, a
+write, a method with its own handler, a busy daemon, a kind not known to be
+quick with no thread free or meant for a reader process, bytes waiting on any
+connection): the usual path then answers it.
 
 Why the last: the lane answers a request before the loop reads the next one, so a
 burst of clients, each request answered alone, would always find the daemon
@@ -38,7 +40,7 @@ idle and be served one by one on the loop's one core; with bytes waiting, the
 requests go to tasks, are admitted together, and reach the reader processes
 and threads as before.
 
-Runs on: the event loop.
+Runs on: the event loop; the thread lane's reads on its worker threads.
 """
 
 from __future__ import annotations
@@ -132,8 +134,8 @@ class QuickLane:
         return {"jsonrpc": "2.0", "result": result, "id": rid}
 
     def _hand_off(self, conn: Any, name: str, rid: Any, kind: Any, read: LaneRead, params: dict) -> Any:
-        """Start the read on a worker thread; the loop writes its answer, or the
-        cancellation's as soon as the request is cancelled. None: no slot free."""
+        """Start the read on a worker thread, which writes its answer (or the loop does, or
+        the cancellation's as soon as the request is cancelled). None: no slot free."""
         borrower, share, readers, inline = object(), conn.reads, self.readers, self.inline
         try:
             share.acquire_on_behalf_of_nowait(borrower)
