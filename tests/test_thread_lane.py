@@ -239,6 +239,87 @@ async def test_an_answer_its_thread_wrote_in_part_stays_whole_and_first(monkeypa
         h.close()
 
 
+async def test_a_client_asking_again_before_the_loop_ran_the_last_finish_still_takes_the_lane(monkeypatch):
+    """Seen in the suite: the worker writes the answer, the client sends its next request at
+    once, and the loop reads it before running the first read's finish; the connection then
+    looked busy and the request went the usual way. The next frame now settles it first. Here
+    the worker holds until the loop has taken the second frame; this connection's dispatcher
+    knows no method, so a request that went the usual way would answer -32601."""
+    h = _HeldLane(monkeypatch)
+    taken = threading.Event()
+    real_write, real_take = Outbox.write_from_thread, h.conn._take
+
+    def write_then_hold(outbox, data, claim):
+        written = real_write(outbox, data, claim)
+        if b'"r"' in data:
+            os.write(h.to_w, encode_message({"jsonrpc": "2.0", "id": "r2", "method": "held", "params": {"b": 2}},
+                                            NEWLINE))
+            taken.wait(DEADLINE)
+        return written
+
+    async def take(item, requests, alone):
+        await real_take(item, requests, alone)
+        if b'"r2"' in getattr(item, "payload", b""):
+            taken.set()
+
+    monkeypatch.setattr(Outbox, "write_from_thread", write_then_hold)
+    h.conn._take = take
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(h.conn.run)
+            await h.ask()
+            h.gate.set()
+            messages = await h.read_until(lambda m: len(m) == 2)
+            os.close(h.to_w)
+        assert taken.is_set()
+        assert messages == [{"jsonrpc": "2.0", "result": {"echo": {"a": 1}}, "id": "r"},
+                            {"jsonrpc": "2.0", "result": {"echo": {"b": 2}}, "id": "r2"}]
+        assert h.inline.running == 0 and h.readers.borrowed_tokens == 0 and h.conn._running == 0
+    finally:
+        h.close()
+
+
+async def test_no_worker_thread_to_be_had_means_the_usual_way_with_nothing_held(monkeypatch):
+    """A thread that cannot start (the process is out of threads: a fault this test can only
+    cause by standing in for threading.Thread) must cost the read nothing: it goes the usual way,
+    and no slot or counter stays taken; then a writer whose own write fails leaves it to the loop."""
+    import autodoc.rpc.quick as quick
+
+    class NoThread(threading.Thread):
+        def start(self):
+            raise RuntimeError("can't start new thread")
+
+    h = _HeldLane(monkeypatch)
+    h.conn.dispatcher = Dispatcher({"held": lambda ctx, p: _echo(p)})
+    h.gate.set()
+    monkeypatch.setattr(quick.threading, "Thread", NoThread)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(h.conn.run)
+            os.write(h.to_w, encode_message({"jsonrpc": "2.0", "id": "r", "method": "held", "params": {"a": 1}},
+                                            NEWLINE))
+            messages = await h.read_until(lambda m: len(m) == 1)
+            assert messages == [{"jsonrpc": "2.0", "result": {"the usual way": {"a": 1}}, "id": "r"}]
+            assert h.inline.running == 0 and h.inline.admitted == 0 and h.readers.borrowed_tokens == 0
+            assert h.lane.workers.busy == 0 and h.lane.workers._threads == 0
+
+            monkeypatch.undo()  # threads again; and the thread's own write fails
+            monkeypatch.setattr(schemas, "bind_params", lambda name, raw: raw)
+            monkeypatch.setattr(Outbox, "write_from_thread", lambda *a: 1 / 0)
+            os.write(h.to_w, encode_message({"jsonrpc": "2.0", "id": "s", "method": "held", "params": {"b": 2}},
+                                            NEWLINE))
+            messages = await h.read_until(lambda m: len(m) == 2)
+            assert messages[1] == {"jsonrpc": "2.0", "result": {"echo": {"b": 2}}, "id": "s"}
+            await wait_until(lambda: h.lane.workers.busy == 0 and h.inline.running == 0)
+            os.close(h.to_w)
+    finally:
+        h.close()
+
+
+async def _echo(p: dict) -> dict:
+    return {"the usual way": p}
+
+
 async def test_a_cancel_just_after_its_thread_wrote_the_answer_adds_nothing(monkeypatch):
     """The race the claim settles: the worker writes the answer, and the cancel is handled on
     the loop before the worker's own finish: one answer, the result, and the slots back."""

@@ -28,7 +28,8 @@ flight; beyond either a request is not run and answers -32021. An id already
 in flight on this connection (or twice in one batch) answers -32600: cancels
 and progress tokens name requests by id, so two live requests may not share one.
 
-Runs on: the event loop; nothing here blocks it.
+Runs on: the event loop; nothing here blocks it (the outbox's lock, rpc/outbox.py, is
+held by a worker thread for one non-blocking write at most).
 """
 
 from __future__ import annotations
@@ -241,6 +242,8 @@ class Connection:
         if target is not NOID:
             self.cancel_request(target)
             return
+        if alone and self._quick is not None:
+            self._quick.settle()
         if alone and self._quick is not None and not self._running and self._accepting():
             answer = self._quick.answer(message, self)
             if answer is HANDED_OFF:
@@ -383,14 +386,14 @@ class Connection:
         self._running += 1
         return inflight
 
-    def end_lane(self, rid: Any, inflight: InFlight, data: bytes | None, claim: Claim) -> None:
+    def end_lane(self, rid: Any, inflight: InFlight, data: bytes, claim: Claim) -> None:
         """On the loop: a read begun by begin_lane is over; ``data``, its answer or the
-        cancellation's, unless its worker thread wrote one (the claim says who writes it)."""
+        cancellation's, is written unless its worker thread claimed and wrote the answer."""
         self.end_request(rid, inflight)
         self._lanes -= 1
         if not self._lanes:
             self._lanes_idle.set()
-        if data is None or not self.outbox.claim(claim) or self.outbox.write_or_queue_nowait(data):
+        if not self.outbox.claim(claim) or self.outbox.write_or_queue_nowait(data):
             self._running -= 1
             return
         try:
@@ -403,6 +406,6 @@ class Connection:
         data = encode_message({"jsonrpc": "2.0", "method": method, "params": params}, self.framing)
         if self.outbox.queue_nowait(data):
             return True
-        if not self.outbox.broken:
+        if not (self.outbox.broken or self.outbox.closed):
             log.warning("%s: outbox full, dropped a %s notification", self.name, method)
         return False

@@ -13,8 +13,12 @@ interleaved with another.
   nothing being written), so its client has the answer without a turn of the
   loop in between (docs/benchmarks/daemon_overhead.md). What the stream does not
   take of it waits in ``_tail``, which the writer writes before any later frame.
-  Every such decision and direct write is made under ``_lock``: the worker only
-  tries it (never waits), and holds it for one non-blocking write.
+  The worker decides and writes under ``_lock``, which it only tries (never
+  waits for) and holds for one non-blocking write; the loop takes it around its
+  own direct writes, the writer's start and end of a frame, and closing. Frames
+  the loop only queues (``queue``, ``queue_nowait``) change ``queued`` without it:
+  the loop is the only writer of those fields, and a frame queued just after a
+  worker's check is written after that worker's answer and tail.
 - ``claim``: a request's answer is written once. The thread lane's answer and a
   cancellation's race for it; the first to claim it under the lock writes it.
 
@@ -59,6 +63,10 @@ class Outbox:
         self.broken = False
         self._tail = b""  # the rest of an answer a worker thread wrote in part
         self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def _idle(self) -> bool:
         return not (self.queued or self.writing or self.broken or self._tail or self._closed)

@@ -49,6 +49,8 @@ import asyncio
 import logging
 import queue
 import threading
+from collections import deque
+from functools import partial
 from typing import Any, Callable, NamedTuple
 
 import anyio
@@ -80,6 +82,13 @@ class QuickLane:
         self.input_waiting = input_waiting  # another request is on its way (the server polls its connections)
         self.readers = readers  # the daemon's reader slots; None: no thread lane
         self.workers = _Workers(WORKERS)
+        self._settle: deque[Callable[[], None]] = deque()  # finishes of reads answered by their thread
+
+    def settle(self) -> None:
+        """On the loop, before a lane decision: finish the reads whose threads are done (their
+        client may have its answer and be asking again before the loop's turn has run them)."""
+        while self._settle:
+            self._settle.popleft()()
 
     def answer(self, message: Any, conn: Any = None) -> Any:
         inline = self.inline
@@ -138,6 +147,11 @@ class QuickLane:
         the cancellation's as soon as the request is cancelled). None: no slot free."""
         borrower, share, readers, inline = object(), conn.reads, self.readers, self.inline
         try:
+            self.workers.ready()  # a thread that cannot start fails here, before anything is held
+        except RuntimeError:
+            log.warning("no worker thread for %s; it goes the usual way", name, exc_info=True)
+            return None
+        try:
             share.acquire_on_behalf_of_nowait(borrower)
         except anyio.WouldBlock:
             return None
@@ -153,7 +167,9 @@ class QuickLane:
         claim, outbox = Claim(), conn.outbox
         done = False
 
-        def finish(data: bytes | None) -> None:  # on the loop: the read is over, or cancelled
+        # on the loop: the read is over, or cancelled. Its slots and counters go back here, even
+        # when the answer must still wait for outbox room (_send_later): the read no longer runs
+        def finish(data: bytes) -> None:
             nonlocal done
             outbox.flush_tail()  # of an answer the worker wrote in part
             if done:
@@ -172,10 +188,18 @@ class QuickLane:
             except BaseException:
                 log.exception("%s: the thread lane failed", name)
                 data = conn.encode(error_response(InternalError("internal error"), rid))
-            # written here when the outbox is idle: the client has it without a turn of the loop
-            written = outbox.write_from_thread(data, claim)
+            # The client may send its next request before the loop has run this read's finish: the
+            # loop's next lane decision settles it first (else it would find the daemon busy). The
+            # claim says who writes the answer: this thread, when the outbox is idle (the client has
+            # it without a turn of the loop), or the loop's finish, whichever claims it first.
+            done_now = partial(finish, data)
+            self._settle.append(done_now)
             try:
-                loop.call_soon_threadsafe(finish, None if written else data)
+                outbox.write_from_thread(data, claim)
+            except Exception:
+                log.exception("%s: the thread could not write its answer; the loop does", name)
+            try:
+                loop.call_soon_threadsafe(done_now)
             except RuntimeError:
                 pass  # the loop is closed: the daemon stopped while the read ran
 
@@ -199,12 +223,17 @@ class _Workers:
     def full(self) -> bool:
         return self.busy >= self.most
 
-    def submit(self, job: Callable[[], None], loop: asyncio.AbstractEventLoop) -> None:
-        self.busy += 1
-        if self._threads < self.busy:
-            self._threads += 1
+    def ready(self) -> None:
+        """A thread free for one more job (started if need be; RuntimeError if it cannot be)."""
+        if self._threads <= self.busy:
             threading.Thread(target=self._serve, name="autodoc-lane", daemon=True).start()
-        # put when the loop has finished this turn: the worker then finds the GIL free
+            self._threads += 1
+
+    def submit(self, job: Callable[[], None], loop: asyncio.AbstractEventLoop) -> None:
+        """After ready(): never fails."""
+        self.busy += 1
+        # put at the end of the loop's turn, not in its middle: the worker, woken at once, would
+        # only wait for the GIL while the loop finishes the turn
         loop.call_soon(self._jobs.put, (job, loop))
 
     def _serve(self) -> None:
@@ -212,6 +241,8 @@ class _Workers:
             job, loop = self._jobs.get()
             try:
                 job()
+            except BaseException:
+                log.exception("a thread lane job failed")  # the thread serves on
             finally:
                 try:
                     loop.call_soon_threadsafe(self._done)

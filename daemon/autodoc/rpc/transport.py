@@ -243,8 +243,9 @@ class SocketStream(anyio.abc.ByteStream):
                 raise anyio.BrokenResourceError from exc
             self._reads += 1
             if not waited:
-                # data at once (a client sending faster than we read): let the others in too
-                await anyio.lowlevel.checkpoint()
+                # data at once (a client sending faster than we read): let the others in too;
+                # shielded, as the bytes are ours now and a cancel here would lose them
+                await anyio.lowlevel.cancel_shielded_checkpoint()
             if not data:
                 raise anyio.EndOfStream
             return data
@@ -268,7 +269,8 @@ class SocketStream(anyio.abc.ByteStream):
             # level-triggered reader would fire every turn until it reads again
             self._unregister()
         else:
-            # usually the turn after a wait: readiness seen before the woken read took the bytes
+            # a read since the last time: readiness reported before that read took the bytes
+            # (or new bytes the next receive will take); stay registered
             self._reads_seen = self._reads
 
     def _unregister(self) -> None:
