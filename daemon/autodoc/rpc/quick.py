@@ -24,7 +24,9 @@ itself when the connection's outbox is idle (rpc/outbox.py; else the loop does).
 It holds what the usual path would hold while it runs: the read's id (so
 $/cancelRequest finds it, and a cancel answers at once while the thread is
 abandoned, as the usual path's is), the connection's share of the readers and a
-reader slot, the inline rule's counters. What goes: the task, jsonrpcserver,
+reader slot, the inline rule's counters, until the loop runs the read's finish
+(or the connection's next frame does, settle(): a client with its answer may
+ask again first). What goes: the task, jsonrpcserver,
 anyio's hand-off and the turns of the loop between them (about 0.5 ms of a
 search's round trip at 100k chunks, docs/benchmarks/daemon_overhead.md).
 
