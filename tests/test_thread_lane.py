@@ -202,6 +202,16 @@ class _HeldLane:
                 self.frames += self.decoder.feed(os.read(self.from_r, 65536))
         return [json.loads(f.payload) for f in self.frames]
 
+    async def exchange(self, n: int) -> list[dict]:
+        """Run the connection, ask, let the read end: the first ``n`` frames the peer reads."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.conn.run)
+            await self.ask()
+            self.gate.set()
+            messages = await self.read_until(lambda m: len(m) >= n)
+            os.close(self.to_w)  # the connection reads the end and stops
+        return messages
+
     def drain(self) -> list[dict]:
         """Every frame the peer can read now, without waiting."""
         while select.select([self.from_r], [], [], 0)[0]:
@@ -225,13 +235,8 @@ async def test_an_answer_its_thread_wrote_in_part_stays_whole_and_first(monkeypa
 
     wrote = h.then_on_loop(monkeypatch, notify)
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(h.conn.run)
-            await h.ask()
-            h.gate.set()
-            messages = await h.read_until(lambda m: len(m) == 21)
-            assert wrote == [True]  # written by the thread, in part: the pipe holds one page
-            os.close(h.to_w)
+        messages = await h.exchange(21)
+        assert wrote == [True]  # written by the thread, in part: the pipe holds one page
         assert messages[0] == {"jsonrpc": "2.0", "result": big, "id": "r"}
         assert [m["params"]["i"] for m in messages[1:]] == list(range(20))
         assert h.inline.running == 0 and h.readers.borrowed_tokens == 0 and h.conn._running == 0
@@ -265,12 +270,7 @@ async def test_a_client_asking_again_before_the_loop_ran_the_last_finish_still_t
     monkeypatch.setattr(Outbox, "write_from_thread", write_then_hold)
     h.conn._take = take
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(h.conn.run)
-            await h.ask()
-            h.gate.set()
-            messages = await h.read_until(lambda m: len(m) == 2)
-            os.close(h.to_w)
+        messages = await h.exchange(2)
         assert taken.is_set()
         assert messages == [{"jsonrpc": "2.0", "result": {"echo": {"a": 1}}, "id": "r"},
                             {"jsonrpc": "2.0", "result": {"echo": {"b": 2}}, "id": "r2"}]
