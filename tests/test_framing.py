@@ -183,3 +183,18 @@ def test_a_fixed_framing_skips_detection():
     assert dec.feed(encode_frame(b"[]", CONTENT_LENGTH)) == [Frame(b"[]")]
     with pytest.raises(ValueError):
         FrameDecoder(framing="xml")
+
+
+def test_an_answer_that_is_not_json_answers_32603_to_its_id():
+    """A method's bug (NaN, a cycle, a Path) becomes -32603 to the request's id, never a frame
+    that is not JSON or a daemon that stops: dispatch.encode_answer, which every answer takes."""
+    from pathlib import Path as _Path
+
+    from autodoc.rpc.dispatch import encode_answer
+
+    cyclic: dict = {}
+    cyclic["self"] = cyclic
+    for bad in (float("nan"), cyclic, _Path("/x")):
+        frame = encode_answer({"jsonrpc": "2.0", "result": {"x": bad}, "id": 7}, NEWLINE)
+        answer = json.loads(frame)
+        assert answer["id"] == 7 and answer["error"]["code"] == -32603, bad

@@ -323,7 +323,8 @@ def dump_json(obj: Any) -> bytes:
     A string holding a lone surrogate (a request id ``"\\ud800"`` echoed back)
     has no UTF-8 form; the message is then written with ``\\u`` escapes, which
     is still JSON and gives the peer back exactly what it sent."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # check_circular off: 8 % of a 12 kB answer's encode; a cycle still fails (RecursionError)
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
