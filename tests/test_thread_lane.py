@@ -168,7 +168,7 @@ class _HeldLane:
 
         self.inline = InlineReads()
         self.readers = anyio.CapacityLimiter(2)
-        self.lane = QuickLane({"held": LaneRead(held, False, lambda p: True)}, self.inline, readers=self.readers)
+        self.lane = QuickLane({"held": LaneRead(held, False, lambda p: True)}, self.inline, self.readers)
         self.conn = Connection(FdStream(self.to_r, self.from_w), Dispatcher({}), name="pipes", quick=self.lane,
                                load=self.inline)
         monkeypatch.setattr(schemas, "bind_params", lambda name, raw: raw)  # "held" is the test's: no schema
@@ -357,7 +357,7 @@ async def test_an_answer_finding_the_outbox_full_waits_its_turn(monkeypatch):
 
     inline = InlineReads()
     readers = anyio.CapacityLimiter(2)
-    lane = QuickLane({"held": LaneRead(held, False, lambda p: True)}, inline, readers=readers)
+    lane = QuickLane({"held": LaneRead(held, False, lambda p: True)}, inline, readers)
     conn = Connection(FdStream(to_r, from_w), Dispatcher({}), name="pipes", quick=lane, load=inline)
     monkeypatch.setattr(schemas, "bind_params", lambda name, raw: raw)  # "held" is the test's: no schema
     try:

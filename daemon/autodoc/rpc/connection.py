@@ -244,17 +244,12 @@ class Connection:
             return
         if alone and self._quick is not None:
             self._quick.settle()
-        if alone and self._quick is not None and not self._running and self._accepting():
-            answer = self._quick.answer(message, self)
+            answer = self._quick.answer(message, self) if not self._running and self._accepting() else None
             if answer is HANDED_OFF:
                 return
             if answer is not None:
-                data = self.encode(answer)
-                if not self.outbox.write_or_queue_nowait(data):
-                    # the outbox is full (a peer not reading): the answer waits in a task, as the
-                    # usual path's would, and counts as in flight; the reader goes on
-                    self._running += 1
-                    requests.start_soon(self._send_later, data)
+                self._running += 1
+                self._answer(self.encode(answer))
                 return
         size = len(item.payload)
         refused, registered, admitted = self._admit(message, size)
@@ -393,11 +388,20 @@ class Connection:
         self._lanes -= 1
         if not self._lanes:
             self._lanes_idle.set()
-        if not self.outbox.claim(claim) or self.outbox.write_or_queue_nowait(data):
+        if self.outbox.claim(claim):
+            self._answer(data)
+        else:
+            self._running -= 1  # its thread wrote it
+
+    def _answer(self, data: bytes) -> None:
+        """An answer counted in _running, from the reader or the loop: into the outbox now, or,
+        the outbox being full (a peer not reading), from a task, as the usual path's would, and
+        counted until then; the reader goes on either way."""
+        if self.outbox.write_or_queue_nowait(data):
             self._running -= 1
             return
         try:
-            self._requests.start_soon(self._send_later, data)  # the outbox is full: wait in a task
+            self._requests.start_soon(self._send_later, data)
         except RuntimeError:
             self._running -= 1  # the connection is gone (killed): nobody to answer
 

@@ -121,8 +121,7 @@ async def run_pooled(app: App, ctx: RequestContext, m: Method, p: dict) -> Any:
     kind = ctx.data.get("kind", m.name)
     cancel = {"cancel": ctx.inflight.cancelled} if m.cancellable and ctx.inflight is not None else {}
     busy = inline is not None and (inline.running or inline.admitted > 1)
-    if pool is None or not pool.ready or (inline is not None and inline.may_run(kind)) \
-            or (not busy and _overlaps_here(app, m, p)):
+    if (inline is not None and inline.may_run(kind)) or stays_here(app, m, p, busy=busy):
         if busy and pool is not None:
             pool.want()
         return await run_peer_read(app, ctx, m.call, app.service, p, **cancel)
@@ -161,6 +160,13 @@ def _share_anew(app: App, pool: ReaderPool, key: tuple[int, str] | None) -> None
     if key is not None:
         app.service.vectors.reshare(*key)
     pool.recheck()
+
+
+def stays_here(app: App, m: Method, p: dict, *, busy: bool) -> bool:
+    """Whether the daemon runs this read itself rather than in a reader process: no pool
+    up, not a pooled method, or (the daemon otherwise idle) a search whose legs it overlaps."""
+    pool = _pool(app)
+    return pool is None or not pool.ready or not pool.serves(m.name, p) or (not busy and _overlaps_here(app, m, p))
 
 
 def _overlaps_here(app: App, m: Method, p: dict) -> bool:
@@ -204,15 +210,10 @@ class Methods:
         """The reads the quick lane (rpc/quick.py) may answer: those whose handler only
         routes the call (no writer slot, no progress, no connection state)."""
         special = self._special()
-        return {name: LaneRead(partial(m.call, self.service), m.cancellable, partial(self._here, m))
+        return {name: LaneRead(partial(m.call, self.service), m.cancellable,
+                               partial(stays_here, self.app, m, busy=False))
                 for name, m in METHODS.items()
                 if m.call is not None and not m.write and not m.progress and name not in special}
-
-    def _here(self, m: Method, p: dict) -> bool:
-        """Whether an idle daemon runs this read itself (run_pooled's choice when idle),
-        not in a reader process."""
-        pool = _pool(self.app)
-        return pool is None or not pool.ready or not pool.serves(m.name, p) or _overlaps_here(self.app, m, p)
 
     def _handler(self, m: Method) -> Handler:
         assert m.call is not None, f"{m.name} needs a handler of its own"

@@ -76,13 +76,13 @@ class LaneRead(NamedTuple):
 
 
 class QuickLane:
-    def __init__(self, reads: dict[str, LaneRead], inline: InlineReads, *, check_results: bool = False,
-                 input_waiting: Callable[[], bool] = lambda: False, readers: anyio.CapacityLimiter | None = None):
+    def __init__(self, reads: dict[str, LaneRead], inline: InlineReads, readers: anyio.CapacityLimiter, *,
+                 check_results: bool = False, input_waiting: Callable[[], bool] = lambda: False):
         self.reads = reads  # plain reads only
         self.inline = inline
         self.check_results = check_results
         self.input_waiting = input_waiting  # another request is on its way (the server polls its connections)
-        self.readers = readers  # the daemon's reader slots; None: no thread lane
+        self.readers = readers  # the daemon's reader slots, which the thread lane's reads take
         self.workers = _Workers(WORKERS)
         self._settle: deque[Callable[[], None]] = deque()  # finishes of reads answered by their thread
 
@@ -92,7 +92,7 @@ class QuickLane:
         while self._settle:
             self._settle.popleft()()
 
-    def answer(self, message: Any, conn: Any = None) -> Any:
+    def answer(self, message: Any, conn: Any) -> Any:
         inline = self.inline
         if inline.running or inline.admitted or not isinstance(message, dict):
             return None
@@ -107,7 +107,7 @@ class QuickLane:
         try:
             kind = read_kind(name, raw)  # the kind of the bound params too: decided before binding
             quick = inline.may_run(kind)
-            if not quick and (conn is None or self.readers is None or self.workers.full):
+            if not quick and self.workers.full:
                 return None
             if self.input_waiting():
                 return None

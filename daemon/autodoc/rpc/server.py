@@ -76,8 +76,8 @@ class RpcServer:
         self.connections: set[Connection] = set()
         methods = Methods(self)
         self.dispatcher = Dispatcher(methods.handlers(), check_results=check_results)
-        self.quick = QuickLane(methods.quick_reads(), self.inline, check_results=check_results,
-                               input_waiting=self.input_waiting, readers=self.readers)
+        self.quick = QuickLane(methods.quick_reads(), self.inline, self.readers, check_results=check_results,
+                               input_waiting=self.input_waiting)
         self.shutting_down = False
         self.shutdown_reason = ""
         self.workspace_listeners: list[Callable[[], None]] = []
