@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import types
 
@@ -429,3 +430,82 @@ async def test_a_lone_hybrid_search_stays_with_the_daemons_lexical_helper(kb_ser
             kb_service.lexical_helper = None
             server.request_shutdown("test over")
             tg.cancel_scope.cancel()
+
+
+async def test_a_reader_is_handed_its_next_call_before_it_answers(kb_service, short_tmp):
+    """DEPTH: a reader holds the call it runs and one queued behind it, so it does not idle
+    between two while the daemon's loop is busy elsewhere; a third call waits for a free slot.
+    A stopped reader shows what it was handed: its frames sit in its socket."""
+    expected = kb_service.search(*SEARCH)["hits"]
+    async with anyio.create_task_group() as tg:
+        server, pool = await _serve(kb_service, short_tmp, tg, size=1)
+        try:
+            path = short_tmp / "d.sock"
+            async with await Client.connect_socket(path) as client:
+                await client.call("search.query", SEARCH)
+            (reader,) = pool.readers
+            if hasattr(os, "SCHED_BATCH"):  # woken by a call, it does not preempt the daemon (reader.py)
+                assert os.sched_getscheduler(reader.proc.pid) == os.SCHED_BATCH
+            os.kill(reader.proc.pid, signal.SIGSTOP)
+            answers: list[dict] = []
+
+            async def one() -> None:
+                answers.append(await anyio.to_thread.run_sync(
+                    _raw_call, path, {"jsonrpc": "2.0", "id": 1, "method": "search.query", "params": SEARCH}))
+
+            async with anyio.create_task_group() as calls:
+                for _ in range(3):
+                    calls.start_soon(one)
+                try:
+                    await _until(lambda: len(reader.waiting) >= 2, "two calls handed to the stopped reader")
+                    await anyio.sleep(0.3)
+                    assert len(reader.waiting) == poolmod.DEPTH == 2, "a reader was handed more than its slots"
+                    assert not answers
+                finally:  # else the clients' threads wait for it forever
+                    os.kill(reader.proc.pid, signal.SIGCONT)
+            assert [a["result"]["hits"] for a in answers] == [expected] * 3
+            assert not reader.waiting and _alive_pids(pool) == [reader.proc.pid]
+        finally:
+            server.request_shutdown("test over")
+            tg.cancel_scope.cancel()
+
+
+def test_a_call_cancelled_while_queued_in_a_reader_is_not_run(kb_service, monkeypatch):
+    """A cancel that reaches a reader while the call waits behind another one answers it
+    cancelled without running it. The reader's serve() runs on a thread here, over a real
+    socket pair and a real read-only Service; a stand-in run_call holds the first call open
+    (a running call that waits on demand, which a real search cannot be made to do)."""
+    from autodoc.rpc import reader as readermod
+
+    release, ran = threading.Event(), []
+    real_run = readermod.run_call
+
+    def held(service, method, params, cancel):
+        ran.append(params["query"])
+        if params["query"] == "first":
+            release.wait(30)
+        return real_run(service, method, params, cancel)
+
+    monkeypatch.setattr(readermod, "run_call", held)
+    ours, theirs = socket.socketpair()
+    t = threading.Thread(target=readermod.serve, args=(theirs,), daemon=True)
+    t.start()
+    try:
+        readermod.send_frame(ours, kb_service.settings)
+        assert readermod.recv_frame(ours)[0] == "ready"
+        params = {"workspace": "kb", "opts": {"stages": ["lexical"], "limit": 3}}
+        readermod.send_frame(ours, ("call", 1, "search.query", {**params, "query": "first"}, []))
+        readermod.send_frame(ours, ("call", 2, "search.query", {**params, "query": "second"}, []))
+        readermod.send_frame(ours, ("cancel", 2))
+        readermod.send_frame(ours, ("call", 3, "search.query", {**params, "query": "sqlite lease"}, []))
+        time.sleep(0.3)  # the frames thread has read all four while the first call is held
+        release.set()
+        replies = {r[1]: r for r in (readermod.recv_frame(ours) for _ in range(3))}
+        assert replies[1][0] == "ok" and replies[3][0] == "ok" and replies[3][2]["hits"]
+        assert replies[2][0] == "err" and replies[2][2]["code"] == -32800
+        assert ran == ["first", "sqlite lease"], "the cancelled call ran"
+    finally:
+        release.set()
+        ours.close()
+        t.join(10)
+        theirs.close()

@@ -53,7 +53,9 @@ Correctness:
   is told (its search's ``cancel`` Event) and rejoins the free readers when it
   answers.
 - Fairness: a connection's share of reads (connection.py) is taken before a
-  reader; free readers go to waiting calls first come, first served.
+  reader; a reader's free slots (DEPTH: the call it runs and one queued) go to
+  waiting calls first come, first served, in the order they were freed, so two
+  idle readers each get a call before either gets a second.
 
 Runs on: the event loop; ``invalidate`` from any thread (under a lock).
 """
@@ -92,6 +94,11 @@ MAX_DEATHS = 5
 DEATH_WINDOW_S = 60.0
 MAX_INVALIDATIONS = 2000  # per reader, between two of its calls; more are compacted (compact_invalidations)
 START_TIMEOUT_S = 60.0
+# Calls a reader holds at once: the one it runs and one queued behind it (rpc/reader.py reads
+# frames on a thread of its own), so that a reader does not idle between two calls while the
+# daemon's loop, busy with other frames, gets round to its reply and the next call. With one,
+# readers idled ~30 % of the time under 8 clients (docs/benchmarks/concurrency.md).
+DEPTH = 2
 DRAIN_S = 5.0  # at shutdown, how long the readers' running calls may take to answer
 
 
@@ -171,7 +178,7 @@ class ReaderPool:
         self._lock = threading.Lock()
         self._wanted = anyio.Event()
         self._bases = SharedBases()  # what a reader started later is told first (guarded by _lock)
-        # unbounded: a dead reader may still sit in it beside its replacement
+        # a reader's free slots (DEPTH each); unbounded: a dead reader's may still sit in it
         self._free_send, self._free_recv = anyio.create_memory_object_stream[Reader](math.inf)
         service.on_invalidate = self.invalidate
 
@@ -225,12 +232,15 @@ class ReaderPool:
         """(result, the reader's CPU seconds), or raises what the reader raised, or ReaderGone."""
         from ..errors import from_rpc
 
-        try:
-            reader = await self._free_recv.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise ReaderGone("the reader pool stopped") from None
-        if not reader.alive:
-            raise ReaderGone("the reader exited")
+        while True:  # a dead reader's free slots may still sit in the stream beside its replacement's
+            try:
+                reader = await self._free_recv.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                raise ReaderGone("the reader pool stopped") from None
+            if reader.alive:
+                break
+            if not self.ready:  # none left to wait for: the daemon runs it now, as for a death mid-call
+                raise ReaderGone("the reader exited")
         reader.seq += 1
         seq = reader.seq
         slot: list[Any] = [anyio.Event(), None]
@@ -319,7 +329,8 @@ class ReaderPool:
             try:
                 if self.stopped:
                     raise anyio.ClosedResourceError
-                self._free_send.send_nowait(reader)
+                for _ in range(DEPTH):
+                    self._free_send.send_nowait(reader)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # the pool stopped while it started
                 with anyio.CancelScope(shield=True):
                     await self._stop(reader)
@@ -389,9 +400,9 @@ class ReaderPool:
         if slot is not None:
             slot[1] = (status, payload, cpu)
             slot[0].set()
-        if not reader.waiting and not self.stopped:
+        if slot is not None and not self.stopped:
             try:
-                self._free_send.send_nowait(reader)  # free again, even if its caller left
+                self._free_send.send_nowait(reader)  # its slot is free again, even if its caller left
             except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 pass
 

@@ -18,8 +18,11 @@ so threads cannot use the second core; processes can.
   before that call; the rest of the readers' caches are keyed by the store's
   generation or FTS5's state, read from the call's own snapshot.
 - A call runs on the main thread; a second thread only reads frames, so a
-  cancel reaches a running search (its ``cancel`` Event) and the daemon's
-  writes to this socket never block on a busy reader.
+  cancel reaches a running search (its ``cancel`` Event), a call may wait
+  queued behind the running one (rpc/pool.py, DEPTH; one cancelled while it
+  waits is not run), and the daemon's writes to this socket never block on a
+  busy reader.
+- The process runs under SCHED_BATCH where Linux has it (``_batch_policy``).
 - The reader ends when the socket closes (the daemon is gone or dropped it),
   and with the daemon itself (PR_SET_PDEATHSIG on Linux).
 
@@ -45,7 +48,7 @@ from typing import Any
 
 from ..api import METHODS
 from ..config.logs import configure_logging
-from ..errors import AutodocError, InternalError
+from ..errors import AutodocError, InternalError, RequestCancelled
 from ..search.shared_vectors import PRIVATE_ROWS, NotShared
 
 log = logging.getLogger("autodoc.reader")
@@ -150,7 +153,10 @@ def serve(sock: socket.socket) -> int:
             apply_invalidations(service, invalidations)
             with lock:
                 cancel = cancels[seq]
-            out = run_call(service, method, params, cancel)
+            if cancel.is_set():  # cancelled while queued behind another call (rpc/pool.py, DEPTH)
+                out = ("err", RequestCancelled("cancelled before it ran").to_rpc(), 0.0)
+            else:
+                out = run_call(service, method, params, cancel)
             with lock:
                 cancels.pop(seq, None)
             try:
@@ -160,6 +166,19 @@ def serve(sock: socket.socket) -> int:
     finally:
         service.close()
     return 0
+
+
+def _batch_policy() -> None:
+    """SCHED_BATCH: a reader woken by the daemon's call frame no longer preempts the daemon on
+    its core (Linux: batch tasks do not preempt on wake-up; they run on an idle core, or at the
+    next tick). The daemon's loop is what feeds both readers and answers every client: preempted
+    mid-write, it left the other reader and the clients waiting (docs/benchmarks/concurrency.md).
+    Needs no privilege; where the platform has no such policy, nothing changes."""
+    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        except OSError:
+            pass
 
 
 def _die_with_parent() -> None:
@@ -179,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if parent is not None and os.getppid() != parent:
         return 0  # the daemon died before PR_SET_PDEATHSIG took hold
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon's Ctrl-C is the daemon's to handle
+    _batch_policy()
     sock = socket.socket(fileno=int(argv[0]))
     try:
         return serve(sock)
