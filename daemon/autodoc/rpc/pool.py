@@ -97,7 +97,7 @@ START_TIMEOUT_S = 60.0
 # Calls a reader holds at once: the one it runs and one queued behind it (rpc/reader.py reads
 # frames on a thread of its own), so that a reader does not idle between two calls while the
 # daemon's loop, busy with other frames, gets round to its reply and the next call. With one,
-# readers idled ~30 % of the time under 8 clients (docs/benchmarks/concurrency.md).
+# readers idled ~30 % of the time under 8 clients (daemon_overhead.md, "Throughput with clients").
 DEPTH = 2
 DRAIN_S = 5.0  # at shutdown, how long the readers' running calls may take to answer
 

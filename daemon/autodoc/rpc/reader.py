@@ -172,7 +172,8 @@ def _batch_policy() -> None:
     """SCHED_BATCH: a reader woken by the daemon's call frame no longer preempts the daemon on
     its core (Linux: batch tasks do not preempt on wake-up; they run on an idle core, or at the
     next tick). The daemon's loop is what feeds both readers and answers every client: preempted
-    mid-write, it left the other reader and the clients waiting (docs/benchmarks/concurrency.md).
+    mid-write, it left the other reader and the clients waiting (daemon_overhead.md, "Throughput
+    with clients").
     Needs no privilege; where the platform has no such policy, nothing changes."""
     if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
         try:
