@@ -94,8 +94,11 @@ def test_commands_go_to_a_running_daemon(env, short_tmp):
     assert d.returncode == 0
 
 
-def test_the_forms_people_type_get_one_line_never_a_traceback(env):
+def test_the_forms_people_type_get_one_line_never_a_traceback(env, short_tmp):
     # search prints path:10-15; people paste that span back, or guess names that do not exist
+    kb = short_tmp / "kb"
+    (kb / "loopA.md").symlink_to("loopB.md")  # a symlink loop: indexing skips it, reading it is "not indexed"
+    (kb / "loopB.md").symlink_to("loopA.md")
     run(env, "index", "kb")
     h = json.loads(run(env, "search", "-w", "kb", "--json", "reclaimBatch").stdout)["hits"][0]
     for span in (f"{h['line_start']}-{h['line_end']}", f"{h['line_start']}:{h['line_end']}", f" {h['line_start']} "):
@@ -107,6 +110,8 @@ def test_the_forms_people_type_get_one_line_never_a_traceback(env):
         (("read", "kb", "adrs/ADR-10.md"), 2, "is not an indexed document"),
         (("read", "kb", "../../etc/passwd"), 2, "leaves the workspace"),
         (("search", "-w", "nope", "x"), 2, "-32001"),
+        (("search", "-w", "kbb", "x"), 2, "did you mean: kb"),  # the answer's did_you_mean, shown
+        (("read", "kb", "loopA.md"), 2, "is not an indexed document"),  # was an internal error (trial, session 12)
         (("index", "nope"), 2, "no workspace named"),
         (("workspace", "configure", "kb", "{not json"), 2, "not JSON"),
         (("--call", "no.such.method", "[]"), 1, "-32601"),
@@ -155,3 +160,12 @@ def test_doctor_asks_a_running_daemon(env):
     finally:
         d.terminate()
         d.wait(timeout=30)
+
+
+def test_an_internal_error_the_daemon_answers_exits_70():
+    """-32603 relayed from a daemon is a bug, as one raised in-process is (README's exit codes)."""
+    from autodoc.cli import EXIT_INTERNAL, EXIT_USAGE, _failed
+    from autodoc.errors import from_rpc
+
+    assert _failed(from_rpc({"code": -32603, "message": "internal error"})) == EXIT_INTERNAL
+    assert _failed(from_rpc({"code": -32003, "message": "x.md is not an indexed document"})) == EXIT_USAGE

@@ -29,7 +29,7 @@ from . import __version__
 from .config import Settings
 from .config.logs import configure_logging
 from .connect import call
-from .errors import AutodocError
+from .errors import AutodocError, InternalError
 from . import sessioncli
 
 log = logging.getLogger("autodoc")
@@ -179,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args, settings)
     except AutodocError as e:
-        print(f"autodoc: {e.message} ({e.code})", file=sys.stderr)
-        return EXIT_USAGE
+        return _failed(e)
     except UsageError as e:
         print(f"autodoc: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -198,6 +197,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"autodoc: internal error: {type(e).__name__}: {e}; run again with -v for the traceback, "
               "and please report it", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _failed(e: AutodocError) -> int:
+    """One line for an error the command raised or the daemon answered, and the names the
+    answer suggests (did_you_mean: a misspelt workspace or file) on the next."""
+    if isinstance(e, InternalError):  # a bug, here or in the daemon (its log has the traceback)
+        print(f"autodoc: internal error: {e.message} ({e.code}); see the daemon's log, and please report it",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+    print(f"autodoc: {e.message} ({e.code})", file=sys.stderr)
+    near = e.data.get("did_you_mean") if isinstance(e.data, dict) else None
+    if isinstance(near, list) and near:
+        print("autodoc: did you mean: " + ", ".join(str(x) for x in near), file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:

@@ -44,7 +44,7 @@ def safe_relpath(root: str, path: str) -> str:
         raise PathOutsideWorkspace(f"{path} leaves the workspace", {"path": path})
     try:
         resolved = candidate.resolve()
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop, before Python 3.13 (ELOOP after)
         resolved = candidate
     if not resolved.is_relative_to(base):
         raise PathOutsideWorkspace(f"{path} is outside the workspace root {base}", {"path": path})
