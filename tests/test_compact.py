@@ -87,8 +87,8 @@ def test_budget_cuts_later_passages_and_says_so(kb):
         for got, full in zip(a["hits"], whole["hits"]):  # the same documents in order, each cut or whole
             assert got["path"] == full["path"] and got["line_start"] == full["line_start"]
             assert full["text"].startswith(got["text"]) and got["line_end"] <= full["line_end"]
-            lines = _lines(root, got["path"], got["line_start"], got["line_end"])
-            assert lines.startswith(got["text"]) and got["text"].count("\n") == lines.count("\n")
+            # cut at a line end: whole lines still (the corpus has no line too long for a passage)
+            assert got["text"] == _lines(root, got["path"], got["line_start"], got["line_end"])
     # a budget a little short of the whole answer keeps every document, cutting passages
     assert len(a["hits"]) == len(whole["hits"])
     default = _valid(svc.search("kb", q, {"answer": "compact", "limit": 5}))
@@ -160,3 +160,35 @@ def test_bad_answer_options_name_the_field(opts, field):
     with pytest.raises(InvalidParams) as info:
         schemas.bind_params("search.query", ["kb", "q", opts])
     assert info.value.field == field
+
+
+def test_a_passage_is_whole_lines_and_cut_inside_a_line_says_so(tmp_path):
+    """A long one-line paragraph is chunked at sentences, so a chunk may start and end inside a
+    line; its compact passage is still the whole lines its ref names (a trial found passages
+    starting mid-line, "note](https://…"). A budget too small for the first line cuts it at a
+    word and ends it with "…", the one case where the last line is partial."""
+    from autodoc.search.compact import ELLIPSIS
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    sentences = [f"Sentence {i} tells of the {w} harbour and its tides." for i, w in
+                 enumerate(["north", "south", "east", "west"] * 120)]
+    sentences[300] = "Sentence 300 names the quokkanite beacon at the harbour mouth."
+    (root / "long.md").write_text("# Harbour log\n\nIntro line.\n\n" + " ".join(sentences) + "\n\nLast line.\n")
+    s = Service(Settings.from_env(store=tmp_path / "s.db"))
+    try:
+        s.workspace_add("kb", str(root), {"embedding": {"provider": "none"}})
+        s.index("kb")
+        full = s.search("kb", "quokkanite", {"stages": ["lexical"]})["hits"][0]
+        data = (root / "long.md").read_bytes()
+        assert data[full["byte_start"] - 1:full["byte_start"]] != b"\n", "the chunk should start inside the line"
+        a = _valid(s.search("kb", "quokkanite", {"answer": "compact", "stages": ["lexical"], "budget_tokens": 32000}))
+        h = a["hits"][0]
+        assert (h["line_start"], h["line_end"]) == (5, 5) and h["ref"] == "kb:long.md#L5-5"
+        assert h["text"] == _lines(root, "long.md", 5, 5)
+        small = _valid(s.search("kb", "quokkanite", {"answer": "compact", "stages": ["lexical"], "budget_tokens": 400}))
+        c = small["hits"][0]
+        assert small["truncated"] and c["text"].endswith(ELLIPSIS) and (c["line_start"], c["line_end"]) == (5, 5)
+        assert h["text"].startswith(c["text"][:-1].rstrip()) and len(c["text"]) < len(h["text"])
+    finally:
+        s.close()

@@ -40,6 +40,7 @@ from .tokens import tokenize
 DEFAULT_BUDGET = 1200
 DEFAULT_LIMIT = 10
 SEP = " › "  # the breadcrumb's separator (ingest/chunk.py)
+ELLIPSIS = "…"  # ends a passage cut inside a line
 MIN_PASSAGE_TOKENS = 40  # what a cut passage keeps at least: its heading and first lines, enough to judge it
 
 
@@ -180,7 +181,7 @@ def file_changed(root: str, path: str, doc: passages.Indexed | None) -> bool:
 
 def compact_hit(h: dict[str, Any], conf: float | None, doc: passages.Indexed | None, root: str) -> dict[str, Any]:
     origin = h.get("origin") or {"kind": "file", "path": h["path"], "title": h["title"]}
-    text = doc.data[h["byte_start"]:h["byte_end"]].decode("utf-8", "replace").rstrip() if doc else ""
+    text = whole_lines(doc.data, h["byte_start"], h["byte_end"]) if doc else ""
     return {"ref": ref(h["workspace"], h["path"], h["line_start"], h["line_end"]),
             "workspace": h["workspace"], "path": h["path"], "title": h["title"],
             "section": section_of(h["breadcrumb"], h["title"]),
@@ -190,10 +191,21 @@ def compact_hit(h: dict[str, Any], conf: float | None, doc: passages.Indexed | N
             "origin": origin}
 
 
+def whole_lines(data: bytes, start: int, end: int) -> str:
+    """The lines bytes start..end touch, whole: a chunk may begin or end inside a line (a long
+    paragraph is split at sentences), and a compact passage is cited by its lines."""
+    start = data.rfind(b"\n", 0, start) + 1
+    if end and data[end - 1:end] != b"\n":
+        nl = data.find(b"\n", end)
+        end = len(data) if nl < 0 else nl
+    return data[start:end].decode("utf-8", "replace").rstrip()
+
+
 def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
-    """The entry with its passage cut to fit `room` tokens: at a line end, or at a word inside
-    a line too long to stop before; line_end and ref follow the cut. None when not even
-    MIN_PASSAGE_TOKENS of text would fit."""
+    """The entry with its passage cut to fit `room` tokens: at the last line end that fits, so
+    that it stays whole lines; inside its first line only when that line alone does not fit,
+    at a word, and then it ends with ELLIPSIS (its last line is partial). line_end and ref
+    follow the cut. None when not even MIN_PASSAGE_TOKENS of text would fit."""
     chars = (room - estimate_tokens({**entry, "text": ""})) * 4
     if chars < MIN_PASSAGE_TOKENS * 4:
         return None
@@ -202,10 +214,11 @@ def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
         part = text[:limit]
         if len(part) < len(text):
             end = part.rfind("\n")
-            if end >= len(part) // 2:
+            if end > 0:
                 part = part[:end]
-            elif part.rfind(" ") > 0:
-                part = part[: part.rfind(" ")]
+            else:
+                sp = part.rfind(" ")
+                part = (part[:sp] if sp > 0 else part).rstrip() + ELLIPSIS
         part = part.rstrip()
         if not part or estimate_tokens({**entry, "text": part}) <= room:
             break
