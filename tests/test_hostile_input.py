@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from autodoc.ingest import chunk_document, parse_markdown
 from autodoc.ingest.frontmatter import MAX_FRONTMATTER_NODES
 from autodoc.ingest.markdown import MAX_HEADING_CHARS, MAX_HEADINGS, MAX_PROBLEMS
-from autodoc.ingest.scan import BAD_NAME, DANGLING, OUTSIDE, entry_for
+from autodoc.ingest.scan import BAD_NAME, DANGLING, LINKED_OUTSIDE, OUTSIDE, entry_for
 
 CASES = text_cases()
 
@@ -145,7 +145,8 @@ def test_hostile_tree(tmp_path):
     assert got["bad-date.md"].doc.frontmatter == {"date": "2020-02-30"}
     assert got["heading-spaces.md"].doc.problems[0].code == "limit"
     assert got["utf8-bom.md"].doc.title == "BOM"
-    assert not any(r.startswith("to-root/") for r in got)  # a linked folder is never walked
+    assert [r for r in got if r.startswith("to-root/")] == ["to-root/"]  # a linked folder is never walked,
+    assert got["to-root/"].skip == LINKED_OUTSIDE  # and says so
 
 
 def test_entry_for_odd_files(tmp_path):

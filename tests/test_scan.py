@@ -10,6 +10,8 @@ import pytest
 
 from autodoc.ingest.scan import (
     DANGLING,
+    LINKED_INSIDE,
+    LINKED_OUTSIDE,
     OUTSIDE,
     SkipFile,
     entry_for,
@@ -144,8 +146,10 @@ def test_symlinks(tmp_path):
         "alias.md": None,
         "dangling.md": DANGLING,
         "docs/d.md": None,
+        "docs-link/": LINKED_INSIDE,  # linked folders are not followed, and say so (a trial found them silent)
         "loop.md": DANGLING,
         "out.md": OUTSIDE,
+        "outdir/": LINKED_OUTSIDE,
         "real.md": None,
     }
     assert entry_for(root, "out.md", max_bytes=BIG).skip == OUTSIDE

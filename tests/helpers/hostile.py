@@ -212,7 +212,7 @@ def write_tree(root: Path, *, max_bytes: int) -> list[FileCase]:
     os.symlink("/", root / "to-root")  # a linked folder is never walked
     cases += [FileCase("loop-a.md", "loops"), FileCase("loop-b.md", "loops"), FileCase("self.md", "loops"),
               FileCase("to-fifo.md", "FIFO"), FileCase("to-good.md", None),
-              FileCase("to-outside.md", "outside")]
+              FileCase("to-outside.md", "outside"), FileCase("to-root/", "folder outside the workspace")]
 
     if os.geteuid() != 0:  # root reads a chmod 000 file anyway
         put("unreadable.md", b"# secret\n", "unreadable")

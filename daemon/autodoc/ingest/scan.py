@@ -34,6 +34,8 @@ SCHEMA_DIR = "_schema"  # the workspace's schema folder (autodoc.fmschema): conf
 OUTSIDE = "symlink points outside the workspace"
 DANGLING = "symlink target does not exist or loops"
 BAD_NAME = "file name is not valid UTF-8"
+LINKED_INSIDE = "symlink to a folder inside the workspace: not followed (its files are indexed under their own paths)"
+LINKED_OUTSIDE = "symlink to a folder outside the workspace: not followed (add that folder as a workspace of its own)"
 BINARY_PROBE = 8192
 # Checked longest first: a UTF-32LE mark starts with the UTF-16LE one.
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32LE"), (codecs.BOM_UTF32_BE, "UTF-32BE"),
@@ -111,11 +113,27 @@ def _walk(root: Path, real_root: Path, specs: _Specs, max_bytes: int, out: list[
                 if not _ignored(specs, r, True):
                     todo.append((Path(it.path), r, _specs_in(Path(it.path), r, specs)))
             # Never descend into linked folders: outside ones leave the workspace,
-            # inside ones are scanned under their real path anyway (and could loop).
+            # inside ones are scanned under their real path anyway (and could loop). Say so.
+            elif link and out is not None and (why := _linked_folder(Path(it.path), real_root)) is not None:
+                if not _ignored(specs, r, True):
+                    out.append(ScanEntry(_display(r) + "/", Path(it.path), 0, 0, why))
             elif out is not None and is_markdown_path(it.name) and not _ignored(specs, r, False):
                 got = _entry_or_reason(Path(it.path), r, real_root, max_bytes)
                 if got is not None:
                     out.append(got)
+
+
+def _linked_folder(path: Path, real_root: Path) -> str | None:
+    """Why a symlink to a folder is not followed; None when it does not lead to a folder."""
+    try:
+        target = path.resolve(strict=True)
+        if not target.is_dir():
+            return None
+    except (OSError, RuntimeError):  # dangling, or a loop: not a folder to speak of
+        return None
+    if target.is_relative_to(real_root):
+        return LINKED_INSIDE
+    return LINKED_OUTSIDE
 
 
 def _display(rel: str) -> str:
