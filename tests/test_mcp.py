@@ -420,3 +420,33 @@ async def test_resources_page_with_a_cursor_over_every_document(store):
             await list_resources(b, "not a cursor")
     finally:
         b.close()
+
+
+def test_every_line_gets_an_answer_and_the_end_of_input_waits_for_them(store):
+    """A line that is not an MCP message is answered (-32700 not JSON, -32600 not a request,
+    -32602 params not an object), with its id when it had one; the server goes on; and a search
+    sent just before stdin closes is answered before the server exits. The SDK alone answered
+    none of the bad lines (the client waited for ever) and cancelled the search with
+    "Connection closed" (a trial, session 12)."""
+    _, env = store
+    j = lambda o: (json.dumps(o) + "\n").encode()  # noqa: E731
+    frames = [
+        j({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+        j({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        b"not json\n", b"[]\n", b'{"jsonrpc":"2.0","id":5}\n', b'{"jsonrpc":"1.0","id":6,"method":"tools/list"}\n',
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":[1,2]}\n', b"\xff\xfe not utf-8\n",
+        j({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
+        j({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+           "params": {"name": "search", "arguments": {"query": "lease recovery", "workspace": "kb"}}}),
+    ]
+    p = subprocess.run([sys.executable, "-m", "autodoc.cli", "mcp"], input=b"".join(frames), env=env,
+                       capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()[-500:]
+    got = [json.loads(line) for line in p.stdout.splitlines()]
+    codes = [(m["id"], m["error"]["code"] if "error" in m else None) for m in got]
+    assert codes == [(0, None), (None, -32700), (None, -32600), (5, -32600), (6, -32600), (7, -32602),
+                     (None, -32700), (8, None), (9, None)]
+    assert got[5]["error"]["data"] == {"field": "params"}
+    hits = got[-1]["result"]["structuredContent"]["hits"]
+    assert hits and hits[0]["path"] == ADR12

@@ -22,14 +22,13 @@ from typing import Any, AsyncIterator
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
 from ..config import Settings
 from ..errors import AutodocError, DocumentNotFound, PathOutsideWorkspace, WorkspaceNotFound
-from . import resources, tools
+from . import resources, stdio, tools
 from .backend import Backend, ToolError
 from .specs import TOOLS
 
@@ -115,9 +114,7 @@ async def _serving(settings: Settings, spawn: bool) -> AsyncIterator[Server[Any]
 
 async def serve_stdio(settings: Settings, spawn: bool) -> None:
     async with _serving(settings, spawn) as server:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options(
-                NotificationOptions(resources_changed=True)))
+        await stdio.serve(server, server.create_initialization_options(NotificationOptions(resources_changed=True)))
 
 
 async def serve_http(settings: Settings, spawn: bool, host: str, port: int) -> None:

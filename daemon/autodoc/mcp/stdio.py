@@ -1,0 +1,103 @@
+"""The MCP server's stdio transport, between the SDK's line reader and its
+server: every message the SDK could not take is answered, and every request
+read before stdin closed is answered before the server stops.
+
+The SDK hands a line that is not JSON, or not a JSON-RPC message MCP knows (a
+batch, `"jsonrpc": "1.0"`, params that are not an object, an id without a
+method), to its server as an exception, which logs it at debug level and
+answers nothing: the client waits for ever (a trial found this, while
+`autodoc serve` answered each the way JSON-RPC asks). Here each gets -32700
+(not JSON) or -32600 (not a request; -32602 when only its params are wrong),
+with the request's id when it had one. And at the end of input the SDK
+cancels the requests still running and answers "Connection closed"; here the
+end of input waits for them (at most DRAIN_S), as `autodoc serve` does.
+
+Runs on: the event loop of `autodoc mcp`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.stdio import stdio_server
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.message import SessionMessage
+
+log = logging.getLogger("autodoc.mcp")
+
+DRAIN_S = 30.0  # after the end of input, how long the requests already read may take to answer
+
+
+def rejection(exc: Exception) -> types.JSONRPCError:
+    """The answer to a line the SDK could not read as a message (pure)."""
+    errors: list[dict[str, Any]] = []
+    try:
+        errors = exc.errors()  # type: ignore[attr-defined]  # pydantic's ValidationError
+    except Exception:
+        pass
+    if not errors or any(e.get("type") == "json_invalid" for e in errors):
+        return types.JSONRPCError(jsonrpc="2.0", id=None,
+                                  error=types.ErrorData(code=-32700, message="parse error: the line is not JSON"))
+    message = next((e["input"] for e in errors if isinstance(e.get("input"), dict)), None)
+    if not isinstance(message, dict):
+        return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
+            code=-32600, message="invalid request: a message is one JSON object (MCP has no batches)"))
+    rid = message.get("id")
+    rid = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
+    if message.get("jsonrpc") != "2.0":
+        why = '"jsonrpc" must be "2.0"'
+    elif not isinstance(message.get("method"), str):
+        why = "a request names its method (a string)"
+    elif "params" in message and not isinstance(message["params"], dict):
+        return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(
+            code=-32602, message="invalid params: params must be an object", data={"field": "params"}))
+    else:
+        why = "not a JSON-RPC request, notification or response MCP knows"
+    return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=-32600, message=f"invalid request: {why}"))
+
+
+async def serve(server: Any, options: Any) -> None:
+    """Run the SDK's server on stdio, with the two guarantees above."""
+    async with stdio_server() as (sdk_read, sdk_write):
+        to_server, server_reads = create_context_streams[SessionMessage | Exception](0)
+        server_writes, from_server = create_context_streams[SessionMessage](0)
+        pending: set[str | int] = set()  # requests read and not yet answered
+        answered = anyio.Event()
+
+        async def inbound() -> None:
+            async with to_server:
+                async for item in sdk_read:
+                    if isinstance(item, Exception):
+                        log.info("answered a message that could not be read: %s", str(item).splitlines()[0])
+                        await sdk_write.send(SessionMessage(rejection(item)))
+                        continue
+                    if isinstance(item.message, types.JSONRPCRequest):
+                        pending.add(item.message.id)
+                    await to_server.send(item)
+                with anyio.move_on_after(DRAIN_S):  # end of input: the requests read get their answers
+                    while pending:
+                        await answered.wait()
+
+        async def outbound() -> None:
+            nonlocal answered
+            async with from_server:
+                async for item in from_server:
+                    await sdk_write.send(item)
+                    if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)):
+                        pending.discard(item.message.id)
+                        answered.set()
+                        answered = anyio.Event()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(inbound)
+            async with anyio.create_task_group() as out:
+                out.start_soon(outbound)
+                try:
+                    await server.run(server_reads, server_writes, options)
+                finally:
+                    await server_writes.aclose()  # outbound ends once it has passed on every answer
+            tg.cancel_scope.cancel()
+        await sdk_write.aclose()  # the SDK's stdout writer ends with it, and so does stdio_server
