@@ -87,6 +87,14 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         assert len({h["path"] for h in ans["hits"]}) == len(ans["hits"])
         assert top["origin"] == {"kind": "file", "path": ADR12, "title": top["title"]} and top["text"] and top["confidence"] > 0.5
         assert json.loads(text) == ans
+        # which stages ran, per workspace; the default's rerank skip is noted only when asked for by name
+        assert ans["stages"]["kb"]["performed"] == ["lexical", "semantic"]
+        assert "rerank" in ans["stages"]["kb"]["skipped"] and not any("rerank" in n for n in ans.get("notes", []))
+        asked, _, err = await _tool(c, "search", {"query": "lease", "stages": ["lexical", "rerank"]})
+        assert not err and asked["stages"]["kb"]["performed"] == ["lexical"]
+        assert any(n.startswith("kb: rerank skipped: ") for n in asked["notes"])
+        blank, _, err = await _tool(c, "search", {"query": "   "})  # listed every file as answerable before
+        assert err and blank["error"].startswith("query is required")
         # `limit` nested as in the RPC, a workspace name in another case, a tiny budget
         ans, _, err = await _tool(c, "search", {"query": "lease", "opts": {"limit": 2}, "workspace": "KB",
                                                 "budget_tokens": 100})

@@ -104,7 +104,7 @@ class Args:
 
     def str(self, name: str, *, required: bool = False, example: str = "") -> str | None:
         v = self.values.get(name)
-        if v is None or v == "":
+        if v is None or (isinstance(v, str) and not v.strip()):  # blank is absent: "   " searched for everything
             if required:
                 raise ToolError(f"{name} is required{': e.g. ' + repr(example) if example else ''}")
             return None

@@ -121,9 +121,10 @@ async def search(b: Backend, a: Args) -> Result:
             and h.get("workspace") in trusted]
     hits = [h for h in hits if h not in weak]
     out: dict[str, Any] = {"query": query, "workspaces": names, "answerable": any(g["answerable"] for g in got),
-                           "truncated": truncated, "tokens": 0, "hits": hits}
+                           "truncated": truncated, "tokens": 0, "hits": hits,
+                           "stages": {ws: _stages(g) for ws, g in zip(names, got)}}
     notes = [f"{ws} left out: {e.message}" for ws, e in failed]
-    notes += [n for ws, g in zip(names, got) for n in _search_notes(ws, g)]
+    notes += [n for ws, g in zip(names, got) for n in _search_notes(ws, g, asked=stages or [])]
     if weak:
         notes.append(f"{len(weak)} weak hit{'s' if len(weak) > 1 else ''} left out (confidence under {floor}); "
                      "min_confidence: 0 shows them")
@@ -143,12 +144,20 @@ async def _or_error(call: Awaitable[Any]) -> Any:
         return e
 
 
-def _search_notes(ws: str, ans: dict[str, Any]) -> list[str]:
+def _stages(ans: dict[str, Any]) -> dict[str, Any]:
+    """Which stages ran in one workspace's search, and why any requested did not."""
+    st = ans.get("stages") or {}
+    return {"performed": st.get("performed", []), **({"skipped": st["skipped"]} if st.get("skipped") else {})}
+
+
+def _search_notes(ws: str, ans: dict[str, Any], asked: list[str]) -> list[str]:
+    """Notes a model should read. The default stages ask for a rerank that most workspaces have
+    no ranker for: that skip is in `stages` only, unless the model asked for rerank by name."""
     notes = []
     if ans.get("semantic") in ("partial", "switching"):
         notes.append(f"{ws}: semantic search is still filling ({ans['semantic']}); hits may improve shortly")
     for stage, why in ((ans.get("stages") or {}).get("skipped") or {}).items():
-        if stage != "rerank" and ans.get("mode_used") != "facet":
+        if (stage != "rerank" or "rerank" in asked) and ans.get("mode_used") != "facet":
             notes.append(f"{ws}: {stage} skipped: {why}")
     return notes
 
