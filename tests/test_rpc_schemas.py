@@ -132,3 +132,15 @@ def test_protocol_md_examples_are_valid_json_and_match_the_schemas():
 
 def test_dispatcher_serves_exactly_the_methods():
     assert set(Dispatcher(Methods(_App()).handlers()).handlers) == set(METHODS)
+
+
+@pytest.mark.parametrize(("opts", "message"), [
+    ({"paths": ["a"] * 1001}, "opts.paths: must have at most 1000 items"),  # said "a string or an array of strings"
+    ({"paths": ["y" * 5000]}, "opts.paths[0]: must be at most 4096 characters"),
+    ({"paths": 3}, "opts.paths: must be a string or an array of strings"),
+    ({"paths": ["a", 3]}, "opts.paths: must be a string or an array of strings"),
+])
+def test_a_value_of_the_right_kind_is_told_the_bound_it_broke(opts, message):
+    with pytest.raises(InvalidParams) as e:
+        schemas.bind_params("search.query", {"workspace": "kb", "query": "x", "opts": opts})
+    assert e.value.to_rpc()["message"] == message

@@ -269,6 +269,12 @@ def describe(error: ValidationError, root: str = "params") -> tuple[str, str]:
     if kw == "propertyNames" and error.context:
         return describe(error.context[0], root)
     field = field_name(path, root)
+    if kw in ("anyOf", "oneOf") and error.context:
+        # a branch of the value's own type that failed on a bound (an array of 1,001 paths) says
+        # what is wrong; the schema's message ("a string or an array of strings") would not
+        bound = [e for e in error.context if e.validator not in ("type", "anyOf", "oneOf")]
+        if bound:
+            return describe(best_match(bound), root)
     if "x-message" in schema and kw != "type":
         return field, schema["x-message"]
     if kw == "type":
