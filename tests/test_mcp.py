@@ -114,6 +114,8 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         assert err and ans["did_you_mean"] == ["kb"]
         ans, _, err = await _tool(c, "search", {"query": "lease", "stages": ["fuzzy"]})
         assert err and "stages may be" in ans["error"]
+        ans, _, err = await _tool(c, "search", {"query": "lease", "paths": ["a"] * 1001})
+        assert err and ans["field"] == "paths" and ans["error"] == "paths: must have at most 1000 items"
 
         # read: a hit's ref, numbered lines, clamped ranges, around a line, a section, a guessed path
         ans, text, err = await _tool(c, "read", {"ref": f"kb:{ADR12}#L34-36"})

@@ -57,7 +57,11 @@ def build(backend: Backend, feed: resources.ChangeFeed) -> Server[Any]:
         except AutodocError as e:
             extra = {k: v for k, v in (e.data or {}).items() if k in ("did_you_mean", "next_cursor", "field")} \
                 if isinstance(e.data, dict) else {}
-            return _error({"error": e.message, **extra})
+            message, field = e.message, extra.get("field")
+            if isinstance(field, str) and field.startswith("opts."):  # the daemon's name; the tool's is bare
+                extra["field"] = field[len("opts."):]
+                message = message.replace(field, extra["field"], 1)
+            return _error({"error": message, **extra})
         except Exception as e:  # a bug: the model gets one line, the log the traceback
             log.exception("tool %s failed", params.name)
             return _error({"error": f"internal error in {params.name}: {type(e).__name__}: {e}"})
