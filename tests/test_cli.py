@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,10 @@ def test_people_commands_in_process(env):
     out = run(env, "index", "kb")
     assert "added" in out.stdout and "skipped" in out.stdout
     assert "notes/diagram-export.md" in out.stderr  # the skip reasons are shown
+    # stderr is a pipe here, as in scripts and CI: plain progress lines, not a bar that turns itself
+    # off (a trial's index sat silent for minutes); the embedding's outcome has a line of its own
+    assert re.search(r"^autodoc: indexing \d+/\d+ files$", out.stderr, re.M), out.stderr
+    assert "kb: search by meaning is off: " in out.stdout
     listed = run(env, "workspace", "list").stdout
     assert listed.startswith("kb\t") and "documents" in listed
     human = run(env, "search", "-w", "kb", "reclaimBatch", "-n", "2").stdout

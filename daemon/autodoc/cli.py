@@ -22,13 +22,14 @@ import json
 import logging
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .config import Settings
 from .config.logs import configure_logging
-from .connect import call
+from .connect import call, daemon_socket
 from .errors import AutodocError, InternalError
 from . import sessioncli
 
@@ -199,6 +200,21 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+def _embedding_line(name: str, emb: dict[str, Any] | None, here: bool, seconds: float) -> str:
+    """What the run did for search by meaning: in-process it embeds before answering (minutes on a
+    large workspace, which the index's own time leaves out); a daemon embeds in the background."""
+    emb = emb or {}
+    if not emb.get("available"):
+        return f"{name}: search by meaning is off: {emb.get('reason') or 'no embedding model'}"
+    n, left = emb.get("embedded", 0), emb.get("skipped", 0)
+    if here:
+        line = f"{name}: {n} chunks embedded in {max(0.0, seconds):.1f} s"
+        return f"{line}; {left} not embedded: {emb.get('reason')}" if left else line
+    if left:
+        return f"{name}: search by meaning covers {n} chunks; the daemon embeds {left} more in the background"
+    return f"{name}: search by meaning covers all {n} chunks"
+
+
 def _failed(e: AutodocError) -> int:
     """One line for an error the command raised or the daemon answered, and the names the
     answer suggests (did_you_mean: a misspelt workspace or file) on the next."""
@@ -284,12 +300,14 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         names = [args.name] if args.name else [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
         for name in names:
             method = "workspace.reindex" if args.full else "workspace.index"
+            t0, here = time.monotonic(), daemon_socket(settings) is None
             rep = call(settings, method, {"workspace": name}, progress=True)
             print(
                 f"{name}: {rep['added']} added, {rep['modified']} modified, {rep['renamed']} renamed, "
                 f"{rep['deleted']} deleted, {rep['unchanged']} unchanged, {len(rep['skipped'])} skipped; "
                 f"{rep['chunks']} chunks in {rep['seconds']} s"
             )
+            print(_embedding_line(name, rep.get("embedding"), here, time.monotonic() - t0 - float(rep["seconds"])))
             for s in rep["skipped"]:
                 print(f"  skipped {s['path']}: {s['reason']}", file=sys.stderr)
         return EXIT_OK

@@ -13,6 +13,7 @@ threads at once; its writes serialise on the store's write lock.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -130,13 +131,40 @@ def call(settings: Settings, method: str, params: Any, *, progress: bool = False
         return Remote(sock).call(method, params)
     m, bound = bind(method, params)
     local = Local(settings, writer=m.write)
-    bar = ProgressBar() if progress and m.progress else None
+    bar = (ProgressBar() if sys.stderr.isatty() else ProgressLines()) if progress and m.progress else None
     try:
         return run_bound(local.service, m, bound, progress=bar, embed=True)
     finally:
         if bar:
             bar.close()
         local.close()
+
+
+class ProgressLines:
+    """Where stderr is not a terminal (a script, CI, an agent's log): a plain line when a phase
+    starts and at most every EVERY_S within it, so a long run (minutes of embedding) does not
+    look hung; tqdm's bar turns itself off there."""
+
+    EVERY_S = 10.0
+
+    def __init__(self) -> None:
+        self._phase: str | None = None
+        self._said = 0.0
+        self._ended = False
+
+    def __call__(self, done: int, total: int, message: str) -> None:
+        phase = "embedding" if message == "embedding" else "indexing"
+        now = time.monotonic()
+        ends = bool(total) and done >= total and not (phase == self._phase and self._ended)
+        if phase != self._phase or now - self._said >= self.EVERY_S or ends:
+            if phase != self._phase:
+                self._ended = False
+            self._phase, self._said, self._ended = phase, now, self._ended or ends
+            unit = "chunks" if phase == "embedding" else "files"
+            print(f"autodoc: {phase} {done}/{total} {unit}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        pass
 
 
 class ProgressBar:
