@@ -390,3 +390,47 @@ def test_where_a_tag_can_be_completed():
     }
     for before, want in cases.items():
         assert _tag_context(before) == want, before
+
+
+def test_link_completion_puts_names_first_and_inserts_what_resolves():
+    """`[[rec`: a document named by the prefix comes before pages that only mention it, and a
+    file name two documents share is inserted as its path, which resolves to that one (a trial:
+    recommended-extensions came 10th, and two items both inserted `index`)."""
+    from autodoc.lsp.server import link_targets
+
+    def hit(path: str, title: str = "") -> dict:
+        return {"path": path, "title": title or "Untitled", "snippet": "", "breadcrumb": ""}
+
+    hits = [hit("recipes/how-to-write-recipes.md"), hit("docs/index.md", "Docs"), hit("notes/me.md"),
+            hit("user/index.md", "User guide"), hit("recipes/recipes.md"), hit("docs/recommended-extensions.md"),
+            hit("docs/index.md"), hit("notes/about.md", "Records kept")]
+    got = [(h["path"], t) for h, t in link_targets(hits, "rec", rel="notes/me.md")]
+    assert got == [("recipes/recipes.md", "recipes"), ("docs/recommended-extensions.md", "recommended-extensions"),
+                   ("notes/about.md", "about"),  # its title starts with the prefix
+                   ("recipes/how-to-write-recipes.md", "how-to-write-recipes"),  # contains it
+                   ("docs/index.md", "docs/index"), ("user/index.md", "user/index")]  # the rest, in search order
+
+
+
+def test_a_symbol_search_that_finds_nothing_relevant_lists_nothing(tmp_path):
+    """Words in no document: the search still has its nearest passages by meaning, none of them
+    relevant (answerable false); they are no symbols of the query (a trial got 50 of them)."""
+    root = tmp_path / "kb"
+    shutil.copytree(CORPUS, root, symlinks=True)
+    store = tmp_path / "store" / "autodoc.db"
+    svc = Service(Settings.from_env(store=store))
+    try:
+        svc.workspace_add("kb", str(root))
+        svc.index("kb", embed=True)  # the bundled model: search by meaning is ready
+        nonsense = svc.search("kb", "zzqxv blorptang", {"limit": 50})
+        lease = svc.search("kb", "lease recovery", {"limit": 50})
+    finally:
+        svc.close()
+    assert nonsense["hits"] and nonsense["answerable"] is False and lease["answerable"] is True
+    client = LspClient(store, tmp_path / "lsp.log")
+    try:
+        client.start(root)
+        assert client.request("workspace/symbol", {"query": "zzqxv blorptang"}) == []
+        assert len(client.request("workspace/symbol", {"query": "lease recovery"})) == len(lease["hits"])
+    finally:
+        client.stop()

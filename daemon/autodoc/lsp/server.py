@@ -28,6 +28,7 @@ import re
 import threading
 import time
 from pathlib import Path
+from collections import Counter
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -222,6 +223,8 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         for root, name in ls.workspaces_in_view():
             # a symbol is a place in a file: sessions (session.append) are not
             answer = ls.ws_call("search.query", [name, query, {"limit": SYMBOL_LIMIT, "scope": "files"}])
+            if not answer.get("answerable", True):
+                continue  # nothing relevant: the nearest passages by meaning are not symbols of the query
             for h in answer["hits"]:
                 out.append(T.SymbolInformation(
                     name=h["breadcrumb"] or h["path"],
@@ -317,17 +320,10 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
                                              {"stages": ["lexical"], "limit": 50, "scope": "files"}])
         span = _span(ls, uri, pos, col - len(m.group(1)))
         items: list[T.CompletionItem] = []
-        seen: set[str] = set()
-        for h in answer["hits"]:
-            if h["path"] in seen or h["path"] == rel:
-                continue
-            seen.add(h["path"])
-            stem = h["path"].rsplit("/", 1)[-1].rsplit(".", 1)[0]
-            items.append(T.CompletionItem(label=stem, kind=T.CompletionItemKind.File, detail=h["path"],
-                                          documentation=h["snippet"], text_edit=T.TextEdit(range=span, new_text=stem),
-                                          sort_text=f"{len(items):04d}", filter_text=f"{stem} {h['breadcrumb']}"))
-            if len(items) >= COMPLETION_LIMIT:
-                break
+        for h, target in link_targets(answer["hits"], prefix, rel)[:COMPLETION_LIMIT]:
+            items.append(T.CompletionItem(label=target, kind=T.CompletionItemKind.File, detail=h["path"],
+                                          documentation=h["snippet"], text_edit=T.TextEdit(range=span, new_text=target),
+                                          sort_text=f"{len(items):04d}", filter_text=f"{target} {h['breadcrumb']}"))
         return T.CompletionList(is_incomplete=True, items=items)
 
     def publish(ls: AutodocLanguageServer, uri: str, saved: bool = False) -> None:
@@ -386,6 +382,31 @@ def _await_index(ls: AutodocLanguageServer, name: str, rel: str, uri: str) -> No
             pass  # not indexed yet (a new file)
         time.sleep(0.05)
     log.info("%s: the daemon had not indexed the saved file after %.0f s", rel, SAVE_WAIT)
+
+
+def link_targets(hits: list[dict[str, Any]], prefix: str, rel: str) -> list[tuple[dict[str, Any], str]]:
+    """(hit, what to insert) per document, for `[[prefix`: documents whose file name or title
+    starts with the prefix first, then those that contain it, then the rest in search order (the
+    search matches bodies too: a trial typing `[[rec` found recommended-extensions 10th, behind
+    pages that mention recipes). A file name two of these documents share is inserted as the
+    path without its extension, which resolves to that one document (store/links.py); the bare
+    name would not. (Only these documents are compared: the prefix search finds the ones so named.)"""
+    want = prefix.casefold()
+    docs: dict[str, dict[str, Any]] = {}
+    for h in hits:
+        if h["path"] != rel:
+            docs.setdefault(h["path"], h)
+
+    def stem(path: str) -> str:
+        return path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+    def rank(h: dict[str, Any]) -> int:
+        names = (stem(h["path"]).casefold(), (h.get("title") or "").casefold())
+        return 0 if any(n.startswith(want) for n in names) else 1 if any(want in n for n in names) else 2
+
+    ordered = sorted(docs.values(), key=rank)  # stable: search order within each rank
+    shared = Counter(stem(p) for p in docs)
+    return [(h, h["path"].rsplit(".", 1)[0] if shared[stem(h["path"])] > 1 else stem(h["path"])) for h in ordered]
 
 
 def _tag_context(before: str) -> str | None:
