@@ -55,6 +55,14 @@ async def _serve(service, short_tmp, tg, size: int = 2) -> tuple[RpcServer, Read
     return server, pool
 
 
+async def _warm(short_tmp):
+    """One search through the daemon's socket (the reader has answered once); the socket's path."""
+    path = short_tmp / "d.sock"
+    async with await Client.connect_socket(path) as client:
+        await client.call("search.query", SEARCH)
+    return path
+
+
 def _raw_call(path, payload: dict) -> dict:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
         raw.connect(str(path))
@@ -124,9 +132,7 @@ async def test_a_cancel_answers_at_once_and_the_reader_comes_back(kb_service, sh
     async with anyio.create_task_group() as tg:
         server, pool = await _serve(kb_service, short_tmp, tg, size=1)
         try:
-            path = short_tmp / "d.sock"
-            async with await Client.connect_socket(path) as client:
-                await client.call("search.query", SEARCH)
+            path = await _warm(short_tmp)
             (pid,) = _alive_pids(pool)
             os.kill(pid, signal.SIGSTOP)
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
@@ -440,9 +446,7 @@ async def test_a_reader_is_handed_its_next_call_before_it_answers(kb_service, sh
     async with anyio.create_task_group() as tg:
         server, pool = await _serve(kb_service, short_tmp, tg, size=1)
         try:
-            path = short_tmp / "d.sock"
-            async with await Client.connect_socket(path) as client:
-                await client.call("search.query", SEARCH)
+            path = await _warm(short_tmp)
             (reader,) = pool.readers
             if hasattr(os, "SCHED_BATCH"):  # woken by a call, it does not preempt the daemon (reader.py)
                 assert os.sched_getscheduler(reader.proc.pid) == os.SCHED_BATCH
