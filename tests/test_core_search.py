@@ -246,9 +246,13 @@ def test_second_writer_is_refused_naming_the_holder(tmp_path):
     a = Service(Settings.from_env(store=store), holder={"socket": "/tmp/a.sock"})
     with pytest.raises(StoreLocked) as e:
         Service(Settings.from_env(store=store))
-    assert "pid" in e.value.message and "/tmp/a.sock" in e.value.message
+    assert "pid" in e.value.message and "/tmp/a.sock" in e.value.message and "talk to that daemon" in e.value.message
     a.close()
-    Service(Settings.from_env(store=store)).close()  # free again
+    b = Service(Settings.from_env(store=store))  # free again; held now by a writer with no socket (an LSP)
+    with pytest.raises(StoreLocked) as e:
+        Service(Settings.from_env(store=store))
+    assert "talk to" not in e.value.message and "stop it first" in e.value.message
+    b.close()
 
 
 def test_newer_schema_is_refused(tmp_path):

@@ -32,11 +32,10 @@ class Lease:
             who = f"pid {info.get('pid', '?')}"
             if info.get("socket"):
                 who += f", socket {info['socket']}"
-            raise StoreLocked(
-                f"the store {store_path} is held by another AutoDoc writer ({who}); "
-                "talk to that daemon, or stop it first",
-                {"holder": info},
-            ) from None
+            # only a holder with a socket can be talked to (a stdio server, an editor's LSP cannot)
+            what = "talk to that daemon, or stop it first" if info.get("socket") else "stop it first, or wait for it"
+            raise StoreLocked(f"the store {store_path} is held by another AutoDoc writer ({who}); {what}",
+                              {"holder": info}) from None
         self._fd: int | None = fd
         self.update(holder or {})
 
