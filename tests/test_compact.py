@@ -162,11 +162,12 @@ def test_bad_answer_options_name_the_field(opts, field):
     assert info.value.field == field
 
 
-def test_a_passage_is_whole_lines_and_cut_inside_a_line_says_so(tmp_path):
+def test_a_passage_inside_a_long_line_keeps_its_own_text_and_says_where_it_is_cut(tmp_path):
     """A long one-line paragraph is chunked at sentences, so a chunk may start and end inside a
-    line; its compact passage is still the whole lines its ref names (a trial found passages
-    starting mid-line, "note](https://…"). A budget too small for the first line cuts it at a
-    word and ends it with "…", the one case where the last line is partial."""
+    line. A short rest of a line is taken in, so that a passage is whole lines (a trial found one
+    starting "note](https://…"); a long one is not, or the passage would be the line's start and
+    miss what matched: it begins or ends inside its line and says so with "…". A budget cut keeps
+    whole lines when a line end keeps half of what fits, else cuts at a word, with "…"."""
     from autodoc.search.compact import ELLIPSIS
 
     root = tmp_path / "kb"
@@ -174,21 +175,36 @@ def test_a_passage_is_whole_lines_and_cut_inside_a_line_says_so(tmp_path):
     sentences = [f"Sentence {i} tells of the {w} harbour and its tides." for i, w in
                  enumerate(["north", "south", "east", "west"] * 120)]
     sentences[300] = "Sentence 300 names the quokkanite beacon at the harbour mouth."
-    (root / "long.md").write_text("# Harbour log\n\nIntro line.\n\n" + " ".join(sentences) + "\n\nLast line.\n")
+    (root / "long.md").write_text("# Harbour log\n\nIntro line.\n\n" + " ".join(sentences) + "\n\nLast line.\n"
+                                  "\n## Beacons\n\n" + "A beacon line of some length. " * 60 + "\n"
+                                  "The quokkanite lamp is lit at dusk, a short line.\n")
     s = Service(Settings.from_env(store=tmp_path / "s.db"))
     try:
         s.workspace_add("kb", str(root), {"embedding": {"provider": "none"}})
         s.index("kb")
-        full = s.search("kb", "quokkanite", {"stages": ["lexical"]})["hits"][0]
+        full = s.search("kb", "quokkanite", {"stages": ["lexical"]})["hits"]
+        inner = next(h for h in full if h["line_start"] == 5)
         data = (root / "long.md").read_bytes()
-        assert data[full["byte_start"] - 1:full["byte_start"]] != b"\n", "the chunk should start inside the line"
-        a = _valid(s.search("kb", "quokkanite", {"answer": "compact", "stages": ["lexical"], "budget_tokens": 32000}))
-        h = a["hits"][0]
+        assert data[inner["byte_start"] - 1:inner["byte_start"]] != b"\n", "the chunk should start inside the line"
+        a = _valid(s.search("kb", "quokkanite", {"answer": "compact", "stages": ["lexical"], "budget_tokens": 32000,
+                                                 "per_document": False}))
+        by_line = {h["line_start"]: h for h in a["hits"]}
+        h = by_line[5]
         assert (h["line_start"], h["line_end"]) == (5, 5) and h["ref"] == "kb:long.md#L5-5"
-        assert h["text"] == _lines(root, "long.md", 5, 5)
-        small = _valid(s.search("kb", "quokkanite", {"answer": "compact", "stages": ["lexical"], "budget_tokens": 400}))
-        c = small["hits"][0]
-        assert small["truncated"] and c["text"].endswith(ELLIPSIS) and (c["line_start"], c["line_end"]) == (5, 5)
-        assert h["text"].startswith(c["text"][:-1].rstrip()) and len(c["text"]) < len(h["text"])
+        assert h["text"].startswith(ELLIPSIS) and "quokkanite" in h["text"]  # its own text, not the line's start
+        assert h["text"].strip(ELLIPSIS) in _lines(root, "long.md", 5, 5)
+        for e in a["hits"]:  # elsewhere whole lines, or marked where they are not
+            if ELLIPSIS not in e["text"]:
+                assert e["text"] == _lines(root, "long.md", e["line_start"], e["line_end"])
+        small = _valid(s.search("kb", "quokkanite", {"answer": "compact", "stages": ["lexical"], "budget_tokens": 300,
+                                                     "per_document": False}))
+        assert small["truncated"] and small["tokens"] <= 300
+        for c in small["hits"]:
+            lines = _lines(root, "long.md", c["line_start"], c["line_end"])
+            if c["text"].endswith(ELLIPSIS):  # cut inside its last line, at a word
+                assert c["text"].strip(ELLIPSIS).rstrip() in lines
+            else:
+                assert c["text"] == lines
+            assert len(c["text"].strip(ELLIPSIS)) >= 100  # not a heading alone (the review's 21 characters)
     finally:
         s.close()

@@ -40,7 +40,8 @@ from .tokens import tokenize
 DEFAULT_BUDGET = 1200
 DEFAULT_LIMIT = 10
 SEP = " › "  # the breadcrumb's separator (ingest/chunk.py)
-ELLIPSIS = "…"  # ends a passage cut inside a line
+ELLIPSIS = "…"  # where a passage begins or ends inside a line
+WIDEN = 240  # bytes of a line a passage takes in beyond its chunk, each side, to start and end on whole lines
 MIN_PASSAGE_TOKENS = 40  # what a cut passage keeps at least: its heading and first lines, enough to judge it
 
 
@@ -192,38 +193,50 @@ def compact_hit(h: dict[str, Any], conf: float | None, doc: passages.Indexed | N
 
 
 def whole_lines(data: bytes, start: int, end: int) -> str:
-    """The lines bytes start..end touch, whole: a chunk may begin or end inside a line (a long
-    paragraph is split at sentences), and a compact passage is cited by its lines."""
-    start = data.rfind(b"\n", 0, start) + 1
+    """The chunk's bytes start..end, widened to the whole lines they touch where the rest of a
+    line is short (WIDEN bytes at most each side); a chunk inside a long line (a paragraph
+    written as one line, chunked at sentences) keeps its own text and says it begins or ends
+    inside its line with ELLIPSIS."""
+    ls = data.rfind(b"\n", 0, start) + 1
+    head = ELLIPSIS if start - ls > WIDEN else ""
+    start = start if head else ls
+    tail = ""
     if end and data[end - 1:end] != b"\n":
         nl = data.find(b"\n", end)
-        end = len(data) if nl < 0 else nl
-    return data[start:end].decode("utf-8", "replace").rstrip()
+        le = len(data) if nl < 0 else nl
+        if le - end > WIDEN:
+            tail = ELLIPSIS
+        else:
+            end = le
+    text = data[start:end].decode("utf-8", "replace")
+    return head + (text.lstrip() if head else text).rstrip() + tail
 
 
 def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
-    """The entry with its passage cut to fit `room` tokens: at the last line end that fits, so
-    that it stays whole lines; inside its first line only when that line alone does not fit,
-    at a word, and then it ends with ELLIPSIS (its last line is partial). line_end and ref
-    follow the cut. None when not even MIN_PASSAGE_TOKENS of text would fit."""
+    """The entry with its passage cut to fit `room` tokens: at a line end when one keeps at
+    least half of what fits, else inside the line at a word, and then it ends with ELLIPSIS
+    (its last line is partial). line_end and ref follow the cut. None when not even
+    MIN_PASSAGE_TOKENS of text would fit."""
     chars = (room - estimate_tokens({**entry, "text": ""})) * 4
     if chars < MIN_PASSAGE_TOKENS * 4:
         return None
-    text, limit = entry["text"], chars
+    text, limit = entry["text"].removesuffix(ELLIPSIS), chars
     while True:  # JSON escapes (quotes, newlines, backslashes) can make the text longer than its characters
         part = text[:limit]
-        if len(part) < len(text):
+        if len(part) >= len(text):
+            part = entry["text"]  # with the ellipsis it had, if it had one
+        else:
             end = part.rfind("\n")
-            if end > 0:
+            if end >= len(part) // 2:
                 part = part[:end]
             else:
                 sp = part.rfind(" ")
-                part = (part[:sp] if sp > 0 else part).rstrip() + ELLIPSIS
+                part = (part[:sp] if sp > len(part) // 2 else part).rstrip() + ELLIPSIS
         part = part.rstrip()
         if not part or estimate_tokens({**entry, "text": part}) <= room:
             break
         limit = len(part) * 9 // 10
-    if not part:
+    if not part or part == ELLIPSIS:
         return None
     line_end = entry["line_start"] + part.count("\n")
     return {**entry, "text": part, "line_end": line_end,
