@@ -513,3 +513,37 @@ def test_a_call_cancelled_while_queued_in_a_reader_is_not_run(kb_service, monkey
         ours.close()
         t.join(10)
         theirs.close()
+
+
+async def test_calls_go_to_the_least_busy_reader(kb_service, short_tmp):
+    """Two idle readers each get a call before either gets a second (a review found both slots
+    of one reader handed out first while the other idled). Stopped readers show what they hold."""
+    async with anyio.create_task_group() as tg:
+        server, pool = await _serve(kb_service, short_tmp, tg, size=2)
+        try:
+            path = short_tmp / "d.sock"  # no call yet: both readers just started, all slots free
+            pids = _alive_pids(pool)
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            answers: list[dict] = []
+
+            async def one() -> None:
+                answers.append(await anyio.to_thread.run_sync(
+                    _raw_call, path, {"jsonrpc": "2.0", "id": 1, "method": "search.query", "params": SEARCH}))
+
+            async with anyio.create_task_group() as calls:
+                try:
+                    for want in ([0, 1], [1, 1], [1, 2], [2, 2]):
+                        calls.start_soon(one)
+                        await _until(lambda: sum(len(r.waiting) for r in pool.readers) == sum(want), "handed")
+                        assert sorted(len(r.waiting) for r in pool.readers) == want
+                    calls.start_soon(one)  # no slot is free: it waits in the daemon
+                    await anyio.sleep(0.3)
+                    assert sorted(len(r.waiting) for r in pool.readers) == [2, 2] and not answers
+                finally:
+                    for pid in pids:
+                        os.kill(pid, signal.SIGCONT)
+            assert len(answers) == 5 and all(a["result"]["hits"] for a in answers)
+        finally:
+            server.request_shutdown("test over")
+            tg.cancel_scope.cancel()

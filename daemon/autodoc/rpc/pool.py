@@ -53,9 +53,10 @@ Correctness:
   is told (its search's ``cancel`` Event) and rejoins the free readers when it
   answers.
 - Fairness: a connection's share of reads (connection.py) is taken before a
-  reader; a reader's free slots (DEPTH: the call it runs and one queued) go to
-  waiting calls first come, first served, in the order they were freed, so two
-  idle readers each get a call before either gets a second.
+  reader; a call goes to the live reader with the fewest calls once one has a
+  free slot (DEPTH: the call it runs and one queued), so two idle readers each
+  get a call before either gets a second; calls waiting for a slot are served
+  first come, first served.
 
 Runs on: the event loop; ``invalidate`` from any thread (under a lock).
 """
@@ -64,7 +65,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import pickle
 import socket
@@ -178,8 +178,7 @@ class ReaderPool:
         self._lock = threading.Lock()
         self._wanted = anyio.Event()
         self._bases = SharedBases()  # what a reader started later is told first (guarded by _lock)
-        # a reader's free slots (DEPTH each); unbounded: a dead reader's may still sit in it
-        self._free_send, self._free_recv = anyio.create_memory_object_stream[Reader](math.inf)
+        self._changed = anyio.Event()  # set (and replaced) when a slot frees, a reader comes or goes, or the pool stops
         service.on_invalidate = self.invalidate
 
     # -- routing ----------------------------------------------------------------------
@@ -232,15 +231,7 @@ class ReaderPool:
         """(result, the reader's CPU seconds), or raises what the reader raised, or ReaderGone."""
         from ..errors import from_rpc
 
-        while True:  # a dead reader's free slots may still sit in the stream beside its replacement's
-            try:
-                reader = await self._free_recv.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                raise ReaderGone("the reader pool stopped") from None
-            if reader.alive:
-                break
-            if not self.ready:  # none left to wait for: the daemon runs it now, as for a death mid-call
-                raise ReaderGone("the reader exited")
+        reader = await self._least_busy()
         reader.seq += 1
         seq = reader.seq
         slot: list[Any] = [anyio.Event(), None]
@@ -276,6 +267,30 @@ class ReaderPool:
             return payload, cpu
         raise from_rpc(payload)
 
+    async def _least_busy(self) -> Reader:
+        """The live reader with the fewest calls, once one has a free slot (DEPTH); callers that
+        wait are woken in the order they came. ReaderGone when no reader lives (the daemon runs
+        the call now, as for a death mid-call) or the pool stopped."""
+        while True:
+            if self.stopped:
+                raise ReaderGone("the reader pool stopped")
+            live = [r for r in self.readers if r.alive]
+            if not live:
+                raise ReaderGone("the reader exited")
+            reader = min(live, key=lambda r: len(r.waiting))
+            if len(reader.waiting) < DEPTH:
+                return reader
+            await self._changed.wait()
+
+    def _wake(self) -> None:
+        """Callers waiting for a slot look again."""
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
+    def _stop_routing(self) -> None:
+        self.stopped = True
+        self._wake()
+
     # -- running the readers ----------------------------------------------------------
 
     async def run(self) -> None:
@@ -296,8 +311,7 @@ class ReaderPool:
         except Exception:  # the pool failing must not end the daemon: reads stay on its threads
             log.exception("reader pool: stopped; reads stay in the daemon")
         finally:
-            self.stopped = True
-            self._free_send.close()
+            self._stop_routing()
             with anyio.CancelScope(shield=True):
                 await self._drain()
                 await self._stop_all()
@@ -323,18 +337,13 @@ class ReaderPool:
                 reader = await self._spawn()
             except Exception as exc:
                 log.error("reader pool: a reader could not start (%s); reads stay in the daemon", exc)
-                self.stopped = True
-                self._free_send.close()
+                self._stop_routing()
                 return
-            try:
-                if self.stopped:
-                    raise anyio.ClosedResourceError
-                for _ in range(DEPTH):
-                    self._free_send.send_nowait(reader)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # the pool stopped while it started
+            if self.stopped:  # the pool stopped while it started
                 with anyio.CancelScope(shield=True):
                     await self._stop(reader)
                 return
+            self._wake()
             await reader.gone.wait()
             await self._drop(reader)
             if self.stopped:
@@ -346,8 +355,7 @@ class ReaderPool:
             if len(self.deaths) >= MAX_DEATHS:
                 log.error("reader pool: %d readers died within %.0f s; reads stay in the daemon",
                           len(self.deaths), DEATH_WINDOW_S)
-                self.stopped = True
-                self._free_send.close()
+                self._stop_routing()
                 return
             log.warning("reader pool: reader %d exited (status %s); starting another",
                         reader.proc.pid, reader.proc.poll())
@@ -400,11 +408,8 @@ class ReaderPool:
         if slot is not None:
             slot[1] = (status, payload, cpu)
             slot[0].set()
-        if slot is not None and not self.stopped:
-            try:
-                self._free_send.send_nowait(reader)  # its slot is free again, even if its caller left
-            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                pass
+        if slot is not None:
+            self._wake()  # its slot is free again, even if its caller left
 
     async def _drop(self, reader: Reader) -> None:
         """A reader's socket closed: its waiting call fails over, the process is reaped."""
@@ -415,6 +420,7 @@ class ReaderPool:
         for slot in reader.waiting.values():
             slot[0].set()  # reply None: ReaderGone
         reader.waiting.clear()
+        self._wake()  # callers waiting for a slot look again (none may be left: the daemon runs theirs)
         with anyio.CancelScope(shield=True):
             await self._stop(reader)
 
