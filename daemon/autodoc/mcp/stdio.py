@@ -8,9 +8,13 @@ method), to its server as an exception, which logs it at debug level and
 answers nothing: the client waits for ever (a trial found this, while
 `autodoc serve` answered each the way JSON-RPC asks). Here each gets -32700
 (not JSON) or -32600 (not a request; -32602 when only its params are wrong),
-with the request's id when it had one. And at the end of input the SDK
+with the request's id when it had one; a bad notification or a bad response of
+the client's is not answered, as JSON-RPC asks. (The SDK takes a request whose
+id is neither a string nor an integer, `1.5` or `true`, for a notification:
+that one is still not answered.) And at the end of input the SDK
 cancels the requests still running and answers "Connection closed"; here the
-end of input waits for them (at most DRAIN_S), as `autodoc serve` does.
+end of input waits for them (at most DRAIN_S), as `autodoc serve` does; a
+request the client cancelled is not waited for (the SDK does not answer it).
 
 Runs on: the event loop of `autodoc mcp`.
 """
@@ -18,6 +22,7 @@ Runs on: the event loop of `autodoc mcp`.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 
 import anyio
@@ -31,8 +36,10 @@ log = logging.getLogger("autodoc.mcp")
 DRAIN_S = 30.0  # after the end of input, how long the requests already read may take to answer
 
 
-def rejection(exc: Exception) -> types.JSONRPCError:
-    """The answer to a line the SDK could not read as a message (pure)."""
+def rejection(exc: Exception) -> types.JSONRPCError | None:
+    """The answer to a line the SDK could not read as a message (pure); None for what JSON-RPC
+    never answers: a notification (no id), or a response of the client's (an answer to it
+    would carry that id and read as the answer to the client's own request)."""
     errors: list[dict[str, Any]] = []
     try:
         errors = exc.errors()  # type: ignore[attr-defined]  # pydantic's ValidationError
@@ -45,6 +52,8 @@ def rejection(exc: Exception) -> types.JSONRPCError:
     if not isinstance(message, dict):
         return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
             code=-32600, message="invalid request: a message is one JSON object (MCP has no batches)"))
+    if "id" not in message or ("method" not in message and ("result" in message or "error" in message)):
+        return None
     rid = message.get("id")
     rid = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
     if message.get("jsonrpc") != "2.0":
@@ -64,32 +73,42 @@ async def serve(server: Any, options: Any) -> None:
     async with stdio_server() as (sdk_read, sdk_write):
         to_server, server_reads = create_context_streams[SessionMessage | Exception](0)
         server_writes, from_server = create_context_streams[SessionMessage](0)
-        pending: set[str | int] = set()  # requests read and not yet answered
+        pending: Counter[str | int] = Counter()  # requests read and not yet answered (an id may repeat)
         answered = anyio.Event()
+
+        def settled(rid: Any) -> None:
+            nonlocal answered
+            if pending[rid] > 0:
+                pending[rid] -= 1
+                if not pending[rid]:
+                    del pending[rid]
+            answered.set()
+            answered = anyio.Event()
 
         async def inbound() -> None:
             async with to_server:
                 async for item in sdk_read:
                     if isinstance(item, Exception):
-                        log.info("answered a message that could not be read: %s", str(item).splitlines()[0])
-                        await sdk_write.send(SessionMessage(rejection(item)))
+                        log.info("a message that could not be read: %s", str(item).splitlines()[0])
+                        if (answer := rejection(item)) is not None:
+                            await sdk_write.send(SessionMessage(answer))
                         continue
-                    if isinstance(item.message, types.JSONRPCRequest):
-                        pending.add(item.message.id)
+                    msg = item.message
+                    if isinstance(msg, types.JSONRPCRequest):
+                        pending[msg.id] += 1
+                    elif isinstance(msg, types.JSONRPCNotification) and msg.method == "notifications/cancelled":
+                        settled((msg.params or {}).get("requestId"))  # the SDK never answers a cancelled request
                     await to_server.send(item)
                 with anyio.move_on_after(DRAIN_S):  # end of input: the requests read get their answers
                     while pending:
                         await answered.wait()
 
         async def outbound() -> None:
-            nonlocal answered
             async with from_server:
                 async for item in from_server:
                     await sdk_write.send(item)
                     if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)):
-                        pending.discard(item.message.id)
-                        answered.set()
-                        answered = anyio.Event()
+                        settled(item.message.id)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(inbound)
