@@ -465,6 +465,9 @@ async def test_a_reader_is_handed_its_next_call_before_it_answers(kb_service, sh
                     await anyio.sleep(0.3)
                     assert len(reader.waiting) == poolmod.DEPTH == 2, "a reader was handed more than its slots"
                     assert not answers
+                    # a write meanwhile is sent at once, in a frame of its own, not with the next call
+                    pool.invalidate("vectors", kb_service._ws("kb").id, None)
+                    await _until(lambda: not reader.invalidations, "the invalidation sent")
                 finally:  # else the clients' threads wait for it forever
                     os.kill(reader.proc.pid, signal.SIGCONT)
             assert [a["result"]["hits"] for a in answers] == [expected] * 3
@@ -547,3 +550,54 @@ async def test_calls_go_to_the_least_busy_reader(kb_service, short_tmp):
         finally:
             server.request_shutdown("test over")
             tg.cancel_scope.cancel()
+
+
+def test_a_call_queued_behind_another_applies_what_was_written_meanwhile(kb_service, monkeypatch):
+    """Invalidations that reach a reader in a frame of their own while a call waits behind another
+    are applied before that call, in the order they came (a review found a queued call searching
+    a save it had not heard of: its invalidations rode with the next call). serve() runs on a
+    thread over a real socket pair and a real read-only Service; a stand-in run_call holds the
+    first call open."""
+    from autodoc.rpc import reader as readermod
+
+    release, seen = threading.Event(), []
+    real_run, real_apply = readermod.run_call, readermod.apply_invalidations
+
+    def held(service, method, params, cancel):
+        seen.append(("run", params["query"]))
+        if params["query"] == "first":
+            release.wait(30)
+        return real_run(service, method, params, cancel)
+
+    def applied(service, items):
+        if items:
+            seen.append(("apply", [i[0] for i in items]))
+        return real_apply(service, items)
+
+    monkeypatch.setattr(readermod, "run_call", held)
+    monkeypatch.setattr(readermod, "apply_invalidations", applied)
+    ws_id = kb_service._ws("kb").id
+    ours, theirs = socket.socketpair()
+    t = threading.Thread(target=readermod.serve, args=(theirs,), daemon=True)
+    t.start()
+    try:
+        readermod.send_frame(ours, kb_service.settings)
+        assert readermod.recv_frame(ours)[0] == "ready"
+        params = {"workspace": "kb", "opts": {"stages": ["lexical"], "limit": 3}}
+        readermod.send_frame(ours, ("call", 1, "search.query", {**params, "query": "first"}, [("vectors", ws_id, [1])]))
+        deadline = time.monotonic() + 30
+        while ("run", "first") not in seen and time.monotonic() < deadline:  # the first call is running
+            time.sleep(0.01)
+        readermod.send_frame(ours, ("call", 2, "search.query", {**params, "query": "sqlite lease"}, []))
+        readermod.send_frame(ours, ("inval", [("vectors", ws_id, None), ("model", ws_id, "fp")]))
+        time.sleep(0.3)  # the frames thread has read both while the first call is held
+        release.set()
+        replies = {r[1]: r for r in (readermod.recv_frame(ours) for _ in range(2))}
+        assert replies[1][0] == replies[2][0] == "ok"
+        assert seen == [("apply", ["vectors"]), ("run", "first"), ("apply", ["vectors", "model"]),
+                        ("run", "sqlite lease")]
+    finally:
+        release.set()
+        ours.close()
+        t.join(10)
+        theirs.close()

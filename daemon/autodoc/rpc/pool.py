@@ -39,9 +39,12 @@ When it runs, and when today's path stays:
 Correctness:
 
 - Caches: the daemon's Service reports each invalidation of its own caches
-  (``Service.on_invalidate``: a document's vectors, a workspace forgotten, a
-  model's vectors dropped); each reader gets those made since its last call in
-  the frame of its next call, ahead of the call. Everything else a reader
+  (``Service.on_invalidate``, after the write committed: a document's vectors,
+  a workspace forgotten, a model's vectors dropped); each reader gets those made
+  since its last call in the frame of its next call, ahead of the call, and a
+  reader that holds calls gets them at once in a frame of their own (``_push``),
+  so that a call queued behind another applies every write committed before it
+  starts. Everything else a reader
   caches is keyed by the store's generation or FTS5's state (read from the
   call's own snapshot), so a save is searchable in a reader as soon as it is
   committed, as on a thread.
@@ -178,6 +181,8 @@ class ReaderPool:
         self._lock = threading.Lock()
         self._wanted = anyio.Event()
         self._bases = SharedBases()  # what a reader started later is told first (guarded by _lock)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._push_due = False  # a _push is scheduled on the loop (guarded by _lock)
         self._changed = anyio.Event()  # set (and replaced) when a slot frees, a reader comes or goes, or the pool stops
         service.on_invalidate = self.invalidate
 
@@ -212,6 +217,31 @@ class ReaderPool:
                 r.invalidations.append(item)
                 if len(r.invalidations) > MAX_INVALIDATIONS:
                     r.invalidations = compact_invalidations(r.invalidations)
+            # a reader holding calls hears of it now: one queued behind another starts later
+            push = self._loop is not None and not self._push_due and any(r.waiting for r in self.readers)
+            self._push_due = self._push_due or push
+        if push:
+            try:
+                self._loop.call_soon_threadsafe(self._push)  # type: ignore[union-attr]
+            except RuntimeError:  # the loop closed: the pool is gone
+                pass
+
+    def _push(self) -> None:
+        """On the loop: the invalidations queued for each reader that holds calls, in a frame of
+        their own, so that a call queued behind another applies every write committed before it
+        starts (rpc/reader.py applies them in the order they arrive, before each call)."""
+        with self._lock:
+            self._push_due = False
+            out = []
+            for r in self.readers:
+                if r.alive and r.waiting and r.invalidations:
+                    out.append((r, r.invalidations))
+                    r.invalidations = []
+        for r, todo in out:
+            try:
+                r.send(("inval", todo))
+            except (ReaderGone, OSError):
+                pass  # gone: its calls fail over to the daemon
 
     def recheck(self) -> None:
         """Whether semantic searches may go to the readers, at most every RECHECK_S: a store that
@@ -301,6 +331,7 @@ class ReaderPool:
         try:
             await self._wanted.wait()
             self.started = True
+            self._loop = asyncio.get_running_loop()
             if shared_vectors.available():
                 self.service.vectors.sharing = shared_vectors.Sharing(self.invalidate)
             self.semantic = await anyio.to_thread.run_sync(self._semantic_fits)

@@ -4,7 +4,8 @@ daemon's reader pool (rpc/pool.py).
 Input: frames on the socket the daemon handed over (fd in argv): first the
 daemon's Settings, then ``call`` frames (a sequence number, a read method,
 its checked params, and the cache invalidations the daemon's writes made since
-this reader's last call), ``cancel`` frames (a sequence number). Output: one
+this reader's last call), ``inval`` frames (more of them, sent while this reader
+holds calls), ``cancel`` frames (a sequence number). Output: one
 ``ok`` or ``err`` frame per call, with the CPU seconds it took, or ``retry``
 when it needs vectors it may not copy and the daemon has not shared
 (search/shared_vectors.py): the daemon then runs the call itself.
@@ -124,6 +125,7 @@ def serve(sock: socket.socket) -> int:
     service.vectors.private_rows = PRIVATE_ROWS  # above it, only a base the daemon shared
     inbox: queue.Queue[Any] = queue.Queue()
     cancels: dict[int, threading.Event] = {}
+    arrived: list[tuple] = []  # invalidations in the order their frames came, applied before each call
     lock = threading.Lock()
 
     def read_frames() -> None:
@@ -141,16 +143,26 @@ def serve(sock: socket.socket) -> int:
                 if ev is not None:
                     ev.set()
                 continue
+            if msg[0] == "inval":
+                with lock:
+                    arrived.extend(msg[1])
+                continue
             with lock:
                 cancels[msg[1]] = threading.Event()
+                arrived.extend(msg[4])
             inbox.put(msg)
 
     threading.Thread(target=read_frames, name="autodoc-reader-frames", daemon=True).start()
     send_frame(sock, ("ready", os.getpid()))
     try:
         while (msg := inbox.get()) is not None:
-            _, seq, method, params, invalidations = msg
-            apply_invalidations(service, invalidations)
+            _, seq, method, params, _ = msg
+            # every invalidation that has arrived, this call's and any since (each names a write
+            # that committed before it was sent, so before this call's snapshot opens)
+            with lock:
+                todo = arrived[:]
+                arrived.clear()
+            apply_invalidations(service, todo)
             with lock:
                 cancel = cancels[seq]
             if cancel.is_set():  # cancelled while queued behind another call (rpc/pool.py, DEPTH)
