@@ -211,7 +211,7 @@ def _embedding_line(name: str, emb: dict[str, Any] | None, here: bool, seconds: 
         line = f"{name}: {n} chunks embedded in {max(0.0, seconds):.1f} s"
         return f"{line}; {left} not embedded: {emb.get('reason')}" if left else line
     if left:
-        return f"{name}: search by meaning covers {n} chunks; the daemon embeds {left} more in the background"
+        return f"{name}: search by meaning covers {n} chunks; {left} more to embed ({emb.get('reason') or 'the daemon embeds them in the background'})"
     return f"{name}: search by meaning covers all {n} chunks"
 
 
@@ -219,8 +219,8 @@ def _failed(e: AutodocError) -> int:
     """One line for an error the command raised or the daemon answered, and the names the
     answer suggests (did_you_mean: a misspelt workspace or file) on the next."""
     if isinstance(e, InternalError):  # a bug, here or in the daemon (its log has the traceback)
-        print(f"autodoc: internal error: {e.message} ({e.code}); see the daemon's log, and please report it",
-              file=sys.stderr)
+        where = "the daemon's log" if getattr(e, "relayed", None) else "-v's output"
+        print(f"autodoc: internal error: {e.message} ({e.code}); see {where}, and please report it", file=sys.stderr)
         return EXIT_INTERNAL
     print(f"autodoc: {e.message} ({e.code})", file=sys.stderr)
     near = e.data.get("did_you_mean") if isinstance(e.data, dict) else None

@@ -230,7 +230,8 @@ class Service:
             embedding = self._embedding_status(db, ws)
             sessions = stored_sessions.counts(db, ws.id)
         root = Path(ws.root)
-        on_disk = sum(1 for _ in scan_workspace(root, max_bytes=cfg.max_file_bytes)) if root.is_dir() else 0
+        on_disk = sum(1 for e in scan_workspace(root, max_bytes=cfg.max_file_bytes) if not e.relpath.endswith("/")) \
+            if root.is_dir() else 0  # files: a folder entry is a skip reason (unreadable, linked), not a file
         return {
             "name": ws.name,
             "root": ws.root,

@@ -147,7 +147,7 @@ class IndexJob:
             known = stored.file_states(db, ws.id)
             if chunking(db, ws.id) != cut:
                 full = True
-        report = IndexReport(ws.name, scanned=len(entries))
+        report = IndexReport(ws.name, scanned=sum(1 for e in entries if not e.relpath.endswith("/")))  # files
         on_disk: set[str] = set()
         pending: list[Pending] = []
         skips: list[tuple[str, str]] = []

@@ -34,7 +34,7 @@ SCHEMA_DIR = "_schema"  # the workspace's schema folder (autodoc.fmschema): conf
 OUTSIDE = "symlink points outside the workspace"
 DANGLING = "symlink target does not exist or loops"
 BAD_NAME = "file name is not valid UTF-8"
-LINKED_INSIDE = "symlink to a folder inside the workspace: not followed (its files are indexed under their own paths)"
+LINKED_INSIDE = "symlink to a folder inside the workspace: not followed (the folder is scanned at its own path)"
 LINKED_OUTSIDE = "symlink to a folder outside the workspace: not followed (add that folder as a workspace of its own)"
 BINARY_PROBE = 8192
 # Checked longest first: a UTF-32LE mark starts with the UTF-16LE one.

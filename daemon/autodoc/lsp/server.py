@@ -323,7 +323,8 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         for h, target in link_targets(answer["hits"], prefix, rel)[:COMPLETION_LIMIT]:
             items.append(T.CompletionItem(label=target, kind=T.CompletionItemKind.File, detail=h["path"],
                                           documentation=h["snippet"], text_edit=T.TextEdit(range=span, new_text=target),
-                                          sort_text=f"{len(items):04d}", filter_text=f"{target} {h['breadcrumb']}"))
+                                          sort_text=f"{len(items):04d}",
+                                          filter_text=f"{target.rsplit('/', 1)[-1]} {target} {h['breadcrumb']}"))
         return T.CompletionList(is_incomplete=True, items=items)
 
     def publish(ls: AutodocLanguageServer, uri: str, saved: bool = False) -> None:
@@ -405,8 +406,9 @@ def link_targets(hits: list[dict[str, Any]], prefix: str, rel: str) -> list[tupl
         return 0 if any(n.startswith(want) for n in names) else 1 if any(want in n for n in names) else 2
 
     ordered = sorted(docs.values(), key=rank)  # stable: search order within each rank
-    shared = Counter(stem(p) for p in docs)
-    return [(h, h["path"].rsplit(".", 1)[0] if shared[stem(h["path"])] > 1 else stem(h["path"])) for h in ordered]
+    shared = Counter(stem(p).casefold() for p in docs)  # the resolver compares names without case
+    return [(h, h["path"].rsplit(".", 1)[0] if shared[stem(h["path"]).casefold()] > 1 else stem(h["path"]))
+            for h in ordered]
 
 
 def _tag_context(before: str) -> str | None:
