@@ -312,3 +312,29 @@ def test_the_whole_machine_or_home_is_not_a_workspace_unless_forced(svc):
                                           "force": True})
     assert added["root"] == str(Path(home).resolve())  # added, not indexed: nothing is read until workspace.index
     svc.workspace_remove("w")
+
+
+def test_a_live_index_of_a_skipped_file_keeps_the_other_skip_records(tmp_path):
+    """Saving one unreadable file while the daemon watches indexed that path alone, and the
+    record of it replaced every other skip record of the workspace (a review, session 12)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "good.md").write_text("# Good\n\nwords\n")
+    (root / "latin1.md").write_bytes("# caf\u00e9\n".encode("latin-1"))
+    svc = Service(Settings.from_env(store=tmp_path / "s.db"))
+    try:
+        svc.workspace_add("kb", str(root), NO_MODEL)
+        svc.index("kb")
+        assert [s["path"] for s in svc.workspace_status("kb")["files"]["skipped"]] == ["latin1.md"]
+        (root / "nul.md").write_bytes(b"# A\n\0\n")
+        svc.index_paths("kb", ["nul.md"])
+        assert [s["path"] for s in svc.workspace_status("kb")["files"]["skipped"]] == ["latin1.md", "nul.md"]
+        (root / "latin1.md").write_text("# Cafe\n\nfixed\n")
+        svc.index_paths("kb", ["latin1.md"])  # indexed now: its record goes, the other stays
+        assert [s["path"] for s in svc.workspace_status("kb")["files"]["skipped"]] == ["nul.md"]
+        svc.index("kb")  # a full scan still forgets what is no longer skipped
+        (root / "nul.md").unlink()
+        svc.index("kb")
+        assert svc.workspace_status("kb")["files"]["skipped"] == []
+    finally:
+        svc.close()

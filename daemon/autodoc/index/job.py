@@ -83,7 +83,8 @@ class _Batch:
 
     pending: list[Pending]
     gone: list[str] | None = None  # paths no longer on disk (None: not known in this batch)
-    skips: list[tuple[str, str]] | None = None  # (path, reason); not None: the job's full skip list
+    skips: list[tuple[str, str]] | None = None  # (path, reason)
+    every_skip: bool = False  # skips is the whole workspace's list (a full scan): forget the others
 
 
 class IndexJob:
@@ -205,7 +206,8 @@ class IndexJob:
                 take()
             take(drain=True)
             gone = [p for p in known if p not in on_disk]
-            self._flush(ws, _Batch(pending, gone=gone, skips=skips), report, full, failures, renamed=renamed)
+            self._flush(ws, _Batch(pending, gone=gone, skips=skips, every_skip=True), report, full, failures,
+                        renamed=renamed)
             with self.store.write() as db:
                 set_chunking(db, ws.id, cut)
         except BaseException:
@@ -360,8 +362,8 @@ class IndexJob:
                     emitted.append(ch)
                     names_changed.add(path)
                 stored.record_skip(db, ws, path, reason)
-            if skips is not None:
-                stored.clear_skips_except(db, ws, {p for p, _ in skips} | {p for p, _ in failures})
+            if batch.every_skip:  # a live index's few paths leave the other records be
+                stored.clear_skips_except(db, ws, {p for p, _ in skips or ()} | {p for p, _ in failures})
             if (emitted or gone is not None) and not defer_links:
                 try:
                     relinked = self.links.update(db, ws.id, changed=None if full else names_changed | (renamed or set()))
