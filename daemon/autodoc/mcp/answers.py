@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..search.compact import estimate_tokens
+from ..search.compact import cut, estimate_tokens
 
 
 def ref(workspace: str, path: str, a: int | None = None, b: int | None = None) -> str:
@@ -21,12 +21,16 @@ def ref(workspace: str, path: str, a: int | None = None, b: int | None = None) -
 def merge(answers: list[dict[str, Any]], limit: int, budget: int) -> tuple[list[dict[str, Any]], bool, int]:
     """Compact answers of several workspaces as one: the most confident `limit` hits whose
     JSON fits in `budget` tokens, counted as search.query counts them (UTF-8 bytes of the
-    compact JSON / 4): (hits, truncated, tokens)."""
+    compact JSON / 4), the last one cut to fit: (hits, truncated, tokens)."""
     hits = sorted((h for a in answers for h in a["hits"]), key=lambda h: -(h.get("confidence") or 0.0))
     truncated = len(hits) > limit or any(a.get("truncated") for a in answers)
     out: list[dict[str, Any]] = []
     for h in hits[:limit]:
-        if out and tokens(out + [h]) > budget:
+        if tokens(out + [h]) > budget:
+            # the passage cut to what is left, as a workspace's own answer cuts its last one
+            part = cut(h, budget - tokens(out) - 1)
+            if part is not None and tokens(out + [part]) <= budget:
+                out.append(part)
             truncated = True
             break
         out.append(h)

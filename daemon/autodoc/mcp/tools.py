@@ -32,6 +32,7 @@ STAGES = ("lexical", "semantic", "rerank", "graph")
 # one it can is ~0.01 and off-topic. They cost an agent ~250 tokens each for nothing;
 # min_confidence: 0 brings them back.
 MIN_CONFIDENCE = 0.05
+NOTES_ROOM = 20  # tokens kept for the note a merged answer may still gain (weak hits left out)
 
 
 def as_text(obj: dict[str, Any]) -> str:
@@ -112,7 +113,12 @@ async def search(b: Backend, a: Args) -> Result:
     if len(got) == 1:
         hits, truncated = got[0]["hits"], got[0]["truncated"]
     else:
-        hits, truncated, _ = answers.merge(got, limit, budget)
+        # the budget is the whole answer's: what is not hits (names, stages, notes) comes off first
+        # (each workspace's own answer counted its envelope, not this one)
+        around = answers.tokens({"query": query, "workspaces": names, "answerable": False, "truncated": False,
+                                 "tokens": 9999, "hits": [], "stages": {ws: _stages(g) for ws, g in zip(names, got)},
+                                 "notes": [n for ws, g in zip(names, got) for n in _search_notes(ws, g)] + a.notes})
+        hits, truncated, _ = answers.merge(got, limit, max(0, budget - around - NOTES_ROOM))
     floor = a.float("min_confidence", MIN_CONFIDENCE, 0.0, 1.0)
     # while vectors are pending a passage found by its words alone scores far lower than it will
     # (a note written a moment ago: 0.01, then 0.98): the floor waits for a ready semantic leg
@@ -124,7 +130,7 @@ async def search(b: Backend, a: Args) -> Result:
                            "truncated": truncated, "tokens": 0, "hits": hits,
                            "stages": {ws: _stages(g) for ws, g in zip(names, got)}}
     notes = [f"{ws} left out: {e.message}" for ws, e in failed]
-    notes += [n for ws, g in zip(names, got) for n in _search_notes(ws, g, asked=stages or [])]
+    notes += [n for ws, g in zip(names, got) for n in _search_notes(ws, g)]
     if weak:
         notes.append(f"{len(weak)} weak hit{'s' if len(weak) > 1 else ''} left out (confidence under {floor}); "
                      "min_confidence: 0 shows them")
@@ -150,16 +156,11 @@ def _stages(ans: dict[str, Any]) -> dict[str, Any]:
     return {"performed": st.get("performed", []), **({"skipped": st["skipped"]} if st.get("skipped") else {})}
 
 
-def _search_notes(ws: str, ans: dict[str, Any], asked: list[str]) -> list[str]:
-    """Notes a model should read. The default stages ask for a rerank that most workspaces have
-    no ranker for: that skip is in `stages` only, unless the model asked for rerank by name."""
-    notes = []
+def _search_notes(ws: str, ans: dict[str, Any]) -> list[str]:
+    """Notes a model should read beyond `stages`, which says what ran and why any did not."""
     if ans.get("semantic") in ("partial", "switching"):
-        notes.append(f"{ws}: semantic search is still filling ({ans['semantic']}); hits may improve shortly")
-    for stage, why in ((ans.get("stages") or {}).get("skipped") or {}).items():
-        if (stage != "rerank" or "rerank" in asked) and ans.get("mode_used") != "facet":
-            notes.append(f"{ws}: {stage} skipped: {why}")
-    return notes
+        return [f"{ws}: semantic search is still filling ({ans['semantic']}); hits may improve shortly"]
+    return []
 
 
 # -- reading --------------------------------------------------------------------------------
