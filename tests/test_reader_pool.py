@@ -9,6 +9,7 @@ for a reader stuck mid-call (the one fault not otherwise caused on demand)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -61,6 +62,26 @@ async def _warm(short_tmp):
     async with await Client.connect_socket(path) as client:
         await client.call("search.query", SEARCH)
     return path
+
+
+@contextlib.contextmanager
+def _reader_on_a_thread(settings, release: threading.Event):
+    """rpc/reader.serve on a thread over a real socket pair, past its "ready": our end. At the
+    end the held call is let go, then the socket closes and the reader ends."""
+    from autodoc.rpc import reader as readermod
+
+    ours, theirs = socket.socketpair()
+    t = threading.Thread(target=readermod.serve, args=(theirs,), daemon=True)
+    t.start()
+    try:
+        readermod.send_frame(ours, settings)
+        assert readermod.recv_frame(ours)[0] == "ready"
+        yield ours
+    finally:
+        release.set()
+        ours.close()
+        t.join(10)
+        theirs.close()
 
 
 def _raw_call(path, payload: dict) -> dict:
@@ -494,12 +515,7 @@ def test_a_call_cancelled_while_queued_in_a_reader_is_not_run(kb_service, monkey
         return real_run(service, method, params, cancel)
 
     monkeypatch.setattr(readermod, "run_call", held)
-    ours, theirs = socket.socketpair()
-    t = threading.Thread(target=readermod.serve, args=(theirs,), daemon=True)
-    t.start()
-    try:
-        readermod.send_frame(ours, kb_service.settings)
-        assert readermod.recv_frame(ours)[0] == "ready"
+    with _reader_on_a_thread(kb_service.settings, release) as ours:
         params = {"workspace": "kb", "opts": {"stages": ["lexical"], "limit": 3}}
         readermod.send_frame(ours, ("call", 1, "search.query", {**params, "query": "first"}, []))
         readermod.send_frame(ours, ("call", 2, "search.query", {**params, "query": "second"}, []))
@@ -511,11 +527,6 @@ def test_a_call_cancelled_while_queued_in_a_reader_is_not_run(kb_service, monkey
         assert replies[1][0] == "ok" and replies[3][0] == "ok" and replies[3][2]["hits"]
         assert replies[2][0] == "err" and replies[2][2]["code"] == -32800
         assert ran == ["first", "sqlite lease"], "the cancelled call ran"
-    finally:
-        release.set()
-        ours.close()
-        t.join(10)
-        theirs.close()
 
 
 async def test_calls_go_to_the_least_busy_reader(kb_service, short_tmp):
@@ -577,12 +588,7 @@ def test_a_call_queued_behind_another_applies_what_was_written_meanwhile(kb_serv
     monkeypatch.setattr(readermod, "run_call", held)
     monkeypatch.setattr(readermod, "apply_invalidations", applied)
     ws_id = kb_service._ws("kb").id
-    ours, theirs = socket.socketpair()
-    t = threading.Thread(target=readermod.serve, args=(theirs,), daemon=True)
-    t.start()
-    try:
-        readermod.send_frame(ours, kb_service.settings)
-        assert readermod.recv_frame(ours)[0] == "ready"
+    with _reader_on_a_thread(kb_service.settings, release) as ours:
         params = {"workspace": "kb", "opts": {"stages": ["lexical"], "limit": 3}}
         readermod.send_frame(ours, ("call", 1, "search.query", {**params, "query": "first"}, [("vectors", ws_id, [1])]))
         deadline = time.monotonic() + 30
@@ -596,8 +602,3 @@ def test_a_call_queued_behind_another_applies_what_was_written_meanwhile(kb_serv
         assert replies[1][0] == replies[2][0] == "ok"
         assert seen == [("apply", ["vectors"]), ("run", "first"), ("apply", ["vectors", "model"]),
                         ("run", "sqlite lease")]
-    finally:
-        release.set()
-        ours.close()
-        t.join(10)
-        theirs.close()
