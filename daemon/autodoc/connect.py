@@ -150,16 +150,17 @@ class ProgressLines:
     def __init__(self) -> None:
         self._phase: str | None = None
         self._said = 0.0
-        self._ended = False
+        self._ended = False  # this phase's last line (done = total) is out
 
     def __call__(self, done: int, total: int, message: str) -> None:
         phase = "embedding" if message == "embedding" else "indexing"
         now = time.monotonic()
-        ends = bool(total) and done >= total and not (phase == self._phase and self._ended)
-        if phase != self._phase or now - self._said >= self.EVERY_S or ends:
-            if phase != self._phase:
-                self._ended = False
-            self._phase, self._said, self._ended = phase, now, self._ended or ends
+        starts = phase != self._phase
+        if starts:
+            self._phase, self._ended = phase, False
+        ends = bool(total) and done >= total and not self._ended
+        if starts or ends or now - self._said >= self.EVERY_S:
+            self._said, self._ended = now, self._ended or ends
             unit = "chunks" if phase == "embedding" else "files"
             print(f"autodoc: {phase} {done}/{total} {unit}", file=sys.stderr, flush=True)
 

@@ -110,14 +110,15 @@ async def search(b: Backend, a: Args) -> Result:
         raise failed[0][1]
     names = [ws for ws, g in zip(names, got) if not isinstance(g, AutodocError)]
     got = [g for g in got if not isinstance(g, AutodocError)]
+    ran = {ws: _stages(g) for ws, g in zip(names, got)}
+    ws_notes = [n for ws, g in zip(names, got) for n in _search_notes(ws, g)]
     if len(got) == 1:
         hits, truncated = got[0]["hits"], got[0]["truncated"]
     else:
         # the budget is the whole answer's: what is not hits (names, stages, notes) comes off first
         # (each workspace's own answer counted its envelope, not this one)
         around = answers.tokens({"query": query, "workspaces": names, "answerable": False, "truncated": False,
-                                 "tokens": 9999, "hits": [], "stages": {ws: _stages(g) for ws, g in zip(names, got)},
-                                 "notes": [n for ws, g in zip(names, got) for n in _search_notes(ws, g)] + a.notes})
+                                 "tokens": 9999, "hits": [], "stages": ran, "notes": ws_notes + a.notes})
         hits, truncated, _ = answers.merge(got, limit, max(0, budget - around - NOTES_ROOM))
     floor = a.float("min_confidence", MIN_CONFIDENCE, 0.0, 1.0)
     # while vectors are pending a passage found by its words alone scores far lower than it will
@@ -128,9 +129,8 @@ async def search(b: Backend, a: Args) -> Result:
     hits = [h for h in hits if h not in weak]
     out: dict[str, Any] = {"query": query, "workspaces": names, "answerable": any(g["answerable"] for g in got),
                            "truncated": truncated, "tokens": 0, "hits": hits,
-                           "stages": {ws: _stages(g) for ws, g in zip(names, got)}}
-    notes = [f"{ws} left out: {e.message}" for ws, e in failed]
-    notes += [n for ws, g in zip(names, got) for n in _search_notes(ws, g)]
+                           "stages": ran}
+    notes = [f"{ws} left out: {e.message}" for ws, e in failed] + ws_notes
     if weak:
         notes.append(f"{len(weak)} weak hit{'s' if len(weak) > 1 else ''} left out (confidence under {floor}); "
                      "min_confidence: 0 shows them")
