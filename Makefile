@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STORE := $(CURDIR)/.autodoc-demo/autodoc.db
 
-.PHONY: setup demo test test-install bench screenshots clean
+.PHONY: setup demo lint test test-fast test-install bench screenshots clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
@@ -22,7 +22,12 @@ demo: $(STAMP)
 	$(BIN)/autodoc --store $(DEMO_STORE) index autodoc
 	$(BIN)/autodoc --store $(DEMO_STORE) search -w autodoc "$(or $(Q),how are search results fused)"
 
-test: $(STAMP)
+# The gates: lint and format (ruff), then types (mypy, configured in pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/ruff check daemon clients/python tests bench
+	$(BIN)/ruff format --check daemon clients/python tests bench
+
+test: $(STAMP) lint
 	$(BIN)/python -m pytest
 
 # The built wheel in a fresh venv outside the tree, once per supported Python

@@ -52,11 +52,13 @@ LEXICAL = ["lexical"]
 
 # ---------------------------------------------------------------- stores
 
+
 def fresh(opts: dict[str, Any]) -> dict[str, Any]:
     """A default client's options on a workspace added today. A workspace stores the fusion it was
     created with (config/workspace.py writes every default), and the cached bench stores were made
     under RRF k 20 / semantic 0.8: without this the benchmark measured that, not today's default."""
     from autodoc.config import RRF_K, RRF_WEIGHTS
+
     return {"fusion": {"method": "rrf", "k": RRF_K, "weights": dict(RRF_WEIGHTS)}, **opts}
 
 
@@ -80,6 +82,7 @@ class Stores:
     def __init__(self, cache: Path):
         from autodoc.config import Settings
         from autodoc.service import Service
+
         self._open = lambda p: Service(Settings.from_env(store=p), writer=False)
         self.paths = {"scifact": (scifact_store(cache), WORKSPACE)}
         for c in CORPORA:
@@ -98,10 +101,12 @@ class Stores:
 
 # ---------------------------------------------------------------- answerable
 
+
 def probe(stores: Stores, store: str, query: str, relevant: set[str], stages: list[str] | None) -> dict[str, Any]:
     """One search as a default client makes it; each hit's signals and whether it is relevant."""
     from autodoc.search import answerable as A
     from autodoc.search.compact import hit_signals
+
     svc, ws = stores.get(store)
     opts: dict[str, Any] = {"limit": PROBE_LIMIT, "per_document": True}
     if stages:
@@ -109,8 +114,11 @@ def probe(stores: Stores, store: str, query: str, relevant: set[str], stages: li
     a = svc.search(ws, query, fresh(opts))
     with svc.store.read() as db:
         sigs = list(hit_signals(db, a, a["hits"]))
-    hits = [{"rel": h["path"] in relevant, "f": [s.coverage, s.cosine, s.both],
-             "conf": A.confidence(s)} for h, s in zip(a["hits"], sigs) if s is not None]
+    hits = [
+        {"rel": h["path"] in relevant, "f": [s.coverage, s.cosine, s.both], "conf": A.confidence(s)}
+        for h, s in zip(a["hits"], sigs)
+        if s is not None
+    ]
     return {"answerable": a["answerable"], "hits": hits}
 
 
@@ -122,10 +130,12 @@ def probe_sets(stores: Stores, split: str, n: int | None, *, with_known: bool) -
     out: dict[str, list[dict[str, Any]]] = {}
     for leg, stages in (("hybrid", None), ("lexical", LEXICAL)):
         t = time.monotonic()
-        out[f"scifact_pos/{leg}"] = [probe(stores, "scifact", q, {doc_path(d) for d in col.qrels[split][qid]}, stages)
-                                     for qid, q in queries]
-        out[f"scifact_neg/{leg}"] = [probe(stores, CORPORA[i % len(CORPORA)], q, set(), stages)
-                                     for i, (_, q) in enumerate(queries)]
+        out[f"scifact_pos/{leg}"] = [
+            probe(stores, "scifact", q, {doc_path(d) for d in col.qrels[split][qid]}, stages) for qid, q in queries
+        ]
+        out[f"scifact_neg/{leg}"] = [
+            probe(stores, CORPORA[i % len(CORPORA)], q, set(), stages) for i, (_, q) in enumerate(queries)
+        ]
         if with_known:
             qs = load_questions()
             qs = qs[:n] if n else qs
@@ -141,6 +151,7 @@ def probe_sets(stores: Stores, split: str, n: int | None, *, with_known: bool) -
 def fit_logistic(X: list[list[float]], y: list[int], w: list[float], l2: float = 1e-3) -> list[float]:
     """Weighted logistic regression by Newton's method (a handful of features)."""
     import numpy as np
+
     Xa = np.array([[1.0, *x] for x in X])
     ya, wa = np.array(y, float), np.array(w, float)
     b = np.zeros(Xa.shape[1])
@@ -177,6 +188,7 @@ def calibrate(sets: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     Each group (source × answerable or not) weighs the same. The threshold on the best hit's
     confidence is the one that maximises balanced accuracy."""
     from autodoc.search import answerable as A
+
     models: dict[str, Any] = {}
     sets = {g: v for g, v in sets.items() if not g.startswith("markdown_")}
     for leg in ("hybrid", "lexical"):
@@ -211,9 +223,13 @@ def calibrate(sets: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         bal = (statistics.mean(pos) + statistics.mean(neg)) / 2
         if bal > best_t[0] + 1e-9 or (abs(bal - best_t[0]) < 1e-9 and abs(t - 0.5) < abs(best_t[1] - 0.5)):
             best_t = (bal, t)
-    return {"hybrid": models["hybrid"], "lexical": models["lexical"], "threshold": best_t[1],
-            "balanced_accuracy": round(best_t[0], 4), "current": {"hybrid": A.HYBRID, "lexical": A.LEXICAL,
-                                                                   "threshold": A.THRESHOLD}}
+    return {
+        "hybrid": models["hybrid"],
+        "lexical": models["lexical"],
+        "threshold": best_t[1],
+        "balanced_accuracy": round(best_t[0], 4),
+        "current": {"hybrid": A.HYBRID, "lexical": A.LEXICAL, "threshold": A.THRESHOLD},
+    }
 
 
 def pr(pos: list[dict[str, Any]], neg: list[dict[str, Any]]) -> dict[str, Any]:
@@ -222,10 +238,17 @@ def pr(pos: list[dict[str, Any]], neg: list[dict[str, Any]]) -> dict[str, Any]:
     fn = len(pos) - tp
     prec = tp / (tp + fp) if tp + fp else float("nan")
     rec = tp / len(pos) if pos else float("nan")
-    return {"positives": len(pos), "negatives": len(neg), "tp": tp, "fp": fp, "fn": fn,
-            "precision": round(prec, 4), "recall": round(rec, 4),
-            "f1": round(2 * prec * rec / (prec + rec), 4) if prec + rec else 0.0,
-            "specificity": round(1 - fp / len(neg), 4) if neg else float("nan")}
+    return {
+        "positives": len(pos),
+        "negatives": len(neg),
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "precision": round(prec, 4),
+        "recall": round(rec, 4),
+        "f1": round(2 * prec * rec / (prec + rec), 4) if prec + rec else 0.0,
+        "specificity": round(1 - fp / len(neg), 4) if neg else float("nan"),
+    }
 
 
 def answerable_report(sets: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -241,6 +264,7 @@ def answerable_report(sets: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- tokens
 
+
 def file_tokens(svc, ws: str, path: str) -> int:
     return math.ceil(len(svc.document_read(ws, path)["text"]) / 4)
 
@@ -248,6 +272,7 @@ def file_tokens(svc, ws: str, path: str) -> int:
 def token_rows(stores: Stores, store: str, queries: list[tuple[str, set[str]]]) -> dict[str, Any]:
     """Per strategy: tokens read per query and whether a relevant document was reached."""
     from autodoc.search.compact import estimate_tokens
+
     svc, ws = stores.get(store)
     rows: dict[str, list[tuple[int, bool]]] = {k: [] for k, _ in STRATEGIES}
     truncated = 0
@@ -281,13 +306,19 @@ def token_rows(stores: Stores, store: str, queries: list[tuple[str, set[str]]]) 
 
 def summarise(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Per strategy over every query of these runs: recall and tokens (mean, median, p90)."""
-    out: dict[str, Any] = {"queries": sum(p["queries"] for p in parts),
-                           "compact_truncated": sum(p["compact_truncated"] for p in parts)}
+    out: dict[str, Any] = {
+        "queries": sum(p["queries"] for p in parts),
+        "compact_truncated": sum(p["compact_truncated"] for p in parts),
+    }
     for key, _ in STRATEGIES:
         v = [r for p in parts for r in p["rows"][key]]
         toks = sorted(t for t, _ in v)
-        out[key] = {"mean_tokens": round(statistics.mean(toks), 1), "median_tokens": statistics.median(toks),
-                    "p90_tokens": toks[int(0.9 * (len(toks) - 1))], "recall": round(sum(ok for _, ok in v) / len(v), 4)}
+        out[key] = {
+            "mean_tokens": round(statistics.mean(toks), 1),
+            "median_tokens": statistics.median(toks),
+            "p90_tokens": toks[int(0.9 * (len(toks) - 1))],
+            "recall": round(sum(ok for _, ok in v) / len(v), 4),
+        }
     return out
 
 
@@ -297,49 +328,76 @@ STRATEGIES = [
     ("compact", f"compact answer, {K} documents, default budget (1200)"),
     ("compact_unbounded", f"compact answer, {K} documents, budget {BIG_BUDGET} (never bites)"),
     ("full_k", f"full answer, {K} documents (per_document)"),
-    ("full_k_then_passages", f"full answer of {K} documents, then each hit's lines (document.read) in rank order "
-                             "until the relevant one"),
+    (
+        "full_k_then_passages",
+        f"full answer of {K} documents, then each hit's lines (document.read) in rank order until the relevant one",
+    ),
     ("full_k_then_files", f"full answer of {K} documents, then whole files in rank order until the relevant one"),
     ("full_default", "default full answer (limit 10 hits, up to 3 a document)"),
 ]
 
 
 def render(res: dict[str, Any]) -> str:
-    L = ["# What an agent reads: compact answers and `answerable`", "",
-         f"`{res['command']}` at {res['commit']} ({res['machine']['cpu']}, {res['machine']['nproc']} cores). "
-         "Tokens are the product's estimate: characters / 4 of the answer's JSON, or of a file's text.", ""]
+    L = [
+        "# What an agent reads: compact answers and `answerable`",
+        "",
+        f"`{res['command']}` at {res['commit']} ({res['machine']['cpu']}, {res['machine']['nproc']} cores). "
+        "Tokens are the product's estimate: characters / 4 of the answer's JSON, or of a file's text.",
+        "",
+    ]
     for name, t in res["tokens"].items():
-        L += [f"## Tokens to reach the relevant document: {name}", "",
-              f"{t['queries']} queries, the default stages; the compact answer at the default budget was "
-              f"truncated for {t['compact_truncated']} of them.", "",
-              "| strategy | recall | mean tokens | median | p90 |", "|---|---|---|---|---|"]
+        L += [
+            f"## Tokens to reach the relevant document: {name}",
+            "",
+            f"{t['queries']} queries, the default stages; the compact answer at the default budget was "
+            f"truncated for {t['compact_truncated']} of them.",
+            "",
+            "| strategy | recall | mean tokens | median | p90 |",
+            "|---|---|---|---|---|",
+        ]
         for key, label in STRATEGIES:
             r = t[key]
-            L.append(f"| {label} | {r['recall']:.3f} | {r['mean_tokens']:.0f} | {r['median_tokens']:.0f} | "
-                     f"{r['p90_tokens']:.0f} |")
+            L.append(
+                f"| {label} | {r['recall']:.3f} | {r['mean_tokens']:.0f} | {r['median_tokens']:.0f} | "
+                f"{r['p90_tokens']:.0f} |"
+            )
         L.append("")
-    L += ["## `answerable`", "",
-          "Positives: queries against their own corpus; negatives: the same queries against another "
-          "(SciFact queries against the five Markdown corpora in turn; known-item questions against SciFact).", "",
-          "| set | stages | queries (pos / neg) | precision | recall | specificity | F1 |", "|---|---|---|---|---|---|---|"]
+    L += [
+        "## `answerable`",
+        "",
+        "Positives: queries against their own corpus; negatives: the same queries against another "
+        "(SciFact queries against the five Markdown corpora in turn; known-item questions against SciFact).",
+        "",
+        "| set | stages | queries (pos / neg) | precision | recall | specificity | F1 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for split, rep in res["answerable"].items():
         for key, r in rep.items():
             src, leg = key.split("/")
             label = f"{src} (never fitted)" if "another" in src else f"{src} {split}"
-            L.append(f"| {label} | {leg} | {r['positives']} / {r['negatives']} | {r['precision']:.3f} | "
-                     f"{r['recall']:.3f} | {r['specificity']:.3f} | {r['f1']:.3f} |")
-    L += ["", "The test rows are SciFact's test split, never used to fit. The train rows are what the model was "
-          "fitted on (`python -m bench.agent_tokens --calibrate`): SciFact train queries and the 75 known-item "
-          "questions, so the known-item figures are in-sample. The row \"known vs another Markdown corpus\" "
-          "was never fitted on: each known-item question against the next of the five software-documentation "
-          "corpora (foam-docs → simpler-grants-adr → jekyll → opentelemetry-docs → swift-evolution → foam-docs), "
-          "a negative in the same domain, where a few questions may in fact be answerable.", ""]
+            L.append(
+                f"| {label} | {leg} | {r['positives']} / {r['negatives']} | {r['precision']:.3f} | "
+                f"{r['recall']:.3f} | {r['specificity']:.3f} | {r['f1']:.3f} |"
+            )
+    L += [
+        "",
+        "The test rows are SciFact's test split, never used to fit. The train rows are what the model was "
+        "fitted on (`python -m bench.agent_tokens --calibrate`): SciFact train queries and the 75 known-item "
+        'questions, so the known-item figures are in-sample. The row "known vs another Markdown corpus" '
+        "was never fitted on: each known-item question against the next of the five software-documentation "
+        "corpora (foam-docs → simpler-grants-adr → jekyll → opentelemetry-docs → swift-evolution → foam-docs), "
+        "a negative in the same domain, where a few questions may in fact be answerable.",
+        "",
+    ]
     L += findings(res)
     if res.get("calibration"):
         c = res["calibration"]
-        L += [f"Fitted model (intercept, coverage, cosine, both legs): hybrid {c['hybrid']}, "
-              f"lexical {c['lexical']}, threshold {c['threshold']} (balanced accuracy {c['balanced_accuracy']} "
-              "on the calibration sets).", ""]
+        L += [
+            f"Fitted model (intercept, coverage, cosine, both legs): hybrid {c['hybrid']}, "
+            f"lexical {c['lexical']}, threshold {c['threshold']} (balanced accuracy {c['balanced_accuracy']} "
+            "on the calibration sets).",
+            "",
+        ]
     return "\n".join(L)
 
 
@@ -356,23 +414,30 @@ def findings(res: dict[str, Any]) -> list[str]:
             f"full answer of the same {res['k']} documents (recall {c['recall']:.3f} vs {f['recall']:.3f}) for "
             f"{c['mean_tokens']:.0f} tokens against {f['mean_tokens']:.0f}, but it carries the passages: an agent "
             f"that reads the full answer and then the hits' lines until the relevant one reads {p['mean_tokens']:.0f} "
-            f"tokens on average, and whole files {w['mean_tokens']:.0f} (median {w['median_tokens']:.0f}).")
+            f"tokens on average, and whole files {w['mean_tokens']:.0f} (median {w['median_tokens']:.0f})."
+        )
     if sf:
-        out.append("- SciFact documents are one abstract each, so a passage is nearly the whole file there; the "
-                   "Markdown corpora, with long files of many sections, show the gap between passages and files.")
+        out.append(
+            "- SciFact documents are one abstract each, so a passage is nearly the whole file there; the "
+            "Markdown corpora, with long files of many sections, show the gap between passages and files."
+        )
     test = res["answerable"].get("test", {}).get("scifact/hybrid")
     dom = res["answerable"].get("train", {}).get("known vs another Markdown corpus/hybrid")
     if test:
-        out.append(f"- `answerable` on held-out SciFact test queries: precision {test['precision']:.3f}, recall "
-                   f"{test['recall']:.3f} against corpora of another domain.")
+        out.append(
+            f"- `answerable` on held-out SciFact test queries: precision {test['precision']:.3f}, recall "
+            f"{test['recall']:.3f} against corpora of another domain."
+        )
     if dom:
-        out.append(f"- Against a corpus of the same kind (software documentation answering another project's "
-                   f"question) it is much weaker: specificity {dom['specificity']:.3f}, i.e. "
-                   f"{dom['fp']} of {dom['negatives']} such questions are still called answerable. Near-topic "
-                   "passages have cosines and word coverage like real answers', and a few of these questions are "
-                   "in part answerable by the other corpus (a security contact, a maintenance branch). A caller "
-                   "should read `answerable: false` as a strong \"nothing here\" and `true` as \"something "
-                   "on topic\", and use `confidence` per passage.")
+        out.append(
+            f"- Against a corpus of the same kind (software documentation answering another project's "
+            f"question) it is much weaker: specificity {dom['specificity']:.3f}, i.e. "
+            f"{dom['fp']} of {dom['negatives']} such questions are still called answerable. Near-topic "
+            "passages have cosines and word coverage like real answers', and a few of these questions are "
+            "in part answerable by the other corpus (a security contact, a maintenance branch). A caller "
+            'should read `answerable: false` as a strong "nothing here" and `true` as "something '
+            'on topic", and use `confidence` per passage.'
+        )
     out.append("")
     return out
 
@@ -396,13 +461,20 @@ def main(argv: list[str] | None = None) -> int:
             sets = probe_sets(stores, "train", args.queries, with_known=True)
             print(json.dumps(calibrate(sets), indent=1))
             return 0
-        res: dict[str, Any] = {"command": command_line(), "commit": git_commit(), "machine": machine_note(),
-                               "k": K, "answerable": {}, "tokens": {}}
+        res: dict[str, Any] = {
+            "command": command_line(),
+            "commit": git_commit(),
+            "machine": machine_note(),
+            "k": K,
+            "answerable": {},
+            "tokens": {},
+        }
         col = load_collection(DEFAULT_DATA / "scifact", splits=("test",))
         qs = col.split_queries("test")[: args.queries] if args.queries else col.split_queries("test")
         t = time.monotonic()
-        res["tokens"]["SciFact test"] = summarise([token_rows(
-            stores, "scifact", [(q, {doc_path(d) for d in col.qrels["test"][qid]}) for qid, q in qs])])
+        res["tokens"]["SciFact test"] = summarise(
+            [token_rows(stores, "scifact", [(q, {doc_path(d) for d in col.qrels["test"][qid]}) for qid, q in qs])]
+        )
         log(f"  tokens: {time.monotonic() - t:.0f} s")
         kq = load_questions()[: args.queries] if args.queries else load_questions()
         by_corpus: dict[str, list[tuple[str, set[str]]]] = {}

@@ -47,8 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         for mode, opts in MODES.items():
             h = hashlib.sha256()
             for _, text in queries:
-                h.update(json.dumps(svc.search(WORKSPACE, text, {"limit": args.limit, **opts}),
-                                    sort_keys=True, ensure_ascii=False).encode())
+                h.update(
+                    json.dumps(
+                        svc.search(WORKSPACE, text, {"limit": args.limit, **opts}), sort_keys=True, ensure_ascii=False
+                    ).encode()
+                )
             print(f"{mode:9} {len(queries)} answers sha256 {h.hexdigest()}")
     finally:
         svc.close()

@@ -44,7 +44,9 @@ class Collection:
         return [(q, t) for q, t in self.queries.items() if q in judged]
 
 
-def load_collection(root: Path, splits: tuple[str, ...] = ("test", "train"), limit_docs: int | None = None) -> Collection:
+def load_collection(
+    root: Path, splits: tuple[str, ...] = ("test", "train"), limit_docs: int | None = None
+) -> Collection:
     root = Path(root).resolve()
     corpus: dict[str, tuple[str, str]] = {}
     with open(root / "corpus.jsonl", encoding="utf-8") as f:
@@ -77,7 +79,7 @@ def load_collection(root: Path, splits: tuple[str, ...] = ("test", "train"), lim
         # first queries first, then corpus order, until limit_docs
         keep: list[str] = []
         for split in splits:
-            for q, docs in qrels.get(split, {}).items():
+            for _q, docs in qrels.get(split, {}).items():
                 for d in docs:
                     if d in corpus and d not in keep and len(keep) < limit_docs:
                         keep.append(d)
@@ -150,9 +152,16 @@ class BuiltStore:
     report: dict[str, Any]
 
 
-def build_store(col: Collection, *, cache: Path | None = None, section_tokens: int = 350,
-                abstract_chunk: bool = True, embed: bool = True, tag: str | None = None,
-                quiet: bool = False) -> BuiltStore:
+def build_store(
+    col: Collection,
+    *,
+    cache: Path | None = None,
+    section_tokens: int = 350,
+    abstract_chunk: bool = True,
+    embed: bool = True,
+    tag: str | None = None,
+    quiet: bool = False,
+) -> BuiltStore:
     """Workspace folder + an indexed (and, with embed, fully embedded) store."""
     from autodoc.config import Settings
     from autodoc.service import Service
@@ -178,8 +187,11 @@ def build_store(col: Collection, *, cache: Path | None = None, section_tokens: i
     ingest_digest = tree_digest(REPO / "daemon" / "autodoc" / "ingest")
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     store_dir.mkdir(parents=True, exist_ok=True)
-    config = {"section_tokens": section_tokens, "abstract_chunk": abstract_chunk,
-              "embedding": {"provider": "onnx"} if embed else {"provider": "none"}}
+    config = {
+        "section_tokens": section_tokens,
+        "abstract_chunk": abstract_chunk,
+        "embedding": {"provider": "onnx"} if embed else {"provider": "none"},
+    }
     report: dict[str, Any] = {"workspace_files": wrote, "write_seconds": round(t_write, 2), "cached": store.exists()}
 
     def open_service():
@@ -224,9 +236,13 @@ def build_store(col: Collection, *, cache: Path | None = None, section_tokens: i
         svc.close()
     if report.get("embed", {}).get("embedded") or report.get("index", {}).get("added"):
         meta["first_build" if "first_build" not in meta else "last_update"] = {
-            "index_seconds": report.get("index_seconds"), "index_files": report.get("index", {}).get("added"),
-            "chunks": report.get("chunks"), "embed_seconds": report.get("embed_seconds"),
-            "embedded": report.get("embed", {}).get("embedded"), "load": list(os.getloadavg())}
+            "index_seconds": report.get("index_seconds"),
+            "index_files": report.get("index", {}).get("added"),
+            "chunks": report.get("chunks"),
+            "embed_seconds": report.get("embed_seconds"),
+            "embedded": report.get("embed", {}).get("embedded"),
+            "load": list(os.getloadavg()),
+        }
     report["history"] = {k: meta[k] for k in ("first_build", "last_update") if k in meta}
     meta.update({"key": key, "ingest_digest": ingest_digest, "built": time.time()})
     meta_path.write_text(json.dumps(meta, indent=1))

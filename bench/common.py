@@ -15,8 +15,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -37,13 +38,16 @@ def git_commit() -> str:
     if os.environ.get("AUTODOC_BENCH_COMMIT"):
         return os.environ["AUTODOC_BENCH_COMMIT"]
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True,
-                                text=True).stdout.splitlines()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True
+        ).stdout.splitlines()
         dirty = any(not l.startswith("??") for l in status)
-        bench_new = any(l.startswith("??") and (" bench/" in l or "test_bench" in l or "docs/benchmarks" in l)
-                        for l in status)
+        bench_new = any(
+            l.startswith("??") and (" bench/" in l or "test_bench" in l or "docs/benchmarks" in l) for l in status
+        )
         return sha + ("+dirty" if dirty else "") + (" + uncommitted bench/ files" if bench_new else "")
     except Exception:
         return "unknown"
@@ -136,8 +140,9 @@ class Progress:
             self.last = now
             el = now - self.t0
             rate = done / el if el > 0 else 0.0
-            print(f"  [{self.label}] {done}/{total} {what[:40]} ({el:.0f} s, {rate:.1f}/s)", file=self.stream,
-                  flush=True)
+            print(
+                f"  [{self.label}] {done}/{total} {what[:40]} ({el:.0f} s, {rate:.1f}/s)", file=self.stream, flush=True
+            )
 
 
 def log(*a: Any) -> None:
@@ -167,8 +172,9 @@ def speed_store(size: int) -> Path:
     return stores[-1]
 
 
-def run_sizes(prog: str, doc: str, argv: list[str] | None, *, sizes: str, rounds: int, out: Path,
-              measure: Any, render: Any) -> int:
+def run_sizes(
+    prog: str, doc: str, argv: list[str] | None, *, sizes: str, rounds: int, out: Path, measure: Any, render: Any
+) -> int:
     """The main of a benchmark that measures each speed store in turn: ``measure(store, queries,
     rounds)`` per size, ``render(results)`` into ``--out`` (and its .json beside it)."""
     import argparse
@@ -179,8 +185,14 @@ def run_sizes(prog: str, doc: str, argv: list[str] | None, *, sizes: str, rounds
     ap.add_argument("--rounds", type=int, default=rounds)
     ap.add_argument("--out", default=str(out))
     a = ap.parse_args(argv)
-    res = {"command": command_line(), "commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M"),
-           "machine": machine_note(), "rounds": a.rounds, "sizes": {}}
+    res = {
+        "command": command_line(),
+        "commit": git_commit(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine_note(),
+        "rounds": a.rounds,
+        "sizes": {},
+    }
     for size in [int(x) for x in a.sizes.split(",") if x]:
         print(f"measuring {size:,}", file=sys.stderr)
         res["sizes"][str(size)] = measure(speed_store(size), a.queries, a.rounds)

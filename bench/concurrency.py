@@ -33,8 +33,15 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact
 
 
 def stats(lat: list[float], wall: float, clients: Any, errors: list[str]) -> dict:
-    return {"clients": clients, "requests": len(lat), "rps": len(lat) / wall if wall else 0.0, "wall_s": round(wall, 3),
-            **summary_ms(lat), "p99": round(percentile([x * 1000 for x in lat], 99), 3), "errors": errors[:3]}
+    return {
+        "clients": clients,
+        "requests": len(lat),
+        "rps": len(lat) / wall if wall else 0.0,
+        "wall_s": round(wall, 3),
+        **summary_ms(lat),
+        "p99": round(percentile([x * 1000 for x in lat], 99), 3),
+        "errors": errors[:3],
+    }
 
 
 class SlowClient:
@@ -46,8 +53,9 @@ class SlowClient:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(str(sock))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        line = json.dumps({"jsonrpc": "2.0", "method": "search.query",
-                           "params": [WORKSPACE, query, {"stages": stages, "limit": 50}]})
+        line = json.dumps(
+            {"jsonrpc": "2.0", "method": "search.query", "params": [WORKSPACE, query, {"stages": stages, "limit": 50}]}
+        )
         self.sock.setblocking(False)
         self.sent = 0
         for i in range(requests):
@@ -143,9 +151,12 @@ def pss_mb(pid: int) -> float | None:
 def memory(pid: int) -> dict[str, Any]:
     """The daemon's RSS, and its reader processes' (PSS counts shared pages once)."""
     kids = [k for k in children(pid) if role(k) == "readers"]
-    return {"daemon_rss_mb": rss_mb(pid), "readers": len(kids),
-            "readers_rss_mb": [rss_mb(k) for k in kids],
-            "pss_total_mb": round(sum(pss_mb(x) or 0 for x in [pid, *kids]), 1)}
+    return {
+        "daemon_rss_mb": rss_mb(pid),
+        "readers": len(kids),
+        "readers_rss_mb": [rss_mb(k) for k in kids],
+        "pss_total_mb": round(sum(pss_mb(x) or 0 for x in [pid, *kids]), 1),
+    }
 
 
 def caught_up(log: Path, timeout: float = 180.0) -> None:
@@ -207,8 +218,13 @@ def run_daemon_rows(store: Path, queries: list[str], stages: list[str], mode: st
         mem = memory(p.pid)
     finally:
         stop_daemon(p)
-    return {"mode": mode, "rows": res, "memory": mem, "load": os.getloadavg()[0],
-            "scaling_8_over_1": round(res[2]["rps"] / res[0]["rps"], 2) if res[0]["rps"] else None}
+    return {
+        "mode": mode,
+        "rows": res,
+        "memory": mem,
+        "load": os.getloadavg()[0],
+        "scaling_8_over_1": round(res[2]["rps"] / res[0]["rps"], 2) if res[0]["rps"] else None,
+    }
 
 
 def measure_store(store: Path, queries: list[str], label: str, modes: list[str], rounds: int) -> dict[str, Any]:
@@ -231,7 +247,7 @@ def measure_store(store: Path, queries: list[str], label: str, modes: list[str],
         svc.close()
         runs = []
         for r in range(rounds):  # the modes alternate, so the machine's load weighs on each alike
-            for mode in (modes if r % 2 == 0 else modes[::-1]):
+            for mode in modes if r % 2 == 0 else modes[::-1]:
                 runs.append(run_daemon_rows(store, queries, stages, mode))
                 print(label, stages_name, mode, json.dumps(runs[-1]), flush=True)
         out["legs"][stages_name] = {"in_process": inproc, "runs": runs}
@@ -275,13 +291,17 @@ def render(results: dict[str, Any], nq: int, preamble: str = "") -> str:
         lines += [f"## {int(size):,} chunks", "", f"Store `{r['store']}`.", ""]
         for name, leg in r["legs"].items():
             ip = leg["in_process"]
-            lines += [f"### {name}", "",
-                      f"In-process, one after another: {ip['rps']:.1f} requests/s, p50 {ip['p50']:.2f} ms, "
-                      f"p99 {ip['p99']:.2f} ms.", "",
-                      "| run | load | 1 client req/s | 2 | 8 | 32 | **8 / 1** | 8 clients p50 · p99 ms | "
-                      "8 + 1 slow req/s · p99 ms | CPU ms per request, 1 · 8 clients (daemon + readers + helper) | "
-                      "clients' CPU ms per request, 1 · 8 | cores busy, 1 · 8 clients | memory MB |",
-                      "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            lines += [
+                f"### {name}",
+                "",
+                f"In-process, one after another: {ip['rps']:.1f} requests/s, p50 {ip['p50']:.2f} ms, "
+                f"p99 {ip['p99']:.2f} ms.",
+                "",
+                "| run | load | 1 client req/s | 2 | 8 | 32 | **8 / 1** | 8 clients p50 · p99 ms | "
+                "8 + 1 slow req/s · p99 ms | CPU ms per request, 1 · 8 clients (daemon + readers + helper) | "
+                "clients' CPU ms per request, 1 · 8 | cores busy, 1 · 8 clients | memory MB |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            ]
             for i, run in enumerate(leg["runs"], 1):
                 rows = run["rows"]
                 mem = run["memory"]
@@ -296,11 +316,15 @@ def render(results: dict[str, Any], nq: int, preamble: str = "") -> str:
                     f"{_cpu(rows[0])} · {_cpu(rows[2])} | {_num(rows[0], 'client_cpu_ms_per_request')} · "
                     f"{_num(rows[2], 'client_cpu_ms_per_request')} | {_num(rows[0], 'cores_busy')} · "
                     f"{_num(rows[2], 'cores_busy')} | "
-                    f"{memtxt}{f' ({errs} errors)' if errs else ''} |")
+                    f"{memtxt}{f' ({errs} errors)' if errs else ''} |"
+                )
             lines.append("")
-    lines += ["See also [reliability.md](reliability.md#load-clients-and-a-writer): 32 clients × 1,000 mixed",
-              "requests (search, read, status, changes.since) while a writer changes the folder under",
-              "the live index, with p50/p99 per method (`python -m bench.load`).", ""]
+    lines += [
+        "See also [reliability.md](reliability.md#load-clients-and-a-writer): 32 clients × 1,000 mixed",
+        "requests (search, read, status, changes.since) while a writer changes the folder under",
+        "the live index, with p50/p99 per method (`python -m bench.load`).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -322,14 +346,22 @@ def _cpu(row: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chunks", default="100000", help="store sizes, comma-separated (the speed benchmark's stores)")
-    ap.add_argument("--store", type=Path, action="append", help="a store file instead (its size is read from it; repeatable)")
+    ap.add_argument(
+        "--store", type=Path, action="append", help="a store file instead (its size is read from it; repeatable)"
+    )
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--modes", default="threads,pool", help="daemon modes to alternate: threads, pool")
     ap.add_argument("--rounds", type=int, default=2, help="times each mode runs, alternating")
     ap.add_argument("--preamble", type=Path, help="a Markdown file whose text goes before the tables")
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "concurrency.md")
-    ap.add_argument("--out-json", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "concurrency.json")
+    ap.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "concurrency.md"
+    )
+    ap.add_argument(
+        "--out-json",
+        type=Path,
+        default=Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "concurrency.json",
+    )
     a = ap.parse_args(argv)
     stores: dict[int, Path] = {}
     if a.store:

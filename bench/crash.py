@@ -55,18 +55,28 @@ OPS = ("index", "reindex", "embed", "switch", "configure", "schema")
 # Kill delays (seconds after the process starts; its imports take ~1 s on the shared
 # machine, a full reindex of 120 files ~8 s, a model switch ~15 s): wide enough that
 # most kills land inside the operation, some after it ended.
-DELAYS = {"index": (0.5, 5.0), "reindex": (0.5, 9.0), "embed": (1.0, 15.0), "switch": (0.5, 15.0),
-          "configure": (0.5, 9.0), "schema": (0.5, 5.0)}
+DELAYS = {
+    "index": (0.5, 5.0),
+    "reindex": (0.5, 9.0),
+    "embed": (1.0, 15.0),
+    "switch": (0.5, 15.0),
+    "configure": (0.5, 9.0),
+    "schema": (0.5, 5.0),
+}
 NONE = {"provider": "none"}
 ONNX = {"provider": "onnx"}
 SECTIONS = (96, 160, 256)
 QUERIES = ("lease recovery", "sqlite write ahead log", "zebra migration", "owner alice", "rollback plan checkpoint")
-WORDS = ("lease recovery sqlite write ahead log checkpoint zebra migration rollback plan owner alice bob "
-         "index chunk token window vector search ranking fusion daemon socket schema facet link backlink "
-         "generation cursor change feed embed model tokenizer section heading paragraph").split()
+WORDS = (
+    "lease recovery sqlite write ahead log checkpoint zebra migration rollback plan owner alice bob "
+    "index chunk token window vector search ranking fusion daemon socket schema facet link backlink "
+    "generation cursor change feed embed model tokenizer section heading paragraph"
+).split()
 # Two identical files: every query ties their chunks (a short text dense in the queries' words)
-TWIN = ("---\ntitle: Twin\n---\n# Twin\n\nlease recovery sqlite write ahead log zebra migration owner alice "
-        "rollback plan checkpoint.\n")
+TWIN = (
+    "---\ntitle: Twin\n---\n# Twin\n\nlease recovery sqlite write ahead log zebra migration owner alice "
+    "rollback plan checkpoint.\n"
+)
 TWINS = ("d0/twin-a.md", "d0/twin-b.md", "d0/twin-c.md")  # a, b written; a renamed to c after the first index
 SCHEMAS = (
     None,
@@ -78,15 +88,15 @@ SCHEMAS = (
 @dataclass
 class Tally:
     rounds: int = 0
-    kills: dict[str, int] = field(default_factory=lambda: {op: 0 for op in OPS})
-    completed: dict[str, int] = field(default_factory=lambda: {op: 0 for op in OPS})
-    corrupt: int = 0          # problems() right after the kill
+    kills: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
+    completed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
+    corrupt: int = 0  # problems() right after the kill
     stale_lease: int = 0
-    after_index: int = 0      # problems() after the next index
-    wrong_state: int = 0      # dump differs from a clean index
-    wrong_answers: int = 0    # lexical answers differ from a clean index, beyond the order of equal scores
-    tie_order: int = 0        # answers differ only where BM25 scores are equal (ties broken unlike a clean index)
-    tie_cut: int = 0          # ... and agree with the lexical leg uncut: a tie straddled the leg's LIMIT
+    after_index: int = 0  # problems() after the next index
+    wrong_state: int = 0  # dump differs from a clean index
+    wrong_answers: int = 0  # lexical answers differ from a clean index, beyond the order of equal scores
+    tie_order: int = 0  # answers differ only where BM25 scores are equal (ties broken unlike a clean index)
+    tie_cut: int = 0  # ... and agree with the lexical leg uncut: a tie straddled the leg's LIMIT
     references: int = 0
     cached_vectors_max: int = 0
     examples: list[str] = field(default_factory=list)
@@ -98,8 +108,15 @@ class Tally:
 
     @property
     def failures(self) -> int:
-        return (self.corrupt + self.stale_lease + self.after_index + self.wrong_state + self.wrong_answers
-                + self.tie_order + self.tie_cut)
+        return (
+            self.corrupt
+            + self.stale_lease
+            + self.after_index
+            + self.wrong_state
+            + self.wrong_answers
+            + self.tie_order
+            + self.tie_cut
+        )
 
     def note(self, what: str) -> None:
         if len(self.examples) < 20:
@@ -115,8 +132,10 @@ def _note(rng: random.Random, i: int, version: int) -> str:
         words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(15, 90)))
         link = f" See [[note-{rng.randrange(0, 400):03d}]]." if rng.random() < 0.4 else ""
         paras.append(f"## Part {j}\n\n{words}.{link}\n")
-    return (f"---\ntitle: Note {i} v{version}\nowner: {owner}\npriority: {prio}\ndate: {date}\n"
-            f"tags: [t{i % 5}, {rng.choice(WORDS)}]\n---\n# Note {i}\n\n" + "\n".join(paras))
+    return (
+        f"---\ntitle: Note {i} v{version}\nowner: {owner}\npriority: {prio}\ndate: {date}\n"
+        f"tags: [t{i % 5}, {rng.choice(WORDS)}]\n---\n# Note {i}\n\n" + "\n".join(paras)
+    )
 
 
 class Folder:
@@ -222,8 +241,9 @@ def _answers(service: Any) -> list[Any]:
 
     out = []
     for q in QUERIES:
-        got = invoke(service, "search.query", {"workspace": "kb", "query": q,
-                                               "opts": {"limit": 20, "stages": ["lexical"]}})
+        got = invoke(
+            service, "search.query", {"workspace": "kb", "query": q, "opts": {"limit": 20, "stages": ["lexical"]}}
+        )
         out.append([(h["path"], h["line_start"], h["line_end"], h["score"], h.get("breadcrumb")) for h in got["hits"]])
     return out
 
@@ -274,8 +294,12 @@ class Harness:
             return base + ["index", "--full", "kb"]
         if op == "embed":
             if cfg.get("embedding", {}).get("provider") != "onnx":
-                subprocess.run(base + ["workspace", "configure", "kb", json.dumps({"embedding": ONNX})],
-                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                subprocess.run(
+                    base + ["workspace", "configure", "kb", json.dumps({"embedding": ONNX})],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
             return base + ["index", "kb"]
         if op == "switch":
             to = NONE if cfg.get("embedding", {}).get("provider") == "onnx" else ONNX
@@ -293,8 +317,13 @@ class Harness:
         op = self.rng.choice(self.ops)
         argv = self.argv(op)
         delay = self.rng.uniform(*DELAYS[op])
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                env={**os.environ, "AUTODOC_LOG": "WARNING"})
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "AUTODOC_LOG": "WARNING"},
+        )
         try:
             proc.wait(timeout=delay)
             t.completed[op] += 1
@@ -338,19 +367,24 @@ class Harness:
                 else:
                     t.tie_order += 1
                 if (t.tie_cut if cut else t.tie_order) <= 3:
-                    t.note(f"{what}: tie order only{' (agrees with the leg uncut)' if cut else ''}, e.g. "
-                           f"{QUERIES[first]!r} at rank {at + 1}: {got[first][at]} vs {want_answers[first][at]}")
+                    t.note(
+                        f"{what}: tie order only{' (agrees with the leg uncut)' if cut else ''}, e.g. "
+                        f"{QUERIES[first]!r} at rank {at + 1}: {got[first][at]} vs {want_answers[first][at]}"
+                    )
             else:
                 t.wrong_answers += 1
-                t.note(f"{what}: answers to {QUERIES[first]!r} differ at rank {at + 1}: {got[first][at]} vs "
-                       f"{want_answers[first][at]}")
+                t.note(
+                    f"{what}: answers to {QUERIES[first]!r} differ at rank {at + 1}: {got[first][at]} vs "
+                    f"{want_answers[first][at]}"
+                )
         t.cached_vectors_max = max(t.cached_vectors_max, cached_vectors(self.store))
         if self.verbose:
             print(f"{what}: {t.landed} kills, {t.failures} failures", file=sys.stderr, flush=True)
 
 
-def run(kills: int, files: int, seed: int, ops: tuple[str, ...] = OPS, verbose: bool = True,
-        max_rounds: int | None = None) -> Tally:
+def run(
+    kills: int, files: int, seed: int, ops: tuple[str, ...] = OPS, verbose: bool = True, max_rounds: int | None = None
+) -> Tally:
     base = Path(tempfile.mkdtemp(prefix="ad-crash-"))
     started = time.monotonic()
     try:

@@ -47,11 +47,21 @@ def requests_for(queries: list[str], claims: list[str] | None = None) -> list[tu
     out: list[tuple[str, str, Any]] = []
     for i, q in enumerate(queries):
         out.append(("workspace.list", "workspace.list", {}))
-        out.append(("search lexical (keywords, limit 10)", "search.query",
-                    [WORKSPACE, q, {"stages": ["lexical"], "limit": 10}]))
+        out.append(
+            (
+                "search lexical (keywords, limit 10)",
+                "search.query",
+                [WORKSPACE, q, {"stages": ["lexical"], "limit": 10}],
+            )
+        )
         if claims:
-            out.append(("search hybrid (claims, limit 10)", "search.query",
-                        [WORKSPACE, claims[i % len(claims)], {"stages": ["lexical", "semantic"], "limit": 10}]))
+            out.append(
+                (
+                    "search hybrid (claims, limit 10)",
+                    "search.query",
+                    [WORKSPACE, claims[i % len(claims)], {"stages": ["lexical", "semantic"], "limit": 10}],
+                )
+            )
     return out
 
 
@@ -96,8 +106,12 @@ def measure(store: Path, queries: list[str], rounds: int, claims: list[str] | No
         out = {}
         for label, t in per.items():
             diff = [s - i for s, i in zip(t["socket"], t["inproc"])]
-            out[label] = {"calls": len(diff), "inproc": summary_ms(t["inproc"]), "socket": summary_ms(t["socket"]),
-                          "difference": summary_ms(diff)}
+            out[label] = {
+                "calls": len(diff),
+                "inproc": summary_ms(t["inproc"]),
+                "socket": summary_ms(t["socket"]),
+                "difference": summary_ms(diff),
+            }
         # CPU time per call, which other processes on a shared machine do not inflate as they
         # do wall time: the daemon's (all its threads, from /proc) over a pass of socket calls,
         # this thread's over the same calls in-process, and the client's own share of the socket calls.
@@ -113,9 +127,12 @@ def measure(store: Path, queries: list[str], rounds: int, claims: list[str] | No
                 client.call(method, params)
             client_cpu = (time.thread_time() - t0) / n
             daemon_cpu = (proc_cpu(p.pid) - c0) / n
-            out[label]["cpu_ms"] = {"inproc": round(inproc_cpu * 1000, 3), "daemon": round(daemon_cpu * 1000, 3),
-                                    "client": round(client_cpu * 1000, 3),
-                                    "difference": round((daemon_cpu + client_cpu - inproc_cpu) * 1000, 3)}
+            out[label]["cpu_ms"] = {
+                "inproc": round(inproc_cpu * 1000, 3),
+                "daemon": round(daemon_cpu * 1000, 3),
+                "client": round(client_cpu * 1000, 3),
+                "difference": round((daemon_cpu + client_cpu - inproc_cpu) * 1000, 3),
+            }
         return out
     finally:
         client.close()
@@ -162,9 +179,19 @@ class StubDaemon:
         import sys
 
         self.sock = Path(tempfile.mkdtemp(prefix="adstub-")) / "d.sock"
-        self.p = subprocess.Popen([sys.executable, "-m", "bench.daemon_overhead", "--serve-stub", str(self.sock),
-                                   *([] if inline else ["--no-inline"]), *(["--thread-lane"] if thread_lane else [])],
-                                  cwd=Path(__file__).resolve().parents[1], env=env)
+        self.p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.daemon_overhead",
+                "--serve-stub",
+                str(self.sock),
+                *([] if inline else ["--no-inline"]),
+                *(["--thread-lane"] if thread_lane else []),
+            ],
+            cwd=Path(__file__).resolve().parents[1],
+            env=env,
+        )
         t0 = time.monotonic()
         while not self.sock.exists():
             if self.p.poll() is not None or time.monotonic() - t0 > 60:
@@ -187,8 +214,11 @@ class StubDaemon:
 
     def result(self) -> dict[str, Any]:
         n = len(self.lat)
-        return {"calls": n, "round_trip": summary_ms(self.lat),
-                "cpu_ms": {"daemon": round(self.daemon_cpu / n * 1000, 3), "client": round(self.client_cpu / n * 1000, 3)}}
+        return {
+            "calls": n,
+            "round_trip": summary_ms(self.lat),
+            "cpu_ms": {"daemon": round(self.daemon_cpu / n * 1000, 3), "client": round(self.client_cpu / n * 1000, 3)},
+        }
 
     def close(self) -> None:
         self.client.close()
@@ -200,8 +230,11 @@ def measure_stubs(calls: int, block: int = 250, variants: dict[str, dict[str, An
     """Stub daemons side by side (default: reads through worker threads, and
     inline), called in alternating blocks so that what else runs on the
     machine weighs on each alike; ``calls`` to each."""
-    variants = variants or {"threads": {"inline": False}, "thread lane": {"inline": True, "thread_lane": True},
-                            "inline": {"inline": True}}
+    variants = variants or {
+        "threads": {"inline": False},
+        "thread lane": {"inline": True, "thread_lane": True},
+        "inline": {"inline": True},
+    }
     daemons = {name: StubDaemon(**kw) for name, kw in variants.items()}
     try:
         done = 0
@@ -225,8 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--hybrid", action="store_true", help="also hybrid searches of whole claims")
     ap.add_argument("--stub-calls", type=int, default=3000, help="calls to a stub Service (0: skip)")
-    ap.add_argument("--stub-before", metavar="PYTHONPATH",
-                    help="also a stub daemon on other code, e.g. an earlier commit's daemon/ from git archive")
+    ap.add_argument(
+        "--stub-before",
+        metavar="PYTHONPATH",
+        help="also a stub daemon on other code, e.g. an earlier commit's daemon/ from git archive",
+    )
     ap.add_argument("--serve-stub", type=Path, help=argparse.SUPPRESS)  # the stub daemon's own process
     ap.add_argument("--no-inline", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--thread-lane", action="store_true", help=argparse.SUPPRESS)
@@ -242,37 +278,55 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         store = Path(found[0])
     sets = query_sets(a.data, a.queries)
-    res = {"command": command_line(), "commit": git_commit(), "machine": machine_note(), "store": str(store),
-           "results": measure(store, sets["keywords"], a.rounds, sets["claims"] if a.hybrid else None)}
+    res = {
+        "command": command_line(),
+        "commit": git_commit(),
+        "machine": machine_note(),
+        "store": str(store),
+        "results": measure(store, sets["keywords"], a.rounds, sets["claims"] if a.hybrid else None),
+    }
     if a.stub_calls:
         variants: dict[str, dict[str, Any]] = {}
         if a.stub_before:
             before_env = dict(os.environ, PYTHONPATH=a.stub_before)
             variants["before (--stub-before), threads"] = {"inline": False, "env": before_env}
             variants["before (--stub-before), inline"] = {"inline": True, "env": before_env}
-        variants.update({"threads": {"inline": False}, "thread lane": {"inline": True, "thread_lane": True},
-                         "inline": {"inline": True}})
+        variants.update(
+            {
+                "threads": {"inline": False},
+                "thread lane": {"inline": True, "thread_lane": True},
+                "inline": {"inline": True},
+            }
+        )
         res["stub"] = measure_stubs(a.stub_calls, variants=variants)
     if a.json:
         a.json.write_text(json.dumps(res, indent=1) + "\n")
     print(f"store {store}; {res['machine']}")
-    print("| request | calls | in-process p50 / p95 ms | socket p50 / p95 ms | difference p50 / p95 ms | "
-          "CPU ms per call: in-process · daemon + client · difference |")
+    print(
+        "| request | calls | in-process p50 / p95 ms | socket p50 / p95 ms | difference p50 / p95 ms | "
+        "CPU ms per call: in-process · daemon + client · difference |"
+    )
     print("|---|---|---|---|---|---|")
     for label, r in res["results"].items():
         c = r["cpu_ms"]
-        print(f"| {label} | {r['calls']} | {r['inproc']['p50']:.3f} / {r['inproc']['p95']:.3f} | "
-              f"{r['socket']['p50']:.3f} / {r['socket']['p95']:.3f} | "
-              f"**{r['difference']['p50']:.3f}** / {r['difference']['p95']:.3f} | "
-              f"{c['inproc']:.3f} · {c['daemon']:.3f} + {c['client']:.3f} · **{c['difference']:.3f}** |")
+        print(
+            f"| {label} | {r['calls']} | {r['inproc']['p50']:.3f} / {r['inproc']['p95']:.3f} | "
+            f"{r['socket']['p50']:.3f} / {r['socket']['p95']:.3f} | "
+            f"**{r['difference']['p50']:.3f}** / {r['difference']['p95']:.3f} | "
+            f"{c['inproc']:.3f} · {c['daemon']:.3f} + {c['client']:.3f} · **{c['difference']:.3f}** |"
+        )
     if "stub" in res:
-        print("\nThe RPC layer alone: a stub in the Service's place, workspace.list; stub daemons (reads "
-              "through worker threads, or inline: the quick lane), called in alternating blocks\n")
+        print(
+            "\nThe RPC layer alone: a stub in the Service's place, workspace.list; stub daemons (reads "
+            "through worker threads, or inline: the quick lane), called in alternating blocks\n"
+        )
         print("| daemon | calls | round trip p50 / p95 ms | daemon CPU ms per call | client CPU ms per call |")
         print("|---|---|---|---|---|")
         for name, st in res["stub"].items():
-            print(f"| {name} | {st['calls']} | {st['round_trip']['p50']:.3f} / {st['round_trip']['p95']:.3f} | "
-                  f"**{st['cpu_ms']['daemon']:.3f}** | {st['cpu_ms']['client']:.3f} |")
+            print(
+                f"| {name} | {st['calls']} | {st['round_trip']['p50']:.3f} / {st['round_trip']['p95']:.3f} | "
+                f"**{st['cpu_ms']['daemon']:.3f}** | {st['cpu_ms']['client']:.3f} |"
+            )
     return 0
 
 

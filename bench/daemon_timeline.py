@@ -70,6 +70,7 @@ def stamp_quick_reads(M, mark) -> None:
                 return f(*a, **k)
             finally:
                 mark("read1")
+
         return g
 
     def stamped_read(read):
@@ -98,13 +99,16 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
     def before(obj, name, label, coro=False):
         f = getattr(obj, name)
         if coro:
+
             async def g(*a, **k):
                 mark(label)
                 return await f(*a, **k)
         else:
+
             def g(*a, **k):
                 mark(label)
                 return f(*a, **k)
+
         setattr(obj, name, g)
 
     before(FR.FrameDecoder, "feed", "read")
@@ -128,6 +132,7 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
                 if (timeout is None or timeout > 0) and ev and ev[-1][0] in ("put", "read0"):
                     mark("idle")  # the loop blocks, first after a hand-off
                 return sel(self, timeout)
+
             selectors.EpollSelector.select = select
 
     before(D.Dispatcher, "_invoke", "invoke", coro=True)
@@ -137,6 +142,7 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
         r = bind(*a, **k)
         mark("bound")
         return r
+
     D.schemas.bind_params = bound
     encode_name = "encode" if hasattr(C.Connection, "encode") else "_encode"  # the latter before the thread lane
     encode = getattr(C.Connection, encode_name)
@@ -146,6 +152,7 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
         r = encode(self, m)
         mark("encode1")
         return r
+
     setattr(C.Connection, encode_name, encoded)
     run_sync = anyio.to_thread.run_sync
 
@@ -156,9 +163,11 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
                 return fn(*aa)
             finally:
                 mark("thread1")
+
         r = await run_sync(g, *a, **k)
         mark("resumed")
         return r
+
     M.anyio.to_thread.run_sync = stamped_run_sync
     atexit.register(lambda: out.write_text(json.dumps(ev)))
     sys.argv = ["autodoc", *argv]
@@ -173,8 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", default="lexical,semantic")
     ap.add_argument("--set", choices=("keywords", "claims"), default="claims")
     ap.add_argument("--settle", type=float, default=12.0, help="seconds for the daemon's start-up catch-up")
-    ap.add_argument("--no-thread-lane", action="store_true",
-                    help="reads not known to be quick take the usual path (a task, jsonrpcserver, anyio's thread)")
+    ap.add_argument(
+        "--no-thread-lane",
+        action="store_true",
+        help="reads not known to be quick take the usual path (a task, jsonrpcserver, anyio's thread)",
+    )
     ap.add_argument("--serve-stamped", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve_stamped:
@@ -191,8 +203,17 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(a.rounds):
             for q in qs:
                 c.id += 1
-                frame = json.dumps({"jsonrpc": "2.0", "id": c.id, "method": "search.query",
-                                    "params": [WORKSPACE, q, {"stages": stages, "limit": 10}]}).encode() + b"\n"
+                frame = (
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": c.id,
+                            "method": "search.query",
+                            "params": [WORKSPACE, q, {"stages": stages, "limit": 10}],
+                        }
+                    ).encode()
+                    + b"\n"
+                )
                 t0 = time.perf_counter()
                 c.sock.sendall(frame)
                 line = c.f.readline()
@@ -204,14 +225,16 @@ def main(argv: list[str] | None = None) -> int:
         stop_daemon(p)
     ev = json.loads(out.read_text())
     rows = []
-    for t0, t1, t2 in client[len(qs):]:  # the first round teaches caches and the inline rule
+    for t0, t1, t2 in client[len(qs) :]:  # the first round teaches caches and the inline rule
         first: dict[str, float] = {"send": t0, "recv": t1, "decoded": t2}
         for name, t in ev:
             if t0 <= t <= t1:
                 first.setdefault(name, t)
         rows.append(first)
-    print(f"{len(rows)} {a.set} searches ({'+'.join(stages)}, limit 10) at {a.chunks:,} chunks, "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(
+        f"{len(rows)} {a.set} searches ({'+'.join(stages)}, limit 10) at {a.chunks:,} chunks, "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
     for title, key in PATHS:
         mine = [r for r in rows if key in r]
         rows = [r for r in rows if key not in r]
@@ -230,8 +253,12 @@ def print_path(title: str, rows: list[dict[str, float]]) -> None:
             print(f"| {label} | {np.median(d):.3f} | {len(d)} |")
     whole = [(r["decoded"] - r["send"]) * 1000 for r in rows]
     print(f"| **round trip** | {np.median(whole):.3f} | {len(whole)} |")
-    other = [(r["decoded"] - r["send"] - (r[b_] - r[a_])) * 1000
-             for r in rows for a_, b_ in (("thread0", "thread1"), ("read0", "read1")) if a_ in r and b_ in r]
+    other = [
+        (r["decoded"] - r["send"] - (r[b_] - r[a_])) * 1000
+        for r in rows
+        for a_, b_ in (("thread0", "thread1"), ("read0", "read1"))
+        if a_ in r and b_ in r
+    ]
     if other:
         print(f"| **round trip less the search** | {np.median(other):.3f} | {len(other)} |")
 

@@ -15,7 +15,7 @@ is over all judged queries of the split.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 MEASURES = ("nDCG@10", "R@10", "R@100", "RR@10")
 LABELS = {"nDCG@10": "nDCG@10", "R@10": "recall@10", "R@100": "recall@100", "RR@10": "MRR@10"}
@@ -58,7 +58,7 @@ def per_query(run: Run, qrels: Qrels) -> dict[str, dict[str, float]]:
             continue
         n = len(docs)
         sd += [ir_measures.ScoredDoc(q, d, float(n - i)) for i, d in enumerate(docs)]
-    out: dict[str, dict[str, float]] = {m: {q: 0.0 for q in judged} for m in MEASURES}
+    out: dict[str, dict[str, float]] = {m: dict.fromkeys(judged, 0.0) for m in MEASURES}
     for m in ir_measures.iter_calc(_measures(), qr, sd):
         out[str(m.measure)][m.query_id] = float(m.value)
     return out
@@ -70,6 +70,7 @@ def evaluate(run: Run, qrels: Qrels) -> dict[str, float]:
 
 
 # -- a reference implementation, to cross-check the evaluator -----------------
+
 
 def ref_ndcg(ranked: Sequence[str], rels: Mapping[str, int], k: int = 10) -> float:
     dcg = sum(rels.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]) if rels.get(d, 0) > 0)
@@ -91,8 +92,12 @@ def ref_rr(ranked: Sequence[str], rels: Mapping[str, int], k: int = 10) -> float
 
 
 def ref_evaluate(run: Run, qrels: Qrels) -> dict[str, float]:
-    fns = {"nDCG@10": lambda r, q: ref_ndcg(r, q, 10), "R@10": lambda r, q: ref_recall(r, q, 10),
-           "R@100": lambda r, q: ref_recall(r, q, 100), "RR@10": lambda r, q: ref_rr(r, q, 10)}
+    fns = {
+        "nDCG@10": lambda r, q: ref_ndcg(r, q, 10),
+        "R@10": lambda r, q: ref_recall(r, q, 10),
+        "R@100": lambda r, q: ref_recall(r, q, 100),
+        "RR@10": lambda r, q: ref_rr(r, q, 10),
+    }
     out = {}
     for m, fn in fns.items():
         vals = [fn(list(run.get(q, [])), rels) for q, rels in qrels.items()]

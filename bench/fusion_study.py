@@ -27,14 +27,14 @@ from .beir import WORKSPACE, Collection, path_doc
 from .evaluate import evaluate
 
 
-def collect_legs(store: Path, col: Collection, splits=("train", "test"), top: int = 100,
-                 query_limit: int | None = None) -> dict[str, Any]:
-    from autodoc.config import Settings
-    from autodoc.store.filters import build_filter
+def collect_legs(
+    store: Path, col: Collection, splits=("train", "test"), top: int = 100, query_limit: int | None = None
+) -> dict[str, Any]:
+    from autodoc.config import Settings, WorkspaceConfig
     from autodoc.search.lexical import run_lexical
     from autodoc.search.query import parse_query, resolve_facets
-    from autodoc.config import WorkspaceConfig
     from autodoc.service import Service
+    from autodoc.store.filters import build_filter
     from autodoc.store.workspaces import get_workspace
 
     svc = Service(Settings.from_env(store=store), writer=False)
@@ -43,9 +43,13 @@ def collect_legs(store: Path, col: Collection, splits=("train", "test"), top: in
         db = svc.store.reader()
         ws = get_workspace(db, WORKSPACE)
         embedding = WorkspaceConfig.from_json(ws.config).embedding
-        doc_of = {cid: path_doc(p) for cid, p in db.execute(
-            "SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id=c.document_id WHERE c.workspace_id=?",
-            (ws.id,))}
+        doc_of = {
+            cid: path_doc(p)
+            for cid, p in db.execute(
+                "SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id=c.document_id WHERE c.workspace_id=?",
+                (ws.id,),
+            )
+        }
         filt = build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
         tok = db.fts5_tokenizer("unicode61", ["remove_diacritics", "2"])
         for split in splits:
@@ -59,17 +63,21 @@ def collect_legs(store: Path, col: Collection, splits=("train", "test"), top: in
                     sem = svc.semantic.search(db, ws, embedding, parsed.text, filt, top)
                 tm = token_match(tok, text)
                 alt = db.execute(_ALT_SQL.format(limit=int(top)), (tm, ws.id)).fetchall() if tm else []
-                legs[qid] = {"lexical": [(h.chunk_id, h.score) for h in lex],
-                             "semantic": [(h.chunk_id, h.score) for h in (sem.hits or [])],
-                             "lexical_tokens": [(c, -sc) for c, sc in alt]}
+                legs[qid] = {
+                    "lexical": [(h.chunk_id, h.score) for h in lex],
+                    "semantic": [(h.chunk_id, h.score) for h in (sem.hits or [])],
+                    "lexical_tokens": [(c, -sc) for c, sc in alt],
+                }
     finally:
         svc.close()
     return {"legs": legs, "doc_of": doc_of}
 
 
 # The lexical study's best variant on train (tokens-or-1111) as an alternative lexical leg.
-_ALT_SQL = ("SELECT c.id, bm25(chunks_fts, 1.0, 1.0, 1.0, 1.0) AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-            "WHERE chunks_fts MATCH ? AND c.workspace_id = ? ORDER BY s, c.id LIMIT {limit}")
+_ALT_SQL = (
+    "SELECT c.id, bm25(chunks_fts, 1.0, 1.0, 1.0, 1.0) AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+    "WHERE chunks_fts MATCH ? AND c.workspace_id = ? ORDER BY s, c.id LIMIT {limit}"
+)
 
 
 def token_match(tok, text: str) -> str | None:
@@ -111,7 +119,7 @@ def _product_legs(legs):
 
 def _rrf_doc(legs, doc_of, k, top):
     score: dict[str, float] = {}
-    for name, hs in _product_legs(legs).items():
+    for _name, hs in _product_legs(legs).items():
         seen = []
         for c, _ in hs[:top]:
             d = doc_of[c]
@@ -169,41 +177,90 @@ def rrf_setting(name: str) -> dict[str, Any]:
 def variants(doc_of):
     v = []
     for k in (10, 20, 40, 60):
-        v.append((f"rrf-k{k}-top50", f"product chunk-level RRF, k {k}, legs cut at 50",
-                  lambda L, k=k: _docs(_rrf_product(L, k, 50), doc_of)))
+        v.append(
+            (
+                f"rrf-k{k}-top50",
+                f"product chunk-level RRF, k {k}, legs cut at 50",
+                lambda L, k=k: _docs(_rrf_product(L, k, 50), doc_of),
+            )
+        )
     for k in RRFW_KS:
         for w in RRFW_SEMANTIC:
-            v.append((rrfw_name(k, w), f"product chunk-level RRF, k {k}, weights lexical 1.0 / semantic {w}, legs cut at 50",
-                      lambda L, k=k, w=w: _docs(_rrf_product(L, k, 50, {"lexical": 1.0, "semantic": w}), doc_of)))
+            v.append(
+                (
+                    rrfw_name(k, w),
+                    f"product chunk-level RRF, k {k}, weights lexical 1.0 / semantic {w}, legs cut at 50",
+                    lambda L, k=k, w=w: _docs(_rrf_product(L, k, 50, {"lexical": 1.0, "semantic": w}), doc_of),
+                )
+            )
     for k in (20, 60):
-        v.append((f"rrf-k{k}-top100", f"chunk-level RRF, k {k}, legs cut at 100",
-                  lambda L, k=k: _docs(_rrf_product(L, k, 100), doc_of)))
+        v.append(
+            (
+                f"rrf-k{k}-top100",
+                f"chunk-level RRF, k {k}, legs cut at 100",
+                lambda L, k=k: _docs(_rrf_product(L, k, 100), doc_of),
+            )
+        )
     for k in (10, 20, 60):
-        v.append((f"rrf-doc-k{k}-top100", f"RRF over documents (best chunk per leg), k {k}, legs at 100",
-                  lambda L, k=k: _rrf_doc(L, doc_of, k, 100)[:100]))
+        v.append(
+            (
+                f"rrf-doc-k{k}-top100",
+                f"RRF over documents (best chunk per leg), k {k}, legs at 100",
+                lambda L, k=k: _rrf_doc(L, doc_of, k, 100)[:100],
+            )
+        )
     for a in (0.3, 0.4, 0.5, 0.6):
-        v.append((f"convex-{a}", f"min-max normalised {a}·cos + {1 - a:.1f}·bm25, legs at 100",
-                  lambda L, a=a: _docs(_convex(L, a, 100), doc_of)))
+        v.append(
+            (
+                f"convex-{a}",
+                f"min-max normalised {a}·cos + {1 - a:.1f}·bm25, legs at 100",
+                lambda L, a=a: _docs(_convex(L, a, 100), doc_of),
+            )
+        )
     for a in (0.4, 0.5):
-        v.append((f"convex-{a}-top50", f"min-max normalised {a}·cos + {1 - a:.1f}·bm25, legs at 50 (the product's)",
-                  lambda L, a=a: _docs(_convex(L, a, 50), doc_of)))
+        v.append(
+            (
+                f"convex-{a}-top50",
+                f"min-max normalised {a}·cos + {1 - a:.1f}·bm25, legs at 50 (the product's)",
+                lambda L, a=a: _docs(_convex(L, a, 50), doc_of),
+            )
+        )
+
     def tokens(L):
         return {"lexical": L["lexical_tokens"], "semantic": L["semantic"]}
 
     for a in (0.4, 0.5):
-        v.append((f"convex-{a}-tokens", f"convex {a} as above, lexical leg = `tokens-or-1111` (lexical study), legs at 100",
-                  lambda L, a=a: _docs(_convex(tokens(L), a, 100), doc_of)))
-    v.append(("rrf-k20-tokens", "chunk-level RRF k 20, lexical leg = `tokens-or-1111`, legs at 100",
-              lambda L: _docs(_rrf_product(tokens(L), 20, 100), doc_of)))
-    v.append(("weighted-top50", "product weighted sum 0.6·cos + 0.4·bm25/(bm25+1), threshold 0.2, legs at 50",
-              lambda L: _docs(_weighted(L, 50), doc_of)))
+        v.append(
+            (
+                f"convex-{a}-tokens",
+                f"convex {a} as above, lexical leg = `tokens-or-1111` (lexical study), legs at 100",
+                lambda L, a=a: _docs(_convex(tokens(L), a, 100), doc_of),
+            )
+        )
+    v.append(
+        (
+            "rrf-k20-tokens",
+            "chunk-level RRF k 20, lexical leg = `tokens-or-1111`, legs at 100",
+            lambda L: _docs(_rrf_product(tokens(L), 20, 100), doc_of),
+        )
+    )
+    v.append(
+        (
+            "weighted-top50",
+            "product weighted sum 0.6·cos + 0.4·bm25/(bm25+1), threshold 0.2, legs at 50",
+            lambda L: _docs(_weighted(L, 50), doc_of),
+        )
+    )
     v.append(("lexical-top100", "lexical leg alone, 100 chunks", lambda L: _docs([c for c, _ in L["lexical"]], doc_of)))
-    v.append(("semantic-top100", "semantic leg alone, 100 chunks", lambda L: _docs([c for c, _ in L["semantic"]], doc_of)))
+    v.append(
+        ("semantic-top100", "semantic leg alone, 100 chunks", lambda L: _docs([c for c, _ in L["semantic"]], doc_of))
+    )
     return v
 
 
-def run(col: Collection, collected: dict[str, Any], splits=("train", "test"),
-        only: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def run(
+    col: Collection, collected: dict[str, Any], splits=("train", "test"), only: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     legs, doc_of = collected["legs"], collected["doc_of"]
     out = []
     for name, desc, fn in variants(doc_of):
@@ -246,12 +303,18 @@ def main(argv: list[str] | None = None) -> int:
     from .beir import load_collection
     from .common import DEFAULT_DATA, command_line, git_commit, log
 
-    ap = argparse.ArgumentParser(prog="python -m bench.fusion_study",
-                                 description="Fusion variants over the product's legs (choose on train, read test).")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.fusion_study",
+        description="Fusion variants over the product's legs (choose on train, read test).",
+    )
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")
     ap.add_argument("--store", type=Path, default=None, help="store (default the one cached store for the collection)")
-    ap.add_argument("--legs", type=Path, default=None,
-                    help="JSON file of collected legs: read when it exists, else collected and written there")
+    ap.add_argument(
+        "--legs",
+        type=Path,
+        default=None,
+        help="JSON file of collected legs: read when it exists, else collected and written there",
+    )
     ap.add_argument("--only", default="", help="';'-separated name prefixes of the variants to run (default all)")
     ap.add_argument("--json", default="-", help="rows as JSON to this path, '-' for none")
     args = ap.parse_args(argv)
@@ -268,8 +331,13 @@ def main(argv: list[str] | None = None) -> int:
         collected = collect_legs(store, col)
         import autodoc
 
-        collected["meta"] = {"store": str(store), "commit": git_commit(), "code": str(Path(autodoc.__file__).parent),
-                             "seconds": round(time.time() - t0, 1), "date": time.strftime("%Y-%m-%d %H:%M")}
+        collected["meta"] = {
+            "store": str(store),
+            "commit": git_commit(),
+            "code": str(Path(autodoc.__file__).parent),
+            "seconds": round(time.time() - t0, 1),
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+        }
         log(f"collected {len(collected['legs'])} queries in {collected['meta']['seconds']} s")
         if args.legs:
             args.legs.write_text(json.dumps(collected))
@@ -278,17 +346,22 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     for r in rows:
         tr, te = r.get("train", {}), r.get("test", {})
-        print(f"| `{r['name']}` | {tr.get('nDCG@10', float('nan')):.4f} | {te.get('nDCG@10', float('nan')):.4f} | "
-              f"{te.get('R@100', float('nan')):.4f} | {te.get('RR@10', float('nan')):.4f} |")
+        print(
+            f"| `{r['name']}` | {tr.get('nDCG@10', float('nan')):.4f} | {te.get('nDCG@10', float('nan')):.4f} | "
+            f"{te.get('R@100', float('nan')):.4f} | {te.get('RR@10', float('nan')):.4f} |"
+        )
     fam = [r for r in rrf_family(rows) if "train" in r]
     if fam:
         best = max(fam, key=lambda r: (r["train"]["nDCG@10"], r["name"]))
-        print(f"\nRRF family (k {RRFW_KS}, semantic weight {RRFW_SEMANTIC} and 1.0, legs at 50): best on train "
-              f"`{best['name']}` = {json.dumps(rrf_setting(best['name']))}, train nDCG@10 {best['train']['nDCG@10']:.4f}"
-              f" → test {best.get('test', {}).get('nDCG@10', float('nan')):.4f}")
+        print(
+            f"\nRRF family (k {RRFW_KS}, semantic weight {RRFW_SEMANTIC} and 1.0, legs at 50): best on train "
+            f"`{best['name']}` = {json.dumps(rrf_setting(best['name']))}, train nDCG@10 {best['train']['nDCG@10']:.4f}"
+            f" → test {best.get('test', {}).get('nDCG@10', float('nan')):.4f}"
+        )
     if args.json != "-":
-        Path(args.json).write_text(json.dumps({"command": command_line(), "legs_meta": collected.get("meta"),
-                                               "variants": rows}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"command": command_line(), "legs_meta": collected.get("meta"), "variants": rows}, indent=1)
+        )
     return 0
 
 

@@ -90,12 +90,21 @@ class FuzzDaemon:
         PLACES.update(scratch=str(self.scratch), cwd=str(self.cwd))
 
     def start(self) -> None:
-        env = {**os.environ, "AUTODOC_CHECK_RESULTS": "1", "AUTODOC_MAX_FRAME_BYTES": str(MAX_FRAME),
-               "AUTODOC_LOG": "WARNING", "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "AUTODOC_CHECK_RESULTS": "1",
+            "AUTODOC_MAX_FRAME_BYTES": str(MAX_FRAME),
+            "AUTODOC_LOG": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autodoc.cli", "--store", str(self.store), "serve", "--socket", str(self.sock)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env, cwd=self.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+            env=env,
+            cwd=self.cwd,
         )
         self.starts += 1
         deadline = time.monotonic() + DEADLINE
@@ -194,7 +203,7 @@ def exchange(path: Path, data: bytes, timeout: float = DEADLINE) -> bytes:
                     except BlockingIOError:
                         n = 0
                     except (BrokenPipeError, ConnectionResetError):
-                        view = view[len(view):]
+                        view = view[len(view) :]
                         n = 0
                     view = view[n:]
                     if not view:
@@ -240,8 +249,9 @@ def response_problems(message: Any) -> list[str]:
     if isinstance(message, list):
         if not message:
             return ["an empty batch answer"]
-        return [p for m in message for p in response_problems(m) if not isinstance(m, list)] + \
-            ["a nested batch answer" for m in message if isinstance(m, list)]
+        return [p for m in message for p in response_problems(m) if not isinstance(m, list)] + [
+            "a nested batch answer" for m in message if isinstance(m, list)
+        ]
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return [f"not a JSON-RPC 2.0 object: {str(message)[:200]}"]
     if "method" in message and "id" not in message:
@@ -249,7 +259,9 @@ def response_problems(message: Any) -> list[str]:
     problems = []
     if "id" not in message:
         problems.append("an answer without an id")
-    elif not (message["id"] is None or isinstance(message["id"], (str, int, float)) and not isinstance(message["id"], bool)):
+    elif not (
+        message["id"] is None or (isinstance(message["id"], (str, int, float)) and not isinstance(message["id"], bool))
+    ):
         problems.append(f"an answer with id {message['id']!r}")
     if ("result" in message) == ("error" in message):
         problems.append("an answer with neither or both of result and error")
@@ -342,26 +354,115 @@ def frame_bytes(payload: bytes, framing: str) -> bytes:
 # -- generators -----------------------------------------------------------------------------------
 
 RAW = "@@RAW@@"  # a string value replaced, in the JSON text, by one raw token
-RAW_TOKENS = ["NaN", "Infinity", "-Infinity", "1e999999", "-1e999999", "9" * 5000, "1" * 4000,
-              "[" * 1200 + "]" * 1200, "{\"a\":" * 1100 + "1" + "}" * 1100, "[" * 70 + "]" * 70,
-              "1.5e308", "-0", "0.0000000000000000000000001", '"\\ud800"', '"\\udfff\\ud800"', '"\\u0000"']
+RAW_TOKENS = [
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e999999",
+    "-1e999999",
+    "9" * 5000,
+    "1" * 4000,
+    "[" * 1200 + "]" * 1200,
+    '{"a":' * 1100 + "1" + "}" * 1100,
+    "[" * 70 + "]" * 70,
+    "1.5e308",
+    "-0",
+    "0.0000000000000000000000001",
+    '"\\ud800"',
+    '"\\udfff\\ud800"',
+    '"\\u0000"',
+]
 
 HOSTILE_STRINGS = [
-    "", " ", "\x00", "a\x00b", "\ud800", "x\udfffy", "\ud83d", "../../etc/passwd", "/", "/etc", "..", ".",
-    "%2e%2e/x", "a/../../b", "\\..\\x", "\u202e", "🙂", "\n", "\r\n", "\t", "Content-Length: 5", "*", "\"",
-    "tag:", "-", "type:adr", "x" * 5000, "日本語", "\ufeff", "\x07", "NOT", "AND OR", "\"unclosed", "a*", "**",
-    RAW, KB, SCRATCH, "kb/../kb", "adrs/0012-lease-recovery.md", "index.md",
+    "",
+    " ",
+    "\x00",
+    "a\x00b",
+    "\ud800",
+    "x\udfffy",
+    "\ud83d",
+    "../../etc/passwd",
+    "/",
+    "/etc",
+    "..",
+    ".",
+    "%2e%2e/x",
+    "a/../../b",
+    "\\..\\x",
+    "\u202e",
+    "🙂",
+    "\n",
+    "\r\n",
+    "\t",
+    "Content-Length: 5",
+    "*",
+    '"',
+    "tag:",
+    "-",
+    "type:adr",
+    "x" * 5000,
+    "日本語",
+    "\ufeff",
+    "\x07",
+    "NOT",
+    "AND OR",
+    '"unclosed',
+    "a*",
+    "**",
+    RAW,
+    KB,
+    SCRATCH,
+    "kb/../kb",
+    "adrs/0012-lease-recovery.md",
+    "index.md",
 ]
 HOSTILE_INTS = [0, -1, 1, 2**31 - 1, 2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -(2**63) - 1, 10**29, 10**300]
 
 # Valid strings (no NUL, no lone surrogate) that mean something to the methods:
 # query syntax, FTS5 operators, paths in and out of the corpus, facets.
 TRICKY_STRINGS = [
-    "lease", "lease recovery", "\"lease recovery\"", "lease*", "*", "\"", "NEAR(a b)", "a OR b", "AND", "NOT x",
-    "^x", "-x", "tag:sqlite", "type:adr", "-status:superseded", "status:", ":", "title:\"x", "x:y:z", "(", ")",
-    "{a b}", "col:", "date:>=2024-01-01", "adr:10..20", "a\u2028b", "🙂 lease", "Ünïcode", "a" * 300,
-    "adrs", "adrs/", "adrs/0012-lease-recovery.md", "index.md", "../index.md", "/etc/passwd", "notes/../adrs",
-    "./index.md", "adrs//x.md", "missing.md", "sqlite", "storage/sqlite", "",
+    "lease",
+    "lease recovery",
+    '"lease recovery"',
+    "lease*",
+    "*",
+    '"',
+    "NEAR(a b)",
+    "a OR b",
+    "AND",
+    "NOT x",
+    "^x",
+    "-x",
+    "tag:sqlite",
+    "type:adr",
+    "-status:superseded",
+    "status:",
+    ":",
+    'title:"x',
+    "x:y:z",
+    "(",
+    ")",
+    "{a b}",
+    "col:",
+    "date:>=2024-01-01",
+    "adr:10..20",
+    "a\u2028b",
+    "🙂 lease",
+    "Ünïcode",
+    "a" * 300,
+    "adrs",
+    "adrs/",
+    "adrs/0012-lease-recovery.md",
+    "index.md",
+    "../index.md",
+    "/etc/passwd",
+    "notes/../adrs",
+    "./index.md",
+    "adrs//x.md",
+    "missing.md",
+    "sqlite",
+    "storage/sqlite",
+    "",
 ]
 hostile_strings = st.sampled_from(HOSTILE_STRINGS)
 any_text = st.text(max_size=12)
@@ -425,7 +526,9 @@ def _valid(schema: dict, base: str, depth: int, hostile: bool) -> st.SearchStrat
         fixed = st.fixed_dictionaries(need, optional=maybe)
         if schema.get("additionalProperties") is False or not isinstance(schema.get("additionalProperties"), dict):
             return fixed
-        extra = st.dictionaries(any_text, from_schema(schema["additionalProperties"], base, depth + 1, hostile), max_size=3)
+        extra = st.dictionaries(
+            any_text, from_schema(schema["additionalProperties"], base, depth + 1, hostile), max_size=3
+        )
         return st.tuples(fixed, extra).map(lambda t: {**t[1], **t[0]})
     if kind == "array":
         items = schema.get("items")
@@ -452,7 +555,7 @@ def fuzzed_methods() -> list[str]:
     return sorted(m for m in schemas.methods_with_schemas() if m not in schemas.NOTIFICATIONS and m not in UNFUZZED)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def params_for(method: str) -> st.SearchStrategy:
     """Named params from the method's schema, made safe for the fixture (see
     ``make_safe``), sent named or positional, or something else entirely."""
@@ -511,8 +614,15 @@ def make_safe(method: str, params: Any) -> Any:
 
 
 ids = st.one_of(
-    st.integers(), st.sampled_from(HOSTILE_INTS), any_text, st.sampled_from(["\ud800", "\x00", "", RAW, "1"]),
-    floats, st.none(), st.booleans(), st.lists(st.integers(), max_size=2), st.dictionaries(any_text, st.integers(), max_size=1),
+    st.integers(),
+    st.sampled_from(HOSTILE_INTS),
+    any_text,
+    st.sampled_from(["\ud800", "\x00", "", RAW, "1"]),
+    floats,
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(any_text, st.integers(), max_size=1),
 )
 
 # Strategies are built once, here: building them inside draws made hypothesis
@@ -601,8 +711,22 @@ def _text(draw: Any, message: Any) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
 
-HEADER_LIES = ["exact", "exact", "exact", "smaller", "larger", "negative", "words", "digits30", "two", "missing",
-               "lowercase", "lf-only", "type-first", "over-limit"]
+HEADER_LIES = [
+    "exact",
+    "exact",
+    "exact",
+    "smaller",
+    "larger",
+    "negative",
+    "words",
+    "digits30",
+    "two",
+    "missing",
+    "lowercase",
+    "lf-only",
+    "type-first",
+    "over-limit",
+]
 _LIE = st.sampled_from(HEADER_LIES)
 _WORDS = st.sampled_from([b"ten", b"1e3", b"0x10", b" ", b"+5", b"5 5", b"\xff"])
 _DIGITS = st.sampled_from([19, 30, 5000])
@@ -634,7 +758,10 @@ def _content_length_frame(draw: Any, payload: bytes) -> tuple[bytes, bool]:
     if lie == "lf-only":
         return b"Content-Length: %d\n\n" % n + payload, True
     if lie == "type-first":
-        return b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\nContent-Length: %d\r\n\r\n" % n + payload, True
+        return (
+            b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\nContent-Length: %d\r\n\r\n" % n + payload,
+            True,
+        )
     if lie == "over-limit":
         body = payload + b" " * (MAX_FRAME + 1 - n) if n <= MAX_FRAME else payload
         return b"Content-Length: %d\r\n\r\n" % len(body) + body, True
@@ -691,11 +818,13 @@ def cases(messages: st.SearchStrategy, kind: str) -> st.SearchStrategy[Case]:
     return case()
 
 
-_SIMPLE = st.sampled_from([
-    {"jsonrpc": "2.0", "id": 1, "method": "server.info"},
-    {"jsonrpc": "2.0", "id": "a", "method": "workspace.status", "params": [KB]},
-    {"jsonrpc": "2.0", "method": "workspace.list"},
-])
+_SIMPLE = st.sampled_from(
+    [
+        {"jsonrpc": "2.0", "id": 1, "method": "server.info"},
+        {"jsonrpc": "2.0", "id": "a", "method": "workspace.status", "params": [KB]},
+        {"jsonrpc": "2.0", "method": "workspace.list"},
+    ]
+)
 FRAME_CASES = cases(st.one_of(_SIMPLE, _SIMPLE, ENVELOPES), "frames")  # framing first, every way wrong
 ENVELOPE_CASES = cases(ENVELOPES, "envelopes")
 PARAMS_CASES = cases(CLEAN_REQUESTS, "params")  # every method, params from its schema and hostile values
@@ -761,8 +890,13 @@ def long_run(n_cases: int, seed: int, report: Path, section: str = "") -> Tally:
     started = time.monotonic()
     kinds = st.one_of(frame_cases(), envelope_cases(), params_cases(), params_cases())
 
-    @settings(max_examples=n_cases, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n_cases,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=kinds)
     def one(case: Case) -> None:
         if tally.exits and not daemon.serving():
@@ -772,17 +906,24 @@ def long_run(n_cases: int, seed: int, report: Path, section: str = "") -> Tally:
         out = run_case(daemon, case)
         tally.add(case, out)
         if out.problems:
-            print(f"case {tally.cases} ({case.kind}): {out.problems[0][:300]} — sent {case.data[:300]!r}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"case {tally.cases} ({case.kind}): {out.problems[0][:300]} — sent {case.data[:300]!r}",
+                file=sys.stderr,
+                flush=True,
+            )
         if tally.cases % 100 == 0 and not out.daemon_died:
             try:
                 daemon.ensure_workspaces()
-            except Exception as exc:  # noqa: BLE001 - counted, the run goes on
+            except Exception as exc:
                 tally.examples.append(f"restoring the fixture workspaces failed: {exc}")
         if tally.cases % 5000 == 0:
             rate = tally.cases / (time.monotonic() - started)
-            print(f"{tally.cases} cases, {tally.exits} exits, {tally.internal} -32603, "
-                  f"{tally.failed_cases} failed, {rate:.0f}/s", file=sys.stderr, flush=True)
+            print(
+                f"{tally.cases} cases, {tally.exits} exits, {tally.internal} -32603, "
+                f"{tally.failed_cases} failed, {rate:.0f}/s",
+                file=sys.stderr,
+                flush=True,
+            )
 
     from hypothesis import seed as fixed_seed
 
@@ -796,10 +937,17 @@ def long_run(n_cases: int, seed: int, report: Path, section: str = "") -> Tally:
     return tally
 
 
-def write_report(t: Tally, seconds: float, seed: int, exit_code: int | None, path: Path, starts: int,
-                 section: str = "") -> None:
-    others = ", ".join(f"`{code}` × {n:,}" for code, n in sorted(t.codes.items(), key=lambda kv: (-kv[1], kv[0]))
-                       if code != INTERNAL_ERROR) or "none"
+def write_report(
+    t: Tally, seconds: float, seed: int, exit_code: int | None, path: Path, starts: int, section: str = ""
+) -> None:
+    others = (
+        ", ".join(
+            f"`{code}` × {n:,}"
+            for code, n in sorted(t.codes.items(), key=lambda kv: (-kv[1], kv[0]))
+            if code != INTERNAL_ERROR
+        )
+        or "none"
+    )
     begin, end = _markers(section)
     lines = [
         begin,
@@ -860,8 +1008,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--section", default="", help="name of the report section to (re)write (default: the main one)")
     args = ap.parse_args(argv)
     t = long_run(args.cases, args.seed, args.report, args.section)
-    print(f"{t.cases} cases, {t.exits} exits, {t.internal} answers of -32603, {t.failed_cases} cases with problems; "
-          f"report: {args.report}")
+    print(
+        f"{t.cases} cases, {t.exits} exits, {t.internal} answers of -32603, {t.failed_cases} cases with problems; "
+        f"report: {args.report}"
+    )
     return 0 if t.exits == 0 and t.internal == 0 and t.failed_cases == 0 else 1
 
 

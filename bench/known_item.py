@@ -30,11 +30,22 @@ import random
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from .common import (DEFAULT_DATA, REPO, RESULTS, Progress, cache_root, git_commit, json_digest, log,
-                     machine_note, tree_digest)
+from .common import (
+    DEFAULT_DATA,
+    REPO,
+    RESULTS,
+    Progress,
+    cache_root,
+    git_commit,
+    json_digest,
+    log,
+    machine_note,
+    tree_digest,
+)
 
 CORPORA = ["foam-docs", "simpler-grants-adr", "jekyll", "opentelemetry-docs", "swift-evolution"]
 QUESTIONS = REPO / "bench" / "known_items" / "questions.jsonl"
@@ -50,6 +61,7 @@ BOOT = 10000
 
 
 # ---------------------------------------------------------------- questions
+
 
 def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
     out = []
@@ -84,6 +96,7 @@ def check_targets(questions: list[dict[str, Any]], corpora: Path) -> list[str]:
 
 # ---------------------------------------------------------------- metrics (pure)
 
+
 def distinct_docs(paths: Iterable[str]) -> list[str]:
     """Documents in answer order, each at its first hit."""
     seen: set[str] = set()
@@ -114,8 +127,9 @@ def metrics(ranks: list[int | None], ks: tuple[int, ...] = KS) -> dict[str, floa
     return out
 
 
-def bootstrap_diff(a: list[int | None], b: list[int | None], k: int = 3, n: int = BOOT,
-                   seed: int = 18) -> dict[str, float]:
+def bootstrap_diff(
+    a: list[int | None], b: list[int | None], k: int = 3, n: int = BOOT, seed: int = 18
+) -> dict[str, float]:
     """Paired bootstrap of mean(hit@k of a) − mean(hit@k of b) over questions: point, 2.5 %, 97.5 %."""
     ha = [1.0 if r is not None and r <= k else 0.0 for r in a]
     hb = [1.0 if r is not None and r <= k else 0.0 for r in b]
@@ -135,6 +149,7 @@ def bootstrap_diff(a: list[int | None], b: list[int | None], k: int = 3, n: int 
 
 
 # ---------------------------------------------------------------- stores
+
 
 def corpus_key(corpora: Path, corpus: str) -> dict[str, Any]:
     from autodoc.config import WorkspaceConfig
@@ -196,21 +211,29 @@ def build(corpora: Path, corpus: str, cache: Path) -> dict[str, Any]:
     finally:
         svc.close()
     if rep["embed"].get("embedded") or rep["index"].get("added"):
-        meta.setdefault("builds", []).append({
-            "index_seconds": rep["index_seconds"], "added": rep["index"].get("added"),
-            "chunks": rep["chunks"], "embed_seconds": rep["embed_seconds"],
-            "embedded": rep["embed"].get("embedded"), "load": [round(x, 2) for x in os.getloadavg()],
-            "at": time.time()})
+        meta.setdefault("builds", []).append(
+            {
+                "index_seconds": rep["index_seconds"],
+                "added": rep["index"].get("added"),
+                "chunks": rep["chunks"],
+                "embed_seconds": rep["embed_seconds"],
+                "embedded": rep["embed"].get("embedded"),
+                "load": [round(x, 2) for x in os.getloadavg()],
+                "at": time.time(),
+            }
+        )
     rep["history"] = meta.get("builds", [])
     meta.update({"key": key, "ingest_digest": ingest_digest, "built": time.time()})
     meta_path.write_text(json.dumps(meta, indent=1))
-    log(f"{corpus}: {rep['documents']} documents, {rep['chunks']} chunks; index {rep['index_seconds']} s, "
-        f"embed {rep['embed_seconds']} s ({rep['embed'].get('embedded')} embedded)")
+    log(
+        f"{corpus}: {rep['documents']} documents, {rep['chunks']} chunks; index {rep['index_seconds']} s, "
+        f"embed {rep['embed_seconds']} s ({rep['embed'].get('embedded')} embedded)"
+    )
     return rep
 
 
-
 # ---------------------------------------------------------------- running the questions
+
 
 def _hit_brief(h: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -223,8 +246,9 @@ def _hit_brief(h: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_corpus(store: Path, corpus: str, questions: list[dict[str, Any]],
-               legs: dict[str, list[str]] | None = None) -> dict[str, dict[str, Any]]:
+def run_corpus(
+    store: Path, corpus: str, questions: list[dict[str, Any]], legs: dict[str, list[str]] | None = None
+) -> dict[str, dict[str, Any]]:
     """Every question of one corpus through Service.search, once per leg configuration."""
     from autodoc.config import Settings
     from autodoc.service import Service
@@ -259,13 +283,27 @@ def run_corpus(store: Path, corpus: str, questions: list[dict[str, Any]],
                     "top_docs": docs[:10],
                     # the first 10 hits, compactly: path, breadcrumb, via, lexical rank, semantic rank
                     # (0-based; None = not found by that leg), bytes
-                    "first_hits": [[h.get("path"), h.get("breadcrumb"), "+".join(h.get("via") or []),
-                                    (h.get("ranks") or {}).get("lexical"), (h.get("ranks") or {}).get("semantic"),
-                                    (h.get("byte_end") or 0) - (h.get("byte_start") or 0)] for h in hits[:10]],
+                    "first_hits": [
+                        [
+                            h.get("path"),
+                            h.get("breadcrumb"),
+                            "+".join(h.get("via") or []),
+                            (h.get("ranks") or {}).get("lexical"),
+                            (h.get("ranks") or {}).get("semantic"),
+                            (h.get("byte_end") or 0) - (h.get("byte_start") or 0),
+                        ]
+                        for h in hits[:10]
+                    ],
                     # every hit: path, via, per-leg ranks (used by the summary; not written to the JSON)
-                    "all_hits": [[h.get("path"), "+".join(h.get("via") or []),
-                                  (h.get("ranks") or {}).get("lexical"), (h.get("ranks") or {}).get("semantic")]
-                                 for h in hits],
+                    "all_hits": [
+                        [
+                            h.get("path"),
+                            "+".join(h.get("via") or []),
+                            (h.get("ranks") or {}).get("lexical"),
+                            (h.get("ranks") or {}).get("semantic"),
+                        ]
+                        for h in hits
+                    ],
                     "target_hit": next((_hit_brief(h) for h in hits if h["path"] in q["targets"]), None),
                 }
             out[q["id"]] = per
@@ -275,6 +313,7 @@ def run_corpus(store: Path, corpus: str, questions: list[dict[str, Any]],
 
 
 # ---------------------------------------------------------------- summaries
+
 
 def summarise(questions: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     def ranks(leg: str, sel: Iterable[dict[str, Any]]) -> list[int | None]:
@@ -303,7 +342,7 @@ def summarise(questions: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) 
             "hybrid-semantic": bootstrap_diff(ranks("hybrid", sel), ranks("semantic", sel)),
         }
 
-    inf = 10 ** 6
+    inf = 10**6
     worse = []
     for q in questions:
         r = {leg: runs[q["id"]][leg]["rank"] for leg in LEGS}
@@ -322,22 +361,39 @@ def summarise(questions: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) 
                     continue
                 seen.add(path)
                 above[via] += 1
-            worse.append({"id": q["id"], "corpus": q["corpus"], "style": q["style"], "query": q["query"],
-                          "ranks": r, "docs_above_target_by_via": dict(above), "target_hit_via": target_via})
+            worse.append(
+                {
+                    "id": q["id"],
+                    "corpus": q["corpus"],
+                    "style": q["style"],
+                    "query": q["query"],
+                    "ranks": r,
+                    "docs_above_target_by_via": dict(above),
+                    "target_hit_via": target_via,
+                }
+            )
     # per question: the hybrid's rank against the better of the two legs' ranks
     wlt = Counter()
     for q in questions:
         r = {leg: runs[q["id"]][leg]["rank"] or inf for leg in LEGS}
         single = min(r["lexical"], r["semantic"])
-        wlt["better" if r["hybrid"] < single else "worse" if r["hybrid"] > single else
-            ("equal (both missing)" if single == inf else "equal")] += 1
+        wlt[
+            "better"
+            if r["hybrid"] < single
+            else "worse"
+            if r["hybrid"] > single
+            else ("equal (both missing)" if single == inf else "equal")
+        ] += 1
     short = {leg: [q["id"] for q in questions if runs[q["id"]][leg]["distinct_docs"] < 10] for leg in LEGS}
-    docs10 = {leg: round(sum(runs[q["id"]][leg]["docs_in_first_10_hits"] for q in questions) / len(questions), 2)
-              for leg in LEGS}
+    docs10 = {
+        leg: round(sum(runs[q["id"]][leg]["docs_in_first_10_hits"] for q in questions) / len(questions), 2)
+        for leg in LEGS
+    }
     relaxed = {leg: dict(Counter(str(runs[q["id"]][leg]["lexical_match"]) for q in questions)) for leg in LEGS}
     sem_state = {leg: dict(Counter(str(runs[q["id"]][leg]["semantic"]) for q in questions)) for leg in LEGS}
-    errors = {leg: {q["id"]: runs[q["id"]][leg]["error"] for q in questions if runs[q["id"]][leg]["error"]}
-              for leg in LEGS}
+    errors = {
+        leg: {q["id"]: runs[q["id"]][leg]["error"] for q in questions if runs[q["id"]][leg]["error"]} for leg in LEGS
+    }
     lat = {leg: sorted(runs[q["id"]][leg]["ms"] for q in questions) for leg in LEGS}
     p50 = {leg: round(v[len(v) // 2], 1) for leg, v in lat.items()}
 
@@ -360,12 +416,24 @@ def summarise(questions: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) 
             if any((i + 1) < rt for i, d in enumerate(docs) if d in mir):
                 above += 1
         mirrors[leg] = {"questions": n, "any_ja_zh_doc_in_top10": in_top10, "target_mirror_above_target": above}
-    return {"table": table, "best_single_leg": best, "hybrid_vs_better_leg_per_question": dict(wlt), "bootstrap": boot, "hybrid_worse": worse,
-            "fewer_than_10_docs": short, "mean_docs_in_first_10_hits": docs10, "lexical_match": relaxed,
-            "semantic_state": sem_state, "errors": errors, "p50_ms": p50, "mirrors": mirrors}
+    return {
+        "table": table,
+        "best_single_leg": best,
+        "hybrid_vs_better_leg_per_question": dict(wlt),
+        "bootstrap": boot,
+        "hybrid_worse": worse,
+        "fewer_than_10_docs": short,
+        "mean_docs_in_first_10_hits": docs10,
+        "lexical_match": relaxed,
+        "semantic_state": sem_state,
+        "errors": errors,
+        "p50_ms": p50,
+        "mirrors": mirrors,
+    }
 
 
 # ---------------------------------------------------------------- report
+
 
 def _f(x: float) -> str:
     return f"{x:.3f}"
@@ -378,8 +446,10 @@ def _table(rows: dict[str, dict[str, dict[str, float]]], keys: list[str]) -> lis
             continue
         for leg in LEGS:
             m = rows[g][leg]
-            out.append(f"| {g.split(':', 1)[-1]} | {m['n']} | {leg} | {_f(m['R@1'])} | {_f(m['R@3'])} | "
-                       f"{_f(m['R@10'])} | {_f(m['MRR'])} |")
+            out.append(
+                f"| {g.split(':', 1)[-1]} | {m['n']} | {leg} | {_f(m['R@1'])} | {_f(m['R@3'])} | "
+                f"{_f(m['R@10'])} | {_f(m['MRR'])} |"
+            )
     return out
 
 
@@ -387,46 +457,75 @@ def render(doc: dict[str, Any]) -> str:
     s = doc["summary"]
     t = s["table"]
     best = s["best_single_leg"]
-    L = ["# Known-item retrieval on the real corpora (issue 18)", "",
-         "Generated by `bench/known_item.py`; do not edit by hand — re-run the command below.", "",
-         f"- Command: `{doc['command']}`",
-         f"- Commit: `{doc['commit']}` · date {doc['date']} · product code from `{doc['product']}`",
-         f"- Machine: {doc['machine']['nproc']} cores ({doc['machine']['cpu']}), load average "
-         f"{doc['machine']['load']} at the start; Python {doc['machine']['python']}",
-         f"- Questions: `bench/known_items/questions.jsonl` (frozen; {len(doc['questions'])} questions, "
-         f"sha256 `{doc['questions_digest']}`), see bench/known_items/README.md.",
-         f"- Searches: in-process `Service.search(workspace, query, {{\"limit\": {LIMIT}, \"stages\": …}})` with "
-         "stages `[\"lexical\"]`, `[\"semantic\"]`, `[\"lexical\", \"semantic\"]` (the default hybrid and "
-         "the workspace's default fusion, "
-         f"`{json.dumps(doc['fusion'])}`, no ranker). A question is a hit at k when a target is among "
-         "the first k DISTINCT documents of the answer (each document at its first hit); MRR is "
-         f"1/rank among those documents, 0 when no target is in the {LIMIT} hits.",
-         *([f"- **Not run here**: {sum(doc['questions_not_run'].values())} questions of "
-            f"{', '.join(f'{c} ({n})' for c, n in doc['questions_not_run'].items())} — only "
-            f"{', '.join(doc['corpora_run'])} were run (`--only`); every figure below is over the "
-            f"{len(doc['questions'])} questions of those corpora."] if doc.get('questions_not_run') else []),
-         f"- Time: build {doc['build_seconds']:.0f} s (cached stores are only brought up to date), "
-         f"questions {doc['search_seconds']:.0f} s; total {doc['total_seconds']:.0f} s.", ""]
-    L += ["## Stores", "", "| corpus | documents | chunks | embedding | store | first build: index s / embed s (chunks) |",
-          "|---|---:|---:|---|---|---|"]
+    L = [
+        "# Known-item retrieval on the real corpora (issue 18)",
+        "",
+        "Generated by `bench/known_item.py`; do not edit by hand — re-run the command below.",
+        "",
+        f"- Command: `{doc['command']}`",
+        f"- Commit: `{doc['commit']}` · date {doc['date']} · product code from `{doc['product']}`",
+        f"- Machine: {doc['machine']['nproc']} cores ({doc['machine']['cpu']}), load average "
+        f"{doc['machine']['load']} at the start; Python {doc['machine']['python']}",
+        f"- Questions: `bench/known_items/questions.jsonl` (frozen; {len(doc['questions'])} questions, "
+        f"sha256 `{doc['questions_digest']}`), see bench/known_items/README.md.",
+        f'- Searches: in-process `Service.search(workspace, query, {{"limit": {LIMIT}, "stages": …}})` with '
+        'stages `["lexical"]`, `["semantic"]`, `["lexical", "semantic"]` (the default hybrid and '
+        "the workspace's default fusion, "
+        f"`{json.dumps(doc['fusion'])}`, no ranker). A question is a hit at k when a target is among "
+        "the first k DISTINCT documents of the answer (each document at its first hit); MRR is "
+        f"1/rank among those documents, 0 when no target is in the {LIMIT} hits.",
+        *(
+            [
+                f"- **Not run here**: {sum(doc['questions_not_run'].values())} questions of "
+                f"{', '.join(f'{c} ({n})' for c, n in doc['questions_not_run'].items())} — only "
+                f"{', '.join(doc['corpora_run'])} were run (`--only`); every figure below is over the "
+                f"{len(doc['questions'])} questions of those corpora."
+            ]
+            if doc.get("questions_not_run")
+            else []
+        ),
+        f"- Time: build {doc['build_seconds']:.0f} s (cached stores are only brought up to date), "
+        f"questions {doc['search_seconds']:.0f} s; total {doc['total_seconds']:.0f} s.",
+        "",
+    ]
+    L += [
+        "## Stores",
+        "",
+        "| corpus | documents | chunks | embedding | store | first build: index s / embed s (chunks) |",
+        "|---|---:|---:|---|---|---|",
+    ]
     for c, b in doc["builds"].items():
         hist = b.get("history") or []
         first = hist[0] if hist else {}
-        fb = (f"{first.get('index_seconds')} / {first.get('embed_seconds')} ({first.get('embedded')})"
-              if first else "—")
+        fb = f"{first.get('index_seconds')} / {first.get('embed_seconds')} ({first.get('embedded')})" if first else "—"
         L.append(f"| {c} | {b['documents']} | {b['chunks']} | {b['embedding_state']} | `{b['store']}` | {fb} |")
-    L += ["", "Each corpus folder is its own workspace in its own store (the ja/zh trees of "
-          "opentelemetry-docs are indexed with the English pages and act as distractors).", ""]
+    L += [
+        "",
+        "Each corpus folder is its own workspace in its own store (the ja/zh trees of "
+        "opentelemetry-docs are indexed with the English pages and act as distractors).",
+        "",
+    ]
 
-    L += ["## Headline (all questions)", "", "| leg | R@1 | R@3 | R@10 | MRR | p50 ms |", "|---|---:|---:|---:|---:|---:|"]
+    L += [
+        "## Headline (all questions)",
+        "",
+        "| leg | R@1 | R@3 | R@10 | MRR | p50 ms |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for leg in LEGS:
         m = t["all"][leg]
         L.append(f"| {leg} | {_f(m['R@1'])} | {_f(m['R@3'])} | {_f(m['R@10'])} | {_f(m['MRR'])} | {s['p50_ms'][leg]} |")
-    L += ["", f"Best single leg (by R@3, then MRR, on all questions): **{best}**. Paired bootstrap ({BOOT} "
-          "resamples of the questions, 95 % percentile interval) of the difference in R@3; the last "
-          "column compares with the better single leg of each set, chosen after the fact:", ""]
-    L += ["| set | n | hybrid − lexical | hybrid − semantic | better single leg | hybrid − better leg |",
-          "|---|---:|---|---|---|---|"]
+    L += [
+        "",
+        f"Best single leg (by R@3, then MRR, on all questions): **{best}**. Paired bootstrap ({BOOT} "
+        "resamples of the questions, 95 % percentile interval) of the difference in R@3; the last "
+        "column compares with the better single leg of each set, chosen after the fact:",
+        "",
+    ]
+    L += [
+        "| set | n | hybrid − lexical | hybrid − semantic | better single leg | hybrid − better leg |",
+        "|---|---:|---|---|---|---|",
+    ]
     for g, v in s["bootstrap"].items():
         cells = []
         for key in ("hybrid-lexical", "hybrid-semantic"):
@@ -438,40 +537,52 @@ def render(doc: dict[str, Any]) -> str:
     L += ["", "## By style", ""] + _table(t, [f"style:{x}" for x in STYLES])
     L += ["", "## By corpus", ""] + _table(t, [f"corpus:{x}" for x in CORPORA])
 
-    L += ["", "## Where the hybrid ranked the target worse than the better single leg", "",
-          f"Per question, the hybrid's rank against the better of the two legs' ranks: "
-          f"{s['hybrid_vs_better_leg_per_question']}.", "",
-          f"{len(s['hybrid_worse'])} of {len(doc['questions'])} questions (ranks are distinct-document "
-          f"ranks within {LIMIT} hits; — = not found).", "",
-          "Last two columns: how the target's first hybrid hit was found, and the documents in front of "
-          "it in the hybrid answer by which legs found their first hit (lexical / semantic / both).", "",
-          "| id | style | lexical | semantic | hybrid | query | target via | in front: lex / sem / both |",
-          "|---|---|---:|---:|---:|---|---|---|"]
+    L += [
+        "",
+        "## Where the hybrid ranked the target worse than the better single leg",
+        "",
+        f"Per question, the hybrid's rank against the better of the two legs' ranks: "
+        f"{s['hybrid_vs_better_leg_per_question']}.",
+        "",
+        f"{len(s['hybrid_worse'])} of {len(doc['questions'])} questions (ranks are distinct-document "
+        f"ranks within {LIMIT} hits; — = not found).",
+        "",
+        "Last two columns: how the target's first hybrid hit was found, and the documents in front of "
+        "it in the hybrid answer by which legs found their first hit (lexical / semantic / both).",
+        "",
+        "| id | style | lexical | semantic | hybrid | query | target via | in front: lex / sem / both |",
+        "|---|---|---:|---:|---:|---|---|---|",
+    ]
     for w in s["hybrid_worse"]:
         r = w["ranks"]
         a = w["docs_above_target_by_via"]
-        L.append(f"| {w['id']} | {w['style']} | {r['lexical'] or '—'} | {r['semantic'] or '—'} | "
-                 f"{r['hybrid'] or '—'} | {w['query'][:80]}{'…' if len(w['query']) > 80 else ''} | "
-                 f"{w['target_hit_via'] or 'not in the 30 hits'} | {a.get('lexical', 0)} / {a.get('semantic', 0)} / "
-                 f"{a.get('lexical+semantic', 0)} |")
+        L.append(
+            f"| {w['id']} | {w['style']} | {r['lexical'] or '—'} | {r['semantic'] or '—'} | "
+            f"{r['hybrid'] or '—'} | {w['query'][:80]}{'…' if len(w['query']) > 80 else ''} | "
+            f"{w['target_hit_via'] or 'not in the 30 hits'} | {a.get('lexical', 0)} / {a.get('semantic', 0)} / "
+            f"{a.get('lexical+semantic', 0)} |"
+        )
     L += ["", "## What the answers said", ""]
     for leg in LEGS:
-        L.append(f"- {leg}: lexical_match {s['lexical_match'][leg]}; semantic {s['semantic_state'][leg]}; "
-                 f"mean distinct documents in the first 10 hits {s['mean_docs_in_first_10_hits'][leg]}; "
-                 f"questions with fewer than 10 distinct documents in {LIMIT} hits: "
-                 f"{len(s['fewer_than_10_docs'][leg])}"
-                 + (f" ({', '.join(s['fewer_than_10_docs'][leg])})" if s['fewer_than_10_docs'][leg] else "")
-                 + (f"; errors {s['errors'][leg]}" if s['errors'][leg] else ""))
+        L.append(
+            f"- {leg}: lexical_match {s['lexical_match'][leg]}; semantic {s['semantic_state'][leg]}; "
+            f"mean distinct documents in the first 10 hits {s['mean_docs_in_first_10_hits'][leg]}; "
+            f"questions with fewer than 10 distinct documents in {LIMIT} hits: "
+            f"{len(s['fewer_than_10_docs'][leg])}"
+            + (f" ({', '.join(s['fewer_than_10_docs'][leg])})" if s["fewer_than_10_docs"][leg] else "")
+            + (f"; errors {s['errors'][leg]}" if s["errors"][leg] else "")
+        )
     L += ["", "ja/zh mirrors (opentelemetry-docs questions): "]
     for leg in LEGS:
         m = s["mirrors"][leg]
-        L.append(f"- {leg}: {m['any_ja_zh_doc_in_top10']} of {m['questions']} answers have a ja/zh page among "
-                 f"the first 10 documents; the target's own ja/zh mirror ranks above the target in "
-                 f"{m['target_mirror_above_target']}.")
+        L.append(
+            f"- {leg}: {m['any_ja_zh_doc_in_top10']} of {m['questions']} answers have a ja/zh page among "
+            f"the first 10 documents; the target's own ja/zh mirror ranks above the target in "
+            f"{m['target_mirror_above_target']}."
+        )
     if doc.get("observations"):
         L += ["", "## Observations (written after reading the failures; not generated)", ""] + doc["observations"]
-    L += ["", "Per-question ranks, the first hits of every leg and the target's own hit are in "
-          "`known_items.json`."]
+    L += ["", "Per-question ranks, the first hits of every leg and the target's own hit are in `known_items.json`."]
     return "\n".join(L) + "\n"
 
 
@@ -480,24 +591,30 @@ def _dump(doc: dict[str, Any]) -> str:
     head = {k: v for k, v in doc.items() if k not in ("runs", "questions")}
     text = json.dumps(head, indent=1, ensure_ascii=False)[:-2]
     qs = ",\n  ".join(json.dumps(q, ensure_ascii=False) for q in doc["questions"])
+
     def slim(per: dict[str, Any]) -> dict[str, Any]:
         return {leg: {k: v for k, v in r.items() if k != "all_hits"} for leg, r in per.items()}
 
-    runs = ",\n  ".join(f"{json.dumps(k)}: {json.dumps(slim(v), ensure_ascii=False, separators=(',', ':'))}"
-                         for k, v in doc["runs"].items())
-    return f"{text},\n \"questions\": [\n  {qs}\n ],\n \"runs\": {{\n  {runs}\n }}\n}}\n"
+    runs = ",\n  ".join(
+        f"{json.dumps(k)}: {json.dumps(slim(v), ensure_ascii=False, separators=(',', ':'))}"
+        for k, v in doc["runs"].items()
+    )
+    return f'{text},\n "questions": [\n  {qs}\n ],\n "runs": {{\n  {runs}\n }}\n}}\n'
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpora", type=Path,
-                    default=Path(os.environ.get("AUTODOC_CORPORA", DEFAULT_DATA / "corpora")))
+    ap.add_argument("--corpora", type=Path, default=Path(os.environ.get("AUTODOC_CORPORA", DEFAULT_DATA / "corpora")))
     ap.add_argument("--cache", type=Path, default=None, help="store folder (default <bench cache>/known)")
     ap.add_argument("--questions", type=Path, default=QUESTIONS)
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--only", nargs="*", default=None, help="corpora to run (default all five)")
-    ap.add_argument("--observations", type=Path, default=None,
-                    help="a Markdown file of hand-written observations to include in the report")
+    ap.add_argument(
+        "--observations",
+        type=Path,
+        default=None,
+        help="a Markdown file of hand-written observations to include in the report",
+    )
     ap.add_argument("--out", default=str(RESULTS / "known_items"), help="output stem, or - to print only")
     args = ap.parse_args(argv)
     t_start = time.monotonic()
@@ -523,8 +640,9 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{c}: {len(qs)} questions × {len(LEGS)} legs")
         runs.update(run_corpus(Path(builds[c]["store"]), c, qs))
     t_done = time.monotonic()
-    import autodoc
     import hashlib
+
+    import autodoc
 
     doc = {
         "command": " ".join(["python -m bench.known_item", *(argv if argv is not None else sys.argv[1:])]),

@@ -39,6 +39,7 @@ def _base(ref: str, tmp: Path):
         sys.modules[name] = mod
         spec.loader.exec_module(mod)
         return mod
+
     posts = load("autodoc.store.postings_base", "daemon/autodoc/store/postings.py")
     impact = load("autodoc.search.impact_base", "daemon/autodoc/search/impact.py")
     impact.postings = posts
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from autodoc.config import Settings
-    from autodoc.search import impact as tree, lexical
+    from autodoc.search import impact as tree
+    from autodoc.search import lexical
     from autodoc.search.fts import coverage_terms
     from autodoc.search.query import parse_query, resolve_facets
     from autodoc.service import Service
@@ -85,12 +87,14 @@ def main(argv: list[str] | None = None) -> int:
                 return fn(q)
             finally:
                 lexical.impact = tree
+
         return run
 
     def rank(mod):
         def run(q):
             r = mod.ranker(db, exprs[q], None)
             return r and r(" OR ".join(exprs[q]), 50)
+
         return run
 
     def leg(q):
@@ -100,17 +104,32 @@ def main(argv: list[str] | None = None) -> int:
         ans = svc.search(WORKSPACE, q, {"stages": ["lexical", "semantic"], "limit": 10})
         return [(h["chunk_id"], h["score"]) for h in ans["hits"]]
 
-    fns = {"rank_base": rank(base), "rank": rank(tree), "leg_base": with_impact(base, leg), "leg": leg,
-           "hybrid_base": with_impact(base, hybrid), "hybrid": hybrid}
+    fns = {
+        "rank_base": rank(base),
+        "rank": rank(tree),
+        "leg_base": with_impact(base, leg),
+        "leg": leg,
+        "hybrid_base": with_impact(base, hybrid),
+        "hybrid": hybrid,
+    }
     same = {k: sum(fns[f"{k}_base"](q) == fns[k](q) for q in qs) for k in ("rank", "leg", "hybrid")}  # and warm-up
     t = interleaved(qs, fns)
     s = {k: summary_ms(v) for k, v in t.items()}
-    out = {"store": str(args.store), "ref": args.ref, "queries": len(qs), "equal": same, "timings": s,
-           "ratios": {k: ratio(s[k], s[f"{k}_base"]) for k in ("rank", "leg", "hybrid")}, "machine": machine_note()}
+    out = {
+        "store": str(args.store),
+        "ref": args.ref,
+        "queries": len(qs),
+        "equal": same,
+        "timings": s,
+        "ratios": {k: ratio(s[k], s[f"{k}_base"]) for k in ("rank", "leg", "hybrid")},
+        "machine": machine_note(),
+    }
     for k in ("rank", "leg", "hybrid"):
-        print(f"{k}: base {s[k + '_base']['p50']:.2f} / {s[k + '_base']['p95']:.2f} ms, tree {s[k]['p50']:.2f} / "
-              f"{s[k]['p95']:.2f} ms (p50 / p95); ratio p50 {out['ratios'][k]['p50']} p95 {out['ratios'][k]['p95']}; "
-              f"equal {same[k]}/{len(qs)}")
+        print(
+            f"{k}: base {s[k + '_base']['p50']:.2f} / {s[k + '_base']['p95']:.2f} ms, tree {s[k]['p50']:.2f} / "
+            f"{s[k]['p95']:.2f} ms (p50 / p95); ratio p50 {out['ratios'][k]['p50']} p95 {out['ratios'][k]['p95']}; "
+            f"equal {same[k]}/{len(qs)}"
+        )
     print(json.dumps(out["machine"]))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import apsw
 import numpy as np
@@ -60,9 +61,13 @@ class Study:
         self.db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
         self.col = col
         self.ws_id = self.db.execute("SELECT id FROM workspaces WHERE name=?", (workspace,)).fetchone()[0]
-        self.doc_of = {cid: path_doc(p) for cid, p in self.db.execute(
-            "SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id=c.document_id WHERE c.workspace_id=?",
-            (self.ws_id,))}
+        self.doc_of = {
+            cid: path_doc(p)
+            for cid, p in self.db.execute(
+                "SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id=c.document_id WHERE c.workspace_id=?",
+                (self.ws_id,),
+            )
+        }
         self.tok_query = self.db.fts5_tokenizer("unicode61", ["remove_diacritics", "2"])
         self.tok_stem = self.db.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
         self._ref: dict[str, Any] | None = None
@@ -71,8 +76,10 @@ class Study:
 
     def _sql(self, weights: tuple[float, ...], limit: int) -> str:
         w = ", ".join(str(x) for x in weights)
-        return (f"SELECT c.id, bm25(chunks_fts, {w}) AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-                f"WHERE chunks_fts MATCH ? AND c.workspace_id = ? ORDER BY s, c.id LIMIT {int(limit)}")
+        return (
+            f"SELECT c.id, bm25(chunks_fts, {w}) AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+            f"WHERE chunks_fts MATCH ? AND c.workspace_id = ? ORDER BY s, c.id LIMIT {int(limit)}"
+        )
 
     def _terms(self, text: str):
         from autodoc.search.query import parse_query, resolve_facets
@@ -80,8 +87,8 @@ class Study:
         return resolve_facets(parse_query(text), set()).terms
 
     def product(self, text: str, want: int) -> list[tuple[int, float]]:
-        from autodoc.store.filters import build_filter
         from autodoc.search.lexical import run_lexical
+        from autodoc.store.filters import build_filter
 
         filt = build_filter(self.ws_id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
         hits = run_lexical(self.db, self.ws_id, self._terms(text), filt, want=want).hits
@@ -121,8 +128,10 @@ class Study:
                 lengths[i] = len(toks)
                 for t, c in Counter(toks).items():
                     postings.setdefault(t, []).append((i, c))
-            post = {t: (np.array([i for i, _ in p], np.int64), np.array([c for _, c in p], np.float64))
-                    for t, p in postings.items()}
+            post = {
+                t: (np.array([i for i, _ in p], np.int64), np.array([c for _, c in p], np.float64))
+                for t, p in postings.items()
+            }
             stop_stems = {s for w in LUCENE_STOPWORDS for s in self._stem(w)}
             self._ref = {"ids": ids, "post": post, "len": lengths, "avg": lengths.mean(), "stop": stop_stems}
         return self._ref
@@ -151,28 +160,57 @@ class Study:
             return lambda q: _doc_ranking(rows_fn(q), d)
 
         return [
-            ("product-want100", "product leg as is at limit 100 (AND → relaxed to OR), 3/2/2/1, top 50",
-             via(lambda q: self.product(q, 100))),
-            ("product-want10", "product leg as is at limit 10 (relaxes only when AND finds < 10), top 50",
-             via(lambda q: self.product(q, 10))),
-            ("and-only", "strict AND of the words, 3/2/2/1",
-             via(lambda q: self.fts(self.product_match(q, "all")))),
-            ("or-3211", "OR of the product's terms, weights 3/2/2/1",
-             via(lambda q: self.fts(self.product_match(q, "any")))),
-            ("or-1111", "OR of the product's terms, weights 1/1/1/1",
-             via(lambda q: self.fts(self.product_match(q, "any"), (1.0, 1.0, 1.0, 1.0)))),
-            ("or-0001", "OR of the product's terms, body only (0/0/0/1)",
-             via(lambda q: self.fts(self.product_match(q, "any"), (0.0, 0.0, 0.0, 1.0)))),
-            ("tokens-or-3211", "OR of FTS5 tokens, Lucene stopwords, 3/2/2/1",
-             via(lambda q: self.fts(self.token_match(q)))),
-            ("tokens-or-1111", "OR of FTS5 tokens, Lucene stopwords, 1/1/1/1",
-             via(lambda q: self.fts(self.token_match(q), (1.0, 1.0, 1.0, 1.0)))),
-            ("tokens-or-0001", "OR of FTS5 tokens, Lucene stopwords, body only",
-             via(lambda q: self.fts(self.token_match(q), (0.0, 0.0, 0.0, 1.0)))),
-            ("ref-bm25-1.2-0.75", "reference BM25 per document (not chunked), k1 1.2 b 0.75",
-             lambda q: self.ref_bm25(q, 1.2, 0.75)),
-            ("ref-bm25-0.9-0.4", "reference BM25 per document (not chunked), k1 0.9 b 0.4",
-             lambda q: self.ref_bm25(q, 0.9, 0.4)),
+            (
+                "product-want100",
+                "product leg as is at limit 100 (AND → relaxed to OR), 3/2/2/1, top 50",
+                via(lambda q: self.product(q, 100)),
+            ),
+            (
+                "product-want10",
+                "product leg as is at limit 10 (relaxes only when AND finds < 10), top 50",
+                via(lambda q: self.product(q, 10)),
+            ),
+            ("and-only", "strict AND of the words, 3/2/2/1", via(lambda q: self.fts(self.product_match(q, "all")))),
+            (
+                "or-3211",
+                "OR of the product's terms, weights 3/2/2/1",
+                via(lambda q: self.fts(self.product_match(q, "any"))),
+            ),
+            (
+                "or-1111",
+                "OR of the product's terms, weights 1/1/1/1",
+                via(lambda q: self.fts(self.product_match(q, "any"), (1.0, 1.0, 1.0, 1.0))),
+            ),
+            (
+                "or-0001",
+                "OR of the product's terms, body only (0/0/0/1)",
+                via(lambda q: self.fts(self.product_match(q, "any"), (0.0, 0.0, 0.0, 1.0))),
+            ),
+            (
+                "tokens-or-3211",
+                "OR of FTS5 tokens, Lucene stopwords, 3/2/2/1",
+                via(lambda q: self.fts(self.token_match(q))),
+            ),
+            (
+                "tokens-or-1111",
+                "OR of FTS5 tokens, Lucene stopwords, 1/1/1/1",
+                via(lambda q: self.fts(self.token_match(q), (1.0, 1.0, 1.0, 1.0))),
+            ),
+            (
+                "tokens-or-0001",
+                "OR of FTS5 tokens, Lucene stopwords, body only",
+                via(lambda q: self.fts(self.token_match(q), (0.0, 0.0, 0.0, 1.0))),
+            ),
+            (
+                "ref-bm25-1.2-0.75",
+                "reference BM25 per document (not chunked), k1 1.2 b 0.75",
+                lambda q: self.ref_bm25(q, 1.2, 0.75),
+            ),
+            (
+                "ref-bm25-0.9-0.4",
+                "reference BM25 per document (not chunked), k1 0.9 b 0.4",
+                lambda q: self.ref_bm25(q, 0.9, 0.4),
+            ),
         ]
 
     def run(self, splits=("train", "test"), query_limit: int | None = None) -> list[dict[str, Any]]:
@@ -198,15 +236,22 @@ class Study:
         db = self.db
         per_doc = db.execute(
             "SELECT n, COUNT(*) FROM (SELECT document_id, COUNT(*) n FROM chunks WHERE workspace_id=? "
-            "GROUP BY document_id) GROUP BY n ORDER BY n", (self.ws_id,)).fetchall()
-        over = db.execute("SELECT COUNT(*), SUM(tokens > 256) FROM chunks WHERE workspace_id=?",
-                          (self.ws_id,)).fetchone()
+            "GROUP BY document_id) GROUP BY n ORDER BY n",
+            (self.ws_id,),
+        ).fetchall()
+        over = db.execute(
+            "SELECT COUNT(*), SUM(tokens > 256) FROM chunks WHERE workspace_id=?", (self.ws_id,)
+        ).fetchone()
         test = self.col.split_queries("test") if "test" in self.col.qrels else []
         relaxed = 0
         for _, text in test:
             m = self.product_match(text, "all")
             n = len(self.fts(m, limit=10)) if m else 0
             relaxed += n < 10
-        return {"chunks_per_document": {str(n): c for n, c in per_doc}, "chunks": over[0],
-                "chunks_over_256_tokens": over[1] or 0,
-                "test_queries_whose_and_finds_fewer_than_10": relaxed, "test_queries": len(test)}
+        return {
+            "chunks_per_document": {str(n): c for n, c in per_doc},
+            "chunks": over[0],
+            "chunks_over_256_tokens": over[1] or 0,
+            "test_queries_whose_and_finds_fewer_than_10": relaxed,
+            "test_queries": len(test),
+        }

@@ -43,8 +43,10 @@ from bench.common import REPO, git_commit, machine_note, percentile, replace_sec
 from bench.speed import start_daemon, stop_daemon
 
 REPORT = REPO / "docs" / "benchmarks" / "reliability.md"
-WORDS = ("lease recovery sqlite write ahead log checkpoint zebra migration rollback plan owner alice bob index "
-         "chunk token window vector search ranking fusion daemon socket schema facet link generation cursor").split()
+WORDS = (
+    "lease recovery sqlite write ahead log checkpoint zebra migration rollback plan owner alice bob index "
+    "chunk token window vector search ranking fusion daemon socket schema facet link generation cursor"
+).split()
 MIX = (("search.query", 50), ("document.read", 20), ("workspace.status", 15), ("changes.since", 15))
 GONE = -32003  # document.not_found: the writer deleted or renamed the file between the pick and the read
 NO_MODEL = {"embedding": {"provider": "none"}}
@@ -63,8 +65,9 @@ class Conn:
 
     def call(self, method: str, params: Any) -> dict:
         self.id += 1
-        self.sock.sendall(json.dumps({"jsonrpc": "2.0", "id": self.id, "method": method,
-                                      "params": params}).encode() + b"\n")
+        self.sock.sendall(
+            json.dumps({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params}).encode() + b"\n"
+        )
         return self.read(self.id)
 
     def read(self, want: int | None) -> dict:
@@ -123,8 +126,15 @@ class Result:
     examples: list[str] = field(default_factory=list)
 
 
-def run(clients: int, requests: int, files: int = 150, seed: int = 16, pause: float = 0.1, settle: float = 2.0,
-        check_schemas: bool = True) -> Result:
+def run(
+    clients: int,
+    requests: int,
+    files: int = 150,
+    seed: int = 16,
+    pause: float = 0.1,
+    settle: float = 2.0,
+    check_schemas: bool = True,
+) -> Result:
     from autodoc.rpc import schemas
 
     base = Path(tempfile.mkdtemp(prefix="ad-load-", dir="/tmp"))
@@ -149,8 +159,10 @@ def run(clients: int, requests: int, files: int = 150, seed: int = 16, pause: fl
         start_cursor = admin.call("workspace.status", {"workspace": "kb"})["result"]["change_cursor"]
 
         pushed: list[dict] = []
-        sub = Conn(sock, on_note=lambda m: pushed.extend(m["params"]["changes"])
-                   if m.get("method") == "changes.changed" else None)
+        sub = Conn(
+            sock,
+            on_note=lambda m: pushed.extend(m["params"]["changes"]) if m.get("method") == "changes.changed" else None,
+        )
         sub.call("changes.subscribe", {"workspace": "kb"})
 
         def listen() -> None:  # until the socket is shut down below
@@ -300,6 +312,7 @@ def run(clients: int, requests: int, files: int = 150, seed: int = 16, pause: fl
             res.examples.append(f"writer operations not in the log: {missing[:5]}")
         if extra:
             res.examples.append(f"log entries no writer operation explains: {extra[:5]}")
+
         # one debounced batch is logged in path order: the order that must hold is per file
         def per_file(entries: list[tuple[str, str, str | None]]) -> dict[str, list]:
             out: dict[str, list] = {}
@@ -307,6 +320,7 @@ def run(clients: int, requests: int, files: int = 150, seed: int = 16, pause: fl
                 for p in {e[1], e[2]} - {None}:
                     out.setdefault(p, []).append(e)
             return out
+
         if not missing and not extra and per_file(got) != per_file(expected):
             res.examples.append("the log holds every operation but not in the writer's order for some file")
             res.unexpected += 1
@@ -362,8 +376,11 @@ def report(r: Result, args: argparse.Namespace) -> str:
         xs = r.latencies.get(meth, [])
         lines.append(f"| {meth} | {len(xs):,} | {ms(xs, 50)} | {ms(xs, 99)} |")
     lines.append(f"| all | {len(everything):,} | {ms(everything, 50)} | {ms(everything, 99)} |")
-    lines += ["", f"Run on {time.strftime('%Y-%m-%d')} at {git_commit()} with Python {m['python']}, {m['nproc']} "
-              f"cores (load {m['load'][0]}), shared with other jobs."]
+    lines += [
+        "",
+        f"Run on {time.strftime('%Y-%m-%d')} at {git_commit()} with Python {m['python']}, {m['nproc']} "
+        f"cores (load {m['load'][0]}), shared with other jobs.",
+    ]
     if r.errors or r.examples:
         lines += ["", "Problems found:", ""] + [f"- {e}" for e in (r.examples + r.errors)[:20]]
     return "\n".join(lines)
@@ -380,8 +397,10 @@ def main(argv: list[str] | None = None) -> int:
     r = run(args.clients, args.requests, args.files, args.seed)
     replace_section(args.report, "bench.load", report(r, args))
     bad = len(r.errors) + r.lost + r.duplicated + r.unexpected + r.polls_out_of_order
-    print(f"{sum(len(v) for v in r.latencies.values())} requests, {len(r.errors)} errors, {r.lost} lost, "
-          f"{r.duplicated} duplicated, {r.unexpected} unexpected; report: {args.report}")
+    print(
+        f"{sum(len(v) for v in r.latencies.values())} requests, {len(r.errors)} errors, {r.lost} lost, "
+        f"{r.duplicated} duplicated, {r.unexpected} unexpected; report: {args.report}"
+    )
     return 0 if bad == 0 else 1
 
 

@@ -48,7 +48,7 @@ def run_one(way: str, rows: int, delta: int, dead: int, folder: Path) -> dict:
     vecs = np.empty((rows, DIM), dtype=np.float16)
     for i in range(0, rows, 100_000):
         v = rng.standard_normal((min(100_000, rows - i), DIM)).astype(np.float32)
-        vecs[i:i + len(v)] = v / np.linalg.norm(v, axis=1, keepdims=True)
+        vecs[i : i + len(v)] = v / np.linalg.norm(v, axis=1, keepdims=True)
     base = VectorIndex(np.arange(rows, dtype=np.int64), vecs)
     del vecs
     doc_chunks = {d: np.arange(d * 10, min(rows, d * 10 + 10), dtype=np.int64) for d in range((rows + 9) // 10)}
@@ -77,9 +77,15 @@ def run_one(way: str, rows: int, delta: int, dead: int, folder: Path) -> dict:
     q = np.random.default_rng(3).standard_normal(DIM).astype(np.float32)
     hits = wv.base.search(q, top=20, exact=False)
     sharing.close()
-    return {"way": way, "rss_before_mb": before / 2 ** 20, "peak_mb": peak / 2 ** 20,
-            "rise_mb": (peak - before) / 2 ** 20, "seconds": seconds, "rows_after": len(wv.base),
-            "hits": hits}
+    return {
+        "way": way,
+        "rss_before_mb": before / 2**20,
+        "peak_mb": peak / 2**20,
+        "rise_mb": (peak - before) / 2**20,
+        "seconds": seconds,
+        "rows_after": len(wv.base),
+        "hits": hits,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,20 +103,42 @@ def main(argv: list[str] | None = None) -> int:
     for way in ("copied", "straight", "copied", "straight"):
         folder = Path(tempfile.mkdtemp(prefix="adbench-", dir="/dev/shm"))
         try:
-            res = subprocess.run([sys.executable, "-m", "bench.merge_memory", "--one", way, "--folder", str(folder),
-                                  "--rows", str(a.rows), "--delta", str(a.delta), "--dead", str(a.dead)],
-                                 capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1])
+            res = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.merge_memory",
+                    "--one",
+                    way,
+                    "--folder",
+                    str(folder),
+                    "--rows",
+                    str(a.rows),
+                    "--delta",
+                    str(a.delta),
+                    "--dead",
+                    str(a.dead),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=Path(__file__).resolve().parents[1],
+            )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         out.append(json.loads(res.stdout.strip().splitlines()[-1]))
     same = all(r["hits"] == out[0]["hits"] for r in out)
     print(f"`{command_line()}` · commit {git_commit()} · {machine_note()}")
-    print(f"\n{a.rows:,} float16 rows of {DIM} dimensions shared; {a.dead:,} retired and {a.delta:,} added; "
-          f"merged to {out[0]['rows_after']:,} rows. Same top 20 from every merged base: {same}.\n")
+    print(
+        f"\n{a.rows:,} float16 rows of {DIM} dimensions shared; {a.dead:,} retired and {a.delta:,} added; "
+        f"merged to {out[0]['rows_after']:,} rows. Same top 20 from every merged base: {same}.\n"
+    )
     print("| merge | RSS before, MB | peak during, MB | rise, MB | seconds |\n|---|---|---|---|---|")
     for r in out:
         label = "straight into the new file (now)" if r["way"] == "straight" else "private, then copied (before)"
-        print(f"| {label} | {r['rss_before_mb']:.0f} | {r['peak_mb']:.0f} | **{r['rise_mb']:.0f}** | {r['seconds']:.2f} |")
+        print(
+            f"| {label} | {r['rss_before_mb']:.0f} | {r['peak_mb']:.0f} | **{r['rise_mb']:.0f}** | {r['seconds']:.2f} |"
+        )
     return 0 if same else 1
 
 

@@ -79,8 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", default="lexical", help="comma-separated: lexical or lexical,semantic")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--arm", action="append", required=True, metavar="LABEL=REV",
-                    help="a git revision, or . for the working tree (repeatable)")
+    ap.add_argument(
+        "--arm",
+        action="append",
+        required=True,
+        metavar="LABEL=REV",
+        help="a git revision, or . for the working tree (repeatable)",
+    )
     a = ap.parse_args(argv)
     stages = a.stages.split(",")
     queries = query_sets(DATA, a.queries)["keywords"]
@@ -99,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             run_clients(sock, queries, 8, stages)
             run_clients(sock, queries, 8, stages, whole=True)
         for r in range(a.rounds):
-            for label, p, sock in (daemons if r % 2 == 0 else daemons[::-1]):
+            for label, p, sock in daemons if r % 2 == 0 else daemons[::-1]:
                 res[label]["one"].append(run_clients(sock, queries, 1, stages)["rps"])
                 c0, s0 = cpu_s(p.pid), involuntary(p.pid)
                 row = run_clients(sock, queries * 2, 8, stages)
@@ -112,17 +117,23 @@ def main(argv: list[str] | None = None) -> int:
             stop_daemon(p)
         shutil.rmtree(work, ignore_errors=True)
     med = statistics.median
-    print(f"- Command: `{command_line()}` · commit `{git_commit()[:12]}` · "
-          + ", ".join(f"{k} {v}" for k, v in machine_note().items()))
+    print(
+        f"- Command: `{command_line()}` · commit `{git_commit()[:12]}` · "
+        + ", ".join(f"{k} {v}" for k, v in machine_note().items())
+    )
     print(f"- {a.chunks:,} chunks, stages {', '.join(stages)}, {a.rounds} rounds, medians\n")
-    print("| arm | 1 client req/s | 8 clients req/s | 8 / 1 (median of each round's) | CPU ms per request, "
-          "8 clients | daemon's involuntary switches per request |")
+    print(
+        "| arm | 1 client req/s | 8 clients req/s | 8 / 1 (median of each round's) | CPU ms per request, "
+        "8 clients | daemon's involuntary switches per request |"
+    )
     print("|---|---|---|---|---|---|")
     for label, rev in arms:
         x = res[label]
         ratio = med([b / o for o, b in zip(x["one"], x["eight"])])
-        print(f"| {label} (`{rev}`) | {med(x['one']):.1f} | {med(x['eight']):.1f} | **{ratio:.2f}×** | "
-              f"{med(x['cpu']):.2f} | {med(x['switches']):.2f} |")
+        print(
+            f"| {label} (`{rev}`) | {med(x['one']):.1f} | {med(x['eight']):.1f} | **{ratio:.2f}×** | "
+            f"{med(x['cpu']):.2f} | {med(x['switches']):.2f} |"
+        )
     return 0
 
 

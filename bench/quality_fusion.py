@@ -22,9 +22,10 @@ import argparse
 import math
 import pickle
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from . import evaluate as E
 from .beir import WORKSPACE, load_collection, path_doc
@@ -64,6 +65,7 @@ def recording(box: dict[str, Any]) -> Iterator[None]:
 def _service(store: Path):
     from autodoc.config import Settings
     from autodoc.service import Service
+
     return Service(Settings.from_env(store=store), writer=False)
 
 
@@ -74,7 +76,9 @@ def _capture_one(svc, ws: str, text: str, limit: int) -> dict[str, Any]:
     db = svc.store.reader()
     docs = sorted(set(box["doc_of"].values()))
     q = ",".join("?" * len(docs))
-    box["doc_path"] = dict(db.execute(f"SELECT id, path FROM documents WHERE id IN ({q})", docs).fetchall()) if docs else {}
+    box["doc_path"] = (
+        dict(db.execute(f"SELECT id, path FROM documents WHERE id IN ({q})", docs).fetchall()) if docs else {}
+    )
     box["answer"] = [h["path"] for h in ans["hits"]]
     return box
 
@@ -103,8 +107,10 @@ def capture(cache: Path, split: str, out: Path, sets: list[str]) -> None:
 
 # ---------------------------------------------------------------- replay
 
-def replay(box: dict[str, Any], fuse: Callable, cap: int | None = None, post: Callable | None = None,
-           hits: int | None = None) -> list[str]:
+
+def replay(
+    box: dict[str, Any], fuse: Callable, cap: int | None = None, post: Callable | None = None, hits: int | None = None
+) -> list[str]:
     """fusion → boosts → cap → demotion with `fuse(legs, box)` in place of the product's RRF; document paths."""
     import autodoc.search.fusion as F
     from autodoc.config import PER_DOCUMENT
@@ -112,8 +118,9 @@ def replay(box: dict[str, Any], fuse: Callable, cap: int | None = None, post: Ca
     fused = fuse(box["legs"], box)
     doc_of = box["doc_of"]
     fused = [f for f in fused if f.chunk_id in doc_of]
-    fused = F.apply_boosts(fused, doc_of=doc_of, tag_match=box["tag_match"], inbound=box["inbound"],
-                           max_score=box["max_score"])
+    fused = F.apply_boosts(
+        fused, doc_of=doc_of, tag_match=box["tag_match"], inbound=box["inbound"], max_score=box["max_score"]
+    )
     if post:
         fused = post(fused, box)
     fused = F.cap_per_document(fused, doc_of, PER_DOCUMENT if cap is None else cap)
@@ -134,6 +141,7 @@ def product_rrf(k: float | None = None, sem: float | None = None) -> Callable:
         if sem is not None:
             w["semantic"] = sem
         return F.fuse_rrf(legs, k=box["k"] if k is None else k, weights=w)
+
     return fuse
 
 
@@ -156,8 +164,9 @@ def score_sets(data: dict[str, Any], fuse: Callable, **kw) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- variants
 
+
 def _fused_record(F, names, cid):
-    return F.Fused(cid, 0.0, {n: None for n in names}, {n: None for n in names})
+    return F.Fused(cid, 0.0, dict.fromkeys(names), dict.fromkeys(names))
 
 
 def doc_sum(alpha: float, k: float | None = None) -> Callable:
@@ -177,6 +186,7 @@ def doc_sum(alpha: float, k: float | None = None) -> Callable:
             f.score = f.score + alpha * (total[d] - f.score)
         fused.sort(key=lambda f: (-f.score, f.chunk_id))
         return fused
+
     return fuse
 
 
@@ -205,6 +215,7 @@ def doc_legs(alpha: float) -> Callable:
                 f.score += alpha * gap
         fused.sort(key=lambda f: (-f.score, f.chunk_id))
         return fused
+
     return fuse
 
 
@@ -221,6 +232,7 @@ def calibrated(sem: float, lex: float, temp: float, k: float | None = None, mode
         if sem_hits:
             new["semantic"] = [F.LegHit(h.chunk_id, h.score, math.exp((h.score - best) / temp)) for h in sem_hits]
         return F.fuse_rrf(new, k=kk, weights={"lexical": lex, "semantic": sem})
+
     return fuse
 
 
@@ -230,6 +242,7 @@ def lex_weight_only(sem: float) -> Callable:
     def fuse(legs, box):
         new = {n: [F.LegHit(h.chunk_id, h.score) for h in hs] if n == "lexical" else hs for n, hs in legs.items()}
         return F.fuse_rrf(new, k=box["k"], weights={**box["weights"], "semantic": sem})
+
     return fuse
 
 
@@ -238,8 +251,10 @@ def per_leg_k(k_lex: float, k_sem: float, sem: float) -> Callable:
     import autodoc.search.fusion as F
 
     def fuse(legs, box):
-        parts = [F.fuse_rrf({n: hs}, k=(k_lex if n == "lexical" else k_sem),
-                            weights={n: (1.0 if n == "lexical" else sem)}) for n, hs in legs.items()]
+        parts = [
+            F.fuse_rrf({n: hs}, k=(k_lex if n == "lexical" else k_sem), weights={n: (1.0 if n == "lexical" else sem)})
+            for n, hs in legs.items()
+        ]
         names = sorted(legs)
         out: dict[int, Any] = {}
         for name, part in zip(legs, parts):
@@ -252,11 +267,13 @@ def per_leg_k(k_lex: float, k_sem: float, sem: float) -> Callable:
             f.via = [n for n in names if f.ranks[n] is not None]
         fused.sort(key=lambda f: (-f.score, f.chunk_id))
         return fused
+
     return fuse
 
 
 def later_passages(decay: float) -> Callable:
     """After the boosts: a document's n-th passage (n ≥ 2, in fused order) scores × decay^(n-1)."""
+
     def post(fused, box):
         doc_of, seen = box["doc_of"], {}
         for f in fused:
@@ -265,6 +282,7 @@ def later_passages(decay: float) -> Callable:
             seen[d] = seen.get(d, 0) + 1
         fused.sort(key=lambda f: (-f.score, f.chunk_id))
         return fused
+
     return post
 
 
@@ -272,8 +290,10 @@ def variants() -> dict[str, tuple[Callable, dict[str, Any]]]:
     from autodoc.config import RRF_K, RRF_WEIGHTS
 
     # the captured searches ran with the store's workspace fusion (the bench stores were made under k 20 / 0.8)
-    v: dict[str, tuple[Callable, dict[str, Any]]] = {"stored": (product_rrf(20, 0.8), {}),
-                                                     "now": (product_rrf(RRF_K, RRF_WEIGHTS["semantic"]), {})}
+    v: dict[str, tuple[Callable, dict[str, Any]]] = {
+        "stored": (product_rrf(20, 0.8), {}),
+        "now": (product_rrf(RRF_K, RRF_WEIGHTS["semantic"]), {}),
+    }
     for cap in (1, 2, 3, 5):  # what a page of 10 hits shows: documents in its first 10 hits
         v[f"page10-cap{cap}"] = (product_rrf(), {"cap": cap, "hits": 10})
     for dec in (0.3, 0.5, 0.7):
@@ -307,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     data = pickle.loads(path.read_bytes())
     from autodoc.config import RRF_K, RRF_WEIGHTS
+
     for box in [*data["scifact"].values(), *data["known"].values()]:  # variants start from the product's default
         box["k"], box["weights"] = RRF_K, dict(RRF_WEIGHTS)
     vs = variants()
@@ -316,10 +337,17 @@ def main(argv: list[str] | None = None) -> int:
         r = score_sets(data, fuse, **kw)
         s, k = r.get("scifact", {}), r.get("known", {})
         ka = k.get("all", {})
-        st = " ".join(f"{x[:3]} {k[x]['R@1']:.3f}/{k[x]['R@3']:.3f}/{k[x]['MRR']:.3f}" for x in ("keywords", "sentence", "agent") if x in k)
-        print(f"{name:<22} SciFact {s.get('nDCG@10', float('nan')):.4f} R5 {s.get('R5any', float('nan')):.4f}  known "
-              f"{ka.get('R@1', float('nan')):.3f}/{ka.get('R@3', float('nan')):.3f}/{ka.get('R@10', float('nan')):.3f}/"
-              f"{ka.get('MRR', float('nan')):.3f}  {st}", flush=True)
+        st = " ".join(
+            f"{x[:3]} {k[x]['R@1']:.3f}/{k[x]['R@3']:.3f}/{k[x]['MRR']:.3f}"
+            for x in ("keywords", "sentence", "agent")
+            if x in k
+        )
+        print(
+            f"{name:<22} SciFact {s.get('nDCG@10', float('nan')):.4f} R5 {s.get('R5any', float('nan')):.4f}  known "
+            f"{ka.get('R@1', float('nan')):.3f}/{ka.get('R@3', float('nan')):.3f}/{ka.get('R@10', float('nan')):.3f}/"
+            f"{ka.get('MRR', float('nan')):.3f}  {st}",
+            flush=True,
+        )
     return 0
 
 

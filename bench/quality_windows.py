@@ -44,8 +44,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +60,7 @@ FAMILIES = ("w256", "w256bc", "w128")
 
 
 # ---------------------------------------------------------------- stores and chunks
+
 
 def stores(cache: Path, sets: list[str]) -> dict[str, Path]:
     """workspace name -> store file."""
@@ -81,7 +83,9 @@ def read_chunks(db_path: Path, docs: bool = False):
     fp = db.execute("SELECT active_fp FROM embed_state").fetchone()[0]
     rows = db.execute(
         "SELECT c.id, c.breadcrumb, c.text, v.f32, c.document_id FROM chunks c JOIN vectors v ON v.workspace_id=c.workspace_id "
-        "AND v.model_fp=? AND v.text_hash=c.text_hash ORDER BY c.id", (fp,)).fetchall()
+        "AND v.model_fp=? AND v.text_hash=c.text_hash ORDER BY c.id",
+        (fp,),
+    ).fetchall()
     db.close()
     ids = np.array([r[0] for r in rows], dtype=np.int64)
     vecs = np.stack([np.frombuffer(r[3], dtype="<f4") for r in rows]).astype(np.float32)
@@ -92,12 +96,13 @@ def read_chunks(db_path: Path, docs: bool = False):
 
 # ---------------------------------------------------------------- windows
 
+
 def windows_of(family: str, ids: list[int], bc_len: int, open_: list[int], close: list[int]) -> list[list[int]]:
     """The model inputs of one chunk under a family (``ids``: the tokenised breadcrumb + newline + text,
     special tokens included; ``bc_len``: how many inner tokens the breadcrumb took)."""
     from autodoc.embed.onnx import split_windows
 
-    inner = ids[len(open_):len(ids) - len(close)]
+    inner = ids[len(open_) : len(ids) - len(close)]
     if family == "w256":
         return split_windows(ids, 256, open_, close)
     if family == "w256bc":
@@ -107,7 +112,7 @@ def windows_of(family: str, ids: list[int], bc_len: int, open_: list[int], close
         bc, body = inner[:bc_len], inner[bc_len:]
         step = 256 - len(open_) - len(close) - len(bc)
         done = len(first) - len(open_) - len(close) - len(bc)  # body tokens the first window held
-        return [first] + [open_ + bc + body[s:s + step] + close for s in range(done, len(body), step)]
+        return [first] + [open_ + bc + body[s : s + step] + close for s in range(done, len(body), step)]
     if family == "w128":
         if len(ids) <= 128:
             return [ids]
@@ -116,7 +121,7 @@ def windows_of(family: str, ids: list[int], bc_len: int, open_: list[int], close
         starts = list(range(0, max(1, len(inner) - size) + 1, stride))
         if starts[-1] + size < len(inner):
             starts.append(len(inner) - size)
-        return [open_ + inner[s:s + size] + close for s in starts]
+        return [open_ + inner[s : s + size] + close for s in starts]
     raise ValueError(family)
 
 
@@ -129,13 +134,13 @@ def embed_windows(prov, seqs: list[list[int]], batch: int = 32) -> np.ndarray:
     out = np.empty((len(seqs), prov.dim), dtype=np.float32)
     t0, done = time.time(), 0
     for start in range(0, len(order), batch):
-        rows = order[start:start + batch]
+        rows = order[start : start + batch]
         width = int(lengths[rows].max())
         input_ids = np.zeros((len(rows), width), dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
         for r, i in enumerate(rows):
-            input_ids[r, :lengths[i]] = seqs[i]
-            mask[r, :lengths[i]] = 1
+            input_ids[r, : lengths[i]] = seqs[i]
+            mask[r, : lengths[i]] = 1
         feed = {"input_ids": input_ids, "attention_mask": mask}
         if prov._feed_types:
             feed["token_type_ids"] = np.zeros_like(input_ids)
@@ -151,7 +156,7 @@ def embed_store(prov, name: str, db_path: Path, families: list[str], vec_dir: Pa
     ids, bcs, texts, stored_vecs = read_chunks(db_path)
     tok = prov._count_tok
     encs = tok.encode_batch([f"{b}\n{t}" for b, t in zip(bcs, texts)])
-    bc_lens = [len(e.ids) - 2 for e in tok.encode_batch([b for b in bcs])]
+    bc_lens = [len(e.ids) - 2 for e in tok.encode_batch(list(bcs))]
     for fam in families:
         path = vec_dir / f"{name}-{fam}.npz"
         if path.exists():
@@ -173,8 +178,7 @@ def embed_store(prov, name: str, db_path: Path, families: list[str], vec_dir: Pa
             first = np.unique(z["owner"], return_index=True)[1]
             owner = list(z["owner"][first]) + owner
             vecs = np.concatenate([z["vecs"][first], vecs])
-        np.savez(path, owner=np.array(owner, dtype=np.int64), vecs=vecs, ids=ids,
-                 seconds=np.array(time.time() - t0))
+        np.savez(path, owner=np.array(owner, dtype=np.int64), vecs=vecs, ids=ids, seconds=np.array(time.time() - t0))
         if fam == "w256" and seqs:  # the product's vector is the token-weighted mean of these windows
             _check_mean(encs, owner, seqs, vecs, stored_vecs)
 
@@ -192,11 +196,18 @@ def _check_mean(encs, owner, seqs, vecs, stored_vecs) -> None:
 
 # ---------------------------------------------------------------- scoring
 
+
 class WindowIndex:
     """One workspace's chunk scores from window vectors (and the stored mean vectors)."""
 
-    def __init__(self, ids: np.ndarray, stored_vecs: np.ndarray, owner: np.ndarray | None, wvecs: np.ndarray | None,
-                 doc: np.ndarray | None = None):
+    def __init__(
+        self,
+        ids: np.ndarray,
+        stored_vecs: np.ndarray,
+        owner: np.ndarray | None,
+        wvecs: np.ndarray | None,
+        doc: np.ndarray | None = None,
+    ):
         self.ids = ids
         self.mean = stored_vecs
         self.owner = owner
@@ -254,8 +265,15 @@ def patched_run(indexes: dict[str, WindowIndex], current: dict[str, str], how: s
         top = min(top, len(s))
         part = np.argpartition(-s, top - 1)[:top]
         part = part[np.lexsort((idx.ids[part], -s[part]))]
-        return SemanticOutcome([LegHit(int(idx.ids[i]), round(float(s[i]), 6)) for i in part], "ready", None, None,
-                               model=self.provider.name, tier="full")
+        return SemanticOutcome(
+            [LegHit(int(idx.ids[i]), round(float(s[i]), 6)) for i in part],
+            "ready",
+            None,
+            None,
+            model=self.provider.name,
+            tier="full",
+        )
+
     return run
 
 
@@ -294,6 +312,7 @@ def replay_scifact(capture: Path, names: list[str], db_path: Path, vec_dir: Path
     doc_path = dict(db.execute("SELECT id, path FROM documents").fetchall())
     db.close()
     from .beir import load_collection
+
     col = load_collection(DEFAULT_DATA / "scifact")
     texts = {q: t for split in ("train", "test") for q, t in col.split_queries(split)}
     qfile = vec_dir / f"queries-{capture.stem}.npy"
@@ -347,8 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vec-dir", type=Path, default=VEC_DIR)
     ap.add_argument("--json", default="-")
     ap.add_argument("--corpora", default="", help="only these known-item corpora (comma-separated)")
-    ap.add_argument("--replay", type=Path, default=None,
-                    help="SciFact only, through a quality_fusion capture file (fast)")
+    ap.add_argument(
+        "--replay", type=Path, default=None, help="SciFact only, through a quality_fusion capture file (fast)"
+    )
     a = ap.parse_args(argv)
     cache = a.cache or cache_root()
     sets = a.sets.split(",")
@@ -359,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     a.vec_dir.mkdir(parents=True, exist_ok=True)
     if a.embed:
         from autodoc.embed.onnx import OnnxProvider
+
         prov = OnnxProvider()
         for fam in a.families.split(","):
             for name, p in paths.items():
@@ -405,9 +426,14 @@ def main(argv: list[str] | None = None) -> int:
                 _print(row)
                 if known:
                     k = row["known"]
-                    print("    " + "  ".join(f"{st[:3]} {k[st]['R@1']:.3f}/{k[st]['R@3']:.3f}/{k[st]['R@10']:.3f}/"
-                                             f"{k[st]['MRR']:.3f}" for st in ("keywords", "sentence", "agent")),
-                          flush=True)
+                    print(
+                        "    "
+                        + "  ".join(
+                            f"{st[:3]} {k[st]['R@1']:.3f}/{k[st]['R@3']:.3f}/{k[st]['R@10']:.3f}/{k[st]['MRR']:.3f}"
+                            for st in ("keywords", "sentence", "agent")
+                        ),
+                        flush=True,
+                    )
         finally:
             Prepared.run = orig_run
     if a.json != "-":
@@ -422,6 +448,7 @@ def _track(svc, current: dict[str, str]) -> None:
     def search(ws, text, opts, *args, **kw):
         current["ws"] = ws
         return orig(ws, text, opts, *args, **kw)
+
     svc.search = search
 
 

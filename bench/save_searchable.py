@@ -26,8 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("store", type=Path)
     ap.add_argument("corpus", type=Path, help="the workspace's root (a copy)")
     ap.add_argument("--folder", default="bench-live", help="a new folder for the saves (removed after)")
-    ap.add_argument("--settle", type=float, default=75.0,
-                    help="seconds to wait after start: the daemon's catch-up index holds the writer until done")
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=75.0,
+        help="seconds to wait after start: the daemon's catch-up index holds the writer until done",
+    )
     a = ap.parse_args(argv)
     sock = Path(tempfile.mkdtemp(prefix="adsave-")) / "d.sock"
     p, why = start_daemon(a.store, sock, timeout=600)

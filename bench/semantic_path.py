@@ -85,12 +85,14 @@ def phases(V, index, queries: np.ndarray) -> dict[str, float]:
 
 def python_thread(ms: float) -> threading.Thread:
     """A thread running pure Python for `ms` (it gives the GIL up only when the interpreter makes it)."""
+
     def work():
         end = time.perf_counter() + ms / 1000
         x = 0
         while time.perf_counter() < end:
             for i in range(200):
                 x += i
+
     th = threading.Thread(target=work)
     th.start()
     return th
@@ -111,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ids, vecs, words = np.load(d / "ids.npy"), np.load(d / "vecs.npy"), np.load(d / "words.npy")
     queries = np.concatenate([np.load(d / "q_claims.npy")[: args.n], np.load(d / "q_keywords.npy")[: args.n]])
     from autodoc.search import vectors as V
+
     tmp = Path(tempfile.mkdtemp(prefix="semantic-path-"))
     try:
         impls = {"now": V}
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         same = 0
         for i, q in enumerate(queries):
             got = {}
-            for k in (list(indexes) if i % 2 == 0 else list(indexes)[::-1]):
+            for k in list(indexes) if i % 2 == 0 else list(indexes)[::-1]:
                 c = time.thread_time()
                 got[k] = indexes[k].search(q, top=TOP)
                 cpu[k].append(time.thread_time() - c)
@@ -134,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                 recall[k].append(len(exact & {j for j, _ in hits}) / TOP)
             same += len({json.dumps(h) for h in got.values()}) == 1
         for k in indexes:
-            out[k] = {"cpu_p50_ms": round(float(np.median(cpu[k])) * 1000, 3),
-                      "recall@51": round(float(np.mean(recall[k])), 5), "recall_min": round(float(np.min(recall[k])), 3)}
+            out[k] = {
+                "cpu_p50_ms": round(float(np.median(cpu[k])) * 1000, 3),
+                "recall@51": round(float(np.mean(recall[k])), 5),
+                "recall_min": round(float(np.min(recall[k])), 3),
+            }
         if args.baseline:
             out["identical_answers"] = f"{same}/{len(queries)}"
         gil: dict[str, list[float]] = {"alone": [], "beside a Python thread": []}

@@ -39,20 +39,32 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from .common import (
+    DEFAULT_DATA,
+    RESULTS,
+    cache_root,
+    command_line,
+    git_commit,
+    log,
+    machine_note,
+    speed_store,
+    summary_ms,
+)
 from .vectors_search import synthetic
-from .common import (DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note, speed_store,
-                     summary_ms)
 
 WORKSPACE = "speed"
 SECTIONS = 9  # + the intro = 10 chunks a file
 # The raw baseline: the product leg's own FTS5 statement, alone (no filter, no rows, no answer).
-LEXICAL_SQL_RAW = ("SELECT rowid, bm25(chunks_fts, 3.0, 2.0, 2.0, 1.0) AS s FROM chunks_fts "
-                   "WHERE chunks_fts MATCH ? ORDER BY s LIMIT 50")
+LEXICAL_SQL_RAW = (
+    "SELECT rowid, bm25(chunks_fts, 3.0, 2.0, 2.0, 1.0) AS s FROM chunks_fts "
+    "WHERE chunks_fts MATCH ? ORDER BY s LIMIT 50"
+)
 TARGETS = {
     "lexical_ratio": 1.3,
     "hybrid_p50_ms": {100_000: 10.0, 1_000_000: 60.0},  # keywords (wave 1)
@@ -66,8 +78,10 @@ TARGETS = {
 # -- corpus ------------------------------------------------------------------------
 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
-_STOP = frozenset("the a an of in and or to for with on by from at as is are was were be been that this these "
-                  "those which who whom its their our we it not no".split())
+_STOP = frozenset(
+    "the a an of in and or to for with on by from at as is are was were be been that this these "
+    "those which who whom its their our we it not no".split()
+)
 
 
 def sentence_pool(data: Path) -> tuple[list[str], list[str]]:
@@ -89,7 +103,7 @@ def make_file(rng: random.Random, sents: list[str], titles: list[str]) -> str:
     out = [f"# {rng.choice(titles)}", "", " ".join(rng.choice(sents) for _ in range(rng.randint(1, 3))), ""]
     for _ in range(SECTIONS):
         words = [w.strip(".,;:()[]") for w in rng.choice(sents).split()]
-        words = [w for w in words if w and w.lower() not in _STOP][:rng.randint(2, 5)]
+        words = [w for w in words if w and w.lower() not in _STOP][: rng.randint(2, 5)]
         out += [f"## {' '.join(words).capitalize() or 'Notes'}", ""]
         out += [" ".join(rng.choice(sents) for _ in range(rng.randint(2, 5))), ""]
     return "\n".join(out)
@@ -116,6 +130,7 @@ def build_corpus(chunks: int, data: Path, cache: Path) -> Path:
 
 # -- vectors -----------------------------------------------------------------------
 
+
 def real_vectors(cache: Path, data: Path, fp: str, sample: int = 512, min_rows: int = 1000) -> tuple[np.ndarray, str]:
     """Real all-MiniLM-L6-v2 vectors: from the quality benchmark's SciFact store
     when there is one for this model, else 512 SciFact abstracts embedded now."""
@@ -129,8 +144,9 @@ def real_vectors(cache: Path, data: Path, fp: str, sample: int = 512, min_rows: 
         except Exception:
             continue
         if len(blobs) >= min_rows:
-            return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1).copy(), \
-                f"{len(blobs)} real SciFact chunk vectors from {db_path.parent.name}"
+            return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(
+                len(blobs), -1
+            ).copy(), f"{len(blobs)} real SciFact chunk vectors from {db_path.parent.name}"
     path = cache / f"real-sample-{sample}-{fp[:12]}.npy"
     if not path.exists():
         from autodoc.embed.onnx import OnnxProvider
@@ -160,23 +176,30 @@ def seed_vectors(store: Path, fp: str, real: np.ndarray, seed: int) -> int:
 
     db = apsw.Connection(str(store))
     ws_id = db.execute("SELECT id FROM workspaces WHERE name=?", (WORKSPACE,)).fetchone()[0]
-    hashes = [r[0] for r in db.execute(
-        "SELECT c.text_hash FROM chunks c WHERE c.workspace_id=? AND NOT EXISTS (SELECT 1 FROM vectors v "
-        "WHERE v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash) "
-        "GROUP BY c.text_hash ORDER BY MIN(c.id)", (ws_id, fp))]
+    hashes = [
+        r[0]
+        for r in db.execute(
+            "SELECT c.text_hash FROM chunks c WHERE c.workspace_id=? AND NOT EXISTS (SELECT 1 FROM vectors v "
+            "WHERE v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash) "
+            "GROUP BY c.text_hash ORDER BY MIN(c.id)",
+            (ws_id, fp),
+        )
+    ]
     if hashes:
         vecs = np.ascontiguousarray(synthetic_vectors(real, len(hashes), seed), dtype="<f4")
         codes = sign_codes(vecs)
         with db:
             db.executemany(
                 "INSERT OR REPLACE INTO vectors(workspace_id, model_fp, text_hash, f32, bits) VALUES (?,?,?,?,?)",
-                ((ws_id, fp, h, vecs[i].tobytes(), codes[i].tobytes()) for i, h in enumerate(hashes)))
+                ((ws_id, fp, h, vecs[i].tobytes(), codes[i].tobytes()) for i, h in enumerate(hashes)),
+            )
     db.close()
     return len(hashes)
 
 
-def build_store(chunks: int, data: Path, cache: Path, *, sample: int = 512, min_rows: int = 1000,
-                quiet: bool = False) -> dict[str, Any]:
+def build_store(
+    chunks: int, data: Path, cache: Path, *, sample: int = 512, min_rows: int = 1000, quiet: bool = False
+) -> dict[str, Any]:
     """Corpus + an indexed store with synthetic vectors, cached."""
     from autodoc.config import Settings
     from autodoc.embed.onnx import OnnxProvider
@@ -201,9 +224,13 @@ def build_store(chunks: int, data: Path, cache: Path, *, sample: int = 512, min_
         rep = svc.index(WORKSPACE, progress=None if quiet else Progress(f"index {chunks}", 30))
         took = time.monotonic() - t0
         if rep["added"]:
-            meta["index_build"] = {"files": rep["added"], "chunks": rep["chunks"], "seconds": round(took, 1),
-                                   "docs_per_s": round(rep["added"] / took, 1),
-                                   "chunks_per_s": round(rep["chunks"] / took, 1)}
+            meta["index_build"] = {
+                "files": rep["added"],
+                "chunks": rep["chunks"],
+                "seconds": round(took, 1),
+                "docs_per_s": round(rep["added"] / took, 1),
+                "chunks_per_s": round(rep["chunks"] / took, 1),
+            }
     finally:
         svc.close()
     real, source = real_vectors(cache, data, fp, sample, min_rows)
@@ -228,15 +255,15 @@ def build_store(chunks: int, data: Path, cache: Path, *, sample: int = 512, min_
 
 # -- queries -----------------------------------------------------------------------
 
+
 def query_sets(data: Path, n: int) -> dict[str, list[str]]:
     claims = []
     with open(data / "queries.jsonl", encoding="utf-8") as f:
         for line in f:
             claims.append(json.loads(line)["text"])
-    test_ids = set()
     qrels = data / "qrels" / "test.tsv"
     if qrels.exists():
-        test_ids = {l.split("\t")[0] for l in qrels.read_text().splitlines()[1:]}
+        {l.split("\t")[0] for l in qrels.read_text().splitlines()[1:]}
     rng = random.Random(7)
     pool = claims[:]
     rng.shuffle(pool)
@@ -253,6 +280,7 @@ def query_sets(data: Path, n: int) -> dict[str, list[str]]:
 
 
 # -- measuring ---------------------------------------------------------------------
+
 
 def prefilter_kinds() -> list[str]:
     from autodoc.search import vectors
@@ -283,8 +311,10 @@ def interleaved(queries: list[str], fns: dict[str, Callable[[str], Any]], rounds
 
 
 def ratio(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    return {"p50": round(a["p50"] / b["p50"], 3) if b["p50"] else float("nan"),
-            "p95": round(a["p95"] / b["p95"], 3) if b["p95"] else float("nan")}
+    return {
+        "p50": round(a["p50"] / b["p50"], 3) if b["p50"] else float("nan"),
+        "p95": round(a["p95"] / b["p95"], 3) if b["p95"] else float("nan"),
+    }
 
 
 def rss_mb(pid: int) -> float | None:
@@ -309,8 +339,9 @@ class SocketClient:
 
     def call(self, method: str, params: Any) -> Any:
         self.id += 1
-        self.sock.sendall(json.dumps({"jsonrpc": "2.0", "id": self.id, "method": method,
-                                      "params": params}).encode() + b"\n")
+        self.sock.sendall(
+            json.dumps({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params}).encode() + b"\n"
+        )
         while True:
             line = self.f.readline()
             if not line:
@@ -331,8 +362,15 @@ class SocketClient:
 
 def start_daemon(store: Path, sock: Path, timeout: float = 120.0) -> tuple[subprocess.Popen | None, str]:
     exe = Path(sys.executable).with_name("autodoc")
-    argv = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "autodoc.cli"]),
-            "--store", str(store), "serve", "--socket", str(sock)]
+    argv = [
+        str(exe) if exe.exists() else sys.executable,
+        *([] if exe.exists() else ["-m", "autodoc.cli"]),
+        "--store",
+        str(store),
+        "serve",
+        "--socket",
+        str(sock),
+    ]
     sock.parent.mkdir(parents=True, exist_ok=True)
     errlog = open(sock.parent / "daemon.log", "wb")
     try:
@@ -374,7 +412,7 @@ def start_instrumented(chunks: int, module: str, flag: str, prefix: str) -> tupl
 
     def wrapped(cmd, *pa, **pk):
         if "serve" in cmd:
-            cmd = [sys.executable, "-m", module, flag, str(out), *cmd[cmd.index("--store"):]]
+            cmd = [sys.executable, "-m", module, flag, str(out), *cmd[cmd.index("--store") :]]
             pk.setdefault("cwd", str(Path(__file__).resolve().parents[1]))
         return popen(cmd, *pa, **pk)
 
@@ -397,20 +435,25 @@ def stop_daemon(p: subprocess.Popen) -> None:
         p.wait()
 
 
-def measure_size(chunks: int, meta: dict[str, Any], data: Path, nq: int, daemon: bool,
-                 fts_rounds: int = 2) -> dict[str, Any]:
+def measure_size(
+    chunks: int, meta: dict[str, Any], data: Path, nq: int, daemon: bool, fts_rounds: int = 2
+) -> dict[str, Any]:
     from autodoc.config import Settings
-    from autodoc.store.filters import build_filter
     from autodoc.search.fts import build_match
     from autodoc.search.lexical import run_lexical
     from autodoc.search.query import parse_query, resolve_facets
     from autodoc.search.vectors import VectorIndex
     from autodoc.service import Service
     from autodoc.store.db import open_reader
+    from autodoc.store.filters import build_filter
 
     store = Path(meta["store"])
-    out: dict[str, Any] = {"chunks": meta.get("chunks"), "files": meta.get("files"),
-                           "index_build": meta.get("index_build"), "vectors": meta.get("vectors")}
+    out: dict[str, Any] = {
+        "chunks": meta.get("chunks"),
+        "files": meta.get("files"),
+        "index_build": meta.get("index_build"),
+        "vectors": meta.get("vectors"),
+    }
     qs = query_sets(data, nq)
     svc = Service(Settings.from_env(store=store), writer=False)
     raw = open_reader(store)
@@ -465,10 +508,15 @@ def measure_size(chunks: int, meta: dict[str, Any], data: Path, nq: int, daemon:
                     make(x)
                 t_prod += time.perf_counter() - t0
                 nhits += len(texts)
-            lex[name] = {"timings": s, "ratio_product": ratio(s["product"], s["raw_fts5"]),
-                         "ratio_leg": ratio(s["leg"], s["raw_fts5"]), "relaxed_to_or": relaxed,
-                         "queries": len(queries), "example": queries[0],
-                         "snippet_ms_per_hit": round(t_prod / max(1, nhits) * 1000, 3)}
+            lex[name] = {
+                "timings": s,
+                "ratio_product": ratio(s["product"], s["raw_fts5"]),
+                "ratio_leg": ratio(s["leg"], s["raw_fts5"]),
+                "relaxed_to_or": relaxed,
+                "queries": len(queries),
+                "example": queries[0],
+                "snippet_ms_per_hit": round(t_prod / max(1, nhits) * 1000, 3),
+            }
         out["lexical"] = lex
 
         # ---- semantic: Service.search (query vector cached) vs raw numpy exact top-50
@@ -499,10 +547,14 @@ def measure_size(chunks: int, meta: dict[str, Any], data: Path, nq: int, daemon:
             sem_product(q), sem_index(q), sem_raw(q)
         t = interleaved(claims, {"product": sem_product, "vector_index": sem_index, "raw_numpy": sem_raw})
         s = {k: summary_ms(v) for k, v in t.items()}
-        out["semantic"] = {"timings": s, "ratio_product": ratio(s["product"], s["raw_numpy"]),
-                           "ratio_index": ratio(s["vector_index"], s["raw_numpy"]),
-                           "index_rows": len(index), "path": "prefilter" if len(index) > index.exact_below else "exact",
-                           "exact_below": index.exact_below}
+        out["semantic"] = {
+            "timings": s,
+            "ratio_product": ratio(s["product"], s["raw_numpy"]),
+            "ratio_index": ratio(s["vector_index"], s["raw_numpy"]),
+            "index_rows": len(index),
+            "path": "prefilter" if len(index) > index.exact_below else "exact",
+            "exact_below": index.exact_below,
+        }
 
         # ---- the prefilter against exact float32 cosine, on this matrix (forced, whatever the size;
         # the index holds float16 above HALF_ABOVE rows, as the product's does)
@@ -520,9 +572,13 @@ def measure_size(chunks: int, meta: dict[str, Any], data: Path, nq: int, daemon:
                 rec.append(len(exact32[q] & ap) / 50)
                 lat_ex.append(t1 - t0)
                 lat_pf.append(t2 - t1)
-            pf[kind] = {"recall@50": round(float(np.mean(rec)), 4), "min": round(float(np.min(rec)), 3),
-                        "prefilter_ms": summary_ms(lat_pf), "exact_ms": summary_ms(lat_ex),
-                        "shortlist": max(vi.shortlist_min, vi.shortlist_factor * 50)}
+            pf[kind] = {
+                "recall@50": round(float(np.mean(rec)), 4),
+                "min": round(float(np.min(rec)), 3),
+                "prefilter_ms": summary_ms(lat_pf),
+                "exact_ms": summary_ms(lat_ex),
+                "shortlist": max(vi.shortlist_min, vi.shortlist_factor * 50),
+            }
         out["prefilter_synthetic"] = pf
 
         # ---- hybrid, in-process (query vector cached)
@@ -571,7 +627,8 @@ def measure_daemon(store: Path, qs: dict[str, list[str]], chunks: int, meta: dic
                 call(q, ["lexical", "semantic"])
             res.setdefault("rss_warm_mb", rss_mb(p.pid))
             res[f"hybrid_{name}"] = summary_ms(
-                interleaved(queries, {"h": lambda q: call(q, ["lexical", "semantic"])})["h"])
+                interleaved(queries, {"h": lambda q: call(q, ["lexical", "semantic"])})["h"]
+            )
             res[f"lexical_{name}"] = summary_ms(interleaved(queries, {"h": lambda q: call(q, ["lexical"])})["h"])
         res["rss_after_mb"] = rss_mb(p.pid)
         # save → searchable: write a new file with a unique word, poll until it is found
@@ -607,13 +664,16 @@ def measure_daemon(store: Path, qs: dict[str, list[str]], chunks: int, meta: dic
 
 # -- memory: how much loading the vector index costs, product vs a streaming load ------------
 
+
 def stored_f32(db: Any, ws_id: int, fp: str, ids: np.ndarray, dim: int) -> np.ndarray:
     """The store's float32 vectors of these chunk ids, in that order."""
     pos = {int(c): i for i, c in enumerate(ids.tolist())}
     mat = np.zeros((len(ids), dim), np.float32)
     for cid, f32 in db.execute(
-            "SELECT c.id, v.f32 FROM chunks c JOIN vectors v ON v.workspace_id=c.workspace_id AND v.model_fp=? "
-            "AND v.text_hash=c.text_hash WHERE c.workspace_id=?", (fp, ws_id)):
+        "SELECT c.id, v.f32 FROM chunks c JOIN vectors v ON v.workspace_id=c.workspace_id AND v.model_fp=? "
+        "AND v.text_hash=c.text_hash WHERE c.workspace_id=?",
+        (fp, ws_id),
+    ):
         i = pos.get(cid)
         if i is not None:
             mat[i] = np.frombuffer(f32, "<f4")
@@ -647,9 +707,10 @@ def rss_probe(store: Path, mode: str) -> dict[str, Any]:
             ids = np.empty(n, np.int64)
             i = 0
             for cid, f32, bits in db.execute(
-                    "SELECT c.id, v.f32, v.bits FROM chunks c JOIN vectors v ON v.workspace_id=c.workspace_id "
-                    "AND v.model_fp=? AND v.text_hash=c.text_hash WHERE c.workspace_id=? ORDER BY c.id",
-                    (prov.fingerprint, ws_id)):
+                "SELECT c.id, v.f32, v.bits FROM chunks c JOIN vectors v ON v.workspace_id=c.workspace_id "
+                "AND v.model_fp=? AND v.text_hash=c.text_hash WHERE c.workspace_id=? ORDER BY c.id",
+                (prov.fingerprint, ws_id),
+            ):
                 ids[i] = cid
                 vecs[i] = np.frombuffer(f32, "<f4")
                 codes[i] = np.frombuffer(bits, np.uint8)
@@ -657,8 +718,14 @@ def rss_probe(store: Path, mode: str) -> dict[str, Any]:
             n, nbytes = i, vecs.nbytes + codes.nbytes + ids.nbytes
         gc.collect()
         r1 = rss_mb(os.getpid())
-        return {"mode": mode, "rows": n, "arrays_mb": round(nbytes / 2**20, 1), "rss_before_mb": r0,
-                "rss_after_mb": r1, "delta_mb": round((r1 or 0) - (r0 or 0), 1)}
+        return {
+            "mode": mode,
+            "rows": n,
+            "arrays_mb": round(nbytes / 2**20, 1),
+            "rss_before_mb": r0,
+            "rss_after_mb": r1,
+            "delta_mb": round((r1 or 0) - (r0 or 0), 1),
+        }
     finally:
         svc.close()
 
@@ -666,8 +733,12 @@ def rss_probe(store: Path, mode: str) -> dict[str, Any]:
 def memory_probe(store: Path) -> dict[str, Any]:
     out = {}
     for mode in ("product", "streaming"):
-        p = subprocess.run([sys.executable, "-m", "bench.speed", "--rss-probe", mode, str(store)],
-                           capture_output=True, text=True, cwd=str(Path(__file__).resolve().parents[1]))
+        p = subprocess.run(
+            [sys.executable, "-m", "bench.speed", "--rss-probe", mode, str(store)],
+            capture_output=True,
+            text=True,
+            cwd=str(Path(__file__).resolve().parents[1]),
+        )
         try:
             out[mode] = json.loads(p.stdout.strip().splitlines()[-1])
         except Exception:
@@ -676,6 +747,7 @@ def memory_probe(store: Path) -> dict[str, Any]:
 
 
 # -- throughput (fresh small stores, every run) ---------------------------------------
+
 
 def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) -> dict[str, Any]:
     from autodoc.config import Settings
@@ -689,6 +761,7 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
     sents, titles = sentence_pool(data)
     tmp = Path(tempfile.mkdtemp(prefix="adbench-tp-"))
     try:
+
         def corpus(name, n, seed):
             d = tmp / name
             d.mkdir()
@@ -706,8 +779,13 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
             t0 = time.perf_counter()
             rep = svc.index("t")
             dt = time.perf_counter() - t0
-            out["lexical_index"] = {"files": rep["added"], "chunks": rep["chunks"], "seconds": round(dt, 2),
-                                    "docs_per_s": round(rep["added"] / dt, 1), "chunks_per_s": round(rep["chunks"] / dt, 1)}
+            out["lexical_index"] = {
+                "files": rep["added"],
+                "chunks": rep["chunks"],
+                "seconds": round(dt, 2),
+                "docs_per_s": round(rep["added"] / dt, 1),
+                "chunks_per_s": round(rep["chunks"] / dt, 1),
+            }
         finally:
             svc.close()
 
@@ -728,22 +806,22 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
                     owner.append(t)
                     continue
                 for s0 in range(1, len(x) - 1, 254):
-                    ids.append([x[0], *x[s0:min(s0 + 254, len(x) - 1)], x[-1]])
+                    ids.append([x[0], *x[s0 : min(s0 + 254, len(x) - 1)], x[-1]])
                     owner.append(t)
             order = sorted(range(len(ids)), key=lambda i: len(ids[i])) if sort else list(range(len(ids)))
             sums = np.zeros((len(texts), 384), np.float32)
             counts = np.zeros(len(texts), np.float32)
             for s in range(0, len(order), 32):
-                rows = order[s:s + 32]
+                rows = order[s : s + 32]
                 w = max(len(ids[i]) for i in rows)
                 ii = np.zeros((len(rows), w), np.int64)
                 mm = np.zeros((len(rows), w), np.int64)
                 for r, i in enumerate(rows):
-                    ii[r, :len(ids[i])] = ids[i]
-                    mm[r, :len(ids[i])] = 1
+                    ii[r, : len(ids[i])] = ids[i]
+                    mm[r, : len(ids[i])] = 1
                 h = sess.run(None, {"input_ids": ii, "attention_mask": mm, "token_type_ids": np.zeros_like(ii)})[0]
                 for r, i in enumerate(rows):
-                    sums[owner[i]] += h[r, :len(ids[i])].sum(axis=0)
+                    sums[owner[i]] += h[r, : len(ids[i])].sum(axis=0)
                     counts[owner[i]] += len(ids[i])
             res = sums / counts[:, None]
             return res / np.linalg.norm(res, axis=1, keepdims=True)
@@ -753,8 +831,12 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
         # product round, docs/benchmarks/speed.md at a9bf0cf). Then each kind runs first,
         # second and last once, so what one leaves behind (the arena the product's drain
         # shrinks) weighs on each alike.
-        orders = [["product", "raw_in_order", "raw"], ["raw", "product", "raw_in_order"],
-                  ["raw_in_order", "raw", "product"], ["product", "raw_in_order", "raw"]]
+        orders = [
+            ["product", "raw_in_order", "raw"],
+            ["raw", "product", "raw_in_order"],
+            ["raw_in_order", "raw", "product"],
+            ["product", "raw_in_order", "raw"],
+        ]
         rounds = []
         for r, steps in enumerate(orders):
             d = corpus(f"emb{r}", files_emb, 100 + r)
@@ -785,9 +867,15 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
         p_rate = sum(x["chunks"] for x in prod) / sum(x["seconds"] for x in prod)
         r_rate = sum(x["chunks"] for x in rawr) / sum(x["seconds"] for x in rawr)
         o_rate = sum(x["chunks"] for x in rawo) / sum(x["seconds"] for x in rawo)
-        out["embedding"] = {"rounds": rounds, "step": EMBED_BATCH, "product_chunks_per_s": round(p_rate, 2),
-                            "raw_chunks_per_s": round(r_rate, 2), "ratio": round(p_rate / r_rate, 3),
-                            "raw_in_order_chunks_per_s": round(o_rate, 2), "ratio_in_order": round(p_rate / o_rate, 3)}
+        out["embedding"] = {
+            "rounds": rounds,
+            "step": EMBED_BATCH,
+            "product_chunks_per_s": round(p_rate, 2),
+            "raw_chunks_per_s": round(r_rate, 2),
+            "ratio": round(p_rate / r_rate, 3),
+            "raw_in_order_chunks_per_s": round(o_rate, 2),
+            "ratio_in_order": round(p_rate / o_rate, 3),
+        }
 
         # rerank window 40, proxy: no cross-encoder ships (MODELS.md), but a MiniLM-L6 cross-encoder
         # (ms-marco-MiniLM-L-6-v2) has the embedding model's encoder; run that encoder over the 40 real
@@ -797,21 +885,23 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
         ptok = Tokenizer.from_file(str(prov.tokenizer_path))
         ptok.no_padding()
         ptok.enable_truncation(max_length=512, strategy="only_second")
-        passages = [f"{t}\n{' '.join(rng_s)}" for t, rng_s in zip(titles[:40], [sents[i * 5:i * 5 + 6] for i in range(40)])]
+        passages = [
+            f"{t}\n{' '.join(rng_s)}" for t, rng_s in zip(titles[:40], [sents[i * 5 : i * 5 + 6] for i in range(40)])
+        ]
         claim = query_sets(data, 5)["claims"][0]
 
         def window40():
             encs = ptok.encode_batch([(claim, p) for p in passages])
             for s0 in range(0, len(encs), 32):
-                part = encs[s0:s0 + 32]
+                part = encs[s0 : s0 + 32]
                 w = max(len(e.ids) for e in part)
                 ii = np.zeros((len(part), w), np.int64)
                 mm = np.zeros((len(part), w), np.int64)
                 tt = np.zeros((len(part), w), np.int64)
                 for r, e in enumerate(part):
-                    ii[r, :len(e.ids)] = e.ids
-                    mm[r, :len(e.ids)] = 1
-                    tt[r, :len(e.ids)] = e.type_ids
+                    ii[r, : len(e.ids)] = e.ids
+                    mm[r, : len(e.ids)] = 1
+                    tt[r, : len(e.ids)] = e.type_ids
                 sess.run(None, {"input_ids": ii, "attention_mask": mm, "token_type_ids": tt})
 
         window40()
@@ -821,7 +911,10 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
             window40()
             tw.append(time.perf_counter() - t0)
         out["rerank_window40_proxy"] = summary_ms(tw) | {
-            "mean_pair_tokens": round(float(np.mean([len(e.ids) for e in ptok.encode_batch([(claim, p) for p in passages])])), 1)}
+            "mean_pair_tokens": round(
+                float(np.mean([len(e.ids) for e in ptok.encode_batch([(claim, p) for p in passages])])), 1
+            )
+        }
 
         # query embedding, uncached: the provider's embed() of one text vs the raw loop
         qs = query_sets(data, 120)["claims"]
@@ -870,10 +963,17 @@ def vectors_only(n: int, cache: Path, data: Path, nq: int = 100) -> dict[str, An
         ap = {j for j, _ in vi.search(qv[i], top=50)}
         rec.append(len(ex & ap) / 50)
     s = {k: summary_ms(v) for k, v in t.items()}
-    out = {"rows": n, "timings": s, "ratio": ratio(s["vector_index"], s["raw_numpy"]),
-           "path": "prefilter" if n > vi.exact_below else "exact", "prefilter": vi.prefilter,
-           "recall@50": round(float(np.mean(rec)), 4), "index_mb": round(vi.nbytes / 2**20, 1), "source": source}
-    del mat, vi
+    out = {
+        "rows": n,
+        "timings": s,
+        "ratio": ratio(s["vector_index"], s["raw_numpy"]),
+        "path": "prefilter" if n > vi.exact_below else "exact",
+        "prefilter": vi.prefilter,
+        "recall@50": round(float(np.mean(rec)), 4),
+        "index_mb": round(vi.nbytes / 2**20, 1),
+        "source": source,
+    }
+    mat = vi = None  # free them before the next size (the closures above hold the names)
     return out
 
 
@@ -902,8 +1002,11 @@ def prefilter_real(cache: Path, data: Path, nq: int = 300) -> dict[str, Any] | N
     out["kinds"] = prefilter_kinds()
     for kind in prefilter_kinds():
         for sl in (100, 200, 500, "default"):
-            vi = (VectorIndex(ids, real, prefilter=kind) if sl == "default" else
-                  VectorIndex(ids, real, prefilter=kind, shortlist_min=sl, shortlist_factor=0))
+            vi = (
+                VectorIndex(ids, real, prefilter=kind)
+                if sl == "default"
+                else VectorIndex(ids, real, prefilter=kind, shortlist_min=sl, shortlist_factor=0)
+            )
             rec = []
             for q in qv:
                 ex = {i for i, _ in vi.search(q, top=50, exact=True)}
@@ -924,12 +1027,16 @@ def prefilter_real(cache: Path, data: Path, nq: int = 300) -> dict[str, Any] | N
 
 # -- report ------------------------------------------------------------------------
 
+
 def _t(s: dict[str, float]) -> str:
     return f"{s['p50']:.2f} / {s['p95']:.2f}"
 
 
-_PART_NAMES = {"daemon": "daemon rows", "throughput": "indexing and embedding throughput rows",
-               "prefilter": "prefilter recall rows on real vectors"}
+_PART_NAMES = {
+    "daemon": "daemon rows",
+    "throughput": "indexing and embedding throughput rows",
+    "prefilter": "prefilter recall rows on real vectors",
+}
 
 
 def _parts(text: str) -> str:
@@ -941,22 +1048,30 @@ def _parts(text: str) -> str:
 
 def render(res: dict[str, Any]) -> str:
     m = res["meta"]
-    L = ["# Speed and memory\n", "Generated by `bench/speed.py`; re-run the command below to refresh.\n",
-         f"- Command: `{m['command']}`", f"- Commit: `{m['commit']}` · {m['date']}"
-         + (f" · product code imported from `{m['code']}`" if m.get("code") else ""),
-         *[f"- The {_PART_NAMES[part]} were measured again in a later run, `{r['command']}` (commit "
-           f"`{r['commit']}`, {r['date']}, load {r['load']})."
-           for part, r in m.get("reruns", {}).items()],
-         f"- Machine: `nproc` {m['machine']['nproc']} ({m['machine']['cpu']}); load average {m['machine']['load']} "
-         f"at the start, {m.get('load_end')} at the end — a shared, noisy machine (other engineers run tests), "
-         "so **ratios** to a baseline measured in the same process, interleaved query by query, are the figures to read.",
-         f"- Queries: {m['queries']} per set after a warm-up pass over the same queries. `keywords`: two content "
-         "words from a SciFact claim (a typical knowledge-base lookup); `claims`: whole SciFact claims (sentences, "
-         "so the lexical leg relaxes AND to OR). Times are ms, p50 / p95.",
-         f"- Corpora: {m['corpus_note']}",
-         f"- Vectors: {m['vector_note']}"
-         + " Real vectors drawn from, per size: "
-         + "; ".join(f"{int(k):,}: {(s.get('vectors') or {}).get('source')}" for k, s in res["sizes"].items()) + ".", ""]
+    L = [
+        "# Speed and memory\n",
+        "Generated by `bench/speed.py`; re-run the command below to refresh.\n",
+        f"- Command: `{m['command']}`",
+        f"- Commit: `{m['commit']}` · {m['date']}"
+        + (f" · product code imported from `{m['code']}`" if m.get("code") else ""),
+        *[
+            f"- The {_PART_NAMES[part]} were measured again in a later run, `{r['command']}` (commit "
+            f"`{r['commit']}`, {r['date']}, load {r['load']})."
+            for part, r in m.get("reruns", {}).items()
+        ],
+        f"- Machine: `nproc` {m['machine']['nproc']} ({m['machine']['cpu']}); load average {m['machine']['load']} "
+        f"at the start, {m.get('load_end')} at the end — a shared, noisy machine (other engineers run tests), "
+        "so **ratios** to a baseline measured in the same process, interleaved query by query, are the figures to read.",
+        f"- Queries: {m['queries']} per set after a warm-up pass over the same queries. `keywords`: two content "
+        "words from a SciFact claim (a typical knowledge-base lookup); `claims`: whole SciFact claims (sentences, "
+        "so the lexical leg relaxes AND to OR). Times are ms, p50 / p95.",
+        f"- Corpora: {m['corpus_note']}",
+        f"- Vectors: {m['vector_note']}"
+        + " Real vectors drawn from, per size: "
+        + "; ".join(f"{int(k):,}: {(s.get('vectors') or {}).get('source')}" for k, s in res["sizes"].items())
+        + ".",
+        "",
+    ]
     sizes = res["sizes"]
     L.append("## Search latency\n")
     L.append("| measure | " + " | ".join(f"{int(k):,} chunks" for k in sizes) + " | target |")
@@ -974,44 +1089,74 @@ def render(res: dict[str, Any]) -> str:
     for qset in ("keywords", "claims"):
         row(f"lexical `Service.search` ({qset})", lambda s: _t(s["lexical"][qset]["timings"]["product"]))
         row(f"lexical leg only, `run_lexical` ({qset})", lambda s: _t(s["lexical"][qset]["timings"]["leg"]))
-        row(f"raw FTS5, same MATCH + ORDER BY bm25 LIMIT 50 ({qset})",
-            lambda s: _t(s["lexical"][qset]["timings"]["raw_fts5"]))
-        row(f"**ratio** Service.search / raw FTS5 ({qset}), p50 · p95",
-            lambda s: f"**{s['lexical'][qset]['ratio_product']['p50']}** · {s['lexical'][qset]['ratio_product']['p95']}",
-            "≤ 1.3")
-        row(f"ratio leg / raw FTS5 ({qset})",
-            lambda s: f"{s['lexical'][qset]['ratio_leg']['p50']} · {s['lexical'][qset]['ratio_leg']['p95']}")
-        row(f"answer building: Service.search − leg, p50 ms ({qset})",
-            lambda s: f"{s['lexical'][qset]['timings']['product']['p50'] - s['lexical'][qset]['timings']['leg']['p50']:.2f}")
-        row(f"snippets on the returned hits ({qset}): ms per hit",
-            lambda s: f"{s['lexical'][qset]['snippet_ms_per_hit']}")
-        row(f"queries relaxed to OR ({qset})",
-            lambda s: f"{s['lexical'][qset]['relaxed_to_or']}/{s['lexical'][qset]['queries']}")
+        row(
+            f"raw FTS5, same MATCH + ORDER BY bm25 LIMIT 50 ({qset})",
+            lambda s: _t(s["lexical"][qset]["timings"]["raw_fts5"]),
+        )
+        row(
+            f"**ratio** Service.search / raw FTS5 ({qset}), p50 · p95",
+            lambda s: (
+                f"**{s['lexical'][qset]['ratio_product']['p50']}** · {s['lexical'][qset]['ratio_product']['p95']}"
+            ),
+            "≤ 1.3",
+        )
+        row(
+            f"ratio leg / raw FTS5 ({qset})",
+            lambda s: f"{s['lexical'][qset]['ratio_leg']['p50']} · {s['lexical'][qset]['ratio_leg']['p95']}",
+        )
+        row(
+            f"answer building: Service.search − leg, p50 ms ({qset})",
+            lambda s: (
+                f"{s['lexical'][qset]['timings']['product']['p50'] - s['lexical'][qset]['timings']['leg']['p50']:.2f}"
+            ),
+        )
+        row(
+            f"snippets on the returned hits ({qset}): ms per hit",
+            lambda s: f"{s['lexical'][qset]['snippet_ms_per_hit']}",
+        )
+        row(
+            f"queries relaxed to OR ({qset})",
+            lambda s: f"{s['lexical'][qset]['relaxed_to_or']}/{s['lexical'][qset]['queries']}",
+        )
     row("semantic `Service.search` (claims, vector cached)", lambda s: _t(s["semantic"]["timings"]["product"]))
     row("semantic VectorIndex.search top 50", lambda s: _t(s["semantic"]["timings"]["vector_index"]))
     row("raw numpy exact top 50 (same matrix)", lambda s: _t(s["semantic"]["timings"]["raw_numpy"]))
-    row("**ratio** semantic Service.search / raw numpy", lambda s: f"**{s['semantic']['ratio_product']['p50']}** · "
-        f"{s['semantic']['ratio_product']['p95']}")
-    row("ratio VectorIndex / raw numpy", lambda s: f"{s['semantic']['ratio_index']['p50']} · {s['semantic']['ratio_index']['p95']}")
+    row(
+        "**ratio** semantic Service.search / raw numpy",
+        lambda s: f"**{s['semantic']['ratio_product']['p50']}** · {s['semantic']['ratio_product']['p95']}",
+    )
+    row(
+        "ratio VectorIndex / raw numpy",
+        lambda s: f"{s['semantic']['ratio_index']['p50']} · {s['semantic']['ratio_index']['p95']}",
+    )
     row("semantic path used", lambda s: f"{s['semantic']['path']} ({s['semantic']['index_rows']:,} rows)")
-    row("**hybrid** in-process (claims)", lambda s: f"**{_t(s['hybrid_inprocess'])}**",
-        "p50 ≤ 15 at 100k, ≤ 60 at 1M; p95 ≤ 3 × p50")
+    row(
+        "**hybrid** in-process (claims)",
+        lambda s: f"**{_t(s['hybrid_inprocess'])}**",
+        "p50 ≤ 15 at 100k, ≤ 60 at 1M; p95 ≤ 3 × p50",
+    )
     row("hybrid in-process (keywords)", lambda s: _t(s["hybrid_inprocess_keywords"]), "p50 ≤ 10 at 100k, ≤ 60 at 1M")
     row("hybrid via daemon socket (claims)", lambda s: _t(s["daemon"]["hybrid_claims"]))
     row("hybrid via daemon socket (keywords)", lambda s: _t(s["daemon"]["hybrid_keywords"]))
     row("lexical via daemon socket (keywords)", lambda s: _t(s["daemon"]["lexical_keywords"]))
     row("lexical via daemon socket (claims)", lambda s: _t(s["daemon"]["lexical_claims"]))
     for qset in ("keywords", "claims"):
-        row(f"**ratio** lexical via daemon / raw FTS5 in-process ({qset}), p50 (separate phases)",
-            lambda s: f"**{s['daemon'][f'lexical_{qset}']['p50'] / s['lexical'][qset]['timings']['raw_fts5']['p50']:.2f}**",
-            "≤ 1.3")
+        row(
+            f"**ratio** lexical via daemon / raw FTS5 in-process ({qset}), p50 (separate phases)",
+            lambda s: (
+                f"**{s['daemon'][f'lexical_{qset}']['p50'] / s['lexical'][qset]['timings']['raw_fts5']['p50']:.2f}**"
+            ),
+            "≤ 1.3",
+        )
     row("save → searchable via the daemon (ms, 5 saves)", lambda s: f"{s['daemon']['save_to_searchable_ms']}", "≤ 300")
     L.append("")
     for k, v in (res.get("vectors_only") or {}).items():
-        L.append(f"Vector search alone at {int(k):,} rows (in memory, synthetic vectors as above; no store, no text, "
-                 f"so no lexical leg and no answer building): VectorIndex ({v['path']}, `{v['prefilter']}`) {_t(v['timings']['vector_index'])} "
-                 f"ms vs raw numpy exact top 50 {_t(v['timings']['raw_numpy'])} ms (ratio {v['ratio']['p50']}); "
-                 f"recall@50 of the default path against exact {v['recall@50']}; index {v['index_mb']} MB.\n")
+        L.append(
+            f"Vector search alone at {int(k):,} rows (in memory, synthetic vectors as above; no store, no text, "
+            f"so no lexical leg and no answer building): VectorIndex ({v['path']}, `{v['prefilter']}`) {_t(v['timings']['vector_index'])} "
+            f"ms vs raw numpy exact top 50 {_t(v['timings']['raw_numpy'])} ms (ratio {v['ratio']['p50']}); "
+            f"recall@50 of the default path against exact {v['recall@50']}; index {v['index_mb']} MB.\n"
+        )
     L.append("## Prefilter recall@50 against exact cosine\n")
     kinds = None
     for s in sizes.values():
@@ -1019,21 +1164,32 @@ def render(res: dict[str, Any]) -> str:
     pr = res.get("prefilter_real")
     kinds = kinds or (pr or {}).get("kinds") or prefilter_kinds()
     default_kind = default_prefilter()
-    L.append("| data | " + " | ".join(f"`{k}`" + (" (default)" if k == default_kind else "") for k in kinds)
-             + " | shortlist |")
+    L.append(
+        "| data | "
+        + " | ".join(f"`{k}`" + (" (default)" if k == default_kind else "") for k in kinds)
+        + " | shortlist |"
+    )
     L.append("|---|" + "---|" * len(kinds) + "---|")
     for k, s in sizes.items():
         pf = s.get("prefilter_synthetic", {})
         if pf:
-            cells = [f"{pf[x]['recall@50']} (min {pf[x]['min']}; {_t(pf[x]['prefilter_ms'])} ms)" for x in kinds if x in pf]
+            cells = [
+                f"{pf[x]['recall@50']} (min {pf[x]['min']}; {_t(pf[x]['prefilter_ms'])} ms)" for x in kinds if x in pf
+            ]
             ex = next(iter(pf.values()))["exact_ms"]
-            L.append(f"| synthetic {int(k):,}, prefilter forced (exact scan: {_t(ex)} ms) | " + " | ".join(cells)
-                     + f" | product default ({next(iter(pf.values()))['shortlist']}) |")
+            L.append(
+                f"| synthetic {int(k):,}, prefilter forced (exact scan: {_t(ex)} ms) | "
+                + " | ".join(cells)
+                + f" | product default ({next(iter(pf.values()))['shortlist']}) |"
+            )
     if pr and "rows" in pr:
         for sl in (100, 200, 500, "default"):
             label = f"{sl} (factor 0)" if sl != "default" else f"product default ({pr['default_shortlist']})"
-            L.append(f"| real SciFact vectors ({pr['rows']:,} chunks, {pr['queries']} real queries) | "
-                     + " | ".join(str(pr.get(f"{x}-shortlist{sl}")) for x in kinds) + f" | {label} |")
+            L.append(
+                f"| real SciFact vectors ({pr['rows']:,} chunks, {pr['queries']} real queries) | "
+                + " | ".join(str(pr.get(f"{x}-shortlist{sl}")) for x in kinds)
+                + f" | {label} |"
+            )
     elif pr:
         L.append(f"| real vectors | {pr.get('note')} |" + " |" * len(kinds))
     L.append("\nTarget: ≥ 0.98 on real embeddings.\n")
@@ -1042,32 +1198,42 @@ def render(res: dict[str, Any]) -> str:
         L.append("## Throughput\n")
         li = tp.get("lexical_index")
         if li:
-            L.append(f"- Lexical indexing (fresh store, {li['files']} files, {li['chunks']} chunks, chunk sizes counted "
-                     f"with the model's tokenizer): **{li['docs_per_s']} documents/s**, {li['chunks_per_s']} chunks/s.")
+            L.append(
+                f"- Lexical indexing (fresh store, {li['files']} files, {li['chunks']} chunks, chunk sizes counted "
+                f"with the model's tokenizer): **{li['docs_per_s']} documents/s**, {li['chunks_per_s']} chunks/s."
+            )
         for k, s in sizes.items():
             ib = s.get("index_build")
             if ib:
-                L.append(f"- Building the {int(k):,}-chunk store (once, cached): {ib['files']} files, {ib['chunks']} chunks "
-                         f"in {ib['seconds']} s = {ib['docs_per_s']} documents/s, {ib['chunks_per_s']} chunks/s.")
+                L.append(
+                    f"- Building the {int(k):,}-chunk store (once, cached): {ib['files']} files, {ib['chunks']} chunks "
+                    f"in {ib['seconds']} s = {ib['docs_per_s']} documents/s, {ib['chunks_per_s']} chunks/s."
+                )
         e = tp.get("embedding")
         if e:
-            L.append(f"- Embedding: product queue (`EmbedQueue.work` in the daemon's steps of {e.get('step', 16)} texts) **{e['product_chunks_per_s']} chunks/s** vs raw "
-                     f"onnxruntime loop (same session, tokenizer, length-sorted batches of 32) {e['raw_chunks_per_s']} "
-                     f"chunks/s: ratio **{e['ratio']}** (target ≥ 0.9); against a plain loop (batches of 32 in "
-                     f"queue order, no length sorting) {e.get('raw_in_order_chunks_per_s')} chunks/s: ratio "
-                     f"{e.get('ratio_in_order')}. Texts: breadcrumb + newline + chunk text, as the queue embeds them. "
-                     f"Timed rounds, after an untimed warm-up round of all three (each kind first, second and last "
-                     f"once): {e['rounds']}.")
+            L.append(
+                f"- Embedding: product queue (`EmbedQueue.work` in the daemon's steps of {e.get('step', 16)} texts) **{e['product_chunks_per_s']} chunks/s** vs raw "
+                f"onnxruntime loop (same session, tokenizer, length-sorted batches of 32) {e['raw_chunks_per_s']} "
+                f"chunks/s: ratio **{e['ratio']}** (target ≥ 0.9); against a plain loop (batches of 32 in "
+                f"queue order, no length sorting) {e.get('raw_in_order_chunks_per_s')} chunks/s: ratio "
+                f"{e.get('ratio_in_order')}. Texts: breadcrumb + newline + chunk text, as the queue embeds them. "
+                f"Timed rounds, after an untimed warm-up round of all three (each kind first, second and last "
+                f"once): {e['rounds']}."
+            )
         rw = tp.get("rerank_window40_proxy")
         if rw:
-            L.append(f"- Rerank window 40 — **proxy, no ranker ships**: the MiniLM-L6 encoder (the shape of "
-                     f"ms-marco-MiniLM-L-6-v2) over 40 real (claim, passage) pairs, {rw['mean_pair_tokens']} tokens "
-                     f"each on average, batches of 32: {rw['p50']:.0f} ms p50 over {rw['n']} runs (a real cross-encoder "
-                     "adds only its 1-output head). MODELS.md expects 2–3 s for a MiniLM-L6 window of 40 at 256–512 tokens.")
+            L.append(
+                f"- Rerank window 40 — **proxy, no ranker ships**: the MiniLM-L6 encoder (the shape of "
+                f"ms-marco-MiniLM-L-6-v2) over 40 real (claim, passage) pairs, {rw['mean_pair_tokens']} tokens "
+                f"each on average, batches of 32: {rw['p50']:.0f} ms p50 over {rw['n']} runs (a real cross-encoder "
+                "adds only its 1-output head). MODELS.md expects 2–3 s for a MiniLM-L6 window of 40 at 256–512 tokens."
+            )
         q = tp.get("query_embedding")
         if q:
-            L.append(f"- Query embedding, uncached, one claim: product {_t(q['timings']['product'])} ms vs raw "
-                     f"{_t(q['timings']['raw'])} ms (ratio {q['ratio']['p50']}).")
+            L.append(
+                f"- Query embedding, uncached, one claim: product {_t(q['timings']['product'])} ms vs raw "
+                f"{_t(q['timings']['raw'])} ms (ratio {q['ratio']['p50']})."
+            )
         L.append("")
     L.append("## Memory\n")
     for k, s in sizes.items():
@@ -1075,22 +1241,28 @@ def render(res: dict[str, Any]) -> str:
         n = s.get("chunks") or int(k)
         budget = n * (384 * 4 + 48) / 2**20
         if d.get("available"):
-            L.append(f"- {int(k):,} chunks: daemon RSS {d.get('rss_start_mb')} MB at start, {d.get('rss_warm_mb')} MB "
-                     f"after warm-up, {d.get('rss_after_mb')} MB at the end; vectors + codes = {budget:.0f} MB, so the "
-                     f"budget (vectors + codes + model ~100 MB + 150 MB) is ≈ {budget + 250:.0f} MB.")
+            L.append(
+                f"- {int(k):,} chunks: daemon RSS {d.get('rss_start_mb')} MB at start, {d.get('rss_warm_mb')} MB "
+                f"after warm-up, {d.get('rss_after_mb')} MB at the end; vectors + codes = {budget:.0f} MB, so the "
+                f"budget (vectors + codes + model ~100 MB + 150 MB) is ≈ {budget + 250:.0f} MB."
+            )
         else:
-            L.append(f"- {int(k):,} chunks: daemon not measured ({d.get('reason', 'not run')}); the benchmark "
-                     f"process itself held {s.get('bench_process_rss_mb')} MB RSS (both stores' Service, "
-                     f"the model, the vector index of {s.get('index_mb')} MB).")
+            L.append(
+                f"- {int(k):,} chunks: daemon not measured ({d.get('reason', 'not run')}); the benchmark "
+                f"process itself held {s.get('bench_process_rss_mb')} MB RSS (both stores' Service, "
+                f"the model, the vector index of {s.get('index_mb')} MB)."
+            )
     for k, s in sizes.items():
         mp = s.get("memory_probe", {})
         if mp.get("product", {}).get("delta_mb") is not None:
             pp, st = mp["product"], mp.get("streaming", {})
-            L.append(f"- {int(k):,} chunks, loading the vector index in a fresh process: the product "
-                     f"(`VectorCache.merged` + one search) adds {pp['delta_mb']} MB RSS for {pp['arrays_mb']} MB of arrays; "
-                     f"streaming the rows into preallocated arrays adds {st.get('delta_mb')} MB for "
-                     f"{st.get('arrays_mb')} MB (the product streams too; it also keeps per-document chunk lists, "
-                     "the column-major codes for the Hamming pass and its query buffers).")
+            L.append(
+                f"- {int(k):,} chunks, loading the vector index in a fresh process: the product "
+                f"(`VectorCache.merged` + one search) adds {pp['delta_mb']} MB RSS for {pp['arrays_mb']} MB of arrays; "
+                f"streaming the rows into preallocated arrays adds {st.get('delta_mb')} MB for "
+                f"{st.get('arrays_mb')} MB (the product streams too; it also keeps per-document chunk lists, "
+                "the column-major codes for the Hamming pass and its query buffers)."
+            )
     L.append("")
     if res.get("findings"):
         L.append("## Findings\n")
@@ -1105,75 +1277,108 @@ def findings(res: dict[str, Any]) -> list[str]:
         k = int(k)
         for qset in ("keywords", "claims"):
             r = s["lexical"][qset]["ratio_product"]["p50"]
-            out.append(f"{k:,} chunks, lexical ({qset}): Service.search is {r}× the raw FTS5 query at p50 — "
-                       + ("meets ≤ 1.3." if r <= 1.3 else f"**misses ≤ 1.3 by {r - 1.3:.2f}×**") +
-                       f" The leg alone (run_lexical) is {s['lexical'][qset]['ratio_leg']['p50']}×; the rest is "
-                       "loading rows, boosts, snippets and the answer.")
+            out.append(
+                f"{k:,} chunks, lexical ({qset}): Service.search is {r}× the raw FTS5 query at p50 — "
+                + ("meets ≤ 1.3." if r <= 1.3 else f"**misses ≤ 1.3 by {r - 1.3:.2f}×**")
+                + f" The leg alone (run_lexical) is {s['lexical'][qset]['ratio_leg']['p50']}×; the rest is "
+                "loading rows, boosts, snippets and the answer."
+            )
         h, h95 = s["hybrid_inprocess"]["p50"], s["hybrid_inprocess"]["p95"]
         hk = s["hybrid_inprocess_keywords"]["p50"]
         tgt, ctgt = TARGETS["hybrid_p50_ms"].get(k), TARGETS["hybrid_claims_p50_ms"].get(k)
         if tgt:
-            out.append(f"{k:,} chunks, hybrid p50 in-process (keywords) {hk:.1f} ms against ≤ {tgt} ms: "
-                       + ("met." if hk <= tgt else f"**missed by {hk - tgt:.1f} ms**."))
+            out.append(
+                f"{k:,} chunks, hybrid p50 in-process (keywords) {hk:.1f} ms against ≤ {tgt} ms: "
+                + ("met." if hk <= tgt else f"**missed by {hk - tgt:.1f} ms**.")
+            )
         if ctgt:
             spread = TARGETS["hybrid_p95_over_p50"]
-            out.append(f"{k:,} chunks, hybrid in-process (claims, issue 19) p50 {h:.1f} ms against ≤ {ctgt} ms: "
-                       + ("met" if h <= ctgt else f"**missed by {h - ctgt:.1f} ms**")
-                       + f"; p95 {h95:.1f} ms = {h95 / h:.2f} × p50 against ≤ {spread}: "
-                       + ("met." if h95 <= spread * h else "**missed**."))
+            out.append(
+                f"{k:,} chunks, hybrid in-process (claims, issue 19) p50 {h:.1f} ms against ≤ {ctgt} ms: "
+                + ("met" if h <= ctgt else f"**missed by {h - ctgt:.1f} ms**")
+                + f"; p95 {h95:.1f} ms = {h95 / h:.2f} × p50 against ≤ {spread}: "
+                + ("met." if h95 <= spread * h else "**missed**.")
+            )
         sem = s["semantic"]
-        out.append(f"{k:,} chunks, semantic: Service.search {sem['timings']['product']['p50']:.1f} ms vs the "
-                   f"VectorIndex search {sem['timings']['vector_index']['p50']:.1f} ms ({sem['path']}) vs raw numpy "
-                   f"{sem['timings']['raw_numpy']['p50']:.1f} ms: most of the difference is outside the vector "
-                   "search (snippets, row loading, answer building).")
-        lk = s["lexical"]["keywords"]
+        out.append(
+            f"{k:,} chunks, semantic: Service.search {sem['timings']['product']['p50']:.1f} ms vs the "
+            f"VectorIndex search {sem['timings']['vector_index']['p50']:.1f} ms ({sem['path']}) vs raw numpy "
+            f"{sem['timings']['raw_numpy']['p50']:.1f} ms: most of the difference is outside the vector "
+            "search (snippets, row loading, answer building)."
+        )
+        s["lexical"]["keywords"]
         for qset in ("keywords", "claims"):
             lq = s["lexical"][qset]
             gap = lq["timings"]["product"]["p50"] - lq["timings"]["leg"]["p50"]
-            out.append(f"{k:,} chunks, lexical ({qset}): the leg is {lq['ratio_leg']['p50']}× the raw FTS5 "
-                       f"query(ies); building the answer adds {gap:.2f} ms (candidate rows, boosts, the page's rows, "
-                       f"{lq['snippet_ms_per_hit']} ms a snippet), a fixed cost that weighs "
-                       f"{gap / lq['timings']['raw_fts5']['p50']:.2f}× the raw query at this size.")
+            out.append(
+                f"{k:,} chunks, lexical ({qset}): the leg is {lq['ratio_leg']['p50']}× the raw FTS5 "
+                f"query(ies); building the answer adds {gap:.2f} ms (candidate rows, boosts, the page's rows, "
+                f"{lq['snippet_ms_per_hit']} ms a snippet), a fixed cost that weighs "
+                f"{gap / lq['timings']['raw_fts5']['p50']:.2f}× the raw query at this size."
+            )
         d = s.get("daemon", {})
         if d.get("available"):
             n = s.get("chunks") or k
             budget = n * (384 * 4 + 48) / 2**20 + 250
-            out.append(f"{k:,} chunks: daemon RSS {d.get('rss_after_mb')} MB after the run against a budget of "
-                       f"≈ {budget:.0f} MB (vectors + codes + ~100 MB model + 150 MB): "
-                       + ("met." if (d.get('rss_after_mb') or 0) <= budget else
-                          f"**over by {d['rss_after_mb'] - budget:.0f} MB**."))
+            out.append(
+                f"{k:,} chunks: daemon RSS {d.get('rss_after_mb')} MB after the run against a budget of "
+                f"≈ {budget:.0f} MB (vectors + codes + ~100 MB model + 150 MB): "
+                + (
+                    "met."
+                    if (d.get("rss_after_mb") or 0) <= budget
+                    else f"**over by {d['rss_after_mb'] - budget:.0f} MB**."
+                )
+            )
             sts = d.get("save_to_searchable_p50_ms")
             if sts is not None:
-                out.append(f"{k:,} chunks: save → searchable p50 {sts} ms over 5 saves ({d['save_to_searchable_ms']}) "
-                           "against ≤ 300 ms: " + ("met." if sts <= 300 else f"**missed by {sts - 300:.0f} ms**."))
+                out.append(
+                    f"{k:,} chunks: save → searchable p50 {sts} ms over 5 saves ({d['save_to_searchable_ms']}) "
+                    "against ≤ 300 ms: " + ("met." if sts <= 300 else f"**missed by {sts - 300:.0f} ms**.")
+                )
     for k, v in (res.get("vectors_only") or {}).items():
         if k in res.get("sizes", {}):
             continue  # measured end to end above
-        out.append(f"{int(k):,} rows: hybrid end to end not measured (no store of that size); the vector search alone "
-                   f"takes {v['timings']['vector_index']['p50']:.1f} ms p50 (raw numpy exact "
-                   f"{v['timings']['raw_numpy']['p50']:.1f} ms), recall@50 {v['recall@50']}.")
+        out.append(
+            f"{int(k):,} rows: hybrid end to end not measured (no store of that size); the vector search alone "
+            f"takes {v['timings']['vector_index']['p50']:.1f} ms p50 (raw numpy exact "
+            f"{v['timings']['raw_numpy']['p50']:.1f} ms), recall@50 {v['recall@50']}."
+        )
     tp = res.get("throughput", {})
     if tp.get("embedding"):
         r = tp["embedding"]["ratio"]
-        out.append(f"Embedding throughput ratio {r} against ≥ 0.9 (raw loop sorting all pending texts by length): "
-                   + ("met." if r >= 0.9 else f"**missed by {0.9 - r:.2f}**.")
-                   + ((f" Against a plain in-order loop (batches of 32 as queued) the ratio is "
-                       f"{tp['embedding']['ratio_in_order']}: sorting by length is what matters on this compute-bound "
-                       "machine; " + ("the queue sorts a window of pending texts by length (embed/queue.py, LINE_TEXTS) and "
-                                      "takes its small steps from it." if r >= 0.9 else
-                                      "the queue's batches still carry more padding or overhead than the raw loop's."))
-                      if tp["embedding"].get("ratio_in_order") else ""))
+        out.append(
+            f"Embedding throughput ratio {r} against ≥ 0.9 (raw loop sorting all pending texts by length): "
+            + ("met." if r >= 0.9 else f"**missed by {0.9 - r:.2f}**.")
+            + (
+                (
+                    f" Against a plain in-order loop (batches of 32 as queued) the ratio is "
+                    f"{tp['embedding']['ratio_in_order']}: sorting by length is what matters on this compute-bound "
+                    "machine; "
+                    + (
+                        "the queue sorts a window of pending texts by length (embed/queue.py, LINE_TEXTS) and "
+                        "takes its small steps from it."
+                        if r >= 0.9
+                        else "the queue's batches still carry more padding or overhead than the raw loop's."
+                    )
+                )
+                if tp["embedding"].get("ratio_in_order")
+                else ""
+            )
+        )
     pr = res.get("prefilter_real")
     if pr and "rows" in pr:
         parts = ", ".join(f"{k}: {v}" for k, v in pr.items() if "-shortlist" in k)
         dflt = pr.get(f"{pr['default_prefilter']}-shortlistdefault")
         sl = pr["default_shortlist"]
-        out.append(f"Prefilter recall@50 on real SciFact embeddings ({pr['rows']:,} chunks, {pr['queries']} real queries; "
-                   f"{parts}): the product default ({pr['default_prefilter']}, shortlist {sl}) gives {dflt} against "
-                   "≥ 0.98: " + ("met" if dflt is not None and dflt >= 0.98 else "**missed**") +
-                   f". Caveat: only {pr['rows']:,} real rows exist here, so a {sl} shortlist is {sl / pr['rows']:.0%} "
-                   "of them — far easier than at 100k; the fixed 100/200/500 shortlists and the synthetic rows above "
-                   "(real vectors mixed with noise, at size) are the better guides.")
+        out.append(
+            f"Prefilter recall@50 on real SciFact embeddings ({pr['rows']:,} chunks, {pr['queries']} real queries; "
+            f"{parts}): the product default ({pr['default_prefilter']}, shortlist {sl}) gives {dflt} against "
+            "≥ 0.98: "
+            + ("met" if dflt is not None and dflt >= 0.98 else "**missed**")
+            + f". Caveat: only {pr['rows']:,} real rows exist here, so a {sl} shortlist is {sl / pr['rows']:.0%} "
+            "of them — far easier than at 100k; the fixed 100/200/500 shortlists and the synthetic rows above "
+            "(real vectors mixed with noise, at size) are the better guides."
+        )
     return out
 
 
@@ -1184,17 +1389,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")
     ap.add_argument("--cache", type=Path, default=None)
     ap.add_argument("--no-daemon", action="store_true")
-    ap.add_argument("--vector-sizes", default="1000000",
-                    help="sizes for the in-memory vector search alone (no store), comma-separated; '' for none")
+    ap.add_argument(
+        "--vector-sizes",
+        default="1000000",
+        help="sizes for the in-memory vector search alone (no store), comma-separated; '' for none",
+    )
     ap.add_argument("--no-throughput", action="store_true")
     ap.add_argument("--lex-files", type=int, default=300, help="files for the lexical indexing throughput run")
     ap.add_argument("--emb-files", type=int, default=10, help="files (×10 chunks) per embedding throughput round")
     ap.add_argument("--build-only", action="store_true", help="build and cache the corpora and stores, measure nothing")
     ap.add_argument("--rss-probe", nargs=2, metavar=("MODE", "STORE"), help=argparse.SUPPRESS)
     ap.add_argument("--render-only", action="store_true", help="re-render the report from --json, run nothing")
-    ap.add_argument("--rerun", default="", type=_parts,
-                    help="re-measure only these parts into the existing --json, comma-separated: daemon (socket, "
-                         "RSS, save → searchable), throughput (indexing, embedding), prefilter (real vectors)")
+    ap.add_argument(
+        "--rerun",
+        default="",
+        type=_parts,
+        help="re-measure only these parts into the existing --json, comma-separated: daemon (socket, "
+        "RSS, save → searchable), throughput (indexing, embedding), prefilter (real vectors)",
+    )
     ap.add_argument("--out", default=str(RESULTS / "speed.md"))
     ap.add_argument("--json", default=str(RESULTS / "speed.json"))
     args = ap.parse_args(argv)
@@ -1202,8 +1414,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.render_only or rerun:
         res = json.loads(Path(args.json).read_text())
         cache = args.cache or cache_root()
-        note = {"command": command_line(), "commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M"),
-                "load": [round(x, 2) for x in os.getloadavg()]}
+        note = {
+            "command": command_line(),
+            "commit": git_commit(),
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "load": [round(x, 2) for x in os.getloadavg()],
+        }
         for part in rerun:
             res["meta"].setdefault("reruns", {})[part] = note
             if part == "daemon":
@@ -1211,7 +1427,8 @@ def main(argv: list[str] | None = None) -> int:
                     meta = build_store(int(k), args.data, cache)
                     log(f"daemon at {int(k):,}")
                     res["sizes"][k]["daemon"] = measure_daemon(
-                        Path(meta["store"]), query_sets(args.data, args.queries), int(k), meta)
+                        Path(meta["store"]), query_sets(args.data, args.queries), int(k), meta
+                    )
             elif part == "throughput":
                 log("throughput")
                 res["throughput"] = measure_throughput(args.data, cache, args.lex_files, args.emb_files)
@@ -1256,17 +1473,21 @@ def main(argv: list[str] | None = None) -> int:
         res.setdefault("vectors_only", {})[str(n)] = vectors_only(n, cache, args.data)
     log("prefilter on real vectors")
     res["prefilter_real"] = prefilter_real(cache, args.data)
-    any_meta = next(iter(metas.values()))
+    next(iter(metas.values()))
     res["meta"] = {
-        "command": command_line(), "commit": commit, "code": code,
-        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)), "machine": machine,
-        "load_end": [round(x, 2) for x in os.getloadavg()], "queries": args.queries,
+        "command": command_line(),
+        "commit": commit,
+        "code": code,
+        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
+        "machine": machine,
+        "load_end": [round(x, 2) for x in os.getloadavg()],
+        "queries": args.queries,
         "corpus_note": f"{SECTIONS + 1} chunks a file (a `#` title from SciFact, an intro, {SECTIONS} `##` sections of "
-                       "2–5 sentences sampled from SciFact abstracts), cached in "
-                       f"`{cache}/speed-corpus-<size>/`; stores in `{cache}/stores/speed-<size>-<fp>/`.",
+        "2–5 sentences sampled from SciFact abstracts), cached in "
+        f"`{cache}/speed-corpus-<size>/`; stores in `{cache}/stores/speed-<size>-<fp>/`.",
         "vector_note": "synthetic: normalise(0.7·a + 0.3·b + noise) for real vectors a, b, "
-                       "written into the store's vectors table keyed (workspace, model fingerprint, text hash) as the "
-                       "product keys them; the product's runtime loads and searches them. Query vectors are real.",
+        "written into the store's vectors table keyed (workspace, model fingerprint, text hash) as the "
+        "product keys them; the product's runtime loads and searches them. Query vectors are real.",
         "seconds": round(time.time() - started, 1),
     }
     res["findings"] = findings(res)

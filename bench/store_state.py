@@ -34,25 +34,16 @@ def problems(path: Path) -> list[str]:
             out.append(f"integrity_check: {check[:5]}")
         queries = {
             # a chunk keeps the generation it was first written in while its text stays
-            "chunks from a generation after their document's":
-                "SELECT count(*) FROM chunks c JOIN documents d ON d.id=c.document_id WHERE c.generation > d.generation",
-            "documents from a generation after the store's":
-                "SELECT count(*) FROM documents WHERE generation > (SELECT CAST(value AS INTEGER) FROM meta "
-                "WHERE key='generation')",
-            "chunks without a document":
-                "SELECT count(*) FROM chunks WHERE document_id NOT IN (SELECT id FROM documents)",
-            "facets without a document":
-                "SELECT count(*) FROM facets WHERE document_id NOT IN (SELECT id FROM documents)",
-            "links without a document":
-                "SELECT count(*) FROM links WHERE source_id NOT IN (SELECT id FROM documents)",
-            "FTS entries without a chunk":
-                "SELECT count(*) FROM chunks_fts_docsize WHERE id NOT IN (SELECT id FROM chunks)",
-            "chunks without an FTS entry":
-                "SELECT count(*) FROM chunks WHERE id NOT IN (SELECT id FROM chunks_fts_docsize)",
-            "documents without a workspace":
-                "SELECT count(*) FROM documents WHERE workspace_id NOT IN (SELECT id FROM workspaces)",
-            "vectors without a workspace":
-                "SELECT count(*) FROM vectors WHERE workspace_id NOT IN (SELECT id FROM workspaces)",
+            "chunks from a generation after their document's": "SELECT count(*) FROM chunks c JOIN documents d ON d.id=c.document_id WHERE c.generation > d.generation",
+            "documents from a generation after the store's": "SELECT count(*) FROM documents WHERE generation > (SELECT CAST(value AS INTEGER) FROM meta "
+            "WHERE key='generation')",
+            "chunks without a document": "SELECT count(*) FROM chunks WHERE document_id NOT IN (SELECT id FROM documents)",
+            "facets without a document": "SELECT count(*) FROM facets WHERE document_id NOT IN (SELECT id FROM documents)",
+            "links without a document": "SELECT count(*) FROM links WHERE source_id NOT IN (SELECT id FROM documents)",
+            "FTS entries without a chunk": "SELECT count(*) FROM chunks_fts_docsize WHERE id NOT IN (SELECT id FROM chunks)",
+            "chunks without an FTS entry": "SELECT count(*) FROM chunks WHERE id NOT IN (SELECT id FROM chunks_fts_docsize)",
+            "documents without a workspace": "SELECT count(*) FROM documents WHERE workspace_id NOT IN (SELECT id FROM workspaces)",
+            "vectors without a workspace": "SELECT count(*) FROM vectors WHERE workspace_id NOT IN (SELECT id FROM workspaces)",
         }
         for what, sql in queries.items():
             n = db.execute(sql).fetchone()[0]
@@ -68,8 +59,10 @@ def cached_vectors(path: Path) -> int:
     them on purpose (a reverted edit or a rename back is not embedded again)."""
     db = _open(path)
     try:
-        return db.execute("SELECT count(*) FROM vectors v WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE "
-                          "c.workspace_id=v.workspace_id AND c.text_hash=v.text_hash)").fetchone()[0]
+        return db.execute(
+            "SELECT count(*) FROM vectors v WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE "
+            "c.workspace_id=v.workspace_id AND c.text_hash=v.text_hash)"
+        ).fetchone()[0]
     finally:
         db.close()
 
@@ -83,18 +76,25 @@ def dump(path: Path, workspace: str) -> dict[str, Any]:
         ws = row[0]
         docs = db.execute(
             "SELECT path, content_hash, size, title, status, tags, aliases, frontmatter, supersedes, superseded_by, "
-            "problems, schema_problems, line_count FROM documents WHERE workspace_id=? ORDER BY path", (ws,)).fetchall()
+            "problems, schema_problems, line_count FROM documents WHERE workspace_id=? ORDER BY path",
+            (ws,),
+        ).fetchall()
         chunks = db.execute(
             "SELECT d.path, c.ordinal, c.kind, c.breadcrumb, c.text_hash, c.byte_start, c.byte_end, c.line_start, "
             "c.line_end, c.tokens FROM chunks c JOIN documents d ON d.id=c.document_id WHERE c.workspace_id=? "
-            "ORDER BY d.path, c.ordinal", (ws,)).fetchall()
+            "ORDER BY d.path, c.ordinal",
+            (ws,),
+        ).fetchall()
         facets = db.execute(
             "SELECT d.path, f.field, f.value, f.num, f.date FROM facets f JOIN documents d ON d.id=f.document_id "
-            "WHERE f.workspace_id=? ORDER BY 1, 2, 3, 4, 5", (ws,)).fetchall()
+            "WHERE f.workspace_id=? ORDER BY 1, 2, 3, 4, 5",
+            (ws,),
+        ).fetchall()
         links = db.execute(
             "SELECT d.path, l.target, l.kind, l.line, l.label, l.anchor, l.target_path FROM links l "
             "JOIN documents d ON d.id=l.source_id WHERE l.workspace_id=? ORDER BY 1, 2, 3, 4, 5, 6, 7",
-            (ws,)).fetchall()
+            (ws,),
+        ).fetchall()
         skipped = db.execute("SELECT path, reason FROM skipped WHERE workspace_id=? ORDER BY path", (ws,)).fetchall()
         return {"documents": docs, "chunks": chunks, "facets": facets, "links": links, "skipped": skipped}
     finally:
@@ -123,7 +123,8 @@ def bm25(path: Path, workspace: str, query: str) -> dict[tuple[str, int], float]
             "SELECT d.path, c.ordinal, bm25(chunks_fts, 3.0, 2.0, 2.0, 1.0) FROM chunks_fts "
             "JOIN chunks c ON c.id=chunks_fts.rowid JOIN documents d ON d.id=c.document_id "
             "JOIN workspaces w ON w.id=d.workspace_id WHERE w.name=? AND chunks_fts MATCH ?",
-            (workspace, words)).fetchall()
+            (workspace, words),
+        ).fetchall()
         return {(p, o): s for p, o, s in rows}
     finally:
         db.close()

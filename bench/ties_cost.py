@@ -45,6 +45,7 @@ def measure(store: Path, queries: dict[str, list[str]]) -> dict[str, Any]:
                 return fn(*a, **kw)
             finally:
                 spent[0] += time.perf_counter() - t0
+
         return wrapper
 
     class CountedKeys(ties.TieKeys):
@@ -79,8 +80,14 @@ def measure(store: Path, queries: dict[str, list[str]]) -> dict[str, Any]:
                     reading += calls["read"]
                 name = f"{'+'.join(stages)} {kind}"
                 s, t = summary_ms(total), summary_ms(tie)
-                out[name] = {"search_ms": s, "ties_ms": t, "lookups": calls["lookups"], "reading": reading,
-                             "queries": len(qs), "share_of_mean": round(sum(tie) / sum(total), 4)}
+                out[name] = {
+                    "search_ms": s,
+                    "ties_ms": t,
+                    "lookups": calls["lookups"],
+                    "reading": reading,
+                    "queries": len(qs),
+                    "share_of_mean": round(sum(tie) / sum(total), 4),
+                }
     finally:
         svc.close()
         for n, fn in real.items():
@@ -105,10 +112,15 @@ def report(res: dict[str, Any], args: argparse.Namespace, store: Path) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, r in res.items():
-        lines.append(f"| {name} | {r['queries']} | {r['search_ms']['p50']} | {r['ties_ms']['p50']} | "
-                     f"{r['ties_ms']['p95']} | {r['share_of_mean']:.2%} | {r['reading']} |")
-    lines += ["", f"Run on {time.strftime('%Y-%m-%d')} at {git_commit()} with Python {m['python']}, "
-                  f"{m['nproc']} cores (load {m['load'][0]}), shared."]
+        lines.append(
+            f"| {name} | {r['queries']} | {r['search_ms']['p50']} | {r['ties_ms']['p50']} | "
+            f"{r['ties_ms']['p95']} | {r['share_of_mean']:.2%} | {r['reading']} |"
+        )
+    lines += [
+        "",
+        f"Run on {time.strftime('%Y-%m-%d')} at {git_commit()} with Python {m['python']}, "
+        f"{m['nproc']} cores (load {m['load'][0]}), shared.",
+    ]
     return "\n".join(lines)
 
 

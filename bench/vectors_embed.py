@@ -53,7 +53,7 @@ def raw_loop(texts: list[str]) -> np.ndarray:
     tok, sess = _RAW
     out = []
     for s in range(0, len(texts), 32):
-        enc = tok.encode_batch(texts[s:s + 32])
+        enc = tok.encode_batch(texts[s : s + 32])
         ids = np.array([e.ids for e in enc], dtype=np.int64)
         mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
         h = sess.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
@@ -71,26 +71,41 @@ def throughput(n: int) -> None:
     p0.embed(long[:32])
     res = {}
     provs = {}
-    for rep in range(3):
-        t = time.perf_counter(); r = raw_loop(long); dt = time.perf_counter() - t
+    for _rep in range(3):
+        t = time.perf_counter()
+        r = raw_loop(long)
+        dt = time.perf_counter() - t
         res.setdefault("raw", []).append(len(long) / dt)
         for opt in ("disable", "basic", "extended", "all"):
             p = provs.setdefault(opt, OnnxProvider(opt_level=opt))
             p.embed(long[:4])
-            t = time.perf_counter(); v = p.embed(long); dt = time.perf_counter() - t
+            t = time.perf_counter()
+            v = p.embed(long)
+            dt = time.perf_counter() - t
             res.setdefault(opt, []).append(len(long) / dt)
             assert np.allclose(v, r, atol=1e-4), (opt, np.abs(v - r).max())
     for k, v in res.items():
-        print(f"{k:9s} chunks/s: {', '.join(f'{x:.2f}' for x in v)}  best {max(v):.2f}  ratio-to-raw(best) {max(v)/max(res['raw']):.3f}")
+        print(
+            f"{k:9s} chunks/s: {', '.join(f'{x:.2f}' for x in v)}  best {max(v):.2f}  ratio-to-raw(best) {max(v) / max(res['raw']):.3f}"
+        )
     # mixed lengths (real corpus order): sorting by length helps here
     mixed = [t for _, t in docs[:n]]
-    p = OnnxProvider(); t = time.perf_counter(); p.embed(mixed); dt1 = time.perf_counter() - t
-    t = time.perf_counter(); raw_loop(mixed); dt2 = time.perf_counter() - t
-    print(f"mixed lengths (mean {np.mean(p.count_tokens(mixed)):.0f} tok before truncation): provider {n/dt1:.2f}/s raw {n/dt2:.2f}/s")
-    pairs = [("How do I reset my password?", "What are the steps to change my password?"),
-             ("reset my password", "I forgot my password and need a new one"),
-             ("How do I reset my password?", "The cat sat on the mat."),
-             ("How do I reset my password?", "Quarterly revenue grew by 12 percent.")]
+    p = OnnxProvider()
+    t = time.perf_counter()
+    p.embed(mixed)
+    dt1 = time.perf_counter() - t
+    t = time.perf_counter()
+    raw_loop(mixed)
+    dt2 = time.perf_counter() - t
+    print(
+        f"mixed lengths (mean {np.mean(p.count_tokens(mixed)):.0f} tok before truncation): provider {n / dt1:.2f}/s raw {n / dt2:.2f}/s"
+    )
+    pairs = [
+        ("How do I reset my password?", "What are the steps to change my password?"),
+        ("reset my password", "I forgot my password and need a new one"),
+        ("How do I reset my password?", "The cat sat on the mat."),
+        ("How do I reset my password?", "Quarterly revenue grew by 12 percent."),
+    ]
     for a, b in pairs:
         va, vb = p.embed([a, b])
         print(f"cos {float(va @ vb):.3f}  {a!r} ~ {b!r}")
@@ -104,11 +119,11 @@ def cache(n: int) -> Path:
     t = time.perf_counter()
     vecs = []
     for s in range(0, len(docs), 256):
-        vecs.append(p.embed([t for _, t in docs[s:s + 256]]))
+        vecs.append(p.embed([t for _, t in docs[s : s + 256]]))
         print(f"{s + 256}/{len(docs)} {time.perf_counter() - t:.0f}s", flush=True)
     v = np.concatenate(vecs)
     dt = time.perf_counter() - t
-    print(f"embedded {len(docs)} in {dt:.0f}s = {len(docs)/dt:.2f} docs/s")
+    print(f"embedded {len(docs)} in {dt:.0f}s = {len(docs) / dt:.2f} docs/s")
     np.savez(path, ids=np.array([int(i) for i, _ in docs]), vecs=v, fingerprint=p.fingerprint)
     return path
 

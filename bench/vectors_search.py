@@ -96,9 +96,14 @@ def cmd_recall(args) -> None:
             ix = VectorIndex(i, v, **opts)
             ts = []
             for qq in q[:10]:
-                t = time.perf_counter(); ix.search(qq, top=args.top, exact=False); ts.append(time.perf_counter() - t)
-            print(f"{name:18s} {label:38s} recall {recall_at(ix, q, args.top, truth):.3f}   "
-                  f"median {1000 * float(np.median(ts)):.1f} ms", flush=True)
+                t = time.perf_counter()
+                ix.search(qq, top=args.top, exact=False)
+                ts.append(time.perf_counter() - t)
+            print(
+                f"{name:18s} {label:38s} recall {recall_at(ix, q, args.top, truth):.3f}   "
+                f"median {1000 * float(np.median(ts)):.1f} ms",
+                flush=True,
+            )
         del v
 
 
@@ -109,11 +114,17 @@ def cmd_recall_real(args) -> None:
     q = load_queries()[: args.queries]
     n = len(ids)
     truth = [{int(x) for x in ids[np.argpartition(-(vecs @ qq), args.top - 1)[: args.top]]} for qq in q]
-    configs = [(f"hamming K={k}", dict(prefilter="hamming", shortlist_min=k, shortlist_factor=0)) for k in (100, 200, 500)]
+    configs = [
+        (f"hamming K={k}", dict(prefilter="hamming", shortlist_min=k, shortlist_factor=0)) for k in (100, 200, 500)
+    ]
     configs += [(f"asym K={k}", dict(prefilter="asym", shortlist_min=k, shortlist_factor=0)) for k in (100, 200, 300)]
-    configs += [(f"ham {c} + asym K={k}", dict(prefilter="hamming+asym", coarse_min=c, coarse_fraction=0,
-                                                shortlist_min=k, shortlist_factor=0))
-                for c, k in ((400, 100), (400, 200), (1000, 200))]
+    configs += [
+        (
+            f"ham {c} + asym K={k}",
+            dict(prefilter="hamming+asym", coarse_min=c, coarse_fraction=0, shortlist_min=k, shortlist_factor=0),
+        )
+        for c, k in ((400, 100), (400, 200), (1000, 200))
+    ]
     print(f"real SciFact {n} abstracts, {len(q)} SciFact claims, recall@{args.top} vs exact cosine")
     for label, opts in configs:
         ix = VectorIndex(ids, vecs, exact_below=0, **opts)
@@ -139,19 +150,26 @@ def cmd_speed(args) -> None:
         res = {}
         for pf in ("hamming+asym", "hamming", "asym"):
             ix = VectorIndex(ids, v, prefilter=pf)
-            t = time.perf_counter(); ix.search(qs[0], top=50, exact=False); build = time.perf_counter() - t
+            t = time.perf_counter()
+            ix.search(qs[0], top=50, exact=False)
+            build = time.perf_counter() - t
             qi = iter(range(10**9))
             res[pf] = timeit(lambda: ix.search(qs[next(qi) % len(qs)], top=50, exact=False), args.reps)
             res[pf + "-first"] = (build, build)
         ix = VectorIndex(ids, v)
         qi = iter(range(10**9))
         res["exact"] = timeit(lambda: ix.search(qs[next(qi) % len(qs)], top=50, exact=True), args.reps)
-        mask = np.zeros(n, bool); mask[::10] = True
+        mask = np.zeros(n, bool)
+        mask[::10] = True
         res["default-allowed10%"] = timeit(lambda: ix.search(qs[1], top=50, allowed=mask, exact=False), args.reps)
         res["exact-allowed10%"] = timeit(lambda: ix.search(qs[1], top=50, allowed=mask, exact=True), args.reps)
-        print(f"n={n:>8d} vecs {v.nbytes/2**20:.0f} MiB  " +
-              "  ".join(f"{k} {1000*t[0]:.1f}/{1000*t[1]:.1f}" for k, t in res.items()) + "  (ms min/median)", flush=True)
-        del v, ix
+        print(
+            f"n={n:>8d} vecs {v.nbytes / 2**20:.0f} MiB  "
+            + "  ".join(f"{k} {1000 * t[0]:.1f}/{1000 * t[1]:.1f}" for k, t in res.items())
+            + "  (ms min/median)",
+            flush=True,
+        )
+        v = ix = None
 
 
 if __name__ == "__main__":

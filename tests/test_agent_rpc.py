@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from autodoc.config import Settings
 from autodoc.api import TABLE
+from autodoc.config import Settings
 from autodoc.connect import invoke
 from autodoc.errors import AutodocError, DocumentNotFound, Unsupported, WorkspaceNotFound
 from autodoc.rpc import schemas
@@ -60,15 +60,15 @@ def checked(method: str, result: Any) -> Any:
 # A small corpus with pairs on one topic, for search.similar with the real bundled model.
 TOPICS = {
     "food/pasta.md": "---\ntags: [food]\n---\n# Pasta\n\nBoil salted water, add the spaghetti and cook it for "
-                     "nine minutes, then drain and toss with the sauce.\n",
+    "nine minutes, then drain and toss with the sauce.\n",
     "food/risotto.md": "---\ntags: [food]\n---\n# Risotto\n\nToast the rice in butter, add warm stock a ladle at "
-                       "a time and stir until it is creamy; finish with parmesan.\n",
+    "a time and stir until it is creamy; finish with parmesan.\n",
     "ops/backups.md": "---\ntags: [ops]\n---\n# Backups\n\nCopy the database file every night to the backup "
-                      "server and check that the copy restores.\n",
+    "server and check that the copy restores.\n",
     "ops/restore.md": "---\ntags: [ops]\n---\n# Restoring a backup\n\nStop the server, copy last night's "
-                      "database backup into place and start it again.\n",
+    "database backup into place and start it again.\n",
     "misc/passwords.md": "# Account help\n\nTo reset a forgotten password, open settings and follow the emailed "
-                         "link.\n",
+    "link.\n",
 }
 
 
@@ -115,17 +115,21 @@ def _walk(nodes):
 
 def test_outline_nests_headings_and_spans_reproduce_each_section(kb):
     out = call(kb, "document.outline", ["kb", "notes/odd.md"])
-    tree = [(n["level"], n["title"], [(c["level"], c["title"], [g["title"] for g in c["children"]])
-                                      for c in n["children"]]) for n in out["headings"]]
-    assert tree == [(1, "Top", [(3, "Deep, skipping a level", []), (2, "Second", ["Under second"]),
-                                (2, "Setext two", [])]),
-                    (1, "Another top", [])]
+    tree = [
+        (n["level"], n["title"], [(c["level"], c["title"], [g["title"] for g in c["children"]]) for c in n["children"]])
+        for n in out["headings"]
+    ]
+    assert tree == [
+        (1, "Top", [(3, "Deep, skipping a level", []), (2, "Second", ["Under second"]), (2, "Setext two", [])]),
+        (1, "Another top", []),
+    ]
     data = ODD.encode()
     assert out["total_lines"] == ODD.count("\n") and out["total_bytes"] == len(data)
     for n in _walk(out["headings"]):
-        read = call(kb, "document.read", ["kb", "notes/odd.md",
-                                          {"line_start": n["line_start"], "line_end": n["line_end"]}])
-        assert read["text"].encode() == data[n["byte_start"]:n["byte_end"]], n["title"]
+        read = call(
+            kb, "document.read", ["kb", "notes/odd.md", {"line_start": n["line_start"], "line_end": n["line_end"]}]
+        )
+        assert read["text"].encode() == data[n["byte_start"] : n["byte_end"]], n["title"]
         assert n["tokens"] > 0
     top, another = out["headings"]
     assert top["line_start"] == ODD.splitlines().index("# Top") + 1
@@ -167,8 +171,9 @@ def test_similar_finds_the_document_on_the_same_topic_first_and_never_itself(kb)
 def test_similar_passages_point_at_their_lines_and_options_filter(kb):
     out = call(kb, "search.similar", ["topics", "food/pasta.md", {"limit": 1}])
     (hit,) = out["similar"]
-    read = call(kb, "document.read", ["topics", hit["path"], {"line_start": hit["line_start"],
-                                                             "line_end": hit["line_end"]}])
+    read = call(
+        kb, "document.read", ["topics", hit["path"], {"line_start": hit["line_start"], "line_end": hit["line_end"]}]
+    )
     assert "Risotto" in read["text"]
     only_ops = call(kb, "search.similar", ["topics", "food/pasta.md", {"paths": ["ops"]}])
     assert {h["path"] for h in only_ops["similar"]} == {"ops/backups.md", "ops/restore.md"}
@@ -190,9 +195,17 @@ def test_similar_without_vectors_says_semantic_is_unavailable_and_why(kb):
 
 # -- did_you_mean ---------------------------------------------------------------------------------
 
-SAMPLE = {"workspace": "kb", "name": "kb", "path": "adrs/0012-lease-recovery.md", "query": "lease", "cursor": 0,
-          "options": {"demote_superseded": True}, "tokens": 350, "session_id": "s-1",
-          "events": [{"id": "1", "kind": "message", "text": "hello"}]}
+SAMPLE = {
+    "workspace": "kb",
+    "name": "kb",
+    "path": "adrs/0012-lease-recovery.md",
+    "query": "lease",
+    "cursor": 0,
+    "options": {"demote_superseded": True},
+    "tokens": 350,
+    "session_id": "s-1",
+    "events": [{"id": "1", "kind": "message", "text": "hello"}],
+}
 
 
 def params_for(method: str, **override: Any) -> dict[str, Any]:
@@ -208,8 +221,11 @@ def error_of(service: Service, method: str, params: dict) -> AutodocError:
     return info.value
 
 
-NAMED_WORKSPACE = [m.name for m in TABLE if m.call and {"workspace", "name"} & set(schemas.param_names(m.name))
-                   and m.name != "workspace.add"]
+NAMED_WORKSPACE = [
+    m.name
+    for m in TABLE
+    if m.call and {"workspace", "name"} & set(schemas.param_names(m.name)) and m.name != "workspace.add"
+]
 NAMED_PATH = [m.name for m in TABLE if m.call and "path" in schemas.param_names(m.name)]
 
 
@@ -225,8 +241,11 @@ def test_every_method_suggests_the_workspace_meant(kb, method):
 
 @pytest.mark.parametrize("method", NAMED_PATH)
 def test_every_method_suggests_the_document_meant(kb, method):
-    for guess, meant in [("ADR-12", "adrs/0012-lease-recovery.md"), ("adrs/12.md", "adrs/0012-lease-recovery.md"),
-                         ("runbooks/lease-recovry.md", "runbooks/lease-recovery.md")]:
+    for guess, meant in [
+        ("ADR-12", "adrs/0012-lease-recovery.md"),
+        ("adrs/12.md", "adrs/0012-lease-recovery.md"),
+        ("runbooks/lease-recovry.md", "runbooks/lease-recovery.md"),
+    ]:
         e = error_of(kb, method, params_for(method, path=guess))
         assert isinstance(e, DocumentNotFound) and e.code == -32003, (method, e)
         assert e.data["path"] == guess and e.data["did_you_mean"][0] == meant, (guess, e.data)
@@ -236,8 +255,11 @@ def test_a_large_workspace_narrows_candidates_first_and_still_finds_them(kb, mon
     import autodoc.documents as documents
 
     monkeypatch.setattr(documents, "SCAN_ALL", 0)  # as if the workspace had more documents than are compared
-    for guess, meant in [("ADR-12", "adrs/0012-lease-recovery.md"), ("lease recovry", "runbooks/lease-recovery.md"),
-                         ("adrs/porter_stemming.md", "adrs/0009-porter-stemming.md")]:
+    for guess, meant in [
+        ("ADR-12", "adrs/0012-lease-recovery.md"),
+        ("lease recovry", "runbooks/lease-recovery.md"),
+        ("adrs/porter_stemming.md", "adrs/0009-porter-stemming.md"),
+    ]:
         e = error_of(kb, "document.outline", {"workspace": "kb", "path": guess})
         assert meant in e.data["did_you_mean"][:2], (guess, e.data)
 
@@ -267,8 +289,9 @@ def test_status_says_the_model_is_loading_instead_of_waiting_for_it(kb, base, mo
     monkeypatch.setattr(providers_module, "make_provider", slow_load)
     fresh = Service(Settings.from_env(store=str(base / "store.db")), writer=False)
     try:
-        cfg = next(w["config"]["embedding"] for w in invoke(fresh, "workspace.list", [])["workspaces"]
-                   if w["name"] == "topics")
+        cfg = next(
+            w["config"]["embedding"] for w in invoke(fresh, "workspace.list", [])["workspaces"] if w["name"] == "topics"
+        )
         info = invoke(fresh, "server.info", [])
         assert info["semantic"]["model_state"] == "unloaded" and info["models"]["embedding"] == []
         loader = threading.Thread(target=fresh.providers.get, args=(cfg,))  # what the embed queue does first
@@ -286,8 +309,11 @@ def test_status_says_the_model_is_loading_instead_of_waiting_for_it(kb, base, mo
         semantic = invoke(fresh, "server.info", [])["semantic"]
         assert loader.is_alive(), "server.info waited for the model load to end"  # it is still held at the gate
         assert semantic["state"] == "loading" and semantic["pending"] == empty["total"]
-        assert schemas.validator("server.info", "result").evolve(schema=schemas.load_schema(
-            "server.info", "result")["properties"]["semantic"]).is_valid(semantic)
+        assert (
+            schemas.validator("server.info", "result")
+            .evolve(schema=schemas.load_schema("server.info", "result")["properties"]["semantic"])
+            .is_valid(semantic)
+        )
         gate.set()
         loader.join(30)
         after = call(fresh, "workspace.status", ["topics"])["embedding"]
@@ -347,15 +373,19 @@ def test_a_browse_pages_past_its_200_with_after(tmp_path):
     for i in range(230):
         (root / f"d{i // 100}").mkdir(parents=True, exist_ok=True)
         (root / f"d{i // 100}" / f"n{i:03d}.md").write_text(
-            f"---\ntags: [{'even' if i % 2 == 0 else 'odd'}]\n---\n# Note {i}\n\nwombat number {i}\n")
+            f"---\ntags: [{'even' if i % 2 == 0 else 'odd'}]\n---\n# Note {i}\n\nwombat number {i}\n"
+        )
     svc = Service(Settings.from_env(store=str(tmp_path / "s.db")))
     try:
         call(svc, "workspace.add", ["many", str(root), NO_MODEL])
         call(svc, "workspace.index", ["many"])
         listed, after, counts = [], None, []
         while True:
-            page = call(svc, "search.query", ["many", "", {"limit": 200, "facet_counts": ["tags"],
-                                                          **({"after": after} if after else {})}])
+            page = call(
+                svc,
+                "search.query",
+                ["many", "", {"limit": 200, "facet_counts": ["tags"], **({"after": after} if after else {})}],
+            )
             listed += [h["path"] for h in page["hits"]]
             counts.append(page["facet_counts"])
             if len(page["hits"]) < 200:
@@ -363,8 +393,9 @@ def test_a_browse_pages_past_its_200_with_after(tmp_path):
             after = page["hits"][-1]["path"]
         assert len(listed) == 230 and listed == sorted(listed) and len(set(listed)) == 230
         assert counts[0] == counts[-1] == {"tags": {"even": 115, "odd": 115}}  # the whole set on every page
-        ranked = call(svc, "search.query", ["many", "wombat", {"limit": 50, "after": "d1/n199.md",
-                                                             "stages": ["lexical"]}])["hits"]
+        ranked = call(
+            svc, "search.query", ["many", "wombat", {"limit": 50, "after": "d1/n199.md", "stages": ["lexical"]}]
+        )["hits"]
         assert ranked and all(h["path"] > "d1/n199.md" for h in ranked)
         assert {h["path"] for h in ranked} == {p for p in listed if p > "d1/n199.md"}
     finally:

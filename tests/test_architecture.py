@@ -75,7 +75,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(v)
         for w in sorted(graph.get(v, ())):
             if state.get(w) == 1:
-                return path[path.index(w):] + [w]
+                return path[path.index(w) :] + [w]
             if w not in state and (found := visit(w)):
                 return found
         path.pop()
@@ -119,8 +119,11 @@ def test_modules_stay_readable(name):
 
 def test_sql_runs_only_in_store():
     runs_sql = re.compile(r"\.(execute|executemany)\(")
-    outside = [n for n, p in MODULES.items()
-               if not n.startswith("autodoc.store") and runs_sql.search(p.read_text(encoding="utf-8"))]
+    outside = [
+        n
+        for n, p in MODULES.items()
+        if not n.startswith("autodoc.store") and runs_sql.search(p.read_text(encoding="utf-8"))
+    ]
     assert outside == []
 
 

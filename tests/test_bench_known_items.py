@@ -66,8 +66,11 @@ def test_lexical_run_on_tiny_corpus(tmp_path):
         svc.close()
     qs = [
         {"id": "t1", "query": "porter stemming unicode61", "targets": ["adrs/0009-porter-stemming.md"]},
-        {"id": "t2", "query": "PRAGMA integrity_check restored file",
-         "targets": ["runbooks/restore-from-backup.markdown"]},
+        {
+            "id": "t2",
+            "query": "PRAGMA integrity_check restored file",
+            "targets": ["runbooks/restore-from-backup.markdown"],
+        },
         {"id": "t3", "query": "zzzqqq nothing matches this", "targets": ["adrs/0001-sqlite-storage.md"]},
     ]
     runs = K.run_corpus(store, "kb", qs, legs={"lexical": ["lexical"]})
@@ -76,7 +79,7 @@ def test_lexical_run_on_tiny_corpus(tmp_path):
     for qid in ("t1", "t2"):
         leg = runs[qid]["lexical"]
         assert leg["rank"] is not None and leg["rank"] <= 3
-        assert leg["top_docs"][leg["rank"] - 1] in dict((q["id"], q["targets"]) for q in qs)[qid]
+        assert leg["top_docs"][leg["rank"] - 1] in {q["id"]: q["targets"] for q in qs}[qid]
         assert len(leg["top_docs"]) == len(set(leg["top_docs"]))
     assert runs["t3"]["lexical"]["rank"] is None
     assert runs["t3"]["lexical"]["error"] is None

@@ -56,18 +56,22 @@ def test_evaluator_agrees_with_hand_computation():
 @needs_model
 def test_quality_smoke(tmp_path):
     from bench.beir import build_store, load_collection
-    from bench.quality import render, run_benchmark, findings
+    from bench.quality import findings, render, run_benchmark
 
     col = load_collection(SCIFACT, limit_docs=20)
     keep = set(col.corpus)
     for split in list(col.qrels):
-        col.qrels[split] = {q: {d: r for d, r in rel.items() if d in keep}
-                            for q, rel in col.qrels[split].items() if any(d in keep for d in rel)}
+        col.qrels[split] = {
+            q: {d: r for d, r in rel.items() if d in keep}
+            for q, rel in col.qrels[split].items()
+            if any(d in keep for d in rel)
+        }
     assert len(col.corpus) == 20 and col.split_queries("test")
     built = build_store(col, cache=tmp_path, tag="smoke", quiet=True)
     assert built.report["documents"] == 20 and built.report["embedding_state"] == "ready"
-    res = run_benchmark(col, built.store, limit=100, train=False, query_limit=5,
-                        configs=["lexical", "semantic"], determinism=True)
+    res = run_benchmark(
+        col, built.store, limit=100, train=False, query_limit=5, configs=["lexical", "semantic"], determinism=True
+    )
     rows = {r["name"]: r for r in res["configs"]}
     assert set(rows) == {"lexical", "semantic"}
     for r in rows.values():
@@ -83,10 +87,24 @@ def test_quality_smoke(tmp_path):
     # a second build reuses the cached store and embeds nothing
     again = build_store(col, cache=tmp_path, tag="smoke", quiet=True)
     assert again.report["cached"] and again.report["embed"]["embedded"] == 0
-    res["meta"] = {"command": "smoke", "commit": "x", "date": "now", "machine": {"nproc": 2, "cpu": "", "load": [0, 0, 0],
-                   "python": ""}, "data": str(SCIFACT), "documents": 20, "test_queries": 5, "train_queries": 0,
-                   "workspace_dir": "", "store_path": "", "store": built.report, "key": built.key,
-                   "ir_measures": "", "backends": E.backends(), "max_evaluator_diff": 0.0, "ranker": "none"}
+    res["meta"] = {
+        "command": "smoke",
+        "commit": "x",
+        "date": "now",
+        "machine": {"nproc": 2, "cpu": "", "load": [0, 0, 0], "python": ""},
+        "data": str(SCIFACT),
+        "documents": 20,
+        "test_queries": 5,
+        "train_queries": 0,
+        "workspace_dir": "",
+        "store_path": "",
+        "store": built.report,
+        "key": built.key,
+        "ir_measures": "",
+        "backends": E.backends(),
+        "max_evaluator_diff": 0.0,
+        "ranker": "none",
+    }
     res["findings"] = findings(res)
     text = render(res)
     assert "| lexical |" in text and "nDCG@10" in text
@@ -108,9 +126,19 @@ def test_speed_smoke(tmp_path):
     for kind in ("asym", "hamming"):
         assert 0.0 <= out["prefilter_synthetic"][kind]["recall@50"] <= 1.0
     assert out["hybrid_inprocess"]["p50"] > 0
-    res = {"sizes": {"200": out}, "meta": {"command": "smoke", "commit": "x", "date": "now",
-           "machine": {"nproc": 2, "cpu": "", "load": [0, 0, 0]}, "load_end": [0, 0, 0], "queries": 10,
-           "corpus_note": "", "vector_note": ""}}
+    res = {
+        "sizes": {"200": out},
+        "meta": {
+            "command": "smoke",
+            "commit": "x",
+            "date": "now",
+            "machine": {"nproc": 2, "cpu": "", "load": [0, 0, 0]},
+            "load_end": [0, 0, 0],
+            "queries": 10,
+            "corpus_note": "",
+            "vector_note": "",
+        },
+    }
     res["findings"] = speed.findings(res)
     text = speed.render(res)
     assert "raw FTS5" in text

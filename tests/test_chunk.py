@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import runpy
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from autodoc.ingest.tokens import estimate_tokens
 
 CORPORA = Path(__file__).parent / "corpora"
 KB = runpy.run_path(str(CORPORA / "make_special.py"))["ensure_special_files"]()
+
 
 def _readable() -> list[Path]:
     out = []
@@ -55,14 +57,14 @@ def test_every_corpus_chunk_is_an_exact_slice_with_correct_lines():
 
 
 def test_long_section_is_split_inside_the_long_paragraph():
-    raw, d, cs = corpus("adrs/0012-lease-recovery.md")
+    _raw, _d, cs = corpus("adrs/0012-lease-recovery.md")
     crumb = "ADR 0012: Lease recovery after a crashed writer › Recovery in detail"
     long = [c for c in cs if c.breadcrumb == crumb]
     assert len(long) >= 5
     assert long[0].text.startswith("## Recovery in detail\n\nThe first question")
     # The ~330-word paragraph on line 83 has no blank line: it must be cut at a
     # sentence boundary, so two consecutive chunks share that line.
-    shared = [(a, b) for a, b in zip(long, long[1:]) if a.line_end == b.line_start]
+    shared = [(a, b) for a, b in itertools.pairwise(long) if a.line_end == b.line_start]
     assert shared, [(c.line_start, c.line_end) for c in long]
     a, b = shared[0]
     assert a.text.endswith(".") and b.text[0].isupper()
@@ -106,7 +108,7 @@ def test_cjk_title_differs_from_h1_so_both_appear():
 
 
 def test_text_before_first_heading_and_fallback_title():
-    _, d, cs = corpus("notes/standup-2024-03-14.md")
+    _, _d, cs = corpus("notes/standup-2024-03-14.md")
     assert [c.breadcrumb for c in cs] == ["", "Action items"]
     assert cs[0].text.startswith("Standup notes") and cs[0].line_start == 1
     _, _, named = corpus("notes/standup-2024-03-14.md", fallback_title="standup-2024-03-14")

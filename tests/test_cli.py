@@ -18,7 +18,9 @@ CORPUS = Path(__file__).parent / "corpora" / "kb"
 
 
 def run(env, *args, check=True):
-    p = subprocess.run([sys.executable, "-m", "autodoc.cli", *args], env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "autodoc.cli", *args], env=env, capture_output=True, text=True, timeout=120
+    )
     if check and p.returncode != 0:
         raise AssertionError(f"autodoc {' '.join(args)} → {p.returncode}\n{p.stdout}\n{p.stderr}")
     return p
@@ -26,8 +28,14 @@ def run(env, *args, check=True):
 
 def start_daemon(env) -> subprocess.Popen:
     """`autodoc serve --socket`, once its socket is there."""
-    d = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "serve", "--socket"], env=env,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    d = subprocess.Popen(
+        [sys.executable, "-m", "autodoc.cli", "serve", "--socket"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     sock = Path(env["AUTODOC_SOCKET"])
     deadline = time.monotonic() + 30
     while not sock.exists() and time.monotonic() < deadline and d.poll() is None:
@@ -89,7 +97,9 @@ def test_commands_go_to_a_running_daemon(env, short_tmp):
         info = json.loads(run(env, "--call", "server.info", "{}").stdout)
         assert info["pid"] == d.pid  # answered by the daemon, not in-process
         # a write while the daemon holds the lease goes through the daemon too
-        out = run(env, "workspace", "add", "kb2", str(short_tmp / "kb"), "--config", '{"embedding": {"provider": "none"}}')
+        out = run(
+            env, "workspace", "add", "kb2", str(short_tmp / "kb"), "--config", '{"embedding": {"provider": "none"}}'
+        )
         assert "added workspace kb2" in out.stdout
         answer = json.loads(run(env, "search", "-w", "kb", "--json", "lease").stdout)
         assert answer["hits"]

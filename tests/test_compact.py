@@ -38,13 +38,12 @@ def _valid(answer: dict) -> dict:
 
 
 def _lines(root, path: str, a: int, b: int) -> str:
-    return "\n".join((root / path).read_text(encoding="utf-8").split("\n")[a - 1:b]).rstrip()
+    return "\n".join((root / path).read_text(encoding="utf-8").split("\n")[a - 1 : b]).rstrip()
 
 
 def test_compact_hits_cite_exact_lines_once_per_document(kb):
     svc, root = kb
-    a = _valid(svc.search("kb", "lease recovery stale lock", {"answer": "compact", "limit": 4,
-                                                              "budget_tokens": 32000}))
+    a = _valid(svc.search("kb", "lease recovery stale lock", {"answer": "compact", "limit": 4, "budget_tokens": 32000}))
     assert a["answer"] == "compact" and a["truncated"] is False and a["hits"]
     assert a["tokens"] == estimate_tokens(a)
     paths = [h["path"] for h in a["hits"]]
@@ -69,8 +68,9 @@ def test_per_document_fills_limit_with_distinct_documents_in_answer_order(kb):
     assert [h["path"] for h in compact["hits"]] == first
     per_doc = _valid(svc.search("kb", q, {"limit": 4, "per_document": True}))
     assert [h["path"] for h in per_doc["hits"]] == first
-    several = _valid(svc.search("kb", q, {"answer": "compact", "limit": 6, "per_document": False,
-                                          "budget_tokens": 32000}))
+    several = _valid(
+        svc.search("kb", q, {"answer": "compact", "limit": 6, "per_document": False, "budget_tokens": 32000})
+    )
     assert len(several["hits"]) == 6 and len({h["path"] for h in several["hits"]}) < 6
 
 
@@ -109,8 +109,9 @@ def test_changed_says_the_file_on_disk_is_not_the_one_indexed(kb, tmp_path):
         with open(root / edited, "a", encoding="utf-8") as f:
             f.write("\nA line written after the index ran.\n")
         after = _valid(svc.search("kb", "lease recovery", opts))
-        assert {h["path"]: h["changed"] for h in after["hits"]} == {h["path"]: h["path"] == edited
-                                                                      for h in after["hits"]}
+        assert {h["path"]: h["changed"] for h in after["hits"]} == {
+            h["path"]: h["path"] == edited for h in after["hits"]
+        }
         # the passage is still the indexed text, which is what the ref's lines point into
         assert after["hits"][0]["text"] == before["hits"][0]["text"]
         os.remove(root / edited)
@@ -127,8 +128,7 @@ def test_answerable_tells_a_real_question_from_an_off_topic_one(kb, answer):
     svc, _ = kb
     on = _valid(svc.search("kb", "how do we recover a stale lease", {"answer": answer}))
     assert on["answerable"] is True and on["hits"]
-    for q in ("chemotherapy dosage for pediatric leukemia patients",
-              "how do we bake sourdough bread at home"):
+    for q in ("chemotherapy dosage for pediatric leukemia patients", "how do we bake sourdough bread at home"):
         off = _valid(svc.search("kb", q, {"answer": answer}))
         assert off["hits"], "the off-topic query still gets its least bad hits"
         assert off["answerable"] is False, q
@@ -150,12 +150,15 @@ def test_a_facet_only_listing_is_answerable_without_confidence(kb):
     assert all(h["confidence"] is None for h in a["hits"])
 
 
-@pytest.mark.parametrize("opts,field", [
-    ({"answer": "short"}, "opts.answer"),
-    ({"answer": "compact", "budget_tokens": 10}, "opts.budget_tokens"),
-    ({"budget_tokens": 1.5}, "opts.budget_tokens"),
-    ({"per_document": "yes"}, "opts.per_document"),
-])
+@pytest.mark.parametrize(
+    "opts,field",
+    [
+        ({"answer": "short"}, "opts.answer"),
+        ({"answer": "compact", "budget_tokens": 10}, "opts.budget_tokens"),
+        ({"budget_tokens": 1.5}, "opts.budget_tokens"),
+        ({"per_document": "yes"}, "opts.per_document"),
+    ],
+)
 def test_bad_answer_options_name_the_field(opts, field):
     with pytest.raises(InvalidParams) as info:
         schemas.bind_params("search.query", ["kb", "q", opts])
@@ -172,12 +175,16 @@ def test_a_passage_inside_a_long_line_keeps_its_own_text_and_says_where_it_is_cu
 
     root = tmp_path / "kb"
     root.mkdir()
-    sentences = [f"Sentence {i} tells of the {w} harbour and its tides." for i, w in
-                 enumerate(["north", "south", "east", "west"] * 120)]
+    sentences = [
+        f"Sentence {i} tells of the {w} harbour and its tides."
+        for i, w in enumerate(["north", "south", "east", "west"] * 120)
+    ]
     sentences[300] = "Sentence 300 names the quokkanite beacon at the harbour mouth."
-    (root / "long.md").write_text("# Harbour log\n\nIntro line.\n\n" + " ".join(sentences) + "\n\nLast line.\n"
-                                  "\n## Beacons\n\n" + "A beacon line of some length. " * 60 + "\n"
-                                  "The quokkanite lamp is lit at dusk, a short line.\n")
+    (root / "long.md").write_text(
+        "# Harbour log\n\nIntro line.\n\n" + " ".join(sentences) + "\n\nLast line.\n"
+        "\n## Beacons\n\n" + "A beacon line of some length. " * 60 + "\n"
+        "The quokkanite lamp is lit at dusk, a short line.\n"
+    )
     s = Service(Settings.from_env(store=tmp_path / "s.db"))
     try:
         s.workspace_add("kb", str(root), {"embedding": {"provider": "none"}})
@@ -185,9 +192,14 @@ def test_a_passage_inside_a_long_line_keeps_its_own_text_and_says_where_it_is_cu
         full = s.search("kb", "quokkanite", {"stages": ["lexical"]})["hits"]
         inner = next(h for h in full if h["line_start"] == 5)
         data = (root / "long.md").read_bytes()
-        assert data[inner["byte_start"] - 1:inner["byte_start"]] != b"\n", "the chunk should start inside the line"
-        a = _valid(s.search("kb", "quokkanite", {"answer": "compact", "stages": ["lexical"], "budget_tokens": 32000,
-                                                 "per_document": False}))
+        assert data[inner["byte_start"] - 1 : inner["byte_start"]] != b"\n", "the chunk should start inside the line"
+        a = _valid(
+            s.search(
+                "kb",
+                "quokkanite",
+                {"answer": "compact", "stages": ["lexical"], "budget_tokens": 32000, "per_document": False},
+            )
+        )
         by_line = {h["line_start"]: h for h in a["hits"]}
         h = by_line[5]
         assert (h["line_start"], h["line_end"]) == (5, 5) and h["ref"] == "kb:long.md#L5-5"
@@ -196,8 +208,13 @@ def test_a_passage_inside_a_long_line_keeps_its_own_text_and_says_where_it_is_cu
         for e in a["hits"]:  # elsewhere whole lines, or marked where they are not
             if ELLIPSIS not in e["text"]:
                 assert e["text"] == _lines(root, "long.md", e["line_start"], e["line_end"])
-        small = _valid(s.search("kb", "quokkanite", {"answer": "compact", "stages": ["lexical"], "budget_tokens": 300,
-                                                     "per_document": False}))
+        small = _valid(
+            s.search(
+                "kb",
+                "quokkanite",
+                {"answer": "compact", "stages": ["lexical"], "budget_tokens": 300, "per_document": False},
+            )
+        )
         assert small["truncated"] and small["tokens"] <= 300
         for c in small["hits"]:
             lines = _lines(root, "long.md", c["line_start"], c["line_end"])

@@ -3,14 +3,15 @@ lexical search with spans, facets, boosts, demotion and stage reporting."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
 import apsw
 import pytest
 
-from autodoc.connect import invoke
 from autodoc.config import Settings
+from autodoc.connect import invoke
 from autodoc.errors import InvalidParams, PathOutsideWorkspace, StoreLocked, Unsupported, WorkspaceNotFound
 from autodoc.service import Service
 
@@ -64,8 +65,8 @@ def test_hits_carry_exact_spans(svc, kb):
     assert ans["hits"], ans
     for h in ans["hits"]:
         data = (kb / h["path"]).read_bytes()
-        piece = data[h["byte_start"]:h["byte_end"]].decode()
-        lines = data.decode().split("\n")[h["line_start"] - 1:h["line_end"]]
+        piece = data[h["byte_start"] : h["byte_end"]].decode()
+        lines = data.decode().split("\n")[h["line_start"] - 1 : h["line_end"]]
         if h["kind"] == "section":
             assert "\n".join(lines).find(piece.strip().split("\n")[0]) >= 0
         assert "«reclaimBatch»" in h["snippet"] or "«reclaimbatch»" in h["snippet"].lower()
@@ -156,9 +157,13 @@ def test_abstract_chunk_can_be_excluded(svc):
 
 
 def test_bad_params_name_the_field(svc):
-    for opts, field in [({"limit": 0}, "opts.limit"), ({"stages": ["rerank"]}, "opts.stages"),
-                        ({"ranker": {"window": 5}}, "opts.ranker.window"), ({"bogus": 1}, "opts.bogus"),
-                        ({"fusion": {"method": "x"}}, "opts.fusion.method")]:
+    for opts, field in [
+        ({"limit": 0}, "opts.limit"),
+        ({"stages": ["rerank"]}, "opts.stages"),
+        ({"ranker": {"window": 5}}, "opts.ranker.window"),
+        ({"bogus": 1}, "opts.bogus"),
+        ({"fusion": {"method": "x"}}, "opts.fusion.method"),
+    ]:
         with pytest.raises(InvalidParams) as e:
             invoke(svc, "search.query", ["kb", "lease", opts])
         assert e.value.field == field
@@ -177,13 +182,21 @@ def test_repeat_searches_are_byte_identical(svc):
 def test_edit_writes_a_new_generation_and_keeps_unchanged_chunks(svc, kb):
     db = svc.store.reader()
     path = "adrs/0012-lease-recovery.md"
-    before = dict(db.execute("SELECT c.text_hash, c.id FROM chunks c JOIN documents d ON d.id=c.document_id WHERE d.path=?", (path,)).fetchall())
+    before = dict(
+        db.execute(
+            "SELECT c.text_hash, c.id FROM chunks c JOIN documents d ON d.id=c.document_id WHERE d.path=?", (path,)
+        ).fetchall()
+    )
     gen0 = db.execute("SELECT generation FROM documents WHERE path=?", (path,)).fetchone()[0]
     f = kb / path
     f.write_text(f.read_text().replace("## Consequences", "## Consequences\n\nA new paragraph about zanzibar.\n", 1))
     rep = svc.index("kb")
     assert rep["modified"] == 1
-    after = dict(db.execute("SELECT c.text_hash, c.id FROM chunks c JOIN documents d ON d.id=c.document_id WHERE d.path=?", (path,)).fetchall())
+    after = dict(
+        db.execute(
+            "SELECT c.text_hash, c.id FROM chunks c JOIN documents d ON d.id=c.document_id WHERE d.path=?", (path,)
+        ).fetchall()
+    )
     gen1 = db.execute("SELECT generation FROM documents WHERE path=?", (path,)).fetchone()[0]
     assert gen1 > gen0
     kept = set(before) & set(after)
@@ -206,7 +219,7 @@ def test_change_log_and_cursor(svc, kb):
     assert ("add", "notes/new-note.md") in ops
     assert ("delete", "index.md") in ops
     assert any(c["op"] == "rename" and c["old_path"] == "runbooks/lease-recovery.md" for c in ch)
-    assert all(b["cursor"] > a["cursor"] for a, b in zip(ch, ch[1:]))
+    assert all(b["cursor"] > a["cursor"] for a, b in itertools.pairwise(ch))
 
 
 def test_a_renamed_file_titled_by_its_name_is_found_by_its_new_name(svc, kb):
@@ -308,8 +321,9 @@ def test_the_whole_machine_or_home_is_not_a_workspace_unless_forced(svc):
         with pytest.raises(InvalidParams) as e:
             invoke(svc, "workspace.add", ["w", root])
         assert e.value.field == "root" and "force" in e.value.message
-    added = invoke(svc, "workspace.add", {"name": "w", "root": home, "config": {"embedding": {"provider": "none"}},
-                                          "force": True})
+    added = invoke(
+        svc, "workspace.add", {"name": "w", "root": home, "config": {"embedding": {"provider": "none"}}, "force": True}
+    )
     assert added["root"] == str(Path(home).resolve())  # added, not indexed: nothing is read until workspace.index
     svc.workspace_remove("w")
 

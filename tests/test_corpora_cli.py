@@ -33,8 +33,10 @@ from autodoc.service import Service
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora"
 NO_MODEL = {"embedding": {"provider": "none"}}
 
-pytestmark = [pytest.mark.skipif(not CORPORA.is_dir(), reason=f"no corpora at {CORPORA}"),
-              pytest.mark.timeout(900)]  # one index of 1,981 files: ~1-3 min on a shared 2-core machine
+pytestmark = [
+    pytest.mark.skipif(not CORPORA.is_dir(), reason=f"no corpora at {CORPORA}"),
+    pytest.mark.timeout(900),
+]  # one index of 1,981 files: ~1-3 min on a shared 2-core machine
 
 # workspace name → (folder, documents indexed, chunks)
 EXPECTED = {
@@ -45,11 +47,17 @@ EXPECTED = {
     "jekyll": ("jekyll", 306, 1914),
 }
 SKIPPED = {
-    "jekyll": [{"path": "test/source/_encodings/Unicode16LECRLFandBOM.md",
-                "reason": "UTF-16LE text (byte-order mark); only UTF-8 is read"}],
+    "jekyll": [
+        {
+            "path": "test/source/_encodings/Unicode16LECRLFandBOM.md",
+            "reason": "UTF-16LE text (byte-order mark); only UTF-8 is read",
+        }
+    ],
 }
-LINE = re.compile(r"^(\w+): (\d+) added, (\d+) modified, (\d+) renamed, (\d+) deleted, (\d+) unchanged, "
-                  r"(\d+) skipped; (\d+) chunks in [\d.]+ s$")
+LINE = re.compile(
+    r"^(\w+): (\d+) added, (\d+) modified, (\d+) renamed, (\d+) deleted, (\d+) unchanged, "
+    r"(\d+) skipped; (\d+) chunks in [\d.]+ s$"
+)
 
 
 def checked(method: str, result):
@@ -58,8 +66,13 @@ def checked(method: str, result):
 
 
 def autodoc(store: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autodoc.cli", "--store", str(store), *args],
-                          capture_output=True, text=True, timeout=900, env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-m", "autodoc.cli", "--store", str(store), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **env},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +97,7 @@ def reader(indexed):
 
 
 def test_the_cli_indexes_every_corpus(indexed):
-    store, r = indexed
+    _store, r = indexed
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
     summary = {m.group(1): m for m in map(LINE.match, r.stdout.splitlines()) if m}

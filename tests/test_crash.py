@@ -12,14 +12,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import crash  # noqa: E402
+from bench import crash
 
 
 def test_sigkill_mid_operation_resumes_to_a_clean_index():
     # Small folder, the cheap operations (embedding has its own resume tests); every
     # failure is listed with the round, the operation and the kill delay.
-    t = crash.run(kills=3, files=12, seed=7, ops=("reindex", "configure", "switch", "schema"),
-                  verbose=False, max_rounds=3)
+    t = crash.run(
+        kills=3, files=12, seed=7, ops=("reindex", "configure", "switch", "schema"), verbose=False, max_rounds=3
+    )
     assert t.rounds >= 3
     assert t.failures == 0 and t.tie_order == 0, t.examples
 
@@ -35,15 +36,32 @@ def test_a_wal_recovered_after_a_kill_is_information_not_a_warning(tmp_path):
     for level in ("WARNING", "INFO"):
         db = tmp_path / level / "t.db"  # a writer that dies with its WAL unmerged
         db.parent.mkdir()
-        subprocess.run([sys.executable, "-c", "import apsw, os, sys; c = apsw.Connection(sys.argv[1]); "
-                        "c.execute('pragma journal_mode=wal').fetchall(); "
-                        "c.execute('create table t(x); insert into t values(1)'); os._exit(0)", str(db)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import apsw, os, sys; c = apsw.Connection(sys.argv[1]); "
+                "c.execute('pragma journal_mode=wal').fetchall(); "
+                "c.execute('create table t(x); insert into t values(1)'); os._exit(0)",
+                str(db),
+            ],
+            check=True,
+        )
         db.with_name("t.db-shm").unlink()  # what the next opener must rebuild from the WAL
-        p = subprocess.run([sys.executable, "-c", "import logging, sys; from pathlib import Path; "
-                            "from autodoc.config.logs import configure_logging; "
-                            f"configure_logging(logging.{level}); from autodoc.store.db import open_reader; "
-                            "print(open_reader(Path(sys.argv[1])).execute('select x from t').fetchall())", str(db)],
-                           capture_output=True, text=True, timeout=60)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import logging, sys; from pathlib import Path; "
+                "from autodoc.config.logs import configure_logging; "
+                f"configure_logging(logging.{level}); from autodoc.store.db import open_reader; "
+                "print(open_reader(Path(sys.argv[1])).execute('select x from t').fetchall())",
+                str(db),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert p.returncode == 0 and p.stdout.strip() == "[(1,)]", p.stderr
         said[level] = p.stderr
     assert said["WARNING"] == ""

@@ -18,11 +18,11 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers.nvim_daemon import wait_listening
 
 from autodoc.rpc import schemas
 from autodoc.rpc.framing import CONTENT_LENGTH, NEWLINE, encode_message
 from autodoc_client import Client, RemoteError, call_socket
-from helpers.nvim_daemon import wait_listening
 
 DEADLINE = 20
 MAX_FRAME = 65536
@@ -36,8 +36,13 @@ def checked(method: str, result: Any) -> Any:
 
 
 def daemon_env() -> dict[str, str]:
-    return {**os.environ, "AUTODOC_CHECK_RESULTS": "1", "AUTODOC_MAX_FRAME_BYTES": str(MAX_FRAME),
-            "AUTODOC_LOG": "INFO", "PYTHONUNBUFFERED": "1"}
+    return {
+        **os.environ,
+        "AUTODOC_CHECK_RESULTS": "1",
+        "AUTODOC_MAX_FRAME_BYTES": str(MAX_FRAME),
+        "AUTODOC_LOG": "INFO",
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def serve_argv(store: Path, *args: str) -> list[str]:
@@ -59,7 +64,10 @@ class Daemon:
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             serve_argv(self.store, "--socket", str(self.sock)),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=daemon_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+            env=daemon_env(),
         )
         wait_listening(self.sock, self.proc, self.log_path, DEADLINE)
 
@@ -105,7 +113,7 @@ def daemon():
                 code = d.proc.wait(timeout=DEADLINE)
             except subprocess.TimeoutExpired:
                 d.proc.kill()
-                raise AssertionError(f"the daemon ignored SIGTERM:\n{d.log_text()}")
+                raise AssertionError(f"the daemon ignored SIGTERM:\n{d.log_text()}") from None
             assert code == 0, d.log_text()
             assert not d.sock.exists(), "the socket file outlived the daemon"
         d.log.close()
@@ -142,15 +150,21 @@ async def test_every_method_over_the_socket(daemon, framing):
         answer = checked("search.query", await c.call("search.query", ["kb", "lease recovery", {"limit": 3}]))
         assert answer["hits"] and len(answer["hits"]) <= 3
         assert "«" in answer["hits"][0]["snippet"]
-        lexical = checked("search.query", await c.call(
-            "search.query", {"workspace": "kb", "query": "lease", "opts": {"stages": ["lexical"]}}))
+        lexical = checked(
+            "search.query",
+            await c.call("search.query", {"workspace": "kb", "query": "lease", "opts": {"stages": ["lexical"]}}),
+        )
         assert lexical["stages"]["performed"] == ["lexical"]
         facet = checked("search.query", await c.call("search.query", ["kb", "type:adr"]))
         assert facet["mode_used"] in ("facet", "lexical", "hybrid")
 
         hit = answer["hits"][0]
-        span = checked("document.read", await c.call("document.read", [
-            "kb", hit["path"], {"line_start": hit["line_start"], "line_end": hit["line_end"]}]))
+        span = checked(
+            "document.read",
+            await c.call(
+                "document.read", ["kb", hit["path"], {"line_start": hit["line_start"], "line_end": hit["line_end"]}]
+            ),
+        )
         assert span["line_start"] == hit["line_start"] and span["text"]
         since = checked("changes.since", await c.call("changes.since", ["kb", 0, 5]))
         assert len(since["changes"]) == 5 and since["has_more"]
@@ -162,15 +176,18 @@ async def test_every_method_over_the_socket(daemon, framing):
 
 async def test_batches_notifications_and_errors(daemon):
     async with await Client.connect_socket(daemon.sock) as c:
-        answers = await c.call_raw([
-            {"jsonrpc": "2.0", "id": 1, "method": "workspace.status", "params": ["kb"]},
-            {"jsonrpc": "2.0", "method": "server.info"},
-            {"jsonrpc": "2.0", "id": 2, "method": "search.query", "params": ["kb", "lease", {"limit": 201}]},
-            {"jsonrpc": "2.0", "id": 3, "method": "search.query", "params": ["nope", "lease"]},
-            {"jsonrpc": "2.0", "id": 4, "method": "document.read", "params": ["kb", "../etc/passwd"]},
-            {"jsonrpc": "2.0", "id": 5, "method": "no.such"},
-            "junk",
-        ], timeout=DEADLINE)
+        answers = await c.call_raw(
+            [
+                {"jsonrpc": "2.0", "id": 1, "method": "workspace.status", "params": ["kb"]},
+                {"jsonrpc": "2.0", "method": "server.info"},
+                {"jsonrpc": "2.0", "id": 2, "method": "search.query", "params": ["kb", "lease", {"limit": 201}]},
+                {"jsonrpc": "2.0", "id": 3, "method": "search.query", "params": ["nope", "lease"]},
+                {"jsonrpc": "2.0", "id": 4, "method": "document.read", "params": ["kb", "../etc/passwd"]},
+                {"jsonrpc": "2.0", "id": 5, "method": "no.such"},
+                "junk",
+            ],
+            timeout=DEADLINE,
+        )
         assert [a["id"] for a in answers] == [1, 2, 3, 4, 5, None]
         checked("workspace.status", answers[0]["result"])
         codes = [a["error"]["code"] for a in answers[1:]]
@@ -178,7 +195,9 @@ async def test_batches_notifications_and_errors(daemon):
         assert answers[1]["error"]["message"] == "opts.limit: must be ≤ 200"
         assert answers[1]["error"]["data"]["field"] == "opts.limit"
         assert await c.call_raw([{"jsonrpc": "2.0", "method": "workspace.list"}]) is None
-        err = await _error(c.call("search.query", ["kb", "x", {"stages": ["semantic"], "facets": {"nope_field": ["x"]}}]))
+        err = await _error(
+            c.call("search.query", ["kb", "x", {"stages": ["semantic"], "facets": {"nope_field": ["x"]}}])
+        )
         assert err.code == -32602 and err.data["field"].startswith("opts.facets")
 
 
@@ -191,8 +210,9 @@ async def _error(awaitable) -> RemoteError:
 @pytest.mark.parametrize("framing", [NEWLINE, CONTENT_LENGTH])
 async def test_bad_frames_leave_the_connection_up(daemon, framing):
     async with await Client.connect_socket(daemon.sock, framing=framing) as c:
-        huge = encode_message({"jsonrpc": "2.0", "id": 9, "method": "server.info",
-                               "params": {"pad": "x" * (MAX_FRAME + 10)}}, framing)
+        huge = encode_message(
+            {"jsonrpc": "2.0", "id": 9, "method": "server.info", "params": {"pad": "x" * (MAX_FRAME + 10)}}, framing
+        )
         await c.send_bytes(huge)
         assert (await c.next_unmatched(timeout=DEADLINE))["error"]["code"] == -32600
         bad = b'{"jsonrpc": "2.0", "id": 1, "method":'
@@ -254,8 +274,10 @@ async def test_the_embed_queue_fills_vectors_in_the_background(daemon, short_tmp
                 assert schemas.notification_errors("embedding.progress", note.params) == []
                 if note.params["state"] == "ready":
                     break
-        answer = checked("search.query", await c.call("search.query", ["tiny", "vessels transporting automobiles",
-                                                                         {"stages": ["semantic"]}]))
+        answer = checked(
+            "search.query",
+            await c.call("search.query", ["tiny", "vessels transporting automobiles", {"stages": ["semantic"]}]),
+        )
         assert answer["semantic"] == "ready" and answer["stages"]["performed"] == ["semantic"]
         assert [h["path"] for h in answer["hits"]] == ["ferry.md"] and answer["hits"][0]["via"] == ["semantic"]
         await c.call("workspace.remove", ["tiny"])
@@ -266,8 +288,9 @@ async def test_the_embed_queue_fills_vectors_in_the_background(daemon, short_tmp
 
 async def _start_reindex(c: Client, workspace: str) -> int:
     rid = c.next_id()
-    await c.send_bytes(encode_message(
-        {"jsonrpc": "2.0", "id": rid, "method": "workspace.reindex", "params": [workspace]}, c.framing))
+    await c.send_bytes(
+        encode_message({"jsonrpc": "2.0", "id": rid, "method": "workspace.reindex", "params": [workspace]}, c.framing)
+    )
     note = await c.next_notification("$/progress", timeout=DEADLINE)
     assert note.params["token"] == rid and note.params["workspace"] == workspace
     return rid
@@ -301,8 +324,13 @@ async def test_disconnect_mid_request_and_the_daemon_keeps_serving(daemon):
 def test_a_second_stdio_daemon_on_the_same_store_bridges_to_the_holder(daemon):
     # issue 15: instead of exiting 1 it forwards to the holder's socket (tests/test_serve_bridge.py drives it);
     # with nothing on stdin it ends at once, having named the holder
-    proc = subprocess.run(serve_argv(daemon.store, "--stdio"), stdin=subprocess.DEVNULL, capture_output=True,
-                          env=daemon_env(), timeout=DEADLINE)
+    proc = subprocess.run(
+        serve_argv(daemon.store, "--stdio"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=daemon_env(),
+        timeout=DEADLINE,
+    )
     assert proc.returncode == 0 and proc.stdout == b""
     err = proc.stderr.decode()
     assert f"pid {daemon.proc.pid}" in err and str(daemon.sock) in err and "bridging" in err, err
@@ -311,8 +339,13 @@ def test_a_second_stdio_daemon_on_the_same_store_bridges_to_the_holder(daemon):
 
 def test_a_second_daemon_on_the_same_socket_is_refused(daemon):
     other_store = daemon.base / "other" / "autodoc.db"
-    proc = subprocess.run(serve_argv(other_store, "--socket", str(daemon.sock)), stdin=subprocess.DEVNULL,
-                          capture_output=True, env=daemon_env(), timeout=DEADLINE)
+    proc = subprocess.run(
+        serve_argv(other_store, "--socket", str(daemon.sock)),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=daemon_env(),
+        timeout=DEADLINE,
+    )
     assert proc.returncode != 0
     assert "already listening" in proc.stderr.decode()
     assert daemon.call("server.info")["pid"] == daemon.proc.pid
@@ -321,8 +354,9 @@ def test_a_second_daemon_on_the_same_socket_is_refused(daemon):
 @pytest.mark.parametrize("framing", [NEWLINE, CONTENT_LENGTH])
 async def test_stdio_daemon(short_tmp, kb_copy, framing):
     store = short_tmp / "stdio.db"
-    client = await Client.spawn_stdio(serve_argv(store, "--stdio"), framing=framing, env=daemon_env(),
-                                      stderr=open(short_tmp / "stderr.log", "w"))
+    client = await Client.spawn_stdio(
+        serve_argv(store, "--stdio"), framing=framing, env=daemon_env(), stderr=open(short_tmp / "stderr.log", "w")
+    )
     try:
         checked("server.info", await client.call("server.info", timeout=DEADLINE))
         checked("workspace.add", await client.call("workspace.add", ["kb", str(kb_copy), NO_MODEL]))

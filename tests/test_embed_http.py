@@ -72,8 +72,15 @@ class Server:
                     vecs = vecs[:, :100]
                 items = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vecs)]
                 items.reverse()  # the client must order by index, not by position
-                self._send(200, {"object": "list", "model": body.get("model"), "data": items,
-                                 "usage": {"prompt_tokens": 7 * len(texts), "total_tokens": 7 * len(texts)}})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "model": body.get("model"),
+                        "data": items,
+                        "usage": {"prompt_tokens": 7 * len(texts), "total_tokens": 7 * len(texts)},
+                    },
+                )
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -115,7 +122,7 @@ def test_same_vectors_as_local_model(serve, local):
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     assert srv.requests[0]["model"] == "minilm" and srv.requests[0]["input"] == TEXTS
     assert srv.requests[0]["_path"] == "/v1/embeddings" and srv.requests[0]["_auth"] is None
-    assert p.dim == 384 and len(srv.requests) == 1       # learnt from the answer, no probe
+    assert p.dim == 384 and len(srv.requests) == 1  # learnt from the answer, no probe
     m = p.meter.snapshot()
     assert (m["calls"], m["texts"], m["tokens"], m["errors"]) == (1, 4, 28, 0)
     assert np.allclose(p.embed_query(TEXTS[0]), got[0], atol=1e-6)
@@ -138,9 +145,9 @@ def test_fingerprint(serve):
     assert a.fingerprint == HttpProvider(srv.base + "/v1", "m", dim=384).fingerprint
     assert a.fingerprint != HttpProvider(srv.url, "other", dim=384).fingerprint
     assert a.fingerprint != HttpProvider(srv.url, "m", dim=256).fingerprint
-    assert len(srv.requests) == 0                        # dim given: nothing asked
+    assert len(srv.requests) == 0  # dim given: nothing asked
     b = HttpProvider(srv.url, "m")
-    assert b.fingerprint == a.fingerprint and len(srv.requests) == 1   # one probe for the dimension
+    assert b.fingerprint == a.fingerprint and len(srv.requests) == 1  # one probe for the dimension
 
 
 def test_500_then_ok_is_retried(serve, local):
@@ -154,7 +161,7 @@ def test_500_then_ok_is_retried(serve, local):
 
 def test_429_honours_retry_after(serve):
     srv = serve([429, 429])
-    p = HttpProvider(srv.url, "m", retries=2, backoff=5.0)   # Retry-After: 0 overrides the 5 s backoff
+    p = HttpProvider(srv.url, "m", retries=2, backoff=5.0)  # Retry-After: 0 overrides the 5 s backoff
     t = time.monotonic()
     p.embed(["x"])
     assert time.monotonic() - t < 2.0 and len(srv.requests) == 3 and p.meter.snapshot()["errors"] == 2
@@ -177,7 +184,7 @@ def test_hanging_server_times_out(serve):
     with pytest.raises(ProviderDown, match="timeout"):
         p.embed(["x"])
     assert time.monotonic() - t < 2.0
-    assert len(srv.requests) == 1                  # a read timeout is not retried
+    assert len(srv.requests) == 1  # a read timeout is not retried
     assert p.meter.snapshot()["errors"] == 1
 
 
@@ -191,12 +198,12 @@ def test_connection_refused():
     assert str(port) in str(e.value) and e.value.retryable
     assert p.meter.snapshot()["errors"] == 2
     with pytest.raises(ProviderDown):
-        p.dim                                         # the probe fails the same way
+        p.dim  # the probe fails the same way
     assert p.meter.snapshot()["errors"] == 4
     with pytest.raises(ProviderDown, match="cannot connect"):
-        p.fingerprint                                 # a recent failed probe is not repeated at once
+        p.fingerprint  # a recent failed probe is not repeated at once
     assert p.meter.snapshot()["errors"] == 4
-    d = p.describe()                                  # no I/O: unknown stays null
+    d = p.describe()  # no I/O: unknown stays null
     assert d["dim"] is None and d["fingerprint"] is None and "cannot connect" in d["meter"]["last_error"]
     assert p.embed([]).shape == (0, 0)
 
@@ -211,7 +218,7 @@ def test_api_key_from_env(serve, monkeypatch, local):
     monkeypatch.setenv("AUTODOC_TEST_KEY", "wrong")
     with pytest.raises(ProviderDown, match="401.*Incorrect API key") as e:
         p.embed(["x"])
-    assert not e.value.retryable and len(srv.requests) == 1   # 401 is not retried
+    assert not e.value.retryable and len(srv.requests) == 1  # 401 is not retried
     monkeypatch.setenv("AUTODOC_TEST_KEY", "sk-test-123")
     assert np.allclose(p.embed(["x"]), local.embed(["x"]), atol=1e-5)
     assert srv.requests[-1]["_auth"] == "Bearer sk-test-123"

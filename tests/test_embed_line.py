@@ -31,8 +31,9 @@ def _write(kb: Path, name: str, sizes: list[int], offset: int) -> None:
 
 def _embedded(svc: Service, ws_id: int, fp: str) -> set[str]:
     with svc.store.read() as db:
-        return {h for (h,) in db.execute(
-            "SELECT text_hash FROM vectors WHERE workspace_id=? AND model_fp=?", (ws_id, fp))}
+        return {
+            h for (h,) in db.execute("SELECT text_hash FROM vectors WHERE workspace_id=? AND model_fp=?", (ws_id, fp))
+        }
 
 
 def test_small_steps_take_similar_lengths_and_skip_texts_edited_away(tmp_path):

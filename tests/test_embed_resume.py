@@ -12,16 +12,20 @@ import time
 from pathlib import Path
 
 import apsw
+from helpers.nvim_daemon import wait_listening
 
 from autodoc_client import call_socket
-from helpers.nvim_daemon import wait_listening
 
 CORPUS = Path(__file__).parent / "corpora" / "kb"
 
 
 def start(store: Path, sock: Path, log: Path) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "ab"),
+    )
     wait_listening(sock, p, log, 30)
     return p
 
@@ -61,15 +65,23 @@ def test_killed_daemon_resumes_embedding(short_tmp):
     before = vectors(store)
     d = start(store, sock, log)
     try:
-        status = wait_for(lambda: (s := call_socket(sock, "workspace.status", {"workspace": "kb"}, timeout=30))
-                          ["embedding"]["state"] == "ready" and s, 300, "the fill to complete")
+        status = wait_for(
+            lambda: (
+                (s := call_socket(sock, "workspace.status", {"workspace": "kb"}, timeout=30))["embedding"]["state"]
+                == "ready"
+                and s
+            ),
+            300,
+            "the fill to complete",
+        )
         assert status["embedding"]["pending"] == 0 and vectors(store) >= before
         meter = call_socket(sock, "server.info", {}, timeout=30)["models"]["embedding"][0]["meter"]
         # the second daemon embedded only what the first had not written
-        distinct = len({h for h in _hashes(store)})
+        distinct = len(set(_hashes(store)))
         assert meter["texts"] == distinct - before
-        ans = call_socket(sock, "search.query", ["kb", "what happens when the writer crashes", {"mode": "semantic"}],
-                          timeout=30)
+        ans = call_socket(
+            sock, "search.query", ["kb", "what happens when the writer crashes", {"mode": "semantic"}], timeout=30
+        )
         assert ans["semantic"] == "ready" and ans["hits"]
     finally:
         call_socket(sock, "server.shutdown", {}, timeout=30)

@@ -68,8 +68,12 @@ def test_integers_coerce_and_take_ranges(svc):
 
 def test_dates_compare_as_dates(svc):
     assert browse(svc, "type:adr date:>=2024-01-01") == ADRS_2024_ON
-    assert browse(svc, "type:adr date:2023") == ["adrs/0001-sqlite-storage.md", "adrs/0003-fts5-tokenizer.md",
-                                                 "adrs/0007-sqlite-wal-lease.md", "adrs/0009-porter-stemming.md"]
+    assert browse(svc, "type:adr date:2023") == [
+        "adrs/0001-sqlite-storage.md",
+        "adrs/0003-fts5-tokenizer.md",
+        "adrs/0007-sqlite-wal-lease.md",
+        "adrs/0009-porter-stemming.md",
+    ]
     assert browse(svc, "date:2024-01..2024-03") == ["adrs/0012-lease-recovery.md", "design/search-pipeline.md"]
     assert browse(svc, "date:>2024") == ["adrs/0018-retire-lease-files.md"]
     assert browse(svc, "date:2024-05-10") == ["design/storage-layout.md"]
@@ -77,19 +81,29 @@ def test_dates_compare_as_dates(svc):
 
 def test_numbers_booleans_lists_and_enums(svc):
     assert browse(svc, "effort:>2") == browse(svc, "effort:2.5") == ["design/storage-layout.md"]
-    assert browse(svc, "reviewed:yes") == browse(svc, "reviewed:true") == [
-        "adrs/0018-retire-lease-files.md", "design/storage-layout.md"]
+    assert (
+        browse(svc, "reviewed:yes")
+        == browse(svc, "reviewed:true")
+        == ["adrs/0018-retire-lease-files.md", "design/storage-layout.md"]
+    )
     assert browse(svc, "reviewers:priya.raman") == ["design/storage-layout.md"]
     assert browse(svc, "status:Accepted") == ["adrs/0009-porter-stemming.md", "adrs/0012-lease-recovery.md"]
     assert browse(svc, "status:accepted status:proposed") == [
-        "adrs/0009-porter-stemming.md", "adrs/0012-lease-recovery.md", "adrs/0015-embedding-queue.md"]
+        "adrs/0009-porter-stemming.md",
+        "adrs/0012-lease-recovery.md",
+        "adrs/0015-embedding-queue.md",
+    ]
     assert browse(svc, "tag:sqlite owner:jonas.lindqvist") == ["adrs/0012-lease-recovery.md"]
 
 
 def test_negation_excludes_before_ranking(svc):
     got = browse(svc, "type:adr -status:superseded -status:deprecated")
-    assert got == ["adrs/0009-porter-stemming.md", "adrs/0012-lease-recovery.md", "adrs/0015-embedding-queue.md",
-                   "adrs/0020-broken-record.md"]
+    assert got == [
+        "adrs/0009-porter-stemming.md",
+        "adrs/0012-lease-recovery.md",
+        "adrs/0015-embedding-queue.md",
+        "adrs/0020-broken-record.md",
+    ]
     assert "adrs/0018-retire-lease-files.md" not in browse(svc, "type:adr -adr:15..20")
     words = svc.search("kb", "lease -status:superseded", {"limit": 50})
     assert words["mode_used"] == "lexical" and words["hits"]
@@ -113,9 +127,11 @@ def test_undeclared_fields(svc):
     ans = svc.search("kb", "zanzibar aliases:x")
     assert ans["mode_used"] == "lexical" and paths(ans) == ["rfcs/sync-protocol.md"]
     # structured: -32602 naming the field
-    for opts, field in [({"facets": {"nosuch": ["x"]}}, "opts.facets.nosuch"),
-                        ({"facets": {"aliases": ["x"]}}, "opts.facets.aliases"),
-                        ({"facet_counts": ["status", "aliases"]}, "opts.facet_counts")]:
+    for opts, field in [
+        ({"facets": {"nosuch": ["x"]}}, "opts.facets.nosuch"),
+        ({"facets": {"aliases": ["x"]}}, "opts.facets.aliases"),
+        ({"facet_counts": ["status", "aliases"]}, "opts.facet_counts"),
+    ]:
         with pytest.raises(InvalidParams) as e:
             svc.search("kb", "lease", opts)
         assert e.value.field == field and e.value.code == -32602
@@ -183,9 +199,13 @@ def test_schema_edit_takes_effect_live_without_rechunking(fresh):
     assert db.execute("SELECT path, generation FROM documents ORDER BY path").fetchall() == docs_before
     owners = {(p["path"], p["line"]) for p in svc.workspace_status("kb")["problems"] if p["code"] == "schema.enum"}
     # ADRs keep their own owner spec (types.adr.owner: string); the others are held to the enum
-    assert owners == {("design/search-pipeline.md", 8), ("rfcs/sync-protocol.md", 8),
-                      ("runbooks/embedding-queue-stuck.md", 5), ("runbooks/lease-recovery.md", 6),
-                      ("adrs/0020-broken-record.md", 5)}  # (its status, as before)
+    assert owners == {
+        ("design/search-pipeline.md", 8),
+        ("rfcs/sync-protocol.md", 8),
+        ("runbooks/embedding-queue-stuck.md", 5),
+        ("runbooks/lease-recovery.md", 6),
+        ("adrs/0020-broken-record.md", 5),
+    }  # (its status, as before)
     ans = svc.search("kb", "effort:2.5")
     assert ans["mode_used"] == "lexical"  # undeclared now: words
     with pytest.raises(InvalidParams):

@@ -38,9 +38,18 @@ async def test_a_flooding_client_that_never_reads_does_not_stall_another(service
         flood = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         flood.connect(str(sock_path))
         try:
-            lines = b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "search.query",
-                                         "params": ["kb", "lease storage", {"limit": 50}]}).encode() + b"\n"
-                             for i in range(FLOOD))
+            lines = b"".join(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": i,
+                        "method": "search.query",
+                        "params": ["kb", "lease storage", {"limit": 50}],
+                    }
+                ).encode()
+                + b"\n"
+                for i in range(FLOOD)
+            )
             flood.sendall(lines)  # and never reads
             (conn,) = await _wait_for(lambda: [c for c in server.connections if c._running >= FLOOD] or None)
             async with await Client.connect_socket(sock_path) as client:

@@ -35,9 +35,18 @@ def test_loads_the_corpus_schema_and_it_satisfies_the_json_schema():
     text = CORPUS_SCHEMA.read_text()
     schema, probs = load_schema(text)
     assert probs == [] and schema is not None
-    assert schema.kinds == {"adr": "number", "date": "date", "effort": "number", "owner": "string",
-                            "reviewed": "boolean", "reviewers": "string", "rfc": "number", "status": "string",
-                            "tags": "string", "type": "string"}
+    assert schema.kinds == {
+        "adr": "number",
+        "date": "date",
+        "effort": "number",
+        "owner": "string",
+        "reviewed": "boolean",
+        "reviewers": "string",
+        "rfc": "number",
+        "status": "string",
+        "tags": "string",
+        "type": "string",
+    }
     assert schema.fields_for("adr")["date"].required and not schema.fields_for("design").get("date").required
     assert schema.link_fields() == ["adr", "rfc"]
     assert Schema.from_json(json.loads(json.dumps(schema.to_json()))) == schema
@@ -99,41 +108,47 @@ def test_conflicting_declarations_compare_as_text():
     assert schema.kinds["v"] == "string" and "different types" in probs[0].message
 
 
-@pytest.mark.parametrize("type_, value, stored", [
-    ("string", "Mira", [("mira", None, None)]),
-    ("string", 42, [("42", None, None)]),
-    ("integer", 42, [("42", 42.0, None)]),
-    ("integer", "0042", [("42", 42.0, None)]),
-    ("integer", 42.0, [("42", 42.0, None)]),
-    ("number", "2.5", [("2.5", 2.5, None)]),
-    ("number", 3, [("3", 3.0, None)]),
-    ("boolean", True, [("true", None, None)]),
-    ("boolean", "yes", [("true", None, None)]),
-    ("boolean", "off", [("false", None, None)]),
-    ("date", "2024-01-18", [("2024-01-18", None, "2024-01-18")]),
-    ("date", "2024-01-18T10:30:00+02:00", [("2024-01-18", None, "2024-01-18")]),
-    ("list", ["A", 3, True], [("a", None, None), ("3", None, None), ("true", None, None)]),
-    ("list", "solo", [("solo", None, None)]),
-    ("enum", "Accepted", [("accepted", None, None)]),
-])
+@pytest.mark.parametrize(
+    "type_, value, stored",
+    [
+        ("string", "Mira", [("mira", None, None)]),
+        ("string", 42, [("42", None, None)]),
+        ("integer", 42, [("42", 42.0, None)]),
+        ("integer", "0042", [("42", 42.0, None)]),
+        ("integer", 42.0, [("42", 42.0, None)]),
+        ("number", "2.5", [("2.5", 2.5, None)]),
+        ("number", 3, [("3", 3.0, None)]),
+        ("boolean", True, [("true", None, None)]),
+        ("boolean", "yes", [("true", None, None)]),
+        ("boolean", "off", [("false", None, None)]),
+        ("date", "2024-01-18", [("2024-01-18", None, "2024-01-18")]),
+        ("date", "2024-01-18T10:30:00+02:00", [("2024-01-18", None, "2024-01-18")]),
+        ("list", ["A", 3, True], [("a", None, None), ("3", None, None), ("true", None, None)]),
+        ("list", "solo", [("solo", None, None)]),
+        ("enum", "Accepted", [("accepted", None, None)]),
+    ],
+)
 def test_coerce_every_type(type_, value, stored):
     got = coerce(type_, value, ("proposed", "accepted") if type_ == "enum" else ())
     assert [(t.value, t.num, t.date) for t in got] == stored
 
 
-@pytest.mark.parametrize("type_, value, code, words", [
-    ("integer", "twenty", "schema.type", "expected an integer"),
-    ("integer", 4.5, "schema.type", "expected an integer"),
-    ("integer", True, "schema.type", "expected an integer"),
-    ("number", "lots", "schema.type", "expected a number"),
-    ("boolean", "maybe", "schema.type", "expected a boolean"),
-    ("date", "soon", "schema.type", "expected a date"),
-    ("date", "2024-02-30", "schema.type", "expected a date"),
-    ("string", ["a", "b"], "schema.type", "got a list"),
-    ("string", {"a": 1}, "schema.type", "got a mapping"),
-    ("list", ["a", {"b": 1}], "schema.type", "item"),
-    ("enum", "approved", "schema.enum", "is not one of proposed, accepted"),
-])
+@pytest.mark.parametrize(
+    "type_, value, code, words",
+    [
+        ("integer", "twenty", "schema.type", "expected an integer"),
+        ("integer", 4.5, "schema.type", "expected an integer"),
+        ("integer", True, "schema.type", "expected an integer"),
+        ("number", "lots", "schema.type", "expected a number"),
+        ("boolean", "maybe", "schema.type", "expected a boolean"),
+        ("date", "soon", "schema.type", "expected a date"),
+        ("date", "2024-02-30", "schema.type", "expected a date"),
+        ("string", ["a", "b"], "schema.type", "got a list"),
+        ("string", {"a": 1}, "schema.type", "got a mapping"),
+        ("list", ["a", {"b": 1}], "schema.type", "item"),
+        ("enum", "approved", "schema.enum", "is not one of proposed, accepted"),
+    ],
+)
 def test_coerce_refuses_wrong_types(type_, value, code, words):
     with pytest.raises(CoerceError) as e:
         coerce(type_, value, ("proposed", "accepted") if type_ == "enum" else ())
@@ -142,8 +157,14 @@ def test_coerce_refuses_wrong_types(type_, value, code, words):
 
 def test_derive_reports_violations_with_lines_and_keeps_bad_values_as_text():
     schema, _ = load_schema(EXAMPLE)
-    fm = {"type": "adr", "adr": "twenty", "status": "Approved", "tags": ["ok", ["nested"]], "weight": None,
-          "undeclared": "x"}
+    fm = {
+        "type": "adr",
+        "adr": "twenty",
+        "status": "Approved",
+        "tags": ["ok", ["nested"]],
+        "weight": None,
+        "undeclared": "x",
+    }
     rows, violations = derive(schema, fm, ["sqlite"])
     fields = {(f, t.value) for f, t in rows}
     assert ("adr", "twenty") in fields and ("status", "approved") in fields  # findable as text
@@ -155,7 +176,8 @@ def test_derive_reports_violations_with_lines_and_keeps_bad_values_as_text():
     lines = ({"type": 2, "adr": 3, "tags": 5}, {"tags": [6, 7]})
     _, violations = derive(schema, {"type": "adr", "adr": 1, "status": "accepted", "tags": ["a", {"b": 1}]}, [])
     assert problems(violations, lambda: lines) == [
-        {"line": 7, "message": "tags: expected a list of strings, got an item that is a mapping", "code": "schema.type"}]
+        {"line": 7, "message": "tags: expected a list of strings, got an item that is a mapping", "code": "schema.type"}
+    ]
     asked = []
     assert problems([], lambda: asked.append(1)) == [] and not asked  # lines are parsed only when needed
 
@@ -169,32 +191,39 @@ def test_strict_reports_undeclared_fields():
 def test_without_a_schema_every_field_is_text_with_num_and_date():
     rows, violations = derive(None, {"adr": 42, "Date": "2024-01-18", "tags": ["a"], "nested": {"x": 1}}, ["t"])
     got = {(f, t.value, t.num, t.date) for f, t in rows}
-    assert got == {("adr", "42", 42.0, None), ("date", "2024-01-18", None, "2024-01-18"),
-                   ("tags", "a", None, None), ("tag", "t", None, None)}
+    assert got == {
+        ("adr", "42", 42.0, None),
+        ("date", "2024-01-18", None, "2024-01-18"),
+        ("tags", "a", None, None),
+        ("tag", "t", None, None),
+    }
     assert violations == []
 
 
-@pytest.mark.parametrize("kind, raw, sql, params", [
-    ("number", "0042", "num = ?", [42.0]),
-    ("number", "10..20", "(num >= ? AND num <= ?)", [10.0, 20.0]),
-    ("number", "10..", "(num >= ?)", [10.0]),
-    ("number", "..20", "(num <= ?)", [20.0]),
-    ("number", ">2", "num > ?", [2.0]),
-    ("number", "abc", "value = ?", ["abc"]),
-    ("date", ">=2025-01-01", "date >= ?", ["2025-01-01"]),
-    ("date", "2024", "date BETWEEN ? AND ?", ["2024-01-01", "2024-12-31"]),
-    ("date", "<=2024-02", "date <= ?", ["2024-02-29"]),
-    ("date", ">2024", "date > ?", ["2024-12-31"]),
-    ("date", "<2024", "date < ?", ["2024-01-01"]),
-    ("date", "2023..2024-06", "(date >= ? AND date <= ?)", ["2023-01-01", "2024-06-30"]),
-    ("date", "2024-01-18", "date = ?", ["2024-01-18"]),
-    ("boolean", "Yes", "value = ?", ["true"]),
-    ("string", "Accepted", "value = ?", ["accepted"]),
-    ("string", ">=b", "value = ?", [">=b"]),
-    (None, "0042", "(value = ? OR num = ?)", ["0042", 42.0]),
-    (None, ">=2024-01-01", "date >= ?", ["2024-01-01"]),
-    (None, "Accepted", "value = ?", ["accepted"]),
-])
+@pytest.mark.parametrize(
+    "kind, raw, sql, params",
+    [
+        ("number", "0042", "num = ?", [42.0]),
+        ("number", "10..20", "(num >= ? AND num <= ?)", [10.0, 20.0]),
+        ("number", "10..", "(num >= ?)", [10.0]),
+        ("number", "..20", "(num <= ?)", [20.0]),
+        ("number", ">2", "num > ?", [2.0]),
+        ("number", "abc", "value = ?", ["abc"]),
+        ("date", ">=2025-01-01", "date >= ?", ["2025-01-01"]),
+        ("date", "2024", "date BETWEEN ? AND ?", ["2024-01-01", "2024-12-31"]),
+        ("date", "<=2024-02", "date <= ?", ["2024-02-29"]),
+        ("date", ">2024", "date > ?", ["2024-12-31"]),
+        ("date", "<2024", "date < ?", ["2024-01-01"]),
+        ("date", "2023..2024-06", "(date >= ? AND date <= ?)", ["2023-01-01", "2024-06-30"]),
+        ("date", "2024-01-18", "date = ?", ["2024-01-18"]),
+        ("boolean", "Yes", "value = ?", ["true"]),
+        ("string", "Accepted", "value = ?", ["accepted"]),
+        ("string", ">=b", "value = ?", [">=b"]),
+        (None, "0042", "(value = ? OR num = ?)", ["0042", 42.0]),
+        (None, ">=2024-01-01", "date >= ?", ["2024-01-01"]),
+        (None, "Accepted", "value = ?", ["accepted"]),
+    ],
+)
 def test_facet_value_conditions(kind, raw, sql, params):
     assert condition(kind, raw) == (sql, params)
 

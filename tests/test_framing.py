@@ -22,8 +22,10 @@ from autodoc.rpc.framing import (
 
 MESSAGES = [
     {"jsonrpc": "2.0", "id": 1, "method": "server.info"},
-    [{"jsonrpc": "2.0", "id": 2, "method": "search.query", "params": ["kb", "lease ✓ «x»", {"limit": 5}]},
-     {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 1}}],
+    [
+        {"jsonrpc": "2.0", "id": 2, "method": "search.query", "params": ["kb", "lease ✓ «x»", {"limit": 5}]},
+        {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 1}},
+    ],
     {"jsonrpc": "2.0", "id": "a\nb", "method": "document.read", "params": {"path": "日本語.md"}},
 ]
 
@@ -134,12 +136,15 @@ def test_frame_exactly_at_the_limit_is_accepted():
     assert FrameDecoder(max_frame_bytes=8).feed(encode_frame(b'{"a":12}', CONTENT_LENGTH)) == [Frame(b'{"a":12}')]
 
 
-@pytest.mark.parametrize("bad", [
-    b"Content-Length: abc\r\n\r\n",
-    b"Content-Length: -4\r\n\r\n",
-    b"Content-Type: x\r\n\r\n",
-    b"Content-Length 4\r\n\r\n",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"Content-Length: abc\r\n\r\n",
+        b"Content-Length: -4\r\n\r\n",
+        b"Content-Type: x\r\n\r\n",
+        b"Content-Length 4\r\n\r\n",
+    ],
+)
 def test_malformed_headers_are_reported_and_the_next_frame_still_decodes(bad):
     good = encode_frame(b'{"ok":1}', CONTENT_LENGTH)
     data = good + bad + b"junk" + good

@@ -2,7 +2,8 @@
 
 import random
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from autodoc.search import fusion as F
 
@@ -62,8 +63,9 @@ def test_compatibility_formula():
 def test_tag_and_link_boosts_reorder_ties():
     # the spec's k 60 and link boost 0.1 (the defaults moved: config/defaults.py)
     fused = F.fuse_rrf({"lexical": [F.LegHit(1, 2.0), F.LegHit(2, 1.9), F.LegHit(3, 1.8)]}, k=60)
-    F.apply_boosts(fused, doc_of={1: 10, 2: 20, 3: 30}, tag_match={30}, inbound={20: 3}, max_score=F.rrf_max(1, 60),
-                   link_boost=0.1)
+    F.apply_boosts(
+        fused, doc_of={1: 10, 2: 20, 3: 30}, tag_match={30}, inbound={20: 3}, max_score=F.rrf_max(1, 60), link_boost=0.1
+    )
     # link boost ×1.2 (3 inbound) and tag boost ×1.2 both beat rank 1's 1/61:
     # 1.2/62 > 1.2/63 > 1/61
     assert [f.chunk_id for f in fused] == [2, 3, 1]
@@ -153,7 +155,10 @@ def test_weighted_sum_without_a_semantic_leg_keeps_the_lexical_hits_in_bm25_orde
 
 def test_fusion_is_deterministic_under_shuffled_equal_scores():
     ids = list(range(1, 30))
-    base = [f.chunk_id for f in F.fuse_rrf({"a": [F.LegHit(i, 1) for i in ids], "b": [F.LegHit(i, 1) for i in reversed(ids)]})]
+    base = [
+        f.chunk_id
+        for f in F.fuse_rrf({"a": [F.LegHit(i, 1) for i in ids], "b": [F.LegHit(i, 1) for i in reversed(ids)]})
+    ]
     for seed in range(5):
         random.seed(seed)
         legs = {"b": [F.LegHit(i, 1) for i in reversed(ids)], "a": [F.LegHit(i, 1) for i in ids]}
@@ -161,8 +166,10 @@ def test_fusion_is_deterministic_under_shuffled_equal_scores():
 
 
 def test_convex_normalises_each_leg_and_weighs_them():
-    legs = {"lexical": [F.LegHit(1, 12.0), F.LegHit(2, 7.0), F.LegHit(3, 2.0)],
-            "semantic": [F.LegHit(3, 0.9), F.LegHit(1, 0.5), F.LegHit(4, 0.1)]}
+    legs = {
+        "lexical": [F.LegHit(1, 12.0), F.LegHit(2, 7.0), F.LegHit(3, 2.0)],
+        "semantic": [F.LegHit(3, 0.9), F.LegHit(1, 0.5), F.LegHit(4, 0.1)],
+    }
     out = {f.chunk_id: f for f in F.fuse_convex(legs)}
     assert abs(out[1].score - (0.6 * 1.0 + 0.4 * 0.5)) < 1e-12
     assert abs(out[3].score - (0.6 * 0.0 + 0.4 * 1.0)) < 1e-12

@@ -66,7 +66,7 @@ def test_the_alias_bomb_is_stopped_and_reported_per_field():
     fm = doc.frontmatter
     assert fm["title"] == "Laughs" and fm["a"] == ["lol"] * 9 and len(fm["b"]) == 9
     dropped = [k for k in "abcdefghi" if fm[k] is None]
-    assert dropped and dropped == list("abcdefghi"[-len(dropped):])  # the small ones are kept
+    assert dropped and dropped == list("abcdefghi"[-len(dropped) :])  # the small ones are kept
     limits = [p for p in doc.problems if p.code == "limit"]
     assert len(limits) == len(dropped) and all(str(MAX_FRONTMATTER_NODES) in p.message for p in limits)
     assert [p.line for p in limits] == [3 + "abcdefghi".index(k) for k in dropped]  # the line of each value
@@ -129,7 +129,7 @@ def test_hostile_tree(tmp_path):
     finally:
         restore_permissions(root)
     expected = {c.relpath: c for c in cases}
-    assert set(got) == set(expected), (set(got) ^ set(expected))
+    assert set(got) == set(expected), set(got) ^ set(expected)
     for rel, case in expected.items():
         o = got[rel]
         if case.reason is None:
@@ -163,9 +163,51 @@ def test_entry_for_odd_files(tmp_path):
 # Frontmatter built from YAML's own punctuation, control characters and scalars that
 # look like dates and numbers: any str parses, problems name a real line, values serialise.
 _yaml_bits = st.sampled_from(
-    ["a", "b", ": ", "- ", "? ", "[", "]", "{", "}", ",", "&x ", "*x", "&y ", "*y", "<<: ", "!!int ", "!foo ",
-     "!!set ", "!!binary ", "|\n", ">-\n", "'", '"', "#", "\n", "\n  ", "\n    ", "\t", "\x07", "\x00", "\ud800",
-     "2020-02-30", "2020-01-01", "1" * 30, "0x1F", ".inf", "~", "null", "true", "---", "...", "%YAML 1.1\n", "é"]
+    [
+        "a",
+        "b",
+        ": ",
+        "- ",
+        "? ",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        "&x ",
+        "*x",
+        "&y ",
+        "*y",
+        "<<: ",
+        "!!int ",
+        "!foo ",
+        "!!set ",
+        "!!binary ",
+        "|\n",
+        ">-\n",
+        "'",
+        '"',
+        "#",
+        "\n",
+        "\n  ",
+        "\n    ",
+        "\t",
+        "\x07",
+        "\x00",
+        "\ud800",
+        "2020-02-30",
+        "2020-01-01",
+        "1" * 30,
+        "0x1F",
+        ".inf",
+        "~",
+        "null",
+        "true",
+        "---",
+        "...",
+        "%YAML 1.1\n",
+        "é",
+    ]
 )
 frontmatter_texts = st.lists(_yaml_bits, max_size=60).map(lambda xs: "---\n" + "".join(xs) + "\n---\n# T\nbody\n")
 

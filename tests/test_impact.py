@@ -24,6 +24,7 @@ from pathlib import Path
 import apsw
 import numpy as np
 import pytest
+from helpers.queries import sentence_queries
 
 from autodoc.config import Settings
 from autodoc.search import impact, lexical
@@ -33,13 +34,17 @@ from autodoc.service import Service
 from autodoc.store import matches, postings
 from autodoc.store.filters import build_filter
 from autodoc.store.workspaces import get_workspace
-from helpers.queries import sentence_queries
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora"
 pytestmark = pytest.mark.skipif(not CORPORA.is_dir(), reason=f"no corpora at {CORPORA}")
 NO_MODEL = {"embedding": {"provider": "none"}}
-EXTRA = ["wikilink graph note daily publish template", "decision record for the grants search api",
-         "收集器 配置 导出器", "how to set up the collector configur*", '"daily note" template graph']
+EXTRA = [
+    "wikilink graph note daily publish template",
+    "decision record for the grants search api",
+    "收集器 配置 导出器",
+    "how to set up the collector configur*",
+    '"daily note" template graph',
+]
 
 
 def _queries(db, n: int = 30) -> list[str]:
@@ -132,6 +137,7 @@ def pruned(monkeypatch):
     def spy(terms, later, *args):
         seen.append(len(later))
         return real(terms, later, *args)
+
     monkeypatch.setattr(impact, "_looked_up", spy)
     return seen
 
@@ -141,8 +147,11 @@ def test_impact_equals_fts5_through_every_write(tmp_path, pruned, monkeypatch):
     shutil.copytree(CORPORA / "foam-docs", root)
     s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
     try:
-        for name, path in (("foam", root), ("adr", CORPORA / "simpler-grants-adr"),
-                           ("zh", CORPORA / "opentelemetry-docs" / "content" / "zh")):
+        for name, path in (
+            ("foam", root),
+            ("adr", CORPORA / "simpler-grants-adr"),
+            ("zh", CORPORA / "opentelemetry-docs" / "content" / "zh"),
+        ):
             s.workspace_add(name, str(path), NO_MODEL)
             s.index(name)
         w = s.store.writer()
@@ -154,13 +163,16 @@ def test_impact_equals_fts5_through_every_write(tmp_path, pruned, monkeypatch):
         assert w.execute("SELECT COUNT(*) FROM postings_delta").fetchone()[0] == 0
         _check(s.store.reader())  # merged
         md = sorted(root.rglob("*.md"))
-        md[0].write_text(md[0].read_text(encoding="utf-8") + "\n\nA wikilink graph note, a daily note.\n",
-                         encoding="utf-8")
+        md[0].write_text(
+            md[0].read_text(encoding="utf-8") + "\n\nA wikilink graph note, a daily note.\n", encoding="utf-8"
+        )
         md[1].unlink()
         md[2].rename(md[2].with_name("renamed-" + md[2].name))
         text = md[3].read_text(encoding="utf-8")  # a new title: every kept chunk's FTS row changes
-        md[3].write_text("---\ntitle: Graph publishing template notes\n---\n" + re.sub(r"\A---\n.*?\n---\n", "", text,
-                                                                                        flags=re.S), encoding="utf-8")
+        md[3].write_text(
+            "---\ntitle: Graph publishing template notes\n---\n" + re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S),
+            encoding="utf-8",
+        )
         s.index("foam")
         assert w.execute("SELECT COUNT(*) FROM postings_dead").fetchone()[0] > 0
         _check(s.store.reader())  # main minus dead, plus delta
@@ -172,8 +184,10 @@ def test_impact_equals_fts5_through_every_write(tmp_path, pruned, monkeypatch):
         s.workspace_remove("adr")
         _check(s.store.reader())
         with s.store.write() as db:  # rebuilt from the chunks, as a store that predates the tables
-            db.execute("DELETE FROM postings; DELETE FROM postings_delta; DELETE FROM postings_dead; "
-                       "UPDATE meta SET value='0' WHERE key='postings_built'")
+            db.execute(
+                "DELETE FROM postings; DELETE FROM postings_delta; DELETE FROM postings_dead; "
+                "UPDATE meta SET value='0' WHERE key='postings_built'"
+            )
         assert impact.ranker(s.store.reader(), ['"graph"', '"note"', '"daily"'], None) is None
         postings.build_all(w)
         _check(s.store.reader())
@@ -189,8 +203,10 @@ def test_older_store_answers_then_builds(tmp_path):
     s.index("adr")
     s.close()
     db = apsw.Connection(str(store))  # back to schema 4, as written before the postings existed
-    db.execute("DROP TABLE postings; DROP TABLE postings_delta; DROP TABLE postings_dead; "
-               "DELETE FROM meta WHERE key='postings_built'; PRAGMA user_version = 4")
+    db.execute(
+        "DROP TABLE postings; DROP TABLE postings_delta; DROP TABLE postings_dead; "
+        "DELETE FROM meta WHERE key='postings_built'; PRAGMA user_version = 4"
+    )
     db.close()
     s = Service(Settings.from_env(store=store))
     try:
@@ -199,12 +215,26 @@ def test_older_store_answers_then_builds(tmp_path):
         ws = get_workspace(r, "adr")
         q = "decision record for the grants search api and its database"
         terms = resolve_facets(parse_query(q), set()).terms
-        before = lexical.run_lexical(r, ws.id, terms, build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True), want=50, weigh=False)
+        before = lexical.run_lexical(
+            r,
+            ws.id,
+            terms,
+            build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True),
+            want=50,
+            weigh=False,
+        )
         assert before.match in ("any", "mixed") and before.hits  # answered through FTS5
         s.index("adr")  # nothing changed on disk; the job's end builds the postings
         r = s.store.reader()
         assert postings.complete(r)
-        after = lexical.run_lexical(r, ws.id, terms, build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True), want=50, weigh=False)
+        after = lexical.run_lexical(
+            r,
+            ws.id,
+            terms,
+            build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True),
+            want=50,
+            weigh=False,
+        )
         assert [(h.chunk_id, h.score) for h in after.hits] == [(h.chunk_id, h.score) for h in before.hits]
         _check(r, want_fast=10)
     finally:
@@ -227,12 +257,19 @@ def test_the_daemon_builds_an_older_stores_postings_without_an_index_job(tmp_pat
     s.index("adr")
     s.close()
     db = apsw.Connection(str(store))
-    db.execute("DROP TABLE postings; DROP TABLE postings_delta; DROP TABLE postings_dead; "
-               "DELETE FROM meta WHERE key='postings_built'; PRAGMA user_version = 4")
+    db.execute(
+        "DROP TABLE postings; DROP TABLE postings_delta; DROP TABLE postings_dead; "
+        "DELETE FROM meta WHERE key='postings_built'; PRAGMA user_version = 4"
+    )
     db.close()
     sock, log = tmp_path / "d.sock", tmp_path / "daemon.log"
-    proc = subprocess.Popen(serve_argv(store, sock, watch=False), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=open(log, "wb"), env=daemon_env())
+    proc = subprocess.Popen(
+        serve_argv(store, sock, watch=False),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "wb"),
+        env=daemon_env(),
+    )
     try:
         wait_listening(sock, proc, log)
         deadline = time.monotonic() + 60
@@ -260,8 +297,10 @@ def _older_store(tmp_path, workspace="adr", corpus="simpler-grants-adr", before_
     db = apsw.Connection(str(store))
     if before_drop:
         db.execute(before_drop)
-    db.execute("DROP TABLE postings; DROP TABLE postings_delta; DROP TABLE postings_dead; "
-               "DELETE FROM meta WHERE key='postings_built'; PRAGMA user_version = 4")
+    db.execute(
+        "DROP TABLE postings; DROP TABLE postings_delta; DROP TABLE postings_dead; "
+        "DELETE FROM meta WHERE key='postings_built'; PRAGMA user_version = 4"
+    )
     db.close()
     return Service(Settings.from_env(store=store))
 
@@ -309,8 +348,9 @@ def test_maintenance_does_not_leave_readers_a_stale_dead_list(foam_merged):
     root, s = foam_merged
     md = max(root.rglob("*.md"), key=lambda p: p.stat().st_size)
     text = md.read_text(encoding="utf-8")
-    md.write_text("---\ntags: [zebrafish]\n---\n" + re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S),
-                  encoding="utf-8")
+    md.write_text(
+        "---\ntags: [zebrafish]\n---\n" + re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S), encoding="utf-8"
+    )
     s.index("foam")  # its chunks are rewritten under their ids: dead, and in the delta
     exprs = ['"zebrafish"', '"graph"']
     r = s.store.reader()
@@ -324,8 +364,10 @@ def test_maintenance_does_not_leave_readers_a_stale_dead_list(foam_merged):
 def test_the_build_rewrites_fts_rows_an_old_retitle_left_behind(tmp_path):
     """Before documents.py refreshed kept chunks on a retitle, their FTS rows kept the old title:
     the build rewrites such rows from the store's text, so FTS5 and the postings agree."""
-    s = _older_store(tmp_path, before_drop="UPDATE documents SET title='Zebrafish ' || title "
-                                            "WHERE id=(SELECT MIN(id) FROM documents)")
+    s = _older_store(
+        tmp_path,
+        before_drop="UPDATE documents SET title='Zebrafish ' || title WHERE id=(SELECT MIN(id) FROM documents)",
+    )
     try:
         postings.build_all(s.store.writer())
         r = s.store.reader()
@@ -346,8 +388,9 @@ def test_a_large_batch_builds_its_records_after_writing_them(foam_merged, monkey
     so their stale records stay dead and the new ones count once."""
     root, s = foam_merged
     w = s.store.writer()
-    last = w.execute("SELECT d.path FROM chunks c JOIN documents d ON d.id = c.document_id "
-                     "ORDER BY c.id DESC LIMIT 1").fetchone()[0]
+    last = w.execute(
+        "SELECT d.path FROM chunks c JOIN documents d ON d.id = c.document_id ORDER BY c.id DESC LIMIT 1"
+    ).fetchone()[0]
     (root / last).unlink()
     s.index("foam")
     dead_top = w.execute("SELECT MAX(chunk) FROM postings_dead").fetchone()[0]

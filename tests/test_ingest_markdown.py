@@ -96,7 +96,10 @@ def test_code_fences_hide_headings_and_tags():
 
 def test_setext_headings_and_tilde_fence():
     raw, d = doc("design/search-pipeline.md")
-    assert [(h.level, h.text, h.line) for h in d.headings][:2] == [(1, "Hybrid search pipeline", 11), (2, "Query parsing", 17)]
+    assert [(h.level, h.text, h.line) for h in d.headings][:2] == [
+        (1, "Hybrid search pipeline", 11),
+        (2, "Query parsing", 17),
+    ]
     assert d.title == "Hybrid search pipeline"
     assert all(h.text != "popcount of XOR; lower is closer" for h in d.headings)
     for h in d.headings:
@@ -220,7 +223,7 @@ def test_inline_code_and_urls_are_not_tags():
 def test_markdown_link_filters():
     text = (
         "![img](pic.md) [web](https://x.org/a.md) [m](mailto:a@b.md) [pic](../p.png) [self](#sec)\n"
-        "[a](b.md \"T\") [sp](<my note.md#Sec 2>) [enc](my%20file.markdown?x=1#a%20b) [[#Local]] ![[i.png]]\n"
+        '[a](b.md "T") [sp](<my note.md#Sec 2>) [enc](my%20file.markdown?x=1#a%20b) [[#Local]] ![[i.png]]\n'
         "![[Embedded note]] [[a\\|b]] [ref]: ../r.md\n"
     )
     got = [(l.target, l.kind, l.label, l.anchor, l.line) for l in parse_markdown(text).links]

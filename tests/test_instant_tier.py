@@ -76,7 +76,7 @@ def test_table_slice_shape_and_determinism(model):
 def test_embed_ids_is_a_normalised_weighted_mean():
     table = np.array([[1, 0], [0, 1], [3, 4]], dtype=np.float16)
     out = embed_ids(table, [np.array([0, 1]), np.array([2]), np.array([], dtype=np.int64)])
-    assert np.allclose(out[0], [2 ** -0.5, 2 ** -0.5]) and np.allclose(out[1], [0.6, 0.8])
+    assert np.allclose(out[0], [2**-0.5, 2**-0.5]) and np.allclose(out[1], [0.6, 0.8])
     assert np.array_equal(out[2], [0, 0])  # an empty text has no direction
     w = embed_ids(table, [np.array([0, 1])], np.array([3, 1, 1], dtype=np.float32))
     assert np.allclose(w[0], np.array([3, 1]) / np.sqrt(10))
@@ -89,8 +89,15 @@ def test_word_cache_gives_the_tokenizers_ids(model):
     and again once the cache has been emptied for being full."""
     from autodoc.embed.static import StaticEmbedder
 
-    texts = ["Café-au-lait (p<0.05), naïve résumé… 東京タワー!", "", "   ", "[CLS] cells, cells; CELLS.\tβ-catenin\n\nIL-6",
-             "don't re-use e.g. 3.14159 ünïcödé 🙂 x" * 3, "the the the", "α/β T-cells (n=12)"]
+    texts = [
+        "Café-au-lait (p<0.05), naïve résumé… 東京タワー!",
+        "",
+        "   ",
+        "[CLS] cells, cells; CELLS.\tβ-catenin\n\nIL-6",
+        "don't re-use e.g. 3.14159 ünïcödé 🙂 x" * 3,
+        "the the the",
+        "α/β T-cells (n=12)",
+    ]
     vocab = model._count_tok.get_vocab_size()
     emb = StaticEmbedder(np.zeros((vocab, 4), dtype=np.float16), model._count_tok, [101, 102, 0])
     want = [e.ids for e in model._count_tok.encode_batch(texts, add_special_tokens=False)]
@@ -187,8 +194,11 @@ def test_progress_status_and_info_show_the_instant_fill(tmp_path, model, monkeyp
             assert schemas.result_errors("workspace.status", st) == []
             # in-process server.info has no socket or watch list: its `semantic` part is checked alone
             semantic = invoke(svc, "server.info", [])["semantic"]
-            assert schemas.validator("server.info", "result").evolve(schema=schemas.load_schema(
-                "server.info", "result")["properties"]["semantic"]).is_valid(semantic)
+            assert (
+                schemas.validator("server.info", "result")
+                .evolve(schema=schemas.load_schema("server.info", "result")["properties"]["semantic"])
+                .is_valid(semantic)
+            )
             return st["embedding"], semantic["instant"]
 
         emb, summary = status()
@@ -202,8 +212,10 @@ def test_progress_status_and_info_show_the_instant_fill(tmp_path, model, monkeyp
                 done.set()
                 svc.embed_queue.request_stop()
 
-        worker = threading.Thread(target=svc.embed_queue.work, kwargs={
-            "until_idle": False, "notify": notify, "status": svc.embedding_status_by_name})
+        worker = threading.Thread(
+            target=svc.embed_queue.work,
+            kwargs={"until_idle": False, "notify": notify, "status": svc.embedding_status_by_name},
+        )
         worker.start()
         assert done.wait(120)
         worker.join(60)

@@ -33,9 +33,17 @@ pytestmark = pytest.mark.skipif(not CORPORA.is_dir(), reason=f"no corpora at {CO
 NO_MODEL = {"embedding": {"provider": "none"}}
 WORKSPACES = {"foam": "foam-docs", "adr": "simpler-grants-adr", "zh": "opentelemetry-docs/content/zh/docs/concepts"}
 EXTRA = [
-    "收集器 配置", "OpenTelemetry 收集器 exporters", "数据",  # CJK runs, mixed scripts, one bigram
-    "wikilink*", '"daily note" template', "tag:foam graph", "the of and",  # prefix, phrase, facet, stopwords
-    "café naïve Straße", "snake_case file-name", 'say "hi"', "日本語 テスト",
+    "收集器 配置",
+    "OpenTelemetry 收集器 exporters",
+    "数据",  # CJK runs, mixed scripts, one bigram
+    "wikilink*",
+    '"daily note" template',
+    "tag:foam graph",
+    "the of and",  # prefix, phrase, facet, stopwords
+    "café naïve Straße",
+    "snake_case file-name",
+    'say "hi"',
+    "日本語 テスト",
 ]
 
 
@@ -78,8 +86,12 @@ def _old_signals(db, full: dict, hits: list[dict]) -> list:
     weights = passages.word_weights(db, stems)
     texts = stored_hits.chunk_texts(db, [h["chunk_id"] for h in hits])
     semantic_ran = "semantic" in full["stages"]["performed"]
-    return [A.signals(h, A.coverage(stems, weights, h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""), tokenize),
-                      semantic_ran) for h in hits]
+    return [
+        A.signals(
+            h, A.coverage(stems, weights, h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""), tokenize), semantic_ran
+        )
+        for h in hits
+    ]
 
 
 def test_answerable_signals_as_before(store):
@@ -109,12 +121,16 @@ def test_candidates_as_before(store):
         ids = [c for (c,) in db.execute("SELECT id FROM chunks ORDER BY id")]
         tagged = 0
         for i in range(0, len(ids), 97):
-            batch = ids[i:i + 97] + [10**9]  # an id no chunk has: absent, as a retired chunk is
+            batch = ids[i : i + 97] + [10**9]  # an id no chunk has: absent, as a retired chunk is
             got = stored_hits.candidates(db, batch)
-            want = {cid: (did, path, json.loads(tags), ordinal) for cid, did, path, tags, ordinal in db.execute(
-                """SELECT c.id, c.document_id, d.path, d.tags, c.ordinal FROM chunks c
+            want = {
+                cid: (did, path, json.loads(tags), ordinal)
+                for cid, did, path, tags, ordinal in db.execute(
+                    """SELECT c.id, c.document_id, d.path, d.tags, c.ordinal FROM chunks c
                    JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT value FROM json_each(?))""",
-                (json.dumps(batch),))}
+                    (json.dumps(batch),),
+                )
+            }
             assert {c: (v.document_id, v.path, v.tags, v.ordinal) for c, v in got.items()} == want
             tagged += sum(1 for v in got.values() if v.tags)
     assert tagged > 0  # documents with tags were among them

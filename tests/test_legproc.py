@@ -9,6 +9,7 @@ for a helper stuck mid-leg (the one fault not otherwise caused on demand)."""
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import time
 
@@ -20,11 +21,11 @@ from autodoc.service import Service
 
 DOCS = {
     "storage.md": "# Storage choice\n\nWe chose an embedded relational store that lives in one file beside the "
-                  "application, because it needs no server process.\n\n## Backups\n\nCopy the file while holding "
-                  "the lease, then verify the copy opens.\n",
+    "application, because it needs no server process.\n\n## Backups\n\nCopy the file while holding "
+    "the lease, then verify the copy opens.\n",
     "passwords.md": "# Account help\n\nTo reset a forgotten password, open settings and follow the emailed link.\n",
     "oncall.md": "# On-call\n\nPage the secondary when the primary does not acknowledge within ten minutes; "
-                 "the store's backups are the secondary's to verify.\n",
+    "the store's backups are the secondary's to verify.\n",
 }
 QUERIES = ["how do we back up the store", "password reset link", "who verifies the backups when paged"]
 HYBRID = {"stages": ["lexical", "semantic"], "limit": 5}
@@ -124,7 +125,7 @@ def test_a_leg_that_cannot_be_sent_leaves_the_helper_free(svc):
     (nothing sent) must let it go, or every later search would find it busy forever."""
     expected = _strip(svc.search("kb", QUERIES[2], HYBRID))
     _until_helper_answers(svc)
-    with pytest.raises(Exception):
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
         svc.lexical_helper.submit(1, [], None, want=5, top=50, weigh=lambda: None)  # a lambda does not pickle
     free = svc.lexical_helper._lock.acquire(blocking=False)
     if free:

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
-from autodoc.search import fusion as F, lexical
-from autodoc.store import matches
-from autodoc.store.filters import build_filter
+from autodoc.search import fusion as F
+from autodoc.search import lexical
 from autodoc.search.fts import build_match
 from autodoc.search.query import parse_query
 from autodoc.service import Service
+from autodoc.store import matches
+from autodoc.store.filters import build_filter
+from autodoc.store.workspaces import get_workspace
 
 NO_MODEL = {"embedding": {"provider": "none"}}
 
@@ -83,11 +84,19 @@ def test_filtered_search_in_a_sole_workspace_matches_the_exact_join(two):
     s, _ = two
     db = s.store.reader()
     ws = get_workspace(db, "big")
-    filt = build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=tuple(f"note-{i:03d}.md" for i in range(250, 300)), include_abstract=True)
+    filt = build_filter(
+        ws.id,
+        facets=[],
+        opt_facets={},
+        tags=(),
+        paths=tuple(f"note-{i:03d}.md" for i in range(250, 300)),
+        include_abstract=True,
+    )
     assert not filt.empty
     hits = lexical.run_lexical(db, ws.id, parse_query("gear").terms, filt, want=10).hits
-    exact = db.execute(matches.lexical_sql(filt), (build_match(parse_query("gear").terms, "all"), ws.id,
-                                                   *filt.params, 50)).fetchall()
+    exact = db.execute(
+        matches.lexical_sql(filt), (build_match(parse_query("gear").terms, "all"), ws.id, *filt.params, 50)
+    ).fetchall()
     assert [h.chunk_id for h in hits] == [cid for cid, _ in exact] and len(hits) == 50
 
 
@@ -102,7 +111,8 @@ def comms(tmp_path: Path):
         (root / f"one-{i}.md").write_text(f"# Other {i}\n\nThe storage architecture of part {i} uses files.\n")
     (root / "deadline.md").write_text(
         "# Comms architecture\n\n## Deadline\n\nDate: Q4 2025\n\n"
-        "## Context\n\nWe chose a message bus for comms because the architecture needs fan-out to many services.\n")
+        "## Context\n\nWe chose a message bus for comms because the architecture needs fan-out to many services.\n"
+    )
     s = Service(Settings.from_env(store=tmp_path / "store.db"))
     s.workspace_add("kb", str(root), NO_MODEL)
     s.index("kb")
@@ -134,7 +144,7 @@ def test_a_section_matching_on_its_title_alone_weighs_less(comms):
     got = lexical.run_lexical(db, ws.id, parse_query("comms architecture").terms, filt, want=10)
     crumbs = dict(db.execute("SELECT id, breadcrumb FROM chunks"))
     weight = {crumbs[h.chunk_id]: h.weight for h in got.hits}
-    assert weight["Comms architecture › Deadline"] == 0.5 ** lexical.COVERAGE_POWER  # half of each word
+    assert weight["Comms architecture › Deadline"] == 0.5**lexical.COVERAGE_POWER  # half of each word
     assert weight["Comms architecture › Context"] == 1.0
     # BM25 puts the short section first; fused with a semantic leg that ranks both alike, it falls behind
     order = [crumbs[h.chunk_id] for h in got.hits]
@@ -202,7 +212,8 @@ def test_a_word_in_a_heading_line_only_counts_as_title_from_the_postings(tmp_pat
     root.mkdir()
     (root / "plan.md").write_text(
         "# Plan\n\n## Rollout\n\nThe rollout starts with staging, then canary.\n\n"
-        "## Canary\n\nStaging first.\n\n### Rollback\nNothing rolls back by itself.\n")
+        "## Canary\n\nStaging first.\n\n### Rollback\nNothing rolls back by itself.\n"
+    )
     (root / "notes.md").write_text("# Notes\n\nNothing about a rollback is automatic.\n")
     for i in range(5):
         (root / f"other-{i}.md").write_text(f"# Other {i}\n\nStaging of part {i} waits for the canary.\n")

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 from helpers.kb_schema import NO_MODEL, make_kb_schema
 
-from autodoc.connect import invoke
-from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
+from autodoc.connect import invoke
 from autodoc.errors import DocumentNotFound, InvalidParams, PathOutsideWorkspace
 from autodoc.service import Service
+from autodoc.store.workspaces import get_workspace
 
 P1, P7, P12 = "adrs/0001-sqlite-storage.md", "adrs/0007-sqlite-wal-lease.md", "adrs/0012-lease-recovery.md"
 RFC, LAYOUT, A18 = "rfcs/sync-protocol.md", "design/storage-layout.md", "adrs/0018-retire-lease-files.md"
@@ -42,28 +42,34 @@ def test_outgoing_links_resolve_by_path_alias_title_and_number(svc):
     got = svc.document_links("kb", A18)
     assert got["path"] == A18
     assert [(l["target"], l["kind"], l["line"], l["target_path"]) for l in got["links"]] == [
-        ("RFC 7", "wiki", 18, RFC),                                   # schema link field rfc: 7
-        ("../design/storage-layout.md", "markdown", 19, LAYOUT),      # relative path
-        ("storage layout notes", "wiki", 23, LAYOUT),                 # alias
-        ("No Such Document", "wiki", 24, None),                       # broken
+        ("RFC 7", "wiki", 18, RFC),  # schema link field rfc: 7
+        ("../design/storage-layout.md", "markdown", 19, LAYOUT),  # relative path
+        ("storage layout notes", "wiki", 23, LAYOUT),  # alias
+        ("No Such Document", "wiki", 24, None),  # broken
     ]
     assert got["links"][0]["target_title"] == "RFC 7: Change sync protocol"
     assert got["links"][1]["label"] == "storage layout" and got["links"][3]["target_title"] is None
     layout = {l["target"]: l["target_path"] for l in svc.document_links("kb", LAYOUT)["links"]}
-    assert layout == {"ADR 12": P12, "RFC 7": RFC}                    # ADR number, unpadded
+    assert layout == {"ADR 12": P12, "RFC 7": RFC}  # ADR number, unpadded
     index = {l["target"]: l["target_path"] for l in svc.document_links("kb", "index.md")["links"]}
-    assert index["ADR 0007"] == P7                                    # alias
-    conventions = {l["target"]: l["target_path"] for l in svc.document_links("kb", "notes/tagging-conventions.md")["links"]}
-    assert conventions["Hybrid search pipeline"] == "design/search-pipeline.md"   # title
+    assert index["ADR 0007"] == P7  # alias
+    conventions = {
+        l["target"]: l["target_path"] for l in svc.document_links("kb", "notes/tagging-conventions.md")["links"]
+    }
+    assert conventions["Hybrid search pipeline"] == "design/search-pipeline.md"  # title
     chain = svc.document_links("kb", P7)["links"]
     assert [(l["kind"], l["target_path"]) for l in chain if l["kind"] in ("supersedes", "superseded_by")] == [
-        ("supersedes", P1), ("superseded_by", P12)]
+        ("supersedes", P1),
+        ("superseded_by", P12),
+    ]
 
 
 def test_backlinks_list_sources_with_lines(svc):
     back = svc.document_backlinks("kb", RFC)["backlinks"]
     assert [(b["source_path"], b["line"], b["target"], b["kind"]) for b in back] == [
-        (A18, 18, "RFC 7", "wiki"), (LAYOUT, 18, "RFC 7", "wiki")]
+        (A18, 18, "RFC 7", "wiki"),
+        (LAYOUT, 18, "RFC 7", "wiki"),
+    ]
     assert back[0]["source_title"] == "ADR 0018: Retire hand-made lease files"
     to12 = svc.document_backlinks("kb", P12)["backlinks"]
     sources = {b["source_path"] for b in to12}
@@ -104,14 +110,19 @@ def test_site_absolute_links_resolve_from_the_workspace_root(tmp_path):
     (root / "docs" / "ADR-52.md").write_text("# Not the ADR\n\nA stem twin.\n")
     (root / "index.md").write_text(
         "# Index\n\nSee [ADR-51](/adr/ADR-51), [the guide](/docs/guide.md#setup), [trailing](/docs/guide/),\n"
-        "[gone](/adr/ADR-52), [logo](/img/logo.png) and [home](/).\n")
+        "[gone](/adr/ADR-52), [logo](/img/logo.png) and [home](/).\n"
+    )
     s = Service(Settings.from_env(store=tmp_path / "s.db"))
     try:
         s.workspace_add("kb", str(root), NO_MODEL)
         s.index("kb")
         got = [(l["target"], l["target_path"]) for l in s.document_links("kb", "index.md")["links"]]
-        assert got == [("/adr/ADR-51", "adr/ADR-51.md"), ("/docs/guide.md", "docs/guide.md"),
-                       ("/docs/guide", "docs/guide.md"), ("/adr/ADR-52", None)]  # no stem guess elsewhere
+        assert got == [
+            ("/adr/ADR-51", "adr/ADR-51.md"),
+            ("/docs/guide.md", "docs/guide.md"),
+            ("/docs/guide", "docs/guide.md"),
+            ("/adr/ADR-52", None),
+        ]  # no stem guess elsewhere
         assert [b["source_path"] for b in s.document_backlinks("kb", "adr/ADR-51.md")["backlinks"]] == ["index.md"]
         broken = {(b["path"], b["target"]) for b in s.workspace_status("kb")["broken_links"]}
         assert broken == {("index.md", "/adr/ADR-52")}
@@ -176,8 +187,9 @@ def test_graph_leg_adds_linked_documents(svc):
 
 def test_graph_leg_ranks_by_links_to_seeds(svc):
     ans = svc.search("kb", "lease recovery", {"stages": ["lexical", "graph"], "limit": 50})
-    graph = sorted((h["ranks"]["graph"], h["scores"]["graph"], h["path"]) for h in ans["hits"]
-                   if h["ranks"]["graph"] is not None)
+    graph = sorted(
+        (h["ranks"]["graph"], h["scores"]["graph"], h["path"]) for h in ans["hits"] if h["ranks"]["graph"] is not None
+    )
     assert graph and [s for _, s, _ in graph] == sorted((s for _, s, _ in graph), reverse=True)
     assert ans["stages"]["performed"] == ["lexical", "graph"]
 
@@ -204,7 +216,7 @@ def test_new_methods_through_the_rpc_tables(setup):
     from autodoc.connect import call as call_in_process
     from autodoc.rpc import schemas
 
-    svc, kb, store = setup
+    svc, _kb, store = setup
     settings = Settings.from_env(store=store)
     calls = [
         ("document.links", ["kb", A18]),
@@ -240,15 +252,17 @@ def test_graph_leg_seeds_from_the_semantic_leg_too(svc):
     db = svc.store.reader()
     with db:
         ws = get_workspace(db, "kb")
-        rfc_chunk = db.execute("SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id "
-                               "WHERE d.path = ? ORDER BY c.ordinal LIMIT 1", (RFC,)).fetchone()[0]
+        rfc_chunk = db.execute(
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE d.path = ? ORDER BY c.ordinal LIMIT 1",
+            (RFC,),
+        ).fetchone()[0]
 
         def semantic(filt):  # a stand-in embedding leg: "meaning" finds the RFC
             return SemanticOutcome([LegHit(rfc_chunk, 0.9)], "ready")
 
         schema = active_schema(db, ws.id)
-        ctx = engine.Context(db=db, ws=ws, known_fields=schema.declared, semantic=semantic,
-                             facet_kinds=schema.kinds)
+        ctx = engine.Context(db=db, ws=ws, known_fields=schema.declared, semantic=semantic, facet_kinds=schema.kinds)
         opts = parse_options({"stages": ["lexical", "semantic", "graph"]}, WorkspaceConfig.from_json(ws.config))
         ans = engine.search(ctx, "qqqqnothinglexical", opts)
     assert ans["stages"]["performed"] == ["lexical", "semantic", "graph"] and ans["mode_used"] == "hybrid"
@@ -282,13 +296,14 @@ def test_workspace_tags_count_documents_per_tag(setup):
     import collections
     import json
 
-    svc, kb, store = setup
+    svc, _kb, _store = setup
     got = svc.workspace_tags("kb")["tags"]
     # independently: the tags each document row keeps (frontmatter and inline), lowercased
     want: collections.Counter = collections.Counter()
     db = svc.store.reader()
-    for (tags,) in db.execute("SELECT d.tags FROM documents d JOIN workspaces w ON w.id = d.workspace_id "
-                              "WHERE w.name = 'kb'"):
+    for (tags,) in db.execute(
+        "SELECT d.tags FROM documents d JOIN workspaces w ON w.id = d.workspace_id WHERE w.name = 'kb'"
+    ):
         want.update({t.lower() for t in json.loads(tags)})
     assert {t["tag"]: t["documents"] for t in got} == dict(want) and want
     assert [t["documents"] for t in got] == sorted((t["documents"] for t in got), reverse=True)

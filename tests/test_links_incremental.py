@@ -12,10 +12,10 @@ import pytest
 import autodoc.index.job as job
 import autodoc.index.prepare as preparing
 import autodoc.store.documents as stored_documents
-from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
 from autodoc.service import Service
 from autodoc.store.links import _resolver_for
+from autodoc.store.workspaces import get_workspace
 
 NO_MODEL = {"embedding": {"provider": "none"}}
 
@@ -35,8 +35,11 @@ def stale(svc: Service) -> list[tuple]:
     with db:
         ws = get_workspace(db, "kb")
         resolve = _resolver_for(db, ws.id)
-        rows = db.execute("SELECT d.path, l.target, l.target_path FROM links l JOIN documents d "
-                          "ON d.id = l.source_id WHERE l.workspace_id=?", (ws.id,)).fetchall()
+        rows = db.execute(
+            "SELECT d.path, l.target, l.target_path FROM links l JOIN documents d "
+            "ON d.id = l.source_id WHERE l.workspace_id=?",
+            (ws.id,),
+        ).fetchall()
     return [(s, t, got, resolve(s, t)) for s, t, got in rows if got != resolve(s, t)]
 
 
@@ -65,16 +68,24 @@ def test_a_moved_note_resolves_its_own_links_from_its_new_folder(kb, live):
 
 # (existing files, the new note that should now win the link: it sorts first)
 CASES = {
-    "title without a word": ({"zz.md": "---\ntitle: '???'\n---\nbody\n", "src.md": "# Src\n\nSee [[???]].\n"},
-                             ("aa.md", "---\ntitle: '???'\n---\nbody\n")),
-    "emoji alias": ({"zz.md": "---\naliases: ['🚀']\n---\n# Zz\n", "src.md": "# Src\n\nSee [[🚀]].\n"},
-                    ("aa.md", "---\naliases: ['🚀']\n---\n# Aa\n")),
+    "title without a word": (
+        {"zz.md": "---\ntitle: '???'\n---\nbody\n", "src.md": "# Src\n\nSee [[???]].\n"},
+        ("aa.md", "---\ntitle: '???'\n---\nbody\n"),
+    ),
+    "emoji alias": (
+        {"zz.md": "---\naliases: ['🚀']\n---\n# Zz\n", "src.md": "# Src\n\nSee [[🚀]].\n"},
+        ("aa.md", "---\naliases: ['🚀']\n---\n# Aa\n"),
+    ),
     # the Kelvin sign lowers to ASCII "k" in Python; SQLite's LIKE does not fold it
-    "kelvin sign": ({"zz.md": "---\ntitle: Kelvin\n---\nbody\n", "src.md": "# Src\n\nSee [[\u212aelvin]].\n"},
-                    ("kelvin.md", "# Other\n\nbody\n")),
+    "kelvin sign": (
+        {"zz.md": "---\ntitle: Kelvin\n---\nbody\n", "src.md": "# Src\n\nSee [[\u212aelvin]].\n"},
+        ("kelvin.md", "# Other\n\nbody\n"),
+    ),
     # Python's \d and int() read fullwidth digits; LIKE '%12%' does not match them
-    "fullwidth ADR number": ({"zz.md": "---\nadr: 12\n---\n# Zz\n", "src.md": "# Src\n\nSee [[ADR \uff11\uff12]].\n"},
-                             ("aa.md", "---\nadr: 12\n---\n# Aa\n")),
+    "fullwidth ADR number": (
+        {"zz.md": "---\nadr: 12\n---\n# Zz\n", "src.md": "# Src\n\nSee [[ADR \uff11\uff12]].\n"},
+        ("aa.md", "---\nadr: 12\n---\n# Aa\n"),
+    ),
 }
 
 
@@ -95,7 +106,8 @@ def test_names_no_like_pattern_finds_are_still_re_resolved(kb, case):
 def _notes(root: Path, gen: str, n: int = 200) -> None:
     for i in range(n):
         (root / f"n{i:04d}.md").write_text(
-            f"---\ntitle: {gen}title{i:04d}\naliases: [{gen}alias{i:04d}]\n---\n\nSee [[{gen}title{(i + 1) % n:04d}]].\n")
+            f"---\ntitle: {gen}title{i:04d}\naliases: [{gen}alias{i:04d}]\n---\n\nSee [[{gen}title{(i + 1) % n:04d}]].\n"
+        )
 
 
 @pytest.mark.parametrize("live", [True, False], ids=["index_paths", "index"])

@@ -4,9 +4,9 @@ appears, breaks when it is deleted, and follows a retitled target."""
 
 from pathlib import Path
 
-from autodoc.store.workspaces import get_workspace
 from autodoc.config import Settings
 from autodoc.service import Service
+from autodoc.store.workspaces import get_workspace
 
 
 def links(svc, path):
@@ -58,8 +58,20 @@ def test_incremental_name_tables_agree_with_a_full_rebuild(tmp_path):
     (root / "sub").mkdir(parents=True)
     names = ["alpha", "beta", "gamma", "delta", "adr-0012-lease", "sub/alpha", "sub/omega"]
     titles = ["Lease Recovery", "Storage Layout", "Über Uns", "Sync Protocol", "Alpha"]
-    targets = ["alpha", "Lease Recovery", "storage layout", "ADR 12", "sub/omega", "../alpha.md", "Über uns",
-               "omega", "beta.md", "Sync  Protocol", "nothing here", "gamma"]
+    targets = [
+        "alpha",
+        "Lease Recovery",
+        "storage layout",
+        "ADR 12",
+        "sub/omega",
+        "../alpha.md",
+        "Über uns",
+        "omega",
+        "beta.md",
+        "Sync  Protocol",
+        "nothing here",
+        "gamma",
+    ]
 
     def write(path: str) -> None:
         title = rng.choice(titles)
@@ -96,9 +108,11 @@ def test_incremental_name_tables_agree_with_a_full_rebuild(tmp_path):
             with db:
                 ws = get_workspace(db, "w")
                 fresh = _tables_for(db, ws.id)
-                rows = db.execute("SELECT d.path, l.target, l.target_path FROM links l JOIN documents d "
-                                  "ON d.id = l.source_id WHERE l.workspace_id=? AND l.kind IN ('wiki', 'markdown')",
-                                  (ws.id,)).fetchall()
+                rows = db.execute(
+                    "SELECT d.path, l.target, l.target_path FROM links l JOIN documents d "
+                    "ON d.id = l.source_id WHERE l.workspace_id=? AND l.kind IN ('wiki', 'markdown')",
+                    (ws.id,),
+                ).fetchall()
             checked += len(rows)
             for src, target, got in rows:
                 assert got == fresh.resolve(src, target), (step, op, changed, src, target, json.dumps(got))

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import load  # noqa: E402
+from bench import load
 
 
 def test_clients_and_a_writer():

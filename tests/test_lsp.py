@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.nvim import Nvim
+from test_daemon_e2e import Daemon
 
 from autodoc.config import Settings
 from autodoc.service import Service
-
-from helpers.nvim import Nvim
-from test_daemon_e2e import Daemon
 
 CORPUS = Path(__file__).parent / "corpora" / "kb"
 DEADLINE = 60.0
@@ -35,7 +34,9 @@ class LspClient:
         self.log_path = log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autodoc.cli", "--store", str(store), "lsp"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         self._id = 0
@@ -96,15 +97,31 @@ class LspClient:
                 return note["params"]
 
     def start(self, root: Path) -> dict:
-        caps = self.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
-                                           "workspaceFolders": [{"uri": root.as_uri(), "name": "kb"}]})
+        caps = self.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": root.as_uri(),
+                "capabilities": {},
+                "workspaceFolders": [{"uri": root.as_uri(), "name": "kb"}],
+            },
+        )
         self.notify("initialized", {})
         return caps
 
     def open(self, path: Path) -> str:
         uri = path.as_uri()
-        self.notify("textDocument/didOpen", {"textDocument": {
-            "uri": uri, "languageId": "markdown", "version": 1, "text": path.read_text(encoding="utf-8")}})
+        self.notify(
+            "textDocument/didOpen",
+            {
+                "textDocument": {
+                    "uri": uri,
+                    "languageId": "markdown",
+                    "version": 1,
+                    "text": path.read_text(encoding="utf-8"),
+                }
+            },
+        )
         return uri
 
     def stop(self) -> int:
@@ -163,8 +180,9 @@ def test_lsp_on_its_own(kb, tmp_path):
     runbook = root / "runbooks" / "lease-recovery.md"
     uri = client.open(runbook)
     line, col = _line_of(runbook, "[[ADR 0012]]")
-    loc = client.request("textDocument/definition", {"textDocument": {"uri": uri},
-                                                     "position": {"line": line, "character": col + 4}})
+    loc = client.request(
+        "textDocument/definition", {"textDocument": {"uri": uri}, "position": {"line": line, "character": col + 4}}
+    )
     assert loc["uri"] == (root / "adrs" / "0012-lease-recovery.md").resolve().as_uri()
     # positions count UTF-16 units (this client sends no positionEncoding): 🔍 is two of them
     note = root / "notes" / "links.md"
@@ -172,53 +190,79 @@ def test_lsp_on_its_own(kb, tmp_path):
     nuri = client.open(note)
     client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == nuri)
     # not indexed until saved: no definition yet, and no error either
-    assert client.request("textDocument/definition", {"textDocument": {"uri": nuri},
-                                                      "position": {"line": 2, "character": 10}}) is None
+    assert (
+        client.request(
+            "textDocument/definition", {"textDocument": {"uri": nuri}, "position": {"line": 2, "character": 10}}
+        )
+        is None
+    )
     client.notify("textDocument/didSave", {"textDocument": {"uri": nuri}})  # the server indexes it
     client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == nuri)
     text = note.read_text(encoding="utf-8").splitlines()[2]
     last = len(text[: text.index("]]") + 1].encode("utf-16-le")) // 2  # the first link's last "]", in UTF-16
-    loc = client.request("textDocument/definition", {"textDocument": {"uri": nuri},
-                                                     "position": {"line": 2, "character": last}})
+    loc = client.request(
+        "textDocument/definition", {"textDocument": {"uri": nuri}, "position": {"line": 2, "character": last}}
+    )
     assert loc["uri"] == (root / "adrs" / "0012-lease-recovery.md").resolve().as_uri()
     # the second link is broken: no definition, though its target begins with the first's
     second = len(text[: text.rindex("[[") + 3].encode("utf-16-le")) // 2
-    assert client.request("textDocument/definition", {"textDocument": {"uri": nuri},
-                                                      "position": {"line": 2, "character": second}}) is None
+    assert (
+        client.request(
+            "textDocument/definition", {"textDocument": {"uri": nuri}, "position": {"line": 2, "character": second}}
+        )
+        is None
+    )
     # hover on the same link: the linked document's title and first lines
-    shown = client.request("textDocument/hover", {"textDocument": {"uri": uri},
-                                                  "position": {"line": line, "character": col + 4}})
+    shown = client.request(
+        "textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": line, "character": col + 4}}
+    )
     assert shown["contents"]["kind"] == "markdown"
     assert "ADR 0012: Lease recovery after a crashed writer" in shown["contents"]["value"]
     assert "adrs/0012-lease-recovery.md" in shown["contents"]["value"]
     # …and nothing on plain text
-    assert client.request("textDocument/definition", {"textDocument": {"uri": uri},
-                                                      "position": {"line": 0, "character": 0}}) is None
+    assert (
+        client.request(
+            "textDocument/definition", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}
+        )
+        is None
+    )
 
     # references: the links pointing at a document, at their lines
     adr = root / "adrs" / "0012-lease-recovery.md"
-    refs = client.request("textDocument/references", {"textDocument": {"uri": adr.as_uri()},
-                                                      "position": {"line": 0, "character": 0},
-                                                      "context": {"includeDeclaration": False}})
+    refs = client.request(
+        "textDocument/references",
+        {
+            "textDocument": {"uri": adr.as_uri()},
+            "position": {"line": 0, "character": 0},
+            "context": {"includeDeclaration": False},
+        },
+    )
     assert {"uri": runbook.resolve().as_uri(), "line": line} in [
-        {"uri": r["uri"], "line": r["range"]["start"]["line"]} for r in refs]
+        {"uri": r["uri"], "line": r["range"]["start"]["line"]} for r in refs
+    ]
 
     # completion after [[: documents found by the typed prefix
     draft = root / "notes" / "new-note.md"
     draft.write_text("# New note\n\nSee [[lea\n", encoding="utf-8")
     duri = client.open(draft)
-    items = client.request("textDocument/completion", {"textDocument": {"uri": duri},
-                                                       "position": {"line": 2, "character": 9}})["items"]
+    items = client.request(
+        "textDocument/completion", {"textDocument": {"uri": duri}, "position": {"line": 2, "character": 9}}
+    )["items"]
     labels = [i["label"] for i in items]
     assert "0012-lease-recovery" in labels and "lease-recovery" in labels
-    assert client.request("textDocument/completion", {"textDocument": {"uri": duri},
-                                                      "position": {"line": 0, "character": 3}}) is None
+    assert (
+        client.request(
+            "textDocument/completion", {"textDocument": {"uri": duri}, "position": {"line": 0, "character": 3}}
+        )
+        is None
+    )
     # …and after #: the workspace's tags, by prefix, most used first
     tagged = root / "notes" / "tagged.md"
     tagged.write_text("# Tagged\n\nfiled under #sto\n#\n", encoding="utf-8")
     turi = client.open(tagged)
-    items = client.request("textDocument/completion", {"textDocument": {"uri": turi},
-                                                       "position": {"line": 2, "character": 16}})["items"]
+    items = client.request(
+        "textDocument/completion", {"textDocument": {"uri": turi}, "position": {"line": 2, "character": 16}}
+    )["items"]
     reader = Service(Settings.from_env(store=store), writer=False)
     try:
         want = [t["tag"] for t in reader.workspace_tags("kb", "sto", 20)["tags"]]
@@ -228,8 +272,12 @@ def test_lsp_on_its_own(kb, tmp_path):
     # the typed part is what an item replaces (a tag may hold / and -)
     assert {tuple(i["textEdit"]["range"]["start"].values()) for i in items} == {(2, 12 + 1)}
     # a lone # opening a line starts a heading, not a tag
-    assert client.request("textDocument/completion", {"textDocument": {"uri": turi},
-                                                      "position": {"line": 3, "character": 1}}) is None
+    assert (
+        client.request(
+            "textDocument/completion", {"textDocument": {"uri": turi}, "position": {"line": 3, "character": 1}}
+        )
+        is None
+    )
 
     # diagnostics: the parser's problems with a document, on open…
     broken = root / "notes" / "broken-frontmatter.md"
@@ -242,16 +290,21 @@ def test_lsp_on_its_own(kb, tmp_path):
     assert client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == guri)["diagnostics"] == []
     runbook.write_text("---\ntags: [unclosed\n---\n" + runbook.read_text(encoding="utf-8"), encoding="utf-8")
     client.notify("textDocument/didSave", {"textDocument": {"uri": guri}})
-    diags = client.wait_note("textDocument/publishDiagnostics",
-                             lambda p: p["uri"] == guri and p["diagnostics"])["diagnostics"]
+    diags = client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == guri and p["diagnostics"])[
+        "diagnostics"
+    ]
     assert diags[0]["range"]["start"]["line"] >= 0
 
     # a file in no workspace: no answer, and one message saying why
     stray = tmp_path / "stray.md"
     stray.write_text("[[ADR 0012]]\n", encoding="utf-8")
     suri = client.open(stray)
-    assert client.request("textDocument/definition", {"textDocument": {"uri": suri},
-                                                      "position": {"line": 0, "character": 3}}) is None
+    assert (
+        client.request(
+            "textDocument/definition", {"textDocument": {"uri": suri}, "position": {"line": 0, "character": 3}}
+        )
+        is None
+    )
     msg = client.wait_note("window/showMessage")
     assert "no workspace" in msg["message"] and "stray.md" in msg["message"]
 
@@ -299,14 +352,23 @@ def test_neovim_as_the_client(kb):
     try:
         runbook = root / "runbooks" / "lease-recovery.md"
         line, col = _line_of(runbook, "[[ADR 0012]]")
-        cid = nv.lua("""
+        cid = nv.lua(
+            """
             local python, store, root, file = ...
             vim.cmd.edit(file)
             return vim.lsp.start({ name = "autodoc", root_dir = root,
                                    cmd = { python, "-m", "autodoc.cli", "--store", store, "lsp" } })
-        """, sys.executable, str(store), str(root), str(runbook))
-        nv.wait_lua("local c = vim.lsp.get_client_by_id(...); return c ~= nil and c.initialized", cid,
-                    what="the client to initialise")
+        """,
+            sys.executable,
+            str(store),
+            str(root),
+            str(runbook),
+        )
+        nv.wait_lua(
+            "local c = vim.lsp.get_client_by_id(...); return c ~= nil and c.initialized",
+            cid,
+            what="the client to initialise",
+        )
         got = nv.json("""
             local r = vim.lsp.buf_request_sync(0, "workspace/symbol", { query = "lease recovery" }, 30000)
             local out = {}
@@ -316,7 +378,8 @@ def test_neovim_as_the_client(kb):
             return out
         """)
         assert str((root / "adrs" / "0012-lease-recovery.md").resolve()) in got
-        target = nv.json("""
+        target = nv.json(
+            """
             local line, col = ...
             local params = { textDocument = vim.lsp.util.make_text_document_params(0),
                              position = { line = line, character = col } }
@@ -324,10 +387,16 @@ def test_neovim_as_the_client(kb):
             for _, res in pairs(r or {}) do
               if res.result then return vim.uri_to_fname(res.result.uri or res.result[1].uri) end
             end
-        """, line, col + 4)
+        """,
+            line,
+            col + 4,
+        )
         assert target == str((root / "adrs" / "0012-lease-recovery.md").resolve())
-        nv.lua("local file, cid = ...; vim.cmd.edit(file); vim.lsp.buf_attach_client(0, cid)",
-               str(root / "notes" / "broken-frontmatter.md"), cid)
+        nv.lua(
+            "local file, cid = ...; vim.cmd.edit(file); vim.lsp.buf_attach_client(0, cid)",
+            str(root / "notes" / "broken-frontmatter.md"),
+            cid,
+        )
         diags = nv.wait_lua("return vim.diagnostic.get(0)", what="diagnostics on the broken note")
         assert diags[0]["source"] == "autodoc"
         nv.lua("vim.lsp.stop_client(...)", cid)
@@ -358,8 +427,9 @@ def test_lsp_alone_embeds_what_a_save_changed(tmp_path):
     client.start(root)
     uri = client.open(note)
     client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == uri)
-    note.write_text(note.read_text(encoding="utf-8") + "\n## Backups\n\nNightly copies go to cold storage.\n",
-                    encoding="utf-8")
+    note.write_text(
+        note.read_text(encoding="utf-8") + "\n## Backups\n\nNightly copies go to cold storage.\n", encoding="utf-8"
+    )
     client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
     client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == uri)
     reader = Service(Settings.from_env(store=store), writer=False)
@@ -382,11 +452,20 @@ def test_where_a_tag_can_be_completed():
     from autodoc.lsp.server import _tag_context
 
     cases = {
-        "filed under #sto": "sto", "x #proj/al": "proj/al", "#how": "how", "done `x` #ta": "ta",
-        "[a](b.md) #ta": "ta", "see [[a]] #ta": "ta",
-        "#": None, "  #": None,              # a heading being written
-        "see [x](#": None, "see [[#": None, "see [[Note#": None,  # link anchors
-        "code `#inc": None, "issue &#": None, "a#b": None,
+        "filed under #sto": "sto",
+        "x #proj/al": "proj/al",
+        "#how": "how",
+        "done `x` #ta": "ta",
+        "[a](b.md) #ta": "ta",
+        "see [[a]] #ta": "ta",
+        "#": None,
+        "  #": None,  # a heading being written
+        "see [x](#": None,
+        "see [[#": None,
+        "see [[Note#": None,  # link anchors
+        "code `#inc": None,
+        "issue &#": None,
+        "a#b": None,
     }
     for before, want in cases.items():
         assert _tag_context(before) == want, before
@@ -401,15 +480,25 @@ def test_link_completion_puts_names_first_and_inserts_what_resolves():
     def hit(path: str, title: str = "") -> dict:
         return {"path": path, "title": title or "Untitled", "snippet": "", "breadcrumb": ""}
 
-    hits = [hit("recipes/how-to-write-recipes.md"), hit("docs/index.md", "Docs"), hit("notes/me.md"),
-            hit("user/index.md", "User guide"), hit("recipes/recipes.md"), hit("docs/recommended-extensions.md"),
-            hit("docs/index.md"), hit("notes/about.md", "Records kept")]
+    hits = [
+        hit("recipes/how-to-write-recipes.md"),
+        hit("docs/index.md", "Docs"),
+        hit("notes/me.md"),
+        hit("user/index.md", "User guide"),
+        hit("recipes/recipes.md"),
+        hit("docs/recommended-extensions.md"),
+        hit("docs/index.md"),
+        hit("notes/about.md", "Records kept"),
+    ]
     got = [(h["path"], t) for h, t in link_targets(hits, "rec", rel="notes/me.md")]
-    assert got == [("recipes/recipes.md", "recipes"), ("docs/recommended-extensions.md", "recommended-extensions"),
-                   ("notes/about.md", "about"),  # its title starts with the prefix
-                   ("recipes/how-to-write-recipes.md", "how-to-write-recipes"),  # contains it
-                   ("docs/index.md", "docs/index"), ("user/index.md", "user/index")]  # the rest, in search order
-
+    assert got == [
+        ("recipes/recipes.md", "recipes"),
+        ("docs/recommended-extensions.md", "recommended-extensions"),
+        ("notes/about.md", "about"),  # its title starts with the prefix
+        ("recipes/how-to-write-recipes.md", "how-to-write-recipes"),  # contains it
+        ("docs/index.md", "docs/index"),
+        ("user/index.md", "user/index"),
+    ]  # the rest, in search order
 
 
 def test_a_symbol_search_that_finds_nothing_relevant_lists_nothing(tmp_path):

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.queries import sentence_queries
 
 from autodoc.config import Settings
 from autodoc.search import lexical, maxscore
@@ -28,7 +29,6 @@ from autodoc.service import Service
 from autodoc.store import ftsterms, matches
 from autodoc.store.filters import build_filter
 from autodoc.store.workspaces import get_workspace
-from helpers.queries import sentence_queries
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora"
 pytestmark = pytest.mark.skipif(not CORPORA.is_dir(), reason=f"no corpora at {CORPORA}")
@@ -104,7 +104,7 @@ def test_term_counts_and_holders_are_fts5s(store):
     for e in exprs:
         holders = {r for (r,) in db.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (e,))}
         assert docs[e] == len(holders), e
-        sample = sorted(holders)[:20] + [i for i in range(1, state.rows, max(1, state.rows // 40))]
+        sample = sorted(holders)[:20] + list(range(1, state.rows, max(1, state.rows // 40)))
         rows = ftsterms.indexed_rows(db, sample)
         parsed = ftsterms.parse_expr(db, e)
         assert {c for c in sample if c in rows and ftsterms.holds(rows[c], parsed)} == holders & set(sample), e
@@ -143,7 +143,7 @@ def test_coverage_reads_holders_either_way_alike(store, monkeypatch, scan):
     db = store.store.reader()
     ws = get_workspace(db, "zh")
     checked = 0
-    for q in _queries(db, 25) + [" ".join(q.split()[i:i + 2]) for q in _queries(db, 25) for i in (0, 4)]:
+    for q in _queries(db, 25) + [" ".join(q.split()[i : i + 2]) for q in _queries(db, 25) for i in (0, 4)]:
         terms = resolve_facets(parse_query(q), set()).terms
         filt = build_filter(ws.id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
         ids = [h.chunk_id for h in lexical.run_lexical(db, ws.id, terms, filt, want=10, weigh=False).hits]
@@ -179,7 +179,9 @@ def test_counts_follow_every_write(tmp_path):
 
         keys = [check()]
         md = sorted(root.rglob("*.md"))
-        md[0].write_text(md[0].read_text(encoding="utf-8") + "\n\nA wikilink graph note, daily note.\n", encoding="utf-8")
+        md[0].write_text(
+            md[0].read_text(encoding="utf-8") + "\n\nA wikilink graph note, daily note.\n", encoding="utf-8"
+        )
         md[1].unlink()
         s.index("foam")
         keys.append(check())

@@ -30,8 +30,9 @@ ADR12 = "adrs/0012-lease-recovery.md"
 
 
 def _cli(env: dict[str, str], *args: str) -> str:
-    p = subprocess.run([sys.executable, "-m", "autodoc.cli", *args], env=env, capture_output=True, text=True,
-                       timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "autodoc.cli", *args], env=env, capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, f"autodoc {' '.join(args)} → {p.returncode}\n{p.stderr}"
     return p.stdout
 
@@ -39,8 +40,9 @@ def _cli(env: dict[str, str], *args: str) -> str:
 def _make_store(base: Path) -> dict[str, str]:
     """A store with workspace kb (a private copy of the test corpus), indexed and embedded."""
     env = dict(os.environ)
-    env.update(AUTODOC_STORE=str(base / "store" / "a.db"), AUTODOC_SOCKET=str(base / "d.sock"),
-               XDG_RUNTIME_DIR=str(base))
+    env.update(
+        AUTODOC_STORE=str(base / "store" / "a.db"), AUTODOC_SOCKET=str(base / "d.sock"), XDG_RUNTIME_DIR=str(base)
+    )
     shutil.copytree(CORPUS, base / "kb", symlinks=True)
     _cli(env, "workspace", "add", "kb", str(base / "kb"))
     _cli(env, "index", "kb")
@@ -85,7 +87,11 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         top = ans["hits"][0]
         assert top["path"] == ADR12 and top["ref"] == f"kb:{ADR12}#L{top['line_start']}-{top['line_end']}"
         assert len({h["path"] for h in ans["hits"]}) == len(ans["hits"])
-        assert top["origin"] == {"kind": "file", "path": ADR12, "title": top["title"]} and top["text"] and top["confidence"] > 0.5
+        assert (
+            top["origin"] == {"kind": "file", "path": ADR12, "title": top["title"]}
+            and top["text"]
+            and top["confidence"] > 0.5
+        )
         assert json.loads(text) == ans
         # which stages ran, per workspace, and why any did not (once: not repeated in the notes)
         assert ans["stages"]["kb"]["performed"] == ["lexical", "semantic"]
@@ -96,8 +102,9 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         blank, _, err = await _tool(c, "search", {"query": "   "})  # listed every file as answerable before
         assert err and blank["error"].startswith("query is required")
         # `limit` nested as in the RPC, a workspace name in another case, a tiny budget
-        ans, _, err = await _tool(c, "search", {"query": "lease", "opts": {"limit": 2}, "workspace": "KB",
-                                                "budget_tokens": 100})
+        ans, _, err = await _tool(
+            c, "search", {"query": "lease", "opts": {"limit": 2}, "workspace": "KB", "budget_tokens": 100}
+        )
         assert not err and len(ans["hits"]) <= 2 and ans["tokens"] <= 300
         assert "budget_tokens 100 is outside 300..32000: used 300" in ans["notes"]
         assert any(n.startswith("read the keys of 'opts' as arguments (limit)") for n in ans["notes"])
@@ -107,8 +114,9 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         ans, _, err = await _tool(c, "search", {"query": "chocolate cake recipe with strawberries"})
         assert not err and ans["answerable"] is False and ans["hits"] == []
         assert any("weak hits left out" in n for n in ans["notes"])
-        ans, _, err = await _tool(c, "search", {"query": "chocolate cake recipe with strawberries",
-                                                "min_confidence": 0, "limit": "3"})
+        ans, _, err = await _tool(
+            c, "search", {"query": "chocolate cake recipe with strawberries", "min_confidence": 0, "limit": "3"}
+        )
         assert not err and ans["answerable"] is False and len(ans["hits"]) == 3
         ans, _, err = await _tool(c, "search", {"query": "lease", "workspace": "kbb"})
         assert err and ans["did_you_mean"] == ["kb"]
@@ -195,7 +203,7 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         uris = {str(r.uri) for r in resources}
         assert f"autodoc://kb/{ADR12}" in uris and "autodoc://kb/notes/agent-note.md" in uris
         read = await c.read_resource(f"autodoc://kb/{ADR12}")
-        assert read.contents[0].text.startswith("---\ntitle: \"ADR 0012")
+        assert read.contents[0].text.startswith('---\ntitle: "ADR 0012')
         templates = (await c.list_resource_templates()).resource_templates
         assert templates[0].uri_template == "autodoc://{workspace}/{+path}"
     # nothing of the daemon's protocol ($/progress, embedding.progress) reached the client
@@ -203,8 +211,13 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
 
 
 def _start_daemon(env: dict[str, str]) -> subprocess.Popen:
-    d = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "serve", "--socket"], env=env,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    d = subprocess.Popen(
+        [sys.executable, "-m", "autodoc.cli", "serve", "--socket"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     sock = Path(env["AUTODOC_SOCKET"])
     deadline = time.monotonic() + 60
     while not sock.exists() and time.monotonic() < deadline and d.poll() is None:
@@ -225,9 +238,11 @@ async def test_two_mcp_servers_and_a_socket_client_share_one_daemon(store):
     target = base / "kb" / "adrs" / "0001-sqlite-storage.md"
     uri = "autodoc://kb/adrs/0001-sqlite-storage.md"
     try:
-        async with Client(_server(env)) as a, \
-                Client(_server(env), mode="legacy", message_handler=on_message) as b, \
-                await SocketClient.connect_socket(env["AUTODOC_SOCKET"]) as plain:
+        async with (
+            Client(_server(env)) as a,
+            Client(_server(env), mode="legacy", message_handler=on_message) as b,
+            await SocketClient.connect_socket(env["AUTODOC_SOCKET"]) as plain,
+        ):
             for c in (a, b):
                 ans, _, err = await _tool(c, "status", {"workspace": "kb"})
                 assert not err and ans["server"]["mode"] == "daemon"
@@ -278,9 +293,14 @@ async def test_two_mcp_servers_and_a_socket_client_share_one_daemon(store):
 
 async def test_beside_a_daemon_that_holds_the_store_on_stdio_only(store):
     """A daemon on stdio holds the lease and has no socket: the MCP server still serves, read-only."""
-    base, env = store
-    holder = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "serve"], env=env, stdin=subprocess.PIPE,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _base, env = store
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "autodoc.cli", "serve"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         lease = Path(env["AUTODOC_STORE"] + ".lease")
         deadline = time.monotonic() + 60
@@ -290,6 +310,7 @@ async def test_beside_a_daemon_that_holds_the_store_on_stdio_only(store):
                 return json.loads(lease.read_text()).get("pid") == holder.pid
             except (OSError, ValueError):
                 return False
+
         while not held():
             assert holder.poll() is None and time.monotonic() < deadline, "the daemon never held the store"
             time.sleep(0.05)
@@ -306,7 +327,7 @@ async def test_beside_a_daemon_that_holds_the_store_on_stdio_only(store):
 
 
 async def test_spawn_daemon_starts_one_and_uses_it(store):
-    base, env = store
+    _base, env = store
     try:
         async with Client(_server(env, "--spawn-daemon")) as c:
             ans, _, err = await _tool(c, "status", {})
@@ -332,10 +353,15 @@ def _free_port() -> int:
 
 
 async def test_streamable_http_on_localhost(store):
-    base, env = store
+    _base, env = store
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "mcp", "--http", f"127.0.0.1:{port}"], env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autodoc.cli", "mcp", "--http", f"127.0.0.1:{port}"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and proc.poll() is None:
@@ -351,18 +377,26 @@ async def test_streamable_http_on_localhost(store):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    bad = subprocess.run([sys.executable, "-m", "autodoc.cli", "mcp", "--http", "0.0.0.0:80"], env=env,
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "autodoc.cli", "mcp", "--http", "0.0.0.0:80"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "loopback" in bad.stderr
 
 
 async def test_an_agent_saves_its_conversation_and_a_later_search_cites_it(store):
-    base, env = store
+    _base, env = store
     turns = [
         {"role": "user", "text": "Why did the zeppelin hangar migration stall last week?"},
         {"role": "tool", "text": "grep output: 14 matches for hangar"},
-        {"role": "assistant", "text": "The zeppelin hangar migration stalled because the ballast ledger was "
-                                      "locked by a forgotten maintenance job; releasing it unblocked the run."},
+        {
+            "role": "assistant",
+            "text": "The zeppelin hangar migration stalled because the ballast ledger was "
+            "locked by a forgotten maintenance job; releasing it unblocked the run.",
+        },
     ]
     try:
         async with Client(_server(env)) as c:
@@ -375,15 +409,20 @@ async def test_an_agent_saves_its_conversation_and_a_later_search_cites_it(store
             ans, _, err = await _tool(c, "save_session", {"session_id": "s-zeppelin", "turns": turns})
             assert not err and ans["session_turns"] == 2 and ans["saved"] == 2
 
-            ans, _, err = await _tool(c, "search", {"query": "why did the hangar migration stall", "scope": "sessions",
-                                                    "per_document": False})
+            ans, _, err = await _tool(
+                c, "search", {"query": "why did the hangar migration stall", "scope": "sessions", "per_document": False}
+            )
             assert not err and ans["hits"], ans
-            assert all(h["origin"]["kind"] == "session" and h["origin"]["session_id"] == "s-zeppelin"
-                       and h["ref"].startswith(ref + "#L") for h in ans["hits"])
+            assert all(
+                h["origin"]["kind"] == "session"
+                and h["origin"]["session_id"] == "s-zeppelin"
+                and h["ref"].startswith(ref + "#L")
+                for h in ans["hits"]
+            )
             answer = next(h for h in ans["hits"] if "ballast ledger" in h["text"])  # the agent's response, cited
             assert answer["origin"]["event_kind"] == "response"
             assert "grep output" not in json.dumps(ans)  # tool output stays out of the index
-            read, text, err = await _tool(c, "read", {"ref": answer["ref"]})
+            _, text, err = await _tool(c, "read", {"ref": answer["ref"]})
             assert not err and "ballast ledger" in text
             ans, _, err = await _tool(c, "search", {"query": "why did the hangar migration stall", "scope": "files"})
             assert not err and all(h["origin"]["kind"] == "file" for h in ans["hits"])
@@ -397,7 +436,7 @@ async def test_an_agent_saves_its_conversation_and_a_later_search_cites_it(store
             ans, _, err = await _tool(c, "sessions", {"limit": 1, "cursor": ans["next_cursor"]})
             assert not err and ans["next_cursor"] is None and ans["sessions"][0]["ref"] == ref
             assert ans["sessions"][0]["title"].startswith("Why did the zeppelin")
-            read, text, err = await _tool(c, "read", {"ref": ref})
+            _read, text, err = await _tool(c, "read", {"ref": ref})
             assert not err and "ballast ledger" in text
     finally:
         for sid in ("s-zeppelin", "s-airship"):  # the other tests search this store
@@ -441,29 +480,68 @@ def test_every_line_gets_an_answer_and_the_end_of_input_waits_for_them(store):
     _, env = store
     j = lambda o: (json.dumps(o) + "\n").encode()  # noqa: E731
     frames = [
-        j({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+        j(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            }
+        ),
         j({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        b"not json\n", b"[]\n", b'{"jsonrpc":"2.0","id":5}\n', b'{"jsonrpc":"1.0","id":6,"method":"tools/list"}\n',
-        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":[1,2]}\n', b"\xff\xfe not utf-8\n",
+        b"not json\n",
+        b"[]\n",
+        b'{"jsonrpc":"2.0","id":5}\n',
+        b'{"jsonrpc":"1.0","id":6,"method":"tools/list"}\n',
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":[1,2]}\n',
+        b"\xff\xfe not utf-8\n",
         j({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
         b'{"jsonrpc":"2.0","id":3,"result":null,"error":1}\n',  # a bad response of the client's: not answered
         b'{"jsonrpc":"2.0","method":"x/y","params":[1]}\n',  # a bad notification: not answered
-        j({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-           "params": {"name": "search", "arguments": {"query": "lease recovery", "workspace": "kb"}}}),
-        j({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
-           "params": {"name": "search", "arguments": {"query": "sqlite", "workspace": "kb"}}}),
+        j(
+            {
+                "jsonrpc": "2.0",
+                "id": 9,
+                "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": "lease recovery", "workspace": "kb"}},
+            }
+        ),
+        j(
+            {
+                "jsonrpc": "2.0",
+                "id": 10,
+                "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": "sqlite", "workspace": "kb"}},
+            }
+        ),
         j({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 10}}),
     ]
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "autodoc.cli", "mcp"], input=b"".join(frames), env=env,
-                       capture_output=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "autodoc.cli", "mcp"], input=b"".join(frames), env=env, capture_output=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr.decode()[-500:]
     assert time.monotonic() - t0 < 20, "the end of input waited for a cancelled request"
     got = [m for m in (json.loads(line) for line in p.stdout.splitlines()) if m.get("id") != 10]  # answered or not
     codes = sorted(((m["id"], m["error"]["code"] if "error" in m else None) for m in got), key=str)
-    assert codes == sorted([(0, None), (None, -32700), (None, -32600), (5, -32600), (6, -32600), (7, -32602),
-                            (None, -32700), (8, None), (9, None)], key=str)  # the order of two writers may vary
+    assert codes == sorted(
+        [
+            (0, None),
+            (None, -32700),
+            (None, -32600),
+            (5, -32600),
+            (6, -32600),
+            (7, -32602),
+            (None, -32700),
+            (8, None),
+            (9, None),
+        ],
+        key=str,
+    )  # the order of two writers may vary
     assert next(m for m in got if m["id"] == 7)["error"]["data"] == {"field": "params"}
     hits = next(m for m in got if m["id"] == 9)["result"]["structuredContent"]["hits"]
     assert hits and hits[0]["path"] == ADR12
@@ -472,15 +550,20 @@ def test_every_line_gets_an_answer_and_the_end_of_input_waits_for_them(store):
 async def test_a_search_of_every_workspace_keeps_to_the_budget(tmp_path):
     """The budget is the whole answer's: merging two workspaces' hits counted the hits alone, so
     the names, stages and notes around them went over it (a review, session 12)."""
-    env = dict(os.environ, AUTODOC_STORE=str(tmp_path / "store" / "a.db"), AUTODOC_SOCKET=str(tmp_path / "d.sock"),
-               XDG_RUNTIME_DIR=str(tmp_path))
+    env = dict(
+        os.environ,
+        AUTODOC_STORE=str(tmp_path / "store" / "a.db"),
+        AUTODOC_SOCKET=str(tmp_path / "d.sock"),
+        XDG_RUNTIME_DIR=str(tmp_path),
+    )
     shutil.copytree(CORPUS, tmp_path / "kb", symlinks=True)
     for name, root in (("kb", tmp_path / "kb"), ("runbooks", tmp_path / "kb" / "runbooks")):
         _cli(env, "workspace", "add", name, str(root), "--config", '{"embedding": {"provider": "none"}}')
         _cli(env, "index", name)
     async with Client(_server(env)) as c:
         for budget in (300, 500):
-            ans, _, err = await _tool(c, "search", {"query": "lease recovery lock stale", "budget_tokens": budget,
-                                                    "limit": 10})
+            ans, _, err = await _tool(
+                c, "search", {"query": "lease recovery lock stale", "budget_tokens": budget, "limit": 10}
+            )
             assert not err and ans["workspaces"] == ["kb", "runbooks"] and ans["hits"]
             assert ans["tokens"] <= budget and ans["truncated"] is True, (budget, ans["tokens"])

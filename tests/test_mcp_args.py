@@ -12,23 +12,28 @@ from autodoc.mcp.backend import ToolError
 from autodoc.mcp.specs import KNOWN_ARGS, TOOLS
 
 
-@pytest.mark.parametrize("text, ws, path, lines", [
-    ("kb:adrs/0012-lease-recovery.md#L10-15", "kb", "adrs/0012-lease-recovery.md", (10, 15)),
-    ("kb:adrs/0012-lease-recovery.md#L7", "kb", "adrs/0012-lease-recovery.md", (7, 7)),
-    ("adrs/0012-lease-recovery.md#L10-L15", None, "adrs/0012-lease-recovery.md", (10, 15)),
-    ("adrs/0012-lease-recovery.md:10-15", None, "adrs/0012-lease-recovery.md", (10, 15)),
-    ("kb:index.md", "kb", "index.md", None),
-    ("index.md", None, "index.md", None),
-    ("autodoc://kb/notes/a b.md", "kb", "notes/a b.md", None),
-])
+@pytest.mark.parametrize(
+    "text, ws, path, lines",
+    [
+        ("kb:adrs/0012-lease-recovery.md#L10-15", "kb", "adrs/0012-lease-recovery.md", (10, 15)),
+        ("kb:adrs/0012-lease-recovery.md#L7", "kb", "adrs/0012-lease-recovery.md", (7, 7)),
+        ("adrs/0012-lease-recovery.md#L10-L15", None, "adrs/0012-lease-recovery.md", (10, 15)),
+        ("adrs/0012-lease-recovery.md:10-15", None, "adrs/0012-lease-recovery.md", (10, 15)),
+        ("kb:index.md", "kb", "index.md", None),
+        ("index.md", None, "index.md", None),
+        ("autodoc://kb/notes/a b.md", "kb", "notes/a b.md", None),
+    ],
+)
 def test_refs_as_search_answers_and_people_write_them(text, ws, path, lines):
     r = parse_ref(text)
     assert (r.workspace, r.path, r.lines) == (ws, path, lines)
 
 
 def test_options_nested_as_in_the_rpc_and_names_of_other_tools_are_taken_as_meant():
-    a = Args({"q": "lease", "opts": {"limit": "7", "tags": "sqlite,storage"}, "workspce": "kb", "junk": 1},
-             KNOWN_ARGS["search"])
+    a = Args(
+        {"q": "lease", "opts": {"limit": "7", "tags": "sqlite,storage"}, "workspce": "kb", "junk": 1},
+        KNOWN_ARGS["search"],
+    )
     assert a.str("query") == "lease" and a.int("limit", 5, 1, 50) == 7 and a.str("workspace") == "kb"
     assert a.strings("tags") == ["sqlite", "storage"]
     assert any("'opts'" in n for n in a.notes) and any("ignored 'junk'" in n for n in a.notes)
@@ -52,10 +57,20 @@ def test_numbers_out_of_range_are_clamped_with_a_note_and_nonsense_says_what_to_
         Args(["lease"], KNOWN_ARGS["search"])
 
 
-@pytest.mark.parametrize("given, span", [
-    ("10-25", (10, 25)), ("10:25", (10, 25)), ("L10-L25", (10, 25)), ("12", (12, 12)), (12, (12, 12)),
-    ([3, 9], (3, 9)), ({"start": 4, "end": 6}, (4, 6)), ("25-10", (10, 25)), ("0-3", (1, 3)),
-])
+@pytest.mark.parametrize(
+    "given, span",
+    [
+        ("10-25", (10, 25)),
+        ("10:25", (10, 25)),
+        ("L10-L25", (10, 25)),
+        ("12", (12, 12)),
+        (12, (12, 12)),
+        ([3, 9], (3, 9)),
+        ({"start": 4, "end": 6}, (4, 6)),
+        ("25-10", (10, 25)),
+        ("0-3", (1, 3)),
+    ],
+)
 def test_line_ranges(given, span):
     assert Args({"lines": given}, KNOWN_ARGS["read"]).lines() == span
 
@@ -82,8 +97,16 @@ def test_workspaces_merge_by_confidence_within_the_budget():
 
 def test_numbered_lines_and_the_outline_text():
     assert answers.numbered("a\nb\n", 9) == " 9\u2502a\n10\u2502b"
-    tree = [{"level": 1, "title": "T", "line_start": 1, "line_end": 9, "tokens": 50,
-             "children": [{"level": 2, "title": "S", "line_start": 3, "line_end": 9, "tokens": 20, "children": []}]}]
+    tree = [
+        {
+            "level": 1,
+            "title": "T",
+            "line_start": 1,
+            "line_end": 9,
+            "tokens": 50,
+            "children": [{"level": 2, "title": "S", "line_start": 3, "line_end": 9, "tokens": 20, "children": []}],
+        }
+    ]
     assert answers.outline_text(tree) == "# T  L1-9 (50 tokens)\n  ## S  L3-9 (20 tokens)"
     assert [n["title"] for n in answers.flatten_outline(tree)] == ["T", "S"]
 

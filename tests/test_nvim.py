@@ -14,14 +14,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers.nvim import PLUGIN, Nvim
+from helpers.nvim_daemon import NO_MODEL, Daemon, wait_gone, wait_listening
+from helpers.tiny_models import build_tiny_cross_encoder
 
 from autodoc import PROTOCOL_VERSION
 from autodoc.config import Settings
 from autodoc.connect import call as call_in_process
 from autodoc_client import call_socket
-from helpers.nvim import PLUGIN, Nvim
-from helpers.nvim_daemon import NO_MODEL, Daemon, wait_gone, wait_listening
-from helpers.tiny_models import build_tiny_cross_encoder
 
 CORPUS = Path(__file__).parent / "corpora" / "kb"
 VENV_BIN = Path(sys.prefix) / "bin"
@@ -46,7 +46,10 @@ def kb():
     d.kb = base / "kb"
     d.start()
     try:
-        d.call("workspace.add", ["kb", str(d.kb), {**NO_MODEL, "ranker": {"provider": "onnx", "path": str(tiny), "model": "tiny-ce"}}])
+        d.call(
+            "workspace.add",
+            ["kb", str(d.kb), {**NO_MODEL, "ranker": {"provider": "onnx", "path": str(tiny), "model": "tiny-ce"}}],
+        )
         d.call("workspace.reindex", ["kb"])
         yield d
     finally:
@@ -241,7 +244,9 @@ def test_stage_toggles_rerun_the_search_and_change_the_title(nv):
     # lexical is the last of lexical/semantic: it stays on, and nothing is sent
     before = st["sent"]
     nv.input("<M-l>")
-    nv.wait_lua("for _, n in ipairs(_G.__notes) do if n.msg == 'autodoc: one of lexical and semantic stays on' then return n.level == vim.log.levels.WARN end end")
+    nv.wait_lua(
+        "for _, n in ipairs(_G.__notes) do if n.msg == 'autodoc: one of lexical and semantic stays on' then return n.level == vim.log.levels.WARN end end"
+    )
     st = state(nv)
     assert st["toggles"] == {"lexical": True, "semantic": False, "rerank": True}
     assert st["sent"] == before
@@ -359,7 +364,9 @@ def test_the_open_search_follows_a_changed_file(nv, kb):
     answer = wait_answer(nv, "zanzibarquux")
     assert answer["hits"] == []
     nv.wait_lua(
-        "local p = " + CURRENT + ".picker; for _, m in ipairs(vim.api.nvim_buf_get_extmarks(p.list_buf, require('autodoc.picker.builtin').NS_LIST, 0, -1, {details = true})) do"
+        "local p = "
+        + CURRENT
+        + ".picker; for _, m in ipairs(vim.api.nvim_buf_get_extmarks(p.list_buf, require('autodoc.picker.builtin').NS_LIST, 0, -1, {details = true})) do"
         " if m[4].virt_text and m[4].virt_text[1][1] == 'no hits' then return true end end"
     )
     (kb.kb / "notes" / "zanzibar.md").write_text("# Zanzibar\n\nThe zanzibarquux note.\n")
@@ -377,7 +384,9 @@ def test_the_open_search_follows_a_changed_file(nv, kb):
     nv.command("write")
     open_search(nv, "quokkaword")
     # found at once, or by the search that the change push runs again
-    nv.wait_lua(f"local s = {CURRENT}.session; return s.answer and #s.answer.hits > 0", what="the saved word to be found")
+    nv.wait_lua(
+        f"local s = {CURRENT}.session; return s.answer and #s.answer.hits > 0", what="the saved word to be found"
+    )
     assert sent(nv, "workspace.index") == []
 
 
@@ -393,8 +402,11 @@ def test_a_model_transition_runs_the_search_again(kb, nv_factory):
     wait_answer(nv, "wombats")
     assert "semantic skipped: no embedding model" in state(nv)["title"]
     kb.call("workspace.configure", ["tinyws", {"embedding": {"provider": "onnx"}}])
-    nv.wait_lua(f"local s = {CURRENT}.session; return s.answer and s.answer.semantic == 'ready' and s.inflight == nil",
-                timeout=30, what="a search after the model became ready")
+    nv.wait_lua(
+        f"local s = {CURRENT}.session; return s.answer and s.answer.semantic == 'ready' and s.inflight == nil",
+        timeout=30,
+        what="a search after the model became ready",
+    )
     st = state(nv)
     assert "semantic ready" in st["title"]
     assert st["stats"]["refreshed"] >= 1
@@ -425,7 +437,9 @@ def test_backlinks_to_quickfix_and_picker(nv, kb):
     nv.input("index")
     nv.wait_lua("local b = require('autodoc.picker.builtin').active; return #b.items == 1")
     nv.input("<CR>")
-    where = nv.wait_lua("return vim.api.nvim_buf_get_name(0):find('index.md') and {vim.api.nvim_buf_get_name(0), vim.api.nvim_win_get_cursor(0)}")
+    where = nv.wait_lua(
+        "return vim.api.nvim_buf_get_name(0):find('index.md') and {vim.api.nvim_buf_get_name(0), vim.api.nvim_win_get_cursor(0)}"
+    )
     assert where == [str(kb.kb / "index.md"), [12, 0]]
 
 
@@ -451,7 +465,9 @@ def test_workspace_add_switch_list_and_completion(kb, nv_factory):
     folder.mkdir()
     (folder / "p.md").write_text("# Platypus\n\nThe platypusword lays eggs.\n")
     nv = nv_factory(options(kb.sock), cwd=folder)
-    nv.lua("vim.api.nvim_create_autocmd('User', {pattern = 'AutodocIndexed', callback = function(ev) _G.__indexed = ev.data end})")
+    nv.lua(
+        "vim.api.nvim_create_autocmd('User', {pattern = 'AutodocIndexed', callback = function(ev) _G.__indexed = ev.data end})"
+    )
     nv.command("AutodocWorkspace add")
     report = nv.wait_lua("return _G.__indexed")
     assert report["workspace"] == "platypus-notes" and report["added"] == 1
@@ -463,7 +479,12 @@ def test_workspace_add_switch_list_and_completion(kb, nv_factory):
     nv.input("<Esc>")
     picker_closed(nv)
 
-    assert nv.json("return vim.fn.getcompletion('Autodoc ', 'cmdline')") == ["search", "workspace", "index", "backlinks"]
+    assert nv.json("return vim.fn.getcompletion('Autodoc ', 'cmdline')") == [
+        "search",
+        "workspace",
+        "index",
+        "backlinks",
+    ]
     assert nv.json("return vim.fn.getcompletion('AutodocWorkspace ', 'cmdline')") == ["list", "add", "switch"]
     names = nv.json("return vim.fn.getcompletion('AutodocWorkspace switch ', 'cmdline')")
     assert {"kb", "platypus-notes"} <= set(names)
@@ -471,7 +492,9 @@ def test_workspace_add_switch_list_and_completion(kb, nv_factory):
     nv.command("AutodocWorkspace switch kb")
     nv.wait_lua("return require('autodoc.workspace').current == 'kb'")
     nv.command("AutodocWorkspace list")
-    listing = nv.wait_lua("for _, n in ipairs(_G.__notes) do if n.msg:find('^autodoc workspaces') then return n.msg end end")
+    listing = nv.wait_lua(
+        "for _, n in ipairs(_G.__notes) do if n.msg:find('^autodoc workspaces') then return n.msg end end"
+    )
     assert "* kb" in listing and "platypus-notes" in listing
     kb.call("workspace.remove", ["platypus-notes"])
 
@@ -489,8 +512,10 @@ def test_checkhealth_reports_the_daemon(nv, kb):
 
 
 def test_bad_options_are_reported_and_keep_their_defaults(nv_factory):
-    nv = nv_factory('vim.g.autodoc = {debounce_ms = -1}')
-    nv.lua("require('autodoc').setup({picker = 'bogus', limt = 5, stages = {lexical = false, semantic = false}, keys = {open = 3}})")
+    nv = nv_factory("vim.g.autodoc = {debounce_ms = -1}")
+    nv.lua(
+        "require('autodoc').setup({picker = 'bogus', limt = 5, stages = {lexical = false, semantic = false}, keys = {open = 3}})"
+    )
     notes = [n for n in nv.notes() if n["level"] == 4]  # ERROR
     text = "\n".join(n["msg"] for n in notes)
     assert "vim.g.autodoc" in text and "debounce_ms: expected a whole number ≥ 0, got -1" in text
@@ -542,12 +567,16 @@ def test_a_restarted_daemon_is_reconnected_and_the_search_rerun(nv_factory):
         first.stop()
         # the daemon is gone: a search says so
         nv.input(" recovery")
-        nv.wait_lua(f"local s = {CURRENT}.session; return s.error ~= nil and s.inflight == nil", what="the search to fail")
+        nv.wait_lua(
+            f"local s = {CURRENT}.session; return s.error ~= nil and s.inflight == nil", what="the search to fail"
+        )
         assert "no daemon answers" in state(nv)["error"]["message"]
         # a new daemon (not watching folders this time) on the same socket: the client finds it
         second = Daemon(store, sock, base / "d2.log", watch=False).start()
-        answer = nv.wait_lua(f"local s = {CURRENT}.session; return s.answer and s.answer.query == 'lease recovery' and s.inflight == nil and s.answer",
-                             what="the search to run again on the new daemon")
+        answer = nv.wait_lua(
+            f"local s = {CURRENT}.session; return s.answer and s.answer.query == 'lease recovery' and s.inflight == nil and s.answer",
+            what="the search to run again on the new daemon",
+        )
         assert answer["hits"][0]["path"] == "runbooks/lease-recovery.md"
         assert nv.json(f"return {CURRENT}.session.last_refresh") == "reconnected"
         assert nv.json("return require('autodoc.client').get().stats.reconnects") >= 1
@@ -559,7 +588,9 @@ def test_a_restarted_daemon_is_reconnected_and_the_search_rerun(nv_factory):
         note = kb / "notes" / "wombat.md"
         nv.command(f"edit {note}")
         nv.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, {'# Wombat', '', 'A wombatword note.'})")
-        nv.lua("vim.api.nvim_create_autocmd('User', {pattern = 'AutodocIndexed', callback = function(ev) _G.__indexed = ev.data end})")
+        nv.lua(
+            "vim.api.nvim_create_autocmd('User', {pattern = 'AutodocIndexed', callback = function(ev) _G.__indexed = ev.data end})"
+        )
         nv.command("write")
         report = nv.wait_lua("return _G.__indexed", what="workspace.index after :write")
         assert report["added"] == 1
@@ -622,8 +653,16 @@ def test_help_file_has_its_tags(nv_factory):
     shutil.copytree(PLUGIN / "doc", base / "doc")
     nv.command(f"helptags {base / 'doc'}")
     tags = (base / "doc" / "tags").read_text()
-    for tag in ("autodoc", "autodoc-options", ":AutodocSearch", ":AutodocWorkspace", ":AutodocIndex",
-                ":AutodocBacklinks", "autodoc-picker-keys", "autodoc.setup()"):
+    for tag in (
+        "autodoc",
+        "autodoc-options",
+        ":AutodocSearch",
+        ":AutodocWorkspace",
+        ":AutodocIndex",
+        ":AutodocBacklinks",
+        "autodoc-picker-keys",
+        "autodoc.setup()",
+    ):
         assert f"{tag}\t" in tags, tag
     nv.command(f"set rtp+={base}")
     nv.command("help autodoc-options")

@@ -24,7 +24,7 @@ from autodoc.index import prepare
 from autodoc.service import Service
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.store_state import differences, dump, problems  # noqa: E402
+from bench.store_state import differences, dump, problems
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora" / "foam-docs"
 NO_MODEL = {"embedding": {"provider": "none"}}
@@ -86,13 +86,15 @@ def test_a_worker_never_writes_to_stdout(tmp_path):
     """stdout is a stdio daemon's RPC channel and the workers inherit it. `print` as the token
     counter stands in for any stray write in a worker (it prints each text it is given; the
     chunker then fails on its None count, and the file comes back with a reason)."""
-    script = ("import sys\n"
-              "from autodoc.index.prepare import Preparer\n"
-              "p = Preparer(256, False, print, 1)\n"
-              "p.add(0, 'a.md', b'# A\\n\\nokapi words in a worker\\n')\n"
-              "got = list(p.ready(drain=True))\n"
-              "p.close()\n"
-              "sys.stderr.write('RESULT ' + repr(got) + '\\n')\n")
+    script = (
+        "import sys\n"
+        "from autodoc.index.prepare import Preparer\n"
+        "p = Preparer(256, False, print, 1)\n"
+        "p.add(0, 'a.md', b'# A\\n\\nokapi words in a worker\\n')\n"
+        "got = list(p.ready(drain=True))\n"
+        "p.close()\n"
+        "sys.stderr.write('RESULT ' + repr(got) + '\\n')\n"
+    )
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "RESULT [(0, " in r.stderr and "could not be parsed (TypeError" in r.stderr  # the worker ran it

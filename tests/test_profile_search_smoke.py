@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import CORPORA
 
 from autodoc.config import Settings
 from autodoc.service import Service
-
-from conftest import CORPORA
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -23,20 +22,38 @@ if str(REPO) not in sys.path:
 from bench import profile_search  # noqa: E402
 from bench.common import DEFAULT_DATA  # noqa: E402
 
-in_git = shutil.which("git") is not None and subprocess.run(
-    ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True).returncode == 0
+in_git = (
+    shutil.which("git") is not None
+    and subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True).returncode == 0
+)
 
 
-@pytest.mark.skipif(not (DEFAULT_DATA / "scifact" / "queries.jsonl").exists() or not in_git,
-                    reason="needs SciFact's queries and a git checkout")
+@pytest.mark.skipif(
+    not (DEFAULT_DATA / "scifact" / "queries.jsonl").exists() or not in_git,
+    reason="needs SciFact's queries and a git checkout",
+)
 def test_profile_search_compares_against_a_baseline(tmp_path, capsys):
     store = tmp_path / "store"
     svc = Service(Settings.from_env(store=store / "autodoc.db"))
     svc.workspace_add("kb", str(CORPORA / "kb"), {"embedding": {"provider": "none"}})
     svc.index("kb")
     svc.close()
-    rc = profile_search.main(["--store", str(store), "--workspace", "kb", "-n", "5", "--modes", "lexical",
-                              "--baseline", "HEAD", "--profile", "5"])
+    rc = profile_search.main(
+        [
+            "--store",
+            str(store),
+            "--workspace",
+            "kb",
+            "-n",
+            "5",
+            "--modes",
+            "lexical",
+            "--baseline",
+            "HEAD",
+            "--profile",
+            "5",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert '"different_answers"' in out and "cpu p50" in out and "cumulative seconds over 5 searches" in out

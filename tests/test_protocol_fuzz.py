@@ -18,7 +18,12 @@ from hypothesis import HealthCheck, given, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.fuzz_protocol import (  # noqa: E402
+from autodoc.rpc.connection import MAX_INFLIGHT_REQUESTS
+from autodoc.rpc.dispatch import MAX_BATCH_REQUESTS, MAX_JSON_DEPTH, Dispatcher
+from autodoc.rpc.framing import CONTENT_LENGTH, NEWLINE
+from autodoc.rpc.server import RpcServer
+from autodoc_client import Client, RemoteError
+from bench.fuzz_protocol import (
     KB,
     MAX_FRAME,
     SENTINEL_ID,
@@ -26,19 +31,18 @@ from bench.fuzz_protocol import (  # noqa: E402
     FuzzDaemon,
     envelope_cases,
     flatten,
-    frame_cases,
     frame_bytes,
+    frame_cases,
     params_cases,
     run_case,
 )
-from autodoc.rpc.connection import MAX_INFLIGHT_REQUESTS  # noqa: E402
-from autodoc.rpc.dispatch import MAX_BATCH_REQUESTS, MAX_JSON_DEPTH, Dispatcher  # noqa: E402
-from autodoc.rpc.framing import CONTENT_LENGTH, NEWLINE  # noqa: E402
-from autodoc.rpc.server import RpcServer  # noqa: E402
-from autodoc_client import Client, RemoteError  # noqa: E402
 
-FUZZ = settings(max_examples=200, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +87,7 @@ def test_deep_nesting_is_an_invalid_request_not_an_exit(daemon, depth):
 
 def test_deep_params_answer_to_their_request_id(daemon):
     deep = "[" * 100 + "]" * 100
-    text = '{"jsonrpc":"2.0","id":7,"method":"search.query","params":["kb",%s]}\n' % deep
+    text = '{"jsonrpc":"2.0","id":7,"method":"search.query","params":["kb",' + deep + "]}\n"
     (answer,) = send(daemon, text.encode())
     assert answer["id"] == 7 and answer["error"]["code"] == -32600
 
@@ -92,8 +96,9 @@ def test_params_deeper_than_their_limit_are_invalid_params_naming_the_field(daem
     facets = {"a": [1]}
     for _ in range(40):
         facets = {"a": facets}
-    (answer,) = send(daemon, line({"jsonrpc": "2.0", "id": 1, "method": "search.query",
-                                   "params": ["kb", "x", {"facets": facets}]}))
+    (answer,) = send(
+        daemon, line({"jsonrpc": "2.0", "id": 1, "method": "search.query", "params": ["kb", "x", {"facets": facets}]})
+    )
     assert answer["error"]["code"] == -32602, answer
     assert answer["error"]["data"]["field"].startswith("opts.facets.a")
 
@@ -122,9 +127,16 @@ def test_a_nested_batch_is_an_invalid_element(daemon):
 
 
 def test_a_batch_repeating_an_id_runs_it_once(daemon):
-    (answer,) = send(daemon, line([{"jsonrpc": "2.0", "id": 1, "method": "server.info"},
-                                   {"jsonrpc": "2.0", "id": 1, "method": "workspace.status", "params": [KB]},
-                                   {"jsonrpc": "2.0", "id": 1, "method": "no.such"}]))
+    (answer,) = send(
+        daemon,
+        line(
+            [
+                {"jsonrpc": "2.0", "id": 1, "method": "server.info"},
+                {"jsonrpc": "2.0", "id": 1, "method": "workspace.status", "params": [KB]},
+                {"jsonrpc": "2.0", "id": 1, "method": "no.such"},
+            ]
+        ),
+    )
     assert [m["id"] for m in answer] == [1, 1, 1]
     assert codes([answer]) == ["ok", -32600, -32600]
     assert answer[0]["result"]["name"] == "autodoc"
@@ -138,29 +150,32 @@ def test_a_batch_over_the_limit_is_refused_whole(daemon):
     assert len(full) == MAX_BATCH_REQUESTS and set(codes([full])) == {"ok"}
 
 
-@pytest.mark.parametrize("method, params, field", [
-    ("document.read", [KB, "adrs/\x00.md"], "path"),
-    ("document.read", [KB, "index.md\ud800"], "path"),
-    ("search.query", [KB, "lease\x00"], "query"),
-    ("search.query", [KB, "\udfff"], "query"),
-    ("search.query", [KB, "x", {"tags": ["ok", "a\x00"]}], "opts.tags[1]"),
-    ("search.query", [KB, "x", {"paths": "\ud800"}], "opts.paths"),
-    ("search.query", [KB, "x", {"facets": {"ty\x00pe": "adr"}}], "opts.facets"),
-    ("workspace.tags", [KB, "\x00"], "prefix"),
-    ("workspace.add", ["fz2", "/tmp/\x00"], "root"),
-    ("workspace.add", ["fz2", "/" + "a" * 5000], "root"),
-    ("changes.since", [KB, 2**64], "cursor"),
-    ("changes.since", [KB, 2**63], "cursor"),
-    ("document.read", [KB, "index.md", {"line_start": 1, "line_end": 2**64}], "opts.line_end"),
-    ("document.read", [KB, "index.md", {"byte_start": 2**70}], "opts.byte_start"),
-    ("workspace.configure", ["fz", {"max_file_bytes": 10**29}], "options.max_file_bytes"),
-    ("document.links", [KB, "x" * 5000], "path"),
-    # Found by the long run: a part longer than a file name may be (ENAMETOOLONG in the service).
-    ("workspace.add", ["fz2", "a" * 300], "root"),
-    ("document.read", [KB, "adrs/" + "b" * 256 + ".md"], "path"),
-    ("search.query", [KB, "x", {"facets": {f"f{i}": "a" for i in range(65)}}], "opts.facets"),
-    ("search.query", [KB, "x", {"tags": ["t"] * 1001}], "opts.tags"),
-])
+@pytest.mark.parametrize(
+    "method, params, field",
+    [
+        ("document.read", [KB, "adrs/\x00.md"], "path"),
+        ("document.read", [KB, "index.md\ud800"], "path"),
+        ("search.query", [KB, "lease\x00"], "query"),
+        ("search.query", [KB, "\udfff"], "query"),
+        ("search.query", [KB, "x", {"tags": ["ok", "a\x00"]}], "opts.tags[1]"),
+        ("search.query", [KB, "x", {"paths": "\ud800"}], "opts.paths"),
+        ("search.query", [KB, "x", {"facets": {"ty\x00pe": "adr"}}], "opts.facets"),
+        ("workspace.tags", [KB, "\x00"], "prefix"),
+        ("workspace.add", ["fz2", "/tmp/\x00"], "root"),
+        ("workspace.add", ["fz2", "/" + "a" * 5000], "root"),
+        ("changes.since", [KB, 2**64], "cursor"),
+        ("changes.since", [KB, 2**63], "cursor"),
+        ("document.read", [KB, "index.md", {"line_start": 1, "line_end": 2**64}], "opts.line_end"),
+        ("document.read", [KB, "index.md", {"byte_start": 2**70}], "opts.byte_start"),
+        ("workspace.configure", ["fz", {"max_file_bytes": 10**29}], "options.max_file_bytes"),
+        ("document.links", [KB, "x" * 5000], "path"),
+        # Found by the long run: a part longer than a file name may be (ENAMETOOLONG in the service).
+        ("workspace.add", ["fz2", "a" * 300], "root"),
+        ("document.read", [KB, "adrs/" + "b" * 256 + ".md"], "path"),
+        ("search.query", [KB, "x", {"facets": {f"f{i}": "a" for i in range(65)}}], "opts.facets"),
+        ("search.query", [KB, "x", {"tags": ["t"] * 1001}], "opts.tags"),
+    ],
+)
 def test_hostile_params_are_invalid_params_naming_the_field(daemon, method, params, field):
     (answer,) = send(daemon, line({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}))
     assert answer["error"]["code"] == -32602, answer
@@ -185,18 +200,21 @@ def test_the_largest_cursor_is_an_answer(daemon):
 BODY = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "workspace.list"}).encode()
 
 
-@pytest.mark.parametrize("header, expected", [
-    # The cut body is not JSON; its tail, glued to the next header, is a bad header; then the next frame.
-    (b"Content-Length: %d" % (len(BODY) - 3), [-32700, -32700]),
-    (b"Content-Length: -%d" % len(BODY), [-32700]),
-    (b"Content-Length: twelve", [-32700]),
-    (b"Content-Length: " + b"9" * 5000, [-32700]),
-    (b"Content-Length: " + b"9" * 19, [-32700]),
-    (b"Content-Length: %d\r\nContent-Length: %d" % (len(BODY), len(BODY) + 1), [-32700]),
-    (b"Content-Type: text/plain", [-32700]),
-    (b"Content-Length: %d\r\nContent-Type: x" % len(BODY), ["ok"]),
-    (b"content-length:%d" % len(BODY), ["ok"]),
-])
+@pytest.mark.parametrize(
+    "header, expected",
+    [
+        # The cut body is not JSON; its tail, glued to the next header, is a bad header; then the next frame.
+        (b"Content-Length: %d" % (len(BODY) - 3), [-32700, -32700]),
+        (b"Content-Length: -%d" % len(BODY), [-32700]),
+        (b"Content-Length: twelve", [-32700]),
+        (b"Content-Length: " + b"9" * 5000, [-32700]),
+        (b"Content-Length: " + b"9" * 19, [-32700]),
+        (b"Content-Length: %d\r\nContent-Length: %d" % (len(BODY), len(BODY) + 1), [-32700]),
+        (b"Content-Type: text/plain", [-32700]),
+        (b"Content-Length: %d\r\nContent-Type: x" % len(BODY), ["ok"]),
+        (b"content-length:%d" % len(BODY), ["ok"]),
+    ],
+)
 def test_lying_content_length_headers_cost_only_their_own_frame(daemon, header, expected):
     answers = send(daemon, header + b"\r\n\r\n" + BODY, CONTENT_LENGTH)
     assert codes(answers) == expected
@@ -215,15 +233,17 @@ def test_a_short_body_glued_to_a_lying_header_costs_both_frames_only(daemon):
 
 
 def test_a_content_length_larger_than_the_body_waits_for_it_then_says_so(daemon):
-    answers = send(daemon, b"Content-Length: %d\r\n\r\n" % (len(BODY) + 500) + BODY, CONTENT_LENGTH,
-                   expect_sentinel=False)
+    answers = send(
+        daemon, b"Content-Length: %d\r\n\r\n" % (len(BODY) + 500) + BODY, CONTENT_LENGTH, expect_sentinel=False
+    )
     assert codes(answers) == [-32700]  # cut off at end of input
 
 
 def test_a_content_length_over_the_limit_is_skipped_exactly(daemon):
     body = BODY + b" " * MAX_FRAME
-    answers = send(daemon, b"Content-Length: %d\r\n\r\n" % len(body) + body + frame_bytes(BODY, CONTENT_LENGTH),
-                   CONTENT_LENGTH)
+    answers = send(
+        daemon, b"Content-Length: %d\r\n\r\n" % len(body) + body + frame_bytes(BODY, CONTENT_LENGTH), CONTENT_LENGTH
+    )
     assert codes(answers) == [-32600, "ok"]
 
 
@@ -289,8 +309,11 @@ async def test_bytes_in_flight_are_limited_too(short_tmp):
         await tg.start(lambda task_status: server.run(socket_path=sock, task_status=task_status))
         async with await Client.connect_socket(sock) as c:
             # A frame bigger than the budget is still taken when nothing else runs.
-            await c.send_bytes(line({"jsonrpc": "2.0", "id": "big", "method": "server.info", "params": {}}).rstrip()
-                               + b" " * 1200 + b"\n")
+            await c.send_bytes(
+                line({"jsonrpc": "2.0", "id": "big", "method": "server.info", "params": {}}).rstrip()
+                + b" " * 1200
+                + b"\n"
+            )
             with pytest.raises(RemoteError) as info:
                 await c.call("workspace.list", timeout=10)
             assert info.value.code == -32021
@@ -320,8 +343,11 @@ async def test_an_id_reused_while_in_flight_is_refused_and_the_first_still_answe
 
 def test_the_limits_are_the_documented_ones():
     text = (Path(__file__).resolve().parents[1] / "protocol" / "PROTOCOL.md").read_text()
-    for name, value in [("MAX_JSON_DEPTH", MAX_JSON_DEPTH), ("MAX_BATCH_REQUESTS", MAX_BATCH_REQUESTS),
-                        ("MAX_INFLIGHT_REQUESTS", MAX_INFLIGHT_REQUESTS)]:
+    for name, value in [
+        ("MAX_JSON_DEPTH", MAX_JSON_DEPTH),
+        ("MAX_BATCH_REQUESTS", MAX_BATCH_REQUESTS),
+        ("MAX_INFLIGHT_REQUESTS", MAX_INFLIGHT_REQUESTS),
+    ]:
         row = next(r for r in text.splitlines() if f"`{name}`" in r)
         assert f"| {value} |" in row, (name, row)
 
@@ -353,15 +379,18 @@ def test_every_method_with_any_params(daemon, case):
 # -- the same checks without a daemon ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("params, field", [
-    (["kb", "a\x00b"], "query"),
-    (["kb", "x", {"paths": ["adrs", "\ud800"]}], "opts.paths[1]"),
-    (["kb", "x", {"tags": "\x00"}], "opts.tags"),
-    (["kb", "x", {"facets": {"\ud800": "adr"}}], "opts.facets"),
-])
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        (["kb", "a\x00b"], "query"),
+        (["kb", "x", {"paths": ["adrs", "\ud800"]}], "opts.paths[1]"),
+        (["kb", "x", {"tags": "\x00"}], "opts.tags"),
+        (["kb", "x", {"facets": {"\ud800": "adr"}}], "opts.facets"),
+    ],
+)
 def test_the_in_process_binding_refuses_the_same_params(params, field):
-    from autodoc.errors import InvalidParams
     from autodoc.connect import bind
+    from autodoc.errors import InvalidParams
 
     with pytest.raises(InvalidParams) as info:
         bind("search.query", params)
@@ -388,8 +417,20 @@ def test_a_second_daemon_on_the_same_socket_says_so_in_one_line(daemon, short_tm
     import subprocess
 
     proc = subprocess.run(
-        [sys.executable, "-m", "autodoc.cli", "--store", str(short_tmp / "other.db"), "serve", "--socket", str(daemon.sock)],
-        stdin=subprocess.DEVNULL, capture_output=True, timeout=60, env={**os.environ, "AUTODOC_LOG": "WARNING"},
+        [
+            sys.executable,
+            "-m",
+            "autodoc.cli",
+            "--store",
+            str(short_tmp / "other.db"),
+            "serve",
+            "--socket",
+            str(daemon.sock),
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "AUTODOC_LOG": "WARNING"},
     )
     err = proc.stderr.decode()
     assert proc.returncode == 1 and "already listening" in err

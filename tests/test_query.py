@@ -2,7 +2,8 @@
 
 import apsw
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autodoc.search.fts import build_match, fts_text
 from autodoc.search.query import Term, parse_query, resolve_facets
@@ -61,8 +62,11 @@ def test_facets_are_split_out_and_unknown_fields_fall_back_to_words():
     p = parse_query('migration type:adr -status:superseded tag:sqlite foo:bar owner:"Ana Lima"')
     assert [t.text for t in p.terms] == ["migration"]
     assert [(f.field, f.value, f.negate) for f in p.facets] == [
-        ("type", "adr", False), ("status", "superseded", True), ("tag", "sqlite", False),
-        ("foo", "bar", False), ("owner", "Ana Lima", False),
+        ("type", "adr", False),
+        ("status", "superseded", True),
+        ("tag", "sqlite", False),
+        ("foo", "bar", False),
+        ("owner", "Ana Lima", False),
     ]
     r = resolve_facets(p, {"type", "status"})
     assert [f.field for f in r.facets] == ["type", "status", "tag"]
@@ -88,7 +92,14 @@ def test_no_input_raises_an_fts5_error(fts, query):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(['"', "(", ")", "*", ":", "-", "^", "+", "NEAR", "AND", "OR", "NOT", "{", "}", "a", "b c", "x:y", "\\"]), max_size=12))
+@given(
+    st.lists(
+        st.sampled_from(
+            ['"', "(", ")", "*", ":", "-", "^", "+", "NEAR", "AND", "OR", "NOT", "{", "}", "a", "b c", "x:y", "\\"]
+        ),
+        max_size=12,
+    )
+)
 def test_operator_soup_never_errors(fts, parts):
     q = "".join(parts) + " " + " ".join(parts)
     for mode in ("all", "any"):

@@ -30,7 +30,7 @@ from autodoc.rpc.framing import NEWLINE, FrameDecoder, encode_message
 from autodoc.rpc.server import RpcServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.fuzz_protocol import _BAD_JSONRPC, _BAD_METHOD, _SOME_ID, json_values, params_for, strings  # noqa: E402
+from bench.fuzz_protocol import _BAD_JSONRPC, _BAD_METHOD, _SOME_ID, json_values, params_for, strings
 
 DEADLINE = 30
 SEARCH = ["kb", "sqlite lease", {"stages": ["lexical"], "limit": 5}]
@@ -86,12 +86,14 @@ def _count_dispatches(server: RpcServer) -> list:
 
 def _volatile(answer: dict) -> dict:
     """The answer less what differs between two runs of the same read (timings)."""
+
     def strip(v):
         if isinstance(v, dict):
             return {k: strip(x) for k, x in v.items() if not (k.endswith("_ms") or k in ("took", "timings"))}
         if isinstance(v, list):
             return [strip(x) for x in v]
         return v
+
     return strip(answer)
 
 
@@ -105,6 +107,7 @@ def _call(raw: socket.socket, f, rid: int, method: str, params) -> dict:
 
 async def _answers(server: RpcServer, sock_path, rounds: int) -> list[list[dict]]:
     """Each REQUESTS entry, sent alone, ``rounds`` times over one connection."""
+
     def run() -> list[list[dict]]:
         out = []
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
@@ -149,8 +152,9 @@ async def test_the_lane_answers_what_the_usual_path_answers(kb_service, short_tm
     for row_lane, row_usual in zip(with_lane, without):
         for (method, params), a, b in zip(REQUESTS, row_lane, row_usual):
             assert {k for k in a if k != "id"} == {k for k in b if k != "id"}, (method, params, a, b)
-            assert _volatile({k: v for k, v in a.items() if k != "id"}) == \
-                _volatile({k: v for k, v in b.items() if k != "id"}), (method, params)
+            assert _volatile({k: v for k, v in a.items() if k != "id"}) == _volatile(
+                {k: v for k, v in b.items() if k != "id"}
+            ), (method, params)
     assert lane.inline.admitted == 0 and lane.inline.running == 0
 
 
@@ -158,8 +162,9 @@ async def test_frames_stay_whole_and_in_order_when_the_peer_reads_slowly(kb_serv
     """A pipe of one page: a large answer is written as far as the pipe takes it, the
     rest goes through the outbox, and the next answer, from the lane as well, waits
     behind it rather than cutting into it."""
-    (kb_copy / "big.md").write_text("# Big\n\n" + "\n\n".join(
-        f"## Part {i}\n\n" + "lease sqlite words " * 400 for i in range(40)), encoding="utf-8")
+    (kb_copy / "big.md").write_text(
+        "# Big\n\n" + "\n\n".join(f"## Part {i}\n\n" + "lease sqlite words " * 400 for i in range(40)), encoding="utf-8"
+    )
     kb_service.index("kb")
     server = RpcServer(kb_service)
     server.inline.below_s = server.inline.wall_below_s = 10.0
@@ -184,17 +189,23 @@ async def test_frames_stay_whole_and_in_order_when_the_peer_reads_slowly(kb_serv
             for _ in range(server.inline.window):  # both kinds become known-quick
                 for method, params in (("document.read", big), ("workspace.list", {})):
                     rid += 1
-                    os.write(to_server_w, encode_message({"jsonrpc": "2.0", "id": rid, "method": method,
-                                                          "params": params}, NEWLINE))
+                    os.write(
+                        to_server_w,
+                        encode_message({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}, NEWLINE),
+                    )
                     assert "result" in (await read_frames(1))[0]
             # Now: a big answer nobody reads yet, then a small one right behind it.
-            os.write(to_server_w, encode_message({"jsonrpc": "2.0", "id": "big", "method": "document.read",
-                                                  "params": big}, NEWLINE))
+            os.write(
+                to_server_w,
+                encode_message({"jsonrpc": "2.0", "id": "big", "method": "document.read", "params": big}, NEWLINE),
+            )
             with anyio.fail_after(DEADLINE):
                 while not server.connections or not next(iter(server.connections)).outbox.queued:
                     await anyio.sleep(0.005)  # the pipe took a page; the rest waits in the outbox
-            os.write(to_server_w, encode_message({"jsonrpc": "2.0", "id": "small", "method": "workspace.list",
-                                                  "params": {}}, NEWLINE))
+            os.write(
+                to_server_w,
+                encode_message({"jsonrpc": "2.0", "id": "small", "method": "workspace.list", "params": {}}, NEWLINE),
+            )
             got = await read_frames(2)
             assert [g["id"] for g in got] == ["big", "small"]
             assert got[0]["result"]["total_bytes"] > 100_000 and "workspaces" in got[1]["result"]
@@ -268,12 +279,20 @@ async def test_a_burst_of_clients_is_not_served_one_by_one_on_the_loop(short_tmp
             for query in ("sleep:0.3", "quick"):  # each kind runs once and is known-quick (window 1)
                 _call(socks[0], files[0], 0, "search.query", ["kb", query])
             del dispatched[:]
-            socks[0].sendall(json.dumps({"jsonrpc": "2.0", "id": "a", "method": "search.query",
-                                         "params": ["kb", "sleep:0.3"]}).encode() + b"\n")
+            socks[0].sendall(
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": "a", "method": "search.query", "params": ["kb", "sleep:0.3"]}
+                ).encode()
+                + b"\n"
+            )
             time.sleep(0.1)  # the lane holds the loop with the first; the others send meanwhile
             for i, s in enumerate(socks[1:]):
-                s.sendall(json.dumps({"jsonrpc": "2.0", "id": i, "method": "search.query",
-                                      "params": ["kb", "quick"]}).encode() + b"\n")
+                s.sendall(
+                    json.dumps(
+                        {"jsonrpc": "2.0", "id": i, "method": "search.query", "params": ["kb", "quick"]}
+                    ).encode()
+                    + b"\n"
+                )
             return [json.loads(f.readline()) for f in files]
         finally:
             for s in socks:
@@ -312,29 +331,54 @@ def _serving(service, folder):
                 portal.call(server.request_shutdown, "test over")
 
 
-LANE_METHODS = sorted(m for m in ("search.query", "search.similar", "document.read", "document.links",
-                                  "document.backlinks", "document.outline", "document.problems",
-                                  "workspace.list", "workspace.status", "workspace.tags", "session.list",
-                                  "changes.since"))
+LANE_METHODS = sorted(
+    m
+    for m in (
+        "search.query",
+        "search.similar",
+        "document.read",
+        "document.links",
+        "document.backlinks",
+        "document.outline",
+        "document.problems",
+        "workspace.list",
+        "workspace.status",
+        "workspace.tags",
+        "session.list",
+        "changes.since",
+    )
+)
 
 
-KB_PATHS = sorted(str(p.relative_to(KB_DIR)) for p in KB_DIR.rglob("*.md")) if (
-    KB_DIR := Path(__file__).parent / "corpora" / "kb").is_dir() else []
-_OPTS = st.fixed_dictionaries({}, optional={
-    "limit": st.integers(-1, 60), "stages": st.sampled_from([["lexical"], ["lexical", "semantic"], ["semantic"], []]),
-    "paths": st.lists(st.sampled_from(["**", "adr/**", "*.md", "["]), max_size=2), "snippet": st.booleans()})
+KB_PATHS = (
+    sorted(str(p.relative_to(KB_DIR)) for p in KB_DIR.rglob("*.md"))
+    if (KB_DIR := Path(__file__).parent / "corpora" / "kb").is_dir()
+    else []
+)
+_OPTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "limit": st.integers(-1, 60),
+        "stages": st.sampled_from([["lexical"], ["lexical", "semantic"], ["semantic"], []]),
+        "paths": st.lists(st.sampled_from(["**", "adr/**", "*.md", "["]), max_size=2),
+        "snippet": st.booleans(),
+    },
+)
 
 
 def _kb_params(draw, method: str):
     """Params on the fixture's workspace that mostly bind, so many runs reach the lane."""
     path = draw(st.one_of(st.sampled_from(KB_PATHS or ["none.md"]), strings))
-    p = {"workspace": "kb", "search.query": {"query": draw(strings), "opts": draw(_OPTS)},
-         "search.similar": {"path": path, "opts": draw(_OPTS)}}.get(method, {})
+    p = {
+        "workspace": "kb",
+        "search.query": {"query": draw(strings), "opts": draw(_OPTS)},
+        "search.similar": {"path": path, "opts": draw(_OPTS)},
+    }.get(method, {})
     full = {"workspace": "kb", **(p if isinstance(p, dict) else {})}
     if method.startswith("document."):
         full["path"] = path
     if method == "changes.since":
-        full["cursor"] = draw(st.integers(-2, 10 ** 6))
+        full["cursor"] = draw(st.integers(-2, 10**6))
     if method == "workspace.list":
         full = {}
     return full
@@ -373,8 +417,13 @@ def test_fuzzed_lone_reads_answer_alike_with_and_without_the_lane(kb_service, sh
     with _serving(kb_service, short_tmp) as (lane, usual, dispatched):
         asked: list = []
 
-        @settings(max_examples=200, deadline=None, database=None, derandomize=True,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+        @settings(
+            max_examples=200,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        )
         @given(message=_lone_reads())
         def check(message):
             _ask(lane, message)
@@ -383,8 +432,9 @@ def test_fuzzed_lone_reads_answer_alike_with_and_without_the_lane(kb_service, sh
             asked.append(len(dispatched) == before)  # True: the lane answered it
             assert a.get("error", {}).get("code") != -32603, (message, a)
             assert json.dumps(a.get("id")) == json.dumps(b.get("id")), (message, a, b)
-            assert _volatile({k: v for k, v in a.items() if k != "id"}) == \
-                _volatile({k: v for k, v in b.items() if k != "id"}), (message, a, b)
+            assert _volatile({k: v for k, v in a.items() if k != "id"}) == _volatile(
+                {k: v for k, v in b.items() if k != "id"}
+            ), (message, a, b)
 
         check()
         assert sum(asked) >= 30, f"the lane answered {sum(asked)} of {len(asked)}"

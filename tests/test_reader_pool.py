@@ -158,18 +158,21 @@ async def test_a_cancel_answers_at_once_and_the_reader_comes_back(kb_service, sh
             os.kill(pid, signal.SIGSTOP)
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
                 raw.connect(str(path))
-                raw.sendall(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "search.query",
-                                        "params": SEARCH}).encode() + b"\n")
+                raw.sendall(
+                    json.dumps({"jsonrpc": "2.0", "id": 7, "method": "search.query", "params": SEARCH}).encode() + b"\n"
+                )
                 await anyio.sleep(0.3)
-                raw.sendall(json.dumps({"jsonrpc": "2.0", "method": "$/cancelRequest",
-                                        "params": {"id": 7}}).encode() + b"\n")
+                raw.sendall(
+                    json.dumps({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 7}}).encode() + b"\n"
+                )
                 answer = await anyio.to_thread.run_sync(lambda: json.loads(raw.makefile("rb").readline()))
             assert answer["id"] == 7 and answer["error"]["code"] == -32800
             assert kb_service.searches_elsewhere == 0  # a cancelled call no longer counts as running
             os.kill(pid, signal.SIGCONT)  # it answers the cancelled call to nobody, then is free again
             before = pool.calls
-            got = await anyio.to_thread.run_sync(_raw_call, path, {"jsonrpc": "2.0", "id": 8, "method": "search.query",
-                                                                   "params": SEARCH})
+            got = await anyio.to_thread.run_sync(
+                _raw_call, path, {"jsonrpc": "2.0", "id": 8, "method": "search.query", "params": SEARCH}
+            )
             assert got["result"]["hits"] and pool.calls >= before + 1
             assert _alive_pids(pool) == [pid]
         finally:
@@ -194,7 +197,9 @@ def test_what_goes_to_the_readers(kb_service, monkeypatch):
     assert pool.serves("search.query", hybrid) and pool.serves("search.query", lexical)
     assert not pool.serves("document.read", {"workspace": "kb", "path": "a.md"})
     pool.semantic = False  # a store too large for a copy of its vectors per reader
-    assert not pool.serves("search.query", hybrid) and not pool.serves("search.query", {"workspace": "kb", "query": "x"})
+    assert not pool.serves("search.query", hybrid) and not pool.serves(
+        "search.query", {"workspace": "kb", "query": "x"}
+    )
     assert pool.serves("search.query", lexical)
 
 
@@ -278,8 +283,12 @@ def test_a_killed_daemon_leaves_no_reader(short_tmp, kb_copy):
     svc.close()
     sock = short_tmp / "d.sock"
     env = {**os.environ, "AUTODOC_READERS": "2"}
-    daemon = subprocess.Popen([sys.executable, "-m", "autodoc.daemon", "--store", str(store), "--socket", str(sock),
-                               "--no-watch"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "autodoc.daemon", "--store", str(store), "--socket", str(sock), "--no-watch"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         t0 = time.monotonic()
         kids: list[int] = []
@@ -291,8 +300,13 @@ def test_a_killed_daemon_leaves_no_reader(short_tmp, kb_copy):
                 except OSError:  # not listening yet
                     time.sleep(0.1)
                     continue
-                raw.sendall(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "search.query",
-                                                 "params": SEARCH}).encode() + b"\n" for i in range(4)))
+                raw.sendall(
+                    b"".join(
+                        json.dumps({"jsonrpc": "2.0", "id": i, "method": "search.query", "params": SEARCH}).encode()
+                        + b"\n"
+                        for i in range(4)
+                    )
+                )
                 f = raw.makefile("rb")
                 assert all("result" in json.loads(f.readline()) for _ in range(4))
             kids = _children(daemon.pid)
@@ -342,6 +356,7 @@ async def test_a_search_in_a_reader_at_shutdown_is_answered(kb_service, short_tm
         async def run_pool():
             with aux:
                 await pool_.run()
+
         tg.start_soon(run_pool)
         pool_.want()
         await _until(lambda: pool_.ready, "the reader to start")
@@ -352,6 +367,7 @@ async def test_a_search_in_a_reader_at_shutdown_is_answered(kb_service, short_tm
 
             async def one():
                 out["r"] = await client.call("search.query", search)
+
             async with anyio.create_task_group() as calls:
                 calls.start_soon(one)
                 await anyio.sleep(0.3)
@@ -367,6 +383,7 @@ async def test_the_pool_stopping_while_a_reader_starts_does_not_end_the_daemon(m
     to the closed free list must not raise out of run() into the daemon's task group (review
     finding: ClosedResourceError ended serve_daemon). Starting readers is faked: a reader that
     fails at start only on the first of two concurrent starts cannot be caused otherwise."""
+
     class Proc:
         pid = 1
 
@@ -396,6 +413,7 @@ async def test_the_pool_stopping_while_a_reader_starts_does_not_end_the_daemon(m
 
     async def stop(reader):
         stopped.append(reader)
+
     monkeypatch.setattr(p, "_spawn", spawn)
     monkeypatch.setattr(p, "_stop", stop)
     p.want()
@@ -404,8 +422,9 @@ async def test_the_pool_stopping_while_a_reader_starts_does_not_end_the_daemon(m
     assert p.stopped and starts[0] == 2 and len(stopped) == 1  # the late reader was stopped, not handed out
 
 
-def test_a_store_that_grows_past_the_shared_limit_keeps_semantic_searches_in_the_daemon(kb_service, kb_copy,
-                                                                                         monkeypatch):
+def test_a_store_that_grows_past_the_shared_limit_keeps_semantic_searches_in_the_daemon(
+    kb_service, kb_copy, monkeypatch
+):
     """Review leftover: the size guard was counted once, when the pool started, so a workspace
     that grew past MAX_SHARED_ROWS afterwards still sent semantic searches to readers that each
     hold a copy of the vectors. A write that changes vectors counts again (at most every
@@ -421,6 +440,7 @@ def test_a_store_that_grows_past_the_shared_limit_keeps_semantic_searches_in_the
 
     class Idle:  # a reader's slot for invalidations (no process needed to see what it would be told)
         invalidations: list = []
+
     pool.readers = [Idle()]
     hybrid = {"workspace": "kb", "query": "x"}
     assert pool.serves("search.query", hybrid)
@@ -475,8 +495,11 @@ async def test_a_reader_is_handed_its_next_call_before_it_answers(kb_service, sh
             answers: list[dict] = []
 
             async def one() -> None:
-                answers.append(await anyio.to_thread.run_sync(
-                    _raw_call, path, {"jsonrpc": "2.0", "id": 1, "method": "search.query", "params": SEARCH}))
+                answers.append(
+                    await anyio.to_thread.run_sync(
+                        _raw_call, path, {"jsonrpc": "2.0", "id": 1, "method": "search.query", "params": SEARCH}
+                    )
+                )
 
             async with anyio.create_task_group() as calls:
                 for _ in range(3):
@@ -542,8 +565,11 @@ async def test_calls_go_to_the_least_busy_reader(kb_service, short_tmp):
             answers: list[dict] = []
 
             async def one() -> None:
-                answers.append(await anyio.to_thread.run_sync(
-                    _raw_call, path, {"jsonrpc": "2.0", "id": 1, "method": "search.query", "params": SEARCH}))
+                answers.append(
+                    await anyio.to_thread.run_sync(
+                        _raw_call, path, {"jsonrpc": "2.0", "id": 1, "method": "search.query", "params": SEARCH}
+                    )
+                )
 
             async with anyio.create_task_group() as calls:
                 try:
@@ -600,5 +626,9 @@ def test_a_call_queued_behind_another_applies_what_was_written_meanwhile(kb_serv
         release.set()
         replies = {r[1]: r for r in (readermod.recv_frame(ours) for _ in range(2))}
         assert replies[1][0] == replies[2][0] == "ok"
-        assert seen == [("apply", ["vectors"]), ("run", "first"), ("apply", ["vectors", "model"]),
-                        ("run", "sqlite lease")]
+        assert seen == [
+            ("apply", ["vectors"]),
+            ("run", "first"),
+            ("apply", ["vectors", "model"]),
+            ("run", "sqlite lease"),
+        ]

@@ -30,7 +30,9 @@ SEEN = {
     "jekyll": 307,  # 317 less the 10 under .github/, a hidden folder the scanner never enters
 }
 SKIPPED = {
-    "jekyll": {"test/source/_encodings/Unicode16LECRLFandBOM.md": "UTF-16LE text (byte-order mark); only UTF-8 is read"},
+    "jekyll": {
+        "test/source/_encodings/Unicode16LECRLFandBOM.md": "UTF-16LE text (byte-order mark); only UTF-8 is read"
+    },
 }
 # (path, line, code, start of the message): the only problems in all five corpora.
 PROBLEMS = {
@@ -83,8 +85,11 @@ def test_jekyll_odd_files(ingested):
     assert got["docs/_posts/2015-10-26-jekyll-3-0-released.markdown"].doc.frontmatter["version"] == 3.0
     assert got["test/source/_dates/date_without_time.md"].doc.frontmatter["date"] == "2015-10-01"
     assert got["test/source/_dates/time_without_timezone.md"].doc.frontmatter["date"] == "2015-10-01T01:00:00"
-    for odd in ("test/source/+/%# +.md", "test/source/_methods/escape-+ #%20[].md",
-                "test/source/_posts/2009-03-12-hash-#1.markdown"):
+    for odd in (
+        "test/source/+/%# +.md",
+        "test/source/_methods/escape-+ #%20[].md",
+        "test/source/_posts/2009-03-12-hash-#1.markdown",
+    ):
         assert got[odd].skip is None and got[odd].chunks, odd
 
 

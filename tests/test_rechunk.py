@@ -20,7 +20,7 @@ from autodoc.service import Service
 from autodoc.store import workspaces as wsrows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.store_state import differences, dump, problems  # noqa: E402
+from bench.store_state import differences, dump, problems
 
 NO_MODEL = {"embedding": {"provider": "none"}}
 ONNX = {"embedding": {"provider": "onnx"}}
@@ -35,8 +35,9 @@ def write_folder(root: Path, n: int = 12) -> None:
             ident = " ".join(f"get_{i}_{j}_{k}Handler(0x{k:04x})" for k in range(8))
             paras.append(f"Paragraph {j} of note {i}: {ident} 文書{i}の段落{j}です。 plain words here.")
         body = "\n\n".join(paras)
-        (root / f"note-{i:02d}.md").write_text(f"---\ntitle: Note {i}\ntags: [t{i % 3}]\n---\n# Note {i}\n\n"
-                                               f"## Part A\n\n{body}\n\n## Part B\n\n{body}\n")
+        (root / f"note-{i:02d}.md").write_text(
+            f"---\ntitle: Note {i}\ntags: [t{i % 3}]\n---\n# Note {i}\n\n## Part A\n\n{body}\n\n## Part B\n\n{body}\n"
+        )
 
 
 def fresh(tmp_path: Path, kb: Path, config: dict, name: str) -> dict:
@@ -85,8 +86,11 @@ def test_a_config_written_without_its_rechunk_is_rechunked_by_the_next_index(tmp
         s.workspace_add("kb", str(kb), {**NO_MODEL, "section_tokens": 200})
         s.index("kb")
         long_answer = "\n\n".join(f"Paragraph {i}: " + " ".join(f"word{i}x{j}" for j in range(40)) for i in range(12))
-        s.session_append("kb", "s-1", [{"id": "1", "kind": "message", "text": "why?"},
-                                       {"id": "2", "kind": "response", "text": long_answer}])
+        s.session_append(
+            "kb",
+            "s-1",
+            [{"id": "1", "kind": "message", "text": "why?"}, {"id": "2", "kind": "response", "text": long_answer}],
+        )
         before = s.workspace_status("kb")["sessions"]["chunks"]
         with s.store.write() as db:
             ws = wsrows.get_workspace(db, "kb")

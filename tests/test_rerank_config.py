@@ -4,12 +4,12 @@ bad configs are InvalidParams naming the field, good ones build the provider."""
 from __future__ import annotations
 
 import pytest
+from helpers.tiny_models import build_tiny_cross_encoder
 
 from autodoc.errors import InvalidParams
 from autodoc.rerank import Ranker, default_timeout, make_ranker, validate_config
 from autodoc.rerank.http import HttpRanker
 from autodoc.rerank.onnx import OnnxRanker
-from helpers.tiny_models import build_tiny_cross_encoder
 
 
 @pytest.fixture(scope="module")
@@ -32,25 +32,35 @@ def test_none_gives_no_ranker():
     assert make_ranker({"provider": "none", "window": 20}) is None
 
 
-@pytest.mark.parametrize("config, field, words", [
-    ("onnx", "ranker", "must be an object"),
-    ({"provider": "torch"}, "ranker.provider", "none, onnx, http"),
-    ({"provider": "onnx"}, "ranker.path", "required"),
-    ({"provider": "onnx", "path": ""}, "ranker.path", "non-empty"),
-    ({"provider": "onnx", "path": "models/ce"}, "ranker.path", "absolute"),
-    ({"provider": "onnx", "path": "/nonexistent/autodoc/ce"}, "ranker.path", "no such folder"),
-    ({"provider": "none", "path": "/x"}, "ranker.path", "unknown option for provider none"),
-    ({"provider": "http"}, "ranker.url", "required"),
-    ({"provider": "http", "url": "ftp://host/rerank"}, "ranker.url", "http:// or https://"),
-    ({"provider": "http", "url": "http://127.0.0.1:1", "api": "openai"}, "ranker.api", "tei, cohere"),
-    ({"provider": "http", "url": "http://127.0.0.1:1", "api": "cohere"}, "ranker.model", "required when api is cohere"),
-    ({"provider": "http", "url": "http://127.0.0.1:1", "timeout": 0}, "ranker.timeout", "seconds"),
-    ({"provider": "http", "url": "http://127.0.0.1:1", "timeout": "5"}, "ranker.timeout", "seconds"),
-    ({"provider": "http", "url": "http://127.0.0.1:1", "batch": 0}, "ranker.batch", "integer"),
-    ({"provider": "http", "url": "http://127.0.0.1:1", "path": "/x"}, "ranker.path", "unknown option"),
-    ({"provider": "http", "url": "http://127.0.0.1:1", "api_key_env": "AUTODOC_TEST_UNSET_KEY"},
-     "ranker.api_key_env", "AUTODOC_TEST_UNSET_KEY is not set"),
-])
+@pytest.mark.parametrize(
+    "config, field, words",
+    [
+        ("onnx", "ranker", "must be an object"),
+        ({"provider": "torch"}, "ranker.provider", "none, onnx, http"),
+        ({"provider": "onnx"}, "ranker.path", "required"),
+        ({"provider": "onnx", "path": ""}, "ranker.path", "non-empty"),
+        ({"provider": "onnx", "path": "models/ce"}, "ranker.path", "absolute"),
+        ({"provider": "onnx", "path": "/nonexistent/autodoc/ce"}, "ranker.path", "no such folder"),
+        ({"provider": "none", "path": "/x"}, "ranker.path", "unknown option for provider none"),
+        ({"provider": "http"}, "ranker.url", "required"),
+        ({"provider": "http", "url": "ftp://host/rerank"}, "ranker.url", "http:// or https://"),
+        ({"provider": "http", "url": "http://127.0.0.1:1", "api": "openai"}, "ranker.api", "tei, cohere"),
+        (
+            {"provider": "http", "url": "http://127.0.0.1:1", "api": "cohere"},
+            "ranker.model",
+            "required when api is cohere",
+        ),
+        ({"provider": "http", "url": "http://127.0.0.1:1", "timeout": 0}, "ranker.timeout", "seconds"),
+        ({"provider": "http", "url": "http://127.0.0.1:1", "timeout": "5"}, "ranker.timeout", "seconds"),
+        ({"provider": "http", "url": "http://127.0.0.1:1", "batch": 0}, "ranker.batch", "integer"),
+        ({"provider": "http", "url": "http://127.0.0.1:1", "path": "/x"}, "ranker.path", "unknown option"),
+        (
+            {"provider": "http", "url": "http://127.0.0.1:1", "api_key_env": "AUTODOC_TEST_UNSET_KEY"},
+            "ranker.api_key_env",
+            "AUTODOC_TEST_UNSET_KEY is not set",
+        ),
+    ],
+)
 def test_bad_config_names_the_field(config, field, words, monkeypatch):
     monkeypatch.delenv("AUTODOC_TEST_UNSET_KEY", raising=False)
     err = _field(config)
@@ -58,10 +68,19 @@ def test_bad_config_names_the_field(config, field, words, monkeypatch):
     assert words in err.message
 
 
-@pytest.mark.parametrize("key, value", [
-    ("max_length", 0), ("max_length", 512.0), ("batch", "16"), ("batch", True), ("threads", -1),
-    ("timeout", -1), ("model", ""), ("windw", 40),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("max_length", 0),
+        ("max_length", 512.0),
+        ("batch", "16"),
+        ("batch", True),
+        ("threads", -1),
+        ("timeout", -1),
+        ("model", ""),
+        ("windw", 40),
+    ],
+)
 def test_bad_onnx_option_names_the_field(tiny, key, value):
     err = _field({"provider": "onnx", "path": str(tiny), key: value})
     assert err.field == f"ranker.{key}"
@@ -103,8 +122,16 @@ def test_good_configs_build_providers(tiny, monkeypatch):
     assert isinstance(r, Ranker)
 
     monkeypatch.setenv("AUTODOC_TEST_KEY", "sekret")
-    h = make_ranker({"provider": "http", "url": "http://127.0.0.1:9/", "api": "cohere", "model": "rerank-v3.5",
-                     "api_key_env": "AUTODOC_TEST_KEY", "timeout": 2})
+    h = make_ranker(
+        {
+            "provider": "http",
+            "url": "http://127.0.0.1:9/",
+            "api": "cohere",
+            "model": "rerank-v3.5",
+            "api_key_env": "AUTODOC_TEST_KEY",
+            "timeout": 2,
+        }
+    )
     assert isinstance(h, HttpRanker) and isinstance(h, Ranker)
     assert h.endpoint == "http://127.0.0.1:9/v1/rerank" and h.name == "rerank-v3.5"
     assert "sekret" not in repr(h.describe())
@@ -117,8 +144,14 @@ def test_good_configs_build_providers(tiny, monkeypatch):
 
 def test_validate_config_fills_defaults_without_loading(tiny):
     cfg = validate_config({"provider": "onnx", "path": str(tiny)})
-    assert cfg == {"provider": "onnx", "path": str(tiny), "max_length": 512, "batch": 16, "threads": 0,
-                   "model": tiny.name}
+    assert cfg == {
+        "provider": "onnx",
+        "path": str(tiny),
+        "max_length": 512,
+        "batch": 16,
+        "threads": 0,
+        "model": tiny.name,
+    }
 
 
 def test_default_timeout_formula():

@@ -11,10 +11,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from helpers.tiny_models import MAGIC, build_tiny_cross_encoder
 
 from autodoc.rerank import RankerCancelled, RankerDown, make_ranker
 from autodoc.rerank.http import HttpRanker
-from helpers.tiny_models import MAGIC, build_tiny_cross_encoder
 
 QUERY = "how is the store lock recovered after a crash"
 PASSAGES = [
@@ -24,7 +24,7 @@ PASSAGES = [
     f"when the holder crashed the {MAGIC} expired",
     "sunny weather and rain",
 ]
-TEI_MAX_BATCH = 32   # TEI's default --max-client-batch-size
+TEI_MAX_BATCH = 32  # TEI's default --max-client-batch-size
 
 
 class _Server:
@@ -45,7 +45,7 @@ class _Server:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):   # keep pytest output clean
+            def log_message(self, *args):  # keep pytest output clean
                 pass
 
             def do_POST(self):
@@ -63,11 +63,16 @@ class _Server:
                     return self._send(200, b"<html>not json</html>")
                 if mode not in ("ok", "short", "wrongshape"):
                     return self._send(404, {"error": "no route"})
-                if api_path == "rerank":        # TEI
+                if api_path == "rerank":  # TEI
                     texts = body["texts"]
                     if len(texts) > TEI_MAX_BATCH:
-                        return self._send(422, {"error": f"batch size {len(texts)} > maximum allowed batch size {TEI_MAX_BATCH}",
-                                                "error_type": "Validation"})
+                        return self._send(
+                            422,
+                            {
+                                "error": f"batch size {len(texts)} > maximum allowed batch size {TEI_MAX_BATCH}",
+                                "error_type": "Validation",
+                            },
+                        )
                     scores = server.ranker.score(body["query"], texts)
                     out = sorted(({"index": i, "score": s} for i, s in enumerate(scores)), key=lambda r: -r["score"])
                     if mode == "short":
@@ -75,13 +80,17 @@ class _Server:
                     if mode == "wrongshape":
                         out = {"results": out}
                     return self._send(200, out)
-                if api_path == "v1/rerank":     # Cohere
+                if api_path == "v1/rerank":  # Cohere
                     scores = server.ranker.score(body["query"], body["documents"])
-                    results = sorted(({"index": i, "relevance_score": s} for i, s in enumerate(scores)),
-                                     key=lambda r: -r["relevance_score"])[: body.get("top_n")]
+                    results = sorted(
+                        ({"index": i, "relevance_score": s} for i, s in enumerate(scores)),
+                        key=lambda r: -r["relevance_score"],
+                    )[: body.get("top_n")]
                     if mode == "short":
                         results = results[:-1]
-                    return self._send(200, {"id": "x", "results": results, "meta": {"billed_units": {"search_units": 1}}})
+                    return self._send(
+                        200, {"id": "x", "results": results, "meta": {"billed_units": {"search_units": 1}}}
+                    )
                 return self._send(404, {"error": "no route"})
 
             def _send(self, status, payload):
@@ -93,7 +102,7 @@ class _Server:
                 try:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass   # the client gave up (timeout tests)
+                    pass  # the client gave up (timeout tests)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -129,7 +138,7 @@ def _http(url, **cfg) -> HttpRanker:
 def test_tei_scores_match_local_in_input_order(server, local):
     r = _http(server.base, api="tei")
     scores = r.score(QUERY, PASSAGES)
-    assert scores == local.score(QUERY, PASSAGES)     # JSON round-trips Python floats exactly
+    assert scores == local.score(QUERY, PASSAGES)  # JSON round-trips Python floats exactly
     req = server.requests[-1]
     assert req["path"] == "/rerank"
     assert req["body"] == {"query": QUERY, "texts": PASSAGES, "truncate": True}
@@ -146,8 +155,12 @@ def test_cohere_scores_match_local_and_send_the_key(server, local, monkeypatch):
     assert scores == local.score(QUERY, PASSAGES)
     req = server.requests[-1]
     assert req["path"] == "/v1/rerank"
-    assert req["body"] == {"model": "rerank-english-v3.0", "query": QUERY, "documents": PASSAGES,
-                           "top_n": len(PASSAGES)}
+    assert req["body"] == {
+        "model": "rerank-english-v3.0",
+        "query": QUERY,
+        "documents": PASSAGES,
+        "top_n": len(PASSAGES),
+    }
     assert req["headers"]["Authorization"] == "Bearer k-123"
     assert r.name == "rerank-english-v3.0"
     r.close()
@@ -216,13 +229,16 @@ def test_config_timeout_applies_when_caller_gives_none(server):
     r.close()
 
 
-@pytest.mark.parametrize("url_path, api, words", [
-    ("/badjson/rerank", "tei", "answered with invalid JSON: '<html>not json</html>'"),
-    ("/short/rerank", "tei", "scored 4 of 5 passages (missing ["),
-    ("/short/v1/rerank", "cohere", "scored 4 of 5 passages (missing ["),
-    ("/wrongshape/rerank", "tei", 'unexpected shape (expected a list of {"index", "score"})'),
-    ("/nowhere/rerank", "tei", "HTTP 404: no route"),
-])
+@pytest.mark.parametrize(
+    "url_path, api, words",
+    [
+        ("/badjson/rerank", "tei", "answered with invalid JSON: '<html>not json</html>'"),
+        ("/short/rerank", "tei", "scored 4 of 5 passages (missing ["),
+        ("/short/v1/rerank", "cohere", "scored 4 of 5 passages (missing ["),
+        ("/wrongshape/rerank", "tei", 'unexpected shape (expected a list of {"index", "score"})'),
+        ("/nowhere/rerank", "tei", "HTTP 404: no route"),
+    ],
+)
 def test_bad_answers_are_ranker_down(server, url_path, api, words):
     r = _http(server.base + url_path, api=api, **({"model": "m"} if api == "cohere" else {}))
     with pytest.raises(RankerDown) as info:
@@ -234,6 +250,7 @@ def test_bad_answers_are_ranker_down(server, url_path, api, words):
 def test_unreachable_server(server):
     # A port that was just free: bind, read the number, close.
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -9,16 +9,16 @@ import time
 
 import numpy as np
 import pytest
+from helpers.tiny_models import MAGIC, build_tiny_cross_encoder
 
 from autodoc.rerank import Meter, RankerCancelled, RankerDown, make_ranker
 from autodoc.rerank.onnx import OnnxRanker
-from helpers.tiny_models import MAGIC, build_tiny_cross_encoder
 
 QUERY = "how is the store lock recovered after a crash"
 LONG = " ".join(["store lock writer"] * 300)  # 512 tokens after truncation
 PASSAGES = [
     "bananas are rich in potassium",
-    "the writer takes the lease after expiry",       # MAGIC
+    "the writer takes the lease after expiry",  # MAGIC
     "the store lock is recovered by a new writer",
     "a note about markdown headings and tags",
     f"when the holder crashed the {MAGIC} expired",  # MAGIC
@@ -119,7 +119,7 @@ def test_real_type_ids_are_fed(tiny):
         n = sum(enc.attention_mask)
         assert feeds["input_ids"][row, :n].tolist() == enc.ids[:n]
         types = feeds["token_type_ids"][row]
-        q_len = len(tok.encode(QUERY).ids)              # [CLS] query [SEP]
+        q_len = len(tok.encode(QUERY).ids)  # [CLS] query [SEP]
         assert types[:q_len].tolist() == [0] * q_len
         assert types[q_len:n].tolist() == [1] * (n - q_len)  # passage and its [SEP]
         assert types[n:].tolist() == [0] * (len(types) - n)  # padding
@@ -128,7 +128,7 @@ def test_real_type_ids_are_fed(tiny):
     zeroed = dict(feeds, token_type_ids=np.zeros_like(feeds["token_type_ids"]))
     real = r._session.run(["logits"], feeds)[0][:, 0]
     flat = r._session.run(["logits"], zeroed)[0][:, 0]
-    assert real[1] - flat[1] > 1.0                      # passage 1 holds the magic token
+    assert real[1] - flat[1] > 1.0  # passage 1 holds the magic token
     assert real[0] == pytest.approx(flat[0], abs=1e-5)  # passage 0 does not
 
 
@@ -174,16 +174,16 @@ def test_long_passage_truncated_on_passage_side(tiny):
     calls = _spy(r)
     head = "the store lock is recovered"
     long_plain = head + " " + " ".join(["writer"] * 5000)
-    long_magic = long_plain + f" {MAGIC}"       # the magic token falls past the cut
-    early_magic = f"{head} {MAGIC} " + " ".join(["writer"] * 5000)   # ...or inside the kept head
+    long_magic = long_plain + f" {MAGIC}"  # the magic token falls past the cut
+    early_magic = f"{head} {MAGIC} " + " ".join(["writer"] * 5000)  # ...or inside the kept head
     scores = r.score(QUERY, [long_plain, long_magic, early_magic])
     ids = calls[0]["input_ids"]
     assert ids.shape[1] == 64
     # The query survives whole at the front of every pair.
-    q_ids = r._tok.encode(QUERY).ids[:-1]   # [CLS] + query tokens (tokenizer's own truncation is 64)
+    q_ids = r._tok.encode(QUERY).ids[:-1]  # [CLS] + query tokens (tokenizer's own truncation is 64)
     assert ids[0, : len(q_ids)].tolist() == q_ids
-    assert scores[0] == pytest.approx(scores[1], abs=1e-5)   # the tail was cut off
-    assert scores[2] > scores[0] + 0.5        # one magic token in 64: +40/64 by design
+    assert scores[0] == pytest.approx(scores[1], abs=1e-5)  # the tail was cut off
+    assert scores[2] > scores[0] + 0.5  # one magic token in 64: +40/64 by design
 
 
 def test_overlong_query_is_cut_not_refused(tiny):
@@ -229,7 +229,7 @@ def test_deadline_between_batches(tiny):
     assert elapsed < 0.6 and 2 <= len(calls) < len(PASSAGES * 4)
     snap = r.meter.snapshot()
     assert snap["errors"] == 1 and snap["last_error"] == "ranker passed its deadline of 0.2 s"
-    assert snap["texts"] == 0 and snap["calls"] == 0   # calls counts successes (as for embedders)
+    assert snap["texts"] == 0 and snap["calls"] == 0  # calls counts successes (as for embedders)
 
 
 def test_zero_timeout_runs_nothing(tiny):
@@ -245,7 +245,7 @@ def test_config_timeout_is_the_default(tiny):
     _spy(r, delay=0.05)
     with pytest.raises(RankerDown, match="deadline of 0.1 s"):
         r.score(QUERY, PASSAGES)
-    assert len(r.score(QUERY, PASSAGES[:2], timeout=5)) == 2   # the caller's timeout wins
+    assert len(r.score(QUERY, PASSAGES[:2], timeout=5)) == 2  # the caller's timeout wins
 
 
 def test_cancel_between_batches(tiny):
@@ -254,9 +254,9 @@ def test_cancel_between_batches(tiny):
     calls = _spy(r, on_call=lambda n: cancel.set() if n == 3 else None)
     with pytest.raises(RankerCancelled, match="cancelled"):
         r.score(QUERY, PASSAGES, cancel=cancel)
-    assert len(calls) == 3        # the batch in flight finished (tiny model), no new one started
+    assert len(calls) == 3  # the batch in flight finished (tiny model), no new one started
     snap = r.meter.snapshot()
-    assert snap["errors"] == 0 and snap["calls"] == 0   # cancelling is not a ranker failure
+    assert snap["errors"] == 0 and snap["calls"] == 0  # cancelling is not a ranker failure
 
 
 def test_cancel_already_set_runs_nothing(tiny):
@@ -357,11 +357,11 @@ def test_real_bert_tokenizer_is_configured_for_pairs():
     path = default_tokenizer_path()
     tok = OnnxRanker._load_tokenizer(path, 512)
     query = "how is the lease recovered"
-    encs = tok.encode_batch([(query, "The store takes an exclusive lease beside autodoc.db."),
-                             (query, "short"),
-                             (query, "word " * 2000)])
+    encs = tok.encode_batch(
+        [(query, "The store takes an exclusive lease beside autodoc.db."), (query, "short"), (query, "word " * 2000)]
+    )
     lengths = {len(e.ids) for e in encs}
-    assert lengths == {512}                            # padded to the longest pair, which was cut to 512
+    assert lengths == {512}  # padded to the longest pair, which was cut to 512
     first = encs[0]
     n = sum(first.attention_mask)
     q_len = first.tokens.index("[SEP]") + 1
@@ -369,4 +369,4 @@ def test_real_bert_tokenizer_is_configured_for_pairs():
     assert first.type_ids[:q_len] == [0] * q_len and first.type_ids[q_len:n] == [1] * (n - q_len)
     assert encs[2].tokens[:q_len] == first.tokens[:q_len] and encs[2].tokens[511] == "[SEP]"
     short = tok.encode_batch([(query, "short")])[0]
-    assert len(short.ids) == q_len + 2                 # no fixed 128 padding
+    assert len(short.ids) == q_len + 2  # no fixed 128 padding

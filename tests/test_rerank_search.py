@@ -9,12 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.tiny_models import MAGIC, build_tiny_cross_encoder
 
-from autodoc.connect import invoke
 from autodoc.config import Settings
+from autodoc.connect import invoke
 from autodoc.errors import InvalidParams
 from autodoc.service import Service
-from helpers.tiny_models import MAGIC, build_tiny_cross_encoder
 
 CORPUS = Path(__file__).parent / "corpora" / "kb"
 
@@ -34,8 +34,11 @@ def svc(tmp_path, tiny):
     kb = tmp_path / "kb"
     shutil.copytree(CORPUS, kb, symlinks=True)
     s = Service(Settings.from_env(store=tmp_path / "a.db"))
-    s.workspace_add("kb", str(kb), {"embedding": {"provider": "none"},
-                                    "ranker": {"provider": "onnx", "path": str(tiny), "model": "tiny-ce"}})
+    s.workspace_add(
+        "kb",
+        str(kb),
+        {"embedding": {"provider": "none"}, "ranker": {"provider": "onnx", "path": str(tiny), "model": "tiny-ce"}},
+    )
     s.index("kb")
     yield s
     s.close()
@@ -69,8 +72,11 @@ def test_a_ranker_past_its_deadline_leaves_the_found_order(tmp_path, slow):
     kb = tmp_path / "kb"
     shutil.copytree(CORPUS, kb, symlinks=True)
     s = Service(Settings.from_env(store=tmp_path / "b.db"))
-    s.workspace_add("kb", str(kb), {"embedding": {"provider": "none"},
-                                    "ranker": {"provider": "onnx", "path": str(slow), "timeout": 0.05}})
+    s.workspace_add(
+        "kb",
+        str(kb),
+        {"embedding": {"provider": "none"}, "ranker": {"provider": "onnx", "path": str(slow), "timeout": 0.05}},
+    )
     s.index("kb")
     plain = s.search("kb", "lease writer", {"stages": ["lexical"], "limit": 20})
     ans = s.search("kb", "lease writer", {"limit": 20})

@@ -11,9 +11,10 @@ import socket
 import stat
 import threading
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 import pytest
@@ -69,8 +70,15 @@ class FakeService:
             raise WorkspaceNotFound(f"no workspace named {name!r}", {"workspace": name}) from None
 
     def _change(self, workspace: str, path: str, op: str) -> None:
-        change = {"cursor": len(self.changes) + 1, "workspace": workspace, "path": path, "op": op,
-                  "generation": len(self.changes) + 1, "old_path": None, "time": time.time()}
+        change = {
+            "cursor": len(self.changes) + 1,
+            "workspace": workspace,
+            "path": path,
+            "op": op,
+            "generation": len(self.changes) + 1,
+            "old_path": None,
+            "time": time.time(),
+        }
         self.changes.append(change)
         for fn in list(self.listeners):
             fn(workspace, [change])
@@ -78,19 +86,39 @@ class FakeService:
     # -- the Service API -------------------------------------------------------------
 
     def info(self) -> dict:
-        return {"name": "autodoc", "version": "0.1.0", "protocol_version": "1.0", "store": "/tmp/fake.db",
-                "pid": 1, "writable": True, "stages": {"lexical": True, "semantic": False, "rerank": False},
-                "models": {"embedding": None, "ranker": []}, "workspaces": sorted(self.workspaces),
-                "semantic": {"state": "none", "model_state": "none", "pending": 0, "eta_seconds": None,
-                             "reason": "no embedding model is configured for any workspace", "instant": None}}
+        return {
+            "name": "autodoc",
+            "version": "0.1.0",
+            "protocol_version": "1.0",
+            "store": "/tmp/fake.db",
+            "pid": 1,
+            "writable": True,
+            "stages": {"lexical": True, "semantic": False, "rerank": False},
+            "models": {"embedding": None, "ranker": []},
+            "workspaces": sorted(self.workspaces),
+            "semantic": {
+                "state": "none",
+                "model_state": "none",
+                "pending": 0,
+                "eta_seconds": None,
+                "reason": "no embedding model is configured for any workspace",
+                "instant": None,
+            },
+        }
 
     def workspace_add(self, name: str, root: str, config: dict | None = None, force: bool = False) -> dict:
         with self.lock:
             if name in self.workspaces:
                 raise WorkspaceExists(f"a workspace named {name!r} exists", {"workspace": name})
             cfg = WorkspaceConfig.from_json(config)
-            self.workspaces[name] = {"name": name, "root": root, "config": cfg.to_json(), "documents": 2,
-                                     "chunks": 2, "created": time.time()}
+            self.workspaces[name] = {
+                "name": name,
+                "root": root,
+                "config": cfg.to_json(),
+                "documents": 2,
+                "chunks": 2,
+                "created": time.time(),
+            }
             self.docs[name] = {"a.md": "# A\n\nlease recovery\n", "b.md": "# B\n\nother words\n"}
             return dict(self.workspaces[name])
 
@@ -112,18 +140,42 @@ class FakeService:
 
     def workspace_status(self, name: str) -> dict:
         ws = self._ws(name)
-        return {"name": name, "root": ws["root"], "root_exists": True,
-                "files": {"on_disk": 2, "indexed": 2, "skipped": []}, "chunks": 2,
-                "sessions": {"sessions": 0, "events": 0, "chunks": 0}, "generation": 1,
-                "problems": [], "broken_links": [],
-                "embedding": {"available": False, "state": "off", "model": None, "embedded": 0, "pending": 0,
-                              "skipped": 2, "total": 2, "reason": "no embedding model", "model_state": "none",
-                              "rate": None, "eta_seconds": None, "instant": None},
-                "ranker": {"state": "off", "model": None, "reason": "no ranker"},
-                "change_cursor": len(self.changes)}
+        return {
+            "name": name,
+            "root": ws["root"],
+            "root_exists": True,
+            "files": {"on_disk": 2, "indexed": 2, "skipped": []},
+            "chunks": 2,
+            "sessions": {"sessions": 0, "events": 0, "chunks": 0},
+            "generation": 1,
+            "problems": [],
+            "broken_links": [],
+            "embedding": {
+                "available": False,
+                "state": "off",
+                "model": None,
+                "embedded": 0,
+                "pending": 0,
+                "skipped": 2,
+                "total": 2,
+                "reason": "no embedding model",
+                "model_state": "none",
+                "rate": None,
+                "eta_seconds": None,
+                "instant": None,
+            },
+            "ranker": {"state": "off", "model": None, "reason": "no ranker"},
+            "change_cursor": len(self.changes),
+        }
 
-    def index(self, name: str, *, full: bool = False, progress: Callable[[int, int, str], None] | None = None,
-              embed: bool = False) -> dict:
+    def index(
+        self,
+        name: str,
+        *,
+        full: bool = False,
+        progress: Callable[[int, int, str], None] | None = None,
+        embed: bool = False,
+    ) -> dict:
         self._ws(name)
         self.index_started.set()
         paths = sorted(self.docs[name])
@@ -146,8 +198,18 @@ class FakeService:
         return self._report(name, False, len(relpaths))
 
     def _report(self, name: str, full: bool, n: int) -> dict:
-        return {"workspace": name, "scanned": n, "added": 0, "modified": n, "deleted": 0, "renamed": 0,
-                "unchanged": 0, "skipped": [], "chunks": n, "seconds": 0.01}
+        return {
+            "workspace": name,
+            "scanned": n,
+            "added": 0,
+            "modified": n,
+            "deleted": 0,
+            "renamed": 0,
+            "unchanged": 0,
+            "skipped": [],
+            "chunks": n,
+            "seconds": 0.01,
+        }
 
     def search(self, name: str, query: str, opts: dict | None = None, *, cancel: threading.Event | None = None) -> dict:
         self._ws(name)
@@ -167,19 +229,49 @@ class FakeService:
             raise Unsupported("semantic search needs an embedding model", {"stage": "semantic"})
         limit = opts.get("limit", 10)
         hits = [self._hit(name, path) for path in sorted(self.docs[name])][:limit]
-        return {"workspace": name, "query": query, "hits": hits, "mode_used": "lexical", "lexical_match": "all",
-                "semantic": "off", "semantic_tier": None, "rank": {"state": "off", "model": None, "error": ""},
-                "stages": {"requested": ["lexical", "semantic", "rerank"], "performed": ["lexical"],
-                           "skipped": {"semantic": "no embedding model", "rerank": "no ranker"}},
-                "facet_counts": {}, "answerable": bool(hits)}
+        return {
+            "workspace": name,
+            "query": query,
+            "hits": hits,
+            "mode_used": "lexical",
+            "lexical_match": "all",
+            "semantic": "off",
+            "semantic_tier": None,
+            "rank": {"state": "off", "model": None, "error": ""},
+            "stages": {
+                "requested": ["lexical", "semantic", "rerank"],
+                "performed": ["lexical"],
+                "skipped": {"semantic": "no embedding model", "rerank": "no ranker"},
+            },
+            "facet_counts": {},
+            "answerable": bool(hits),
+        }
 
     def _hit(self, name: str, path: str) -> dict:
-        return {"workspace": name, "path": path, "title": path, "breadcrumb": path, "kind": "section",
-                "chunk_id": 1, "snippet": "«lease»", "byte_start": 0, "byte_end": 10, "line_start": 1,
-                "line_end": 3, "relevance": 0.5, "score": 0.016, "via": ["lexical"],
-                "scores": {"lexical": 1.0, "semantic": None}, "ranks": {"lexical": 0, "semantic": None},
-                "rank_score": None, "compatibility": 0.5, "generation": 1, "superseded_by": None, "tags": [],
-                "origin": {"kind": "file", "path": path, "title": path}}
+        return {
+            "workspace": name,
+            "path": path,
+            "title": path,
+            "breadcrumb": path,
+            "kind": "section",
+            "chunk_id": 1,
+            "snippet": "«lease»",
+            "byte_start": 0,
+            "byte_end": 10,
+            "line_start": 1,
+            "line_end": 3,
+            "relevance": 0.5,
+            "score": 0.016,
+            "via": ["lexical"],
+            "scores": {"lexical": 1.0, "semantic": None},
+            "ranks": {"lexical": 0, "semantic": None},
+            "rank_score": None,
+            "compatibility": 0.5,
+            "generation": 1,
+            "superseded_by": None,
+            "tags": [],
+            "origin": {"kind": "file", "path": path, "title": path},
+        }
 
     def document_read(self, name: str, path: str, opts: dict | None = None) -> dict:
         self._ws(name)
@@ -187,9 +279,18 @@ class FakeService:
         if text is None:
             raise DocumentNotFound(f"no document {path!r} in {name!r}", {"path": path})
         lines = text.splitlines(keepends=True)
-        return {"workspace": name, "path": path, "generation": 1, "text": text, "byte_start": 0,
-                "byte_end": len(text.encode()), "line_start": 1, "line_end": len(lines),
-                "total_bytes": len(text.encode()), "total_lines": len(lines)}
+        return {
+            "workspace": name,
+            "path": path,
+            "generation": 1,
+            "text": text,
+            "byte_start": 0,
+            "byte_end": len(text.encode()),
+            "line_start": 1,
+            "line_end": len(lines),
+            "total_bytes": len(text.encode()),
+            "total_lines": len(lines),
+        }
 
     def changes_since(self, name: str, cursor: int, limit: int = 1000) -> dict:
         self._ws(name)
@@ -302,23 +403,31 @@ async def test_positional_and_named_params_are_the_same(short_tmp):
         assert len((await client.call("search.query", ["kb", "lease", None]))["hits"]) == 2
 
 
-@pytest.mark.parametrize("method, params, field, message", [
-    ("search.query", ["kb", "lease", {"limit": 500}], "opts.limit", "opts.limit: must be ≤ 200"),
-    ("search.query", ["kb", "lease", {"limit": 0}], "opts.limit", "opts.limit: must be ≥ 1"),
-    ("search.query", ["kb", "lease", {"bogus": 1}], "opts.bogus", "opts.bogus: is not a known field"),
-    ("search.query", ["kb", "lease", {"stages": ["rerank"]}], "opts.stages", "must include lexical or semantic"),
-    ("search.query", ["kb", "lease", {"stages": ["words"]}], "opts.stages[0]", "must be one of"),
-    ("search.query", ["kb"], "query", "query: is required"),
-    ("search.query", {"workspace": "kb", "query": 7}, "query", "query: must be a string"),
-    ("search.query", ["kb", "q", {}, "extra"], "params", "too many positional params"),
-    ("search.query", ["kb", "q", {"facets": {"type": [1]}}], "opts.facets.type", "must be a value or an array of strings"),
-    ("workspace.section_size", ["kb", 5], "tokens", "tokens: must be ≥ 32"),
-    ("workspace.configure", ["kb", {"sectoin_tokens": 300}], "options.sectoin_tokens", "is not a known field"),
-    ("workspace.add", {"name": "k b", "root": "/tmp"}, "name", "name: must be 1 to 64"),
-    ("document.read", ["kb", "a.md", {"byte_start": 0, "line_end": 2}], "opts", "not both"),
-    ("changes.since", ["kb", -1], "cursor", "cursor: must be ≥ 0"),
-    ("server.info", "nope", "params", "must be an array or an object"),
-])
+@pytest.mark.parametrize(
+    "method, params, field, message",
+    [
+        ("search.query", ["kb", "lease", {"limit": 500}], "opts.limit", "opts.limit: must be ≤ 200"),
+        ("search.query", ["kb", "lease", {"limit": 0}], "opts.limit", "opts.limit: must be ≥ 1"),
+        ("search.query", ["kb", "lease", {"bogus": 1}], "opts.bogus", "opts.bogus: is not a known field"),
+        ("search.query", ["kb", "lease", {"stages": ["rerank"]}], "opts.stages", "must include lexical or semantic"),
+        ("search.query", ["kb", "lease", {"stages": ["words"]}], "opts.stages[0]", "must be one of"),
+        ("search.query", ["kb"], "query", "query: is required"),
+        ("search.query", {"workspace": "kb", "query": 7}, "query", "query: must be a string"),
+        ("search.query", ["kb", "q", {}, "extra"], "params", "too many positional params"),
+        (
+            "search.query",
+            ["kb", "q", {"facets": {"type": [1]}}],
+            "opts.facets.type",
+            "must be a value or an array of strings",
+        ),
+        ("workspace.section_size", ["kb", 5], "tokens", "tokens: must be ≥ 32"),
+        ("workspace.configure", ["kb", {"sectoin_tokens": 300}], "options.sectoin_tokens", "is not a known field"),
+        ("workspace.add", {"name": "k b", "root": "/tmp"}, "name", "name: must be 1 to 64"),
+        ("document.read", ["kb", "a.md", {"byte_start": 0, "line_end": 2}], "opts", "not both"),
+        ("changes.since", ["kb", -1], "cursor", "cursor: must be ≥ 0"),
+        ("server.info", "nope", "params", "must be an array or an object"),
+    ],
+)
 async def test_bad_params_are_32602_naming_the_field(short_tmp, method, params, field, message):
     async with serving(short_tmp) as (_, sock, service):
         client = await connect(sock)
@@ -406,15 +515,17 @@ async def test_notifications_and_batches_of_them_get_no_answer(short_tmp):
 async def test_bad_frames_are_answered_and_the_connection_stays_up(short_tmp, framing):
     async with serving(short_tmp, max_frame_bytes=2048) as (_, sock, _):
         client = await connect(sock, framing)
-        big = encode_message({"jsonrpc": "2.0", "id": 1, "method": "server.info", "params": {"pad": "x" * 5000}}, framing)
+        big = encode_message(
+            {"jsonrpc": "2.0", "id": 1, "method": "server.info", "params": {"pad": "x" * 5000}}, framing
+        )
         await client.send_bytes(big)
         error = await client.next_unmatched(timeout=DEADLINE)
         assert error["id"] is None and error["error"]["code"] == -32600
         assert "exceeds the limit of 2048 bytes" in error["error"]["message"]
-        for bad, code in [(b"{not json", -32700), (b"[]", -32600), (b'"just a string"', -32600),
-                          (b"\xff\xfe", -32700)]:
-            await client.send_bytes(bad + b"\n" if framing == NEWLINE else
-                                    b"Content-Length: %d\r\n\r\n" % len(bad) + bad)
+        for bad, code in [(b"{not json", -32700), (b"[]", -32600), (b'"just a string"', -32600), (b"\xff\xfe", -32700)]:
+            await client.send_bytes(
+                bad + b"\n" if framing == NEWLINE else b"Content-Length: %d\r\n\r\n" % len(bad) + bad
+            )
             error = await client.next_unmatched(timeout=DEADLINE)
             assert error["error"]["code"] == code, bad
             assert error["id"] is None
@@ -429,9 +540,15 @@ async def test_empty_batch_is_one_invalid_request(short_tmp):
         client = await connect(sock)
         await client.send_bytes(b"[]\n")
         error = await client.next_unmatched(timeout=DEADLINE)
-        assert error == {"jsonrpc": "2.0", "id": None,
-                         "error": {"code": -32600, "message": "invalid request: empty batch",
-                                   "data": {"name": "rpc.invalid_request"}}}
+        assert error == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32600,
+                "message": "invalid request: empty batch",
+                "data": {"name": "rpc.invalid_request"},
+            },
+        }
 
 
 # -- concurrency, cancellation, disconnects ----------------------------------------------------------
@@ -469,8 +586,12 @@ async def test_cancel_request_answers_32800_and_frees_the_connection(short_tmp):
         rid = client.next_id()
         async with anyio.create_task_group() as tg:
             answer: list[Any] = []
-            tg.start_soon(lambda: _collect(answer, client.call_raw(
-                {"jsonrpc": "2.0", "id": rid, "method": "search.query", "params": ["kb", "slow"]})))
+            tg.start_soon(
+                lambda: _collect(
+                    answer,
+                    client.call_raw({"jsonrpc": "2.0", "id": rid, "method": "search.query", "params": ["kb", "slow"]}),
+                )
+            )
             await wait_thread_event(service.slow_started)
             await client.cancel(rid)
         assert answer[0]["error"]["code"] == -32800
@@ -487,9 +608,9 @@ async def test_a_cancel_right_behind_its_request_is_never_lost(short_tmp):
         await with_kb(client)
         for i in range(20):
             rid = 1000 + i
-            both = encode_message({"jsonrpc": "2.0", "id": rid, "method": "search.query", "params": ["kb", "sleep:0.2"]},
-                                  NEWLINE) + encode_message({"jsonrpc": "2.0", "method": "$/cancelRequest",
-                                                             "params": {"id": rid}}, NEWLINE)
+            both = encode_message(
+                {"jsonrpc": "2.0", "id": rid, "method": "search.query", "params": ["kb", "sleep:0.2"]}, NEWLINE
+            ) + encode_message({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": rid}}, NEWLINE)
             await client.send_bytes(both)
             answer = await client.next_unmatched(timeout=DEADLINE)
             assert answer["id"] == rid and answer["error"]["code"] == -32800
@@ -506,15 +627,19 @@ async def test_a_timed_out_call_cancels_on_the_server(short_tmp):
 
 
 async def test_cancel_stops_a_reindex_between_files(short_tmp):
-    async with serving(short_tmp) as (server, sock, service):
+    async with serving(short_tmp) as (_server, sock, service):
         client = await connect(sock)
         await with_kb(client)
         service.index_gate.clear()
         rid = client.next_id()
         async with anyio.create_task_group() as tg:
             answer: list[Any] = []
-            tg.start_soon(lambda: _collect(answer, client.call_raw(
-                {"jsonrpc": "2.0", "id": rid, "method": "workspace.reindex", "params": ["kb"]})))
+            tg.start_soon(
+                lambda: _collect(
+                    answer,
+                    client.call_raw({"jsonrpc": "2.0", "id": rid, "method": "workspace.reindex", "params": ["kb"]}),
+                )
+            )
             await wait_thread_event(service.index_started)
             await client.cancel(rid)
             service.index_gate.set()
@@ -595,8 +720,11 @@ async def test_subscribers_get_pushed_changes_for_their_workspaces(short_tmp):
         await nobody.call("workspace.index", ["kb"])
         await everything.next_notification("changes.changed", timeout=DEADLINE)
         await only_kb.call("server.info")  # a round trip after the push: nothing was queued for it
-        assert [n for n in only_kb.pending_notifications() if n.params["workspace"] == "kb"
-                and n.params["changes"][0]["cursor"] > 4] == []
+        assert [
+            n
+            for n in only_kb.pending_notifications()
+            if n.params["workspace"] == "kb" and n.params["changes"][0]["cursor"] > 4
+        ] == []
         assert not [n for n in nobody.pending_notifications() if n.method == "changes.changed"]
 
 
@@ -604,7 +732,7 @@ async def test_subscribers_get_pushed_changes_for_their_workspaces(short_tmp):
 
 
 async def test_shutdown_answers_in_flight_work_and_refuses_new_requests(short_tmp):
-    async with serving(short_tmp) as (server, sock, service):
+    async with serving(short_tmp) as (_server, sock, service):
         a, b = await connect(sock), await connect(sock)
         await with_kb(a)
         async with anyio.create_task_group() as tg:

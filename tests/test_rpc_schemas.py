@@ -68,14 +68,22 @@ def test_positional_params_follow_the_schema_order():
     assert schemas.param_names("changes.since") == ["workspace", "cursor", "limit"]
     # The spec's own examples (004 §1, §6).
     assert schemas.bind_params("workspace.section_size", ["kb", 400]) == {"workspace": "kb", "tokens": 400}
-    spec = ["kb", "lease recovery lock -status:superseded",
-            {"limit": 5, "paths": ["adrs", "synthesis"], "tags": ["sqlite"],
-             "facets": {"type": ["adr", "synthesis"]},
-             "retrieval": {"abstract_chunk": True, "demote_superseded": True}}]
+    spec = [
+        "kb",
+        "lease recovery lock -status:superseded",
+        {
+            "limit": 5,
+            "paths": ["adrs", "synthesis"],
+            "tags": ["sqlite"],
+            "facets": {"type": ["adr", "synthesis"]},
+            "retrieval": {"abstract_chunk": True, "demote_superseded": True},
+        },
+    ]
     assert schemas.bind_params("search.query", spec)["opts"]["limit"] == 5
     assert schemas.bind_params("search.query", ["kb", "q", {"stages": ["lexical", "semantic"], "limit": 5}])
-    assert schemas.bind_params("workspace.configure", ["kb", {"section_tokens": 400, "abstract_chunk": True,
-                                                              "demote_superseded": True}])
+    assert schemas.bind_params(
+        "workspace.configure", ["kb", {"section_tokens": 400, "abstract_chunk": True, "demote_superseded": True}]
+    )
 
 
 def test_the_first_bad_field_is_named_the_same_way_every_time():
@@ -88,13 +96,23 @@ def test_the_first_bad_field_is_named_the_same_way_every_time():
 
 
 def test_results_are_strict_where_the_contract_is_exact():
-    hit_errors = schemas.result_errors("search.query", {
-        "workspace": "kb", "query": "q", "hits": [{"path": "a.md"}], "mode_used": "lexical",
-        "lexical_match": "all", "semantic": "off", "rank": {"state": "off", "model": None, "error": ""},
-        "stages": {"requested": ["lexical"], "performed": ["lexical"], "skipped": {}}})
+    hit_errors = schemas.result_errors(
+        "search.query",
+        {
+            "workspace": "kb",
+            "query": "q",
+            "hits": [{"path": "a.md"}],
+            "mode_used": "lexical",
+            "lexical_match": "all",
+            "semantic": "off",
+            "rank": {"state": "off", "model": None, "error": ""},
+            "stages": {"requested": ["lexical"], "performed": ["lexical"], "skipped": {}},
+        },
+    )
     assert any(e.startswith("hits[0].breadcrumb: is required") for e in hit_errors)
     assert schemas.result_errors("changes.since", {"changes": [], "next_cursor": "7", "has_more": False}) == [
-        "next_cursor: must be an integer"]
+        "next_cursor: must be an integer"
+    ]
 
 
 def test_protocol_md_documents_every_method_notification_and_error_code():
@@ -134,12 +152,15 @@ def test_dispatcher_serves_exactly_the_methods():
     assert set(Dispatcher(Methods(_App()).handlers()).handlers) == set(METHODS)
 
 
-@pytest.mark.parametrize(("opts", "message"), [
-    ({"paths": ["a"] * 1001}, "opts.paths: must have at most 1000 items"),  # said "a string or an array of strings"
-    ({"paths": ["y" * 5000]}, "opts.paths[0]: must be at most 4096 characters"),
-    ({"paths": 3}, "opts.paths: must be a string or an array of strings"),
-    ({"paths": ["a", 3]}, "opts.paths: must be a string or an array of strings"),
-])
+@pytest.mark.parametrize(
+    ("opts", "message"),
+    [
+        ({"paths": ["a"] * 1001}, "opts.paths: must have at most 1000 items"),  # said "a string or an array of strings"
+        ({"paths": ["y" * 5000]}, "opts.paths[0]: must be at most 4096 characters"),
+        ({"paths": 3}, "opts.paths: must be a string or an array of strings"),
+        ({"paths": ["a", 3]}, "opts.paths: must be a string or an array of strings"),
+    ],
+)
 def test_a_value_of_the_right_kind_is_told_the_bound_it_broke(opts, message):
     with pytest.raises(InvalidParams) as e:
         schemas.bind_params("search.query", {"workspace": "kb", "query": "x", "opts": opts})

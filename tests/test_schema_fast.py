@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.fuzz_protocol import fuzzed_methods, params_for  # noqa: E402
-from autodoc.rpc import schemas  # noqa: E402
-from autodoc.errors import InvalidParams  # noqa: E402
+from autodoc.errors import InvalidParams
+from autodoc.rpc import schemas
+from bench.fuzz_protocol import fuzzed_methods, params_for
 
 METHODS = fuzzed_methods()
 
@@ -57,8 +57,12 @@ def test_every_params_schema_compiles():
         assert schemas.fast_validator(method, "params") is not None, method
 
 
-@settings(max_examples=400, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@settings(
+    max_examples=400,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 @given(data=st.data())
 def test_fast_and_interpreted_checks_agree_on_fuzzed_params(data):
     method = data.draw(st.sampled_from(METHODS))
@@ -69,15 +73,18 @@ def test_fast_and_interpreted_checks_agree_on_fuzzed_params(data):
     assert fast_ok == slow_ok, f"{method} {params!r}: compiled says {fast_ok}, jsonschema says {slow_ok}"
 
 
-@pytest.mark.parametrize("method,params,field", [
-    ("search.query", ["kb", "q", {"limit": 201}], "opts.limit"),
-    ("search.query", ["kb", "q", {"stages": ["graph"]}], "opts.stages"),
-    ("search.query", ["kb", "q", {"stages": ["lexical", "lexical"]}], "opts.stages"),
-    ("search.query", ["kb", "q", {"retrieval": {"abstract_chunk": True, "x": 1}}], "opts.retrieval.x"),
-    ("search.query", ["kb", 5], "query"),
-    ("document.read", ["kb", "a.md", {"line_start": 0}], "opts.line_start"),
-    ("workspace.add", {"name": "", "root": "/tmp"}, "name"),
-])
+@pytest.mark.parametrize(
+    "method,params,field",
+    [
+        ("search.query", ["kb", "q", {"limit": 201}], "opts.limit"),
+        ("search.query", ["kb", "q", {"stages": ["graph"]}], "opts.stages"),
+        ("search.query", ["kb", "q", {"stages": ["lexical", "lexical"]}], "opts.stages"),
+        ("search.query", ["kb", "q", {"retrieval": {"abstract_chunk": True, "x": 1}}], "opts.retrieval.x"),
+        ("search.query", ["kb", 5], "query"),
+        ("document.read", ["kb", "a.md", {"line_start": 0}], "opts.line_start"),
+        ("workspace.add", {"name": "", "root": "/tmp"}, "name"),
+    ],
+)
 def test_bad_params_still_name_their_field(method, params, field):
     with pytest.raises(InvalidParams) as info:
         schemas.bind_params(method, params)
@@ -87,5 +94,9 @@ def test_bad_params_still_name_their_field(method, params, field):
 def test_valid_params_pass_both_and_are_not_filled_with_defaults():
     params = ["kb", "lease recovery", {"paths": ["adrs"], "stages": ["lexical", "semantic"]}]
     bound = schemas.bind_params("search.query", params)
-    assert bound == {"workspace": "kb", "query": "lease recovery", "opts": {"paths": ["adrs"], "stages": ["lexical", "semantic"]}}
+    assert bound == {
+        "workspace": "kb",
+        "query": "lease recovery",
+        "opts": {"paths": ["adrs"], "stages": ["lexical", "semantic"]},
+    }
     assert verdicts("search.query", bound) == (True, True)

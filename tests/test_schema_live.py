@@ -11,11 +11,11 @@ import sys
 import time
 
 import pytest
-from autodoc_client import call_socket
 from helpers.kb_schema import NO_MODEL, make_kb_schema
 
 from autodoc.rpc import schemas
 from autodoc.rpc.transport import socket_answers
+from autodoc_client import call_socket
 
 DEADLINE = 20
 
@@ -33,9 +33,19 @@ def served(short_tmp):
     sock = short_tmp / "run" / "autodoc.sock"
     log = open(short_tmp / "daemon.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autodoc.cli", "--store", str(short_tmp / "store" / "autodoc.db"), "serve",
-         "--socket", str(sock)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+        [
+            sys.executable,
+            "-m",
+            "autodoc.cli",
+            "--store",
+            str(short_tmp / "store" / "autodoc.db"),
+            "serve",
+            "--socket",
+            str(sock),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
         env={**os.environ, "AUTODOC_CHECK_RESULTS": "1", "PYTHONUNBUFFERED": "1"},
     )
     try:
@@ -77,6 +87,11 @@ def test_a_saved_schema_edit_is_applied_by_the_watcher(served):
     status = call("workspace.status", ["kb"])
     assert status["generation"] == generation  # no document was rewritten
     schema.write_text("common:\n  owner: {type: enum, values: [nobody]}\n")
-    _wait(lambda: any(p["code"] == "schema.enum" and p["path"] == "rfcs/sync-protocol.md"
-                      for p in call("document.problems", ["kb"])["problems"]), "the second edit")
+    _wait(
+        lambda: any(
+            p["code"] == "schema.enum" and p["path"] == "rfcs/sync-protocol.md"
+            for p in call("document.problems", ["kb"])["problems"]
+        ),
+        "the second edit",
+    )
     assert browse("effort:2.5")[0] == "lexical"  # undeclared now: words

@@ -7,17 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.embed_server import EmbedServer
 
-from autodoc.store import vectors as stored_vectors
 from autodoc.config import Settings
 from autodoc.errors import EmbedFailed, Switching, Unsupported
 from autodoc.service import Service
-from helpers.embed_server import EmbedServer
+from autodoc.store import vectors as stored_vectors
 
 DOCS = {
     "storage.md": "# Storage choice\n\nWe chose an embedded relational store that lives in one file beside the "
-                  "application, because it needs no server process.\n\n## Backups\n\nCopy the file while holding "
-                  "the lease.\n",
+    "application, because it needs no server process.\n\n## Backups\n\nCopy the file while holding "
+    "the lease.\n",
     "passwords.md": "# Account help\n\nTo reset a forgotten password, open settings and follow the emailed link.\n",
     "cooking.md": "# Pasta\n\nBoil salted water, add the spaghetti and cook for nine minutes.\n",
     "oncall.md": "# On-call\n\nPage the secondary when the primary does not acknowledge within ten minutes.\n",
@@ -106,9 +106,19 @@ def test_no_model_is_unsupported(tmp_path):
 
 def test_provider_down_degrades_to_lexical_and_says_why(tmp_path):
     s = Service(Settings.from_env(store=tmp_path / "d.db"))
-    s.workspace_add("kb", str(write_corpus(tmp_path / "kb")),
-                    {"embedding": {"provider": "http", "url": "http://127.0.0.1:9/v1/embeddings", "model": "m",
-                                   "timeout": 0.5, "retries": 0}})
+    s.workspace_add(
+        "kb",
+        str(write_corpus(tmp_path / "kb")),
+        {
+            "embedding": {
+                "provider": "http",
+                "url": "http://127.0.0.1:9/v1/embeddings",
+                "model": "m",
+                "timeout": 0.5,
+                "retries": 0,
+            }
+        },
+    )
     rep = s.index("kb", embed=True)
     assert rep["embedding"]["available"] is False and rep["embedding"]["reason"]
     assert rep["embedding"]["skipped"] == rep["chunks"]
@@ -125,8 +135,11 @@ def test_model_switch_keeps_old_vectors_then_swaps_atomically(tmp_path):
     a, b = EmbedServer(), EmbedServer()
     try:
         s = Service(Settings.from_env(store=tmp_path / "w.db"))
-        s.workspace_add("kb", str(write_corpus(tmp_path / "kb")),
-                        {"embedding": {"provider": "http", "url": a.url, "model": "model-a"}})
+        s.workspace_add(
+            "kb",
+            str(write_corpus(tmp_path / "kb")),
+            {"embedding": {"provider": "http", "url": a.url, "model": "model-a"}},
+        )
         s.index("kb", embed=True)
         assert s.search("kb", "reset password", {"mode": "semantic"})["semantic"] == "ready"
         s.workspace_configure("kb", {"embedding": {"provider": "http", "url": b.url, "model": "model-b"}})
@@ -279,6 +292,9 @@ def test_a_semantic_leg_that_fails_at_run_time_answers_as_lexical_alone(svc, mon
     hybrid = svc.search("kb", q)
     assert hybrid["stages"]["performed"] == ["lexical"] and "went away" in hybrid["stages"]["skipped"]["semantic"]
     assert hybrid["mode_used"] == "lexical" and hybrid["semantic"] == "failed"
-    shown = lambda r: [(h["path"], h["chunk_id"], h["score"], h["scores"], h["ranks"], h["via"]) for h in r["hits"]]
+
+    def shown(r):
+        return [(h["path"], h["chunk_id"], h["score"], h["scores"], h["ranks"], h["via"]) for h in r["hits"]]
+
     assert shown(hybrid) == shown(lexical) and shown(lexical)
     assert hybrid["lexical_match"] == lexical["lexical_match"]

@@ -48,7 +48,7 @@ def _rrf_reference(legs, k, weights):
         for rank, hit in enumerate(legs[name]):
             f = fused.get(hit.chunk_id)
             if f is None:
-                f = fused[hit.chunk_id] = Fused(hit.chunk_id, 0.0, {n: None for n in names}, {n: None for n in names})
+                f = fused[hit.chunk_id] = Fused(hit.chunk_id, 0.0, dict.fromkeys(names), dict.fromkeys(names))
             if f.ranks[name] is not None:
                 continue
             f.ranks[name] = rank
@@ -64,9 +64,13 @@ def _rrf_reference(legs, k, weights):
 def test_rrf_equals_the_reference():
     rng = random.Random(3)
     for _ in range(200):
-        legs = {name: [LegHit(rng.randrange(60), rng.random(), rng.choice([1.0, rng.random()]))
-                       for _ in range(rng.randrange(0, 40))]  # duplicates within a leg included
-                for name in rng.sample(["semantic", "lexical", "graph"], rng.randrange(1, 4))}
+        legs = {
+            name: [
+                LegHit(rng.randrange(60), rng.random(), rng.choice([1.0, rng.random()]))
+                for _ in range(rng.randrange(0, 40))
+            ]  # duplicates within a leg included
+            for name in rng.sample(["semantic", "lexical", "graph"], rng.randrange(1, 4))
+        }
         weights = rng.choice([None, {}, {"lexical": 0.5, "graph": 0.3}])
         k = rng.choice([10, 60])
         assert fuse_rrf(legs, k=k, weights=weights) == _rrf_reference(legs, k, weights)

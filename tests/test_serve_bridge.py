@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.nvim_daemon import wait_listening
 
 from autodoc.rpc import schemas
 from autodoc.rpc.framing import CONTENT_LENGTH, NEWLINE, FrameDecoder, encode_message
 from autodoc.rpc.transport import socket_answers
 from autodoc_client import call_socket
-from helpers.nvim_daemon import wait_listening
 
 DEADLINE = 30
 CORPUS = Path(__file__).parent / "corpora" / "kb"
@@ -38,8 +38,9 @@ def env() -> dict[str, str]:
 
 
 def serve(store: Path, *args: str, **kw: Any) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", *args],
-                            env=env(), **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", *args], env=env(), **kw
+    )
 
 
 class StdioClient:
@@ -69,8 +70,9 @@ class StdioClient:
 
     def request(self, method: str, params: Any = None) -> dict:
         self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method,
-                   **({} if params is None else {"params": params})})
+        self.send(
+            {"jsonrpc": "2.0", "id": self.next_id, "method": method, **({} if params is None else {"params": params})}
+        )
         deadline = time.monotonic() + DEADLINE
         while True:
             msg = self.inbox.get(timeout=max(0.1, deadline - time.monotonic()))
@@ -118,8 +120,7 @@ def _daemon(short_tmp: Path):
     kb = short_tmp / "kb"
     shutil.copytree(CORPUS, kb, symlinks=True)
     with open(log, "wb") as log_file:
-        proc = serve(store, "--socket", str(sock), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=log_file)
+        proc = serve(store, "--socket", str(sock), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log_file)
         try:
             wait_listening(sock, proc, log, DEADLINE)
             call_socket(sock, "workspace.add", ["kb", str(kb), NO_MODEL], timeout=DEADLINE)
@@ -171,8 +172,14 @@ def test_two_stdio_servers_share_the_daemon_that_holds_the_store(daemon):
 
 
 def test_a_second_socket_daemon_still_refuses_the_store(daemon):
-    other = serve(daemon["store"], "--socket", str(daemon["base"] / "run" / "other.sock"),
-                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    other = serve(
+        daemon["store"],
+        "--socket",
+        str(daemon["base"] / "run" / "other.sock"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out, err = other.communicate(timeout=DEADLINE)
     assert other.returncode == 1 and out == b""
     assert f"pid {daemon['proc'].pid}" in err.decode()

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.nvim_daemon import wait_listening
 
 from autodoc.config import Settings
 from autodoc.connect import invoke
@@ -20,19 +21,26 @@ from autodoc.errors import DocumentNotFound, InvalidParams
 from autodoc.ingest.transcript import TranscriptError, parse_transcript
 from autodoc.rpc.schemas import result_errors
 from autodoc.service import Service
-from helpers.nvim_daemon import wait_listening
 
 NO_MODEL = {"embedding": {"provider": "none"}}
 
 EVENTS = [
-    {"id": "e1", "kind": "message", "text": "Why does the zorblatt cache evict entries early?",
-     "time": "2026-11-30T10:00:00Z"},
+    {
+        "id": "e1",
+        "kind": "message",
+        "text": "Why does the zorblatt cache evict entries early?",
+        "time": "2026-11-30T10:00:00Z",
+    },
     {"id": "e2", "kind": "tool_call", "text": '{"tool": "grep", "args": ["quuxfrob"]}'},
     {"id": "e3", "kind": "tool_result", "text": "quuxfrob.py:12: EVICT_AFTER = 30"},
     {"id": "e4", "kind": "status", "text": "thinking about quuxfrob"},
     {"id": "e5", "kind": "error", "text": "quuxfrob timed out"},
-    {"id": "e6", "kind": "response", "text": "The zorblatt cache evicts after thirty seconds because "
-                                              "EVICT_AFTER was lowered in the hotfix.", "time": 1796000000},
+    {
+        "id": "e6",
+        "kind": "response",
+        "text": "The zorblatt cache evicts after thirty seconds because EVICT_AFTER was lowered in the hotfix.",
+        "time": 1796000000,
+    },
     {"id": "e7", "kind": "message", "text": "   "},
 ]
 
@@ -52,8 +60,9 @@ def hits(svc: Service, query: str, **opts):
 def kb(tmp_path: Path) -> Path:
     root = tmp_path / "kb"
     (root / "notes").mkdir(parents=True)
-    (root / "notes" / "cache.md").write_text("---\ntitle: Zorblatt cache\n---\n# Zorblatt cache\n\n"
-                                             "The zorblatt cache keeps entries for a minute.\n")
+    (root / "notes" / "cache.md").write_text(
+        "---\ntitle: Zorblatt cache\n---\n# Zorblatt cache\n\nThe zorblatt cache keeps entries for a minute.\n"
+    )
     (root / "notes" / "other.md").write_text("# Other\n\nSee [[Why does the zorblatt cache evict entries early?]].\n")
     return root
 
@@ -81,8 +90,14 @@ def test_conversation_is_indexed_searched_and_cited_back(svc):
     found = hits(svc, "hotfix")
     assert [h["path"] for h in found] == [".session/s-1"]
     h = found[0]
-    assert h["origin"] == {"kind": "session", "session_id": "s-1", "event_id": "e6", "event_kind": "response",
-                           "time": "2026-11-30T00:53:20Z", "title": out["title"]}  # unix seconds shown as UTC
+    assert h["origin"] == {
+        "kind": "session",
+        "session_id": "s-1",
+        "event_id": "e6",
+        "event_kind": "response",
+        "time": "2026-11-30T00:53:20Z",
+        "title": out["title"],
+    }  # unix seconds shown as UTC
     assert h["breadcrumb"] == f"{out['title']} › Agent"
     # the hit's line span read back is the event's text, exactly
     back = call(svc, "document.read", ["kb", h["path"], {"line_start": h["line_start"], "line_end": h["line_end"]}])
@@ -127,8 +142,13 @@ def test_appending_is_idempotent_per_event_id(svc):
     assert sorted(h["chunk_id"] for h in hits(svc, "zorblatt", scope="sessions")) == ids  # rows (and vectors) kept
 
     # a new event goes after the others; an event sent again with new text replaces it in its place
-    more = append(svc, [{"id": "e8", "kind": "message", "text": "And the gronk queue?"},
-                        {"id": "e1", "kind": "message", "text": "Why does the zorblatt cache drop entries early?"}])
+    more = append(
+        svc,
+        [
+            {"id": "e8", "kind": "message", "text": "And the gronk queue?"},
+            {"id": "e1", "kind": "message", "text": "Why does the zorblatt cache drop entries early?"},
+        ],
+    )
     assert (more["new"], more["replaced"], more["op"], more["events"]) == (1, 1, "modify", 3)
     h = hits(svc, "drop", scope="sessions")[0]
     assert h["origin"]["event_id"] == "e1" and h["line_start"] < hits(svc, "gronk")[0]["line_start"]
@@ -145,7 +165,9 @@ def test_appending_is_idempotent_per_event_id(svc):
 def test_appending_one_event_at_a_time_gives_the_chunks_of_appending_all_at_once(svc):
     long = "## Cause\n\n" + "The lease outlived its writer. " * 80 + "\n\n## Fix\n\nDelete it."
     events = [e for e in EVENTS if e["kind"] in ("message", "response")] + [
-        {"id": "l1", "kind": "response", "text": long}, {"id": "l2", "kind": "message", "text": "ok, thanks"}]
+        {"id": "l1", "kind": "response", "text": long},
+        {"id": "l2", "kind": "message", "text": "ok, thanks"},
+    ]
     append(svc, events, session_id="whole", title="T")
     for e in events:
         append(svc, [e], session_id="steps", title="T")
@@ -153,10 +175,12 @@ def test_appending_one_event_at_a_time_gives_the_chunks_of_appending_all_at_once
     def chunks(sid):
         doc = call(svc, "document.read", ["kb", f".session/{sid}"])["text"]
         with svc.store.read() as db:  # every chunk, not a search's top few per document
-            rows = db.execute("SELECT c.ordinal, c.breadcrumb, c.text, c.byte_start, c.byte_end, c.line_start, "
-                              "c.line_end, c.text_hash, c.tokens FROM chunks c "
-                              "JOIN documents d ON d.id = c.document_id WHERE d.path = ? ORDER BY c.ordinal",
-                              (f".session/{sid}",)).fetchall()
+            rows = db.execute(
+                "SELECT c.ordinal, c.breadcrumb, c.text, c.byte_start, c.byte_end, c.line_start, "
+                "c.line_end, c.text_hash, c.tokens FROM chunks c "
+                "JOIN documents d ON d.id = c.document_id WHERE d.path = ? ORDER BY c.ordinal",
+                (f".session/{sid}",),
+            ).fetchall()
         return doc, rows
 
     whole, steps = chunks("whole"), chunks("steps")
@@ -238,8 +262,11 @@ def test_coverage_and_the_change_feed_count_sessions(svc):
     call(svc, "session.remove", ["kb", "s-2"])
     changes = call(svc, "changes.since", ["kb", cursor])["changes"]
     assert [(c["path"], c["op"], c.get("session_id")) for c in changes] == [
-        (".session/s-1", "add", "s-1"), (".session/s-2", "add", "s-2"),
-        (".session/s-1", "modify", "s-1"), (".session/s-2", "delete", "s-2")]
+        (".session/s-1", "add", "s-1"),
+        (".session/s-2", "add", "s-2"),
+        (".session/s-1", "modify", "s-1"),
+        (".session/s-2", "delete", "s-2"),
+    ]
     assert changes[0]["cursor"] == a["change_cursor"]
 
 
@@ -280,12 +307,16 @@ def test_sessions_are_embedded_and_found_by_meaning(tmp_path, kb):
         assert s.embedding_status_by_name("kb")["pending"] == 2  # the session's chunks wait like any other
         s.embed_pending("kb")
         assert s.embedding_status_by_name("kb")["pending"] == 0
-        found = call(s, "search.query", ["kb", "items removed from memory too soon",
-                                         {"stages": ["semantic"], "scope": "sessions"}])["hits"]
+        found = call(
+            s,
+            "search.query",
+            ["kb", "items removed from memory too soon", {"stages": ["semantic"], "scope": "sessions"}],
+        )["hits"]
         assert found and {h["origin"]["kind"] for h in found} == {"session"}
         assert found[0]["origin"]["event_id"] in ("e1", "e6")
-        files = call(s, "search.query", ["kb", "items removed from memory too soon",
-                                         {"stages": ["semantic"], "scope": "files"}])["hits"]
+        files = call(
+            s, "search.query", ["kb", "items removed from memory too soon", {"stages": ["semantic"], "scope": "files"}]
+        )["hits"]
         assert files and {h["origin"]["kind"] for h in files} == {"file"}
     finally:
         s.close()
@@ -295,15 +326,38 @@ def test_sessions_are_embedded_and_found_by_meaning(tmp_path, kb):
 
 CLAUDE = [
     {"type": "summary", "summary": "Zorblatt eviction", "leafUuid": "x"},
-    {"type": "user", "uuid": "u1", "timestamp": "2026-11-30T10:00:00Z", "sessionId": "0b5c-77",
-     "message": {"role": "user", "content": "Why does the zorblatt cache evict early?"}},
-    {"type": "assistant", "uuid": "a1", "timestamp": "2026-11-30T10:00:05Z", "sessionId": "0b5c-77",
-     "message": {"role": "assistant", "content": [{"type": "thinking", "thinking": "grep first"},
-                                                  {"type": "text", "text": "EVICT_AFTER was lowered to thirty."}]}},
-    {"type": "assistant", "uuid": "a2", "sessionId": "0b5c-77",
-     "message": {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]}},
-    {"type": "user", "uuid": "u2", "sessionId": "0b5c-77",
-     "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}},
+    {
+        "type": "user",
+        "uuid": "u1",
+        "timestamp": "2026-11-30T10:00:00Z",
+        "sessionId": "0b5c-77",
+        "message": {"role": "user", "content": "Why does the zorblatt cache evict early?"},
+    },
+    {
+        "type": "assistant",
+        "uuid": "a1",
+        "timestamp": "2026-11-30T10:00:05Z",
+        "sessionId": "0b5c-77",
+        "message": {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "grep first"},
+                {"type": "text", "text": "EVICT_AFTER was lowered to thirty."},
+            ],
+        },
+    },
+    {
+        "type": "assistant",
+        "uuid": "a2",
+        "sessionId": "0b5c-77",
+        "message": {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+    },
+    {
+        "type": "user",
+        "uuid": "u2",
+        "sessionId": "0b5c-77",
+        "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
+    },
     {"type": "user", "uuid": "u3", "isMeta": True, "message": {"role": "user", "content": "<command-name>/clear"}},
 ]
 
@@ -312,14 +366,27 @@ def test_transcript_shapes():
     t = parse_transcript(json.dumps(x) for x in CLAUDE)
     assert t.session_id == "0b5c-77" and t.title == "Zorblatt eviction"
     assert [(e["id"], e["kind"]) for e in t.events] == [
-        ("line-1", "other"), ("u1", "message"), ("a1", "response"), ("a2", "tool_call"), ("u2", "tool_result"),
-        ("u3", "status")]
+        ("line-1", "other"),
+        ("u1", "message"),
+        ("a1", "response"),
+        ("a2", "tool_call"),
+        ("u2", "tool_result"),
+        ("u3", "status"),
+    ]
     assert t.events[2]["text"] == "EVICT_AFTER was lowered to thirty."
-    chat = parse_transcript([json.dumps({"role": "user", "content": [{"type": "text", "text": "hi"}]}), "",
-                             json.dumps({"role": "assistant", "content": "hello"}),
-                             json.dumps({"id": "z", "kind": "error", "text": "boom"})])
+    chat = parse_transcript(
+        [
+            json.dumps({"role": "user", "content": [{"type": "text", "text": "hi"}]}),
+            "",
+            json.dumps({"role": "assistant", "content": "hello"}),
+            json.dumps({"id": "z", "kind": "error", "text": "boom"}),
+        ]
+    )
     assert [(e["id"], e["kind"], e["text"]) for e in chat.events] == [
-        ("line-1", "message", "hi"), ("line-3", "response", "hello"), ("z", "error", "boom")]
+        ("line-1", "message", "hi"),
+        ("line-3", "response", "hello"),
+        ("z", "error", "boom"),
+    ]
     with pytest.raises(TranscriptError, match="line 2 is not JSON"):
         parse_transcript(["{}", "nope"])
 
@@ -328,8 +395,9 @@ def test_session_import_and_remove_from_the_command_line(tmp_path, kb):
     env = dict(os.environ, AUTODOC_STORE=str(tmp_path / "store" / "a.db"), AUTODOC_SOCKET=str(tmp_path / "no.sock"))
 
     def run(*args, check=True):
-        p = subprocess.run([sys.executable, "-m", "autodoc.cli", *args], env=env, capture_output=True, text=True,
-                           timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "autodoc.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        )
         assert not check or p.returncode == 0, (args, p.stdout, p.stderr)
         return p
 
@@ -371,9 +439,13 @@ async def test_the_daemon_pushes_session_changes_embeds_them_and_its_watcher_kee
     sock = short_tmp / "d.sock"
     env = {**os.environ, "AUTODOC_CHECK_RESULTS": "1", "AUTODOC_LOG": "INFO"}
     log = open(short_tmp / "daemon.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "--store", str(short_tmp / "a.db"), "serve",
-                             "--socket", str(sock)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=log, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autodoc.cli", "--store", str(short_tmp / "a.db"), "serve", "--socket", str(sock)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env=env,
+    )
     try:
         wait_listening(sock, proc, short_tmp / "daemon.log", 30)
         async with await Client.connect_socket(sock) as c:
@@ -387,12 +459,15 @@ async def test_the_daemon_pushes_session_changes_embeds_them_and_its_watcher_kee
             assert result_errors("session.append", out) == [] and out["op"] == "add"
             note = await c.next_notification("changes.changed", timeout=30)
             assert [(ch["path"], ch["op"], ch["session_id"]) for ch in note.params["changes"]] == [
-                (".session/live", "add", "live")]
+                (".session/live", "add", "live")
+            ]
             with anyio.fail_after(90):
                 while (await c.call("workspace.status", ["kb"]))["embedding"]["pending"]:
                     await anyio.sleep(0.1)
-            answer = await c.call("search.query", ["kb", "items removed from memory too soon",
-                                                   {"stages": ["semantic"], "scope": "sessions"}])
+            answer = await c.call(
+                "search.query",
+                ["kb", "items removed from memory too soon", {"stages": ["semantic"], "scope": "sessions"}],
+            )
             assert answer["hits"] and answer["hits"][0]["origin"]["session_id"] == "live"
 
             (kb / ".session").mkdir()

@@ -77,7 +77,7 @@ def test_a_merge_written_straight_into_a_file_is_the_private_merge_row_for_row(t
     wv.retire(rng.choice(base.ids, 400, replace=False))  # deleted rows
     extra = _index(700, seed=9, half_above=half_above)
     replaced = rng.choice(base.ids[~np.isin(base.ids, list(wv.dead))], 50, replace=False)
-    added_ids = np.concatenate([replaced, extra.ids[:650] + 10 ** 6])  # ids present in the base: replaced
+    added_ids = np.concatenate([replaced, extra.ids[:650] + 10**6])  # ids present in the base: replaced
     wv.add(added_ids.tolist(), extra.vecs[:700].astype(np.float32), extra.codes[:700])
     doc_chunks = {d: np.sort(c) for d, c in _by_doc(np.concatenate([base.ids, added_ids])).items()}
 
@@ -119,7 +119,7 @@ def test_files_go_with_their_daemon(tmp_path):
     sharing.close()
     assert not list(tmp_path.iterdir())
     # a daemon killed before it could unlink: the next one removes its files, never a live one's
-    dead = tmp_path / f"{shared_vectors.PREFIX}{2 ** 22 + 12345}-1"
+    dead = tmp_path / f"{shared_vectors.PREFIX}{2**22 + 12345}-1"
     live = tmp_path / f"{shared_vectors.PREFIX}{os.getppid()}-1"
     dead.write_bytes(b"x")
     live.write_bytes(b"x")
@@ -130,6 +130,7 @@ def test_files_go_with_their_daemon(tmp_path):
 def test_no_room_means_no_sharing_for_a_while_not_a_crash(tmp_path, monkeypatch):
     """A full /dev/shm: posix_fallocate fails with ENOSPC before any byte is written (a sparse
     map would SIGBUS the daemon). Here the failure is injected: filling a real tmpfs is not ours to do."""
+
     def full(fd, offset, length):
         raise OSError(28, "No space left on device")
 
@@ -220,11 +221,18 @@ def test_the_daemon_merges_a_shared_base_straight_into_the_next_file(embedded, t
     monkeypatch.setattr(vector_cache.WorkspaceVectors, "merge", lambda wv: merges.append(wv) or real_merge(wv))
     try:
         daemon.search("kb", QUERIES[0], SEMANTIC)
-        (ws_id, fp), = [(i[1], i[2]) for i in told]
+        ((ws_id, fp),) = [(i[1], i[2]) for i in told]
         first = Path(told[0][3].path)
         monkeypatch.setattr(vector_cache, "MERGE_MIN_ROWS", 0)  # a twentieth of this small base: one new note
-        _save(daemon, kb, "zz-merge.md", "# Quokka census\n\n" + "\n".join(
-            f"## Island {i}\n\nThe quokka census on island {i} counts {i * 7} marsupials.\n" for i in range(40)))
+        _save(
+            daemon,
+            kb,
+            "zz-merge.md",
+            "# Quokka census\n\n"
+            + "\n".join(
+                f"## Island {i}\n\nThe quokka census on island {i} counts {i * 7} marsupials.\n" for i in range(40)
+            ),
+        )
         q = "counting marsupials on an island"
         mine = daemon.search("kb", q, SEMANTIC)
         wv = daemon.vectors._by_key[(ws_id, fp)]
@@ -277,8 +285,15 @@ def test_a_compacted_list_leaves_each_offer_as_the_whole_list_does():
     cases = [
         [("forget", 1), ("base", 1, "fp", a, []), ("vectors", 1, [7])],
         [("vectors", 1, None), ("base", 1, "fp", a, [3]), ("vectors", 1, [4])],
-        [("vectors", 1, [1]), ("base", 1, "fp", a, []), ("vectors", 1, [2]), ("model", 2, "fp"),
-         ("base", 2, "fp", b, []), ("base", 3, "fp", a, []), ("forget", 3)],
+        [
+            ("vectors", 1, [1]),
+            ("base", 1, "fp", a, []),
+            ("vectors", 1, [2]),
+            ("model", 2, "fp"),
+            ("base", 2, "fp", b, []),
+            ("base", 3, "fp", a, []),
+            ("forget", 3),
+        ],
     ]
     rng = random.Random(3)
     for _ in range(300):
@@ -290,8 +305,15 @@ def test_a_compacted_list_leaves_each_offer_as_the_whole_list_does():
             elif r < 0.62:
                 items.append(("vectors", ws, None))
             elif r < 0.85:
-                items.append(("base", ws, rng.choice(["f", "g"]), rng.choice([a, b]),
-                              None if rng.random() < 0.1 else rng.sample(range(20), 1)))
+                items.append(
+                    (
+                        "base",
+                        ws,
+                        rng.choice(["f", "g"]),
+                        rng.choice([a, b]),
+                        None if rng.random() < 0.1 else rng.sample(range(20), 1),
+                    )
+                )
             elif r < 0.93:
                 items.append(("model", ws, rng.choice(["f", "g"])))
             else:
@@ -310,17 +332,22 @@ def test_readers_of_a_real_daemon_share_one_copy(embedded, short_tmp):
     import subprocess
     import sys
 
-    from autodoc_client import call_socket
     from helpers.nvim_daemon import wait_listening
+
+    from autodoc_client import call_socket
 
     if not shared_vectors.available():
         pytest.skip("no writable /dev/shm on this machine")
-    root, kb = embedded
+    root, _kb = embedded
     sock = short_tmp / "d.sock"
     env = {**os.environ, "AUTODOC_READERS": "2"}
-    proc = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "--store", str(root / "s.db"), "serve",
-                             "--socket", str(sock)], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autodoc.cli", "--store", str(root / "s.db"), "serve", "--socket", str(sock)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_listening(sock, proc)
         mine = f"{shared_vectors.PREFIX}{proc.pid}-"
@@ -416,6 +443,7 @@ def test_a_snapshot_older_than_a_mark_leaves_its_documents_dirty(embedded, tmp_p
             def write() -> None:  # another thread: a read on this one would join this snapshot
                 svc.index_paths("kb", ["zz-race.md"])  # commits after the snapshot, and marks
                 svc.embed_pending("kb")
+
             writer = threading.Thread(target=write)
             writer.start()
             writer.join()
@@ -433,7 +461,7 @@ def test_a_retry_makes_the_daemon_share_anew(embedded, tmp_path):
     """A reader whose shared file went (systemd's RemoveIPC, say) or whose changes outgrew it
     answers retry; the daemon shares the same vectors anew on its next search (at most every
     RESHARE_S), so readers stop bouncing."""
-    root, kb = embedded
+    root, _kb = embedded
     svc = Service(Settings.from_env(store=root / "s.db"))
     told: list[tuple] = []
     svc.vectors.sharing = Sharing(lambda *item: told.append(item), directory=tmp_path)

@@ -28,10 +28,10 @@ from test_rpc_inprocess import DEADLINE, connect, serving, wait_thread_event, wa
 
 from autodoc.rpc import schemas
 from autodoc.rpc.connection import Connection
-from autodoc.rpc.outbox import OUTBOX_SIZE, Outbox
 from autodoc.rpc.dispatch import Dispatcher
 from autodoc.rpc.framing import NEWLINE, FrameDecoder, encode_message
 from autodoc.rpc.inline import InlineReads
+from autodoc.rpc.outbox import OUTBOX_SIZE, Outbox
 from autodoc.rpc.quick import LaneRead, QuickLane
 from autodoc.rpc.server import RpcServer
 from autodoc.rpc.transport import FdStream
@@ -41,8 +41,12 @@ NOT_READS = 2
 
 
 def _at_rest(server: RpcServer) -> bool:
-    return (server.inline.running == 0 and server.inline.admitted == 0 and server.readers.borrowed_tokens == 0
-            and server.quick.workers.busy == 0)
+    return (
+        server.inline.running == 0
+        and server.inline.admitted == 0
+        and server.readers.borrowed_tokens == 0
+        and server.quick.workers.busy == 0
+    )
 
 
 async def test_the_thread_lane_answers_what_the_usual_path_answers(kb_service, short_tmp):
@@ -65,8 +69,9 @@ async def test_the_thread_lane_answers_what_the_usual_path_answers(kb_service, s
     for row_lane, row_usual in zip(with_lane, without):
         for (method, params), a, b in zip(REQUESTS, row_lane, row_usual):
             assert a["id"] == b["id"]
-            assert _volatile({k: v for k, v in a.items() if k != "id"}) == \
-                _volatile({k: v for k, v in b.items() if k != "id"}), (method, params)
+            assert _volatile({k: v for k, v in a.items() if k != "id"}) == _volatile(
+                {k: v for k, v in b.items() if k != "id"}
+            ), (method, params)
     assert _at_rest(lane)
 
 
@@ -77,8 +82,9 @@ async def _slow_in_the_lane(server: RpcServer, sock, service):
     await with_kb(client)
     del dispatched[:]
     rid = client.next_id()
-    await client.send_bytes(encode_message({"jsonrpc": "2.0", "id": rid, "method": "search.query",
-                                            "params": ["kb", "slow"]}, NEWLINE))
+    await client.send_bytes(
+        encode_message({"jsonrpc": "2.0", "id": rid, "method": "search.query", "params": ["kb", "slow"]}, NEWLINE)
+    )
     await wait_thread_event(service.slow_started)
     assert not dispatched and server.quick.workers.busy == 1  # the thread lane has it
     return client, rid
@@ -138,8 +144,11 @@ async def test_a_client_that_stops_sending_still_gets_its_answer(short_tmp):
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
                 raw.settimeout(DEADLINE)
                 raw.connect(str(sock))
-                raw.sendall(encode_message({"jsonrpc": "2.0", "id": 7, "method": "search.query",
-                                            "params": ["kb", "slow"]}, NEWLINE))
+                raw.sendall(
+                    encode_message(
+                        {"jsonrpc": "2.0", "id": 7, "method": "search.query", "params": ["kb", "slow"]}, NEWLINE
+                    )
+                )
                 assert service.slow_started.wait(DEADLINE)
                 assert server.quick.workers.busy == 1  # the thread lane has it
                 raw.shutdown(socket.SHUT_WR)
@@ -169,8 +178,9 @@ class _HeldLane:
         self.inline = InlineReads()
         self.readers = anyio.CapacityLimiter(2)
         self.lane = QuickLane({"held": LaneRead(held, False, lambda p: True)}, self.inline, self.readers)
-        self.conn = Connection(FdStream(self.to_r, self.from_w), Dispatcher({}), name="pipes", quick=self.lane,
-                               load=self.inline)
+        self.conn = Connection(
+            FdStream(self.to_r, self.from_w), Dispatcher({}), name="pipes", quick=self.lane, load=self.inline
+        )
         monkeypatch.setattr(schemas, "bind_params", lambda name, raw: raw)  # "held" is the test's: no schema
         self.decoder, self.frames = FrameDecoder(), []
 
@@ -191,8 +201,9 @@ class _HeldLane:
 
     async def ask(self) -> None:
         self.loop = asyncio.get_running_loop()
-        os.write(self.to_w, encode_message({"jsonrpc": "2.0", "id": "r", "method": "held", "params": {"a": 1}},
-                                           NEWLINE))
+        os.write(
+            self.to_w, encode_message({"jsonrpc": "2.0", "id": "r", "method": "held", "params": {"a": 1}}, NEWLINE)
+        )
         await wait_thread_event(self.started)
 
     async def read_until(self, done) -> list[dict]:
@@ -257,8 +268,9 @@ async def test_a_client_asking_again_before_the_loop_ran_the_last_finish_still_t
     def write_then_hold(outbox, data, claim):
         written = real_write(outbox, data, claim)
         if b'"r"' in data:
-            os.write(h.to_w, encode_message({"jsonrpc": "2.0", "id": "r2", "method": "held", "params": {"b": 2}},
-                                            NEWLINE))
+            os.write(
+                h.to_w, encode_message({"jsonrpc": "2.0", "id": "r2", "method": "held", "params": {"b": 2}}, NEWLINE)
+            )
             taken.wait(DEADLINE)
         return written
 
@@ -272,8 +284,10 @@ async def test_a_client_asking_again_before_the_loop_ran_the_last_finish_still_t
     try:
         messages = await h.exchange(2)
         assert taken.is_set()
-        assert messages == [{"jsonrpc": "2.0", "result": {"echo": {"a": 1}}, "id": "r"},
-                            {"jsonrpc": "2.0", "result": {"echo": {"b": 2}}, "id": "r2"}]
+        assert messages == [
+            {"jsonrpc": "2.0", "result": {"echo": {"a": 1}}, "id": "r"},
+            {"jsonrpc": "2.0", "result": {"echo": {"b": 2}}, "id": "r2"},
+        ]
         assert h.inline.running == 0 and h.readers.borrowed_tokens == 0 and h.conn._running == 0
     finally:
         h.close()
@@ -296,8 +310,9 @@ async def test_no_worker_thread_to_be_had_means_the_usual_way_with_nothing_held(
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(h.conn.run)
-            os.write(h.to_w, encode_message({"jsonrpc": "2.0", "id": "r", "method": "held", "params": {"a": 1}},
-                                            NEWLINE))
+            os.write(
+                h.to_w, encode_message({"jsonrpc": "2.0", "id": "r", "method": "held", "params": {"a": 1}}, NEWLINE)
+            )
             messages = await h.read_until(lambda m: len(m) == 1)
             assert messages == [{"jsonrpc": "2.0", "result": {"the usual way": {"a": 1}}, "id": "r"}]
             assert h.inline.running == 0 and h.inline.admitted == 0 and h.readers.borrowed_tokens == 0
@@ -306,8 +321,9 @@ async def test_no_worker_thread_to_be_had_means_the_usual_way_with_nothing_held(
             monkeypatch.undo()  # threads again; and the thread's own write fails
             monkeypatch.setattr(schemas, "bind_params", lambda name, raw: raw)
             monkeypatch.setattr(Outbox, "write_from_thread", lambda *a: 1 / 0)
-            os.write(h.to_w, encode_message({"jsonrpc": "2.0", "id": "s", "method": "held", "params": {"b": 2}},
-                                            NEWLINE))
+            os.write(
+                h.to_w, encode_message({"jsonrpc": "2.0", "id": "s", "method": "held", "params": {"b": 2}}, NEWLINE)
+            )
             messages = await h.read_until(lambda m: len(m) == 2)
             assert messages[1] == {"jsonrpc": "2.0", "result": {"echo": {"b": 2}}, "id": "s"}
             await wait_until(lambda: h.lane.workers.busy == 0 and h.inline.running == 0)
@@ -364,8 +380,7 @@ async def test_an_answer_finding_the_outbox_full_waits_its_turn(monkeypatch):
         decoder, frames = FrameDecoder(), []
         async with anyio.create_task_group() as tg:
             tg.start_soon(conn.run)
-            os.write(to_w, encode_message({"jsonrpc": "2.0", "id": "r", "method": "held", "params": {"a": 1}},
-                                          NEWLINE))
+            os.write(to_w, encode_message({"jsonrpc": "2.0", "id": "r", "method": "held", "params": {"a": 1}}, NEWLINE))
             await wait_thread_event(started)
             sent = 0
             with anyio.fail_after(DEADLINE):

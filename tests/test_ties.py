@@ -14,10 +14,14 @@ from autodoc.search import fusion as F
 from autodoc.search.ties import TieKeys, order_fused, order_leg, ordered_scores
 from autodoc.service import Service
 
-TWIN = ("# Lease recovery\n\nThe writer takes the lease beside the store file and releases it on exit.\n\n"
-        "## Stale leases\n\nA lease left by a killed writer is recovered by the next writer.\n")
-OTHER = {"zebra.md": "# Zebra migration\n\nA lease is not needed to read the zebra table.\n",
-         "plan.md": "# Rollback plan\n\nRestore the last checkpoint, then replay the log.\n"}
+TWIN = (
+    "# Lease recovery\n\nThe writer takes the lease beside the store file and releases it on exit.\n\n"
+    "## Stale leases\n\nA lease left by a killed writer is recovered by the next writer.\n"
+)
+OTHER = {
+    "zebra.md": "# Zebra migration\n\nA lease is not needed to read the zebra table.\n",
+    "plan.md": "# Rollback plan\n\nRestore the last checkpoint, then replay the log.\n",
+}
 
 
 def _write(root: Path, names: list[str]) -> None:
@@ -32,8 +36,12 @@ def _answers(s: Service, stages: list[str]) -> list[list[tuple]]:
     out = []
     for q in ("lease", "writer lease recovered", "killed writer"):
         got = s.search("kb", q, {"stages": stages, "limit": 20})
-        out.append([(h["path"], h["line_start"], h["score"], h["ranks"]["lexical"], h["ranks"]["semantic"])
-                    for h in got["hits"]])
+        out.append(
+            [
+                (h["path"], h["line_start"], h["score"], h["ranks"]["lexical"], h["ranks"]["semantic"])
+                for h in got["hits"]
+            ]
+        )
     return out
 
 
@@ -43,10 +51,13 @@ def _store(tmp: Path, name: str, kb: Path, embedding: dict) -> Service:
     return s
 
 
-@pytest.mark.parametrize("embedding,stages", [
-    ({"provider": "none"}, ["lexical"]),
-    ({"provider": "onnx"}, ["lexical", "semantic"]),  # the real bundled model: each leg's ties feed RRF
-])
+@pytest.mark.parametrize(
+    "embedding,stages",
+    [
+        ({"provider": "none"}, ["lexical"]),
+        ({"provider": "onnx"}, ["lexical", "semantic"]),  # the real bundled model: each leg's ties feed RRF
+    ],
+)
 def test_a_renamed_twin_answers_as_a_clean_index(tmp_path, embedding, stages):
     kb = tmp_path / "kb"
     _write(kb, ["a.md", "b.md"])
@@ -126,10 +137,13 @@ def test_graph_neighbours_of_one_seed_follow_paths_not_history(tmp_path):
     assert got == want
 
 
-@pytest.mark.parametrize("embedding,stages", [
-    ({"provider": "none"}, ["lexical"]),
-    ({"provider": "onnx"}, ["semantic"]),  # identical sections share one vector: a run of equal cosines
-])
+@pytest.mark.parametrize(
+    "embedding,stages",
+    [
+        ({"provider": "none"}, ["lexical"]),
+        ({"provider": "onnx"}, ["semantic"]),  # identical sections share one vector: a run of equal cosines
+    ],
+)
 def test_a_run_of_ties_cut_by_the_legs_depth_keeps_its_first_members_by_path(tmp_path, embedding, stages):
     """120 files with one identical section and legs 50 deep: which of the tied chunks make
     a leg must follow their paths too, or the page differs from a clean index's."""

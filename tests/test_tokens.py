@@ -5,7 +5,8 @@ only. Checked against the plain per-character mapping on arbitrary text."""
 from __future__ import annotations
 
 import apsw
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autodoc.search.tokens import _tokenizer, tokenize
 

@@ -7,6 +7,7 @@ Waits poll the app's own state until a deadline (no timed assertions)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -19,14 +20,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import asyncio
-
 import pytest
+from helpers.nvim_daemon import NO_MODEL, Daemon, daemon_env, serve_argv, wait_gone, wait_listening
 
 from autodoc.config import Settings
 from autodoc.tui import render, state
 from autodoc.tui.app import AutodocApp
-from helpers.nvim_daemon import NO_MODEL, Daemon, daemon_env, serve_argv, wait_gone, wait_listening
 
 CORPUS = Path(__file__).parent / "corpora" / "kb"
 DEADLINE = 30.0
@@ -35,13 +34,18 @@ DEADLINE = 30.0
 class CheckedDaemon(Daemon):
     """The test daemon with every answer checked against its result schema."""
 
-    def start(self) -> "CheckedDaemon":
+    def start(self) -> CheckedDaemon:
         self.sock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.store.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
         env = {**daemon_env(), "AUTODOC_CHECK_RESULTS": "1"}
-        self.proc = subprocess.Popen(serve_argv(self.store, self.sock, watch=False), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=self._log, env=env)
+        self.proc = subprocess.Popen(
+            serve_argv(self.store, self.sock, watch=False),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            env=env,
+        )
         wait_listening(self.sock, self.proc, self.log_path)
         return self
 
@@ -113,8 +117,9 @@ def small_workspace(kb, name: str, config: dict) -> str:
 
 
 def make_app(kb, tmp_path: Path, **kw) -> AutodocApp:
-    return AutodocApp(Settings(store=kb.store, socket=kb.sock), start_daemon=False,
-                      state_file=tmp_path / "state" / "tui.json", **kw)
+    return AutodocApp(
+        Settings(store=kb.store, socket=kb.sock), start_daemon=False, state_file=tmp_path / "state" / "tui.json", **kw
+    )
 
 
 async def until(pilot, cond, what: str, timeout: float = DEADLINE) -> None:
@@ -140,8 +145,11 @@ async def search(pilot, app: AutodocApp, query: str, *, keys: bool = False) -> d
         await pilot.press(*query)
     else:
         s.query_one("#query").value = query
-    await until(pilot, lambda: s.answer is not None and s.pending is None and s.answer["query"] == query,
-                f"the answer to {query!r}")
+    await until(
+        pilot,
+        lambda: s.answer is not None and s.pending is None and s.answer["query"] == query,
+        f"the answer to {query!r}",
+    )
     return s.answer
 
 
@@ -174,7 +182,7 @@ async def test_typing_searches_and_the_preview_marks_the_hit(kb, tmp_path):
         plain = str(preview)
         # the pane starts just above the hit, numbered, and the matched words are marked
         assert f"{first['line_start']}▌" in plain.replace(" ", "")
-        marked = {plain[sp.start:sp.end].lower() for sp in preview.spans if "underline" in str(sp.style)}
+        marked = {plain[sp.start : sp.end].lower() for sp in preview.spans if "underline" in str(sp.style)}
         assert "lease" in marked
         assert "not re-ranked: no ranker is configured" in title_and_status(s)
 
@@ -236,7 +244,10 @@ async def test_each_box_searches_again_and_one_of_lexical_and_semantic_stays(kb,
 
     # the choice is kept across restarts
     assert json.loads((tmp_path / "state" / "tui.json").read_text())["stages"] == {
-        "lexical": True, "semantic": False, "rerank": True}
+        "lexical": True,
+        "semantic": False,
+        "rerank": True,
+    }
     again = make_app(kb, tmp_path)
     async with again.run_test(size=(120, 40)) as pilot:
         await ready(pilot, again)
@@ -264,8 +275,11 @@ async def test_a_ranker_or_a_model_arriving_brings_its_box_and_runs_the_query_ag
             n = s.stats["answered"]
 
             # a ranker configured (by another client): workspace.changed → the box, the query again
-            await rpc(kb, "workspace.configure", [ws, {"ranker": {"provider": "http", "url": ranker.url,
-                                                                  "api": "tei", "model": "word-count"}}])
+            await rpc(
+                kb,
+                "workspace.configure",
+                [ws, {"ranker": {"provider": "http", "url": ranker.url, "api": "tei", "model": "word-count"}}],
+            )
             await until(pilot, lambda: s.box("rerank").display, "the rerank box")
             assert str(s.box("rerank").label) == "Rerank (word-count)"
             assert s.box("rerank").value is False  # as it was left
@@ -284,9 +298,16 @@ async def test_a_ranker_or_a_model_arriving_brings_its_box_and_runs_the_query_ag
             refreshed = s.stats["refreshed"]
             await rpc(kb, "workspace.configure", [ws, {"embedding": {"provider": "onnx"}}])
             # the box and the search again come from two refreshes, in either order on a loaded machine
-            await until(pilot, lambda: s.stats["refreshed"] > refreshed and s.pending is None
-                        and s.answer["semantic"] != "off" and s.box("semantic").display,
-                        "the semantic box and the search after the model switch")
+            await until(
+                pilot,
+                lambda: (
+                    s.stats["refreshed"] > refreshed
+                    and s.pending is None
+                    and s.answer["semantic"] != "off"
+                    and s.box("semantic").display
+                ),
+                "the semantic box and the search after the model switch",
+            )
             assert any(m == "workspace.changed" and p["workspace"] == ws for m, p in app.notes_seen)
             assert "semantic" in s.answer["stages"]["performed"]
     finally:
@@ -308,8 +329,9 @@ async def test_the_three_pickers_share_one_layout(kb, tmp_path, size, monkeypatc
             await until(pilot, lambda: app.screen is app.pickers[name], f"the {name} picker")
             await pilot.pause()
             scr = app.screen
-            fields, lst, right, buttons = (scr.query_one(f"#{i}").region
-                                           for i in ("fields", "list", "right", "buttons"))
+            fields, lst, right, buttons = (
+                scr.query_one(f"#{i}").region for i in ("fields", "list", "right", "buttons")
+            )
             assert fields.bottom <= lst.y, name  # the fields over the list
             assert buttons.y >= max(lst.bottom, right.bottom), name  # the buttons beneath
             assert lst.height >= 3 and right.height >= 3 and buttons.height >= 1, name
@@ -323,7 +345,9 @@ async def test_the_three_pickers_share_one_layout(kb, tmp_path, size, monkeypatc
 async def test_open_a_hit_in_the_editor_copy_its_ref_and_send_the_hits(kb, tmp_path, monkeypatch):
     record = tmp_path / "argv.json"
     editor = tmp_path / "editor.py"
-    editor.write_text(f"#!{sys.executable}\nimport json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+    editor.write_text(
+        f"#!{sys.executable}\nimport json, sys\nopen({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+    )
     editor.chmod(editor.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("EDITOR", f"{editor} --wait")
     app = make_app(kb, tmp_path, workspace="kb")
@@ -354,7 +378,9 @@ async def test_open_a_hit_in_the_editor_copy_its_ref_and_send_the_hits(kb, tmp_p
 
 async def test_open_a_document_by_fuzzy_title_and_facet(kb, tmp_path, monkeypatch):
     record = tmp_path / "argv.json"
-    monkeypatch.setenv("EDITOR", f"{sys.executable} -c \"import json,sys; open({str(record)!r},'w').write(json.dumps(sys.argv[1:]))\"")
+    monkeypatch.setenv(
+        "EDITOR", f"{sys.executable} -c \"import json,sys; open({str(record)!r},'w').write(json.dumps(sys.argv[1:]))\""
+    )
     app = make_app(kb, tmp_path, workspace="kb")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot, app)
@@ -365,8 +391,9 @@ async def test_open_a_document_by_fuzzy_title_and_facet(kb, tmp_path, monkeypatc
         await until(pilot, lambda: d.shown and len(d.shown) < 15, "the fuzzy filter")
         assert {x["path"] for x in d.shown[:2]} == {"runbooks/lease-recovery.md", "adrs/0012-lease-recovery.md"}
         d.query_one("#filter").value = "type:runbook"
-        await until(pilot, lambda: d.docs and all(x["path"].startswith("runbooks/") for x in d.docs),
-                    "the facet filter")
+        await until(
+            pilot, lambda: d.docs and all(x["path"].startswith("runbooks/") for x in d.docs), "the facet filter"
+        )
         assert len(d.docs) == 2
         await pilot.press("enter")
         await until(pilot, record.exists, "the editor")
@@ -412,8 +439,24 @@ async def test_without_a_daemon_it_starts_one_or_works_in_process(tmp_path, kb_c
     base = kb_copy.parent
     settings = Settings(store=base / "store" / "autodoc.db", socket=base / "run" / "autodoc.sock")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTODOC_")}
-    subprocess.run([sys.executable, "-m", "autodoc.cli", "--store", str(settings.store), "workspace", "add", "kb",
-                    str(kb_copy), "--config", json.dumps(NO_MODEL)], check=True, env=env, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autodoc.cli",
+            "--store",
+            str(settings.store),
+            "workspace",
+            "add",
+            "kb",
+            str(kb_copy),
+            "--config",
+            json.dumps(NO_MODEL),
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
 
     local = AutodocApp(settings, start_daemon=False, state_file=tmp_path / "a" / "tui.json")
     async with local.run_test(size=(120, 40)) as pilot:
@@ -461,10 +504,18 @@ def test_stage_rules_titles_and_what_leaves_the_app(tmp_path):
     (tmp_path / "bad.json").write_text('{"stages": {"lexical": false, "semantic": false}}')
     assert state.load(tmp_path / "bad.json").stages["lexical"] is True  # a hand-edited file keeps the rule
 
-    answer = {"hits": [{}], "mode_used": "hybrid", "semantic": "partial", "lexical_match": "all",
-              "rank": {"state": "failed", "model": "m", "error": "timed out"},
-              "stages": {"requested": ["lexical", "semantic", "rerank"], "performed": ["lexical", "semantic"],
-                         "skipped": {"rerank": "ranker m timed out"}}}
+    answer = {
+        "hits": [{}],
+        "mode_used": "hybrid",
+        "semantic": "partial",
+        "lexical_match": "all",
+        "rank": {"state": "failed", "model": "m", "error": "timed out"},
+        "stages": {
+            "requested": ["lexical", "semantic", "rerank"],
+            "performed": ["lexical", "semantic"],
+            "skipped": {"rerank": "ranker m timed out"},
+        },
+    }
     title, status = state.describe(answer, state.Choice(), both, state.Embedding("partial", 18, "18 chunks wait"))
     assert title == "1 hit"
     assert status == "not re-ranked: ranker m timed out · semantic partial: 18 chunks wait"

@@ -9,13 +9,12 @@ import re
 
 import numpy as np
 import pytest
+from conftest import CORPORA
 
 from autodoc.config import Settings
 from autodoc.search.vectors import VectorIndex
 from autodoc.service import Service
 from autodoc.store import vectors as stored
-
-from conftest import CORPORA
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +99,9 @@ def _store_with_vectors(path, kb, fps: tuple[str, ...], seed: int) -> tuple[Serv
         for fp in fps:
             v = rng.standard_normal((len(hashes), 16)).astype(np.float32)
             v /= np.linalg.norm(v, axis=1, keepdims=True)
-            stored.write_vectors(db, ws_id, fp, [(h, x.tobytes(), np.packbits(x > 0).tobytes())
-                                                 for h, x in zip(hashes, v)])
+            stored.write_vectors(
+                db, ws_id, fp, [(h, x.tobytes(), np.packbits(x > 0).tobytes()) for h, x in zip(hashes, v)]
+            )
     return svc, ws_id
 
 
@@ -132,8 +132,9 @@ def test_a_vectors_cosine_does_not_depend_on_which_index_holds_it(short_tmp, kb_
     rng = np.random.default_rng(2)
     try:
         with svc.store.read() as db:
-            doc = db.execute("SELECT document_id, id FROM chunks WHERE workspace_id=? ORDER BY id LIMIT 1",
-                             (ws_id,)).fetchone()
+            doc = db.execute(
+                "SELECT document_id, id FROM chunks WHERE workspace_id=? ORDER BY id LIMIT 1", (ws_id,)
+            ).fetchone()
         q = rng.standard_normal(16).astype(np.float32)
         with svc.store.read() as db:
             wv = svc.vectors.get(db, ws_id, "m", 16)

@@ -7,8 +7,16 @@ import numpy as np
 import pytest
 
 from autodoc.search.vectors import (
-    PREFILTERS, VectorIndex, asym_lut, asym_scores, asym_scores_rows, hamming_distances, normalise_rows, sign_codes,
-    _closest_codes, _words_of,
+    PREFILTERS,
+    VectorIndex,
+    _closest_codes,
+    _words_of,
+    asym_lut,
+    asym_scores,
+    asym_scores_rows,
+    hamming_distances,
+    normalise_rows,
+    sign_codes,
 )
 
 
@@ -53,11 +61,11 @@ def test_sign_codes_bit_layout():
     v = np.zeros((2, 16), np.float32)
     v[0, [0, 3, 8, 15]] = [1.0, 0.5, 2.0, 1e-9]
     v[1, :] = -1.0
-    v[1, 7] = 0.0                                   # zero is not positive
+    v[1, 7] = 0.0  # zero is not positive
     c = sign_codes(v)
     assert c.dtype == np.uint8 and c.shape == (2, 2)
     assert c[0].tolist() == [0b10010000, 0b10000001] and c[1].tolist() == [0, 0]
-    assert sign_codes(np.ones((3, 10))).shape == (3, 2)   # dims padded to whole bytes
+    assert sign_codes(np.ones((3, 10))).shape == (3, 2)  # dims padded to whole bytes
 
 
 def test_hamming_and_asym_kernels_match_definitions():
@@ -67,7 +75,7 @@ def test_hamming_and_asym_kernels_match_definitions():
     codes = sign_codes(v)
     d = hamming_distances(_words_of(codes), _words_of(sign_codes(q[None]))[:, 0])
     assert d.tolist() == ((v > 0) != (q > 0)).sum(axis=1).tolist()
-    s = np.where(v > 0, 1.0, -1.0) @ q                 # q·s with s = ±1
+    s = np.where(v > 0, 1.0, -1.0) @ q  # q·s with s = ±1
     a = asym_scores(asym_lut(q, codes.shape[1]), codes)
     assert np.allclose(2 * a - q.sum(), s, atol=1e-4)
     # dimensions that are not a multiple of 64 bits
@@ -112,7 +120,7 @@ def test_exact_equals_brute_force():
     ids = rng.permutation(10_000)[:3000].astype(np.int64)
     ix = VectorIndex(ids, vecs)
     for q in unit(rng, 5):
-        got = ix.search(q * 3.5, top=25)             # the query need not be normalised
+        got = ix.search(q * 3.5, top=25)  # the query need not be normalised
         assert_same_top(got, brute(ids, vecs, q, 25), ids, vecs, q)
     assert len(ix.search(vecs[0], top=5000)) == 3000
     assert ix.search(vecs[0], top=0) == [] and ix.search(np.zeros(384), top=5) == []
@@ -123,7 +131,7 @@ def test_exact_equals_brute_force():
 def test_ties_broken_by_id_including_at_the_cut_off():
     rng = np.random.default_rng(3)
     base = unit(rng, 4)
-    vecs = np.repeat(base, 6, axis=0)                # each direction six times
+    vecs = np.repeat(base, 6, axis=0)  # each direction six times
     ids = np.array([50, 3, 41, 7, 12, 99] * 4, dtype=np.int64) + np.repeat(np.arange(4) * 1000, 6)
     perm = rng.permutation(len(ids))
     ix = VectorIndex(ids[perm], vecs[perm])
@@ -161,7 +169,7 @@ def test_allowed_mask_respected():
 def cloud():
     rng = np.random.default_rng(5)
     n = 20_000
-    vecs = clustered(rng, n, centres=20, spread=1.0)   # ~1000 points per cluster: more than a shortlist
+    vecs = clustered(rng, n, centres=20, spread=1.0)  # ~1000 points per cluster: more than a shortlist
     noise = rng.standard_normal((30, 384)).astype(np.float32) * (0.5 / np.sqrt(384))
     queries = normalise_rows(vecs[rng.integers(0, n, 30)] + noise)
     truth = [{int(i) for i in np.argpartition(-(vecs @ q), 10)[:10]} for q in queries]
@@ -174,11 +182,19 @@ def test_prefilter_recall_on_clustered_data(cloud, prefilter, floor):
     vecs, queries, truth = cloud
     n = len(vecs)
     # small thresholds so that a 20k test set goes through every stage
-    ix = VectorIndex(np.arange(n), vecs, prefilter=prefilter, exact_below=1000, coarse_min=2000,
-                     coarse_fraction=0.05, shortlist_min=250, shortlist_factor=10)
+    ix = VectorIndex(
+        np.arange(n),
+        vecs,
+        prefilter=prefilter,
+        exact_below=1000,
+        coarse_min=2000,
+        coarse_fraction=0.05,
+        shortlist_min=250,
+        shortlist_factor=10,
+    )
     hits = 0
     for q, want in zip(queries, truth):
-        approx = ix.search(q, top=10)                 # n > exact_below: prefiltered
+        approx = ix.search(q, top=10)  # n > exact_below: prefiltered
         hits += len(want & {i for i, _ in approx})
         scores = [s for _, s in approx]
         assert scores == sorted(scores, reverse=True)
@@ -193,15 +209,16 @@ def test_add_remove_and_blobs():
     ix = VectorIndex(ids[:60], vecs[:60])
     assert len(VectorIndex.empty(384)) == 0 and VectorIndex.empty(384).search(vecs[0]) == []
     grown = ix.with_added(ids[60:], vecs[60:])
-    assert len(grown) == 100 and len(ix) == 60                 # the old index is unchanged
+    assert len(grown) == 100 and len(ix) == 60  # the old index is unchanged
     assert grown.search(vecs[80], top=1)[0][0] == 580
-    moved = grown.with_added([580], vecs[3:4])                 # replacing an id
+    moved = grown.with_added([580], vecs[3:4])  # replacing an id
     assert len(moved) == 100 and moved.search(vecs[3], top=2)[1][0] in (503, 580)
     smaller = grown.without(np.array([580, 581, 12345]))
     assert len(smaller) == 98 and 580 not in smaller.ids
     assert smaller.without([]) is smaller
-    blobs = VectorIndex.from_blobs(ids.tolist(), [v.astype("<f4").tobytes() for v in vecs],
-                                   [c.tobytes() for c in sign_codes(vecs)], dim=384)
+    blobs = VectorIndex.from_blobs(
+        ids.tolist(), [v.astype("<f4").tobytes() for v in vecs], [c.tobytes() for c in sign_codes(vecs)], dim=384
+    )
     assert blobs.search(vecs[7], top=3) == grown.search(vecs[7], top=3)
     nob = VectorIndex.from_blobs(ids.tolist(), [v.tobytes() for v in vecs], None, dim=384)
     assert np.array_equal(nob.codes, sign_codes(vecs)) and nob.position(507) == 7
@@ -213,11 +230,11 @@ def test_add_remove_and_blobs():
 def test_exact_subsets_of_every_size_agree_with_brute_force():
     rng = np.random.default_rng(7)
     n = 70_000
-    vecs = unit(rng, n, 8)                     # few dims: cheap, and many near-ties to order
+    vecs = unit(rng, n, 8)  # few dims: cheap, and many near-ties to order
     ids = rng.permutation(n).astype(np.int64)
     ix = VectorIndex(ids, vecs)
     q = unit(rng, 1, 8)[0]
-    for frac in (0.001, 0.3, 0.6):             # one gather, blockwise gathers, full pass then index
+    for frac in (0.001, 0.3, 0.6):  # one gather, blockwise gathers, full pass then index
         mask = rng.random(n) < frac
         got = ix.search(q, top=20, allowed=mask)
         assert_same_top(got, brute(ids, vecs, q, 20, mask), ids, vecs, q)

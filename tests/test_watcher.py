@@ -20,10 +20,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from helpers.nvim_daemon import wait_listening
 
 from autodoc.ingest.scan import LINKED_INSIDE, LINKED_OUTSIDE, scan_folders
 from autodoc_client import Client
-from helpers.nvim_daemon import wait_listening
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fdinfo").is_dir(), reason="needs Linux /proc (inotify)")
 
@@ -73,9 +73,13 @@ async def test_the_watcher_stays_inside_the_root_and_follows_new_folders(short_t
     (kb / "a" / "loop").symlink_to(kb, target_is_directory=True)
     store, sock = short_tmp / "s" / "a.db", short_tmp / "d.sock"
     log = open(short_tmp / "daemon.log", "wb")
-    d = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                         env={**os.environ, "AUTODOC_CHECK_RESULTS": "1", "AUTODOC_LOG": "INFO"})
+    d = subprocess.Popen(
+        [sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env={**os.environ, "AUTODOC_CHECK_RESULTS": "1", "AUTODOC_LOG": "INFO"},
+    )
     try:
         wait_listening(sock, d, short_tmp / "daemon.log", 30)
         async with await Client.connect_socket(sock) as c:
@@ -100,8 +104,10 @@ async def test_the_watcher_stays_inside_the_root_and_follows_new_folders(short_t
             (kb / "new" / "one.md").write_text("# One\n\ngamma\n")
             got = await _changes(c)
             assert got == [("new/one.md", "add")], got
-            await _wait(lambda: _async(set(inotify_inodes(d.pid)) == {p.stat().st_ino for p in scan_folders(kb)}),
-                        "the new folder watched")
+            await _wait(
+                lambda: _async(set(inotify_inodes(d.pid)) == {p.stat().st_ino for p in scan_folders(kb)}),
+                "the new folder watched",
+            )
             (kb / "new" / "two.md").write_text("# Two\n\ndelta\n")
             assert await _changes(c) == [("new/two.md", "add")]
 
@@ -109,8 +115,10 @@ async def test_the_watcher_stays_inside_the_root_and_follows_new_folders(short_t
             (kb / "a").rename(kb / "z")
             got = await _changes(c)
             assert sorted(got) == [("z/b/deep.md", "rename"), ("z/b/edit.md", "rename")], got
-            await _wait(lambda: _async(set(inotify_inodes(d.pid)) == {p.stat().st_ino for p in scan_folders(kb)}),
-                        "the renamed folder watched")
+            await _wait(
+                lambda: _async(set(inotify_inodes(d.pid)) == {p.stat().st_ino for p in scan_folders(kb)}),
+                "the renamed folder watched",
+            )
             (kb / "z" / "b" / "three.md").write_text("# Three\n\nepsilon\n")
             assert await _changes(c) == [("z/b/three.md", "add")]
 
@@ -126,10 +134,13 @@ async def test_the_watcher_stays_inside_the_root_and_follows_new_folders(short_t
             assert paths == []
             status = await c.call("workspace.status", ["kb"])
             assert status["files"]["indexed"] == 6, status  # deep, edit, one, two, three, after
-            assert sorted(status["files"]["skipped"], key=lambda x: x["path"]) == [  # linked folders: not followed, said
+            assert sorted(
+                status["files"]["skipped"], key=lambda x: x["path"]
+            ) == [  # linked folders: not followed, said
                 {"path": "bad-\\xff.md", "reason": "file name is not valid UTF-8"},
                 {"path": "usr/", "reason": LINKED_OUTSIDE},
-                {"path": "z/loop/", "reason": LINKED_INSIDE}]  # a/ was renamed z/
+                {"path": "z/loop/", "reason": LINKED_INSIDE},
+            ]  # a/ was renamed z/
             await c.call("server.shutdown", {})
         assert d.wait(timeout=DEADLINE) == 0
     finally:

@@ -26,12 +26,37 @@ def test_the_bundled_tokenizer_is_counted_by_words(tok):
 
 
 EDGES = [
-    "", " ", "word", "two words", "  leading and trailing  ", "tab\tnew\nline\r\nreturn",
-    "vertical\x0btab", "form\x0cfeed", "file\x1cseparator", "unit\x1fsep", "next\x85line", "line\u2028sep",
-    "no\u00a0break", "ideographic\u3000space", "zero\u200bwidth", "bom\ufeffhere", "nul\x00byte", "rep\ufffdlacement",
-    "café naïve résumé", "e\u0301 combining", "中文分词测试", "日本語のテキスト", "[MASK] and x[SEP]y",
-    "a" * 150, "x" * 99 + " " + "y" * 101, "https://example.com/path?q=1&r=2#frag", "snake_case CamelCase kebab-case",
-    "Ünïcödé ÀÉÎÕÜ ß ﬁ ligature", "emoji 🙂 👍🏽 mix", "math ∑ ∫ √ ≤", "arabic مرحبا hebrew שלום",
+    "",
+    " ",
+    "word",
+    "two words",
+    "  leading and trailing  ",
+    "tab\tnew\nline\r\nreturn",
+    "vertical\x0btab",
+    "form\x0cfeed",
+    "file\x1cseparator",
+    "unit\x1fsep",
+    "next\x85line",
+    "line\u2028sep",
+    "no\u00a0break",
+    "ideographic\u3000space",
+    "zero\u200bwidth",
+    "bom\ufeffhere",
+    "nul\x00byte",
+    "rep\ufffdlacement",
+    "café naïve résumé",
+    "e\u0301 combining",
+    "中文分词测试",
+    "日本語のテキスト",
+    "[MASK] and x[SEP]y",
+    "a" * 150,
+    "x" * 99 + " " + "y" * 101,
+    "https://example.com/path?q=1&r=2#frag",
+    "snake_case CamelCase kebab-case",
+    "Ünïcödé ÀÉÎÕÜ ß ﬁ ligature",
+    "emoji 🙂 👍🏽 mix",
+    "math ∑ ∫ √ ≤",
+    "arabic مرحبا hebrew שלום",
 ]
 
 
@@ -52,7 +77,7 @@ def test_real_files_cut_anywhere_equal_the_tokenizer(tok):
         t = f.read_text(encoding="utf-8", errors="replace")
         for _ in range(4):
             a = rng.randrange(max(1, len(t)))
-            texts.append(t[a:a + rng.choice([40, 300, 1500, 6000])])
+            texts.append(t[a : a + rng.choice([40, 300, 1500, 6000])])
     got = [wc.count([t])[0] for t in texts]
     want = [len(e.ids) for e in tok.encode_batch(texts)]
     assert got == want

@@ -52,9 +52,15 @@ def test_a_store_that_saved_every_option_keeps_only_the_chosen_ones(tmp_path):
     svc.workspace_add("old", str(tmp_path / "old"), NO_MODEL)
     svc.workspace_add("mine", str(tmp_path / "mine"), NO_MODEL)
     svc.close()
-    saved = {"section_tokens": 350, "abstract_chunk": True, "demote_superseded": True,
-             "max_file_bytes": 2 * 1024 * 1024, "embedding": {"provider": "none"}, "ranker": {"provider": "none"},
-             "fusion": {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}}}
+    saved = {
+        "section_tokens": 350,
+        "abstract_chunk": True,
+        "demote_superseded": True,
+        "max_file_bytes": 2 * 1024 * 1024,
+        "embedding": {"provider": "none"},
+        "ranker": {"provider": "none"},
+        "fusion": {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}},
+    }
     mine = {**saved, "section_tokens": 200, "fusion": {"method": "rrf", "k": 30}}
     db = apsw.Connection(str(store))
     db.execute("UPDATE workspaces SET config=? WHERE name='old'", (json.dumps(saved),))
@@ -63,8 +69,10 @@ def test_a_store_that_saved_every_option_keeps_only_the_chosen_ones(tmp_path):
     db.close()
     svc = Service(Settings.from_env(store=store))
     try:
-        assert _stored(store) == {"old": NO_MODEL, "mine": {**NO_MODEL, "section_tokens": 200,
-                                                             "fusion": {"method": "rrf", "k": 30}}}
+        assert _stored(store) == {
+            "old": NO_MODEL,
+            "mine": {**NO_MODEL, "section_tokens": 200, "fusion": {"method": "rrf", "k": 30}},
+        }
         shown = {w["name"]: w["config"] for w in svc.workspace_list()["workspaces"]}
         assert shown["old"]["fusion"] == {"method": "rrf", "k": RRF_K, "weights": RRF_WEIGHTS}
         assert shown["mine"]["section_tokens"] == 200 and shown["mine"]["fusion"]["k"] == 30

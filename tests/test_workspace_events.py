@@ -6,9 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from helpers.nvim_daemon import wait_listening
+
 from autodoc.rpc import schemas
 from autodoc_client import Client
-from helpers.nvim_daemon import wait_listening
 
 NO_MODEL = {"embedding": {"provider": "none"}}
 
@@ -17,8 +18,12 @@ async def test_workspace_changes_are_pushed(short_tmp):
     store, sock = short_tmp / "s" / "a.db", short_tmp / "d.sock"
     (short_tmp / "kb").mkdir()
     (short_tmp / "kb" / "a.md").write_text("# A\n\nalpha\n")
-    d = subprocess.Popen([sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    d = subprocess.Popen(
+        [sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_listening(sock, d, None, 30)
         async with await Client.connect_socket(sock) as c:

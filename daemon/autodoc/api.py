@@ -17,8 +17,9 @@ its writer slot, or the CLI's main thread).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .index.job import Progress
@@ -37,20 +38,24 @@ class Method:
 
 
 def _index(full: bool) -> Call:
-    def call(s: "Service", p: dict, *, progress: "Progress | None" = None, embed: bool = False) -> Any:
+    def call(s: Service, p: dict, *, progress: Progress | None = None, embed: bool = False) -> Any:
         return s.index(p["workspace"], full=full, progress=progress, embed=embed)
+
     return call
 
 
-def _search(s: "Service", p: dict, *, cancel: threading.Event | None = None) -> Any:
+def _search(s: Service, p: dict, *, cancel: threading.Event | None = None) -> Any:
     return s.search(p["workspace"], p["query"], p.get("opts"), cancel=cancel)
 
 
 TABLE = (
     Method("server.info", lambda s, p: s.info()),
     Method("server.shutdown", None),
-    Method("workspace.add", lambda s, p: s.workspace_add(p["name"], p["root"], p.get("config"), p.get("force", False)),
-           write=True),
+    Method(
+        "workspace.add",
+        lambda s, p: s.workspace_add(p["name"], p["root"], p.get("config"), p.get("force", False)),
+        write=True,
+    ),
     Method("workspace.remove", lambda s, p: s.workspace_remove(p["name"]), write=True),
     Method("workspace.list", lambda s, p: s.workspace_list()),
     Method("workspace.configure", lambda s, p: s.workspace_configure(p["workspace"], p["options"]), write=True),
@@ -59,8 +64,11 @@ TABLE = (
     Method("workspace.tags", lambda s, p: s.workspace_tags(p["workspace"], p.get("prefix"), p.get("limit", 1000))),
     Method("workspace.index", _index(full=False), write=True, progress=True),
     Method("workspace.reindex", _index(full=True), write=True, progress=True),
-    Method("session.append", lambda s, p: s.session_append(p["workspace"], p["session_id"], p["events"],
-                                                           p.get("title")), write=True),
+    Method(
+        "session.append",
+        lambda s, p: s.session_append(p["workspace"], p["session_id"], p["events"], p.get("title")),
+        write=True,
+    ),
     Method("session.remove", lambda s, p: s.session_remove(p["workspace"], p["session_id"]), write=True),
     Method("session.list", lambda s, p: s.session_list(p["workspace"], p.get("after"), p.get("limit", 100))),
     Method("search.query", _search, cancellable=True),
@@ -78,4 +86,3 @@ TABLE = (
 
 METHODS: dict[str, Method] = {m.name: m for m in TABLE}
 WRITE_METHODS = frozenset(m.name for m in TABLE if m.write)
-

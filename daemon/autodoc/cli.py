@@ -26,12 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from . import __version__, sessioncli
 from .config import Settings
 from .config.logs import configure_logging
 from .connect import call, daemon_socket
 from .errors import AutodocError, InternalError
-from . import sessioncli
 
 log = logging.getLogger("autodoc")
 
@@ -53,7 +52,9 @@ def json_arg(what: str, text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise UsageError(f"{what} is not JSON ({e}); quote it for the shell, e.g. '{{\"section_tokens\": 300}}'") from None
+        raise UsageError(
+            f"{what} is not JSON ({e}); quote it for the shell, e.g. '{{\"section_tokens\": 300}}'"
+        ) from None
 
 
 def parse_lines(text: str) -> tuple[int, int] | None:
@@ -145,25 +146,43 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--compact", action="store_true", help="citable passages, one per document (opts.answer compact)")
     q.add_argument("--budget", type=int, help="with --compact: the most tokens the answer may take (300..32000)")
 
-    sub.add_parser("lsp", help="run the language server on stdio (workspace symbols as search, links, "
-                              "backlinks, link completion, frontmatter diagnostics)")
-    dr = sub.add_parser("doctor", help="check the store, lease, socket, model files, onnxruntime and workspace "
-                                       "roots; print what is wrong and the command that fixes it")
+    sub.add_parser(
+        "lsp",
+        help="run the language server on stdio (workspace symbols as search, links, "
+        "backlinks, link completion, frontmatter diagnostics)",
+    )
+    dr = sub.add_parser(
+        "doctor",
+        help="check the store, lease, socket, model files, onnxruntime and workspace "
+        "roots; print what is wrong and the command that fixes it",
+    )
     dr.add_argument("--json", action="store_true", help="the checks as JSON")
-    dr.add_argument("--build-instant", action="store_true",
-                    help="distil the instant tier's token table now (else the first large index does)")
+    dr.add_argument(
+        "--build-instant",
+        action="store_true",
+        help="distil the instant tier's token table now (else the first large index does)",
+    )
     t = sub.add_parser("tui", help="the terminal app: search as you type, open a document, add a workspace")
     t.add_argument("-w", "--workspace")
     t.add_argument("--in-process", action="store_true", help="do not start a daemon when none runs")
-    m = sub.add_parser("mcp", help="serve the knowledge base to AI agents over MCP (stdio; --http for localhost)",
-                       description="An MCP server with the tools search, read, outline, links, similar, list, "
-                                   "changes, status, reindex, save_session and sessions, and every document as a resource "
-                                   "(autodoc://WORKSPACE/PATH). It uses the daemon that holds the store when one "
-                                   "runs (so any number of agents share it), else serves the store itself.")
-    m.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on a loopback address "
-                                                       "(e.g. 127.0.0.1:8765; the endpoint is /mcp) instead of stdio")
-    m.add_argument("--spawn-daemon", action="store_true", help="when no daemon serves the store, start one "
-                                                               "(autodoc serve --socket) and use it")
+    m = sub.add_parser(
+        "mcp",
+        help="serve the knowledge base to AI agents over MCP (stdio; --http for localhost)",
+        description="An MCP server with the tools search, read, outline, links, similar, list, "
+        "changes, status, reindex, save_session and sessions, and every document as a resource "
+        "(autodoc://WORKSPACE/PATH). It uses the daemon that holds the store when one "
+        "runs (so any number of agents share it), else serves the store itself.",
+    )
+    m.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP on a loopback address (e.g. 127.0.0.1:8765; the endpoint is /mcp) instead of stdio",
+    )
+    m.add_argument(
+        "--spawn-daemon",
+        action="store_true",
+        help="when no daemon serves the store, start one (autodoc serve --socket) and use it",
+    )
     rd = sub.add_parser("read", help="print a document or a line span of it")
     rd.add_argument("name")
     rd.add_argument("path")
@@ -195,8 +214,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except Exception as e:  # a bug: one line here, the traceback with -v
         log.debug("the command failed", exc_info=True)
-        print(f"autodoc: internal error: {type(e).__name__}: {e}; run again with -v for the traceback, "
-              "and please report it", file=sys.stderr)
+        print(
+            f"autodoc: internal error: {type(e).__name__}: {e}; run again with -v for the traceback, "
+            "and please report it",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 
@@ -246,7 +268,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
 
     if args.cmd == "doctor":
-        from .doctor import build_instant, run as doctor
+        from .doctor import build_instant
+        from .doctor import run as doctor
 
         return build_instant(settings) if args.build_instant else doctor(settings, as_json=args.json)
 
@@ -276,12 +299,19 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.wcmd == "add":
             config = json_arg("--config", args.config) if args.config else None
             if args.if_missing:
-                names = {w["name"] for w in call(settings, "workspace.list", {})["workspaces"]} if settings.store.exists() else set()
+                names = (
+                    {w["name"] for w in call(settings, "workspace.list", {})["workspaces"]}
+                    if settings.store.exists()
+                    else set()
+                )
                 if args.name in names:
                     print(f"workspace {args.name} exists")
                     return EXIT_OK
-            ws = call(settings, "workspace.add", {"name": args.name, "root": str(Path(args.path).resolve()), "config": config,
-                                                "force": args.force})
+            ws = call(
+                settings,
+                "workspace.add",
+                {"name": args.name, "root": str(Path(args.path).resolve()), "config": config, "force": args.force},
+            )
             print(f"added workspace {ws['name']} → {ws['root']}")
         elif args.wcmd == "list":
             for ws in call(settings, "workspace.list", {})["workspaces"]:
@@ -290,9 +320,15 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             out = call(settings, "workspace.remove", {"name": args.name})
             print(f"removed workspace {out['removed']}")
         elif args.wcmd == "status":
-            print(json.dumps(call(settings, "workspace.status", {"workspace": args.name}), ensure_ascii=False, indent=2))
+            print(
+                json.dumps(call(settings, "workspace.status", {"workspace": args.name}), ensure_ascii=False, indent=2)
+            )
         elif args.wcmd == "configure":
-            out = call(settings, "workspace.configure", {"workspace": args.name, "options": json_arg("the options", args.options)})
+            out = call(
+                settings,
+                "workspace.configure",
+                {"workspace": args.name, "options": json_arg("the options", args.options)},
+            )
             print(json.dumps(out["config"], indent=2))
         return EXIT_OK
 
@@ -317,7 +353,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if not name:
             names = [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
             if len(names) != 1:
-                print("autodoc: name a workspace with -w (" + (", ".join(names) or "none exist yet") + ")", file=sys.stderr)
+                print(
+                    "autodoc: name a workspace with -w (" + (", ".join(names) or "none exist yet") + ")",
+                    file=sys.stderr,
+                )
                 return EXIT_USAGE
             name = names[0]
         opts: dict[str, Any] = {"limit": args.limit}
@@ -339,8 +378,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.lines:
             span = parse_lines(args.lines)
             if span is None:
-                print(f"autodoc: --lines wants START-END, START:END or one line number, not {args.lines!r}",
-                      file=sys.stderr)
+                print(
+                    f"autodoc: --lines wants START-END, START:END or one line number, not {args.lines!r}",
+                    file=sys.stderr,
+                )
                 return EXIT_USAGE
             opts = {"line_start": span[0], "line_end": span[1]}
         out = call(settings, "document.read", [args.name, args.path, opts])

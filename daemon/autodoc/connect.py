@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .api import METHODS, Method
 from .config import Settings
@@ -72,8 +73,9 @@ def bind(method: str, params: Any) -> tuple[Method, dict[str, Any]]:
 Progress = Callable[[int, int, str], None]
 
 
-def run_bound(service: "Service", m: Method, bound: dict[str, Any], *, progress: Progress | None = None,
-              embed: bool = False) -> Any:
+def run_bound(
+    service: Service, m: Method, bound: dict[str, Any], *, progress: Progress | None = None, embed: bool = False
+) -> Any:
     """Call one method, params already bound, on a service in this process; an index run
     takes `progress` and, with `embed`, embeds what it indexed before answering."""
     assert m.call is not None
@@ -82,7 +84,7 @@ def run_bound(service: "Service", m: Method, bound: dict[str, Any], *, progress:
     return m.call(service, bound)
 
 
-def invoke(service: "Service", method: str, params: Any) -> Any:
+def invoke(service: Service, method: str, params: Any) -> Any:
     """Bind, check and call one method on a service in this process."""
     return run_bound(service, *bind(method, params))
 

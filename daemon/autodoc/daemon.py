@@ -39,15 +39,15 @@ import anyio
 import anyio.abc
 
 from .config import Settings, env_settings
+from .config.logs import configure_logging
 from .errors import AutodocError, StoreLocked
 from .index.live import LiveIndex
-from .config.logs import configure_logging
 from .rpc.bridge import bridge_stdio
 from .rpc.methods import run_read, run_write
 from .rpc.pool import ReaderPool, pool_size
-from .search import shared_vectors
 from .rpc.server import RpcServer
 from .rpc.transport import SocketInUse, SocketPathError
+from .search import shared_vectors
 from .service import Service
 
 log = logging.getLogger("autodoc.daemon")
@@ -75,10 +75,18 @@ def run_daemon(
     if stdio:
         fds = (0, _claim_stdout())
     try:
-        return anyio.run(partial(
-            serve_daemon, settings, stdio=stdio, socket_path=socket_path, stdio_fds=fds,
-            max_frame_bytes=max_frame_bytes, shutdown_deadline=shutdown_deadline, watch=watch,
-        ))
+        return anyio.run(
+            partial(
+                serve_daemon,
+                settings,
+                stdio=stdio,
+                socket_path=socket_path,
+                stdio_fds=fds,
+                max_frame_bytes=max_frame_bytes,
+                shutdown_deadline=shutdown_deadline,
+                watch=watch,
+            )
+        )
     except KeyboardInterrupt:
         return 130
 
@@ -127,15 +135,23 @@ async def serve_daemon(
             except (SocketInUse, SocketPathError, OSError) as exc:
                 print(f"autodoc: error: {exc}", file=sys.stderr)
                 return EXIT_FAILED
-            log.info("serving (pid %d, store %s%s%s)", os.getpid(), settings.store,
-                     f", socket {socket_path}" if socket_path else "", ", stdio" if stdio else "")
+            log.info(
+                "serving (pid %d, store %s%s%s)",
+                os.getpid(),
+                settings.store,
+                f", socket {socket_path}" if socket_path else "",
+                ", stdio" if stdio else "",
+            )
             task_status.started(server)
             async with anyio.create_task_group() as aux:
                 if handle_signals:
                     aux.start_soon(_watch_signals, server)
                 live = LiveIndex(
-                    service, read=partial(run_read, server), write=partial(run_write, server),
-                    set_watching=partial(setattr, server, "watching"))
+                    service,
+                    read=partial(run_read, server),
+                    write=partial(run_write, server),
+                    set_watching=partial(setattr, server, "watching"),
+                )
                 server.workspace_listeners.append(live.roots_changed)
                 if watch:
                     aux.start_soon(live.run)
@@ -178,7 +194,8 @@ async def run_embed_queue(server: RpcServer) -> None:
 
     await anyio.to_thread.run_sync(
         partial(service.embed_queue.work, until_idle=False, notify=notify, status=service.embedding_status_by_name),
-        abandon_on_cancel=True)
+        abandon_on_cancel=True,
+    )
 
 
 async def build_postings(server: RpcServer) -> None:

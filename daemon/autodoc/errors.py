@@ -66,6 +66,7 @@ class RequestCancelled(AutodocError):
 
 # -- AutoDoc's own codes, all in -32000..-32099 ------------------------------
 
+
 class WorkspaceNotFound(AutodocError):
     code, name = -32001, "workspace.not_found"
 
@@ -128,10 +129,24 @@ class Switching(AutodocError):
 
 
 ALL_ERRORS: tuple[type[AutodocError], ...] = (
-    ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError,
-    RequestCancelled, WorkspaceNotFound, WorkspaceExists, DocumentNotFound,
-    PathOutsideWorkspace, CursorExpired, StoreLocked, StoreTooNew, ShuttingDown,
-    Overloaded, Unsupported, EmbedFailed, Switching,
+    ParseError,
+    InvalidRequest,
+    MethodNotFound,
+    InvalidParams,
+    InternalError,
+    RequestCancelled,
+    WorkspaceNotFound,
+    WorkspaceExists,
+    DocumentNotFound,
+    PathOutsideWorkspace,
+    CursorExpired,
+    StoreLocked,
+    StoreTooNew,
+    ShuttingDown,
+    Overloaded,
+    Unsupported,
+    EmbedFailed,
+    Switching,
 )
 
 

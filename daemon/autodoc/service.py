@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import PROTOCOL_VERSION, __version__
 from .config import Settings, WorkspaceConfig
@@ -46,10 +47,9 @@ from .search.rerank import rank_step
 from .search.semantic import SemanticLeg
 from .search.similar import SimilarOptions, similar
 from .search.vector_cache import VectorCache
-from .store import Store
+from .store import Store, reads
 from .store import changes as changelog
 from .store import hits as stored_hits
-from .store import reads
 from .store import sessions as stored_sessions
 from .store import workspaces as wsrows
 from .store.facets import active_schema, schema_row
@@ -84,13 +84,24 @@ class Service:
         self.links = LinkResolver()
         # answers by meaning while a model's vectors fill (embed/instant.py)
         self.instant = InstantTiers(settings.instant_dir) if settings.instant_dir else None
-        self.embed_queue = EmbedQueue(self.store, self.providers, lambda ws: _config(ws).embedding,
-                                      on_vectors=self._vectors_changed, busy=self._searching,
-                                      instant=self.instant, on_dropped=self._model_dropped)
+        self.embed_queue = EmbedQueue(
+            self.store,
+            self.providers,
+            lambda ws: _config(ws).embedding,
+            on_vectors=self._vectors_changed,
+            busy=self._searching,
+            instant=self.instant,
+            on_dropped=self._model_dropped,
+        )
         self.semantic = SemanticLeg(self.providers, self.vectors, self.embed_queue.pending, self.instant)
         counter = lambda ws: self.providers.token_counter(_config(ws).embedding)  # noqa: E731
-        self.indexer = IndexJob(self.store, self.links, token_counter=counter, written=self._written,
-                                tokenizer_id=self.providers.tokenizer_id)
+        self.indexer = IndexJob(
+            self.store,
+            self.links,
+            token_counter=counter,
+            written=self._written,
+            tokenizer_id=self.providers.tokenizer_id,
+        )
         self.sessions = SessionIndex(self.store, counter, self._written)
         self._pool = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="autodoc-leg")
         self.lexical_helper = LexicalHelper(settings.store) if legproc.enabled() else None  # search/legproc.py
@@ -159,11 +170,18 @@ class Service:
 
     def _ws_json(self, db, ws: Workspace) -> dict[str, Any]:
         counts = wsrows.counts(db, ws)
-        return {"name": ws.name, "root": ws.root, "config": _config(ws).to_json(),
-                "documents": counts.documents, "chunks": counts.chunks, "created": ws.created}
+        return {
+            "name": ws.name,
+            "root": ws.root,
+            "config": _config(ws).to_json(),
+            "documents": counts.documents,
+            "chunks": counts.chunks,
+            "created": ws.created,
+        }
 
-    def workspace_add(self, name: str, root: str, config: dict[str, Any] | None = None,
-                      force: bool = False) -> dict[str, Any]:
+    def workspace_add(
+        self, name: str, root: str, config: dict[str, Any] | None = None, force: bool = False
+    ) -> dict[str, Any]:
         try:
             path = Path(root).expanduser().resolve()
             is_dir = path.is_dir()
@@ -172,8 +190,10 @@ class Service:
         if not is_dir:
             raise InvalidParams("root", f"{root} is not a folder")
         if not force and path in (Path("/"), Path.home().resolve()):
-            raise InvalidParams("root", f"{path} would index every Markdown file under it: name a folder of notes, "
-                                        "or pass force to mean it")
+            raise InvalidParams(
+                "root",
+                f"{path} would index every Markdown file under it: name a folder of notes, or pass force to mean it",
+            )
         cfg = WorkspaceConfig().merged(config or {}, prefix="config")
         with self.store.write() as db:
             ws = wsrows.add_workspace(db, name, str(path), cfg.stored())
@@ -230,8 +250,11 @@ class Service:
             embedding = self._embedding_status(db, ws)
             sessions = stored_sessions.counts(db, ws.id)
         root = Path(ws.root)
-        on_disk = sum(1 for e in scan_workspace(root, max_bytes=cfg.max_file_bytes) if not e.relpath.endswith("/")) \
-            if root.is_dir() else 0  # files: a folder entry is a skip reason (unreadable, linked), not a file
+        on_disk = (
+            sum(1 for e in scan_workspace(root, max_bytes=cfg.max_file_bytes) if not e.relpath.endswith("/"))
+            if root.is_dir()
+            else 0
+        )  # files: a folder entry is a skip reason (unreadable, linked), not a file
         return {
             "name": ws.name,
             "root": ws.root,
@@ -243,9 +266,15 @@ class Service:
             "problems": problems,
             "broken_links": broken,
             # the frontmatter schema in force (protocol/SCHEMA.md): what a facet picker can offer
-            "schema": None if schema is None else {
-                "path": SCHEMA_RELPATH, "fields": schema.kinds, "types": sorted(schema.types),
-                "type_field": schema.type_field, "link_fields": schema.link_fields()},
+            "schema": None
+            if schema is None
+            else {
+                "path": SCHEMA_RELPATH,
+                "fields": schema.kinds,
+                "types": sorted(schema.types),
+                "type_field": schema.type_field,
+                "link_fields": schema.link_fields(),
+            },
             "embedding": embedding,
             "ranker": self.rankers.status(cfg.ranker),
             "change_cursor": cursor,
@@ -262,8 +291,9 @@ class Service:
 
     # -- indexing ----------------------------------------------------------------
 
-    def index(self, name: Any, *, full: bool = False, progress: Progress | None = None,
-              embed: bool = False) -> dict[str, Any]:
+    def index(
+        self, name: Any, *, full: bool = False, progress: Progress | None = None, embed: bool = False
+    ) -> dict[str, Any]:
         """Scan the workspace and bring the store in line with the disk (index/job.py);
         with `embed`, embed what is pending before answering (the CLI's in-process run)."""
         self.store.writer()  # a read-only service cannot index: say so before scanning
@@ -279,9 +309,12 @@ class Service:
             report["embedding"] = self.embed_pending(report["workspace"], progress)
         else:
             st = self.embedding_status_by_name(report["workspace"])
-            report["embedding"] = {"available": st["available"], "embedded": st["embedded"],
-                                   "skipped": st["pending"] if st["available"] else st["total"],
-                                   "reason": st["reason"] if st["state"] != "ready" else None}
+            report["embedding"] = {
+                "available": st["available"],
+                "embedded": st["embedded"],
+                "skipped": st["pending"] if st["available"] else st["total"],
+                "reason": st["reason"] if st["state"] != "ready" else None,
+            }
         return report
 
     def index_paths(self, name: Any, relpaths: list[str]) -> dict[str, Any]:
@@ -325,9 +358,12 @@ class Service:
         # large steps: the provider sorts each by length into batches, so less padding
         self.embed_queue.work([name], until_idle=True, batch=256, progress=advanced)
         final = self.embedding_status_by_name(name)
-        return {"available": final["available"], "embedded": done[0],
-                "skipped": final["pending"] if final["available"] else final["total"],
-                "reason": final["reason"] if final["state"] != "ready" else None}
+        return {
+            "available": final["available"],
+            "embedded": done[0],
+            "skipped": final["pending"] if final["available"] else final["total"],
+            "reason": final["reason"] if final["state"] != "ready" else None,
+        }
 
     # -- search ---------------------------------------------------------------------
 
@@ -340,8 +376,9 @@ class Service:
         self._per_generation[(what, ws.id)] = (gen, value)
         return value
 
-    def search(self, name: str, query: str, opts: dict[str, Any] | None = None, *,
-               cancel: threading.Event | None = None) -> dict[str, Any]:
+    def search(
+        self, name: str, query: str, opts: dict[str, Any] | None = None, *, cancel: threading.Event | None = None
+    ) -> dict[str, Any]:
         since = self.vectors.marker()  # before the snapshot: what is marked after may postdate it
         with self.store.read() as db:  # one read snapshot for the whole search
             ws = wsrows.get_workspace(db, name)
@@ -351,13 +388,21 @@ class Service:
             rank, rank_model = rank_step(self.rankers, cfg.ranker, cancel)
             schema = active_schema(db, ws.id)
             gen = wsrows.store_generation(db)
-            known = schema.declared if schema else self._cached("fields", ws, gen, lambda: wsrows.known_fields(db, ws.id))
+            known = (
+                schema.declared if schema else self._cached("fields", ws, gen, lambda: wsrows.known_fields(db, ws.id))
+            )
             ctx = engine.Context(
-                db=db, ws=ws, known_fields=known,
+                db=db,
+                ws=ws,
+                known_fields=known,
                 semantic=lambda filt: self.semantic.prepare(db, ws, cfg.embedding, filt, since),
-                pool=self._pool, lexical_helper=self.lexical_helper, rank=rank, rank_model=rank_model,
+                pool=self._pool,
+                lexical_helper=self.lexical_helper,
+                rank=rank,
+                rank_model=rank_model,
                 facet_kinds=schema.kinds if schema else None,
-                successors=lambda: self._cached("successors", ws, gen, lambda: stored_hits.successors(db, ws.id)))
+                successors=lambda: self._cached("successors", ws, gen, lambda: stored_hits.successors(db, ws.id)),
+            )
             return compact.finish(db, ws, engine.search(ctx, query, options), shape)
 
     def search_similar(self, name: Any, path: Any, opts: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -365,8 +410,17 @@ class Service:
         with self.store.read() as db:
             ws = wsrows.get_workspace(db, name)
             doc_id, rel = self._document(db, ws, path)
-            return similar(db, ws, _config(ws).embedding, self.vectors, doc_id, rel, SimilarOptions.parse(opts),
-                           lambda fp: self.embed_queue.pending(db, ws.id, fp), since)
+            return similar(
+                db,
+                ws,
+                _config(ws).embedding,
+                self.vectors,
+                doc_id,
+                rel,
+                SimilarOptions.parse(opts),
+                lambda fp: self.embed_queue.pending(db, ws.id, fp),
+                since,
+            )
 
     # -- documents -------------------------------------------------------------------
 
@@ -383,9 +437,18 @@ class Service:
         ws, rel, doc = self._content(name, path)
         check_generation(rel, doc.generation, (opts or {}).get("generation"))
         span = slice_span(doc.data, {k: v for k, v in (opts or {}).items() if k != "generation"})
-        return {"workspace": ws.name, "path": rel, "generation": doc.generation, "text": span.text,
-                "byte_start": span.byte_start, "byte_end": span.byte_end, "line_start": span.line_start,
-                "line_end": span.line_end, "total_bytes": len(doc.data), "total_lines": doc.line_count}
+        return {
+            "workspace": ws.name,
+            "path": rel,
+            "generation": doc.generation,
+            "text": span.text,
+            "byte_start": span.byte_start,
+            "byte_end": span.byte_end,
+            "line_start": span.line_start,
+            "line_end": span.line_end,
+            "total_bytes": len(doc.data),
+            "total_lines": doc.line_count,
+        }
 
     def _problems(self, db, ws: Workspace, path: str | None = None) -> list[dict[str, Any]]:
         """Problems with the schema file, then each document's (parse, then schema), by path and line."""
@@ -432,9 +495,16 @@ class Service:
 
     def document_outline(self, name: Any, path: Any) -> dict[str, Any]:
         ws, rel, doc = self._content(name, path)
-        return {"workspace": ws.name, "path": rel, "generation": doc.generation, "title": doc.title,
-                "total_lines": doc.line_count, "total_bytes": len(doc.data),
-                "tokens": estimate_tokens(doc.data.decode("utf-8", "replace")), "headings": build_outline(doc.data)}
+        return {
+            "workspace": ws.name,
+            "path": rel,
+            "generation": doc.generation,
+            "title": doc.title,
+            "total_lines": doc.line_count,
+            "total_bytes": len(doc.data),
+            "tokens": estimate_tokens(doc.data.decode("utf-8", "replace")),
+            "headings": build_outline(doc.data),
+        }
 
     # -- changes and the server ------------------------------------------------------------
 
@@ -449,8 +519,11 @@ class Service:
         with self.store.read() as db:
             rows = [wsrows.get_workspace(db, n) for n in wsrows.workspace_names(db)]
             configs = [_config(ws) for ws in rows]
-            coming = [self._embedding_status(db, ws, load=False) for ws, c in zip(rows, configs)
-                      if c.embedding.get("provider", "onnx") != "none"]
+            coming = [
+                self._embedding_status(db, ws, load=False)
+                for ws, c in zip(rows, configs)
+                if c.embedding.get("provider", "onnx") != "none"
+            ]
         embedding = self.providers.describe_loaded([c.embedding for c in configs])
         rankers = self.rankers.describe_loaded([c.ranker for c in configs])
         return {
@@ -460,9 +533,11 @@ class Service:
             "store": str(self.store_path),
             "pid": os.getpid(),
             "writable": self.writable,
-            "stages": {"lexical": True,
-                       "semantic": any(c.embedding.get("provider", "onnx") != "none" for c in configs),
-                       "rerank": any(c.ranker.get("provider", "none") != "none" for c in configs)},
+            "stages": {
+                "lexical": True,
+                "semantic": any(c.embedding.get("provider", "onnx") != "none" for c in configs),
+                "rerank": any(c.ranker.get("provider", "none") != "none" for c in configs),
+            },
             "models": {"embedding": embedding, "ranker": rankers},
             "semantic": summary(coming, [st["rate"] for st in coming if st["rate"]]),
             "workspaces": self.workspaces(),

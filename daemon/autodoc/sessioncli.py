@@ -32,11 +32,15 @@ class SessionUsage(Exception):
 
 
 def add_parser(sub: Any) -> None:
-    s = sub.add_parser("session", help="index conversations (a transcript's messages and responses) "
-                                       "beside a workspace's files, or remove one")
+    s = sub.add_parser(
+        "session",
+        help="index conversations (a transcript's messages and responses) beside a workspace's files, or remove one",
+    )
     ssub = s.add_subparsers(dest="scmd", required=True)
-    im = ssub.add_parser("import", help="index a JSONL transcript as one session (tool calls, tool results, "
-                                        "status and errors are skipped)")
+    im = ssub.add_parser(
+        "import",
+        help="index a JSONL transcript as one session (tool calls, tool results, status and errors are skipped)",
+    )
     im.add_argument("workspace")
     im.add_argument("file", help="JSONL: {role, content} lines, Claude Code transcripts, or {id, kind, text, time}")
     im.add_argument("--session-id", help="default: the transcript's sessionId, else the file's name")
@@ -128,8 +132,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     for eid in transcript.cut:
         print(f"  event {eid}: text cut to its first 1 MiB characters", file=sys.stderr)
     why = ", ".join(f"{r} {n}" for r, n in sorted(skipped.items()))
-    print(f"session {sid} in {args.workspace}: {totals['appended']} events read, {totals['indexed']} indexed "
-          f"({totals['new']} new, {totals['replaced']} replaced, {totals['unchanged']} unchanged), "
-          f"{sum(skipped.values())} skipped{f' ({why})' if why else ''}; "
-          f"the session holds {out.get('events', 0)} events in {out.get('chunks', 0)} chunks at {out.get('path')}")
+    print(
+        f"session {sid} in {args.workspace}: {totals['appended']} events read, {totals['indexed']} indexed "
+        f"({totals['new']} new, {totals['replaced']} replaced, {totals['unchanged']} unchanged), "
+        f"{sum(skipped.values())} skipped{f' ({why})' if why else ''}; "
+        f"the session holds {out.get('events', 0)} events in {out.get('chunks', 0)} chunks at {out.get('path')}"
+    )
     return 0

@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import posixpath
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from .errors import WorkspaceNotFound
 
@@ -55,8 +55,9 @@ def close_names(guess: str, names: Iterable[str], limit: int = LIMIT) -> list[st
 
 def workspace_not_found(name: str, names: Iterable[str]) -> WorkspaceNotFound:
     """The error for an unknown workspace name, with the names it might have meant."""
-    return WorkspaceNotFound(f"no workspace named {name!r}",
-                             {"workspace": name, "did_you_mean": close_names(name, names)})
+    return WorkspaceNotFound(
+        f"no workspace named {name!r}", {"workspace": name, "did_you_mean": close_names(name, names)}
+    )
 
 
 def _numbers(s: str) -> set[int]:
@@ -74,12 +75,11 @@ def pieces(guess: str) -> list[str]:
         out[f"{n:04d}"] = None
     for word in _LETTERS.findall(stem):
         for i in range(max(1, len(word) - 3)):
-            out[word[i:i + 4]] = None
+            out[word[i : i + 4]] = None
     return list(out)[:PIECES]
 
 
-def close_documents(guess: str, documents: Iterable[tuple[str, str, list[str]]],
-                    limit: int = LIMIT) -> list[str]:
+def close_documents(guess: str, documents: Iterable[tuple[str, str, list[str]]], limit: int = LIMIT) -> list[str]:
     """Paths of the documents (path, title, aliases) nearest `guess`, nearest first."""
     g = guess.strip().lower()
     g_stem = _EXT.sub("", posixpath.basename(g.rstrip("/")))
@@ -94,8 +94,11 @@ def close_documents(guess: str, documents: Iterable[tuple[str, str, list[str]]],
     for path, title, aliases in documents:
         p = path.lower()
         stem = _EXT.sub("", posixpath.basename(p))
-        score = max(_ratio(whole, _EXT.sub("", p)) if folder else 0.0, _ratio(stem_m, stem),
-                    *(_ratio(stem_m, t.lower()) for t in [title, *aliases] if t))
+        score = max(
+            _ratio(whole, _EXT.sub("", p)) if folder else 0.0,
+            _ratio(stem_m, stem),
+            *(_ratio(stem_m, t.lower()) for t in [title, *aliases] if t),
+        )
         named = _numbers(stem) | _numbers(title.lower()) if numbers else set()
         if numbers & named:
             # the same number: a strong match, stronger when the guess's words appear too (ADR-10 → adrs/…)

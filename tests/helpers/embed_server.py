@@ -38,8 +38,11 @@ class EmbedServer:
                 server.requests += 1
                 server.texts += len(texts)
                 vecs = provider.embed(texts)
-                out = {"object": "list", "model": body.get("model"),
-                       "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vecs)]}
+                out = {
+                    "object": "list",
+                    "model": body.get("model"),
+                    "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vecs)],
+                }
                 data = json.dumps(out).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

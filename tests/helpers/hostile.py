@@ -68,23 +68,45 @@ def text_cases() -> list[TextCase]:
     deep_block = "".join(" " * i + f"k{i}:\n" for i in range(200))
     return [
         # --- frontmatter values YAML cannot construct: kept as text, with the line
-        TextCase("impossible-date", _fm("title: T\ndate: 2020-01-45\n"), ("frontmatter",), 3,
-                 {"title": "T", "date": "2020-01-45"}),
-        TextCase("feb-30", _fm("date: 2020-02-30\ntags: [a]\n"), ("frontmatter",), 2,
-                 {"date": "2020-02-30", "tags": ["a"]}),
-        TextCase("giant-int", _fm("title: T\nn: " + "7" * 5000 + "\n"), ("frontmatter",), 3,
-                 {"title": "T", "n": "7" * 5000}),
-        TextCase("int-past-64-bit", _fm("n: 123456789012345678901234567890\n"), ("frontmatter",), 2,
-                 {"n": "123456789012345678901234567890"}),
+        TextCase(
+            "impossible-date",
+            _fm("title: T\ndate: 2020-01-45\n"),
+            ("frontmatter",),
+            3,
+            {"title": "T", "date": "2020-01-45"},
+        ),
+        TextCase(
+            "feb-30", _fm("date: 2020-02-30\ntags: [a]\n"), ("frontmatter",), 2, {"date": "2020-02-30", "tags": ["a"]}
+        ),
+        TextCase(
+            "giant-int", _fm("title: T\nn: " + "7" * 5000 + "\n"), ("frontmatter",), 3, {"title": "T", "n": "7" * 5000}
+        ),
+        TextCase(
+            "int-past-64-bit",
+            _fm("n: 123456789012345678901234567890\n"),
+            ("frontmatter",),
+            2,
+            {"n": "123456789012345678901234567890"},
+        ),
         TextCase("bad-explicit-int", _fm("n: !!int twelve\nok: 1\n"), ("frontmatter",), 2, {"n": "twelve", "ok": 1}),
         TextCase("bell-character", _fm("title: T\nnote: ring\x07 ring\n"), ("frontmatter",), 3, {"title": "T"}),
         TextCase("nul-in-frontmatter", _fm("title: T\x00\n"), ("frontmatter",), 2),
         TextCase("list-as-key", _fm("? [a, b]\n: 1\ntitle: T\n"), ("frontmatter",), 2, {"[a, b]": 1, "title": "T"}),
         TextCase("mapping-as-key", _fm("? {a: 1}\n: x\n"), ("frontmatter",), 2, {"{a: 1}": "x"}),
-        TextCase("scalar-keys", _fm("404: page\nnull: n\ntrue: t\n2020-01-01: d\n"), (), None,
-                 {"404": "page", "null": "n", "true": "t", "2020-01-01": "d"}),
-        TextCase("unknown-tag", _fm("a: !ruby/object x\nb: !!python/object:os.system y\n"), ("frontmatter",), 2,
-                 {"a": "x", "b": "y"}),
+        TextCase(
+            "scalar-keys",
+            _fm("404: page\nnull: n\ntrue: t\n2020-01-01: d\n"),
+            (),
+            None,
+            {"404": "page", "null": "n", "true": "t", "2020-01-01": "d"},
+        ),
+        TextCase(
+            "unknown-tag",
+            _fm("a: !ruby/object x\nb: !!python/object:os.system y\n"),
+            ("frontmatter",),
+            2,
+            {"a": "x", "b": "y"},
+        ),
         TextCase("duplicate-key", _fm("title: A\ntitle: B\n"), ("frontmatter",), 3, {"title": "B"}),
         TextCase("bad-merge", _fm("<<: 5\nx: 1\n"), ("frontmatter",), 2, {"x": 1}),
         TextCase("broken-yaml", _fm("bad yaml: [\n"), ("frontmatter",), 3),
@@ -174,8 +196,16 @@ def write_tree(root: Path, *, max_bytes: int) -> list[FileCase]:
     put("deep-yaml.md", b"---\na: " + b"[" * 500 + b"]" * 500 + b"\n---\n# D\n")
     put("bell.md", b"---\ntitle: a\x07b\n---\n# B\n")
     put("heading-spaces.md", b"# " + b" " * 200_000 + b"x\n")
-    for odd in ("+/%# +.md", "escape-+ #%20[].md", "sp ace.md", "trailing-dots....md", "caf\u00e9-\u6587.md",
-                "new\nline.md", "-dash.md", "tab\there.md"):
+    for odd in (
+        "+/%# +.md",
+        "escape-+ #%20[].md",
+        "sp ace.md",
+        "trailing-dots....md",
+        "caf\u00e9-\u6587.md",
+        "new\nline.md",
+        "-dash.md",
+        "tab\there.md",
+    ):
         put(odd, b"# odd name\n")
     d = root
     for _ in range(300):  # deeper than the old recursive walk would care for, well within PATH_MAX
@@ -210,9 +240,15 @@ def write_tree(root: Path, *, max_bytes: int) -> list[FileCase]:
     os.symlink("good.md", root / "to-good.md")
     os.symlink("/etc/hostname", root / "to-outside.md")
     os.symlink("/", root / "to-root")  # a linked folder is never walked
-    cases += [FileCase("loop-a.md", "loops"), FileCase("loop-b.md", "loops"), FileCase("self.md", "loops"),
-              FileCase("to-fifo.md", "FIFO"), FileCase("to-good.md", None),
-              FileCase("to-outside.md", "outside"), FileCase("to-root/", "folder outside the workspace")]
+    cases += [
+        FileCase("loop-a.md", "loops"),
+        FileCase("loop-b.md", "loops"),
+        FileCase("self.md", "loops"),
+        FileCase("to-fifo.md", "FIFO"),
+        FileCase("to-good.md", None),
+        FileCase("to-outside.md", "outside"),
+        FileCase("to-root/", "folder outside the workspace"),
+    ]
 
     if os.geteuid() != 0:  # root reads a chmod 000 file anyway
         put("unreadable.md", b"# secret\n", "unreadable")

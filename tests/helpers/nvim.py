@@ -165,8 +165,15 @@ class NvimError(Exception):
 class Nvim:
     """A headless Neovim with the plugin on its runtimepath."""
 
-    def __init__(self, base: Path, *, env: dict[str, str] | None = None, init_lua: str = "",
-                 load_plugin: bool = True, cwd: Path | None = None):
+    def __init__(
+        self,
+        base: Path,
+        *,
+        env: dict[str, str] | None = None,
+        init_lua: str = "",
+        load_plugin: bool = True,
+        cwd: Path | None = None,
+    ):
         self.base = base
         xdg = {}
         for name in ("CONFIG", "DATA", "STATE", "CACHE", "RUNTIME"):
@@ -176,10 +183,27 @@ class Nvim:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("NVIM", "VIM", "MYVIMRC", "AUTODOC_"))}
         full_env.update(xdg)
         full_env.update(env or {})
-        argv = [find_nvim(), "--embed", "--headless", "--clean", "-u", "NONE", "-i", "NONE", "-n",
-                "--cmd", f"set rtp^={PLUGIN}"]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=full_env, cwd=str(cwd or base))
+        argv = [
+            find_nvim(),
+            "--embed",
+            "--headless",
+            "--clean",
+            "-u",
+            "NONE",
+            "-i",
+            "NONE",
+            "-n",
+            "--cmd",
+            f"set rtp^={PLUGIN}",
+        ]
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=full_env,
+            cwd=str(cwd or base),
+        )
         self._next = 0
         self._lock = threading.Lock()
         self._waiting: dict[int, list] = {}
@@ -258,7 +282,9 @@ class Nvim:
     def json(self, code: str, *args: Any) -> Any:
         """Run Lua whose last statement is `return <value>`; get the value via JSON
         (keeps Lua tables with holes and nested nil-free shapes intact)."""
-        wrapped = "local __v = (function(...) " + code + " end)(...)\nreturn vim.json.encode(__v == nil and vim.NIL or __v)"
+        wrapped = (
+            "local __v = (function(...) " + code + " end)(...)\nreturn vim.json.encode(__v == nil and vim.NIL or __v)"
+        )
         return json.loads(self.lua(wrapped, *args))
 
     def command(self, cmd: str) -> None:

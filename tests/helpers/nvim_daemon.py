@@ -30,8 +30,9 @@ def serve_argv(store: Path, sock: Path, *, watch: bool = True) -> list[str]:
     return [sys.executable, "-m", "autodoc.daemon", "--store", str(store), "--socket", str(sock), "--no-watch"]
 
 
-def wait_listening(sock: Path, proc: subprocess.Popen | None = None, log: Path | None = None,
-                   timeout: float = DEADLINE) -> None:
+def wait_listening(
+    sock: Path, proc: subprocess.Popen | None = None, log: Path | None = None, timeout: float = DEADLINE
+) -> None:
     deadline = time.monotonic() + timeout
     while not (sock.exists() and socket_answers(sock)):
         if proc is not None and proc.poll() is not None:
@@ -63,12 +64,17 @@ class Daemon:
         self.store, self.sock, self.log_path, self.watch = store, sock, log, watch
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "Daemon":
+    def start(self) -> Daemon:
         self.sock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.store.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(serve_argv(self.store, self.sock, watch=self.watch), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=self._log, env=daemon_env())
+        self.proc = subprocess.Popen(
+            serve_argv(self.store, self.sock, watch=self.watch),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            env=daemon_env(),
+        )
         wait_listening(self.sock, self.proc, self.log_path)
         return self
 

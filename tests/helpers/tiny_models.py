@@ -37,7 +37,9 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 MAGIC = "lease"
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-WORDS = sorted(set("""
+WORDS = sorted(
+    set(
+        """
 the a an of to in on for and or is are was be by with as at from that this it its not no
 store stores storage lock locks locked lease leases recover recovery recovered expired expiry
 writer reader process pid crash crashed holder take takes taking over after before when
@@ -46,7 +48,9 @@ model models embedding embeddings section sections chunk chunks file files docum
 workspace workspaces config option options timeout deadline cancel cancelled batch batches
 markdown heading headings title tag tags link links note notes daemon server client socket
 banana bananas apple potassium fruit rich weather sunny rain
-""".split()))
+""".split()
+    )
+)
 LETTERS = list("abcdefghijklmnopqrstuvwxyz0123456789")
 DIM = 16
 
@@ -75,14 +79,22 @@ def build_tokenizer(path: Path) -> Tokenizer:
     return tok
 
 
-def build_model(path: Path, vocab_size: int, magic_id: int, *, with_token_type_ids: bool = True,
-                heavy_layers: int = 0, heavy_dim: int = 256, seed: int = 1234) -> None:
+def build_model(
+    path: Path,
+    vocab_size: int,
+    magic_id: int,
+    *,
+    with_token_type_ids: bool = True,
+    heavy_layers: int = 0,
+    heavy_dim: int = 256,
+    seed: int = 1234,
+) -> None:
     rng = np.random.default_rng(seed)
     emb = rng.normal(0.0, 0.5, size=(vocab_size, DIM)).astype(np.float32)
     emb[:, 0] = 0.0
-    emb[magic_id, 0] = 4.0                       # the designed feature
+    emb[magic_id, 0] = 4.0  # the designed feature
     gate = np.ones((2, DIM), dtype=np.float32)
-    gate[0, 0] = 0.0                             # dimension 0 counts only in segment 1 (the passage)
+    gate[0, 0] = 0.0  # dimension 0 counts only in segment 1 (the passage)
     w = rng.normal(0.0, 0.3, size=(DIM, 1)).astype(np.float32)
     w[0, 0] = 10.0
     b = np.array([0.1], dtype=np.float32)
@@ -107,8 +119,8 @@ def build_model(path: Path, vocab_size: int, magic_id: int, *, with_token_type_i
         helper.make_node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT),
         helper.make_node("Unsqueeze", ["mask_f", "ax2"], ["mask3"]),
         helper.make_node("Mul", ["h", "mask3"], ["hm"]),
-        helper.make_node("ReduceSum", ["hm", "ax1"], ["summed"], keepdims=0),      # [B, D]
-        helper.make_node("ReduceSum", ["mask3", "ax1"], ["count"], keepdims=0),    # [B, 1]
+        helper.make_node("ReduceSum", ["hm", "ax1"], ["summed"], keepdims=0),  # [B, D]
+        helper.make_node("ReduceSum", ["mask3", "ax1"], ["count"], keepdims=0),  # [B, 1]
         helper.make_node("Div", ["summed", "count"], ["pooled"]),
         helper.make_node("MatMul", ["pooled", "w_out"], ["proj"]),
         helper.make_node("Add", ["proj", "b_out"], ["base_logits"]),
@@ -132,8 +144,8 @@ def build_model(path: Path, vocab_size: int, magic_id: int, *, with_token_type_i
             ]
             prev = f"x{i + 1}"
         nodes += [
-            helper.make_node("ReduceSum", [prev, "ax12"], ["side"], keepdims=0),   # [B]
-            helper.make_node("Unsqueeze", ["side", "ax1"], ["side2"]),              # [B, 1]
+            helper.make_node("ReduceSum", [prev, "ax12"], ["side"], keepdims=0),  # [B]
+            helper.make_node("Unsqueeze", ["side", "ax1"], ["side2"]),  # [B, 1]
             helper.make_node("Mul", ["side2", "tiny"], ["side_small"]),
             helper.make_node("Add", ["base_logits", "side_small"], ["logits_sum"]),
         ]
@@ -149,16 +161,21 @@ def build_model(path: Path, vocab_size: int, magic_id: int, *, with_token_type_i
         inputs.append(helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, seq))
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1])]
     graph = helper.make_graph(nodes, "tiny_cross_encoder", inputs, outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
-                              producer_name="autodoc-tests")
-    model.ir_version = 8          # onnxruntime 1.32 reads IR ≤ 11; 8 keeps older runtimes happy too
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="autodoc-tests")
+    model.ir_version = 8  # onnxruntime 1.32 reads IR ≤ 11; 8 keeps older runtimes happy too
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
 
 
-def build_tiny_cross_encoder(folder: str | Path, *, with_token_type_ids: bool = True,
-                             heavy_layers: int = 0, heavy_dim: int = 256, seed: int = 1234,
-                             onnx_subdir: bool = False) -> Path:
+def build_tiny_cross_encoder(
+    folder: str | Path,
+    *,
+    with_token_type_ids: bool = True,
+    heavy_layers: int = 0,
+    heavy_dim: int = 256,
+    seed: int = 1234,
+    onnx_subdir: bool = False,
+) -> Path:
     """Write model.onnx (or onnx/model.onnx) and tokenizer.json into ``folder``; returns it."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -166,6 +183,13 @@ def build_tiny_cross_encoder(folder: str | Path, *, with_token_type_ids: bool = 
     build_tokenizer(folder / "tokenizer.json")
     model_dir = folder / "onnx" if onnx_subdir else folder
     model_dir.mkdir(exist_ok=True)
-    build_model(model_dir / "model.onnx", len(vocab), vocab[MAGIC], with_token_type_ids=with_token_type_ids,
-                heavy_layers=heavy_layers, heavy_dim=heavy_dim, seed=seed)
+    build_model(
+        model_dir / "model.onnx",
+        len(vocab),
+        vocab[MAGIC],
+        with_token_type_ids=with_token_type_ids,
+        heavy_layers=heavy_layers,
+        heavy_dim=heavy_dim,
+        seed=seed,
+    )
     return folder

@@ -20,9 +20,10 @@ import collections
 import itertools
 import json
 import subprocess
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from os import PathLike
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -48,7 +49,7 @@ class RemoteError(Exception):
         return self.data.get("name") if isinstance(self.data, dict) else None
 
     @classmethod
-    def from_error(cls, error: dict) -> "RemoteError":
+    def from_error(cls, error: dict) -> RemoteError:
         return cls(int(error.get("code", -32603)), str(error.get("message", "")), error.get("data"))
 
 
@@ -98,7 +99,7 @@ class Client:
     # -- opening -------------------------------------------------------------------
 
     @classmethod
-    async def connect_socket(cls, path: str | PathLike[str], *, framing: str = NEWLINE) -> "Client":
+    async def connect_socket(cls, path: str | PathLike[str], *, framing: str = NEWLINE) -> Client:
         stream = await anyio.connect_unix(str(path))
         return cls(stream, framing=framing)
 
@@ -111,7 +112,7 @@ class Client:
         env: dict[str, str] | None = None,
         cwd: str | PathLike[str] | None = None,
         stderr: Any = None,
-    ) -> "Client":
+    ) -> Client:
         """Start a daemon speaking on its stdin/stdout (``autodoc serve --stdio``).
         Its stderr is inherited unless ``stderr`` says otherwise."""
         process = await anyio.open_process(
@@ -120,7 +121,7 @@ class Client:
         assert process.stdin is not None and process.stdout is not None
         return cls(StapledByteStream(process.stdin, process.stdout), framing=framing, process=process)
 
-    async def __aenter__(self) -> "Client":
+    async def __aenter__(self) -> Client:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

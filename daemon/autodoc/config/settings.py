@@ -50,12 +50,15 @@ class Settings:
     instant_dir: Path | None = None
 
     @classmethod
-    def from_env(cls, store: str | os.PathLike | None = None, socket: str | os.PathLike | None = None) -> "Settings":
+    def from_env(cls, store: str | os.PathLike | None = None, socket: str | os.PathLike | None = None) -> Settings:
         s = store or os.environ.get("AUTODOC_STORE") or default_store_path()
         k = socket or os.environ.get("AUTODOC_SOCKET") or default_socket_path()
         i = os.environ.get("AUTODOC_INSTANT_DIR") or default_instant_dir()
-        return cls(store=Path(s).expanduser().resolve(), socket=Path(k).expanduser(),
-                   instant_dir=None if i == "off" else Path(i).expanduser())
+        return cls(
+            store=Path(s).expanduser().resolve(),
+            socket=Path(k).expanduser(),
+            instant_dir=None if i == "off" else Path(i).expanduser(),
+        )
 
 
 @dataclass(frozen=True)

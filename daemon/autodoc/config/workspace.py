@@ -83,9 +83,13 @@ def check_fusion(name: str, value: dict[str, Any]) -> None:
     if not isinstance(k, int) or isinstance(k, bool) or not (1 <= k <= 1000):
         raise InvalidParams(f"{name}.k", "must be an integer in 1..1000")
     weights = value.get("weights")
-    if weights is not None and (not isinstance(weights, dict) or not all(
+    if weights is not None and (
+        not isinstance(weights, dict)
+        or not all(
             w in ("lexical", "semantic") and isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 10
-            for w, v in weights.items())):
+            for w, v in weights.items()
+        )
+    ):
         raise InvalidParams(f"{name}.weights", "must map lexical/semantic to numbers in 0..10")
     t = value.get("threshold", 0.2)
     if not isinstance(t, (int, float)) or isinstance(t, bool) or not (0 <= t <= 1):

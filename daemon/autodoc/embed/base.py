@@ -18,8 +18,9 @@ import json
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -90,8 +91,8 @@ class Meter:
 
 @runtime_checkable
 class Provider(Protocol):
-    kind: str          # "onnx" | "http"
-    name: str          # model name, e.g. "all-MiniLM-L6-v2"
+    kind: str  # "onnx" | "http"
+    name: str  # model name, e.g. "all-MiniLM-L6-v2"
     max_tokens: int
     meter: Meter
 
@@ -235,8 +236,11 @@ class BaseProvider:
         d["dim"] = dim
         d["fingerprint"] = self.fingerprint if dim else None
         d["meter"] = self.meter.snapshot()
-        d["query_cache"] = {"size": self._query_cache.size, "hits": self._query_cache.hits,
-                            "misses": self._query_cache.misses}
+        d["query_cache"] = {
+            "size": self._query_cache.size,
+            "hits": self._query_cache.hits,
+            "misses": self._query_cache.misses,
+        }
         d.update(self._describe_extra())
         return d
 
@@ -254,6 +258,7 @@ class BaseProvider:
 
 
 # -- config --------------------------------------------------------------------
+
 
 def check_int(cfg: Mapping[str, Any], key: str, field: str, lo: int, hi: int, default: int | None) -> int | None:
     if key not in cfg or cfg[key] is None:

@@ -6,7 +6,8 @@ contract without the contract importing them. Runs on: any thread.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import InvalidParams
 from .base import Provider, check_int, check_number, check_str, refuse_unknown
@@ -83,7 +84,12 @@ def make_provider(config: Mapping[str, Any] | None, field: str = "embedding") ->
     from .http import HttpProvider
 
     return HttpProvider(
-        url=cfg["url"], model=cfg["model"], timeout=cfg["timeout"], retries=cfg["retries"],
-        api_key_env=cfg["api_key_env"], dim=cfg["dim"], max_tokens=cfg["max_tokens"],
+        url=cfg["url"],
+        model=cfg["model"],
+        timeout=cfg["timeout"],
+        retries=cfg["retries"],
+        api_key_env=cfg["api_key_env"],
+        dim=cfg["dim"],
+        max_tokens=cfg["max_tokens"],
         batch_size=cfg["batch_size"],
     )

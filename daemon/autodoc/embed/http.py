@@ -20,7 +20,8 @@ import os
 import re
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -29,11 +30,11 @@ import numpy as np
 from ..errors import InvalidParams
 from .base import TEXT_TEMPLATE, BaseProvider, ProviderDown, make_fingerprint
 
-BACKOFF_BASE = 0.25     # seconds; attempt k waits BACKOFF_BASE * 2**k (capped)
+BACKOFF_BASE = 0.25  # seconds; attempt k waits BACKOFF_BASE * 2**k (capped)
 BACKOFF_CAP = 8.0
 RETRY_AFTER_CAP = 30.0
 PROBE_TEXT = "dimension probe"
-PROBE_RETRY_S = 10.0    # a failed dimension probe is not repeated for this long
+PROBE_RETRY_S = 10.0  # a failed dimension probe is not repeated for this long
 
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -50,7 +51,7 @@ def normalise_url(url: str, field: str = "embedding.url") -> str:
     if not parts.hostname:
         raise InvalidParams(field, "has no host")
     try:
-        parts.port  # noqa: B018 - raises on a bad port
+        parts.port
     except ValueError as e:
         raise InvalidParams(field, f"bad port: {e}") from e
     path = parts.path.rstrip("/")
@@ -68,9 +69,20 @@ def estimate_tokens(text: str) -> int:
 class HttpProvider(BaseProvider):
     kind = "http"
 
-    def __init__(self, url: str, model: str, *, timeout: float = 30.0, retries: int = 2,
-                 api_key_env: str | None = None, dim: int | None = None, max_tokens: int = 512,
-                 batch_size: int = 32, backoff: float = BACKOFF_BASE, transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        *,
+        timeout: float = 30.0,
+        retries: int = 2,
+        api_key_env: str | None = None,
+        dim: int | None = None,
+        max_tokens: int = 512,
+        batch_size: int = 32,
+        backoff: float = BACKOFF_BASE,
+        transport: httpx.BaseTransport | None = None,
+    ):
         super().__init__()
         self.url = normalise_url(url)
         self.name = model
@@ -115,13 +127,15 @@ class HttpProvider(BaseProvider):
 
     @property
     def fingerprint(self) -> str:
-        return make_fingerprint({
-            "provider": "http",
-            "url": self.url,
-            "model": self.model,
-            "dim": self.dim,
-            "template": TEXT_TEMPLATE,
-        })
+        return make_fingerprint(
+            {
+                "provider": "http",
+                "url": self.url,
+                "model": self.model,
+                "dim": self.dim,
+                "template": TEXT_TEMPLATE,
+            }
+        )
 
     tokenizer_id = "http-estimate-v1"  # estimate_tokens below; change the name when it changes
 
@@ -135,9 +149,15 @@ class HttpProvider(BaseProvider):
         return estimate_tokens  # a module's function: it pickles by name
 
     def _describe_extra(self) -> dict[str, Any]:
-        return {"url": self.url, "model": self.model, "timeout": self.timeout, "retries": self.retries,
-                "batch_size": self.batch_size, "api_key_env": self.api_key_env,
-                "token_counts": "estimated"}
+        return {
+            "url": self.url,
+            "model": self.model,
+            "timeout": self.timeout,
+            "retries": self.retries,
+            "batch_size": self.batch_size,
+            "api_key_env": self.api_key_env,
+            "token_counts": "estimated",
+        }
 
     def close(self) -> None:
         super().close()
@@ -148,7 +168,7 @@ class HttpProvider(BaseProvider):
     def _embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
         parts, tokens = [], 0
         for s in range(0, len(texts), self.batch_size):
-            vecs, used = self._request(texts[s:s + self.batch_size])
+            vecs, used = self._request(texts[s : s + self.batch_size])
             parts.append(vecs)
             tokens += used
         out = parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -191,7 +211,9 @@ class HttpProvider(BaseProvider):
                 if retryable:
                     wait = _retry_after(r)
                 elif r.status_code in (401, 403):
-                    reason += " (check the API key" + (f" in ${self.api_key_env})" if self.api_key_env else ": api_key_env is not set)")
+                    reason += " (check the API key" + (
+                        f" in ${self.api_key_env})" if self.api_key_env else ": api_key_env is not set)"
+                    )
                 elif r.status_code == 404:
                     reason += " (wrong URL or unknown model?)"
             self.meter.error(reason)
@@ -199,7 +221,7 @@ class HttpProvider(BaseProvider):
                 tries = f" after {attempt + 1} attempts" if attempt else ""
                 raise self._down(reason + tries, retryable=retryable, counted=True)
             if wait is None:
-                wait = min(self.backoff * (2 ** attempt), BACKOFF_CAP)
+                wait = min(self.backoff * (2**attempt), BACKOFF_CAP)
             time.sleep(wait)
             attempt += 1
 

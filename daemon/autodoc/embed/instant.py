@@ -25,14 +25,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from .base import BaseProvider, ProviderDown
-from .static import (TIER_INSTANT, StaticEmbedder, distil_table, has_ranked_vocab, tier_fingerprint,
-                     zipf_weights)
+from .static import TIER_INSTANT, StaticEmbedder, distil_table, has_ranked_vocab, tier_fingerprint, zipf_weights
 
 log = logging.getLogger("autodoc.embed")
 
@@ -118,8 +118,14 @@ def build_table(model: Any, cache_dir: Path) -> Path:
     """Distil the model's table and write it to the cache (atomically)."""
     path = table_path(model, cache_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = distil_table(model._session, model._output, model._count_tok.get_vocab_size(), model._open[0],
-                         model._close[0], feed_types=model._feed_types)
+    table = distil_table(
+        model._session,
+        model._output,
+        model._count_tok.get_vocab_size(),
+        model._open[0],
+        model._close[0],
+        feed_types=model._feed_types,
+    )
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
         np.save(f, table)

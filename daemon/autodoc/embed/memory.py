@@ -8,9 +8,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
-from typing import Callable
+from collections.abc import Callable
 
-_malloc_trim: Callable[[int], int] | None | bool = False  # False: not looked up yet
+_malloc_trim: Callable[[int], int] | bool | None = False  # False: not looked up yet
 
 
 def release_free_heap() -> bool:

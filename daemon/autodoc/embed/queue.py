@@ -21,8 +21,9 @@ import logging
 import threading
 import time
 from collections import deque
-from contextlib import nullcontext
-from typing import Any, Callable, ContextManager, Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import numpy as np
 
@@ -66,10 +67,17 @@ def _by_length(rows: list[tuple[str, str]], count_tokens: Callable[[list[str]], 
 
 
 class EmbedQueue:
-    def __init__(self, store: Store, providers: Providers, embedding_config: EmbeddingConfig, *,
-                 on_vectors: Callable[[int, list[int]], None], busy: Callable[[], bool] = lambda: False,
-                 instant: InstantTiers | None = None,
-                 on_dropped: Callable[[int, str], None] = lambda ws_id, fp: None):
+    def __init__(
+        self,
+        store: Store,
+        providers: Providers,
+        embedding_config: EmbeddingConfig,
+        *,
+        on_vectors: Callable[[int, list[int]], None],
+        busy: Callable[[], bool] = lambda: False,
+        instant: InstantTiers | None = None,
+        on_dropped: Callable[[int, str], None] = lambda ws_id, fp: None,
+    ):
         self.store = store
         self.providers = providers
         self._config = embedding_config
@@ -214,8 +222,9 @@ class EmbedQueue:
             if not stored.workspace_exists(w, ws.id):
                 self._line.pop((ws.id, fp), None)
                 return {"embedded": 0, "remaining": 0, "state": "off", "reason": "the workspace was removed"}
-            stored.write_vectors(w, ws.id, fp, [(h, vecs[i].tobytes(), codes[i].tobytes())
-                                                for i, (h, _) in enumerate(rows)])
+            stored.write_vectors(
+                w, ws.id, fp, [(h, vecs[i].tobytes(), codes[i].tobytes()) for i, (h, _) in enumerate(rows)]
+            )
             if stored.active_model(w, ws.id) is None:
                 # the first model a workspace ever has needs no switch
                 stored.activate(w, ws.id, fp, self.providers.config_of(provider), provider.name)
@@ -226,8 +235,9 @@ class EmbedQueue:
         self._on_vectors(ws.id, docs)
         return {"embedded": len(rows), "remaining": None, "state": "filling", "reason": None}
 
-    def _next_batch(self, ws_id: int, fp: str, batch: int,
-                    count_tokens: Callable[[list[str]], list[int]]) -> list[tuple[str, str]]:
+    def _next_batch(
+        self, ws_id: int, fp: str, batch: int, count_tokens: Callable[[list[str]], list[int]]
+    ) -> list[tuple[str, str]]:
         """The next ``batch`` pending texts from the sorted window, reading a new window
         when it is used up. A text the window holds but the store no longer needs (its
         chunk was edited away, or it has its vector) is skipped; texts written since the
@@ -287,8 +297,12 @@ class EmbedQueue:
         with self.store.write() as w:
             if not stored.workspace_exists(w, ws.id):
                 return 0
-            stored.write_vectors(w, ws.id, tier.fingerprint, [(h, vecs[i].tobytes(), codes[i].tobytes())
-                                                              for i, (h, _) in enumerate(rows)])
+            stored.write_vectors(
+                w,
+                ws.id,
+                tier.fingerprint,
+                [(h, vecs[i].tobytes(), codes[i].tobytes()) for i, (h, _) in enumerate(rows)],
+            )
             docs = stored.documents_with_texts(w, ws.id, [h for h, _ in rows])
         self._instant_wrote.add(ws.id)
         with self._lock:
@@ -320,10 +334,17 @@ class EmbedQueue:
 
     # -- the loop --------------------------------------------------------------------
 
-    def work(self, names: Iterable[str] | None = None, *, until_idle: bool, batch: int = EMBED_BATCH,
-             guard: Callable[[], ContextManager[Any]] = nullcontext, notify: Notify | None = None,
-             status: Callable[[str], dict[str, Any]] | None = None,
-             progress: Callable[[int], None] | None = None) -> int:
+    def work(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        until_idle: bool,
+        batch: int = EMBED_BATCH,
+        guard: Callable[[], AbstractContextManager[Any]] = nullcontext,
+        notify: Notify | None = None,
+        status: Callable[[str], dict[str, Any]] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         """Embed the named workspaces (default: all) batch by batch; returns the vectors written.
 
         until_idle: stop once a round embeds nothing (or the provider fails);
@@ -359,8 +380,16 @@ class EmbedQueue:
                     delay = min(BACKOFF_MAX_S, max(BACKOFF_MIN_S, delay * 2))
                     backoff[name] = (time.monotonic() + delay, delay)
                     if notify:
-                        notify(name, {"embedded": 0, "pending": None, "state": "failed", "reason": step["reason"],
-                                      "instant": None})
+                        notify(
+                            name,
+                            {
+                                "embedded": 0,
+                                "pending": None,
+                                "state": "failed",
+                                "reason": step["reason"],
+                                "instant": None,
+                            },
+                        )
                     continue
                 backoff.pop(name, None)
                 instant += step.get("instant", 0)
@@ -373,8 +402,16 @@ class EmbedQueue:
                         progress(step["embedded"])
                     if notify and status:
                         st = status(name)
-                        notify(name, {"embedded": st["embedded"], "pending": st["pending"],
-                                      "state": st["state"], "reason": st["reason"], "instant": st.get("instant")})
+                        notify(
+                            name,
+                            {
+                                "embedded": st["embedded"],
+                                "pending": st["pending"],
+                                "state": st["state"],
+                                "reason": st["reason"],
+                                "instant": st.get("instant"),
+                            },
+                        )
             total += did
             if not did and not instant:
                 if until_idle:

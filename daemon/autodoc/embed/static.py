@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable, Sequence
 from itertools import chain
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,10 +50,20 @@ def tier_fingerprint(model_fp: str, weighting: str) -> str:
     return hashlib.sha256(f"instant-v1|{weighting}|{model_fp}".encode()).hexdigest()
 
 
-def distil_table(session: Any, output: str, vocab_size: int, cls_id: int, sep_id: int, *,
-                 feed_types: bool = True, batch: int = DISTIL_BATCH, start: int = 0, stop: int | None = None,
-                 ids: Sequence[int] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+def distil_table(
+    session: Any,
+    output: str,
+    vocab_size: int,
+    cls_id: int,
+    sep_id: int,
+    *,
+    feed_types: bool = True,
+    batch: int = DISTIL_BATCH,
+    start: int = 0,
+    stop: int | None = None,
+    ids: Sequence[int] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> np.ndarray:
     """Rows [start, stop) of the table (or the rows of `ids`, in that order):
     token t's row is the mean-pooled output of ``[CLS] t [SEP]``, float16
     [n, dim]. Deterministic: the same session and ids give the same bytes."""
@@ -60,7 +71,7 @@ def distil_table(session: Any, output: str, vocab_size: int, cls_id: int, sep_id
     ids = np.arange(start, stop, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     rows: list[np.ndarray] = []
     for s in range(0, len(ids), batch):
-        tok = ids[s:s + batch]
+        tok = ids[s : s + batch]
         n = len(tok)
         input_ids = np.empty((n, 3), dtype=np.int64)
         input_ids[:, 0] = cls_id
@@ -98,9 +109,12 @@ PUNCT_RANK = 1.0  # a lone character (mostly punctuation) weighs as the commones
 
 def has_ranked_vocab(tokenizer: Any) -> bool:
     """The tokenizer's vocabulary has the layout zipf_weights assumes."""
-    return (tokenizer.id_to_token(FIRST_WORD) == "the" and tokenizer.id_to_token(FIRST_WORD + 1) == "of"
-            and str(tokenizer.id_to_token(FIRST_SUFFIX_CHAR)).startswith("##")
-            and not str(tokenizer.id_to_token(FIRST_SUFFIX_CHAR - 1)).startswith("##"))
+    return (
+        tokenizer.id_to_token(FIRST_WORD) == "the"
+        and tokenizer.id_to_token(FIRST_WORD + 1) == "of"
+        and str(tokenizer.id_to_token(FIRST_SUFFIX_CHAR)).startswith("##")
+        and not str(tokenizer.id_to_token(FIRST_SUFFIX_CHAR - 1)).startswith("##")
+    )
 
 
 def zipf_weights(vocab_size: int) -> np.ndarray:
@@ -146,7 +160,9 @@ def embed_ids(table: np.ndarray, doc_token_ids: Sequence[np.ndarray], weights: n
     return out
 
 
-def embed_flat(table: np.ndarray, flat: np.ndarray, ends: Sequence[int], weights: np.ndarray | None = None) -> np.ndarray:
+def embed_flat(
+    table: np.ndarray, flat: np.ndarray, ends: Sequence[int], weights: np.ndarray | None = None
+) -> np.ndarray:
     """embed_ids over one flat id array: text i's ids are flat[ends[i-1]:ends[i]]
     (views, so no per-text array is built)."""
     out = np.zeros((len(ends), table.shape[1]), dtype=np.float32)
@@ -186,10 +202,9 @@ class StaticEmbedder:
     SUB_BATCH = 1024
     JOIN = 64  # strings the new words of a batch are joined into: the tokenizer's batch parallelism
 
-    def __init__(self, table: np.ndarray, tokenizer: Any, special: Sequence[int],
-                 weights: np.ndarray | None = None):
+    def __init__(self, table: np.ndarray, tokenizer: Any, special: Sequence[int], weights: np.ndarray | None = None):
         table = np.array(table, dtype=np.float32)  # float16 on disk; see embed_ids
-        table[np.asarray(sorted(set(int(s) for s in special)), dtype=np.int64)] = 0.0
+        table[np.asarray(sorted({int(s) for s in special}), dtype=np.int64)] = 0.0
         self.table = table
         self.tokenizer = tokenizer
         self.weights = weights
@@ -203,7 +218,7 @@ class StaticEmbedder:
     def _learn(self, words: list[str]) -> dict[str, list[int]]:
         """The ids of each of `words` (distinct, no whitespace)."""
         out: dict[str, list[int]] = {}
-        groups = [words[i::self.JOIN] for i in range(min(self.JOIN, len(words)))]
+        groups = [words[i :: self.JOIN] for i in range(min(self.JOIN, len(words)))]
         encs = self.tokenizer.encode_batch([" ".join(g) for g in groups], add_special_tokens=False)
         for group, enc in zip(groups, encs):
             starts = np.cumsum([0] + [len(w) + 1 for w in group[:-1]])
@@ -211,7 +226,7 @@ class StaticEmbedder:
             at = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(ids))
             bounds = np.searchsorted(np.searchsorted(starts, at, side="right") - 1, np.arange(len(group) + 1)).tolist()
             for k, w in enumerate(group):
-                out[w] = ids[bounds[k]:bounds[k + 1]]
+                out[w] = ids[bounds[k] : bounds[k + 1]]
         return out
 
     def forget_words(self) -> None:
@@ -222,7 +237,7 @@ class StaticEmbedder:
         """Each text's token ids (special tokens included when the text spells them)."""
         out: list[np.ndarray] = []
         for s in range(0, len(texts), self.SUB_BATCH):
-            flat, ends = self._flat_ids(texts[s:s + self.SUB_BATCH])
+            flat, ends = self._flat_ids(texts[s : s + self.SUB_BATCH])
             out += np.split(flat, ends[:-1]) if len(ends) else []
         return out
 
@@ -255,7 +270,7 @@ class StaticEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         tokens = 0
         for s in range(0, len(texts), self.SUB_BATCH):
-            flat, ends = self._flat_ids(texts[s:s + self.SUB_BATCH])
-            out[s:s + len(ends)] = embed_flat(self.table, flat, ends, self.weights)
+            flat, ends = self._flat_ids(texts[s : s + self.SUB_BATCH])
+            out[s : s + len(ends)] = embed_flat(self.table, flat, ends, self.weights)
             tokens += len(flat)
         return out, tokens

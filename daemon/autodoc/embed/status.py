@@ -32,7 +32,6 @@ Runs on: the caller's thread, on the snapshot it passes.
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 import apsw
@@ -57,8 +56,9 @@ def _waiting(pending: int) -> str:
     return "1 chunk waits for its vector" if pending == 1 else f"{pending} chunks wait for vectors"
 
 
-def instant_status(db: apsw.Connection, ws: Workspace, provider: Any, model_pending: int,
-                   queue: EmbedQueue) -> dict[str, Any] | None:
+def instant_status(
+    db: apsw.Connection, ws: Workspace, provider: Any, model_pending: int, queue: EmbedQueue
+) -> dict[str, Any] | None:
     """The instant tier's part in the workspace's fill: {state: filling | serving, embedded,
     pending, rate, eta_seconds} (its own vectors), or None when it plays none — no tier, the
     model has (nearly) every vector, the backlog was too small for the tier, or this process
@@ -74,12 +74,24 @@ def instant_status(db: apsw.Connection, ws: Workspace, provider: Any, model_pend
     if pending and phase != "active":
         return None  # chunks came after the tier's fill: search.query answers from the model (semantic.py)
     rate = queue.rate(fp)
-    return {"state": "filling" if pending else "serving", "embedded": chunk_count(db, ws.id) - pending,
-            "pending": pending, "rate": rate, "eta_seconds": _eta(pending, rate)}
+    return {
+        "state": "filling" if pending else "serving",
+        "embedded": chunk_count(db, ws.id) - pending,
+        "pending": pending,
+        "rate": rate,
+        "eta_seconds": _eta(pending, rate),
+    }
 
 
-def embedding_status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], providers: Providers,
-                     queue: EmbedQueue, *, load: bool = True) -> dict[str, Any]:
+def embedding_status(
+    db: apsw.Connection,
+    ws: Workspace,
+    cfg: dict[str, Any],
+    providers: Providers,
+    queue: EmbedQueue,
+    *,
+    load: bool = True,
+) -> dict[str, Any]:
     """{available, state, model, embedded, pending, skipped, total, reason, model_state, rate, eta_seconds,
     instant}."""
     out = _status(db, ws, cfg, providers, queue, load)
@@ -87,36 +99,76 @@ def embedding_status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], pr
     return out
 
 
-def _status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], providers: Providers,
-            queue: EmbedQueue, load: bool) -> dict[str, Any]:
+def _status(
+    db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], providers: Providers, queue: EmbedQueue, load: bool
+) -> dict[str, Any]:
     total = chunk_count(db, ws.id)
     model_state, failed = providers.state(cfg)
     if model_state == "failed" and not load:  # asking the provider again would retry the load
-        return {"available": False, "state": "failed", "model": None, "embedded": 0, "pending": 0,
-                "skipped": total, "total": total, "reason": f"the embedding provider is unavailable: {failed}",
-                "model_state": "failed", "rate": None, "eta_seconds": None}
+        return {
+            "available": False,
+            "state": "failed",
+            "model": None,
+            "embedded": 0,
+            "pending": 0,
+            "skipped": total,
+            "total": total,
+            "reason": f"the embedding provider is unavailable: {failed}",
+            "model_state": "failed",
+            "rate": None,
+            "eta_seconds": None,
+        }
     if model_state == "loading" or (model_state == "unloaded" and not load):
         active = stored.active_model(db, ws.id)
         pending = stored.coverage(db, ws.id, active.fingerprint)[1] if active else total
         rate = queue.rate(active.fingerprint) if active else None
         what = "the embedding model is loading" if model_state == "loading" else "the embedding model is not loaded yet"
         # every vector there is coverage complete: a search waits for the load and answers in full
-        return {"available": True, "state": "partial" if pending else "ready", "model": active.name if active else None,
-                "embedded": total - pending, "pending": pending, "skipped": 0, "total": total,
-                "reason": what + (f"; {_waiting(pending)}" if pending else "; the vectors are all there"),
-                "model_state": model_state, "rate": rate, "eta_seconds": _eta(pending, rate)}
+        return {
+            "available": True,
+            "state": "partial" if pending else "ready",
+            "model": active.name if active else None,
+            "embedded": total - pending,
+            "pending": pending,
+            "skipped": 0,
+            "total": total,
+            "reason": what + (f"; {_waiting(pending)}" if pending else "; the vectors are all there"),
+            "model_state": model_state,
+            "rate": rate,
+            "eta_seconds": _eta(pending, rate),
+        }
     provider, reason = providers.target(cfg)
     if provider is None:
         state = "failed" if reason else "off"
-        return {"available": False, "state": state, "model": None, "embedded": 0, "pending": 0,
-                "skipped": total, "total": total, "reason": reason or NO_MODEL_REASON,
-                "model_state": "failed" if reason else "none", "rate": None, "eta_seconds": None}
+        return {
+            "available": False,
+            "state": state,
+            "model": None,
+            "embedded": 0,
+            "pending": 0,
+            "skipped": total,
+            "total": total,
+            "reason": reason or NO_MODEL_REASON,
+            "model_state": "failed" if reason else "none",
+            "rate": None,
+            "eta_seconds": None,
+        }
     try:
         fp = provider.fingerprint
     except Exception as e:
-        return {"available": False, "state": "failed", "model": provider.name, "embedded": 0, "pending": 0,
-                "skipped": total, "total": total, "reason": str(e), "model_state": "failed", "rate": None,
-                "eta_seconds": None}
+        return {
+            "available": False,
+            "state": "failed",
+            "model": provider.name,
+            "embedded": 0,
+            "pending": 0,
+            "skipped": total,
+            "total": total,
+            "reason": str(e),
+            "model_state": "failed",
+            "rate": None,
+            "eta_seconds": None,
+        }
     # counted, not the queue's cached count: in a reader process another process writes, unseen by that cache
     done, pending = stored.coverage(db, ws.id, fp)
     active = stored.active_model(db, ws.id)
@@ -125,15 +177,34 @@ def _status(db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], providers: 
     coming = {"model_state": "ready", "rate": rate, "eta_seconds": _eta(pending, rate)}
     failure = queue.failure(ws.id) if pending else None
     if failure:  # what waits will not come until the provider answers again
-        return {"available": True, "state": "failed", "model": provider.name, "fingerprint": fp,
-                "embedded": done, "pending": pending, "skipped": 0, "total": total,
-                "reason": f"{_waiting(pending)}, and the embedding provider failed: {failure}",
-                **coming, "eta_seconds": None}
-    return {"available": True, "state": state, "model": provider.name, "fingerprint": fp, "embedded": done,
-            "pending": pending, "skipped": 0, "total": total,
-            "reason": None if state == "ready" else (
-                "a new embedding model is filling" if state == "switching" else _waiting(pending)),
-            **coming, "instant": instant_status(db, ws, provider, pending, queue) if state == "partial" else None}
+        return {
+            "available": True,
+            "state": "failed",
+            "model": provider.name,
+            "fingerprint": fp,
+            "embedded": done,
+            "pending": pending,
+            "skipped": 0,
+            "total": total,
+            "reason": f"{_waiting(pending)}, and the embedding provider failed: {failure}",
+            **coming,
+            "eta_seconds": None,
+        }
+    return {
+        "available": True,
+        "state": state,
+        "model": provider.name,
+        "fingerprint": fp,
+        "embedded": done,
+        "pending": pending,
+        "skipped": 0,
+        "total": total,
+        "reason": None
+        if state == "ready"
+        else ("a new embedding model is filling" if state == "switching" else _waiting(pending)),
+        **coming,
+        "instant": instant_status(db, ws, provider, pending, queue) if state == "partial" else None,
+    }
 
 
 ORDER = ("failed", "loading", "unloaded", "ready")
@@ -142,8 +213,14 @@ ORDER = ("failed", "loading", "unloaded", "ready")
 def summary(statuses: list[dict[str, Any]], rates: list[float]) -> dict[str, Any]:
     """server.info's `semantic`: the workspaces' embedding statuses (those with a model) in one."""
     if not statuses:
-        return {"state": "none", "model_state": "none", "pending": 0, "eta_seconds": None,
-                "reason": NO_MODEL_REASON.replace("this workspace", "any workspace"), "instant": None}
+        return {
+            "state": "none",
+            "model_state": "none",
+            "pending": 0,
+            "eta_seconds": None,
+            "reason": NO_MODEL_REASON.replace("this workspace", "any workspace"),
+            "instant": None,
+        }
     model_state = next((s for s in ORDER if any(st["model_state"] == s for st in statuses)), "ready")
     pending = sum(st["pending"] for st in statuses)
     failed = [st["reason"] for st in statuses if st["state"] == "failed"]
@@ -156,9 +233,14 @@ def summary(statuses: list[dict[str, Any]], rates: list[float]) -> dict[str, Any
         state = "filling" if pending else "ready"
         reason = _waiting(pending) if pending else None
     rate = min(rates) if rates else None  # one queue embeds every workspace in turn: the slowest model bounds it
-    return {"state": state, "model_state": model_state, "pending": pending,
-            "eta_seconds": None if state == "failed" else _eta(pending, rate), "reason": reason,
-            "instant": _instant_summary([st["instant"] for st in statuses if st.get("instant")])}
+    return {
+        "state": state,
+        "model_state": model_state,
+        "pending": pending,
+        "eta_seconds": None if state == "failed" else _eta(pending, rate),
+        "reason": reason,
+        "instant": _instant_summary([st["instant"] for st in statuses if st.get("instant")]),
+    }
 
 
 def _instant_summary(tiers: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -168,5 +250,8 @@ def _instant_summary(tiers: list[dict[str, Any]]) -> dict[str, Any] | None:
     filling = [t for t in tiers if t["state"] == "filling"]
     pending = sum(t["pending"] for t in filling)
     rates = [t["rate"] for t in filling if t["rate"]]
-    return {"state": "filling" if filling else "serving", "pending": pending,
-            "eta_seconds": _eta(pending, min(rates) if rates else None)}
+    return {
+        "state": "filling" if filling else "serving",
+        "pending": pending,
+        "eta_seconds": _eta(pending, min(rates) if rates else None),
+    }

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 _UNSAFE = re.compile("[\x0b\x0c\x1c-\x1f\x85\ud800-\udfff]")
-_WORDS = re.compile(r"[^\s!-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")  # runs between whitespace and ASCII punctuation, and each mark
+_WORDS = re.compile(
+    r"[^\s!-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]"
+)  # runs between whitespace and ASCII punctuation, and each mark
 MAX_WORDS = 500_000  # cache entries before it starts again (~50 MB at worst)
 
 
@@ -37,12 +39,15 @@ def applies(tok) -> bool:
     """True for a WordPiece tokenizer with BERT's normaliser and pre-tokeniser (the bundled one)."""
     try:
         spec = json.loads(tok.to_str())
-    except Exception:  # noqa: BLE001 — an unreadable spec is counted the slow way
+    except Exception:
         return False
     norm, pre, model = spec.get("normalizer") or {}, spec.get("pre_tokenizer") or {}, spec.get("model") or {}
-    return (norm.get("type") == "BertNormalizer" and pre.get("type") == "BertPreTokenizer"
-            and model.get("type") == "WordPiece"
-            and not any(a.get("normalized") for a in spec.get("added_tokens") or ()))  # matched after lowercasing
+    return (
+        norm.get("type") == "BertNormalizer"
+        and pre.get("type") == "BertPreTokenizer"
+        and model.get("type") == "WordPiece"
+        and not any(a.get("normalized") for a in spec.get("added_tokens") or ())
+    )  # matched after lowercasing
 
 
 class WordCounter:
@@ -73,8 +78,11 @@ class WordCounter:
             get = words.get
             out.append(self._frame + sum(get(w) or self._word(w) for w in split))
         if slow:
-            encs = self._tok.encode_batch([texts[i] for i in slow]) if len(slow) > 1 else [
-                self._tok.encode(texts[slow[0]])]
+            encs = (
+                self._tok.encode_batch([texts[i] for i in slow])
+                if len(slow) > 1
+                else [self._tok.encode(texts[slow[0]])]
+            )
             for i, e in zip(slow, encs):
                 out[i] = len(e.ids)
         return out  # type: ignore[return-value]

@@ -10,6 +10,21 @@ from .model import SCHEMA_DIR, SCHEMA_FILE, SCHEMA_RELPATH, FieldSpec, Schema, S
 from .values import TYPES, CoerceError, Typed, coerce, condition, untyped
 
 __all__ = [
-    "SCHEMA_DIR", "SCHEMA_FILE", "SCHEMA_RELPATH", "TYPES", "CoerceError", "FieldSpec", "Schema", "SchemaProblem",
-    "Typed", "Violation", "coerce", "condition", "derive", "doc_type", "load_schema", "problems", "untyped",
+    "SCHEMA_DIR",
+    "SCHEMA_FILE",
+    "SCHEMA_RELPATH",
+    "TYPES",
+    "CoerceError",
+    "FieldSpec",
+    "Schema",
+    "SchemaProblem",
+    "Typed",
+    "Violation",
+    "coerce",
+    "condition",
+    "derive",
+    "doc_type",
+    "load_schema",
+    "problems",
+    "untyped",
 ]

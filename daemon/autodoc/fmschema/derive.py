@@ -16,8 +16,9 @@ Runs on: any thread (pure: no I/O, no shared state).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .model import Schema
 from .values import CoerceError, Typed, coerce, untyped
@@ -56,8 +57,9 @@ def doc_type(schema: Schema, fm: dict[str, Any]) -> str | None:
     return None
 
 
-def derive(schema: Schema | None, frontmatter: dict[str, Any], tags: list[str]
-           ) -> tuple[list[tuple[str, Typed]], list[Violation]]:
+def derive(
+    schema: Schema | None, frontmatter: dict[str, Any], tags: list[str]
+) -> tuple[list[tuple[str, Typed]], list[Violation]]:
     """(facet rows as (field, Typed), violations). Rows are deduplicated, in a stable order."""
     fm = _lower_keys(frontmatter if isinstance(frontmatter, dict) else {})
     rows: list[tuple[str, Typed]] = []

@@ -122,11 +122,21 @@ class Schema:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Schema":
+    def from_json(cls, data: dict[str, Any]) -> Schema:
         """Rebuild a Schema stored by to_json (already checked when it was loaded)."""
+
         def specs(d: dict) -> dict[str, FieldSpec]:
-            return {n: FieldSpec(n, s["type"], s.get("required", False), tuple(s.get("values", ())),
-                                 s.get("link", False), s.get("description", "")) for n, s in d.items()}
+            return {
+                n: FieldSpec(
+                    n,
+                    s["type"],
+                    s.get("required", False),
+                    tuple(s.get("values", ())),
+                    s.get("link", False),
+                    s.get("description", ""),
+                )
+                for n, s in d.items()
+            }
 
         common = specs(data.get("common", {}))
         types = {t: specs(f) for t, f in data.get("types", {}).items()}
@@ -222,8 +232,9 @@ def load_schema(text: str) -> tuple[Schema | None, list[SchemaProblem]]:
             problems.append(SchemaProblem(line, f"unknown key {key!r} (known: {', '.join(sorted(_TOP_KEYS))})"))
     kinds, conflicts = _kinds(common, types)
     for name, where in conflicts:
-        problems.append(SchemaProblem(1, f"field {name!r} is declared with different types ({where}); "
-                                         "its facet compares as text"))
+        problems.append(
+            SchemaProblem(1, f"field {name!r} is declared with different types ({where}); its facet compares as text")
+        )
     return Schema(common, types, type_field, strict, kinds), problems
 
 
@@ -236,8 +247,11 @@ def _fields(node: yaml.MappingNode, where: str, problems: list[SchemaProblem]) -
             problems.append(SchemaProblem(line, f"{where}: a field needs a name"))
             continue
         if name in RESERVED:
-            problems.append(SchemaProblem(line, f"{where}.{name}: 'tag' is reserved for the tag:name shorthand; "
-                                                "declare tags instead"))
+            problems.append(
+                SchemaProblem(
+                    line, f"{where}.{name}: 'tag' is reserved for the tag:name shorthand; declare tags instead"
+                )
+            )
             continue
         spec = _spec(name, vnode, f"{where}.{name}", line, problems)
         if spec is not None:
@@ -255,12 +269,18 @@ def _spec(name: str, node: yaml.Node, where: str, line: int, problems: list[Sche
     sub_lines = {str(k.value): _line_of(k) for k, _ in _map_items(node)}
     for k in raw:
         if k not in _SPEC_KEYS:
-            problems.append(SchemaProblem(sub_lines.get(str(k), line),
-                                          f"{where}: unknown key {k!r} (known: {', '.join(sorted(_SPEC_KEYS))})"))
+            problems.append(
+                SchemaProblem(
+                    sub_lines.get(str(k), line), f"{where}: unknown key {k!r} (known: {', '.join(sorted(_SPEC_KEYS))})"
+                )
+            )
     type_ = raw.get("type")
     if not isinstance(type_, str) or type_.strip().lower() not in TYPES:
-        problems.append(SchemaProblem(sub_lines.get("type", line),
-                                      f"{where}: type must be one of {', '.join(TYPES)}, not {type_!r}"))
+        problems.append(
+            SchemaProblem(
+                sub_lines.get("type", line), f"{where}: type must be one of {', '.join(TYPES)}, not {type_!r}"
+            )
+        )
         return None
     type_ = type_.strip().lower()
     required = raw.get("required", False)
@@ -271,17 +291,20 @@ def _spec(name: str, node: yaml.Node, where: str, line: int, problems: list[Sche
     if type_ == "enum":
         vs = raw.get("values")
         if not isinstance(vs, list) or not vs or not all(isinstance(v, (str, int, float, bool)) for v in vs):
-            problems.append(SchemaProblem(sub_lines.get("values", line),
-                                          f"{where}: an enum needs values, a list of allowed values"))
+            problems.append(
+                SchemaProblem(sub_lines.get("values", line), f"{where}: an enum needs values, a list of allowed values")
+            )
             return None
-        values = tuple(dict.fromkeys(("true" if v else "false") if isinstance(v, bool) else str(v).strip().lower()
-                                     for v in vs))
+        values = tuple(
+            dict.fromkeys(("true" if v else "false") if isinstance(v, bool) else str(v).strip().lower() for v in vs)
+        )
     elif "values" in raw:
         problems.append(SchemaProblem(sub_lines.get("values", line), f"{where}: values apply to enum fields only"))
     link = raw.get("link", False)
     if link is not False and (type_ != "integer" or link is not True):
-        problems.append(SchemaProblem(sub_lines.get("link", line),
-                                      f"{where}: link is true or false, and only for integer fields"))
+        problems.append(
+            SchemaProblem(sub_lines.get("link", line), f"{where}: link is true or false, and only for integer fields")
+        )
         link = False
     desc = raw.get("description", "")
     return FieldSpec(name, type_, required, values, bool(link), desc if isinstance(desc, str) else "")

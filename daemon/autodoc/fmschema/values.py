@@ -19,8 +19,15 @@ from typing import Any
 
 TYPES = ("string", "integer", "number", "boolean", "date", "list", "enum")
 # how a field's facet compares: enum and list compare as strings
-KIND_OF = {"string": "string", "enum": "string", "list": "string", "integer": "number", "number": "number",
-           "boolean": "boolean", "date": "date"}
+KIND_OF = {
+    "string": "string",
+    "enum": "string",
+    "list": "string",
+    "integer": "number",
+    "number": "number",
+    "boolean": "boolean",
+    "date": "date",
+}
 
 _INT = re.compile(r"^[+-]?\d+$")
 _NUM = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
@@ -155,8 +162,10 @@ def coerce(type_: str, v: Any, values: tuple[str, ...] = ()) -> list[Typed]:
             if it is None:
                 continue
             if isinstance(it, (dict, list)):
-                raise CoerceError(f"expected a list of strings, got an item that is {_describe(it)}",
-                                  item=i if isinstance(v, list) else None)
+                raise CoerceError(
+                    f"expected a list of strings, got an item that is {_describe(it)}",
+                    item=i if isinstance(v, list) else None,
+                )
             out.append(Typed(_scalar_text(it)))
         return out
     if isinstance(v, list):
@@ -193,8 +202,15 @@ def coerce(type_: str, v: Any, values: tuple[str, ...] = ()) -> list[Typed]:
     raise CoerceError(f"unknown type {type_!r}")
 
 
-_ARTICLE = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean",
-            "date": "a date (YYYY-MM-DD)", "list": "a list of strings", "enum": "one of the allowed values"}
+_ARTICLE = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+    "date": "a date (YYYY-MM-DD)",
+    "list": "a list of strings",
+    "enum": "one of the allowed values",
+}
 
 
 def untyped(v: Any) -> list[Typed]:

@@ -21,17 +21,17 @@ import functools
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..config import WorkspaceConfig
 from ..errors import InvalidParams
 from ..ingest.scan import SkipFile, is_ignored, is_markdown_path, read_document, scan_workspace
-from ..store import Store
+from ..store import Store, postings, reads
 from ..store import changes as changelog
 from ..store import documents as stored
-from ..store import postings, reads
 from ..store.facets import sync_schema
 from ..store.links import LinkResolver
 from ..store.sessions import is_session_path
@@ -88,10 +88,14 @@ class _Batch:
 
 
 class IndexJob:
-    def __init__(self, store: Store, links: LinkResolver,
-                 token_counter: Callable[[Workspace], Callable[[str], int] | None],
-                 written: Callable[[Workspace, list[dict], list[int]], None],
-                 tokenizer_id: Callable[[dict[str, Any]], str]):
+    def __init__(
+        self,
+        store: Store,
+        links: LinkResolver,
+        token_counter: Callable[[Workspace], Callable[[str], int] | None],
+        written: Callable[[Workspace, list[dict], list[int]], None],
+        tokenizer_id: Callable[[dict[str, Any]], str],
+    ):
         self.store = store
         self.links = links
         self._token_counter = token_counter
@@ -113,8 +117,14 @@ class IndexJob:
         recorded per workspace when a run ends; a run that finds another one
         re-chunks every file (a new model's tokenizer, or a configure whose
         re-chunk a crash cut short), so the store equals a fresh index."""
-        return json.dumps({"section_tokens": cfg.section_tokens, "abstract_chunk": cfg.abstract_chunk,
-                           "tokens": self._tokenizer_id(cfg.embedding)}, sort_keys=True)
+        return json.dumps(
+            {
+                "section_tokens": cfg.section_tokens,
+                "abstract_chunk": cfg.abstract_chunk,
+                "tokens": self._tokenizer_id(cfg.embedding),
+            },
+            sort_keys=True,
+        )
 
     # -- the frontmatter schema ---------------------------------------------------------
 
@@ -206,8 +216,9 @@ class IndexJob:
                 take()
             take(drain=True)
             gone = [p for p in known if p not in on_disk]
-            self._flush(ws, _Batch(pending, gone=gone, skips=skips, every_skip=True), report, full, failures,
-                        renamed=renamed)
+            self._flush(
+                ws, _Batch(pending, gone=gone, skips=skips, every_skip=True), report, full, failures, renamed=renamed
+            )
             with self.store.write() as db:
                 set_chunking(db, ws.id, cut)
         except BaseException:
@@ -274,8 +285,17 @@ class IndexJob:
 
     # -- one transaction ------------------------------------------------------------------------
 
-    def _flush(self, ws: Workspace, batch: _Batch, report: IndexReport, full: bool, failures: list[tuple[str, str]],
-               *, defer_links: bool = False, renamed: set[str] | None = None) -> set[str]:
+    def _flush(
+        self,
+        ws: Workspace,
+        batch: _Batch,
+        report: IndexReport,
+        full: bool,
+        failures: list[tuple[str, str]],
+        *,
+        defer_links: bool = False,
+        renamed: set[str] | None = None,
+    ) -> set[str]:
         """Write one batch. Returns the paths whose names (path, title, aliases,
         frontmatter) changed. With defer_links the batch's links stay unresolved
         for the job's last batch to resolve in one pass (`renamed`: the earlier
@@ -288,6 +308,7 @@ class IndexJob:
         gone, skips = batch.gone, batch.skips
 
         with self.store.write() as db:
+
             def note(path: str) -> None:
                 doc_id = reads.document_id(db, ws.id, path)
                 if doc_id is not None:
@@ -300,8 +321,9 @@ class IndexJob:
             for path, _ in skips or ():
                 note(path)
             retitled: set[str] = set()  # renamed here: rewritten below only if their chunks changed
-            tail = (sum(len(p.chunks) for p in batch.pending if isinstance(p, Parsed)) >= postings.TAIL_CHUNKS
-                    and postings.open_tail(db))
+            tail = sum(
+                len(p.chunks) for p in batch.pending if isinstance(p, Parsed)
+            ) >= postings.TAIL_CHUNKS and postings.open_tail(db)
             if gone:
                 # a deleted file whose bytes reappear under a new path is a rename
                 new_by_hash = {stored.content_hash(p.data): p.path for p in batch.pending if isinstance(p, Parsed)}
@@ -327,8 +349,16 @@ class IndexJob:
                     with db:  # a savepoint: one document that cannot be written leaves the rest
                         fm = json.loads(json.dumps(p.doc.frontmatter, default=str))
                         names = stored.names_of(db, ws.id, p.path)
-                        ch = stored.write_document(db, ws, p.path, data=p.data, doc=p.doc, chunks=p.chunks,
-                                                   mtime_ns=p.mtime_ns, force=full or p.path in retitled)
+                        ch = stored.write_document(
+                            db,
+                            ws,
+                            p.path,
+                            data=p.data,
+                            doc=p.doc,
+                            chunks=p.chunks,
+                            mtime_ns=p.mtime_ns,
+                            force=full or p.path in retitled,
+                        )
                 except Exception as e:
                     log.exception("workspace %s: %s could not be written", ws.name, p.path)
                     reason = f"could not be written ({type(e).__name__}: {e}); the log has the details"
@@ -351,8 +381,10 @@ class IndexJob:
                     with db:  # a savepoint: a failing build must not fail the batch
                         postings.close_tail(db)
                 except Exception:
-                    log.exception("postings: the batch's records could not be built; FTS5 ranks until the "
-                                  "background build has them")
+                    log.exception(
+                        "postings: the batch's records could not be built; FTS5 ranks until the "
+                        "background build has them"
+                    )
             failures.extend(failed)
             for path, reason in failed:
                 stored.record_skip(db, ws, path, reason)
@@ -366,7 +398,9 @@ class IndexJob:
                 stored.clear_skips_except(db, ws, {p for p, _ in skips or ()} | {p for p, _ in failures})
             if (emitted or gone is not None) and not defer_links:
                 try:
-                    relinked = self.links.update(db, ws.id, changed=None if full else names_changed | (renamed or set()))
+                    relinked = self.links.update(
+                        db, ws.id, changed=None if full else names_changed | (renamed or set())
+                    )
                 except BaseException:
                     self.links.forget(ws.id)  # the transaction rolls back; the cached names must too
                     raise

@@ -27,8 +27,9 @@ from __future__ import annotations
 import logging
 import os
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 
@@ -45,8 +46,16 @@ Run = Callable[..., Awaitable[Any]]
 
 
 class LiveIndex:
-    def __init__(self, service: Any, *, read: Run, write: Run, set_watching: Callable[[list[str]], None],
-                 debounce_ms: int = WATCH_DEBOUNCE_MS, step_ms: int = WATCH_STEP_MS):
+    def __init__(
+        self,
+        service: Any,
+        *,
+        read: Run,
+        write: Run,
+        set_watching: Callable[[list[str]], None],
+        debounce_ms: int = WATCH_DEBOUNCE_MS,
+        step_ms: int = WATCH_STEP_MS,
+    ):
         self.service = service
         self._read = read
         self._write = write
@@ -56,7 +65,9 @@ class LiveIndex:
         self._restart = anyio.Event()
         self._stopping = False
         self._refolder: set[str] = set()  # workspaces where a folder vanished: index whole once re-watched
-        self._new_folders: dict[str, set[str]] = defaultdict(set)  # name → folders that appeared: index again once re-watched
+        self._new_folders: dict[str, set[str]] = defaultdict(
+            set
+        )  # name → folders that appeared: index again once re-watched
         # Folders that appeared, walked alone: the next watch set is the last one plus these. Walking
         # every root again (1.9 s at 1M chunks) left the folder unwatched meanwhile, so a second save
         # there waited for the re-index behind it (2.6 s). A vanished folder or a new root walks all.
@@ -131,11 +142,19 @@ class LiveIndex:
                     if self._new_folders:
                         tg.start_soon(self._index_folders, dict(self._new_folders))
                         self._new_folders = defaultdict(set)
-                    log.info("watching %d folders in %s", len(folders),
-                             ", ".join(f"{n}={r}" for n, r in sorted(roots.items())))
+                    log.info(
+                        "watching %d folders in %s",
+                        len(folders),
+                        ", ".join(f"{n}={r}" for n, r in sorted(roots.items())),
+                    )
                     async for changes in awatch(
-                        *folders, watch_filter=None, debounce=self.debounce_ms, step=self.step_ms,
-                        stop_event=self._restart, ignore_permission_denied=True, recursive=False,
+                        *folders,
+                        watch_filter=None,
+                        debounce=self.debounce_ms,
+                        step=self.step_ms,
+                        stop_event=self._restart,
+                        ignore_permission_denied=True,
+                        recursive=False,
                     ):
                         await self._apply(changes, roots)
             except Exception as exc:
@@ -200,7 +219,8 @@ class LiveIndex:
                 self._walk_all = True
             else:
                 self._more_folders |= await anyio.to_thread.run_sync(
-                    _folders_under, [(roots[n], r) for n, rels in fresh.items() for r in sorted(rels)])
+                    _folders_under, [(roots[n], r) for n, rels in fresh.items() for r in sorted(rels)]
+                )
             for name, rels in fresh.items():
                 self._new_folders[name] |= rels
             self._restart.set()

@@ -27,9 +27,9 @@ import os
 import pickle
 import sys
 from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from ..config.settings import reader_processes
 from ..ingest.chunk import chunk_document
@@ -62,13 +62,13 @@ def prepare(relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool
     doc = parse_markdown(text)
     if not doc.title:  # no frontmatter title and no H1: the file name stands in, breadcrumbs too
         doc.title = relpath.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    chunks = chunk_document(text, doc, section_tokens=section_tokens, abstract_chunk=abstract_chunk,
-                            count_tokens=count)
+    chunks = chunk_document(text, doc, section_tokens=section_tokens, abstract_chunk=abstract_chunk, count_tokens=count)
     return Parsed(relpath, data, doc, chunks, 0)
 
 
-def prepare_or_reason(relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool,
-                      count: Count) -> Parsed | str:
+def prepare_or_reason(
+    relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool, count: Count
+) -> Parsed | str:
     """One file never fails the rest: whatever goes wrong parsing it skips it, with the reason."""
     try:
         return prepare(relpath, data, section_tokens, abstract_chunk, count)
@@ -112,8 +112,9 @@ class Preparer:
         self.section_tokens, self.abstract_chunk, self.count = section_tokens, abstract_chunk, count
         self._pool: ProcessPoolExecutor | None = None
         if workers:
-            self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_start, initargs=(count,))
+            self._pool = ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(count,)
+            )
         self._window = WINDOW_PER_WORKER * max(workers, 1)
         # (key, relpath, data, its future or None: prepare here) or (key, None, None, the answer itself)
         self._queue: deque[tuple[object, str | None, bytes | None, Future | object | None]] = deque()
@@ -148,8 +149,9 @@ class Preparer:
                 return future.result()
             except Exception as e:  # the worker died (BrokenProcessPool) or its answer could not cross
                 if self._pool is not None:  # once: the files queued behind it were cancelled with the pool
-                    log.warning("a parsing worker failed on %s (%s): the index job prepares the rest itself",
-                                relpath, e)
+                    log.warning(
+                        "a parsing worker failed on %s (%s): the index job prepares the rest itself", relpath, e
+                    )
                     self._give_up()
         return prepare_or_reason(relpath, data, self.section_tokens, self.abstract_chunk, self.count)
 

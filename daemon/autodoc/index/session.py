@@ -17,12 +17,23 @@ Runs on: the thread that calls it, inside one write transaction (the daemon's si
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..config import WorkspaceConfig
 from ..errors import DocumentNotFound
-from ..ingest.session import (Event, EventSpan, Reuse, classify, clean_text, derive_title, one_line, relative_chunks,
-                              render, time_text)
+from ..ingest.session import (
+    Event,
+    EventSpan,
+    Reuse,
+    classify,
+    clean_text,
+    derive_title,
+    one_line,
+    relative_chunks,
+    render,
+    time_text,
+)
 from ..ingest.types import Chunk
 from ..store import Store
 from ..store import changes as changelog
@@ -35,14 +46,16 @@ LIST_LIMIT = 100  # session.list's default page
 
 
 class SessionIndex:
-    def __init__(self, store: Store, token_counter: Callable[[Workspace], Callable[[str], int] | None],
-                 written: Written):
+    def __init__(
+        self, store: Store, token_counter: Callable[[Workspace], Callable[[str], int] | None], written: Written
+    ):
         self.store = store
         self._token_counter = token_counter
         self._written = written  # (workspace, change-log entries, touched document ids), after the commit
 
-    def append(self, ws: Workspace, session_id: str, events: list[dict[str, Any]],
-               title: str | None = None) -> dict[str, Any]:
+    def append(
+        self, ws: Workspace, session_id: str, events: list[dict[str, Any]], title: str | None = None
+    ) -> dict[str, Any]:
         """Index a session's conversation events (module docstring); the answer counts what happened."""
         cfg = WorkspaceConfig.from_json(ws.config)
         count = self._token_counter(ws)
@@ -84,27 +97,42 @@ class SessionIndex:
             if not ordered:
                 change = stored.delete_document(db, ws, path) if current is not None else None
             else:
-                r = render(name, ordered, section_tokens=cfg.section_tokens, count_tokens=count, chunking=chunking,
-                           reuse=reuse)
+                r = render(
+                    name, ordered, section_tokens=cfg.section_tokens, count_tokens=count, chunking=chunking, reuse=reuse
+                )
                 # force: the same text may be cut anew (a new section budget); write_document
                 # still writes nothing when the chunks come out the same
-                change = stored.write_document(db, ws, path, data=r.data, doc=r.doc, chunks=r.chunks, mtime_ns=0,
-                                               force=True)
+                change = stored.write_document(
+                    db, ws, path, data=r.data, doc=r.doc, chunks=r.chunks, mtime_ns=0, force=True
+                )
                 keys = [s.chunk_key for s in r.spans]
                 if change is not None or keys != [s.chunk_key for s in stored_events]:
                     doc_id = stored_sessions.document_of(db, ws.id, session_id)[0]
-                    stored_sessions.write_events(db, doc_id, [
-                        stored_sessions.StoredEvent(s.id, i, s.kind, s.time, s.byte_start, s.byte_end, s.line_start,
-                                                    s.line_end, s.chunk_key) for i, s in enumerate(r.spans)])
+                    stored_sessions.write_events(
+                        db,
+                        doc_id,
+                        [
+                            stored_sessions.StoredEvent(
+                                s.id, i, s.kind, s.time, s.byte_start, s.byte_end, s.line_start, s.line_end, s.chunk_key
+                            )
+                            for i, s in enumerate(r.spans)
+                        ],
+                    )
             if change is not None:
                 changelog.trim(db)
             answer = self._answer(db, ws, session_id, path)
         if change is not None and doc_id is not None:
             self._written(ws, [change], [doc_id])
         indexed = sum(1 for _, ev in incoming if ev is not None)
-        return {**answer, "appended": len(events), "indexed": indexed, **counted, "skipped": skipped,
-                "op": None if change is None else change["op"],
-                "change_cursor": None if change is None else change["cursor"]}
+        return {
+            **answer,
+            "appended": len(events),
+            "indexed": indexed,
+            **counted,
+            "skipped": skipped,
+            "op": None if change is None else change["op"],
+            "change_cursor": None if change is None else change["cursor"],
+        }
 
     def rechunk(self, ws: Workspace) -> int:
         """Cut every session of the workspace again, after its section budget changed (events whose
@@ -119,50 +147,84 @@ class SessionIndex:
         with self.store.write() as db:
             current = stored_sessions.document_of(db, ws.id, session_id)
             if current is None:
-                raise DocumentNotFound(f"workspace {ws.name!r} has no session {session_id!r}",
-                                       {"session_id": session_id})
+                raise DocumentNotFound(
+                    f"workspace {ws.name!r} has no session {session_id!r}", {"session_id": session_id}
+                )
             before = self._answer(db, ws, session_id, path)
             change = stored.delete_document(db, ws, path)
             changelog.trim(db)
         if change is not None:
             self._written(ws, [change], [current[0]])
-        return {"workspace": ws.name, "session_id": session_id, "path": path, "removed": True,
-                "events": before["events"], "chunks": before["chunks"],
-                "change_cursor": None if change is None else change["cursor"]}
+        return {
+            "workspace": ws.name,
+            "session_id": session_id,
+            "path": path,
+            "removed": True,
+            "events": before["events"],
+            "chunks": before["chunks"],
+            "change_cursor": None if change is None else change["cursor"],
+        }
 
     def list(self, ws: Workspace, after: str | None = None, limit: int = LIST_LIMIT) -> dict[str, Any]:
         """The workspace's sessions in id order, a page at a time (session.list)."""
         with self.store.read() as db:
             rows = stored_sessions.listed(db, ws.id, after, limit + 1)
         page = rows[:limit]
-        return {"workspace": ws.name,
-                "sessions": [{"session_id": sid, "path": stored_sessions.session_path(sid), "title": title,
-                              "generation": gen, "events": n_events, "chunks": n_chunks,
-                              "first_time": first, "last_time": last}
-                             for sid, title, gen, n_events, n_chunks, first, last in page],
-                "next_cursor": page[-1][0] if len(rows) > limit else None}
+        return {
+            "workspace": ws.name,
+            "sessions": [
+                {
+                    "session_id": sid,
+                    "path": stored_sessions.session_path(sid),
+                    "title": title,
+                    "generation": gen,
+                    "events": n_events,
+                    "chunks": n_chunks,
+                    "first_time": first,
+                    "last_time": last,
+                }
+                for sid, title, gen, n_events, n_chunks, first, last in page
+            ],
+            "next_cursor": page[-1][0] if len(rows) > limit else None,
+        }
 
     @staticmethod
     def _answer(db, ws: Workspace, session_id: str, path: str) -> dict[str, Any]:
         """What the session holds now: {workspace, session_id, path, title, events, chunks, generation}."""
         current = stored_sessions.document_of(db, ws.id, session_id)
         if current is None:
-            return {"workspace": ws.name, "session_id": session_id, "path": path, "title": None, "events": 0,
-                    "chunks": 0, "generation": None}
+            return {
+                "workspace": ws.name,
+                "session_id": session_id,
+                "path": path,
+                "title": None,
+                "events": 0,
+                "chunks": 0,
+                "generation": None,
+            }
         doc_id, title, _ = current
         n_events, n_chunks, gen = stored_sessions.document_counts(db, doc_id)
-        return {"workspace": ws.name, "session_id": session_id, "path": path, "title": title, "events": n_events,
-                "chunks": n_chunks, "generation": gen}
+        return {
+            "workspace": ws.name,
+            "session_id": session_id,
+            "path": path,
+            "title": title,
+            "events": n_events,
+            "chunks": n_chunks,
+            "generation": gen,
+        }
 
 
-def _stored(db, doc_id: int, content: bytes,
-            events: list[stored_sessions.StoredEvent]) -> tuple[dict[str, Event], Reuse]:
+def _stored(
+    db, doc_id: int, content: bytes, events: list[stored_sessions.StoredEvent]
+) -> tuple[dict[str, Event], Reuse]:
     """A stored session read back: its events (their text sliced from the document) by id, in
     order, and their chunks regrouped by event for render to reuse."""
     kept: dict[str, Event] = {}
     spans: list[EventSpan] = []
     for s in events:
-        kept[s.event_id] = Event(s.event_id, s.kind, content[s.byte_start:s.byte_end].decode("utf-8"), s.time)
-        spans.append(EventSpan(s.event_id, s.kind, s.time, s.byte_start, s.byte_end, s.line_start, s.line_end,
-                               s.chunk_key))
+        kept[s.event_id] = Event(s.event_id, s.kind, content[s.byte_start : s.byte_end].decode("utf-8"), s.time)
+        spans.append(
+            EventSpan(s.event_id, s.kind, s.time, s.byte_start, s.byte_end, s.line_start, s.line_end, s.chunk_key)
+        )
     return kept, relative_chunks(spans, [Chunk(*row) for row in stored_sessions.chunks_of(db, doc_id)])

@@ -12,14 +12,14 @@ Runs on: any thread (pure: no I/O, no shared state).
 from __future__ import annotations
 
 import hashlib
-from typing import Callable
+from collections.abc import Callable
 
 from .lines import SETEXT_LINE, ByteMap, Line, fence_blocks, split_lines
 from .pieces import Piece, block_pieces, sub_pieces
 from .tokens import estimate_tokens
 from .types import Chunk, ParsedDocument, Problem
 
-__all__ = ["chunk_document", "estimate_tokens", "SEP"]
+__all__ = ["SEP", "chunk_document", "estimate_tokens"]
 
 SEP = " › "
 
@@ -43,9 +43,14 @@ def chunk_document(
     budget = max(1, section_tokens)
     try:
         return _chunks(text, doc, budget, count, abstract_chunk, fallback_title)
-    except Exception as e:  # noqa: BLE001 — one file's structure must not stop its text being indexed
-        doc.problems.append(Problem(1, f"could not cut the document at its headings ({type(e).__name__}: {e}); "
-                                       "cut into plain windows", "chunk"))
+    except Exception as e:
+        doc.problems.append(
+            Problem(
+                1,
+                f"could not cut the document at its headings ({type(e).__name__}: {e}); cut into plain windows",
+                "chunk",
+            )
+        )
         return _windows(text, doc.title or fallback_title, budget, count)
 
 
@@ -61,7 +66,7 @@ def _chunks(text, doc, budget, count, abstract_chunk, fallback_title) -> list[Ch
         out.append(_chunk(0, "abstract", crumb, doc.abstract, bs, be, ls, le, count(doc.abstract)))
 
     body = min(max(doc.body_line - 1, 0), len(lines))
-    fences = {a: b for a, b in fence_blocks(lines, body)}
+    fences = dict(fence_blocks(lines, body))
     heads = {h.line - 1 for h in doc.headings if h.line - 1 >= body}
     for crumb, first, last in _sections(lines, doc, body, title):
         for s, e, tokens in _split(text, lines, fences, heads, first, last, budget, count):
@@ -81,8 +86,19 @@ def _windows(text: str, title: str, budget: int, count) -> list[Chunk]:
     for s, e in spans:
         s, e = _trim(text, s, e)
         if s < e:
-            out.append(_chunk(len(out), "section", title, text[s:e], bmap.byte(s), bmap.byte(e),
-                              bmap.line_of(s), bmap.line_of(e - 1), count(text[s:e])))
+            out.append(
+                _chunk(
+                    len(out),
+                    "section",
+                    title,
+                    text[s:e],
+                    bmap.byte(s),
+                    bmap.byte(e),
+                    bmap.line_of(s),
+                    bmap.line_of(e - 1),
+                    count(text[s:e]),
+                )
+            )
     return out
 
 
@@ -150,7 +166,9 @@ def _split(text, lines, fences, heads, first, last, budget, count) -> list[tuple
     whole = count(text[s:e])
     if whole <= budget:
         return [(s, e, whole)]
-    fitted = [q for blk in block_pieces(text, lines, fences, heads, first, last) for q in _fit(text, blk, budget, count)]
+    fitted = [
+        q for blk in block_pieces(text, lines, fences, heads, first, last) for q in _fit(text, blk, budget, count)
+    ]
     pieces = [p for p, _ in fitted]
     costs = [c for _, c in fitted]
     out: list[tuple[int, int, int]] = []

@@ -80,7 +80,7 @@ class _Loader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
 
-    def fetch_flow_collection_start(self, TokenClass):  # noqa: N803 (PyYAML's name)
+    def fetch_flow_collection_start(self, TokenClass):
         if self.flow_level >= MAX_FRONTMATTER_DEPTH:
             raise _TooDeep(None, None, f"nested deeper than {MAX_FRONTMATTER_DEPTH} levels", self.get_mark())
         super().fetch_flow_collection_start(TokenClass)
@@ -89,8 +89,9 @@ class _Loader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_FRONTMATTER_DEPTH:
-                raise _TooDeep(None, None, f"nested deeper than {MAX_FRONTMATTER_DEPTH} levels",
-                               self.peek_event().start_mark)
+                raise _TooDeep(
+                    None, None, f"nested deeper than {MAX_FRONTMATTER_DEPTH} levels", self.peek_event().start_mark
+                )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -106,10 +107,15 @@ def read_frontmatter(text: str, lines: list[Line]) -> Frontmatter:
         return Frontmatter(problems=[Problem(1, "frontmatter is not closed (no closing --- line); read as body")])
     fm = Frontmatter(body_index=close + 1)
     y_start = lines[1].start
-    y_text = text[y_start:lines[close].start]
+    y_text = text[y_start : lines[close].start]
     if len(y_text) > MAX_FRONTMATTER_CHARS:
-        fm.problems.append(Problem(2, f"frontmatter is {len(y_text)} characters, over the limit of "
-                                      f"{MAX_FRONTMATTER_CHARS}; ignored", "limit"))
+        fm.problems.append(
+            Problem(
+                2,
+                f"frontmatter is {len(y_text)} characters, over the limit of {MAX_FRONTMATTER_CHARS}; ignored",
+                "limit",
+            )
+        )
         return fm
     y_text = _replace_unreadable(y_text, fm.problems)
     node = _compose(y_text, fm.problems)
@@ -135,8 +141,13 @@ def _replace_unreadable(y_text: str, problems: list[Problem]) -> str:
         return y_text
     count = len(_NON_PRINTABLE.findall(y_text))
     line = y_text.count("\n", 0, first.start()) + 2
-    problems.append(Problem(line, f"frontmatter holds {count} control or invalid character(s) "
-                                  f"(first: U+{ord(first.group()):04X}); replaced by U+FFFD"))
+    problems.append(
+        Problem(
+            line,
+            f"frontmatter holds {count} control or invalid character(s) "
+            f"(first: U+{ord(first.group()):04X}); replaced by U+FFFD",
+        )
+    )
     return _NON_PRINTABLE.sub("\ufffd", y_text)
 
 
@@ -198,8 +209,11 @@ class _Builder:
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node, name)
         if node.tag not in _SEQ_TAGS | _MAP_TAGS:
-            self._problem(node, f"{name}: unknown tag {node.tag}; read as a plain "
-                                f"{'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}")
+            self._problem(
+                node,
+                f"{name}: unknown tag {node.tag}; read as a plain "
+                f"{'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}",
+            )
         if isinstance(node, yaml.SequenceNode):
             return [self._value(c, name) for c in node.value]
         if node.tag == _Y + "set":
@@ -217,8 +231,11 @@ class _Builder:
         for k, v in own:
             key = self._key(k, name)
             if key in first_line:
-                self._problem(k, f"duplicate key {self._where(name, key)!r} (first on line {first_line[key]}); "
-                                 "the last value is kept")
+                self._problem(
+                    k,
+                    f"duplicate key {self._where(name, key)!r} (first on line {first_line[key]}); "
+                    "the last value is kept",
+                )
             first_line.setdefault(key, k.start_mark.line + 2)
             out[key] = self._checked(k, v, key, name, top)
         return out
@@ -233,12 +250,20 @@ class _Builder:
         if top:  # each top-level value is measured whole, once: nested ones are inside it
             size = self._size(v)
             if size == math.inf:
-                self._problem(v, f"{where}: the value refers to itself or nests deeper than "
-                                 f"{MAX_FRONTMATTER_DEPTH} levels through YAML aliases; dropped", "limit")
+                self._problem(
+                    v,
+                    f"{where}: the value refers to itself or nests deeper than "
+                    f"{MAX_FRONTMATTER_DEPTH} levels through YAML aliases; dropped",
+                    "limit",
+                )
                 return None
             if size > self.budget:
-                self._problem(v, f"{where}: YAML aliases expand the value to {int(size)} values, over the "
-                                 f"limit of {MAX_FRONTMATTER_NODES} for the block; dropped", "limit")
+                self._problem(
+                    v,
+                    f"{where}: YAML aliases expand the value to {int(size)} values, over the "
+                    f"limit of {MAX_FRONTMATTER_NODES} for the block; dropped",
+                    "limit",
+                )
                 return None
             self.budget -= size
         return self._value(v, where)
@@ -266,8 +291,11 @@ class _Builder:
         if isinstance(node, yaml.ScalarNode):
             return node.value  # 404: or 2024-01-01: as written, not str() of the value ("None", "True")
         text = " ".join(self.y_text[node.start_mark.index : node.end_mark.index].split())
-        self._problem(node, f"{name + ': ' if name else ''}a {'list' if isinstance(node, yaml.SequenceNode) else 'mapping'} "
-                            f"used as a key; kept as the text {text[:60]!r}")
+        self._problem(
+            node,
+            f"{name + ': ' if name else ''}a {'list' if isinstance(node, yaml.SequenceNode) else 'mapping'} "
+            f"used as a key; kept as the text {text[:60]!r}",
+        )
         return text
 
     def _scalar(self, node: yaml.ScalarNode, name: str) -> Any:

@@ -28,9 +28,7 @@ _MDLINK = re.compile(
 _REFDEF = re.compile(r"^ {0,3}\[([^\]\n]+)\]:\s*(<[^<>\n]*>|\S+)")
 # A bare scheme starts where a run of scheme characters starts: "a.a.a.…" would
 # otherwise be tried from every letter after a dot, each try reading to the end.
-_URL = re.compile(
-    r"<[A-Za-z][A-Za-z0-9+.-]*+:[^<>\s]*>|(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*+://\S+|\bwww\.\S+"
-)
+_URL = re.compile(r"<[A-Za-z][A-Za-z0-9+.-]*+:[^<>\s]*>|(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*+://\S+|\bwww\.\S+")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 # A tag starts at a word start with a letter (any script), then letters, digits, _ / -.
 # Not after a word char (foo.md#x, issue#1), '&' (&#123;), '\' (escaped), '#' or '/'.

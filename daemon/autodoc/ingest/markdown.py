@@ -38,12 +38,25 @@ def parse_markdown(text: str) -> ParsedDocument:
     met on some input costs the structure (one problem, code "parse"), never the file."""
     try:
         return _parse(text)
-    except Exception as e:  # noqa: BLE001 — the index must go on; the problem says what happened
+    except Exception as e:
         return ParsedDocument(
-            title="", frontmatter={}, tags=[], aliases=[], abstract=None, status=None, supersedes=[],
-            superseded_by=[], links=[], headings=[], body_byte=0, body_line=1,
-            problems=[Problem(1, f"the document could not be parsed ({type(e).__name__}: {e}); "
-                                 "indexed as plain text", "parse")],
+            title="",
+            frontmatter={},
+            tags=[],
+            aliases=[],
+            abstract=None,
+            status=None,
+            supersedes=[],
+            superseded_by=[],
+            links=[],
+            headings=[],
+            body_byte=0,
+            body_line=1,
+            problems=[
+                Problem(
+                    1, f"the document could not be parsed ({type(e).__name__}: {e}); indexed as plain text", "parse"
+                )
+            ],
         )
 
 
@@ -65,8 +78,11 @@ def _parse(text: str) -> ParsedDocument:
     def add_heading(level: int, raw: str, ln: Line) -> None:
         if len(headings) >= MAX_HEADINGS:
             if not over:
-                problems.append(Problem(ln.no, f"more than {MAX_HEADINGS} headings; from here on they are "
-                                               "read as body text", "limit"))
+                problems.append(
+                    Problem(
+                        ln.no, f"more than {MAX_HEADINGS} headings; from here on they are read as body text", "limit"
+                    )
+                )
             over.append(ln.no)
             return
         headings.append(Heading(level, _clip(plain_text(raw), ln.no, problems), ln.no, bmap.byte(ln.start)))
@@ -81,8 +97,14 @@ def _parse(text: str) -> ParsedDocument:
             para_first, in_block = None, False
             continue
         if len(s) > MAX_LINE_CHARS:
-            problems.append(Problem(ln.no, f"line is {len(s)} characters long (limit {MAX_LINE_CHARS}); "
-                                           "indexed as text, but not read for a heading, links or tags", "limit"))
+            problems.append(
+                Problem(
+                    ln.no,
+                    f"line is {len(s)} characters long (limit {MAX_LINE_CHARS}); "
+                    "indexed as text, but not read for a heading, links or tags",
+                    "limit",
+                )
+            )
             para_first, in_block = None, False
             continue
         setext = SETEXT_LINE.match(s)
@@ -109,8 +131,11 @@ def _parse(text: str) -> ParsedDocument:
 
     data = fm.data
     fm_title = _text(data.get("title"))
-    title = _clip(fm_title, fm.field_lines.get("title", 2), problems) if fm_title else next(
-        (h.text for h in headings if h.level == 1), "")
+    title = (
+        _clip(fm_title, fm.field_lines.get("title", 2), problems)
+        if fm_title
+        else next((h.text for h in headings if h.level == 1), "")
+    )
     supersedes = _names(data.get("supersedes"))
     superseded_by = _names(data.get("superseded_by"))
     fm_links = [
@@ -175,14 +200,21 @@ def _thematic(s: str) -> bool:
 def _text_problems(text: str, lines: list[Line]) -> list[Problem]:
     """Characters that pass through but deserve a word: NUL, lone surrogates, CR-only line ends."""
     out = []
-    for what, pos in (("a NUL character", text.find("\0")),
-                      ("an unpaired surrogate (not Unicode text)", _first(_SURROGATE, text))):
+    for what, pos in (
+        ("a NUL character", text.find("\0")),
+        ("an unpaired surrogate (not Unicode text)", _first(_SURROGATE, text)),
+    ):
         if pos >= 0:
             out.append(Problem(_line_at(lines, pos), f"the text holds {what}", "encoding"))
     lone_cr = text.count("\r") - text.count("\r\n")
     if lone_cr > text.count("\n"):
-        out.append(Problem(1, "line ends are CR only (classic Mac): lines are counted at LF, so the file "
-                              "reads as one line", "encoding"))
+        out.append(
+            Problem(
+                1,
+                "line ends are CR only (classic Mac): lines are counted at LF, so the file reads as one line",
+                "encoding",
+            )
+        )
     return out
 
 
@@ -207,8 +239,7 @@ def _line_at(lines: list[Line], pos: int) -> int:
 def _clip(s: str, line: int, problems: list[Problem]) -> str:
     if len(s) <= MAX_HEADING_CHARS:
         return s
-    problems.append(Problem(line, f"heading or title is {len(s)} characters long; cut to {MAX_HEADING_CHARS}",
-                            "limit"))
+    problems.append(Problem(line, f"heading or title is {len(s)} characters long; cut to {MAX_HEADING_CHARS}", "limit"))
     return s[:MAX_HEADING_CHARS].rstrip() + "…"
 
 
@@ -216,8 +247,7 @@ def _capped(problems: list[Problem]) -> list[Problem]:
     if len(problems) <= MAX_PROBLEMS:
         return problems
     rest = len(problems) - MAX_PROBLEMS
-    return problems[:MAX_PROBLEMS] + [Problem(problems[MAX_PROBLEMS].line,
-                                              f"{rest} more problems not listed", "limit")]
+    return problems[:MAX_PROBLEMS] + [Problem(problems[MAX_PROBLEMS].line, f"{rest} more problems not listed", "limit")]
 
 
 def _text(v: Any) -> str:

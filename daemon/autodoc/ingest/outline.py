@@ -38,16 +38,24 @@ def build_outline(data: bytes, headings: list[Heading] | None = None) -> list[di
     stack: list[dict[str, Any]] = []
     for i, h in enumerate(headings):
         end = len(data)
-        for later in headings[i + 1:]:
+        for later in headings[i + 1 :]:
             if later.level <= h.level:
                 end = later.byte_start
                 break
         line_end = _line_of(data, end - 1) if end > h.byte_start else h.line
         if end == len(data):
             line_end = max(h.line, total_lines)
-        section = data[h.byte_start:end].decode("utf-8", errors="replace")
-        node = {"level": h.level, "title": h.text, "line_start": h.line, "line_end": line_end,
-                "byte_start": h.byte_start, "byte_end": end, "tokens": estimate_tokens(section), "children": []}
+        section = data[h.byte_start : end].decode("utf-8", errors="replace")
+        node = {
+            "level": h.level,
+            "title": h.text,
+            "line_start": h.line,
+            "line_end": line_end,
+            "byte_start": h.byte_start,
+            "byte_end": end,
+            "tokens": estimate_tokens(section),
+            "children": [],
+        }
         while stack and stack[-1]["level"] >= h.level:
             stack.pop()
         (stack[-1]["children"] if stack else roots).append(node)

@@ -21,10 +21,10 @@ from __future__ import annotations
 import codecs
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 import pathspec
 
@@ -38,8 +38,12 @@ LINKED_INSIDE = "symlink to a folder inside the workspace: not followed (the fol
 LINKED_OUTSIDE = "symlink to a folder outside the workspace: not followed (add that folder as a workspace of its own)"
 BINARY_PROBE = 8192
 # Checked longest first: a UTF-32LE mark starts with the UTF-16LE one.
-_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32LE"), (codecs.BOM_UTF32_BE, "UTF-32BE"),
-         (codecs.BOM_UTF16_LE, "UTF-16LE"), (codecs.BOM_UTF16_BE, "UTF-16BE"))
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32LE"),
+    (codecs.BOM_UTF32_BE, "UTF-32BE"),
+    (codecs.BOM_UTF16_LE, "UTF-16LE"),
+    (codecs.BOM_UTF16_BE, "UTF-16BE"),
+)
 
 
 class SkipFile(Exception):
@@ -85,8 +89,14 @@ def scan_folders(root: Path) -> list[Path]:
 _Specs = tuple[tuple[str, pathspec.PathSpec], ...]
 
 
-def _walk(root: Path, real_root: Path, specs: _Specs, max_bytes: int, out: list[ScanEntry] | None,
-          folders: list[Path] | None = None) -> None:
+def _walk(
+    root: Path,
+    real_root: Path,
+    specs: _Specs,
+    max_bytes: int,
+    out: list[ScanEntry] | None,
+    folders: list[Path] | None = None,
+) -> None:
     """Folders from a stack, not by recursion: a tree 1,000 folders deep must not end the scan.
     out=None walks the folders only (into `folders`), without looking at a file."""
     todo: list[tuple[Path, str, _Specs]] = [(root, "", specs)]
@@ -153,8 +163,13 @@ def _kind(mode: int) -> str | None:
     """What a non-regular file is, or None for a regular file."""
     if stat.S_ISREG(mode):
         return None
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -259,7 +274,7 @@ def _load_spec(path: str, mtime_ns: int, size: int) -> pathspec.PathSpec | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             return pathspec.GitIgnoreSpec.from_lines(fh.read().splitlines())
-    except Exception:  # noqa: BLE001 — pathspec may reject a pattern in its own ways
+    except Exception:
         return None  # an unreadable or malformed .gitignore ignores nothing
 
 

@@ -30,17 +30,22 @@ Runs on: any thread (pure: no I/O, no shared state).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from typing import Callable
+from datetime import UTC, datetime
 
 from .chunk import SEP, chunk_document
 from .markdown import parse_markdown
 from .types import Chunk, ParsedDocument
 
 CONVERSATION = {"message": "User", "response": "Agent"}  # kind → how the transcript names the speaker
-SKIP_REASONS = {"tool_call": "tool_call", "tool_result": "tool_result", "status": "status", "error": "error",
-                "other": "other"}
+SKIP_REASONS = {
+    "tool_call": "tool_call",
+    "tool_result": "tool_result",
+    "status": "status",
+    "error": "error",
+    "other": "other",
+}
 TITLE_CHARS = 80
 
 
@@ -97,7 +102,7 @@ def time_text(value: object) -> str | None:
         return None
     if isinstance(value, (int, float)):
         try:
-            return datetime.fromtimestamp(value, timezone.utc).isoformat().replace("+00:00", "Z")
+            return datetime.fromtimestamp(value, UTC).isoformat().replace("+00:00", "Z")
         except (OverflowError, OSError, ValueError):
             return str(value)
     return " ".join(str(value).split()) or None
@@ -145,17 +150,29 @@ def relative_chunks(spans: list[EventSpan], chunks: list[Chunk]) -> Reuse:
         while i < len(chunks) and chunks[i].byte_start < sp.byte_end:
             c = chunks[i]
             if c.byte_start >= sp.byte_start:
-                mine.append(replace(c, byte_start=c.byte_start - sp.byte_start, byte_end=c.byte_end - sp.byte_start,
-                                    line_start=c.line_start - sp.line_start + 1,
-                                    line_end=c.line_end - sp.line_start + 1))
+                mine.append(
+                    replace(
+                        c,
+                        byte_start=c.byte_start - sp.byte_start,
+                        byte_end=c.byte_end - sp.byte_start,
+                        line_start=c.line_start - sp.line_start + 1,
+                        line_end=c.line_end - sp.line_start + 1,
+                    )
+                )
             i += 1
         out[sp.id] = (sp.chunk_key, mine)
     return out
 
 
-def render(title: str, events: list[Event], *, section_tokens: int,
-           count_tokens: Callable[[str], int] | None = None, chunking: str = "",
-           reuse: Reuse | None = None) -> Rendered:
+def render(
+    title: str,
+    events: list[Event],
+    *,
+    section_tokens: int,
+    count_tokens: Callable[[str], int] | None = None,
+    chunking: str = "",
+    reuse: Reuse | None = None,
+) -> Rendered:
     """The session's document, its chunks and its events' spans (module docstring). An event whose
     chunk key is the one `reuse` holds for its id keeps those chunks instead of being cut again:
     appending to a long session re-cuts only what changed."""
@@ -178,15 +195,34 @@ def render(title: str, events: list[Event], *, section_tokens: int,
         stored = (reuse or {}).get(e.id)
         mine = stored[1] if stored and stored[0] == key else _event_chunks(title, e, section_tokens, count_tokens)
         for c in mine:
-            chunks.append(replace(c, ordinal=len(chunks), byte_start=c.byte_start + nbytes,
-                                  byte_end=c.byte_end + nbytes, line_start=c.line_start + first_line - 1,
-                                  line_end=c.line_end + first_line - 1))
+            chunks.append(
+                replace(
+                    c,
+                    ordinal=len(chunks),
+                    byte_start=c.byte_start + nbytes,
+                    byte_end=c.byte_end + nbytes,
+                    line_start=c.line_start + first_line - 1,
+                    line_end=c.line_end + first_line - 1,
+                )
+            )
         out.append(text + "\n")
         nbytes += len(raw) + 1
         nlines = last_line
     data = "".join(out).encode("utf-8")
-    doc = ParsedDocument(title=title, frontmatter={}, tags=[], aliases=[], abstract=None, status=None,
-                         supersedes=[], superseded_by=[], links=[], headings=[], body_byte=0, body_line=1)
+    doc = ParsedDocument(
+        title=title,
+        frontmatter={},
+        tags=[],
+        aliases=[],
+        abstract=None,
+        status=None,
+        supersedes=[],
+        superseded_by=[],
+        links=[],
+        headings=[],
+        body_byte=0,
+        body_line=1,
+    )
     return Rendered(data, doc, chunks, spans)
 
 
@@ -197,5 +233,6 @@ def _event_chunks(title: str, e: Event, section_tokens: int, count_tokens) -> li
     parsed.body_line, parsed.body_byte = 1, 0
     parsed.abstract = None
     parsed.title = title + SEP + CONVERSATION[e.kind]
-    return chunk_document(e.text, parsed, section_tokens=section_tokens, count_tokens=count_tokens,
-                          abstract_chunk=False)
+    return chunk_document(
+        e.text, parsed, section_tokens=section_tokens, count_tokens=count_tokens, abstract_chunk=False
+    )

@@ -19,11 +19,19 @@ Runs on: any thread (pure: no I/O, no shared state).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-ROLE_KINDS = {"user": "message", "human": "message", "assistant": "response", "agent": "response",
-              "system": "status", "tool": "tool_result", "function": "tool_result"}
+ROLE_KINDS = {
+    "user": "message",
+    "human": "message",
+    "assistant": "response",
+    "agent": "response",
+    "system": "status",
+    "tool": "tool_result",
+    "function": "tool_result",
+}
 KINDS = ("message", "response", "tool_call", "tool_result", "status", "error", "other")
 MAX_TEXT = 1_048_576  # session.append's limit on one event's text (characters)
 MAX_ID = 256
@@ -80,8 +88,12 @@ def _event(obj: dict[str, Any], lineno: int) -> dict[str, Any]:
     raw_id = obj.get("uuid", obj.get("id"))
     eid = str(raw_id) if isinstance(raw_id, (str, int)) and str(raw_id) else f"line-{lineno}"
     time = obj.get("timestamp", obj.get("time", obj.get("created_at")))
-    return {"id": eid[:MAX_ID], "kind": kind, "text": text,
-            "time": time if isinstance(time, (str, int, float)) and not isinstance(time, bool) else None}
+    return {
+        "id": eid[:MAX_ID],
+        "kind": kind,
+        "text": text,
+        "time": time if isinstance(time, (str, int, float)) and not isinstance(time, bool) else None,
+    }
 
 
 def parse_transcript(lines: Iterable[str]) -> Transcript:

@@ -51,7 +51,9 @@ class ParsedDocument:
     headings: list[Heading]
     body_byte: int  # byte offset where the body starts (after frontmatter)
     body_line: int  # 1-based line where the body starts
-    abstract_span: tuple[int, int, int, int] | None = None  # byte_start, byte_end, line_start, line_end of the abstract field
+    abstract_span: tuple[int, int, int, int] | None = (
+        None  # byte_start, byte_end, line_start, line_end of the abstract field
+    )
     problems: list[Problem] = field(default_factory=list)
 
 

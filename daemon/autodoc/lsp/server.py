@@ -27,8 +27,8 @@ import logging
 import re
 import threading
 import time
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -72,8 +72,9 @@ class Backend:
         elif self.indexes_on_save:
             log.info("calls run in this process on %s, which indexes files as they are saved", settings.store)
         else:
-            log.info("calls run in this process on %s, read only: another process holds the writer lease",
-                     settings.store)
+            log.info(
+                "calls run in this process on %s, read only: another process holds the writer lease", settings.store
+            )
 
     @property
     def indexes_on_save(self) -> bool:
@@ -104,8 +105,9 @@ class Backend:
         def run() -> None:
             try:
                 while True:
-                    self.service.embed_queue.work([workspace], until_idle=True, batch=EMBED_BATCH,
-                                                  guard=lambda: self._lock)
+                    self.service.embed_queue.work(
+                        [workspace], until_idle=True, batch=EMBED_BATCH, guard=lambda: self._lock
+                    )
                     with self._embed_lock:
                         # decide and leave in one critical section, so a save that lands
                         # now either sees this thread gone or is looked at again
@@ -170,8 +172,9 @@ class AutodocLanguageServer(LanguageServer):
     def roots(self, refresh: bool = False) -> list[tuple[Path, str]]:
         if self._roots is None or refresh:
             listed = self.call("workspace.list", [])["workspaces"]
-            self._roots = sorted(((Path(w["root"]).resolve(), w["name"]) for w in listed),
-                                 key=lambda r: -len(str(r[0])))
+            self._roots = sorted(
+                ((Path(w["root"]).resolve(), w["name"]) for w in listed), key=lambda r: -len(str(r[0]))
+            )
         return self._roots
 
     def locate(self, uri: str) -> tuple[str, str, Path] | None:
@@ -186,9 +189,12 @@ class AutodocLanguageServer(LanguageServer):
                     return name, path.relative_to(root).as_posix(), root
         if uri not in self._warned:
             self._warned.add(uri)
-            self.window_show_message(T.ShowMessageParams(
-                type=T.MessageType.Info,
-                message=f"AutoDoc: {path} is in no workspace (add one: autodoc workspace add NAME PATH)"))
+            self.window_show_message(
+                T.ShowMessageParams(
+                    type=T.MessageType.Info,
+                    message=f"AutoDoc: {path} is in no workspace (add one: autodoc workspace add NAME PATH)",
+                )
+            )
         return None
 
     def ws_call(self, method: str, params: list[Any]) -> Any:
@@ -226,12 +232,16 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
             if not answer.get("answerable", True):
                 continue  # nothing relevant: the nearest passages by meaning are not symbols of the query
             for h in answer["hits"]:
-                out.append(T.SymbolInformation(
-                    name=h["breadcrumb"] or h["path"],
-                    kind=T.SymbolKind.String,
-                    container_name=f"{name}:{h['path']}:{h['line_start']}",
-                    location=T.Location(uri=path_uri(root / h["path"]), range=_lines(h["line_start"], h["line_end"])),
-                ))
+                out.append(
+                    T.SymbolInformation(
+                        name=h["breadcrumb"] or h["path"],
+                        kind=T.SymbolKind.String,
+                        container_name=f"{name}:{h['path']}:{h['line_start']}",
+                        location=T.Location(
+                            uri=path_uri(root / h["path"]), range=_lines(h["line_start"], h["line_end"])
+                        ),
+                    )
+                )
         return out
 
     def linked(ls: AutodocLanguageServer, uri: str, position: T.Position) -> tuple[str, Path, dict] | None:
@@ -274,8 +284,10 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         name, _, link = found
         head = ls.ws_call("document.read", [name, link["target_path"], {"line_start": 1, "line_end": HOVER_LINES}])
         more = "\n\n…" if head["line_end"] < head["total_lines"] else ""
-        text = f"**{link['target_title'] or link['target_path']}** · `{link['target_path']}`\n\n" \
-               f"```markdown\n{head['text'].rstrip()}\n```{more}"
+        text = (
+            f"**{link['target_title'] or link['target_path']}** · `{link['target_path']}`\n\n"
+            f"```markdown\n{head['text'].rstrip()}\n```{more}"
+        )
         return T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=text))
 
     @server.feature(T.TEXT_DOCUMENT_REFERENCES)
@@ -306,25 +318,41 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         if t is not None:
             tags = ls.ws_call("workspace.tags", [name, t, COMPLETION_LIMIT])["tags"]
             span = _span(ls, uri, pos, col - len(t))  # the typed part is replaced, `/` and `-` included
-            return T.CompletionList(is_incomplete=True, items=[
-                T.CompletionItem(label=x["tag"], kind=T.CompletionItemKind.Keyword,
-                                 text_edit=T.TextEdit(range=span, new_text=x["tag"]),
-                                 detail=f"{x['documents']} document{'s' if x['documents'] != 1 else ''}",
-                                 sort_text=f"{i:04d}") for i, x in enumerate(tags)])
+            return T.CompletionList(
+                is_incomplete=True,
+                items=[
+                    T.CompletionItem(
+                        label=x["tag"],
+                        kind=T.CompletionItemKind.Keyword,
+                        text_edit=T.TextEdit(range=span, new_text=x["tag"]),
+                        detail=f"{x['documents']} document{'s' if x['documents'] != 1 else ''}",
+                        sort_text=f"{i:04d}",
+                    )
+                    for i, x in enumerate(tags)
+                ],
+            )
         if m is None:
             return None
         prefix = m.group(1).strip()
         if not prefix:
             return T.CompletionList(is_incomplete=True, items=[])
-        answer = ls.ws_call("search.query", [name, prefix + "*",
-                                             {"stages": ["lexical"], "limit": 50, "scope": "files"}])
+        answer = ls.ws_call(
+            "search.query", [name, prefix + "*", {"stages": ["lexical"], "limit": 50, "scope": "files"}]
+        )
         span = _span(ls, uri, pos, col - len(m.group(1)))
         items: list[T.CompletionItem] = []
         for h, target in link_targets(answer["hits"], prefix, rel)[:COMPLETION_LIMIT]:
-            items.append(T.CompletionItem(label=target, kind=T.CompletionItemKind.File, detail=h["path"],
-                                          documentation=h["snippet"], text_edit=T.TextEdit(range=span, new_text=target),
-                                          sort_text=f"{len(items):04d}",
-                                          filter_text=f"{target.rsplit('/', 1)[-1]} {target} {h['breadcrumb']}"))
+            items.append(
+                T.CompletionItem(
+                    label=target,
+                    kind=T.CompletionItemKind.File,
+                    detail=h["path"],
+                    documentation=h["snippet"],
+                    text_edit=T.TextEdit(range=span, new_text=target),
+                    sort_text=f"{len(items):04d}",
+                    filter_text=f"{target.rsplit('/', 1)[-1]} {target} {h['breadcrumb']}",
+                )
+            )
         return T.CompletionList(is_incomplete=True, items=items)
 
     def publish(ls: AutodocLanguageServer, uri: str, saved: bool = False) -> None:
@@ -342,11 +370,22 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         except (AutodocError, OSError) as e:  # not indexed (yet, or skipped as too large)
             log.info("no problems for %s: %s", rel, e)
             problems = []
-        ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, diagnostics=[
-            T.Diagnostic(range=_lines(max(p.get("line") or 1, 1), max(p.get("line") or 1, 1)), message=p["message"],
-                         severity=T.DiagnosticSeverity.Warning, source="autodoc", code=p.get("code"))
-            for p in problems if p.get("path") in (None, rel)
-        ]))
+        ls.text_document_publish_diagnostics(
+            T.PublishDiagnosticsParams(
+                uri=uri,
+                diagnostics=[
+                    T.Diagnostic(
+                        range=_lines(max(p.get("line") or 1, 1), max(p.get("line") or 1, 1)),
+                        message=p["message"],
+                        severity=T.DiagnosticSeverity.Warning,
+                        source="autodoc",
+                        code=p.get("code"),
+                    )
+                    for p in problems
+                    if p.get("path") in (None, rel)
+                ],
+            )
+        )
 
     @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
     @server.thread()
@@ -407,8 +446,9 @@ def link_targets(hits: list[dict[str, Any]], prefix: str, rel: str) -> list[tupl
 
     ordered = sorted(docs.values(), key=rank)  # stable: search order within each rank
     shared = Counter(stem(p).casefold() for p in docs)  # the resolver compares names without case
-    return [(h, h["path"].rsplit(".", 1)[0] if shared[stem(h["path"]).casefold()] > 1 else stem(h["path"]))
-            for h in ordered]
+    return [
+        (h, h["path"].rsplit(".", 1)[0] if shared[stem(h["path"]).casefold()] > 1 else stem(h["path"])) for h in ordered
+    ]
 
 
 def _tag_context(before: str) -> str | None:
@@ -416,7 +456,7 @@ def _tag_context(before: str) -> str | None:
     not in a code span, not in a link's target (`](#anchor`), not a lone # opening a line
     (a heading)."""
     t = _OPEN_TAG.search(before)
-    if t is None or (not t.group(1) and not before[:t.start()].strip()):
+    if t is None or (not t.group(1) and not before[: t.start()].strip()):
         return None
     if before.count("`") % 2:
         return None  # inside `code` (a closed span cannot end where the tag does)

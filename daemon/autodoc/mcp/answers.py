@@ -63,8 +63,10 @@ def outline_text(tree: list[dict[str, Any]], depth: int = 0) -> str:
     """The tree as indented lines a model reads at a glance: `## Title  L10-25 (120 tokens)`."""
     rows = []
     for node in tree:
-        rows.append(f"{'  ' * depth}{'#' * node['level']} {node['title']}  "
-                    f"L{node['line_start']}-{node['line_end']} ({node['tokens']} tokens)")
+        rows.append(
+            f"{'  ' * depth}{'#' * node['level']} {node['title']}  "
+            f"L{node['line_start']}-{node['line_end']} ({node['tokens']} tokens)"
+        )
         if node.get("children"):
             rows.append(outline_text(node["children"], depth + 1))
     return "\n".join(rows)

@@ -21,24 +21,68 @@ from .backend import ToolError
 
 NESTED = ("opts", "options", "params", "arguments", "args", "filters")
 ALIASES = {
-    "k": "limit", "top_k": "limit", "topk": "limit", "n": "limit", "max_results": "limit", "count": "limit",
-    "num_results": "limit", "size": "limit",
-    "q": "query", "question": "query", "search": "query", "text": "query", "prompt": "query",
-    "ws": "workspace", "workspace_name": "workspace", "kb": "workspace", "collection": "workspace",
-    "path": "ref paths", "file": "ref paths", "document": "ref", "doc": "ref", "filename": "ref paths",
-    "file_path": "ref paths", "note": "ref", "files": "paths", "hit": "ref", "citation": "ref", "id": "ref session_id",
-    "uri": "ref", "url": "ref", "name": "ref workspace", "refs": "ref",
-    "line_range": "lines", "range": "lines", "span": "lines",
-    "line": "around", "at_line": "around",
+    "k": "limit",
+    "top_k": "limit",
+    "topk": "limit",
+    "n": "limit",
+    "max_results": "limit",
+    "count": "limit",
+    "num_results": "limit",
+    "size": "limit",
+    "q": "query",
+    "question": "query",
+    "search": "query",
+    "text": "query",
+    "prompt": "query",
+    "ws": "workspace",
+    "workspace_name": "workspace",
+    "kb": "workspace",
+    "collection": "workspace",
+    "path": "ref paths",
+    "file": "ref paths",
+    "document": "ref",
+    "doc": "ref",
+    "filename": "ref paths",
+    "file_path": "ref paths",
+    "note": "ref",
+    "files": "paths",
+    "hit": "ref",
+    "citation": "ref",
+    "id": "ref session_id",
+    "uri": "ref",
+    "url": "ref",
+    "name": "ref workspace",
+    "refs": "ref",
+    "line_range": "lines",
+    "range": "lines",
+    "span": "lines",
+    "line": "around",
+    "at_line": "around",
     "heading": "section",
-    "budget": "budget_tokens", "max_tokens": "budget_tokens", "token_budget": "budget_tokens", "tokens": "budget_tokens",
-    "filter_paths": "paths", "prefix": "paths", "folder": "paths", "dir": "paths", "tag": "tags",
-    "mode": "stages", "since": "cursor", "after": "cursor", "field": "facet",
-    "messages": "turns", "conversation": "turns", "events": "turns", "transcript": "turns", "session": "session_id",
+    "budget": "budget_tokens",
+    "max_tokens": "budget_tokens",
+    "token_budget": "budget_tokens",
+    "tokens": "budget_tokens",
+    "filter_paths": "paths",
+    "prefix": "paths",
+    "folder": "paths",
+    "dir": "paths",
+    "tag": "tags",
+    "mode": "stages",
+    "since": "cursor",
+    "after": "cursor",
+    "field": "facet",
+    "messages": "turns",
+    "conversation": "turns",
+    "events": "turns",
+    "transcript": "turns",
+    "session": "session_id",
 }
 _LINES = re.compile(r"^\s*L?(\d+)\s*(?:(?:-|:|–|\.\.)\s*L?(\d+)\s*)?$", re.I)
-_REF = re.compile(r"^(?:(?P<ws>[A-Za-z0-9][A-Za-z0-9._-]{0,63}):(?!\d))?(?P<path>[^#]*?)"
-                  r"(?:#L?(?P<a>\d+)(?:-L?(?P<b>\d+))?|:(?P<c>\d+)(?:-(?P<d>\d+))?)?$")
+_REF = re.compile(
+    r"^(?:(?P<ws>[A-Za-z0-9][A-Za-z0-9._-]{0,63}):(?!\d))?(?P<path>[^#]*?)"
+    r"(?:#L?(?P<a>\d+)(?:-L?(?P<b>\d+))?|:(?P<c>\d+)(?:-(?P<d>\d+))?)?$"
+)
 
 
 @dataclass
@@ -52,7 +96,7 @@ def parse_ref(text: str) -> Ref:
     """`ws:path#L10-15`, `path#L10-15`, `path:10-15`, `autodoc://ws/path` or a bare path."""
     text = text.strip()
     if text.startswith("autodoc://"):
-        ws, _, path = text[len("autodoc://"):].partition("/")
+        ws, _, path = text[len("autodoc://") :].partition("/")
         return Ref(ws or None, path, None)
     m = _REF.match(text)
     if not m or not m.group("path"):
@@ -60,7 +104,7 @@ def parse_ref(text: str) -> Ref:
     path = m.group("path")
     if m.group("c") and not path.lower().endswith((".md", ".markdown")):
         # `:N` is a line only after a file name: `.session/2026-12-01T10:30` is a session's path
-        return Ref(m.group("ws"), text[text.index(":") + 1:] if m.group("ws") else text, None)
+        return Ref(m.group("ws"), text[text.index(":") + 1 :] if m.group("ws") else text, None)
     a, b = m.group("a") or m.group("c"), m.group("b") or m.group("d")
     lines = (int(a), int(b or a)) if a else None
     return Ref(m.group("ws"), path, lines)
@@ -80,12 +124,16 @@ class Args:
         for key in NESTED:
             if key not in known and isinstance(raw.get(key), dict):
                 flat.update(raw[key])
-                self.notes.append(f"read the keys of {key!r} as arguments ({', '.join(map(str, raw[key]))}): "
-                                  "they go at the top level")
+                self.notes.append(
+                    f"read the keys of {key!r} as arguments ({', '.join(map(str, raw[key]))}): they go at the top level"
+                )
         flat.update({k: v for k, v in raw.items() if not (k in NESTED and k not in known and isinstance(v, dict))})
         for key, value in flat.items():
-            name = key if key in known else next(
-                (a for a in ALIASES.get(str(key).lower(), "").split() if a in known), None)
+            name = (
+                key
+                if key in known
+                else next((a for a in ALIASES.get(str(key).lower(), "").split() if a in known), None)
+            )
             if name is None:
                 near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
                 name = near[0] if near else None
@@ -186,7 +234,7 @@ class Args:
         return v
 
     def lines(self, name: str = "lines") -> tuple[int, int] | None:
-        """"a-b", "a:b", "La-Lb", "a", [a, b] or {start, end} → (a, b), a ≤ b, both ≥ 1."""
+        """ "a-b", "a:b", "La-Lb", "a", [a, b] or {start, end} → (a, b), a ≤ b, both ≥ 1."""
         v = self.values.get(name)
         if v is None:
             return None
@@ -200,8 +248,9 @@ class Args:
         elif isinstance(v, dict) and isinstance(v.get("start"), int):
             pair = (v["start"], v.get("end", v["start"]))
         if pair is None:
-            raise ToolError(f"{name} must be a line range like \"10-25\" (1-based, inclusive) or one line "
-                            f"number, not {v!r}")
+            raise ToolError(
+                f'{name} must be a line range like "10-25" (1-based, inclusive) or one line number, not {v!r}'
+            )
         a, b = max(1, pair[0]), max(1, pair[1])
         if b < a:
             self.notes.append(f"{name} {v!r} ran backwards: read {b}-{a}")

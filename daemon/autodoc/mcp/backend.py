@@ -19,13 +19,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 
-from ..config import Settings
 from ..api import METHODS
+from ..config import Settings
 from ..connect import Local, Remote, daemon_socket
 from ..errors import ShuttingDown, StoreLocked
 from ..store.lease import read_holder
@@ -86,14 +87,29 @@ class Backend:
 
     def _spawn_daemon(self) -> Path | None:
         """Start `autodoc serve --socket` for this store, detached, and wait for its socket."""
-        argv = [sys.executable, "-m", "autodoc.cli", "--store", str(self.settings.store),
-                "--socket", str(self.settings.socket), "serve", "--socket"]
+        argv = [
+            sys.executable,
+            "-m",
+            "autodoc.cli",
+            "--store",
+            str(self.settings.store),
+            "--socket",
+            str(self.settings.socket),
+            "serve",
+            "--socket",
+        ]
         log.info("starting a daemon: %s", " ".join(argv))
         self.settings.store.parent.mkdir(parents=True, exist_ok=True)
         logfile = open(str(self.settings.store) + ".daemon.log", "ab")
         try:
-            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=logfile,
-                             start_new_session=True, env=os.environ.copy())
+            subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=logfile,
+                start_new_session=True,
+                env=os.environ.copy(),
+            )
         finally:
             logfile.close()
         deadline = time.monotonic() + SPAWN_WAIT_S
@@ -102,8 +118,11 @@ class Backend:
             if sock is not None:
                 return sock
             time.sleep(0.1)
-        log.warning("the daemon did not come up in %.0f s (see %s.daemon.log): serving in this process",
-                    SPAWN_WAIT_S, self.settings.store)
+        log.warning(
+            "the daemon did not come up in %.0f s (see %s.daemon.log): serving in this process",
+            SPAWN_WAIT_S,
+            self.settings.store,
+        )
         return None
 
     def _start_embedding(self, local: Local) -> None:
@@ -162,8 +181,11 @@ class Backend:
             cur.close()
         else:  # a daemon that is stopping keeps its lease a moment after its socket is gone
             deadline = time.monotonic() + STOP_WAIT_S
-            while read_holder(self.settings.store) and daemon_socket(self.settings) is None \
-                    and time.monotonic() < deadline:
+            while (
+                read_holder(self.settings.store)
+                and daemon_socket(self.settings) is None
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.1)
         return self._resolve()
 
@@ -186,8 +208,9 @@ class Backend:
         or, with no name, the only one there is, or with `many` every one."""
         names = await self.workspaces()
         if not names:
-            raise ToolError("there is no workspace yet: add one with `autodoc workspace add NAME FOLDER`, "
-                            "then `autodoc index NAME`")
+            raise ToolError(
+                "there is no workspace yet: add one with `autodoc workspace add NAME FOLDER`, then `autodoc index NAME`"
+            )
         if name in (None, "", "*", "all", "ALL"):
             if many or len(names) == 1:
                 return names
@@ -202,7 +225,9 @@ class Backend:
         near = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         raise ToolError(f"no workspace named {name!r}", did_you_mean=near or None, workspaces=names)
 
-    async def documents(self, workspace: str, limit: int = BROWSE_LIMIT, after: str | None = None) -> list[dict[str, Any]]:
+    async def documents(
+        self, workspace: str, limit: int = BROWSE_LIMIT, after: str | None = None
+    ) -> list[dict[str, Any]]:
         """The workspace's documents in path order ({path, title, line_end…}): a facet browse
         with no words, which lists files without ranking them; after: those past this path."""
         opts: dict[str, Any] = {"limit": limit, "scope": "files", **({"after": after} if after is not None else {})}

@@ -43,9 +43,9 @@ def uri(workspace: str, path: str) -> str:
 
 
 def parse_uri(text: str) -> tuple[str, str]:
-    if not text.startswith(SCHEME) or "/" not in text[len(SCHEME):]:
+    if not text.startswith(SCHEME) or "/" not in text[len(SCHEME) :]:
         raise DocumentNotFound(f"{text} is not a document URI: autodoc://<workspace>/<path>", {"uri": text})
-    ws, _, path = text[len(SCHEME):].partition("/")
+    ws, _, path = text[len(SCHEME) :].partition("/")
     return ws, unquote(path)
 
 
@@ -65,24 +65,40 @@ async def list_resources(b: Backend, cursor: str | None = None, page: int = BROW
         docs = await b.documents(ws, limit=page, after=after)
         after = None
         for d in docs:
-            out.append(types.Resource(uri=uri(ws, d["path"]), name=f"{ws}:{d['path']}", title=d["title"],
-                                      mime_type="text/markdown", size=d["byte_end"]))
+            out.append(
+                types.Resource(
+                    uri=uri(ws, d["path"]),
+                    name=f"{ws}:{d['path']}",
+                    title=d["title"],
+                    mime_type="text/markdown",
+                    size=d["byte_end"],
+                )
+            )
         if len(docs) == page:  # maybe more behind it
             return types.ListResourcesResult(resources=out, ttl_ms=0, next_cursor=json.dumps([ws, docs[-1]["path"]]))
     return types.ListResourcesResult(resources=out, ttl_ms=0)
 
 
 def templates() -> types.ListResourceTemplatesResult:
-    return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
-        name="document", uri_template=SCHEME + "{workspace}/{+path}", mime_type="text/markdown",
-        description="A Markdown document of a workspace, by its path relative to the workspace root.")], ttl_ms=0)
+    return types.ListResourceTemplatesResult(
+        resource_templates=[
+            types.ResourceTemplate(
+                name="document",
+                uri_template=SCHEME + "{workspace}/{+path}",
+                mime_type="text/markdown",
+                description="A Markdown document of a workspace, by its path relative to the workspace root.",
+            )
+        ],
+        ttl_ms=0,
+    )
 
 
 async def read_resource(b: Backend, text: str) -> types.ReadResourceResult:
     ws, path = parse_uri(text)
     doc = await b.call("document.read", [ws, path])
-    return types.ReadResourceResult(contents=[types.TextResourceContents(
-        uri=text, mime_type="text/markdown", text=doc["text"])], ttl_ms=0)
+    return types.ReadResourceResult(
+        contents=[types.TextResourceContents(uri=text, mime_type="text/markdown", text=doc["text"])], ttl_ms=0
+    )
 
 
 class ChangeFeed:

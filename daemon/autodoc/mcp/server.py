@@ -15,9 +15,10 @@ import json
 import logging
 import re
 import sys
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -38,7 +39,8 @@ INSTRUCTIONS = (
     "AutoDoc searches the user's local Markdown knowledge base (notes, ADRs, runbooks, design docs). "
     "Use `search` first; cite hits by their `ref` (workspace:path#Lstart-end); `read` a ref for more context. "
     "When `answerable` is false, say the knowledge base does not cover it. After writing a note, `reindex` it; "
-    "`save_session` keeps this conversation searchable for later sessions.")
+    "`save_session` keeps this conversation searchable for later sessions."
+)
 RESOURCE_NOT_FOUND = -32002  # MCP's code for a resource that does not exist
 _HOSTPORT = re.compile(r"^(?:(?P<host>\[[^\]]+\]|[^:]+):)?(?P<port>\d{1,5})$")
 
@@ -55,11 +57,14 @@ def build(backend: Backend, feed: resources.ChangeFeed) -> Server[Any]:
         except ToolError as e:
             return _error({"error": e.message, **e.data})
         except AutodocError as e:
-            extra = {k: v for k, v in (e.data or {}).items() if k in ("did_you_mean", "next_cursor", "field")} \
-                if isinstance(e.data, dict) else {}
+            extra = (
+                {k: v for k, v in (e.data or {}).items() if k in ("did_you_mean", "next_cursor", "field")}
+                if isinstance(e.data, dict)
+                else {}
+            )
             message, field = e.message, extra.get("field")
             if isinstance(field, str) and field.startswith("opts."):  # the daemon's name; the tool's is bare
-                extra["field"] = field[len("opts."):]
+                extra["field"] = field[len("opts.") :]
                 message = message.replace(field, extra["field"], 1)
             return _error({"error": message, **extra})
         except Exception as e:  # a bug: the model gets one line, the log the traceback
@@ -88,17 +93,27 @@ def build(backend: Backend, feed: resources.ChangeFeed) -> Server[Any]:
         return types.EmptyResult()
 
     return Server(
-        "autodoc", version=__version__, title="AutoDoc knowledge base", instructions=INSTRUCTIONS,
-        on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
-        on_list_resource_templates=list_templates, on_read_resource=read_resource,
-        on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe,
+        "autodoc",
+        version=__version__,
+        title="AutoDoc knowledge base",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
         on_subscriptions_listen=ListenHandler(feed.bus),
     )
 
 
 def _error(payload: dict[str, Any]) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=json.dumps(payload, ensure_ascii=False))],
-                                structured_content=payload, is_error=True)
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(payload, ensure_ascii=False))],
+        structured_content=payload,
+        is_error=True,
+    )
 
 
 @asynccontextmanager
@@ -148,8 +163,11 @@ def run(settings: Settings, *, http: str | None = None, spawn: bool = False) -> 
     if http is not None:
         hp = parse_http(http)
         if hp is None or hp[0] not in LOOPBACK:
-            print(f"autodoc: --http wants a loopback HOST:PORT such as 127.0.0.1:8765, not {http!r} "
-                  "(the server has no authentication, so it listens on this machine only)", file=sys.stderr)
+            print(
+                f"autodoc: --http wants a loopback HOST:PORT such as 127.0.0.1:8765, not {http!r} "
+                "(the server has no authentication, so it listens on this machine only)",
+                file=sys.stderr,
+            )
             return 2
         anyio.run(partial(serve_http, settings, spawn, *hp))
         return 0

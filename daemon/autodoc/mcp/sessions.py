@@ -18,17 +18,32 @@ from typing import Any
 from .args import Args
 from .backend import Backend, ToolError
 
-KINDS = {"user": "message", "human": "message", "message": "message",
-         "assistant": "response", "agent": "response", "ai": "response", "model": "response", "response": "response",
-         "tool": "tool_result", "tool_result": "tool_result", "tool_call": "tool_call", "function": "tool_call",
-         "system": "status", "status": "status", "error": "error"}
+KINDS = {
+    "user": "message",
+    "human": "message",
+    "message": "message",
+    "assistant": "response",
+    "agent": "response",
+    "ai": "response",
+    "model": "response",
+    "response": "response",
+    "tool": "tool_result",
+    "tool_result": "tool_result",
+    "tool_call": "tool_call",
+    "function": "tool_call",
+    "system": "status",
+    "status": "status",
+    "error": "error",
+}
 EXAMPLE = '[{"role": "user", "text": "why did we pick SQLite?"}, {"role": "assistant", "text": "Because …"}]'
 
 
 def _text(turn: dict[str, Any]) -> str:
     content = turn.get("text", turn.get("content", ""))
     if isinstance(content, list):  # chat-style parts: keep the text ones
-        content = "\n\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+        content = "\n\n".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text"
+        )
     if not isinstance(content, str):
         raise ToolError(f"a turn's text must be a string, not {type(content).__name__}; e.g. {EXAMPLE}")
     return content
@@ -44,8 +59,10 @@ def events_of(turns: Any) -> list[dict[str, Any]]:
             raise ToolError(f"turn {i} must be an object with role and text, e.g. {EXAMPLE}")
         role = str(turn.get("role", turn.get("kind", ""))).lower()
         if role not in KINDS:
-            raise ToolError(f"turn {i}: role must be user or assistant (tool, system and error turns are "
-                            f"accepted and not indexed), not {role!r}")
+            raise ToolError(
+                f"turn {i}: role must be user or assistant (tool, system and error turns are "
+                f"accepted and not indexed), not {role!r}"
+            )
         event: dict[str, Any] = {"id": str(turn.get("id") or f"turn-{i}"), "kind": KINDS[role], "text": _text(turn)}
         if isinstance(turn.get("time"), (str, int, float)) and not isinstance(turn.get("time"), bool):
             event["time"] = turn["time"]
@@ -63,9 +80,14 @@ async def save_session(b: Backend, a: Args) -> tuple[dict[str, Any], str]:
         params["title"] = title
     got = await b.call("session.append", params)
     out: dict[str, Any] = {
-        "workspace": ws, "session_id": sid, "ref": f"{ws}:{got['path']}", "saved": got["indexed"],
-        "skipped": got["skipped"], "session_turns": got["events"],
-        "next": "search it with scope \"sessions\"; send the whole conversation again to update it"}
+        "workspace": ws,
+        "session_id": sid,
+        "ref": f"{ws}:{got['path']}",
+        "saved": got["indexed"],
+        "skipped": got["skipped"],
+        "session_turns": got["events"],
+        "next": 'search it with scope "sessions"; send the whole conversation again to update it',
+    }
     if a.notes:
         out["notes"] = a.notes
     return out, json.dumps(out, ensure_ascii=False, separators=(",", ":"))
@@ -77,9 +99,18 @@ async def list_sessions(b: Backend, a: Args) -> tuple[dict[str, Any], str]:
     got = await b.call("session.list", {"workspace": ws, "after": a.str("cursor"), "limit": limit})
     out: dict[str, Any] = {
         "workspace": ws,
-        "sessions": [{"ref": f"{ws}:{x['path']}", "session_id": x["session_id"], "title": x["title"],
-                      "turns": x["events"], "last_time": x["last_time"]} for x in got["sessions"]],
-        "next_cursor": got["next_cursor"]}
+        "sessions": [
+            {
+                "ref": f"{ws}:{x['path']}",
+                "session_id": x["session_id"],
+                "title": x["title"],
+                "turns": x["events"],
+                "last_time": x["last_time"],
+            }
+            for x in got["sessions"]
+        ],
+        "next_cursor": got["next_cursor"],
+    }
     if not got["sessions"] and not a.str("cursor"):
         a.notes.append("no saved conversations yet: `save_session` keeps one")
     if a.notes:

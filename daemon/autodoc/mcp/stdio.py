@@ -46,12 +46,18 @@ def rejection(exc: Exception) -> types.JSONRPCError | None:
     except Exception:
         pass
     if not errors or any(e.get("type") == "json_invalid" for e in errors):
-        return types.JSONRPCError(jsonrpc="2.0", id=None,
-                                  error=types.ErrorData(code=-32700, message="parse error: the line is not JSON"))
+        return types.JSONRPCError(
+            jsonrpc="2.0", id=None, error=types.ErrorData(code=-32700, message="parse error: the line is not JSON")
+        )
     message = next((e["input"] for e in errors if isinstance(e.get("input"), dict)), None)
     if not isinstance(message, dict):
-        return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
-            code=-32600, message="invalid request: a message is one JSON object (MCP has no batches)"))
+        return types.JSONRPCError(
+            jsonrpc="2.0",
+            id=None,
+            error=types.ErrorData(
+                code=-32600, message="invalid request: a message is one JSON object (MCP has no batches)"
+            ),
+        )
     if "id" not in message or ("method" not in message and ("result" in message or "error" in message)):
         return None
     rid = message.get("id")
@@ -61,11 +67,18 @@ def rejection(exc: Exception) -> types.JSONRPCError | None:
     elif not isinstance(message.get("method"), str):
         why = "a request names its method (a string)"
     elif "params" in message and not isinstance(message["params"], dict):
-        return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(
-            code=-32602, message="invalid params: params must be an object", data={"field": "params"}))
+        return types.JSONRPCError(
+            jsonrpc="2.0",
+            id=rid,
+            error=types.ErrorData(
+                code=-32602, message="invalid params: params must be an object", data={"field": "params"}
+            ),
+        )
     else:
         why = "not a JSON-RPC request, notification or response MCP knows"
-    return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=-32600, message=f"invalid request: {why}"))
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=rid, error=types.ErrorData(code=-32600, message=f"invalid request: {why}")
+    )
 
 
 async def serve(server: Any, options: Any) -> None:

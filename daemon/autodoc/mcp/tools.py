@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 
@@ -60,6 +61,7 @@ def _with_notes(obj: dict[str, Any], a: Args) -> dict[str, Any]:
 
 # -- locating a document ---------------------------------------------------------------
 
+
 async def locate(b: Backend, a: Args) -> tuple[str, str, dict[str, Any], tuple[int, int] | None]:
     """(workspace, path, the whole document as document.read answers it, the ref's lines)."""
     raw = a.str("ref", required=True, example="kb:adrs/0012-lease-recovery.md#L10-15")
@@ -77,11 +79,15 @@ async def locate(b: Backend, a: Args) -> tuple[str, str, dict[str, Any], tuple[i
                 if p == path:  # the daemon's guesses for what was asked, not for the .md we added
                     guesses += [g if len(candidates) == 1 else answers.ref(ws, g) for g in near]
     where = candidates[0] if len(candidates) == 1 else f"any of {candidates}"
-    raise ToolError(f"{path!r} is not an indexed document of {where}: pass a path relative to the workspace root "
-                    "(a search hit's ref works as it is)", did_you_mean=guesses[:3] or None)
+    raise ToolError(
+        f"{path!r} is not an indexed document of {where}: pass a path relative to the workspace root "
+        "(a search hit's ref works as it is)",
+        did_you_mean=guesses[:3] or None,
+    )
 
 
 # -- search -------------------------------------------------------------------------------
+
 
 async def search(b: Backend, a: Args) -> Result:
     query = a.str("query", required=True, example="how do we recover the lease after a crash")
@@ -90,9 +96,13 @@ async def search(b: Backend, a: Args) -> Result:
     limit = a.int("limit", 5, 1, 50)
     budget = a.int("budget_tokens", 2000, 300, 32000)
     assert limit is not None and budget is not None
-    opts: dict[str, Any] = {"answer": "compact", "limit": limit, "budget_tokens": budget,
-                            "per_document": a.bool("per_document", True),
-                            "scope": a.choice("scope", ["files", "sessions", "all"], "all")}
+    opts: dict[str, Any] = {
+        "answer": "compact",
+        "limit": limit,
+        "budget_tokens": budget,
+        "per_document": a.bool("per_document", True),
+        "scope": a.choice("scope", ["files", "sessions", "all"], "all"),
+    }
     for key in ("paths", "tags"):
         if (v := a.strings(key, '["adrs/"]')) is not None:
             opts[key] = v
@@ -117,23 +127,42 @@ async def search(b: Backend, a: Args) -> Result:
     else:
         # the budget is the whole answer's: what is not hits (names, stages, notes) comes off first
         # (each workspace's own answer counted its envelope, not this one)
-        around = answers.tokens({"query": query, "workspaces": names, "answerable": False, "truncated": False,
-                                 "tokens": 9999, "hits": [], "stages": ran, "notes": ws_notes + a.notes})
+        around = answers.tokens(
+            {
+                "query": query,
+                "workspaces": names,
+                "answerable": False,
+                "truncated": False,
+                "tokens": 9999,
+                "hits": [],
+                "stages": ran,
+                "notes": ws_notes + a.notes,
+            }
+        )
         hits, truncated, _ = answers.merge(got, limit, max(0, budget - around - NOTES_ROOM))
     floor = a.float("min_confidence", MIN_CONFIDENCE, 0.0, 1.0)
     # while vectors are pending a passage found by its words alone scores far lower than it will
     # (a note written a moment ago: 0.01, then 0.98): the floor waits for a ready semantic leg
     trusted = {ws for ws, g in zip(names, got) if g.get("semantic") == "ready"}
-    weak = [h for h in hits if h.get("confidence") is not None and h["confidence"] < floor
-            and h.get("workspace") in trusted]
+    weak = [
+        h for h in hits if h.get("confidence") is not None and h["confidence"] < floor and h.get("workspace") in trusted
+    ]
     hits = [h for h in hits if h not in weak]
-    out: dict[str, Any] = {"query": query, "workspaces": names, "answerable": any(g["answerable"] for g in got),
-                           "truncated": truncated, "tokens": 0, "hits": hits,
-                           "stages": ran}
+    out: dict[str, Any] = {
+        "query": query,
+        "workspaces": names,
+        "answerable": any(g["answerable"] for g in got),
+        "truncated": truncated,
+        "tokens": 0,
+        "hits": hits,
+        "stages": ran,
+    }
     notes = [f"{ws} left out: {e.message}" for ws, e in failed] + ws_notes
     if weak:
-        notes.append(f"{len(weak)} weak hit{'s' if len(weak) > 1 else ''} left out (confidence under {floor}); "
-                     "min_confidence: 0 shows them")
+        notes.append(
+            f"{len(weak)} weak hit{'s' if len(weak) > 1 else ''} left out (confidence under {floor}); "
+            "min_confidence: 0 shows them"
+        )
     if not hits:
         notes.append("nothing relevant found: try other words, fewer filters, or `list` to browse")
     if notes:
@@ -165,6 +194,7 @@ def _search_notes(ws: str, ans: dict[str, Any]) -> list[str]:
 
 # -- reading --------------------------------------------------------------------------------
 
+
 async def read(b: Backend, a: Args) -> Result:
     ws, path, doc, ref_lines = await locate(b, a)
     lines = doc["text"].split("\n")
@@ -195,10 +225,17 @@ async def read(b: Backend, a: Args) -> Result:
     if end - start + 1 > max_lines:
         end = start + max_lines - 1
         more = f"{end + 1}-{min(total, end + max_lines)}"
-        a.notes.append(f"cut at {max_lines} lines: continue with lines=\"{more}\"")
-    text = "\n".join(lines[start - 1:end])
-    out = {"ref": answers.ref(ws, path, start, end), "workspace": ws, "path": path, "line_start": start,
-           "line_end": end, "total_lines": total, "text": text}
+        a.notes.append(f'cut at {max_lines} lines: continue with lines="{more}"')
+    text = "\n".join(lines[start - 1 : end])
+    out = {
+        "ref": answers.ref(ws, path, start, end),
+        "workspace": ws,
+        "path": path,
+        "line_start": start,
+        "line_end": end,
+        "total_lines": total,
+        "text": text,
+    }
     if section_title:
         out["section"] = section_title
     if more:
@@ -227,8 +264,16 @@ async def _outline(b: Backend, ws: str, path: str) -> list[dict[str, Any]]:
 async def outline(b: Backend, a: Args) -> Result:
     ws, path, doc, _ = await locate(b, a)
     tree = await _outline(b, ws, path)
-    out = _with_notes({"ref": answers.ref(ws, path), "workspace": ws, "path": path,
-                       "total_lines": doc["total_lines"], "outline": tree}, a)
+    out = _with_notes(
+        {
+            "ref": answers.ref(ws, path),
+            "workspace": ws,
+            "path": path,
+            "total_lines": doc["total_lines"],
+            "outline": tree,
+        },
+        a,
+    )
     text = f"{out['ref']} ({doc['total_lines']} lines)\n{answers.outline_text(tree) or '(no headings)'}"
     return out, text + "".join(f"\nnote: {n}" for n in out.get("notes", []))
 
@@ -239,14 +284,31 @@ async def links(b: Backend, a: Args) -> Result:
     out: dict[str, Any] = {"ref": answers.ref(ws, path), "workspace": ws, "path": path}
     if direction in ("out", "both"):
         got = await b.call("document.links", [ws, path])
-        out["out"] = [{"target": link["target"], "kind": link["kind"], "line": link["line"],
-                       "resolved": link["target_path"] is not None,
-                       **({"ref": answers.ref(ws, link["target_path"]), "title": link["target_title"]}
-                          if link["target_path"] else {"broken": True})} for link in got["links"]]
+        out["out"] = [
+            {
+                "target": link["target"],
+                "kind": link["kind"],
+                "line": link["line"],
+                "resolved": link["target_path"] is not None,
+                **(
+                    {"ref": answers.ref(ws, link["target_path"]), "title": link["target_title"]}
+                    if link["target_path"]
+                    else {"broken": True}
+                ),
+            }
+            for link in got["links"]
+        ]
     if direction in ("in", "both"):
         got = await b.call("document.backlinks", [ws, path])
-        out["in"] = [{"ref": answers.ref(ws, link["source_path"], link["line"]), "title": link["source_title"],
-                      "kind": link["kind"], "line": link["line"]} for link in got["backlinks"]]
+        out["in"] = [
+            {
+                "ref": answers.ref(ws, link["source_path"], link["line"]),
+                "title": link["source_title"],
+                "kind": link["kind"],
+                "line": link["line"],
+            }
+            for link in got["backlinks"]
+        ]
     _with_notes(out, a)
     return out, as_text(out)
 
@@ -259,11 +321,20 @@ async def similar(b: Backend, a: Args) -> Result:
         ans = await b.call("search.similar", [ws, path, {"limit": limit}])
     except Unsupported as e:
         reason = (e.data or {}).get("reason") if isinstance(e.data, dict) else None
-        raise ToolError(f"similar compares stored vectors, and there are none to compare yet "
-                        f"({reason or e.message}); use search with the document's subject instead") from None
-    out_hits = [{"ref": answers.ref(ws, h["path"], h["line_start"], h["line_end"]), "path": h["path"],
-                 "title": h["title"], "section": h["breadcrumb"], "score": round(h["score"], 3)}
-                for h in ans["similar"]]
+        raise ToolError(
+            f"similar compares stored vectors, and there are none to compare yet "
+            f"({reason or e.message}); use search with the document's subject instead"
+        ) from None
+    out_hits = [
+        {
+            "ref": answers.ref(ws, h["path"], h["line_start"], h["line_end"]),
+            "path": h["path"],
+            "title": h["title"],
+            "section": h["breadcrumb"],
+            "score": round(h["score"], 3),
+        }
+        for h in ans["similar"]
+    ]
     if ans.get("semantic") == "partial":
         a.notes.append("some chunks still wait for vectors: their documents cannot be found yet")
     out = _with_notes({"ref": answers.ref(ws, path), "similar": out_hits}, a)
@@ -271,6 +342,7 @@ async def similar(b: Backend, a: Args) -> Result:
 
 
 # -- browsing and the state of things -----------------------------------------------------------
+
 
 async def list_documents(b: Backend, a: Args) -> Result:
     [ws] = await b.workspace(a.str("workspace"))
@@ -289,14 +361,17 @@ async def list_documents(b: Backend, a: Args) -> Result:
         opts["facets"] = {k: v if isinstance(v, list) else [v] for k, v in facets.items()}
     if (count := a.strings("count", '["status"]')) is not None:
         opts["facet_counts"] = count[:20]
-    ans, tags = await gather([lambda: b.call("search.query", [ws, "", opts]),
-                              lambda: b.call("workspace.tags", [ws, None, 30])])
+    ans, tags = await gather(
+        [lambda: b.call("search.query", [ws, "", opts]), lambda: b.call("workspace.tags", [ws, None, 30])]
+    )
     docs = ans["hits"]
     page = docs[:limit]
     out: dict[str, Any] = {
         "workspace": ws,
-        "documents": [{"ref": answers.ref(ws, d["path"]), "title": d["title"], "tags": d["tags"],
-                       "lines": d["line_end"]} for d in page],
+        "documents": [
+            {"ref": answers.ref(ws, d["path"]), "title": d["title"], "tags": d["tags"], "lines": d["line_end"]}
+            for d in page
+        ],
         # a full answer of BROWSE_LIMIT may have more behind it (the next page says: maybe none)
         "next_cursor": page[-1]["path"] if len(docs) > limit or len(docs) == BROWSE_LIMIT else None,
         "tag_counts": {t["tag"]: t["documents"] for t in tags["tags"]},
@@ -316,10 +391,21 @@ async def changes(b: Backend, a: Args) -> Result:
     more = len(merged) > (limit or 0) or any(g["has_more"] for g in got)
     merged = merged[:limit]
     nxt = merged[-1]["cursor"] if merged else max([cursor or 0] + [g["next_cursor"] for g in got])
-    out = {"changes": [{"cursor": c["cursor"], "workspace": c["workspace"], "path": c["path"], "op": c["op"],
-                        **({"old_path": c["old_path"]} if c.get("old_path") else {}), "time": c["time"]}
-                       for c in merged],
-           "next_cursor": nxt, "has_more": more}
+    out = {
+        "changes": [
+            {
+                "cursor": c["cursor"],
+                "workspace": c["workspace"],
+                "path": c["path"],
+                "op": c["op"],
+                **({"old_path": c["old_path"]} if c.get("old_path") else {}),
+                "time": c["time"],
+            }
+            for c in merged
+        ],
+        "next_cursor": nxt,
+        "has_more": more,
+    }
     _with_notes(out, a)
     return out, as_text(out)
 
@@ -328,11 +414,17 @@ async def status(b: Backend, a: Args) -> Result:
     names = await b.workspace(a.str("workspace"), many=True) if await b.workspaces() else []
     info = await b.call("server.info", [])
     got = await gather([lambda ws=ws: b.call("workspace.status", [ws]) for ws in names])
-    out = {"server": {"mode": b.mode, "version": info["version"], "store": info["store"],
-                      "writable": info["writable"],
-                      "models": {kind: [m.get("name") for m in ms] for kind, ms in info["models"].items()},
-                      **({"semantic": info["semantic"]} if "semantic" in info else {})},
-           "workspaces": [_ws_status(s) for s in got]}
+    out = {
+        "server": {
+            "mode": b.mode,
+            "version": info["version"],
+            "store": info["store"],
+            "writable": info["writable"],
+            "models": {kind: [m.get("name") for m in ms] for kind, ms in info["models"].items()},
+            **({"semantic": info["semantic"]} if "semantic" in info else {}),
+        },
+        "workspaces": [_ws_status(s) for s in got],
+    }
     if not names:
         out["notes"] = ["no workspace yet: `autodoc workspace add NAME FOLDER`, then `autodoc index NAME`"]
     _with_notes(out, a)
@@ -343,20 +435,31 @@ def _ws_status(s: dict[str, Any]) -> dict[str, Any]:
     emb = s["embedding"]
     semantic = {k: emb[k] for k in emb if k not in ("fingerprint", "available", "skipped")}
     return {
-        "workspace": s["name"], "root": s["root"], "root_exists": s["root_exists"],
-        "files": {"on_disk": s["files"]["on_disk"], "indexed": s["files"]["indexed"],
-                  "skipped": len(s["files"]["skipped"]), "skipped_examples": s["files"]["skipped"][:5]},
-        "chunks": s["chunks"], "semantic": semantic, "ranker": s["ranker"],
-        "problems": len(s["problems"]), "problem_examples": s["problems"][:5],
-        "broken_links": len(s["broken_links"]), "change_cursor": s["change_cursor"],
+        "workspace": s["name"],
+        "root": s["root"],
+        "root_exists": s["root_exists"],
+        "files": {
+            "on_disk": s["files"]["on_disk"],
+            "indexed": s["files"]["indexed"],
+            "skipped": len(s["files"]["skipped"]),
+            "skipped_examples": s["files"]["skipped"][:5],
+        },
+        "chunks": s["chunks"],
+        "semantic": semantic,
+        "ranker": s["ranker"],
+        "problems": len(s["problems"]),
+        "problem_examples": s["problems"][:5],
+        "broken_links": len(s["broken_links"]),
+        "change_cursor": s["change_cursor"],
     }
 
 
 async def reindex(b: Backend, a: Args) -> Result:
     paths = a.strings("paths", '["notes/new-note.md"]')
     if not paths:
-        raise ToolError('paths is required: the files to index, relative to the workspace root, e.g. '
-                        '["notes/new-note.md"]')
+        raise ToolError(
+            'paths is required: the files to index, relative to the workspace root, e.g. ["notes/new-note.md"]'
+        )
     [ws] = await b.workspace(a.str("workspace"))
     report = await b.call("workspace.index", [ws])
     root = next(w["root"] for w in (await b.call("workspace.list", {}))["workspaces"] if w["name"] == ws)
@@ -370,23 +473,36 @@ async def reindex(b: Backend, a: Args) -> Result:
             doc = await b.call("document.read", [ws, rel, {"line_start": 1, "line_end": 1}])
             results.append({"path": rel, "indexed": True, "ref": answers.ref(ws, rel), "lines": doc["total_lines"]})
         except DocumentNotFound:
-            why = skipped.get(rel) or ("not found under the workspace root " + root
-                                       if not (Path(root) / rel).exists()
-                                       else "not a Markdown file the workspace indexes (.md, .markdown)")
+            why = skipped.get(rel) or (
+                "not found under the workspace root " + root
+                if not (Path(root) / rel).exists()
+                else "not a Markdown file the workspace indexes (.md, .markdown)"
+            )
             results.append({"path": rel, "indexed": False, "reason": why})
         except AutodocError as e:
             results.append({"path": rel, "indexed": False, "reason": e.message})
-    out = {"workspace": ws, "files": results,
-           "index": {k: report[k] for k in ("added", "modified", "deleted", "renamed", "unchanged", "seconds")},
-           "semantic": report["embedding"].get("reason") or "vectors are made in the background"}
+    out = {
+        "workspace": ws,
+        "files": results,
+        "index": {k: report[k] for k in ("added", "modified", "deleted", "renamed", "unchanged", "seconds")},
+        "semantic": report["embedding"].get("reason") or "vectors are made in the background",
+    }
     _with_notes(out, a)
     return out, as_text(out)
 
 
 HANDLERS: dict[str, Callable[[Backend, Args], Awaitable[Result]]] = {
-    "search": search, "read": read, "outline": outline, "links": links, "similar": similar,
-    "list": list_documents, "changes": changes, "status": status, "reindex": reindex,
-    "save_session": save_session, "sessions": list_sessions,
+    "search": search,
+    "read": read,
+    "outline": outline,
+    "links": links,
+    "similar": similar,
+    "list": list_documents,
+    "changes": changes,
+    "status": status,
+    "reindex": reindex,
+    "save_session": save_session,
+    "sessions": list_sessions,
 }
 
 

@@ -17,6 +17,11 @@ from .base import (
 from .factory import make_ranker, validate_config
 
 __all__ = [
-    "Meter", "Ranker", "RankerCancelled", "RankerDown", "default_timeout", "make_ranker",
+    "Meter",
+    "Ranker",
+    "RankerCancelled",
+    "RankerDown",
+    "default_timeout",
+    "make_ranker",
     "validate_config",
 ]

@@ -27,9 +27,9 @@ import math
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 # One meter class for every provider (spec §5: ranker calls are metered like a
 # provider's), so status output has one shape. For a ranker, ``texts`` counts
@@ -39,27 +39,40 @@ from typing import Any, Callable, Protocol, TypeVar, runtime_checkable
 from ..embed.base import Meter
 
 __all__ = [
-    "Meter", "RankerDown", "RankerCancelled", "Ranker",
-    "default_timeout", "find_model_files", "DEFAULT_MAX_LENGTH", "DEFAULT_ONNX_BATCH",
-    "DEFAULT_HTTP_TIMEOUT", "DEFAULT_TEI_BATCH", "DEFAULT_COHERE_BATCH",
+    "DEFAULT_COHERE_BATCH",
+    "DEFAULT_HTTP_TIMEOUT",
+    "DEFAULT_MAX_LENGTH",
+    "DEFAULT_ONNX_BATCH",
+    "DEFAULT_TEI_BATCH",
+    "Meter",
+    "Ranker",
+    "RankerCancelled",
+    "RankerDown",
+    "default_timeout",
+    "find_model_files",
 ]
 
-DEFAULT_MAX_LENGTH = 512      # MODELS.md recipe: truncate pairs at 512, only the passage side
-DEFAULT_ONNX_BATCH = 16       # ~1 s of MiniLM-L6 work at 256 tokens here: the cancel/timeout granularity
-DEFAULT_HTTP_TIMEOUT = 30.0   # only when neither the caller nor the config gives one
-DEFAULT_TEI_BATCH = 32        # TEI's default --max-client-batch-size; a window of 40 would get a 422
-DEFAULT_COHERE_BATCH = 100    # the window's maximum: one request per search
+DEFAULT_MAX_LENGTH = 512  # MODELS.md recipe: truncate pairs at 512, only the passage side
+DEFAULT_ONNX_BATCH = 16  # ~1 s of MiniLM-L6 work at 256 tokens here: the cancel/timeout granularity
+DEFAULT_HTTP_TIMEOUT = 30.0  # only when neither the caller nor the config gives one
+DEFAULT_TEI_BATCH = 32  # TEI's default --max-client-batch-size; a window of 40 would get a 422
+DEFAULT_COHERE_BATCH = 100  # the window's maximum: one request per search
 
 # Throughput used by default_timeout(): pairs per second of a MiniLM-L6
 # cross-encoder on this 2-core machine for ~350-token sections (MODELS.md:
 # 15-24/s at 256 tokens, 8-9/s at 512; sections are 350 tokens by default).
 _PAIRS_PER_SECOND = 12.0
-_HEADROOM = 1.5               # indexing/embedding may share the two cores with a search
-_OVERHEAD_S = 1.0             # tokenisation, first-run allocation, thread wake-ups
+_HEADROOM = 1.5  # indexing/embedding may share the two cores with a search
+_OVERHEAD_S = 1.0  # tokenisation, first-run allocation, thread wake-ups
 
 
-def default_timeout(window: int, *, pairs_per_second: float = _PAIRS_PER_SECOND,
-                    headroom: float = _HEADROOM, overhead: float = _OVERHEAD_S) -> float:
+def default_timeout(
+    window: int,
+    *,
+    pairs_per_second: float = _PAIRS_PER_SECOND,
+    headroom: float = _HEADROOM,
+    overhead: float = _OVERHEAD_S,
+) -> float:
     """Seconds to give a ranker for a window of ``window`` passages.
 
     timeout = overhead + headroom * window / pairs_per_second
@@ -116,21 +129,26 @@ def metered(meter: Meter, failure: Callable[[Exception], str], score: Callable[[
 class Ranker(Protocol):
     """What the search layer holds. Implementations must be thread-safe."""
 
-    name: str     # the model name the answer's ``rank.model`` shows
+    name: str  # the model name the answer's ``rank.model`` shows
     meter: Meter
 
     def describe(self) -> dict[str, Any]:
         """Static facts for status output (never secrets)."""
         ...
 
-    def score(self, query: str, passages: Sequence[str], *, timeout: float | None = None,
-              cancel: threading.Event | None = None) -> list[float]:
+    def score(
+        self,
+        query: str,
+        passages: Sequence[str],
+        *,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[float]:
         """One float per passage, in input order; raises RankerDown (or
         RankerCancelled) instead of returning partial scores."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 _MODEL_NAMES = ("model.onnx", os.path.join("onnx", "model.onnx"))
@@ -153,10 +171,14 @@ def find_model_files(path: Path) -> tuple[Path, Path] | str:
     else:
         return f"no such folder: {path}"
     tok = folder / "tokenizer.json"
-    missing = [n for n, present in (("model.onnx", model is not None), ("tokenizer.json", tok.is_file())) if not present]
+    missing = [
+        n for n, present in (("model.onnx", model is not None), ("tokenizer.json", tok.is_file())) if not present
+    ]
     if missing:
-        return (f"{folder} lacks {' and '.join(missing)} "
-                "(a ranker folder holds model.onnx, or onnx/model.onnx, beside tokenizer.json)")
+        return (
+            f"{folder} lacks {' and '.join(missing)} "
+            "(a ranker folder holds model.onnx, or onnx/model.onnx, beside tokenizer.json)"
+        )
     assert model is not None
     return model, tok
 
@@ -164,7 +186,7 @@ def find_model_files(path: Path) -> tuple[Path, Path] | str:
 class Deadline:
     """A monotonic deadline (or none); shared helper for the providers."""
 
-    __slots__ = ("seconds", "at")
+    __slots__ = ("at", "seconds")
 
     def __init__(self, seconds: float | None):
         if seconds is not None and (not math.isfinite(seconds) or seconds < 0):

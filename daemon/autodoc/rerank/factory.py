@@ -13,7 +13,12 @@ from typing import Any
 
 from ..errors import InvalidParams
 from .base import (
-    DEFAULT_COHERE_BATCH, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_LENGTH, DEFAULT_ONNX_BATCH, DEFAULT_TEI_BATCH, Ranker,
+    DEFAULT_COHERE_BATCH,
+    DEFAULT_HTTP_TIMEOUT,
+    DEFAULT_MAX_LENGTH,
+    DEFAULT_ONNX_BATCH,
+    DEFAULT_TEI_BATCH,
+    Ranker,
     find_model_files,
 )
 
@@ -31,8 +36,12 @@ def _int(field: str, value: Any, lo: int, hi: int) -> int:
 
 
 def _seconds(field: str, value: Any) -> float:
-    if (not isinstance(value, (int, float)) or isinstance(value, bool)
-            or not math.isfinite(value) or not (0 < value <= 600)):
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or not (0 < value <= 600)
+    ):
         raise InvalidParams(field, "must be a number of seconds in (0, 600]")
     return float(value)
 
@@ -103,7 +112,9 @@ def validate_config(config: Any, field: str = "ranker") -> dict[str, Any]:
     if "api_key_env" in config:
         env = _text(f"{field}.api_key_env", config["api_key_env"])
         if not os.environ.get(env):
-            raise InvalidParams(f"{field}.api_key_env", f"environment variable {env} is not set in the daemon's environment")
+            raise InvalidParams(
+                f"{field}.api_key_env", f"environment variable {env} is not set in the daemon's environment"
+            )
         out["api_key_env"] = env
     out["timeout"] = _seconds(f"{field}.timeout", config.get("timeout", DEFAULT_HTTP_TIMEOUT))
     default_batch = DEFAULT_TEI_BATCH if api == "tei" else DEFAULT_COHERE_BATCH

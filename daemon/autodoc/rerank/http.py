@@ -62,7 +62,7 @@ def _excerpt(resp: httpx.Response, limit: int = 200) -> str:
         data = resp.json()
         if isinstance(data, dict):
             for key in ("error", "message", "detail"):
-                if key in data and data[key]:
+                if data.get(key):
                     text = str(data[key])
                     break
             else:
@@ -78,9 +78,17 @@ def _excerpt(resp: httpx.Response, limit: int = 200) -> str:
 class HttpRanker:
     """A rerank server reached with httpx (one pooled, thread-safe client)."""
 
-    def __init__(self, url: str, api: str = "tei", *, model: str | None = None,
-                 api_key_env: str | None = None, timeout: float = 30.0, batch: int = 32,
-                 transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        url: str,
+        api: str = "tei",
+        *,
+        model: str | None = None,
+        api_key_env: str | None = None,
+        timeout: float = 30.0,
+        batch: int = 32,
+        transport: httpx.BaseTransport | None = None,
+    ):
         if api not in _PATHS:
             raise ValueError(f"api must be one of {', '.join(_PATHS)}")
         self.url = url
@@ -95,14 +103,21 @@ class HttpRanker:
         self.meter = Meter()
         # trust_env stays on so HTTPS_PROXY/NO_PROXY and custom CA bundles apply
         # to a hosted API; redirects are refused (a rerank POST never moves).
-        self._client = httpx.Client(transport=transport, follow_redirects=False,
-                                    headers={"User-Agent": "autodoc-ranker"})
+        self._client = httpx.Client(
+            transport=transport, follow_redirects=False, headers={"User-Agent": "autodoc-ranker"}
+        )
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any], field: str = "ranker") -> "HttpRanker":
+    def from_config(cls, cfg: dict[str, Any], field: str = "ranker") -> HttpRanker:
         """Build from a validated config (base.validate_config)."""
-        return cls(cfg["url"], cfg["api"], model=cfg.get("model"), api_key_env=cfg.get("api_key_env"),
-                   timeout=cfg["timeout"], batch=cfg["batch"])
+        return cls(
+            cfg["url"],
+            cfg["api"],
+            model=cfg.get("model"),
+            api_key_env=cfg.get("api_key_env"),
+            timeout=cfg["timeout"],
+            batch=cfg["batch"],
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -113,24 +128,33 @@ class HttpRanker:
             "endpoint": self.endpoint,
             "batch": self.batch,
             "timeout": self.timeout,
-            "api_key_env": self.api_key_env,   # the variable's name, never its value
+            "api_key_env": self.api_key_env,  # the variable's name, never its value
             "meter": self.meter.snapshot(),
         }
 
     def close(self) -> None:
         self._client.close()
 
-    def score(self, query: str, passages: Sequence[str], *, timeout: float | None = None,
-              cancel: threading.Event | None = None) -> list[float]:
+    def score(
+        self,
+        query: str,
+        passages: Sequence[str],
+        *,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[float]:
         """Scores in input order; ``timeout`` (default: the config's) bounds the
         whole call across batches. Raises RankerDown with the reason instead of
         returning partial scores; RankerCancelled between batches if ``cancel``
         is set (an HTTP request in flight is not interrupted)."""
         started = time.monotonic()
-        deadline = Deadline(self.timeout if timeout is None else timeout)   # ValueError for a negative one
-        scores = metered(self.meter, lambda exc: f"ranker at {self.endpoint} failed: {type(exc).__name__}: {exc}",
-                         lambda: self._score(query, list(passages), deadline, cancel))
-        self.meter.record(len(scores), 0, time.monotonic() - started)   # tokens: the server does not say
+        deadline = Deadline(self.timeout if timeout is None else timeout)  # ValueError for a negative one
+        scores = metered(
+            self.meter,
+            lambda exc: f"ranker at {self.endpoint} failed: {type(exc).__name__}: {exc}",
+            lambda: self._score(query, list(passages), deadline, cancel),
+        )
+        self.meter.record(len(scores), 0, time.monotonic() - started)  # tokens: the server does not say
         return scores
 
     def _headers(self) -> dict[str, str]:
@@ -141,8 +165,9 @@ class HttpRanker:
             raise RankerDown(f"environment variable {self.api_key_env} (the ranker's API key) is not set")
         return {"Authorization": f"Bearer {key}"}
 
-    def _score(self, query: str, passages: list[str], deadline: Deadline,
-               cancel: threading.Event | None) -> list[float]:
+    def _score(
+        self, query: str, passages: list[str], deadline: Deadline, cancel: threading.Event | None
+    ) -> list[float]:
         if not isinstance(query, str) or not all(isinstance(p, str) for p in passages):
             raise RankerDown("query and passages must be strings")
         if not passages:
@@ -155,7 +180,7 @@ class HttpRanker:
             remaining = deadline.remaining()
             if remaining is not None and remaining <= 0:
                 raise deadline.down()
-            chunk = passages[start:start + self.batch]
+            chunk = passages[start : start + self.batch]
             data = self._post(self._body(query, chunk), headers, remaining, deadline)
             for index, value in self._parse(data, len(chunk)):
                 scores[start + index] = value
@@ -167,8 +192,7 @@ class HttpRanker:
             return {"query": query, "texts": chunk, "truncate": True}
         return {"model": self.model, "query": query, "documents": chunk, "top_n": len(chunk)}
 
-    def _post(self, body: dict[str, Any], headers: dict[str, str], remaining: float | None,
-              deadline: Deadline) -> Any:
+    def _post(self, body: dict[str, Any], headers: dict[str, str], remaining: float | None, deadline: Deadline) -> Any:
         # httpx applies the timeout per phase (connect, write, each read); with
         # each set to what is left of the deadline a stuck server is cut off
         # near it, a trickling one at most one phase later.
@@ -177,8 +201,9 @@ class HttpRanker:
             resp = self._client.post(self.endpoint, json=body, headers=headers, timeout=t)
         except httpx.TimeoutException as exc:
             if deadline.seconds is not None:
-                raise RankerDown(f"ranker at {self.endpoint} did not answer within its deadline of "
-                                 f"{deadline.seconds:g} s") from exc
+                raise RankerDown(
+                    f"ranker at {self.endpoint} did not answer within its deadline of {deadline.seconds:g} s"
+                ) from exc
             raise RankerDown(f"ranker at {self.endpoint} timed out") from exc
         except httpx.HTTPError as exc:
             detail = " ".join(str(exc).split()) or type(exc).__name__
@@ -188,8 +213,9 @@ class HttpRanker:
         try:
             return resp.json()
         except ValueError as exc:
-            raise RankerDown(f"ranker at {self.endpoint} answered with invalid JSON: "
-                             f"{' '.join(resp.text[:120].split())!r}") from exc
+            raise RankerDown(
+                f"ranker at {self.endpoint} answered with invalid JSON: {' '.join(resp.text[:120].split())!r}"
+            ) from exc
 
     def _parse(self, data: Any, n: int) -> list[tuple[int, float]]:
         """(index, score) pairs covering 0..n-1 exactly once, or RankerDown."""
@@ -216,6 +242,8 @@ class HttpRanker:
             out.append((index, float(value)))
         if len(seen) != n:
             missing = sorted(set(range(n)) - seen)
-            raise RankerDown(f"ranker at {self.endpoint} scored {len(seen)} of {n} passages "
-                             f"(missing {missing[:5]}{'…' if len(missing) > 5 else ''})")
+            raise RankerDown(
+                f"ranker at {self.endpoint} scored {len(seen)} of {n} passages "
+                f"(missing {missing[:5]}{'…' if len(missing) > 5 else ''})"
+            )
         return out

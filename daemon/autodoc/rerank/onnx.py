@@ -114,24 +114,33 @@ class _Stopper:
 class OnnxRanker:
     """A cross-encoder from a folder holding model.onnx and tokenizer.json."""
 
-    def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *, name: str | None = None,
-                 max_length: int = 512, batch: int = 16, threads: int = 0,
-                 timeout: float | None = None):
+    def __init__(
+        self,
+        model_path: str | Path,
+        tokenizer_path: str | Path,
+        *,
+        name: str | None = None,
+        max_length: int = 512,
+        batch: int = 16,
+        threads: int = 0,
+        timeout: float | None = None,
+    ):
         self.model_path = Path(model_path)
         self.tokenizer_path = Path(tokenizer_path)
         self.name = name or self.tokenizer_path.parent.name
         self.max_length = max_length
         self.batch = batch
         self.threads = threads
-        self.timeout = timeout          # used when score() gets no timeout of its own
+        self.timeout = timeout  # used when score() gets no timeout of its own
         self.meter = Meter()
 
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads       # 0 = onnxruntime's choice (the physical cores)
-        opts.inter_op_num_threads = 1             # the graph is a chain: parallel nodes buy nothing
-        opts.log_severity_level = 3               # keep ORT's warnings out of the daemon's stderr
-        self._session = ort.InferenceSession(str(self.model_path), sess_options=opts,
-                                             providers=["CPUExecutionProvider"])
+        opts.intra_op_num_threads = threads  # 0 = onnxruntime's choice (the physical cores)
+        opts.inter_op_num_threads = 1  # the graph is a chain: parallel nodes buy nothing
+        opts.log_severity_level = 3  # keep ORT's warnings out of the daemon's stderr
+        self._session = ort.InferenceSession(
+            str(self.model_path), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
         inputs = {i.name: i for i in self._session.get_inputs()}
         for needed in ("input_ids", "attention_mask"):
             if needed not in inputs:
@@ -159,17 +168,24 @@ class OnnxRanker:
     # -- construction ----------------------------------------------------------
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any], field: str = "ranker") -> "OnnxRanker":
+    def from_config(cls, cfg: dict[str, Any], field: str = "ranker") -> OnnxRanker:
         """Build from a validated config (base.validate_config); load failures
         become InvalidParams on ``field.path`` so the user sees what to fix."""
         found = find_model_files(Path(cfg["path"]))
-        if isinstance(found, str):   # raced with a delete since validation
+        if isinstance(found, str):  # raced with a delete since validation
             raise InvalidParams(f"{field}.path", found)
         model, tok = found
         folder = tok.parent
         try:
-            return cls(model, tok, name=cfg.get("model"), max_length=cfg["max_length"],
-                       batch=cfg["batch"], threads=cfg.get("threads", 0), timeout=cfg.get("timeout"))
+            return cls(
+                model,
+                tok,
+                name=cfg.get("model"),
+                max_length=cfg["max_length"],
+                batch=cfg["batch"],
+                threads=cfg.get("threads", 0),
+                timeout=cfg.get("timeout"),
+            )
         except Exception as exc:  # onnxruntime/tokenizers raise assorted types
             raise InvalidParams(f"{field}.path", f"cannot load the ranker in {folder}: {_short(exc)}") from exc
 
@@ -225,8 +241,14 @@ class OnnxRanker:
     def close(self) -> None:
         """Nothing to release explicitly; the session goes with the object."""
 
-    def score(self, query: str, passages: Sequence[str], *, timeout: float | None = None,
-              cancel: threading.Event | None = None) -> list[float]:
+    def score(
+        self,
+        query: str,
+        passages: Sequence[str],
+        *,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[float]:
         """Scores for ``passages`` against ``query``, in input order.
 
         ``timeout`` (seconds, default: the config's ``timeout``, else none) is a
@@ -238,8 +260,11 @@ class OnnxRanker:
         deadline = Deadline(self.timeout if timeout is None else timeout)
         stopper = _Stopper(deadline, cancel)
         try:
-            scores, tokens = metered(self.meter, lambda exc: f"ranker {self.name} failed: {_short(exc)}",
-                                     lambda: self._score(query, list(passages), stopper))
+            scores, tokens = metered(
+                self.meter,
+                lambda exc: f"ranker {self.name} failed: {_short(exc)}",
+                lambda: self._score(query, list(passages), stopper),
+            )
         finally:
             stopper.close()
         self.meter.record(len(scores), tokens, time.monotonic() - started)
@@ -256,7 +281,7 @@ class OnnxRanker:
         tokens = 0
         for start in range(0, len(passages), self.batch):
             stopper.check()
-            chunk = passages[start:start + self.batch]
+            chunk = passages[start : start + self.batch]
             encs = self._tok.encode_batch([(query, p) for p in chunk])
             feeds = {
                 "input_ids": np.asarray([e.ids for e in encs], dtype=self._dtypes["input_ids"]),
@@ -269,15 +294,17 @@ class OnnxRanker:
             try:
                 result = self._infer(feeds, ro)
             except Exception as exc:
-                stopper.check()           # terminated on purpose: report why, not ORT's words
+                stopper.check()  # terminated on purpose: report why, not ORT's words
                 raise RankerDown(f"ranker {self.name} failed: {_short(exc)}") from exc
             logits = np.asarray(result)
             if logits.ndim == 2:
-                col = logits[:, 0]        # single-logit cross-encoders: [batch, 1]
+                col = logits[:, 0]  # single-logit cross-encoders: [batch, 1]
             elif logits.ndim == 1:
                 col = logits
             else:
-                raise RankerDown(f"ranker {self.name} returned {self._output} of shape {logits.shape}, expected [batch, 1]")
+                raise RankerDown(
+                    f"ranker {self.name} returned {self._output} of shape {logits.shape}, expected [batch, 1]"
+                )
             if col.shape[0] != len(chunk):
                 raise RankerDown(f"ranker {self.name} returned {col.shape[0]} scores for {len(chunk)} passages")
             if not np.all(np.isfinite(col)):

@@ -56,11 +56,16 @@ async def bridge_stdio(socket_path: Path, pid: int | None, stdio_fds: tuple[int,
     """Relay stdio to the daemon's socket until either side ends; the exit status."""
     remote = await _connect(socket_path, pid)
     if remote is None:
-        print(f"autodoc: error: the store {store} is held by pid {pid}, and its socket {socket_path} does not "
-              "answer", file=sys.stderr)
+        print(
+            f"autodoc: error: the store {store} is held by pid {pid}, and its socket {socket_path} does not answer",
+            file=sys.stderr,
+        )
         return 1
-    print(f"autodoc: the store {store} is held by the daemon pid {pid}; bridging stdio to its socket {socket_path}",
-          file=sys.stderr, flush=True)
+    print(
+        f"autodoc: the store {store} is held by the daemon pid {pid}; bridging stdio to its socket {socket_path}",
+        file=sys.stderr,
+        flush=True,
+    )
     local = FdStream(*stdio_fds)
     stdin_ended = anyio.Event()
 

@@ -36,13 +36,15 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 import anyio.abc
 
 from ..config import MAX_FRAME_BYTES
+from ..errors import AutodocError, InternalError, InvalidRequest, Overloaded, ParseError
 from .dispatch import (
     NOID,
     Dispatcher,
@@ -57,12 +59,11 @@ from .dispatch import (
     request_id_of,
     request_problem,
 )
-from .inline import InlineReads
-from .quick import HANDED_OFF, QuickLane
-from .outbox import Claim, Outbox
-from .transport import read_fd
 from .framing import NEWLINE, FrameDecoder, FrameError, encode_message
-from ..errors import AutodocError, InternalError, InvalidRequest, Overloaded, ParseError
+from .inline import InlineReads
+from .outbox import Claim, Outbox
+from .quick import HANDED_OFF, QuickLane
+from .transport import read_fd
 
 log = logging.getLogger("autodoc.rpc")
 
@@ -299,8 +300,13 @@ class Connection:
         return refused, registered, admitted
 
     async def _handle(
-        self, message: Any, accepting: bool, refused: dict[int, AutodocError],
-        registered: list[InFlight], admitted: int, size: int,
+        self,
+        message: Any,
+        accepting: bool,
+        refused: dict[int, AutodocError],
+        registered: list[InFlight],
+        admitted: int,
+        size: int,
     ) -> None:
         # A request counts as in flight until its answer is in the outbox: a peer
         # that does not read its answers cannot pile up finished requests either.
@@ -315,7 +321,11 @@ class Connection:
                 self._load.admitted -= admitted
 
     async def _dispatch(
-        self, message: Any, accepting: bool, refused: dict[int, AutodocError], registered: list[InFlight],
+        self,
+        message: Any,
+        accepting: bool,
+        refused: dict[int, AutodocError],
+        registered: list[InFlight],
     ) -> Any:
         try:
             return await self.dispatcher.dispatch(message, self, admitted=accepting, refused=refused)

@@ -39,8 +39,9 @@ import json
 import logging
 import math
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Protocol
 
 import anyio
 from jsonrpcserver import Error, Success, async_dispatch_to_serializable
@@ -74,9 +75,9 @@ MAX_BATCH_REQUESTS = 256
 class _NoId:
     """The id of a notification (a request without an ``id`` member)."""
 
-    _instance: "_NoId | None" = None
+    _instance: _NoId | None = None
 
-    def __new__(cls) -> "_NoId":
+    def __new__(cls) -> _NoId:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -198,7 +199,9 @@ def parse_message(payload: bytes) -> tuple[Any, dict | None]:
         text = payload.decode("utf-8-sig")  # a leading BOM is tolerated, as json.loads(bytes) did
         message = _DECODER.decode(text)
     except RecursionError:
-        return None, error_response(InvalidRequest(f"invalid request: nested deeper than {MAX_JSON_DEPTH} levels"), None)
+        return None, error_response(
+            InvalidRequest(f"invalid request: nested deeper than {MAX_JSON_DEPTH} levels"), None
+        )
     except (UnicodeDecodeError, ValueError) as exc:
         reason = str(exc).split("\n")[0][:200]
         return None, error_response(ParseError(f"parse error: {reason}"), None)
@@ -215,9 +218,13 @@ def envelope_error(message: Any) -> dict | None:
         if not message:
             return error_response(InvalidRequest("invalid request: empty batch"), None)
         if len(message) > MAX_BATCH_REQUESTS:
-            return error_response(InvalidRequest(
-                f"invalid request: a batch of {len(message)} requests exceeds the limit of {MAX_BATCH_REQUESTS}",
-                {"limit": MAX_BATCH_REQUESTS}), None)
+            return error_response(
+                InvalidRequest(
+                    f"invalid request: a batch of {len(message)} requests exceeds the limit of {MAX_BATCH_REQUESTS}",
+                    {"limit": MAX_BATCH_REQUESTS},
+                ),
+                None,
+            )
     return None
 
 
@@ -318,7 +325,12 @@ class Dispatcher:
         self._methods = _MethodTable({name: self._wrap(name, h) for name, h in self.handlers.items()})
 
     async def dispatch(
-        self, message: Any, peer: Peer, *, admitted: bool = True, refused: dict[int, AutodocError] | None = None,
+        self,
+        message: Any,
+        peer: Peer,
+        *,
+        admitted: bool = True,
+        refused: dict[int, AutodocError] | None = None,
     ) -> Any:
         """The response(s) to one parsed message. ``admitted`` is False when the
         message arrived after shutdown began (its requests answer -32020).
@@ -354,7 +366,11 @@ class Dispatcher:
         ctx.data["admitted"] = admitted
         try:
             return await async_dispatch_to_serializable(
-                item, self._methods, context=ctx, deserializer=_already_parsed, validator=_already_checked,
+                item,
+                self._methods,
+                context=ctx,
+                deserializer=_already_parsed,
+                validator=_already_checked,
             )
         finally:
             if rid is not NOID:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from ..config import MAX_FRAME_BYTES
 
@@ -68,7 +68,7 @@ class FrameError:
     message: str
 
 
-Item = Union[Frame, FrameError]
+Item = Frame | FrameError
 
 
 class FrameDecoder:

@@ -40,8 +40,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from functools import lru_cache
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from functools import cache
+from typing import Any
 
 from . import schemas
 
@@ -73,15 +74,17 @@ def read_kind(method: str, params: Any) -> Hashable:
         rerank = opts.get("rerank")
         rerank = rerank if isinstance(rerank, (bool, str, type(None))) else "other"
         limit = opts.get("limit")
-        size = (_bucket(limit if isinstance(limit, int) else 0),
-                any(opts.get(k) for k in ("facets", "paths", "tags", "after")))
+        size = (
+            _bucket(limit if isinstance(limit, int) else 0),
+            any(opts.get(k) for k in ("facets", "paths", "tags", "after")),
+        )
     query = params.get("query")
     words = _bucket(len(query.split())) if isinstance(query, str) else None
     workspace = params.get("workspace")
     return (method, workspace if isinstance(workspace, str) else None, stages, rerank, words, *size)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _names(method: str) -> tuple[str, ...]:
     try:
         return tuple(schemas.param_names(method))
@@ -127,6 +130,8 @@ class InlineReads:
             if len(recent) >= self.window:
                 runs = list(recent)
                 mid = len(runs) // 2
-                quick = (sorted(c for c, _ in runs)[mid] < self.below_s
-                         and sorted(w for _, w in runs)[mid] < self.wall_below_s)
+                quick = (
+                    sorted(c for c, _ in runs)[mid] < self.below_s
+                    and sorted(w for _, w in runs)[mid] < self.wall_below_s
+                )
             self._quick[kind] = quick

@@ -54,10 +54,12 @@ def compact_invalidations(items: list[tuple]) -> list[tuple]:
             for (w, _), b in bases.items():
                 if w == ws_id and b[4] is not None:
                     b[4] = None if marked is None else b[4] | set(marked)
-    return ([("forget", w) for w in sorted(forgotten)]
-            + [("model", w, fp) for w, fp in models]
-            + [("vectors", w, None if d is None else sorted(d)) for w, d in docs.items()]
-            + [(k, w, fp, shared, None if d is None else sorted(d)) for k, w, fp, shared, d in bases.values()])
+    return (
+        [("forget", w) for w in sorted(forgotten)]
+        + [("model", w, fp) for w, fp in models]
+        + [("vectors", w, None if d is None else sorted(d)) for w, d in docs.items()]
+        + [(k, w, fp, shared, None if d is None else sorted(d)) for k, w, fp, shared, d in bases.values()]
+    )
 
 
 class SharedBases:
@@ -85,5 +87,8 @@ class SharedBases:
 
     def seed(self) -> list[tuple]:
         """A new reader's first invalidations: each base still shared, with what changed since it."""
-        return [("base", ws_id, fp, shared, None if since is None else sorted(since))
-                for (ws_id, fp), (shared, since) in self._by_key.items() if os.path.exists(shared.path)]
+        return [
+            ("base", ws_id, fp, shared, None if since is None else sorted(since))
+            for (ws_id, fp), (shared, since) in self._by_key.items()
+            if os.path.exists(shared.path)
+        ]

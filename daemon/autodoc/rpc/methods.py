@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import anyio
 
@@ -183,8 +184,12 @@ def _overlaps_here(app: App, m: Method, p: dict) -> bool:
 
 
 # what a client subscribed to the workspace hears after each workspace write
-_ANNOUNCE = {"workspace.add": "added", "workspace.remove": "removed", "workspace.configure": "configured",
-             "workspace.section_size": "configured"}
+_ANNOUNCE = {
+    "workspace.add": "added",
+    "workspace.remove": "removed",
+    "workspace.configure": "configured",
+    "workspace.section_size": "configured",
+}
 
 
 class Methods:
@@ -210,10 +215,11 @@ class Methods:
         """The reads the quick lane (rpc/quick.py) may answer: those whose handler only
         routes the call (no writer slot, no progress, no connection state)."""
         special = self._special()
-        return {name: LaneRead(partial(m.call, self.service), m.cancellable,
-                               partial(stays_here, self.app, m, busy=False))
-                for name, m in METHODS.items()
-                if m.call is not None and not m.write and not m.progress and name not in special}
+        return {
+            name: LaneRead(partial(m.call, self.service), m.cancellable, partial(stays_here, self.app, m, busy=False))
+            for name, m in METHODS.items()
+            if m.call is not None and not m.write and not m.progress and name not in special
+        }
 
     def _handler(self, m: Method) -> Handler:
         assert m.call is not None, f"{m.name} needs a handler of its own"
@@ -294,8 +300,13 @@ class Methods:
             if done not in (0, total) and now - last[0] < PROGRESS_EVERY_S:
                 return
             last[0] = now
-            params = {"token": token, "workspace": workspace, "done": int(done), "total": int(total),
-                      "message": str(message or "")}
+            params = {
+                "token": token,
+                "workspace": workspace,
+                "done": int(done),
+                "total": int(total),
+                "message": str(message or ""),
+            }
             self.app.run_in_loop(ctx.peer.notify_nowait, "$/progress", params)
 
         return progress

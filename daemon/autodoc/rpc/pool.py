@@ -76,8 +76,9 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 
@@ -85,7 +86,7 @@ from ..config.settings import MAX_AUTO, reader_processes  # noqa: F401 (MAX_AUTO
 from ..search import shared_vectors
 from ..store import workspaces as wsrows
 from .dispatch import InFlight
-from .invalidations import SharedBases, compact_invalidations  # noqa: F401 (compact_invalidations re-exported)
+from .invalidations import SharedBases, compact_invalidations
 from .reader import _LEN
 
 log = logging.getLogger("autodoc.rpc")
@@ -150,8 +151,8 @@ class Reader(asyncio.Protocol):
             n = _LEN.unpack_from(buf)[0]
             if len(buf) < _LEN.size + n:
                 break
-            msg = pickle.loads(bytes(buf[_LEN.size:_LEN.size + n]))
-            del buf[:_LEN.size + n]
+            msg = pickle.loads(bytes(buf[_LEN.size : _LEN.size + n]))
+            del buf[: _LEN.size + n]
             self.on_frame(msg)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -384,12 +385,16 @@ class ReaderPool:
             while self.deaths and now - self.deaths[0] > DEATH_WINDOW_S:
                 self.deaths.popleft()
             if len(self.deaths) >= MAX_DEATHS:
-                log.error("reader pool: %d readers died within %.0f s; reads stay in the daemon",
-                          len(self.deaths), DEATH_WINDOW_S)
+                log.error(
+                    "reader pool: %d readers died within %.0f s; reads stay in the daemon",
+                    len(self.deaths),
+                    DEATH_WINDOW_S,
+                )
                 self._stop_routing()
                 return
-            log.warning("reader pool: reader %d exited (status %s); starting another",
-                        reader.proc.pid, reader.proc.poll())
+            log.warning(
+                "reader pool: reader %d exited (status %s); starting another", reader.proc.pid, reader.proc.poll()
+            )
 
     async def _spawn(self) -> Reader:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -397,8 +402,9 @@ class ReaderPool:
             argv = [sys.executable, "-m", "autodoc.rpc.reader", str(theirs.fileno()), str(os.getpid())]
             # On the loop's thread, not a worker thread: PR_SET_PDEATHSIG fires when the
             # *thread* that started the child ends, and anyio retires idle workers.
-            proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, close_fds=True)
+            proc = subprocess.Popen(
+                argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True
+            )
         except BaseException:
             ours.close()
             raise
@@ -413,9 +419,11 @@ class ReaderPool:
             reader.send(self.service.settings)
             with anyio.fail_after(START_TIMEOUT_S):
                 async with anyio.create_task_group() as tg:
+
                     async def first(ev: anyio.Event) -> None:
                         await ev.wait()
                         tg.cancel_scope.cancel()
+
                     tg.start_soon(first, said)
                     tg.start_soon(first, reader.gone)
             if not hello or hello[0][0] != "ready":

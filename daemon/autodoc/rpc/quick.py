@@ -52,8 +52,9 @@ import logging
 import queue
 import threading
 from collections import deque
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -76,8 +77,15 @@ class LaneRead(NamedTuple):
 
 
 class QuickLane:
-    def __init__(self, reads: dict[str, LaneRead], inline: InlineReads, readers: anyio.CapacityLimiter, *,
-                 check_results: bool = False, input_waiting: Callable[[], bool] = lambda: False):
+    def __init__(
+        self,
+        reads: dict[str, LaneRead],
+        inline: InlineReads,
+        readers: anyio.CapacityLimiter,
+        *,
+        check_results: bool = False,
+        input_waiting: Callable[[], bool] = lambda: False,
+    ):
         self.reads = reads  # plain reads only
         self.inline = inline
         self.check_results = check_results

@@ -36,8 +36,9 @@ import importlib.resources
 import json
 import logging
 import re
+from collections.abc import Callable, Iterable
 from importlib.resources.abc import Traversable
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import fastjsonschema
 from jsonschema import Draft202012Validator
@@ -103,13 +104,13 @@ def methods_with_schemas() -> list[str]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def validator(method: str, kind: str) -> Draft202012Validator:
     registry, _ = _registry()
     return Draft202012Validator(load_schema(method, kind), registry=registry)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fast_validator(method: str, kind: str) -> Callable[[Any], Any] | None:
     """The schema compiled to Python, or None when fastjsonschema cannot take
     it (jsonschema alone then checks). Our schemas use no keyword whose
@@ -119,10 +120,17 @@ def fast_validator(method: str, kind: str) -> Callable[[Any], Any] | None:
     by_id = {doc.get("$id", BASE_URI + name): doc for name, doc in docs.items()}
     schema = {**load_schema(method, kind), "$schema": "http://json-schema.org/draft-07/schema#"}
     try:
-        return fastjsonschema.compile(schema, handlers={"https": lambda uri: by_id[uri.split("#")[0]]},
-                                      use_default=False, use_formats=False, detailed_exceptions=False)
-    except Exception as e:  # noqa: BLE001 — any failure to compile means "use the interpreter"
-        logging.getLogger(__name__).warning("schema %s.%s not compiled (%s); checking it with jsonschema", method, kind, e)
+        return fastjsonschema.compile(
+            schema,
+            handlers={"https": lambda uri: by_id[uri.split("#")[0]]},
+            use_default=False,
+            use_formats=False,
+            detailed_exceptions=False,
+        )
+    except Exception as e:
+        logging.getLogger(__name__).warning(
+            "schema %s.%s not compiled (%s); checking it with jsonschema", method, kind, e
+        )
         return None
 
 
@@ -152,7 +160,9 @@ def bind_params(method: str, params: Any) -> dict[str, Any]:
     if isinstance(params, list):
         if len(params) > len(names):
             takes = ", ".join(names) if names else "none"
-            raise InvalidParams("params", f"too many positional params: {len(params)} given, takes {len(names)} ({takes})")
+            raise InvalidParams(
+                "params", f"too many positional params: {len(params)} given, takes {len(names)} ({takes})"
+            )
         params = dict(zip(names, params))
     elif not isinstance(params, dict):
         raise InvalidParams("params", "must be an array or an object")
@@ -208,18 +218,18 @@ def _string_problem(text: str) -> str:
 
 def result_errors(method: str, result: Any) -> list[str]:
     """Every way ``result`` breaks ``method``'s result schema ("" = valid)."""
-    return ["%s: %s" % describe(e, root="result") for e in validator(method, "result").iter_errors(result)]
+    return ["{}: {}".format(*describe(e, root="result")) for e in validator(method, "result").iter_errors(result)]
 
 
 def error_errors(error: Any) -> list[str]:
     """Every way an error object breaks schemas/error.json."""
     registry, docs = _registry()
     v = Draft202012Validator(docs["error.json"], registry=registry)
-    return ["%s: %s" % describe(e, root="error") for e in v.iter_errors(error)]
+    return ["{}: {}".format(*describe(e, root="error")) for e in v.iter_errors(error)]
 
 
 def notification_errors(method: str, params: Any) -> list[str]:
-    return ["%s: %s" % describe(e, root="params") for e in validator(method, "params").iter_errors(params)]
+    return ["{}: {}".format(*describe(e, root="params")) for e in validator(method, "params").iter_errors(params)]
 
 
 def first_error(v: Draft202012Validator, instance: Any) -> ValidationError | None:
@@ -246,8 +256,15 @@ def field_name(path: Iterable[Any], root: str = "params") -> str:
     return out or root
 
 
-_ARTICLE = {"integer": "an integer", "object": "an object", "array": "an array", "string": "a string",
-            "number": "a number", "boolean": "a boolean", "null": "null"}
+_ARTICLE = {
+    "integer": "an integer",
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "number": "a number",
+    "boolean": "a boolean",
+    "null": "null",
+}
 
 
 def describe(error: ValidationError, root: str = "params") -> tuple[str, str]:

@@ -21,8 +21,9 @@ import os
 import select
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -30,16 +31,16 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from ..config import MAX_FRAME_BYTES
+from ..config.settings import SHUTDOWN_DEADLINE_S
 from .connection import MAX_INFLIGHT_BYTES, MAX_INFLIGHT_REQUESTS, Connection
 from .dispatch import Dispatcher
 from .inline import InlineReads
-from .quick import QuickLane
 from .methods import Methods
+from .quick import QuickLane
 from .transport import FdStream, SocketStream, prepare_socket_path, same_file
 
 log = logging.getLogger("autodoc.rpc")
 
-from ..config.settings import SHUTDOWN_DEADLINE_S
 READERS = 8
 CHANGES_PER_NOTIFICATION = 500
 _POLL_S = 0.02
@@ -76,8 +77,13 @@ class RpcServer:
         self.connections: set[Connection] = set()
         methods = Methods(self)
         self.dispatcher = Dispatcher(methods.handlers(), check_results=check_results)
-        self.quick = QuickLane(methods.quick_reads(), self.inline, self.readers, check_results=check_results,
-                               input_waiting=self.input_waiting)
+        self.quick = QuickLane(
+            methods.quick_reads(),
+            self.inline,
+            self.readers,
+            check_results=check_results,
+            input_waiting=self.input_waiting,
+        )
         self.shutting_down = False
         self.shutdown_reason = ""
         self.workspace_listeners: list[Callable[[], None]] = []
@@ -183,7 +189,9 @@ class RpcServer:
 
     # -- transports -----------------------------------------------------------------
 
-    async def serve_socket(self, path: Path, *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def serve_socket(
+        self, path: Path, *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         """Listen on a Unix socket (0600, in a 0700 folder) until shutdown."""
         path = Path(path)
         prepare_socket_path(path)
@@ -203,8 +211,11 @@ class RpcServer:
                             stream = SocketStream(await listener.accept())
                             self._connection_count += 1
                             conns.start_soon(
-                                self._serve_connection, stream, f"socket#{self._connection_count}",
-                                None, stream.peer_gone,
+                                self._serve_connection,
+                                stream,
+                                f"socket#{self._connection_count}",
+                                None,
+                                stream.peer_gone,
                             )
                 if same_file(path, ino):
                     path.unlink()
@@ -213,14 +224,20 @@ class RpcServer:
                 path.unlink()
 
     async def serve_stdio(
-        self, read_fd: int = 0, write_fd: int = 1,
-        *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED,
+        self,
+        read_fd: int = 0,
+        write_fd: int = 1,
+        *,
+        task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Serve one connection on stdin/stdout; stdin closing shuts the daemon down."""
         stream = FdStream(read_fd, write_fd)
         task_status.started()
         await self._serve_connection(
-            stream, "stdio", lambda: self.request_shutdown("stdin closed"), lambda: False,
+            stream,
+            "stdio",
+            lambda: self.request_shutdown("stdin closed"),
+            lambda: False,
         )
 
     async def serve_stream(self, stream: anyio.abc.ByteStream, name: str = "stream") -> None:
@@ -228,13 +245,24 @@ class RpcServer:
         await self._serve_connection(stream, name, None, lambda: True)
 
     async def _serve_connection(
-        self, stream: anyio.abc.ByteStream, name: str,
-        on_eof: Callable[[], None] | None, peer_gone: Callable[[], bool],
+        self,
+        stream: anyio.abc.ByteStream,
+        name: str,
+        on_eof: Callable[[], None] | None,
+        peer_gone: Callable[[], bool],
     ) -> None:
         conn = Connection(
-            stream, self.dispatcher, name=name, max_frame_bytes=self.max_frame_bytes,
-            max_inflight=self.max_inflight, max_inflight_bytes=self.max_inflight_bytes,
-            accepting=self.accepting, on_eof=on_eof, peer_gone=peer_gone, load=self.inline, quick=self.quick,
+            stream,
+            self.dispatcher,
+            name=name,
+            max_frame_bytes=self.max_frame_bytes,
+            max_inflight=self.max_inflight,
+            max_inflight_bytes=self.max_inflight_bytes,
+            accepting=self.accepting,
+            on_eof=on_eof,
+            peer_gone=peer_gone,
+            load=self.inline,
+            quick=self.quick,
         )
         self.connections.add(conn)
         log.debug("%s: connected", name)

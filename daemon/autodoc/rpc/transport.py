@@ -16,8 +16,9 @@ import os
 import select
 import socket
 import stat
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -42,7 +43,9 @@ def prepare_socket_path(path: Path) -> None:
         os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
     st = folder.stat()
     if st.st_uid != os.getuid():
-        raise SocketPathError(f"the socket folder {folder} belongs to another user (uid {st.st_uid}); choose another --socket")
+        raise SocketPathError(
+            f"the socket folder {folder} belongs to another user (uid {st.st_uid}); choose another --socket"
+        )
     if len(os.fsencode(str(path))) >= 104:
         raise SocketPathError(f"the socket path {path} is too long for a Unix socket (at most 103 bytes)")
     try:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ..store.ftstext import STOPWORDS, fts_text
 
@@ -52,7 +53,7 @@ def query_words(query: str, tokenize: Tokenize) -> list[tuple[str, list[str]]]:
     """(word, its stems) for each informative word of the query, in order: query_stems before the
     words are merged (a word alone names its one stem to FTS5: search/compact.py reads its count so)."""
     text = _FACET.sub(" ", query)
-    words = [w for w in _WORD.findall(text)]
+    words = list(_WORD.findall(text))
     content = [w for w in words if w.lower() not in STOPWORDS] or words
     # CJK runs as the index holds them (bigrams), so weights and coverage see the same words
     return [(w, [s for _, _, s in tokenize(fts_text(w))]) for w in content]
@@ -75,8 +76,11 @@ def coverage_of(stems: list[str], weights: Mapping[str, float], present: set[str
 def signals(hit: Mapping[str, Any], cov: float, semantic_ran: bool) -> Signals:
     cos = hit["scores"].get("semantic")
     via = hit.get("via") or []
-    return Signals(coverage=cov, cosine=(float(cos) if cos is not None else (0.0 if semantic_ran else None)),
-                   both="lexical" in via and "semantic" in via)
+    return Signals(
+        coverage=cov,
+        cosine=(float(cos) if cos is not None else (0.0 if semantic_ran else None)),
+        both="lexical" in via and "semantic" in via,
+    )
 
 
 def confidence(s: Signals) -> float:

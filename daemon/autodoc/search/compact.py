@@ -23,14 +23,15 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import apsw
 
 from ..config import PER_DOCUMENT
-from ..store import hits as stored_hits
 from ..store import ftsterms, passages
+from ..store import hits as stored_hits
 from ..store.ftstext import fts_text
 from ..store.workspaces import Workspace
 from . import answerable as A
@@ -57,8 +58,12 @@ def request(opts: Mapping[str, Any] | None) -> Request:
     """The answer's shape from search.query's opts (types and ranges checked by its schema)."""
     opts = opts or {}
     compact = opts.get("answer", "full") == "compact"
-    return Request(compact=compact, budget=opts.get("budget_tokens", DEFAULT_BUDGET),
-                   per_document=opts.get("per_document", compact), limit=opts.get("limit", DEFAULT_LIMIT))
+    return Request(
+        compact=compact,
+        budget=opts.get("budget_tokens", DEFAULT_BUDGET),
+        per_document=opts.get("per_document", compact),
+        limit=opts.get("limit", DEFAULT_LIMIT),
+    )
 
 
 def engine_opts(opts: Mapping[str, Any] | None, req: Request) -> dict[str, Any]:
@@ -150,11 +155,22 @@ def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, A
 
 
 def envelope(full: dict[str, Any], found: bool) -> dict[str, Any]:
-    return {"workspace": full["workspace"], "query": full["query"], "answer": "compact", "answerable": found,
-            "truncated": False, "tokens": 0, "hits": [], "mode_used": full["mode_used"],
-            "lexical_match": full["lexical_match"], "semantic": full["semantic"],
-            "semantic_tier": full["semantic_tier"], "rank": full["rank"],
-            "stages": full["stages"], "facet_counts": full["facet_counts"]}
+    return {
+        "workspace": full["workspace"],
+        "query": full["query"],
+        "answer": "compact",
+        "answerable": found,
+        "truncated": False,
+        "tokens": 0,
+        "hits": [],
+        "mode_used": full["mode_used"],
+        "lexical_match": full["lexical_match"],
+        "semantic": full["semantic"],
+        "semantic_tier": full["semantic_tier"],
+        "rank": full["rank"],
+        "stages": full["stages"],
+        "facet_counts": full["facet_counts"],
+    }
 
 
 def section_of(breadcrumb: str, title: str) -> str:
@@ -183,13 +199,20 @@ def file_changed(root: str, path: str, doc: passages.Indexed | None) -> bool:
 def compact_hit(h: dict[str, Any], conf: float | None, doc: passages.Indexed | None, root: str) -> dict[str, Any]:
     origin = h.get("origin") or {"kind": "file", "path": h["path"], "title": h["title"]}
     text = whole_lines(doc.data, h["byte_start"], h["byte_end"]) if doc else ""
-    return {"ref": ref(h["workspace"], h["path"], h["line_start"], h["line_end"]),
-            "workspace": h["workspace"], "path": h["path"], "title": h["title"],
-            "section": section_of(h["breadcrumb"], h["title"]),
-            "line_start": h["line_start"], "line_end": h["line_end"], "text": text, "confidence": conf,
-            "superseded_by": h["superseded_by"],
-            "changed": False if origin.get("kind") != "file" else file_changed(root, h["path"], doc),
-            "origin": origin}
+    return {
+        "ref": ref(h["workspace"], h["path"], h["line_start"], h["line_end"]),
+        "workspace": h["workspace"],
+        "path": h["path"],
+        "title": h["title"],
+        "section": section_of(h["breadcrumb"], h["title"]),
+        "line_start": h["line_start"],
+        "line_end": h["line_end"],
+        "text": text,
+        "confidence": conf,
+        "superseded_by": h["superseded_by"],
+        "changed": False if origin.get("kind") != "file" else file_changed(root, h["path"], doc),
+        "origin": origin,
+    }
 
 
 def whole_lines(data: bytes, start: int, end: int) -> str:
@@ -201,7 +224,7 @@ def whole_lines(data: bytes, start: int, end: int) -> str:
     head = ELLIPSIS if start - ls > WIDEN else ""
     start = start if head else ls
     tail = ""
-    if end and data[end - 1:end] != b"\n":
+    if end and data[end - 1 : end] != b"\n":
         nl = data.find(b"\n", end)
         le = len(data) if nl < 0 else nl
         if le - end > WIDEN:
@@ -239,8 +262,12 @@ def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
     if not part or part == ELLIPSIS:
         return None
     line_end = entry["line_start"] + part.count("\n")
-    return {**entry, "text": part, "line_end": line_end,
-            "ref": ref(entry["workspace"], entry["path"], entry["line_start"], line_end)}
+    return {
+        **entry,
+        "text": part,
+        "line_end": line_end,
+        "ref": ref(entry["workspace"], entry["path"], entry["line_start"], line_end),
+    }
 
 
 def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: int) -> dict[str, Any]:
@@ -255,7 +282,7 @@ def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: in
         keep += 1
     answer["truncated"] = keep < len(entries)
     for i, e in enumerate(entries[:keep]):
-        room = budget - used - sum(mins[i + 1: keep]) - 1  # what the later entries need stays free
+        room = budget - used - sum(mins[i + 1 : keep]) - 1  # what the later entries need stays free
         if estimate_tokens(e) > room:
             part = cut(e, room)
             answer["truncated"] = True

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import apsw
 
@@ -63,12 +64,17 @@ class Context:
 def _check_fields(ctx: Context, opts: SearchOptions) -> None:
     """opts.facets / opts.facet_counts may name only facets: declared fields
     (with a schema) or fields some document has (without), and tag."""
+
     def check(name: str, fields) -> None:
         for f in fields:
             if f != "tag" and f not in ctx.known_fields:
-                what = ("is not declared in the workspace schema (_schema/frontmatter.yaml)"
-                        if ctx.facet_kinds is not None else "is not a field of any document in this workspace")
+                what = (
+                    "is not declared in the workspace schema (_schema/frontmatter.yaml)"
+                    if ctx.facet_kinds is not None
+                    else "is not a field of any document in this workspace"
+                )
                 raise InvalidParams(name.format(f), f"{f!r} {what}")
+
     check("opts.facets.{}", opts.facets)
     check("opts.facet_counts", opts.facet_counts)
 
@@ -76,9 +82,19 @@ def _check_fields(ctx: Context, opts: SearchOptions) -> None:
 def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     _check_fields(ctx, opts)
     parsed = resolve_facets(parse_query(query), ctx.known_fields)
+
     def filter_after(after: str | None) -> Filter:
-        return build_filter(ctx.ws.id, facets=parsed.facets, opt_facets=opts.facets, tags=opts.tags, paths=opts.paths,
-                            include_abstract=opts.abstract_chunk, kinds=ctx.facet_kinds, scope=opts.scope, after=after)
+        return build_filter(
+            ctx.ws.id,
+            facets=parsed.facets,
+            opt_facets=opts.facets,
+            tags=opts.tags,
+            paths=opts.paths,
+            include_abstract=opts.abstract_chunk,
+            kinds=ctx.facet_kinds,
+            scope=opts.scope,
+            after=after,
+        )
 
     filt = filter_after(opts.after)
     # `after` pages through the matching set; the facet counts describe the whole set on every page
@@ -165,15 +181,17 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     # Equal scores in content order, not chunk ids' (history): within each leg, as a tie's rank feeds
     # fusion. The keys (path, ordinal) come with the facts fusion's later steps read for every hit.
     cands = early | stored_hits.candidates(
-        ctx.db, sorted({h.chunk_id for hits in legs.values() for h in hits if h.chunk_id not in early}))
+        ctx.db, sorted({h.chunk_id for hits in legs.values() for h in hits if h.chunk_id not in early})
+    )
     keys = ties.TieKeys(lambda ids: {c: (cands[c].path, cands[c].ordinal) for c in ids if c in cands})
     if "semantic" in legs:
         legs["semantic"] = ties.cut_leg(legs["semantic"], sem_top, keys)
     legs = ties.order_legs(legs, keys, {"lexical": lambda h: h.chunk_id in strict})
     if "graph" in requested:
         _graph_leg(ctx, opts, filt, legs, performed, skipped, keys)
-        cands.update(stored_hits.candidates(ctx.db, [h.chunk_id for h in legs.get("graph", [])
-                                                     if h.chunk_id not in cands]))
+        cands.update(
+            stored_hits.candidates(ctx.db, [h.chunk_id for h in legs.get("graph", []) if h.chunk_id not in cands])
+        )
 
     if set(legs) == {"lexical"}:  # nothing to weigh a lexical hit against: BM25's own order stands
         legs["lexical"] = [F.LegHit(h.chunk_id, h.score) for h in legs["lexical"]]
@@ -238,27 +256,39 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
                     f.via.append("rank")
                 by_id = {f.chunk_id: f for f in window}
                 order = ties.ordered_scores([(f.chunk_id, float(s)) for f, s in zip(window, outcome.scores)], keys)
-                fused = [by_id[c] for c in order] + fused[len(window):]
+                fused = [by_id[c] for c in order] + fused[len(window) :]
     else:
         rank["state"] = "skipped" if ctx.rank is not None else "off"
 
     page = fused[: opts.limit]
     snippet = snippet_maker(parsed.terms, tokenize)
     asked = sum(1 for s in requested if s in ("lexical", "semantic", "graph"))  # seed 001: over the legs requested
-    hits = [_hit(ctx.ws, rows[f.chunk_id], f, snippet(rows[f.chunk_id]["text"]), rank_scores.get(f.chunk_id), asked)
-            for f in page]
+    hits = [
+        _hit(ctx.ws, rows[f.chunk_id], f, snippet(rows[f.chunk_id]["text"]), rank_scores.get(f.chunk_id), asked)
+        for f in page
+    ]
     leg_match = lexical_match  # what the leg ran (the counts cover its matches), before the page is read
     if lexical_match == "mixed" and all(f.chunk_id in strict for f in page if f.ranks.get("lexical") is not None):
         lexical_match = "all"  # the answer's lexical hits all held every word: the relaxed ones stayed below
     if "graph" in requested:  # the graph leg's rank and link count, beside the others'
         for h, f in zip(hits, fused):
             h["scores"]["graph"], h["ranks"]["graph"] = f.scores.get("graph"), f.ranks.get("graph")
-    counts = facet_counts(
-        ctx.db, ctx.ws.id, opts.facet_counts, count_filt,
-        match=(build_match(parsed.terms, "all" if leg_match == "all" else "any")
-               if "lexical" in performed and leg_match else None),
-        extra_docs={doc_of[f.chunk_id] for f in fused},
-    ) if opts.facet_counts else {}
+    counts = (
+        facet_counts(
+            ctx.db,
+            ctx.ws.id,
+            opts.facet_counts,
+            count_filt,
+            match=(
+                build_match(parsed.terms, "all" if leg_match == "all" else "any")
+                if "lexical" in performed and leg_match
+                else None
+            ),
+            extra_docs={doc_of[f.chunk_id] for f in fused},
+        )
+        if opts.facet_counts
+        else {}
+    )
     sem_performed = "semantic" in performed
     mode_used = "hybrid" if ("lexical" in performed and sem_performed) else ("semantic" if sem_performed else "lexical")
     return {
@@ -275,12 +305,21 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     }
 
 
-def _graph_leg(ctx: Context, opts: SearchOptions, filt: Filter, legs: dict[str, list[F.LegHit]],
-               performed: list[str], skipped: dict[str, str], keys: ties.TieKeys) -> None:
+def _graph_leg(
+    ctx: Context,
+    opts: SearchOptions,
+    filt: Filter,
+    legs: dict[str, list[F.LegHit]],
+    performed: list[str],
+    skipped: dict[str, str],
+    keys: ties.TieKeys,
+) -> None:
     """Stage "graph": one hop from the other legs' documents (search/graph.py)."""
     if opts.fusion.get("method") != "rrf":
-        skipped["graph"] = (f"the graph leg fuses by rank only (fusion.method rrf); {opts.fusion.get('method')} "
-                            "fusion has no place for it")
+        skipped["graph"] = (
+            f"the graph leg fuses by rank only (fusion.method rrf); {opts.fusion.get('method')} "
+            "fusion has no place for it"
+        )
         return
     seed_hits = [h for name in ("lexical", "semantic") for h in legs.get(name, [])]
     if not seed_hits:
@@ -329,29 +368,57 @@ def _hit(ws: Workspace, row: dict, f: F.Fused, snippet: str, rank_score: float |
     }
 
 
-def _facet_browse(ctx: Context, query: str, parsed: ParsedQuery, filt: Filter, opts: SearchOptions,
-                  requested: list[str], count_filt: Filter) -> dict[str, Any]:
+def _facet_browse(
+    ctx: Context,
+    query: str,
+    parsed: ParsedQuery,
+    filt: Filter,
+    opts: SearchOptions,
+    requested: list[str],
+    count_filt: Filter,
+) -> dict[str, Any]:
     """A query of facets only: the matching files in path order, no ranking."""
     rows = stored_hits.matching_documents(ctx.db, ctx.ws.id, filt, opts.limit)
     first = stored_hits.chunk_texts(ctx.db, [r[6] for r in rows])
     hits = []
     for path, title, gen, tags, size, lines, cid in rows:
-        hits.append({
-            "workspace": ctx.ws.name, "path": path, "title": title, "breadcrumb": title, "kind": "document",
-            "chunk_id": None, "snippet": make_snippet(first[cid], [], tokenize) if cid in first else "",
-            "byte_start": 0, "byte_end": size, "line_start": 1, "line_end": max(1, lines),
-            "relevance": None, "score": None, "via": ["facet"],
-            "scores": {"lexical": None, "semantic": None}, "ranks": {"lexical": None, "semantic": None},
-            "rank_score": None, "compatibility": None, "generation": gen, "superseded_by": None,
-            "tags": json.loads(tags), "origin": origin(path, title),
-        })
+        hits.append(
+            {
+                "workspace": ctx.ws.name,
+                "path": path,
+                "title": title,
+                "breadcrumb": title,
+                "kind": "document",
+                "chunk_id": None,
+                "snippet": make_snippet(first[cid], [], tokenize) if cid in first else "",
+                "byte_start": 0,
+                "byte_end": size,
+                "line_start": 1,
+                "line_end": max(1, lines),
+                "relevance": None,
+                "score": None,
+                "via": ["facet"],
+                "scores": {"lexical": None, "semantic": None},
+                "ranks": {"lexical": None, "semantic": None},
+                "rank_score": None,
+                "compatibility": None,
+                "generation": gen,
+                "superseded_by": None,
+                "tags": json.loads(tags),
+                "origin": origin(path, title),
+            }
+        )
     reason = "the query has only facets: matching files are listed in path order"
-    counts = facet_counts(ctx.db, ctx.ws.id, opts.facet_counts, count_filt, match=None, extra_docs=set(),
-                          wordless=True)
+    counts = facet_counts(ctx.db, ctx.ws.id, opts.facet_counts, count_filt, match=None, extra_docs=set(), wordless=True)
     return {
-        "workspace": ctx.ws.name, "query": query, "hits": hits, "mode_used": "facet", "lexical_match": None,
-        "semantic": "off" if ctx.semantic is None else "ready", "semantic_tier": None,
+        "workspace": ctx.ws.name,
+        "query": query,
+        "hits": hits,
+        "mode_used": "facet",
+        "lexical_match": None,
+        "semantic": "off" if ctx.semantic is None else "ready",
+        "semantic_tier": None,
         "rank": {"state": "skipped" if ctx.rank else "off", "model": ctx.rank_model, "error": ""},
-        "stages": {"requested": requested, "performed": [], "skipped": {s: reason for s in requested}},
+        "stages": {"requested": requested, "performed": [], "skipped": dict.fromkeys(requested, reason)},
         "facet_counts": counts,
     }

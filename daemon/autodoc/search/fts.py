@@ -16,14 +16,13 @@ Runs on: any thread (pure: no I/O, no shared state).
 
 from __future__ import annotations
 
+from ..store.ftstext import CJK_RUN, STOPWORDS, TOKEN, WORDISH, fts_text
 from .query import Term
-
-from ..store.ftstext import CJK_RUN, TOKEN, WORDISH, STOPWORDS, fts_text  # noqa: F401 (fts_text re-exported)
 
 
 def _quote(s: str) -> str:
     # FTS5 reads its query as a C string: a NUL would end it mid-literal
-    return '"' + s.replace('\x00', ' ').replace('"', '""') + '"'
+    return '"' + s.replace("\x00", " ").replace('"', '""') + '"'
 
 
 def term_match(term: Term) -> str | None:
@@ -75,8 +74,12 @@ def _any_terms(terms: list[Term]) -> list[Term]:
             low = tok.lower()
             if low in STOPWORDS:
                 continue
-            out.append((Term(tok, prefix=t.prefix and i == len(toks) - 1),
-                        DROP_QUESTION_WORDS and _question_word(t.text, m.start(), low)))
+            out.append(
+                (
+                    Term(tok, prefix=t.prefix and i == len(toks) - 1),
+                    DROP_QUESTION_WORDS and _question_word(t.text, m.start(), low),
+                )
+            )
     if all(q for _, q in out):
         return [t for t, _ in out]
     return [t for t, q in out if not q]
@@ -102,7 +105,7 @@ def build_match(terms: list[Term], mode: str = "all") -> str | None:
     """AND (mode "all") of the terms, or OR (mode "any") of their tokens without stopwords."""
     parts: list[str] = []
     seen: set[str] = set()
-    for t in (_any_terms(terms) if mode == "any" else terms):
+    for t in _any_terms(terms) if mode == "any" else terms:
         expr = term_match(t)
         if expr and _key(expr) not in seen:
             seen.add(_key(expr))

@@ -15,8 +15,8 @@ Runs on: any thread (pure: no I/O, no shared state).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 from ..config import LINK_BOOST, PER_DOCUMENT, RRF_K, TAG_BOOST
 
@@ -54,8 +54,9 @@ def fuse_rrf(
         for rank, hit in enumerate(legs[name]):
             f = fused.get(hit.chunk_id)
             if f is None:  # every field positional, via filled as the legs come (in name order)
-                f = fused[hit.chunk_id] = Fused(hit.chunk_id, 0.0, dict.fromkeys(names), dict.fromkeys(names),
-                                                0.0, None, [])
+                f = fused[hit.chunk_id] = Fused(
+                    hit.chunk_id, 0.0, dict.fromkeys(names), dict.fromkeys(names), 0.0, None, []
+                )
             elif f.ranks[name] is not None:  # a leg listing a chunk twice counts once
                 continue
             f.ranks[name] = rank
@@ -67,7 +68,9 @@ def fuse_rrf(
     return out
 
 
-def rrf_max(active_legs: int, k: int = RRF_K, weights: Mapping[str, float] | None = None, legs: Iterable[str] = ()) -> float:
+def rrf_max(
+    active_legs: int, k: int = RRF_K, weights: Mapping[str, float] | None = None, legs: Iterable[str] = ()
+) -> float:
     """The unboosted score of a chunk ranked #1 by every active leg."""
     if weights:
         return sum(float(weights.get(n, 1.0)) for n in legs) / (k + 1)
@@ -105,9 +108,7 @@ def fuse_weighted(
     for name in names:
         best = max((h.score for h in legs[name]), default=0.0)
         for rank, hit in enumerate(legs[name]):
-            f = fused.setdefault(
-                hit.chunk_id, Fused(hit.chunk_id, 0.0, {n: None for n in names}, {n: None for n in names})
-            )
+            f = fused.setdefault(hit.chunk_id, Fused(hit.chunk_id, 0.0, dict.fromkeys(names), dict.fromkeys(names)))
             if f.ranks[name] is not None:
                 continue
             f.ranks[name] = rank
@@ -141,9 +142,7 @@ def fuse_convex(legs: Mapping[str, Sequence[LegHit]], *, weights: Mapping[str, f
         scores = [h.score for h in hits]
         lo, hi = min(scores), max(scores)
         for rank, hit in enumerate(hits):
-            f = fused.setdefault(
-                hit.chunk_id, Fused(hit.chunk_id, 0.0, {n: None for n in names}, {n: None for n in names})
-            )
+            f = fused.setdefault(hit.chunk_id, Fused(hit.chunk_id, 0.0, dict.fromkeys(names), dict.fromkeys(names)))
             if f.ranks[name] is not None:
                 continue
             f.ranks[name] = rank
@@ -212,8 +211,9 @@ def apply_boosts(
 LATER_PASSAGE = 0.5
 
 
-def cap_per_document(fused: list[Fused], doc_of: Mapping[int, int], cap: int = PER_DOCUMENT,
-                     later: float | None = None) -> list[Fused]:
+def cap_per_document(
+    fused: list[Fused], doc_of: Mapping[int, int], cap: int = PER_DOCUMENT, later: float | None = None
+) -> list[Fused]:
     """At most `cap` passages a document, its later ones discounted (LATER_PASSAGE) when more than
     one leg found the hits. The sort is stable: equal scores keep their content order (search/ties.py)."""
     later = LATER_PASSAGE if later is None else later
@@ -227,8 +227,8 @@ def cap_per_document(fused: list[Fused], doc_of: Mapping[int, int], cap: int = P
         if n < cap:
             seen[d] = n + 1
             if n and later != 1.0:
-                f.score *= later ** n
-                f.relevance = round(f.relevance * later ** n, 6)
+                f.score *= later**n
+                f.relevance = round(f.relevance * later**n, 6)
             out.append(f)
     out.sort(key=lambda f: -f.score)
     return out

@@ -27,8 +27,15 @@ from .fusion import LegHit
 GRAPH_TOP = 50
 
 
-def run_graph(db: apsw.Connection, workspace_id: int, seeds: list[int], best_chunk: dict[int, int],
-              filt: Filter, *, top: int = GRAPH_TOP) -> list[LegHit]:
+def run_graph(
+    db: apsw.Connection,
+    workspace_id: int,
+    seeds: list[int],
+    best_chunk: dict[int, int],
+    filt: Filter,
+    *,
+    top: int = GRAPH_TOP,
+) -> list[LegHit]:
     if not seeds:
         return []
     position = {d: i for i, d in enumerate(dict.fromkeys(seeds))}

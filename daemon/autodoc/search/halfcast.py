@@ -58,8 +58,12 @@ def cast_model() -> bytes:
     """ModelProto: y = Cast(x: float16, to=float), opset 17, IR version 8."""
     attr = _field(1, "to") + _field(3, _FLOAT) + _field(20, 2)  # AttributeProto, type INT
     node = _field(1, "x") + _field(2, "y") + _field(4, "Cast") + _field(5, attr)
-    graph = _field(1, node) + _field(2, "half_to_float") + _field(11, _tensor("x", _FLOAT16)) + \
-        _field(12, _tensor("y", _FLOAT))
+    graph = (
+        _field(1, node)
+        + _field(2, "half_to_float")
+        + _field(11, _tensor("x", _FLOAT16))
+        + _field(12, _tensor("y", _FLOAT))
+    )
     return _field(1, 8) + _field(8, _field(1, "") + _field(2, 17)) + _field(7, graph)
 
 

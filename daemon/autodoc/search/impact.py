@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable
 
 import apsw
 import numpy as np
@@ -59,8 +59,9 @@ class Terms:
     """The query's phrases, each with its live postings: sorted ids, and bm25 contributions computed
     for the rows asked (a pruned term's for the candidates it holds, not its every posting)."""
 
-    def __init__(self, recs: list[np.ndarray], weights: tuple[float, ...], rows: int, tokens: int,
-                 docs: list[int] | None = None):
+    def __init__(
+        self, recs: list[np.ndarray], weights: tuple[float, ...], rows: int, tokens: int, docs: list[int] | None = None
+    ):
         """`docs`: each phrase's live row count when `recs` are not its every record (the AND's rows)."""
         self.avgdl = float(tokens) / float(rows)
         self.w = np.array([float(x) for x in weights])
@@ -176,8 +177,16 @@ def top(terms: Terms, limit: int) -> Rows:
     return best(*_looked_up(terms, order[j:], rest[j:], acc, cand, floor, contribs, limit), limit)
 
 
-def _looked_up(terms: Terms, later: list[int], rest: list[float], acc: np.ndarray, cand: np.ndarray, floor: float,
-               contribs: dict[int, np.ndarray], limit: int) -> tuple[np.ndarray, np.ndarray]:
+def _looked_up(
+    terms: Terms,
+    later: list[int],
+    rest: list[float],
+    acc: np.ndarray,
+    cand: np.ndarray,
+    floor: float,
+    contribs: dict[int, np.ndarray],
+    limit: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """The rows that can still reach the top k (sorted) and their exact scores: the `later` terms
     (rest[j]: the bounds of later[j:] summed) only looked up for the candidates, which thin as
     each term's bound leaves the rest and the k-th partial score θ (`floor`) rises."""
@@ -212,8 +221,7 @@ def _exact(terms: Terms, cand: np.ndarray, contribs: dict[int, np.ndarray]) -> n
     return s
 
 
-def _dense(terms: Terms, contribs: dict[int, np.ndarray], span: int, cand: np.ndarray
-           ) -> tuple[np.ndarray, np.ndarray]:
+def _dense(terms: Terms, contribs: dict[int, np.ndarray], span: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the candidates sorted, their scores): every term's contributions added in phrase order
     into an array by row id (each row's sum in FTS5's order), for many candidates."""
     acc = np.zeros(span)
@@ -224,8 +232,9 @@ def _dense(terms: Terms, contribs: dict[int, np.ndarray], span: int, cand: np.nd
     return cand, acc[cand]
 
 
-def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | None
-           ) -> Callable[[str, int], Rows] | None:
+def ranker(
+    db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | None
+) -> Callable[[str, int], Rows] | None:
     """A `rank` for store/matches.ranked_matches of `exprs[0] OR exprs[1] OR …`, or None when the
     postings cannot answer it (not built yet, or a term that is not one token): FTS5 then does."""
     weights = columns or BM25_WEIGHTS
@@ -245,6 +254,7 @@ def ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | N
         if limit not in memo:
             memo[limit] = top(terms, limit)
         return memo[limit]
+
     return rank
 
 
@@ -290,8 +300,7 @@ def _read(db: apsw.Connection, toks: list[str], key: tuple) -> dict[str, np.ndar
     return out
 
 
-def held(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]
-         ) -> dict[str, tuple[str, dict[int, int]]] | None:
+def held(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict[str, tuple[str, dict[int, int]]] | None:
     """expression → (its token, {chunk id: the token's count in the body column} for those of these
     chunks that hold it in any column), from the postings: the records this search's ranking read,
     else those in the segments holding these chunks. None when the postings cannot say (FTS5's

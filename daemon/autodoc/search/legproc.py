@@ -34,9 +34,10 @@ import multiprocessing
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..config.settings import reader_processes
 
@@ -125,7 +126,11 @@ class LexicalHelper:
             # thread may be retired; the helper ends when its pipe closes instead
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "autodoc.search.legproc", str(theirs.fileno()), str(self.store)],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                close_fds=True,
+            )
         except OSError as exc:
             log.warning("the lexical helper could not start (%s); lexical legs run here", exc)
             self._gone = True

@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 import apsw
 
 from ..config import LEXICAL_TOP
+from ..store import ftsterms
 from ..store.filters import Filter
 from ..store.hits import chunk_texts
-from ..store import ftsterms
 from ..store.matches import EQUAL_WEIGHTS, content_cut, matching_rowids, ranked, ranked_matches, sole_workspace
-from .fts import CJK_RUN, _key, build_match, coverage_terms, term_match
 from . import impact, maxscore
+from .fts import CJK_RUN, _key, build_match, coverage_terms, term_match
 from .fusion import LegHit
 from .query import Term
 from .tokens import stem_counts, stems, tokenize
@@ -62,7 +62,13 @@ class LexicalResult:
 
 
 def run_lexical(
-    db: apsw.Connection, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int = LEXICAL_TOP,
+    db: apsw.Connection,
+    workspace_id: int,
+    terms: list[Term],
+    filt: Filter,
+    *,
+    want: int,
+    top: int = LEXICAL_TOP,
     weigh: bool = True,
 ) -> LexicalResult:
     """Hits best first with positive scores, and (with `weigh`, i.e. when fused with another leg)
@@ -71,8 +77,9 @@ def run_lexical(
         return _run_lexical(db, workspace_id, terms, filt, want=want, top=top, weigh=weigh)
 
 
-def _run_lexical(db: apsw.Connection, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int,
-                 weigh: bool) -> LexicalResult:
+def _run_lexical(
+    db: apsw.Connection, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int, weigh: bool
+) -> LexicalResult:
     match = build_match(terms, "all")
     if match is None:
         return LexicalResult([], None)
@@ -92,8 +99,9 @@ def _run_lexical(db: apsw.Connection, workspace_id: int, terms: list[Term], filt
     if len(rows) < want:
         relaxed = build_match(terms, "any")
         if relaxed and relaxed != match:
-            more = ranked_matches(db, relaxed, workspace_id, filt, top, unfiltered, columns,
-                                  rank=any_rank(db, terms, relaxed, columns))
+            more = ranked_matches(
+                db, relaxed, workspace_id, filt, top, unfiltered, columns, rank=any_rank(db, terms, relaxed, columns)
+            )
             if len(more) > len(rows):
                 if STRICT_FIRST:  # a run of equal scores at this cut keeps its first members in content order
                     rest = [r for r in more if r[0] not in strict]
@@ -122,15 +130,17 @@ def any_rank(db: apsw.Connection, terms: list[Term], relaxed: str, columns: tupl
     state = impact.snapshot(db)[1]
     docs = ftsterms.term_docs(db, exprs, state)
     bounds = [maxscore.upper_bound(state.rows, docs[e]) for e in exprs]
-    return lambda match, limit: maxscore.top_any(lambda m, n: ranked(db, m, n, columns), exprs, bounds,
-                                                 [docs[e] for e in exprs], limit)
+    return lambda match, limit: maxscore.top_any(
+        lambda m, n: ranked(db, m, n, columns), exprs, bounds, [docs[e] for e in exprs], limit
+    )
 
 
 HOLDERS_SCAN = 6_000  # at most this many matches over the query's words: read them rather than tokenize the hits
 
 
-def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int],
-             strict: frozenset[int] | set[int] = frozenset()) -> dict[int, float]:
+def coverage(
+    db: apsw.Connection, terms: list[Term], chunk_ids: list[int], strict: frozenset[int] | set[int] = frozenset()
+) -> dict[int, float]:
     """chunk id -> its weight from the IDF-weighted share of the query's words it holds.
     `strict`: chunks the AND query matched, which hold every word (each coverage term is a token
     of an AND term), so only whether a word is in their prose is left to read."""
@@ -152,7 +162,7 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int],
     rows = {} if scan or not loose or posted is not None else ftsterms.indexed_rows(db, loose)
     prose = _Prose(chunk_texts(db, chunk_ids)) if TITLE_CREDIT < 1 else None
     total = 0.0
-    got = {cid: 0.0 for cid in chunk_ids}
+    got = dict.fromkeys(chunk_ids, 0.0)
     for expr, term in pairs:
         df = docs[expr]
         idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
@@ -175,7 +185,9 @@ def coverage(db: apsw.Connection, terms: list[Term], chunk_ids: list[int],
         return {}
     if COVERAGE_RELATIVE:
         total = max(got.values()) or total
-    return {cid: round(COVERAGE_FLOOR + (1 - COVERAGE_FLOOR) * (g / total) ** COVERAGE_POWER, 6) for cid, g in got.items()}
+    return {
+        cid: round(COVERAGE_FLOOR + (1 - COVERAGE_FLOOR) * (g / total) ** COVERAGE_POWER, 6) for cid, g in got.items()
+    }
 
 
 _HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s.*)?$", re.M)

@@ -33,7 +33,7 @@ Runs on: the search's thread (pure: the queries go through the `run` it is given
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 K1 = 1.2  # FTS5's bm25 constants (fts5_aux.c); b = 0.75 does not enter the bound
 MIN_TERMS = 3  # below, the plain OR query is as cheap as the probe

@@ -62,8 +62,16 @@ def parse_options(opts: dict[str, Any] | None, ws: WorkspaceConfig) -> SearchOpt
     window = opts.get("ranker", {}).get("window", ws.ranker.get("window", RERANK_WINDOW))
     counts = tuple(dict.fromkeys(f.lower() for f in _strings(opts.get("facet_counts", []))))
     return SearchOptions(
-        limit=opts.get("limit", 10), paths=paths, tags=tags, facets=facets, stages=stages,
+        limit=opts.get("limit", 10),
+        paths=paths,
+        tags=tags,
+        facets=facets,
+        stages=stages,
         abstract_chunk=retrieval.get("abstract_chunk", ws.abstract_chunk),
         demote_superseded=retrieval.get("demote_superseded", ws.demote_superseded),
-        window=window, fusion=normalise_fusion(opts.get("fusion", ws.fusion)), facet_counts=counts,
-        scope=opts.get("scope", "all"), after=opts.get("after"))
+        window=window,
+        fusion=normalise_fusion(opts.get("fusion", ws.fusion)),
+        facet_counts=counts,
+        scope=opts.get("scope", "all"),
+        after=opts.get("after"),
+    )

@@ -8,8 +8,9 @@ stops it between batches through `cancel`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import InvalidParams
 from ..rerank.base import RankerCancelled, RankerDown, default_timeout
@@ -29,8 +30,9 @@ class RankOutcome:
 RankFn = Callable[[str, list[str]], RankOutcome]
 
 
-def rank_step(rankers: Rankers, cfg: dict[str, Any],
-              cancel: threading.Event | None) -> tuple[RankFn | None, str | None]:
+def rank_step(
+    rankers: Rankers, cfg: dict[str, Any], cancel: threading.Event | None
+) -> tuple[RankFn | None, str | None]:
     """(rank function, model name); (None, None) when no ranker is configured."""
     try:
         ranker = rankers.get(cfg)
@@ -39,6 +41,7 @@ def rank_step(rankers: Rankers, cfg: dict[str, Any],
 
         def broken(query: str, passages: list[str]) -> RankOutcome:
             return RankOutcome(None, "failed", model, why)
+
         return broken, model
     if ranker is None:
         return None, None

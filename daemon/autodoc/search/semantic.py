@@ -13,8 +13,9 @@ connection), beside the lexical leg.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import apsw
 import numpy as np
@@ -22,8 +23,8 @@ import numpy as np
 from ..config import RRF_K
 from ..embed.base import Provider, ProviderDown
 from ..embed.instant import MIN_BACKLOG, OTHER_FUSION_SCALE, InstantTiers, rrf_weight
-from ..embed.static import TIER_FULL, TIER_INSTANT
 from ..embed.providers import Providers
+from ..embed.static import TIER_FULL, TIER_INSTANT
 from ..errors import AutodocError, EmbedFailed, Switching, Unsupported
 from ..store import hits as stored_hits
 from ..store import vectors as stored
@@ -35,7 +36,9 @@ from .vector_cache import VectorCache, WorkspaceVectors
 NO_MODEL_REASON = "no embedding model is configured for this workspace"
 SWITCHING_REASON = "a new embedding model is filling"
 PARTIAL_NOTE = "some documents are still being embedded and answer lexically until they are done"
-INSTANT_NOTE = "the embedding model is still filling: the instant tier (a distilled token table) answers until it is done"
+INSTANT_NOTE = (
+    "the embedding model is still filling: the instant tier (a distilled token table) answers until it is done"
+)
 
 
 def instant_fusion(fusion: dict[str, Any]) -> dict[str, Any]:
@@ -65,15 +68,21 @@ class SemanticOutcome:
 
 
 def _switching(detail: str = "") -> SemanticOutcome:
-    return SemanticOutcome(None, "switching", SWITCHING_REASON, Switching(
-        "semantic search is unavailable while a new embedding model is filling" + (f" ({detail})" if detail else "")))
+    return SemanticOutcome(
+        None,
+        "switching",
+        SWITCHING_REASON,
+        Switching(
+            "semantic search is unavailable while a new embedding model is filling" + (f" ({detail})" if detail else "")
+        ),
+    )
 
 
 @dataclass
 class Prepared:
     """Everything the leg read from the snapshot; `run` needs no connection."""
 
-    leg: "SemanticLeg"
+    leg: SemanticLeg
     provider: Provider
     vectors: WorkspaceVectors
     allowed: np.ndarray | None
@@ -98,13 +107,24 @@ class Prepared:
         note = PARTIAL_NOTE if self.state == "partial" else None
         if self.tier == TIER_INSTANT:
             note = INSTANT_NOTE
-        return SemanticOutcome([LegHit(int(i), round(float(s), 6)) for i, s in hits], self.state, note, None,
-                               model=self.provider.name, tier=self.tier)
+        return SemanticOutcome(
+            [LegHit(int(i), round(float(s), 6)) for i, s in hits],
+            self.state,
+            note,
+            None,
+            model=self.provider.name,
+            tier=self.tier,
+        )
 
 
 class SemanticLeg:
-    def __init__(self, providers: Providers, cache: VectorCache,
-                 pending: Callable[[apsw.Connection, int, str], int], instant: InstantTiers | None = None):
+    def __init__(
+        self,
+        providers: Providers,
+        cache: VectorCache,
+        pending: Callable[[apsw.Connection, int, str], int],
+        instant: InstantTiers | None = None,
+    ):
         self.providers = providers
         self.instant = instant
         self.cache = cache
@@ -117,14 +137,19 @@ class SemanticLeg:
         """A query is being embedded or scanned now (the embed queue yields to it)."""
         return self._searching > 0
 
-    def prepare(self, db: apsw.Connection, ws: Workspace, embedding: dict[str, Any],
-                filt: Filter, since: int | None = None) -> Prepared | SemanticOutcome:
+    def prepare(
+        self, db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], filt: Filter, since: int | None = None
+    ) -> Prepared | SemanticOutcome:
         """Decide which model serves and read what it needs, or say why the leg cannot run.
         since: the vector cache's marker() from before `db`'s snapshot (VectorCache.get)."""
         target, reason = self.providers.target(embedding)
         if target is None and reason is None:
-            return SemanticOutcome(None, "off", NO_MODEL_REASON,
-                                   Unsupported("semantic search needs an embedding model, and this workspace has none"))
+            return SemanticOutcome(
+                None,
+                "off",
+                NO_MODEL_REASON,
+                Unsupported("semantic search needs an embedding model, and this workspace has none"),
+            )
         active = stored.active_model(db, ws.id)
         target_fp = None
         if target is not None:
@@ -164,8 +189,9 @@ class SemanticLeg:
             allowed = np.array(stored_hits.filtered_chunk_ids(db, ws.id, filt), dtype=np.int64)
         return Prepared(self, provider, vectors, allowed, state, tier)
 
-    def search(self, db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], text: str, filt: Filter,
-               top: int) -> SemanticOutcome:
+    def search(
+        self, db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], text: str, filt: Filter, top: int
+    ) -> SemanticOutcome:
         """prepare and run on this thread (a leg alone, or a study)."""
         planned = self.prepare(db, ws, embedding, filt)
         return planned.run(text, top) if isinstance(planned, Prepared) else planned

@@ -39,9 +39,10 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -83,9 +84,12 @@ class Shared:
 
     def layout(self) -> tuple[list[tuple[str, int, np.dtype, tuple[int, ...]]], int]:
         """(name, byte offset, dtype, shape) of ids, docs, vecs, words; and the file's size."""
-        parts = [("ids", np.dtype(np.int64), (self.n,)), ("docs", np.dtype(np.int64), (self.n,)),
-                 ("vecs", np.dtype(self.vec_dtype), (self.n, self.dim)),
-                 ("words", np.dtype(np.uint64), (self.word_rows, self.n))]
+        parts = [
+            ("ids", np.dtype(np.int64), (self.n,)),
+            ("docs", np.dtype(np.int64), (self.n,)),
+            ("vecs", np.dtype(self.vec_dtype), (self.n, self.dim)),
+            ("words", np.dtype(np.uint64), (self.word_rows, self.n)),
+        ]
         out, offset = [], 0
         for name, dtype, shape in parts:
             out.append((name, offset, dtype, shape))
@@ -123,8 +127,9 @@ def write(path: Path, base: VectorIndex, docs: np.ndarray) -> tuple[Shared, Vect
 COPY_ROWS = 16_384
 
 
-def write_merged(path: Path, base: VectorIndex, keep: np.ndarray | None, added: VectorIndex,
-                 docs: np.ndarray | dict[int, np.ndarray]) -> tuple[Shared, VectorIndex, np.ndarray]:
+def write_merged(
+    path: Path, base: VectorIndex, keep: np.ndarray | None, added: VectorIndex, docs: np.ndarray | dict[int, np.ndarray]
+) -> tuple[Shared, VectorIndex, np.ndarray]:
     """Write the rows of ``base`` where ``keep`` (None: all), then ``added``'s, into a new
     file: what ``base.without(…).with_added(…)`` holds, row for row, without building it in
     private memory first (at 1M chunks that copy was 0.8 GB beside the old base and the new
@@ -156,8 +161,8 @@ def write_merged(path: Path, base: VectorIndex, keep: np.ndarray | None, added: 
             arrays["words"][:, :kept] = words[:, keep]
             at = 0
             for start in range(0, len(base), COPY_ROWS):
-                rows = base.vecs[start:start + COPY_ROWS][keep[start:start + COPY_ROWS]]
-                arrays["vecs"][at:at + len(rows)] = rows
+                rows = base.vecs[start : start + COPY_ROWS][keep[start : start + COPY_ROWS]]
+                arrays["vecs"][at : at + len(rows)] = rows
                 at += len(rows)
         arrays["ids"][kept:] = added.ids
         arrays["vecs"][kept:] = added.vecs
@@ -228,7 +233,7 @@ def remove_stale(directory: Path = SHM_DIR) -> int:
         return 0
     for name in names:
         try:
-            pid = int(name[len(PREFIX):].split("-", 1)[0])
+            pid = int(name[len(PREFIX) :].split("-", 1)[0])
         except ValueError:
             continue
         if pid == os.getpid():
@@ -265,9 +270,16 @@ class Sharing:
         """A write failed less than RETRY_S ago: no sharing meanwhile, and readers keep off big bases."""
         return self._failed_at is not None and time.monotonic() - self._failed_at < RETRY_S
 
-    def publish(self, ws_id: int, fp: str, base: VectorIndex, doc_chunks: dict[int, np.ndarray],
-                dirty: list[int] = (), keep: np.ndarray | None = None,
-                added: VectorIndex | None = None) -> VectorIndex | None:
+    def publish(
+        self,
+        ws_id: int,
+        fp: str,
+        base: VectorIndex,
+        doc_chunks: dict[int, np.ndarray],
+        dirty: list[int] = (),
+        keep: np.ndarray | None = None,
+        added: VectorIndex | None = None,
+    ) -> VectorIndex | None:
         """Share a base, whose documents ``dirty`` are already stale (a reader refreshes them);
         the index over the shared copy to search from now on (None: not shared, keep the
         private one). With ``keep`` and ``added``, the base merged with them (write_merged)."""
@@ -279,8 +291,13 @@ class Sharing:
             desc, index, _ = write_merged(path, base, keep, added, doc_chunks)
         except OSError as e:
             self._failed_at = time.monotonic()
-            log.warning("could not share %d vectors with the reader processes (%s): searches by meaning "
-                        "over large workspaces stay in the daemon; trying again in %.0f s", len(base), e, RETRY_S)
+            log.warning(
+                "could not share %d vectors with the reader processes (%s): searches by meaning "
+                "over large workspaces stay in the daemon; trying again in %.0f s",
+                len(base),
+                e,
+                RETRY_S,
+            )
             return None
         with self._lock:
             old = self._files.get((ws_id, fp))

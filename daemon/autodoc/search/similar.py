@@ -18,8 +18,9 @@ Runs on: the caller's thread (a reader), on the snapshot it passes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import apsw
 import numpy as np
@@ -42,13 +43,17 @@ class SimilarOptions:
     tags: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, opts: dict[str, Any] | None) -> "SimilarOptions":
+    def parse(cls, opts: dict[str, Any] | None) -> SimilarOptions:
         o = opts or {}  # the schema has checked every field; paths and tags may be one string or a list
 
         def strings(v: Any) -> tuple[str, ...]:
             return (v,) if isinstance(v, str) else tuple(v or ())
-        return cls(limit=o.get("limit", 10), paths=tuple(p.strip("/") for p in strings(o.get("paths"))),
-                   tags=tuple(t.lower().lstrip("#") for t in strings(o.get("tags"))))
+
+        return cls(
+            limit=o.get("limit", 10),
+            paths=tuple(p.strip("/") for p in strings(o.get("paths"))),
+            tags=tuple(t.lower().lstrip("#") for t in strings(o.get("tags"))),
+        )
 
 
 def _unavailable(message: str, reason: str, state: str, **data: Any) -> Unsupported:
@@ -66,14 +71,23 @@ def centroid(rows: list[tuple[int, int, bytes]]) -> np.ndarray:
     return q / n if n else q
 
 
-def similar(db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], cache: VectorCache,
-            doc_id: int, path: str, opts: SimilarOptions, pending: Callable[[str], int],
-            since: int | None = None) -> dict[str, Any]:
+def similar(
+    db: apsw.Connection,
+    ws: Workspace,
+    embedding: dict[str, Any],
+    cache: VectorCache,
+    doc_id: int,
+    path: str,
+    opts: SimilarOptions,
+    pending: Callable[[str], int],
+    since: int | None = None,
+) -> dict[str, Any]:
     """{workspace, path, model, semantic, similar: [...]}; pending(fp): chunks still without a vector;
     since: the cache's marker() from before `db`'s snapshot (VectorCache.get)."""
     if embedding.get("provider", "onnx") == "none":
-        raise _unavailable("similar documents need an embedding model, and this workspace has none",
-                           NO_MODEL_REASON, "off")
+        raise _unavailable(
+            "similar documents need an embedding model, and this workspace has none", NO_MODEL_REASON, "off"
+        )
     active = stored.active_model(db, ws.id)
     if active is None:
         why = "no vectors yet: the embedding model is loading or its first vectors are being made"
@@ -82,8 +96,9 @@ def similar(db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], cache
     waiting = pending(active.fingerprint)
     if not rows:
         why = f"{path} has no vectors yet; {waiting} chunks of the workspace wait for theirs"
-        raise _unavailable(f"similar documents are unavailable for {path} until it has vectors", why, "partial",
-                           pending=waiting)
+        raise _unavailable(
+            f"similar documents are unavailable for {path} until it has vectors", why, "partial", pending=waiting
+        )
     q = centroid(rows)
     vectors = cache.get(db, ws.id, active.fingerprint, q.shape[0], since)
     filt = build_filter(ws.id, facets=[], opt_facets={}, tags=opts.tags, paths=opts.paths, include_abstract=True)
@@ -107,8 +122,24 @@ def similar(db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], cache
     for cid, score in picked:
         r = shown.get(cid)
         if r is not None:
-            out.append({"path": r["path"], "title": r["title"], "score": round(float(score), 6), "chunk_id": cid,
-                        "breadcrumb": r["breadcrumb"], "line_start": r["line_start"], "line_end": r["line_end"],
-                        "byte_start": r["byte_start"], "byte_end": r["byte_end"], "tags": r["tags"]})
-    return {"workspace": ws.name, "path": path, "model": active.name, "semantic": "partial" if waiting else "ready",
-            "similar": out}
+            out.append(
+                {
+                    "path": r["path"],
+                    "title": r["title"],
+                    "score": round(float(score), 6),
+                    "chunk_id": cid,
+                    "breadcrumb": r["breadcrumb"],
+                    "line_start": r["line_start"],
+                    "line_end": r["line_end"],
+                    "byte_start": r["byte_start"],
+                    "byte_end": r["byte_end"],
+                    "tags": r["tags"],
+                }
+            )
+    return {
+        "workspace": ws.name,
+        "path": path,
+        "model": active.name,
+        "semantic": "partial" if waiting else "ready",
+        "similar": out,
+    }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from typing import Callable
+from collections.abc import Callable
 
 from ..store.ftstext import CJK_RUN, STOPWORDS
 from .query import Term
@@ -48,9 +48,13 @@ Matchers = tuple[set[str], tuple[str, ...], list[str]]
 
 def _spans(text: str, matchers: Matchers, tokenize: Tokenize) -> list[tuple[int, int]]:
     stems, prefixes, cjk = matchers
-    spans = [(s, e) for s, e, tok in tokenize(text)
-             if tok in stems or (prefixes and tok.startswith(prefixes)) or
-             (prefixes and text[s:e].lower().startswith(prefixes))]
+    spans = [
+        (s, e)
+        for s, e, tok in tokenize(text)
+        if tok in stems
+        or (prefixes and tok.startswith(prefixes))
+        or (prefixes and text[s:e].lower().startswith(prefixes))
+    ]
     for run in cjk:
         for m in re.finditer(re.escape(run), text):
             spans.append((m.start(), m.end()))

@@ -24,7 +24,8 @@ Runs on: the search's thread (pure; the key lookup is the caller's function).
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from .fusion import Fused, LegHit
 
@@ -71,8 +72,13 @@ def _runs(scores: Sequence[Hashable]) -> list[tuple[int, int]]:
     return out
 
 
-def _reorder(items: list[T], scores: Sequence[Hashable], ids: Callable[[T], int],
-             key: Callable[[int], Key], keys: TieKeys | None = None) -> list[T]:
+def _reorder(
+    items: list[T],
+    scores: Sequence[Hashable],
+    ids: Callable[[T], int],
+    key: Callable[[int], Key],
+    keys: TieKeys | None = None,
+) -> list[T]:
     runs = _runs(scores)
     if not runs:
         return items
@@ -84,8 +90,9 @@ def _reorder(items: list[T], scores: Sequence[Hashable], ids: Callable[[T], int]
     return out
 
 
-def order_leg(hits: list[LegHit], key: Callable[[int], Key],
-              group: Callable[[LegHit], Hashable] | None = None) -> list[LegHit]:
+def order_leg(
+    hits: list[LegHit], key: Callable[[int], Key], group: Callable[[LegHit], Hashable] | None = None
+) -> list[LegHit]:
     """A leg's hits with each run of equal scores (within one `group`) in key order."""
     scores = [(group(h), h.score) if group else h.score for h in hits]
     return _reorder(hits, scores, lambda h: h.chunk_id, key)
@@ -110,8 +117,9 @@ def run_reaches_end(hits: list[LegHit], top: int, fetched: int) -> bool:
     return len(hits) >= fetched > top and hits[-1].score == hits[top - 1].score
 
 
-def tied_ids(legs: Mapping[str, list[LegHit]],
-             groups: Mapping[str, Callable[[LegHit], Hashable]] | None = None) -> set[int]:
+def tied_ids(
+    legs: Mapping[str, list[LegHit]], groups: Mapping[str, Callable[[LegHit], Hashable]] | None = None
+) -> set[int]:
     """The chunks of every leg that tie with a neighbour: what order_leg will look up."""
     out: set[int] = set()
     for name, hits in legs.items():
@@ -121,8 +129,9 @@ def tied_ids(legs: Mapping[str, list[LegHit]],
     return out
 
 
-def order_legs(legs: dict[str, list[LegHit]], keys: TieKeys,
-               groups: Mapping[str, Callable[[LegHit], Hashable]] | None = None) -> dict[str, list[LegHit]]:
+def order_legs(
+    legs: dict[str, list[LegHit]], keys: TieKeys, groups: Mapping[str, Callable[[LegHit], Hashable]] | None = None
+) -> dict[str, list[LegHit]]:
     """Every leg's ties in key order, their keys read in one batch."""
     keys.need(tied_ids(legs, groups))
     return {name: order_leg(hits, keys, (groups or {}).get(name)) for name, hits in legs.items()}

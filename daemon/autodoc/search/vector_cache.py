@@ -107,13 +107,15 @@ class WorkspaceVectors:
 
     def outgrown(self, times: int) -> bool:
         """Whether the delta or the dead rows are past ``times`` the merge threshold."""
-        return (len(self.delta) > times * max(MERGE_MIN_ROWS, len(self.base) // 20)
-                or len(self.dead) > times * max(MERGE_MIN_ROWS, len(self.base) // 10))
+        return len(self.delta) > times * max(MERGE_MIN_ROWS, len(self.base) // 20) or len(self.dead) > times * max(
+            MERGE_MIN_ROWS, len(self.base) // 10
+        )
 
     def merge(self) -> None:
         base = self.base.without(np.fromiter(self.dead, dtype=np.int64)) if self.dead else self.base
-        self.merged_into(base.with_added(self.delta.ids, self.delta.vecs, self.delta.codes)
-                         if len(self.delta) else base)
+        self.merged_into(
+            base.with_added(self.delta.ids, self.delta.vecs, self.delta.codes) if len(self.delta) else base
+        )
 
     def merge_parts(self) -> tuple[np.ndarray | None, VectorIndex]:
         """What merge() keeps of the base (a row mask; None: every row) and what it adds."""
@@ -333,8 +335,12 @@ class VectorCache:
             self._by_key[key] = wv
             if wv.borrowed and wv.outgrown(2):
                 raise NotShared(f"workspace {ws_id}: the changes since the shared base outgrew it", key)
-            if (self.sharing is not None and not self.sharing.failed and not wv.all_dirty
-                    and (wv.base is not wv.shared or wv.outgrown(1))):
+            if (
+                self.sharing is not None
+                and not self.sharing.failed
+                and not wv.all_dirty
+                and (wv.base is not wv.shared or wv.outgrown(1))
+            ):
                 self._share(ws_id, fp, wv)
             if not wv.borrowed and wv.outgrown(1):
                 # additions, or deletions alone, past the threshold; not shared (no sharing, or no

@@ -44,7 +44,7 @@ Runs on: any thread (an index is immutable once built; a search only reads it).
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -64,7 +64,7 @@ COARSE_FRACTION = 0.05
 SHORTLIST_MIN = 4_000
 SHORTLIST_FACTOR = 50
 BLOCK_ROWS = 1 << 15
-GATHER_ROWS = 1 << 14     # float rows copied at once when rescoring a subset (24 MiB at 384-d)
+GATHER_ROWS = 1 << 14  # float rows copied at once when rescoring a subset (24 MiB at 384-d)
 # float16 rows gathered, converted and scored at once: a block's float16 and float32 copies
 # (0.75 + 1.5 MiB at 384-d) stay in this core's cache from the gather to the dot product; the
 # whole 4,000-row shortlist in one block spilled them (the rescoring 0.3-0.7 ms slower at 100k,
@@ -235,7 +235,7 @@ def _closest_codes(dist: np.ndarray, k: int) -> np.ndarray:
     if rows.shape[0] == k:
         return rows
     keep = np.ones(rows.shape[0], dtype=bool)
-    keep[np.flatnonzero(dist[rows] == cut)[k - under:]] = False  # the cut's rows past the first k - under
+    keep[np.flatnonzero(dist[rows] == cut)[k - under :]] = False  # the cut's rows past the first k - under
     return rows[keep]
 
 
@@ -264,11 +264,21 @@ class VectorIndex:
     search never takes a lock.
     """
 
-    def __init__(self, ids: np.ndarray | Sequence[int], vecs: np.ndarray, codes: np.ndarray | None = None, *,
-                 exact_below: int = EXACT_BELOW, prefilter: str = "hamming+asym",
-                 coarse_min: int = COARSE_MIN, coarse_fraction: float = COARSE_FRACTION,
-                 shortlist_min: int = SHORTLIST_MIN, shortlist_factor: int = SHORTLIST_FACTOR,
-                 half_above: int | None = None, words: np.ndarray | None = None):
+    def __init__(
+        self,
+        ids: np.ndarray | Sequence[int],
+        vecs: np.ndarray,
+        codes: np.ndarray | None = None,
+        *,
+        exact_below: int = EXACT_BELOW,
+        prefilter: str = "hamming+asym",
+        coarse_min: int = COARSE_MIN,
+        coarse_fraction: float = COARSE_FRACTION,
+        shortlist_min: int = SHORTLIST_MIN,
+        shortlist_factor: int = SHORTLIST_FACTOR,
+        half_above: int | None = None,
+        words: np.ndarray | None = None,
+    ):
         ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
         n = ids.shape[0]
         half_above = HALF_ABOVE if half_above is None else half_above  # read now: a study may change it
@@ -314,12 +324,19 @@ class VectorIndex:
     # -- construction helpers ---------------------------------------------------
 
     @classmethod
-    def empty(cls, dim: int, **kw) -> "VectorIndex":
+    def empty(cls, dim: int, **kw) -> VectorIndex:
         return cls(np.zeros(0, np.int64), np.zeros((0, dim), np.float32), **kw)
 
     @classmethod
-    def from_blobs(cls, ids: Iterable[int], f32_blobs: Iterable[bytes], bits_blobs: Iterable[bytes] | None = None,
-                   *, dim: int, **kw) -> "VectorIndex":
+    def from_blobs(
+        cls,
+        ids: Iterable[int],
+        f32_blobs: Iterable[bytes],
+        bits_blobs: Iterable[bytes] | None = None,
+        *,
+        dim: int,
+        **kw,
+    ) -> VectorIndex:
         """Build from per-chunk byte strings as a store keeps them (float32
         little-endian; packbits codes). bits_blobs None: recomputed."""
         ids_a = np.fromiter(ids, dtype=np.int64)
@@ -330,13 +347,19 @@ class VectorIndex:
         return cls(ids_a, vecs, codes, **kw)
 
     def options(self) -> dict:
-        return {"exact_below": self.exact_below, "prefilter": self.prefilter,
-                "coarse_min": self.coarse_min, "coarse_fraction": self.coarse_fraction,
-                "shortlist_min": self.shortlist_min, "shortlist_factor": self.shortlist_factor,
-                "half_above": self.half_above}
+        return {
+            "exact_below": self.exact_below,
+            "prefilter": self.prefilter,
+            "coarse_min": self.coarse_min,
+            "coarse_fraction": self.coarse_fraction,
+            "shortlist_min": self.shortlist_min,
+            "shortlist_factor": self.shortlist_factor,
+            "half_above": self.half_above,
+        }
 
-    def with_added(self, ids: np.ndarray | Sequence[int], vecs: np.ndarray,
-                   codes: np.ndarray | None = None) -> "VectorIndex":
+    def with_added(
+        self, ids: np.ndarray | Sequence[int], vecs: np.ndarray, codes: np.ndarray | None = None
+    ) -> VectorIndex:
         """A new index with these rows added (an id already present is replaced)."""
         ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
         vecs = np.asarray(vecs).reshape(len(ids), self.dim)
@@ -346,10 +369,14 @@ class VectorIndex:
         # concatenated straight into the dtype the new index keeps: no float32 copy of a float16 base
         dtype = np.float16 if n > self.half_above else np.float32
         words = np.concatenate([base._words, _words_of(codes)], axis=1) if len(ids) else base._words
-        return VectorIndex(np.concatenate([base.ids, ids]), np.concatenate([base.vecs, vecs], dtype=dtype),
-                           words=words, **self.options())
+        return VectorIndex(
+            np.concatenate([base.ids, ids]),
+            np.concatenate([base.vecs, vecs], dtype=dtype),
+            words=words,
+            **self.options(),
+        )
 
-    def without(self, ids: Iterable[int]) -> "VectorIndex":
+    def without(self, ids: Iterable[int]) -> VectorIndex:
         """A new index without these ids (unknown ids are ignored)."""
         drop = ids.astype(np.int64) if isinstance(ids, np.ndarray) else np.fromiter(ids, dtype=np.int64)
         keep = ~np.isin(self.ids, drop)
@@ -387,8 +414,9 @@ class VectorIndex:
 
     # -- search -----------------------------------------------------------------
 
-    def search(self, query_vec: np.ndarray, *, top: int = 50, allowed: np.ndarray | None = None,
-               exact: bool | None = None) -> list[tuple[int, float]]:
+    def search(
+        self, query_vec: np.ndarray, *, top: int = 50, allowed: np.ndarray | None = None, exact: bool | None = None
+    ) -> list[tuple[int, float]]:
         """Top `top` (id, cosine), cosine desc then id asc. `allowed`: bool [n]
         aligned with ids, None for all rows. exact=True forces the exact scan,
         False the prefilter, None decides by the number of candidate rows."""
@@ -434,7 +462,7 @@ class VectorIndex:
             return matvec(self.vecs[rows], q)
         out = np.empty(m, dtype=np.float32)
         for s in range(0, m, GATHER_ROWS):
-            out[s:s + GATHER_ROWS] = matvec(self.vecs[rows[s:s + GATHER_ROWS]], q)
+            out[s : s + GATHER_ROWS] = matvec(self.vecs[rows[s : s + GATHER_ROWS]], q)
         return out
 
     def _dot_half(self, rows: np.ndarray | None, q: np.ndarray) -> np.ndarray:
@@ -442,8 +470,10 @@ class VectorIndex:
         out = np.empty(m, dtype=np.float32)
         for s in range(0, m, HALF_ROWS):
             # np.take, not fancy indexing: the same rows, gathered in two thirds of the time
-            block = self.vecs[s:s + HALF_ROWS] if rows is None else np.take(self.vecs, rows[s:s + HALF_ROWS], axis=0)
-            out[s:s + HALF_ROWS] = matvec(to_float32(block), q)  # the same float32 values as astype, ~15x faster
+            block = (
+                self.vecs[s : s + HALF_ROWS] if rows is None else np.take(self.vecs, rows[s : s + HALF_ROWS], axis=0)
+            )
+            out[s : s + HALF_ROWS] = matvec(to_float32(block), q)  # the same float32 values as astype, ~15x faster
         return out
 
     def _shortlist(self, q: np.ndarray, rows: np.ndarray | None, count: int, shortlist: int) -> np.ndarray:
@@ -462,9 +492,12 @@ class VectorIndex:
             nbytes = (self.dim + 7) // 8
             lut = asym_lut(q, nbytes)
             if rows is None:  # every row (the "asym" mode): a block of columns at a time
-                scores = np.concatenate([
-                    asym_scores_columns(lut, _code_columns(self._words[:, s:s + BLOCK_ROWS], nbytes, None))
-                    for s in range(0, count, BLOCK_ROWS)])
+                scores = np.concatenate(
+                    [
+                        asym_scores_columns(lut, _code_columns(self._words[:, s : s + BLOCK_ROWS], nbytes, None))
+                        for s in range(0, count, BLOCK_ROWS)
+                    ]
+                )
             else:
                 scores = asym_scores_rows(lut, self._words, rows)
             pick = _smallest(-scores, shortlist)

@@ -21,11 +21,17 @@ CHANGELOG_KEEP_DAYS = 7
 CHANGELOG_KEEP_ENTRIES = 100_000
 
 
-def entry(cursor: int, workspace: str, path: str, op: str, generation: int, old_path: str | None,
-          time: float) -> dict:
+def entry(cursor: int, workspace: str, path: str, op: str, generation: int, old_path: str | None, time: float) -> dict:
     """One change as clients see it; a session's (path `.session/<id>`) also names its session_id."""
-    out = {"cursor": cursor, "workspace": workspace, "path": path, "op": op, "generation": generation,
-           "old_path": old_path, "time": time}
+    out = {
+        "cursor": cursor,
+        "workspace": workspace,
+        "path": path,
+        "op": op,
+        "generation": generation,
+        "old_path": old_path,
+        "time": time,
+    }
     if is_session_path(path):
         out["session_id"] = session_id_of(path)
     return out
@@ -64,8 +70,13 @@ def since(db: apsw.Connection, workspace: str, cursor: int, limit: int) -> dict:
     return {"changes": [_row(r) for r in rows], "next_cursor": nxt, "has_more": more}
 
 
-def trim(db: apsw.Connection, *, now: float | None = None,
-         keep_days: float = CHANGELOG_KEEP_DAYS, keep_entries: int = CHANGELOG_KEEP_ENTRIES) -> int:
+def trim(
+    db: apsw.Connection,
+    *,
+    now: float | None = None,
+    keep_days: float = CHANGELOG_KEEP_DAYS,
+    keep_entries: int = CHANGELOG_KEEP_ENTRIES,
+) -> int:
     """Delete entries past both limits; return how many. Caller holds the transaction."""
     now = time.time() if now is None else now
     newest = db.execute("SELECT COALESCE(MAX(cursor), 0) FROM changes").fetchone()[0]

@@ -23,8 +23,16 @@ import apsw
 from .filters import Filter
 
 
-def facet_counts(db: apsw.Connection, workspace_id: int, fields: tuple[str, ...], filt: Filter, *,
-                 match: str | None, extra_docs: set[int], wordless: bool = False) -> dict[str, dict[str, int]]:
+def facet_counts(
+    db: apsw.Connection,
+    workspace_id: int,
+    fields: tuple[str, ...],
+    filt: Filter,
+    *,
+    match: str | None,
+    extra_docs: set[int],
+    wordless: bool = False,
+) -> dict[str, dict[str, int]]:
     if not fields:
         return {}
     where = f" AND {filt.sql}" if filt.sql else ""
@@ -47,7 +55,7 @@ def facet_counts(db: apsw.Connection, workspace_id: int, fields: tuple[str, ...]
         return out
     marks = ",".join("?" * len(fields))
     rows = db.execute(
-        f"""WITH m(id) AS ({' UNION '.join(parts)})
+        f"""WITH m(id) AS ({" UNION ".join(parts)})
             SELECT field, value, COUNT(DISTINCT document_id) FROM facets
             WHERE workspace_id = ? AND field IN ({marks}) AND document_id IN (SELECT id FROM m)
             GROUP BY field, value""",

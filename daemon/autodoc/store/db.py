@@ -12,8 +12,8 @@ from pathlib import Path
 import apsw
 import apsw.bestpractice
 
-from .migrations import migrate, schema_version, MIGRATIONS
 from ..errors import StoreTooNew
+from .migrations import MIGRATIONS, migrate, schema_version
 
 _FLAGS_RW = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
 
@@ -58,5 +58,7 @@ def open_reader(path: Path) -> apsw.Connection:
     db.set_busy_timeout(BUSY_TIMEOUT_MS)
     version = schema_version(db)
     if version > len(MIGRATIONS):
-        raise StoreTooNew(f"the store's schema is version {version}, newer than this AutoDoc understands ({len(MIGRATIONS)})")
+        raise StoreTooNew(
+            f"the store's schema is version {version}, newer than this AutoDoc understands ({len(MIGRATIONS)})"
+        )
     return db

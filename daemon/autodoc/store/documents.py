@@ -17,10 +17,10 @@ import time
 import apsw
 
 from ..ingest.types import Chunk, ParsedDocument
-from .changes import entry
-from .ftstext import fts_text
-from .facets import active_schema, write_facets
 from . import postings
+from .changes import entry
+from .facets import active_schema, write_facets
+from .ftstext import fts_text
 from .sessions import NOT_SESSION, is_session_path
 from .workspaces import Workspace
 
@@ -35,7 +35,9 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def log_change(db: apsw.Connection, workspace: str, path: str, op: str, generation: int, old_path: str | None = None) -> dict:
+def log_change(
+    db: apsw.Connection, workspace: str, path: str, op: str, generation: int, old_path: str | None = None
+) -> dict:
     now = time.time()
     db.execute(
         "INSERT INTO changes(workspace, path, op, generation, old_path, time) VALUES (?,?,?,?,?,?)",
@@ -72,17 +74,29 @@ def write_document(
             return None
         old_sig = db.execute(
             "SELECT text_hash, kind, byte_start, byte_end, tokens FROM chunks WHERE document_id=? ORDER BY ordinal",
-            (row[0],)).fetchall()
+            (row[0],),
+        ).fetchall()
         if old_sig == [(c.text_hash, c.kind, c.byte_start, c.byte_end, c.tokens) for c in chunks]:
             return None
     gen = next_generation(db)
     title = doc.title or path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     line_count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     fields = (
-        gen, chash, len(data), mtime_ns, title, doc.status, json.dumps(doc.tags), json.dumps(doc.aliases),
-        json.dumps(doc.frontmatter, default=str), json.dumps(doc.supersedes), json.dumps(doc.superseded_by),
+        gen,
+        chash,
+        len(data),
+        mtime_ns,
+        title,
+        doc.status,
+        json.dumps(doc.tags),
+        json.dumps(doc.aliases),
+        json.dumps(doc.frontmatter, default=str),
+        json.dumps(doc.supersedes),
+        json.dumps(doc.superseded_by),
         json.dumps([{"line": p.line, "message": p.message, "code": p.code} for p in doc.problems]),
-        line_count, data, time.time(),
+        line_count,
+        data,
+        time.time(),
     )
     meta_text = _meta_text(doc)
     if row:
@@ -123,8 +137,15 @@ def write_document(
 
 
 def _write_chunks(
-    db: apsw.Connection, ws: Workspace, doc_id: int, gen: int, title: str, meta_text: str,
-    chunks: list[Chunk], *, refresh_fts: bool,
+    db: apsw.Connection,
+    ws: Workspace,
+    doc_id: int,
+    gen: int,
+    title: str,
+    meta_text: str,
+    chunks: list[Chunk],
+    *,
+    refresh_fts: bool,
 ) -> None:
     old: dict[str, list[tuple]] = {}
     for cid, text_hash, kind, ordinal, bs, be, ls, le, tokens in db.execute(
@@ -142,7 +163,8 @@ def _write_chunks(
             if place != new_place:  # tokens too: another tokenizer counts the same text differently
                 db.execute(
                     "UPDATE chunks SET ordinal=?, byte_start=?, byte_end=?, line_start=?, line_end=?, tokens=? "
-                    "WHERE id=?", (*new_place, cid),
+                    "WHERE id=?",
+                    (*new_place, cid),
                 )
             if refresh_fts:
                 db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
@@ -152,8 +174,21 @@ def _write_chunks(
         db.execute(
             """INSERT INTO chunks(document_id, workspace_id, generation, ordinal, kind, breadcrumb, text,
                byte_start, byte_end, line_start, line_end, text_hash, tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
-            (doc_id, ws.id, gen, c.ordinal, c.kind, c.breadcrumb, c.text, c.byte_start, c.byte_end,
-             c.line_start, c.line_end, c.text_hash, c.tokens),
+            (
+                doc_id,
+                ws.id,
+                gen,
+                c.ordinal,
+                c.kind,
+                c.breadcrumb,
+                c.text,
+                c.byte_start,
+                c.byte_end,
+                c.line_start,
+                c.line_end,
+                c.text_hash,
+                c.tokens,
+            ),
         )
         cid = db.last_insert_rowid()
         _insert_fts(db, cid, (title_fts, fts_text(c.breadcrumb), meta_text, fts_text(c.text)))
@@ -191,8 +226,13 @@ def rename_document(db: apsw.Connection, ws: Workspace, old: str, new: str) -> d
     if not row:
         return None
     # a document the move replaces: its chunks' FTS rows (and postings) go with it, not only its chunks
-    gone = [r[0] for r in db.execute("SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id "
-                                     "WHERE d.workspace_id=? AND d.path=?", (ws.id, new)).fetchall()]
+    gone = [
+        r[0]
+        for r in db.execute(
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.workspace_id=? AND d.path=?",
+            (ws.id, new),
+        ).fetchall()
+    ]
     for cid in gone:
         db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
     postings.removed(db, gone)
@@ -223,8 +263,12 @@ def clear_skips_except(db: apsw.Connection, ws: Workspace, keep: set[str]) -> No
 def file_states(db: apsw.Connection, ws_id: int) -> dict[str, tuple[str, int, int]]:
     """path → (content hash, size, mtime_ns) of every indexed file (sessions are not on disk:
     the disk diff must never see them, or it would delete them)."""
-    return {p: (h, s, m) for p, h, s, m in db.execute(
-        f"SELECT path, content_hash, size, mtime_ns FROM documents WHERE workspace_id=? AND {NOT_SESSION}", (ws_id,))}
+    return {
+        p: (h, s, m)
+        for p, h, s, m in db.execute(
+            f"SELECT path, content_hash, size, mtime_ns FROM documents WHERE workspace_id=? AND {NOT_SESSION}", (ws_id,)
+        )
+    }
 
 
 def stored_hash(db: apsw.Connection, ws_id: int, path: str) -> str | None:
@@ -234,8 +278,9 @@ def stored_hash(db: apsw.Connection, ws_id: int, path: str) -> str | None:
 
 def names_of(db: apsw.Connection, ws_id: int, path: str) -> tuple[str, list, dict] | None:
     """(title, aliases, frontmatter): what links resolve against."""
-    row = db.execute("SELECT title, aliases, frontmatter FROM documents WHERE workspace_id=? AND path=?",
-                     (ws_id, path)).fetchone()
+    row = db.execute(
+        "SELECT title, aliases, frontmatter FROM documents WHERE workspace_id=? AND path=?", (ws_id, path)
+    ).fetchone()
     return None if row is None else (row[0], json.loads(row[1]), json.loads(row[2]))
 
 

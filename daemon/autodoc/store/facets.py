@@ -79,8 +79,15 @@ def field_lines_of(content: bytes) -> FieldLines | None:
     return keys, items
 
 
-def write_facets(db: apsw.Connection, workspace_id: int, doc_id: int, frontmatter: dict[str, Any],
-                 tags: list[str], content: bytes | None, schema: Schema | None) -> list[dict]:
+def write_facets(
+    db: apsw.Connection,
+    workspace_id: int,
+    doc_id: int,
+    frontmatter: dict[str, Any],
+    tags: list[str],
+    content: bytes | None,
+    schema: Schema | None,
+) -> list[dict]:
     """Replace one document's facet rows and schema problems; return the problems."""
     rows, violations = derive(schema, frontmatter, tags)
     probs = problems(violations, lambda: field_lines_of(content if content is not None else _content(db, doc_id)))
@@ -89,8 +96,10 @@ def write_facets(db: apsw.Connection, workspace_id: int, doc_id: int, frontmatte
         "INSERT INTO facets(document_id, workspace_id, field, value, num, date) VALUES (?,?,?,?,?,?)",
         [(doc_id, workspace_id, f, t.value, t.num, t.date) for f, t in rows],
     )
-    db.execute("UPDATE documents SET schema_problems=? WHERE id=? AND schema_problems != ?",
-               (json.dumps(probs), doc_id, json.dumps(probs)))
+    db.execute(
+        "UPDATE documents SET schema_problems=? WHERE id=? AND schema_problems != ?",
+        (json.dumps(probs), doc_id, json.dumps(probs)),
+    )
     return probs
 
 
@@ -126,16 +135,25 @@ def sync_schema(db: apsw.Connection, workspace_id: int, root: Path) -> bool:
     file_problems: list[dict] = []
     if data is not None:
         if len(data) > MAX_SCHEMA_BYTES:
-            file_problems = [{"line": 1, "message": f"the schema is larger than {MAX_SCHEMA_BYTES} bytes; ignored",
-                              "code": "schema.invalid"}]
+            file_problems = [
+                {
+                    "line": 1,
+                    "message": f"the schema is larger than {MAX_SCHEMA_BYTES} bytes; ignored",
+                    "code": "schema.invalid",
+                }
+            ]
         else:
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as e:
                 text = None
-                file_problems = [{"line": data.count(b"\n", 0, e.start) + 1,
-                                  "message": f"the schema is not valid UTF-8 at byte {e.start}; ignored",
-                                  "code": "schema.invalid"}]
+                file_problems = [
+                    {
+                        "line": data.count(b"\n", 0, e.start) + 1,
+                        "message": f"the schema is not valid UTF-8 at byte {e.start}; ignored",
+                        "code": "schema.invalid",
+                    }
+                ]
             if text is not None:
                 schema, probs = load_schema(text)
                 file_problems = [p.to_json() for p in probs]
@@ -151,8 +169,9 @@ def sync_schema(db: apsw.Connection, workspace_id: int, root: Path) -> bool:
 
 def rederive_all(db: apsw.Connection, workspace_id: int, schema: Schema | None) -> int:
     """Derive every document's facets and problems again from the stored frontmatter and tags."""
-    docs = db.execute(f"SELECT id, frontmatter, tags FROM documents WHERE workspace_id=? AND {NOT_SESSION}",
-                      (workspace_id,)).fetchall()  # a session is no file: the schema does not apply
+    docs = db.execute(
+        f"SELECT id, frontmatter, tags FROM documents WHERE workspace_id=? AND {NOT_SESSION}", (workspace_id,)
+    ).fetchall()  # a session is no file: the schema does not apply
     for doc_id, fm, tags in docs:
         write_facets(db, workspace_id, doc_id, json.loads(fm), json.loads(tags), None, schema)
     return len(docs)

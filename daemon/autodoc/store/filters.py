@@ -102,7 +102,9 @@ def build_filter(
             params += path_params
     if scope in ("files", "sessions"):
         op = "NOT IN" if scope == "files" else "IN"
-        clauses.append(f"c.document_id {op} (SELECT d.id FROM documents d WHERE d.workspace_id=? AND d.{SESSION_RANGE})")
+        clauses.append(
+            f"c.document_id {op} (SELECT d.id FROM documents d WHERE d.workspace_id=? AND d.{SESSION_RANGE})"
+        )
         params.append(workspace_id)
     if after is not None:
         clauses.append("c.document_id IN (SELECT d.id FROM documents d WHERE d.workspace_id=? AND d.path > ?)")

@@ -167,12 +167,21 @@ def indexed_rows(db: apsw.Connection, chunk_ids: list[int]) -> dict[int, Row]:
     flags = apsw.FTS5_TOKENIZE_DOCUMENT
     out: dict[int, Row] = {}
     for cid, title, crumb, tags, aliases, text in db.execute(
-            "SELECT c.id, d.title, c.breadcrumb, d.tags, d.aliases, c.text FROM chunks c "
-            "JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(chunk_ids)),)):
+        "SELECT c.id, d.title, c.breadcrumb, d.tags, d.aliases, c.text FROM chunks c "
+        "JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(chunk_ids)),),
+    ):
         meta = " ".join([*json.loads(aliases), *json.loads(tags)])
-        cols = tuple(tok((s if s.isascii() else fts_text(s)).encode("utf-8"), flags, None, include_offsets=False,
-                         include_colocated=False) for s in (title, crumb, meta, text))
+        cols = tuple(
+            tok(
+                (s if s.isascii() else fts_text(s)).encode("utf-8"),
+                flags,
+                None,
+                include_offsets=False,
+                include_colocated=False,
+            )
+            for s in (title, crumb, meta, text)
+        )
         out[cid] = Row(cols, frozenset(cols[3]).union(cols[0], cols[1], cols[2]))
     return out
 
@@ -189,7 +198,10 @@ def holds(row: Row, expr: Expr) -> bool:
     head, m = list(want[:-1]), len(want)
     for col in row.columns:
         for i in range(len(col) - m + 1):
-            if col[i] == head[0] and col[i : i + m - 1] == head and (
-                    col[i + m - 1].startswith(want[-1]) if expr.prefix else col[i + m - 1] == want[-1]):
+            if (
+                col[i] == head[0]
+                and col[i : i + m - 1] == head
+                and (col[i + m - 1].startswith(want[-1]) if expr.prefix else col[i + m - 1] == want[-1])
+            ):
                 return True
     return False

@@ -32,11 +32,15 @@ def candidates(db: apsw.Connection, ids: list[int]) -> dict[int, Candidate]:
     rows are read for the page only. A chunk retired since a leg found it is absent."""
     if not ids:
         return {}
-    tags_of: dict[str, list[str]] = {}  # each distinct tags text parsed once (most are "[]"; a document's chunks share one)
+    tags_of: dict[
+        str, list[str]
+    ] = {}  # each distinct tags text parsed once (most are "[]"; a document's chunks share one)
     out: dict[int, Candidate] = {}
     for cid, did, path, tags, ordinal in db.execute(
         """SELECT c.id, c.document_id, d.path, d.tags, c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id
-           WHERE c.id IN (SELECT value FROM json_each(?))""", (_ids(ids),)):
+           WHERE c.id IN (SELECT value FROM json_each(?))""",
+        (_ids(ids),),
+    ):
         parsed = tags_of.get(tags)
         if parsed is None:
             parsed = tags_of[tags] = json.loads(tags)
@@ -61,12 +65,23 @@ def hit_rows(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
         if t is None:
             t = tags[r[1]] = json.loads(r[11])
         out[r[0]] = {
-            "chunk_id": r[0], "document_id": r[1], "kind": r[2], "breadcrumb": r[3],
-            "byte_start": r[4], "byte_end": r[5], "line_start": r[6], "line_end": r[7], "path": r[8],
-            "title": r[9], "generation": r[10], "tags": t, "text": r[12],
+            "chunk_id": r[0],
+            "document_id": r[1],
+            "kind": r[2],
+            "breadcrumb": r[3],
+            "byte_start": r[4],
+            "byte_end": r[5],
+            "line_start": r[6],
+            "line_end": r[7],
+            "path": r[8],
+            "title": r[9],
+            "generation": r[10],
+            "tags": t,
+            "text": r[12],
         }
-    events = chunk_events(db, [(c, r["document_id"], r["byte_start"]) for c, r in out.items()
-                               if is_session_path(r["path"])])
+    events = chunk_events(
+        db, [(c, r["document_id"], r["byte_start"]) for c, r in out.items() if is_session_path(r["path"])]
+    )
     for cid, r in out.items():
         r["origin"] = origin(r["path"], r["title"], events.get(cid))
     return out
@@ -76,8 +91,7 @@ def document_paths(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
     """document id → path."""
     if not ids:
         return {}
-    return dict(db.execute("SELECT id, path FROM documents WHERE id IN (SELECT value FROM json_each(?))",
-                           (_ids(ids),)))
+    return dict(db.execute("SELECT id, path FROM documents WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),)))
 
 
 def chunk_texts(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
@@ -88,14 +102,19 @@ def chunk_texts(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
 
 def chunk_documents(db: apsw.Connection, ids: list[int]) -> dict[int, int]:
     """chunk id → document id."""
-    return dict(db.execute("SELECT id, document_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-                           (_ids(ids),)))
+    return dict(
+        db.execute("SELECT id, document_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),))
+    )
 
 
 def filtered_chunk_ids(db: apsw.Connection, workspace_id: int, filt: Filter) -> list[int]:
     """Every chunk of the workspace the filter admits."""
-    return [cid for (cid,) in db.execute(
-        f"SELECT c.id FROM chunks c WHERE c.workspace_id=? AND {filt.sql}", (workspace_id, *filt.params))]
+    return [
+        cid
+        for (cid,) in db.execute(
+            f"SELECT c.id FROM chunks c WHERE c.workspace_id=? AND {filt.sql}", (workspace_id, *filt.params)
+        )
+    ]
 
 
 def inbound_links(db: apsw.Connection, workspace_id: int, path_to_doc: dict[str, int]) -> dict[int, int]:

@@ -34,8 +34,9 @@ class Lease:
                 who += f", socket {info['socket']}"
             # only a holder with a socket can be talked to (a stdio server, an editor's LSP cannot)
             what = "talk to that daemon, or stop it first" if info.get("socket") else "stop it first, or wait for it"
-            raise StoreLocked(f"the store {store_path} is held by another AutoDoc writer ({who}); {what}",
-                              {"holder": info}) from None
+            raise StoreLocked(
+                f"the store {store_path} is held by another AutoDoc writer ({who}); {what}", {"holder": info}
+            ) from None
         self._fd: int | None = fd
         self.update(holder or {})
 

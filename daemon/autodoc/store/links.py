@@ -57,8 +57,11 @@ class NameTables:
         self._table: dict[tuple[str, Any], list[str]] = {}  # key -> sorted paths
 
     def _keys_of(self, p: str, title: str, aliases: list, fm: Any) -> set[tuple[str, Any]]:
-        keys: set[tuple[str, Any]] = {("path", p), ("lower", p.lower()),
-                                      ("stem", posixpath.splitext(posixpath.basename(p))[0].lower())}
+        keys: set[tuple[str, Any]] = {
+            ("path", p),
+            ("lower", p.lower()),
+            ("stem", posixpath.splitext(posixpath.basename(p))[0].lower()),
+        }
         if title:
             keys.add(("title", _norm(title)))
         for a in aliases:
@@ -111,8 +114,11 @@ class NameTables:
             return None
         base = posixpath.dirname(source)
         site_absolute = t.startswith("/")
-        cands = [posixpath.normpath(t.lstrip("/"))] if site_absolute else \
-            [posixpath.normpath(posixpath.join(base, t)), posixpath.normpath(t)]
+        cands = (
+            [posixpath.normpath(t.lstrip("/"))]
+            if site_absolute
+            else [posixpath.normpath(posixpath.join(base, t)), posixpath.normpath(t)]
+        )
         for cand in cands:
             for c in (cand, cand + ".md", cand + ".markdown"):
                 hit = self._first("path", c) or self._first("lower", c.lower())
@@ -166,8 +172,10 @@ def _apply(db: apsw.Connection, resolve, rows) -> int:
     return len(updates)
 
 
-_LINKS_SQL = ("SELECT l.rowid, d.path, l.target, l.target_path FROM links l JOIN documents d ON d.id = l.source_id "
-              "WHERE l.workspace_id=?")
+_LINKS_SQL = (
+    "SELECT l.rowid, d.path, l.target, l.target_path FROM links l JOIN documents d ON d.id = l.source_id "
+    "WHERE l.workspace_id=?"
+)
 
 
 class LinkResolver:
@@ -191,15 +199,17 @@ class LinkResolver:
             tables = self._cache[workspace_id] = _tables_for(db, workspace_id)
             return _apply(db, tables.resolve, db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
         if not changed:  # rewritten links start unresolved; broken ones get another try
-            return _apply(db, tables.resolve,
-                          db.execute(_LINKS_SQL + " AND l.target_path IS NULL", (workspace_id,)).fetchall())
+            return _apply(
+                db, tables.resolve, db.execute(_LINKS_SQL + " AND l.target_path IS NULL", (workspace_id,)).fetchall()
+            )
         # the longest word of each changed document's names, before and after (None: a name has none)
         named: list[set[str] | None] = [tables.words(p) for p in changed]
         for p in changed:
             tables.remove(p)
         paths = json.dumps(sorted(changed))
-        for p, t, a, f in db.execute(_NAMES_SQL + " AND path IN (SELECT value FROM json_each(?))",
-                                     (workspace_id, paths)):
+        for p, t, a, f in db.execute(
+            _NAMES_SQL + " AND path IN (SELECT value FROM json_each(?))", (workspace_id, paths)
+        ):
             tables.add(p, t, json.loads(a), json.loads(f))
             named.append(tables.words(p))
         if None in named or not all(w.isascii() for ws in named for w in ws):  # LIKE folds ASCII case only
@@ -213,5 +223,6 @@ class LinkResolver:
             _LINKS_SQL + " AND (l.target_path IS NULL OR l.target_path IN (SELECT value FROM json_each(?2))"
             " OR d.path IN (SELECT value FROM json_each(?2)) OR l.target GLOB '*[^ -~]*'"
             " OR EXISTS (SELECT 1 FROM json_each(?3) w WHERE l.target LIKE w.value))",
-            (workspace_id, paths, json.dumps([f"%{w}%" for w in sorted(words)]))).fetchall()
+            (workspace_id, paths, json.dumps([f"%{w}%" for w in sorted(words)])),
+        ).fetchall()
         return _apply(db, tables.resolve, rows)

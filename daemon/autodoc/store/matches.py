@@ -17,7 +17,7 @@ Runs on: the caller's thread, on the read snapshot it passes.
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 import apsw
 
@@ -57,7 +57,9 @@ def _keep_sql(filt: Filter) -> str:
     return f"SELECT c.id FROM chunks c WHERE c.id IN (SELECT value FROM json_each(?)) AND c.workspace_id = ?{where}"
 
 
-def ranked(db: apsw.Connection, match: str, limit: int, columns: tuple[float, ...] | None = None) -> list[tuple[int, float]]:
+def ranked(
+    db: apsw.Connection, match: str, limit: int, columns: tuple[float, ...] | None = None
+) -> list[tuple[int, float]]:
     """FTS5's own ranking of a MATCH: (rowid, bm25) best first, ties by rowid, at most `limit`."""
     return db.execute(ranked_sql(columns), (match, limit)).fetchall()
 
@@ -65,9 +67,16 @@ def ranked(db: apsw.Connection, match: str, limit: int, columns: tuple[float, ..
 Rank = Callable[[str, int], list[tuple[int, float]]]
 
 
-def ranked_matches(db: apsw.Connection, match: str, workspace_id: int, filt: Filter, top: int,
-                   unfiltered: bool, columns: tuple[float, ...] | None = None,
-                   rank: Rank | None = None) -> list[tuple[int, float]]:
+def ranked_matches(
+    db: apsw.Connection,
+    match: str,
+    workspace_id: int,
+    filt: Filter,
+    top: int,
+    unfiltered: bool,
+    columns: tuple[float, ...] | None = None,
+    rank: Rank | None = None,
+) -> list[tuple[int, float]]:
     """(chunk id, bm25) best first (bm25 is negative: lower is better), at most `top`.
     `rank` stands in for FTS5's ranking of `match` (search/maxscore.py: the same rows, cheaper)."""
     rank = rank or (lambda m, n: ranked(db, m, n, columns))
@@ -80,8 +89,9 @@ def ranked_matches(db: apsw.Connection, match: str, workspace_id: int, filt: Fil
 TIE_PLACES = 6
 
 
-def content_cut(db: apsw.Connection, fetch: Callable[[int], list[tuple[int, float]]],
-                top: int) -> list[tuple[int, float]]:
+def content_cut(
+    db: apsw.Connection, fetch: Callable[[int], list[tuple[int, float]]], top: int
+) -> list[tuple[int, float]]:
     """fetch(top), except that a run of equal scores straddling the cut keeps its members
     first in content order (document path, chunk ordinal), as search/ties.py orders them:
     FTS5 orders ties by rowid, and rowids follow the store's history (issue 16)."""
@@ -103,13 +113,22 @@ def content_cut(db: apsw.Connection, fetch: Callable[[int], list[tuple[int, floa
     return rows[:first] + run[: top - first]
 
 
-def _filtered(db: apsw.Connection, rank: Rank, match: str, workspace_id: int, filt: Filter, top: int,
-              columns: tuple[float, ...] | None) -> list[tuple[int, float]]:
+def _filtered(
+    db: apsw.Connection,
+    rank: Rank,
+    match: str,
+    workspace_id: int,
+    filt: Filter,
+    top: int,
+    columns: tuple[float, ...] | None,
+) -> list[tuple[int, float]]:
     window = top
     for _ in range(WINDOW_STEPS + 1):
         ranked_rows = rank(match, window)
-        keep = {r[0] for r in db.execute(
-            _keep_sql(filt), (json.dumps([r[0] for r in ranked_rows]), workspace_id, *filt.params))}
+        keep = {
+            r[0]
+            for r in db.execute(_keep_sql(filt), (json.dumps([r[0] for r in ranked_rows]), workspace_id, *filt.params))
+        }
         rows = [(cid, s) for cid, s in ranked_rows if cid in keep][:top]
         if len(rows) >= top or len(ranked_rows) < window:  # enough, or FTS5 had no more matches
             return rows

@@ -10,7 +10,7 @@ Runs on: the writer, when the store is opened.
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 import apsw
 
@@ -203,9 +203,11 @@ _SAVED_DEFAULTS: dict[str, list] = {
     "max_file_bytes": [2 * 1024 * 1024],
     "embedding": [{"provider": "onnx"}],
     "ranker": [{"provider": "none"}],
-    "fusion": [{"method": "rrf", "k": 60},
-               {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}},
-               {"method": "rrf", "k": 10, "weights": {"lexical": 1.0, "semantic": 0.6}}],
+    "fusion": [
+        {"method": "rrf", "k": 60},
+        {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 0.8}},
+        {"method": "rrf", "k": 10, "weights": {"lexical": 1.0, "semantic": 0.6}},
+    ],
 }
 
 
@@ -220,8 +222,14 @@ def _m006_chosen_options(db: apsw.Connection) -> None:
             db.execute("UPDATE workspaces SET config=? WHERE id=?", (json.dumps(kept), wid))
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_m001_initial, _m002_typed_facets, _m003_vector_keys,
-                                                       _m004_session_events, _m005_postings, _m006_chosen_options]
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
+    _m001_initial,
+    _m002_typed_facets,
+    _m003_vector_keys,
+    _m004_session_events,
+    _m005_postings,
+    _m006_chosen_options,
+]
 
 
 def schema_version(db: apsw.Connection) -> int:

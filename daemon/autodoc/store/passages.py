@@ -27,9 +27,14 @@ class Indexed:
 def documents(db: apsw.Connection, ws_id: int, paths: list[str]) -> dict[str, Indexed]:
     if not paths:
         return {}
-    return {p: Indexed(data=d, size=s, mtime_ns=m) for p, d, s, m in db.execute(
-        "SELECT path, content, size, mtime_ns FROM documents WHERE workspace_id=? "
-        "AND path IN (SELECT value FROM json_each(?))", (ws_id, json.dumps(sorted(set(paths)))))}
+    return {
+        p: Indexed(data=d, size=s, mtime_ns=m)
+        for p, d, s, m in db.execute(
+            "SELECT path, content, size, mtime_ns FROM documents WHERE workspace_id=? "
+            "AND path IN (SELECT value FROM json_each(?))",
+            (ws_id, json.dumps(sorted(set(paths)))),
+        )
+    }
 
 
 def word_weights(db: apsw.Connection, stems: list[str]) -> dict[str, float]:

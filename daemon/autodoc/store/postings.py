@@ -94,8 +94,7 @@ def complete(db: apsw.Connection) -> bool:
 
 
 def _tokens(tok, text: str) -> list[str]:
-    return tok(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False,
-               include_colocated=False)
+    return tok(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False, include_colocated=False)
 
 
 def row_terms(tok, columns: tuple[list[str], ...]) -> dict[str, list[int]]:
@@ -122,8 +121,10 @@ def added(db: apsw.Connection, chunk_id: int, texts: tuple[str, str, str, str]) 
     tok = ftsterms._tokenizer(db)
     cols = tuple(_tokens(tok, s) for s in texts)
     d = sum(len(c) for c in cols)
-    db.executemany("INSERT OR REPLACE INTO postings_delta(term, chunk, d, t0, t1, t2, t3) VALUES (?,?,?,?,?,?,?)",
-                   [(t, chunk_id, d, *v) for t, v in row_terms(tok, cols).items()])
+    db.executemany(
+        "INSERT OR REPLACE INTO postings_delta(term, chunk, d, t0, t1, t2, t3) VALUES (?,?,?,?,?,?,?)",
+        [(t, chunk_id, d, *v) for t, v in row_terms(tok, cols).items()],
+    )
 
 
 def removed(db: apsw.Connection, chunk_ids: list[int]) -> None:
@@ -153,8 +154,9 @@ def open_tail(db: apsw.Connection) -> bool:
         return False
     # past every id with records: a chunk's (dead ones' too), so the ids a batch takes from SQLite
     # (one above the largest chunk id) below that keep to the delta and their dead records stay dead
-    top = db.execute("SELECT MAX(COALESCE((SELECT MAX(id) FROM chunks), 0), "
-                     "COALESCE((SELECT MAX(chunk) FROM postings_dead), 0))").fetchone()[0]
+    top = db.execute(
+        "SELECT MAX(COALESCE((SELECT MAX(id) FROM chunks), 0), COALESCE((SELECT MAX(chunk) FROM postings_dead), 0))"
+    ).fetchone()[0]
     db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (str(top + 1),))
     return True
 
@@ -192,8 +194,11 @@ def _write_seg(db: apsw.Connection, term: str, seg: int, rec: np.ndarray) -> Non
         db.execute("DELETE FROM postings WHERE term=? AND seg=?", (term, seg))
         return
     wide, data = _records(rec["id"], rec["d"], rec["tf"])
-    db.execute("INSERT INTO postings(term, seg, wide, data) VALUES (?,?,?,?) "
-               "ON CONFLICT(term, seg) DO UPDATE SET wide=excluded.wide, data=excluded.data", (term, seg, wide, data))
+    db.execute(
+        "INSERT INTO postings(term, seg, wide, data) VALUES (?,?,?,?) "
+        "ON CONFLICT(term, seg) DO UPDATE SET wide=excluded.wide, data=excluded.data",
+        (term, seg, wide, data),
+    )
 
 
 def _fold(db: apsw.Connection, seg: int, terms: list[str], rec: np.ndarray, starts: np.ndarray) -> None:
@@ -203,12 +208,18 @@ def _fold(db: apsw.Connection, seg: int, terms: list[str], rec: np.ndarray, star
     if not terms:
         return
     bounds = np.r_[starts, len(rec)]
-    wide = (np.maximum.reduceat(rec["d"], starts) > 0xFFFF) | (np.maximum.reduceat(rec["tf"].max(axis=1), starts) > 0xFF)
+    wide = (np.maximum.reduceat(rec["d"], starts) > 0xFFFF) | (
+        np.maximum.reduceat(rec["tf"].max(axis=1), starts) > 0xFF
+    )
     narrow = np.empty(len(rec), NARROW)
     narrow["id"], narrow["d"], narrow["tf"] = rec["id"], rec["d"], rec["tf"]  # wide terms' rows unused
-    old = {t: (w, d) for t, w, d in db.execute(
-        "SELECT term, wide, data FROM postings WHERE seg=? AND term IN (SELECT value FROM json_each(?))",
-        (seg, json.dumps(terms)))}
+    old = {
+        t: (w, d)
+        for t, w, d in db.execute(
+            "SELECT term, wide, data FROM postings WHERE seg=? AND term IN (SELECT value FROM json_each(?))",
+            (seg, json.dumps(terms)),
+        )
+    }
     fresh, rewritten = [], []
     for i, term in enumerate(terms):
         a, b, w = int(bounds[i]), int(bounds[i + 1]), bool(wide[i])
@@ -225,8 +236,11 @@ def _fold(db: apsw.Connection, seg: int, terms: list[str], rec: np.ndarray, star
         both = both[np.argsort(both["id"], kind="stable")]
         w, data = _records(both["id"], both["d"], both["tf"])
         rewritten.append((term, seg, w, data))
-    db.executemany("INSERT INTO postings(term, seg, wide, data) VALUES (?,?,?,?) ON CONFLICT(term, seg) DO UPDATE "
-                   "SET wide=excluded.wide, data=excluded.data", fresh + rewritten)
+    db.executemany(
+        "INSERT INTO postings(term, seg, wide, data) VALUES (?,?,?,?) ON CONFLICT(term, seg) DO UPDATE "
+        "SET wide=excluded.wide, data=excluded.data",
+        fresh + rewritten,
+    )
 
 
 # -- building a store's postings from its chunks (a store that predates them) ------------------
@@ -261,8 +275,9 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
         return True
     hi = min(lo + size, ((lo >> SEG_BITS) + 1) << SEG_BITS)  # a slice never spans two segments
     tok = ftsterms._tokenizer(db)
-    in_delta = {r[0] for r in db.execute("SELECT DISTINCT chunk FROM postings_delta WHERE chunk >= ? AND chunk < ?",
-                                         (lo, hi))}
+    in_delta = {
+        r[0] for r in db.execute("SELECT DISTINCT chunk FROM postings_delta WHERE chunk >= ? AND chunk < ?", (lo, hi))
+    }
     sizes = dict(db.execute("SELECT id, sz FROM chunks_fts_docsize WHERE id >= ? AND id < ?", (lo, hi)))
     docs: dict[int, tuple[list[int], list[int]]] = {}
     vocab: dict[str, int] = {}
@@ -274,15 +289,21 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
     lengths: list[int] = []
     mismatched = 0
     for cid, doc_id, crumb, text, title, tags, aliases in db.execute(
-            "SELECT c.id, c.document_id, c.breadcrumb, c.text, d.title, d.tags, d.aliases FROM chunks c "
-            "JOIN documents d ON d.id = c.document_id WHERE c.id >= ? AND c.id < ? ORDER BY c.id", (lo, hi)):
+        "SELECT c.id, c.document_id, c.breadcrumb, c.text, d.title, d.tags, d.aliases FROM chunks c "
+        "JOIN documents d ON d.id = c.document_id WHERE c.id >= ? AND c.id < ? ORDER BY c.id",
+        (lo, hi),
+    ):
         if cid in in_delta or cid not in sizes:
             continue  # the delta holds its records (written since), or FTS5 has no row for it
         head = docs.get(doc_id)
         if head is None:
             meta = fts_text(" ".join([*json.loads(aliases), *json.loads(tags)]))
-            head = docs[doc_id] = ([code(t, len(vocab)) for t in _tokens(tok, fts_text(title))],
-                                   [code(t, len(vocab)) for t in _tokens(tok, meta)], fts_text(title), meta)
+            head = docs[doc_id] = (
+                [code(t, len(vocab)) for t in _tokens(tok, fts_text(title))],
+                [code(t, len(vocab)) for t in _tokens(tok, meta)],
+                fts_text(title),
+                meta,
+            )
         crumb_t = [code(t, len(vocab)) for t in _tokens(tok, fts_text(crumb))]
         body_t = [code(t, len(vocab)) for t in _tokens(tok, fts_text(text))]
         sz = _sizes(sizes[cid])
@@ -291,8 +312,10 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
             # FTS5's row is rewritten from the store's text, so both indexes hold the same words
             mismatched += 1
             db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
-            db.execute("INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)",
-                       (cid, head[2], fts_text(crumb), head[3], fts_text(text)))
+            db.execute(
+                "INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)",
+                (cid, head[2], fts_text(crumb), head[3], fts_text(text)),
+            )
             sz = [len(head[0]), len(crumb_t), len(head[1]), len(body_t)]
         r = len(ids)
         ids.append(cid)
@@ -316,13 +339,23 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
         _fold(db, lo >> SEG_BITS, [names[t] for t in term_of[starts].tolist()], rec, starts)
     # FTS5 rows no chunk owns (left by a rename onto an existing path before 48191d0) count in
     # FTS5's statistics and match queries; the postings cannot hold them, so they go
-    orphans = [r[0] for r in db.execute(
-        "SELECT id FROM chunks_fts_docsize WHERE id >= ? AND id < ? AND id NOT IN (SELECT id FROM chunks)", (lo, hi))]
+    orphans = [
+        r[0]
+        for r in db.execute(
+            "SELECT id FROM chunks_fts_docsize WHERE id >= ? AND id < ? AND id NOT IN (SELECT id FROM chunks)", (lo, hi)
+        )
+    ]
     for cid in orphans:
         db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
     if mismatched or orphans:
-        log.warning("postings: in ids %d-%d, %d FTS rows held other text than the store (rewritten) and %d "
-                    "belonged to no chunk (deleted)", lo, hi - 1, mismatched, len(orphans))
+        log.warning(
+            "postings: in ids %d-%d, %d FTS rows held other text than the store (rewritten) and %d "
+            "belonged to no chunk (deleted)",
+            lo,
+            hi - 1,
+            mismatched,
+            len(orphans),
+        )
     _bump(db)
     done = hi > top  # later chunks are the delta's
     db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (COMPLETE if done else str(hi),))
@@ -350,8 +383,9 @@ def compact(db: apsw.Connection) -> None:
     if not len(dead):
         return
     for seg in sorted({int(x) >> SEG_BITS for x in dead}):
-        for rid, term, wide, data in db.execute("SELECT id, term, wide, data FROM postings WHERE seg=?",
-                                                (seg,)).fetchall():
+        for _rid, term, wide, data in db.execute(
+            "SELECT id, term, wide, data FROM postings WHERE seg=?", (seg,)
+        ).fetchall():
             rec = decode(wide, data)
             keep = ~np.isin(rec["id"], dead)
             if not keep.all():
@@ -366,9 +400,11 @@ def merge(db: apsw.Connection) -> int:
     # delta holds, so their rows stay in the delta (merged into the segments they would duplicate)
     state = built(db)
     below = int(state) if state is not None and state != COMPLETE else 1 << 62
-    rows = db.execute("SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
-                      "WHERE chunk NOT IN (SELECT chunk FROM postings_dead) AND chunk < ?",
-                      (below,)).fetchall()
+    rows = db.execute(
+        "SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
+        "WHERE chunk NOT IN (SELECT chunk FROM postings_dead) AND chunk < ?",
+        (below,),
+    ).fetchall()
     if not rows:
         return 0
     rows.sort(key=lambda r: (r[1] >> SEG_BITS, r[0], r[1]))  # by segment, term, id
@@ -381,14 +417,16 @@ def merge(db: apsw.Connection) -> int:
         lo, hi = np.searchsorted(segs, [seg, seg + 1])
         firsts = [c for c in cuts if lo <= c < hi]
         _fold(db, seg, [rows[c][0] for c in firsts], rec[lo:hi], np.array(firsts, np.int64) - lo)
-    db.execute("DELETE FROM postings_delta WHERE chunk NOT IN (SELECT chunk FROM postings_dead) AND chunk < ?",
-               (below,))
+    db.execute(
+        "DELETE FROM postings_delta WHERE chunk NOT IN (SELECT chunk FROM postings_dead) AND chunk < ?", (below,)
+    )
     _bump(db)
     return len(rows)
 
 
-def maintain(db: apsw.Connection, *, force: bool = False, budget: float = BUILD_BUDGET,
-             size: int = BUILD_SLICE) -> None:
+def maintain(
+    db: apsw.Connection, *, force: bool = False, budget: float = BUILD_BUDGET, size: int = BUILD_SLICE
+) -> None:
     """After an index job's batch (the writer, outside a transaction): compact when many chunks are
     dead, merge when the delta is large (one transaction), and build slices of a store that predates
     the postings for about `budget` seconds (a transaction each, so saves wait at most one slice)."""
@@ -411,5 +449,7 @@ def maintain(db: apsw.Connection, *, force: bool = False, budget: float = BUILD_
 
 def _bump(db: apsw.Connection) -> None:
     """A maintenance step changed the tables without touching FTS5: readers' caches must not survive it."""
-    db.execute("INSERT INTO meta(key, value) VALUES ('postings_gen', '1') "
-               "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+    db.execute(
+        "INSERT INTO meta(key, value) VALUES ('postings_gen', '1') "
+        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+    )

@@ -48,13 +48,16 @@ def read_terms(db: apsw.Connection, terms: list[str], key: tuple) -> dict[str, n
     wanted = json.dumps(list(dict.fromkeys(terms)))
     parts: dict[str, list[tuple[int, bytes]]] = {t: [] for t in terms}
     for term, wide, data in db.execute(
-            "SELECT term, wide, data FROM postings WHERE term IN (SELECT value FROM json_each(?)) ORDER BY term, seg",
-            (wanted,)):
+        "SELECT term, wide, data FROM postings WHERE term IN (SELECT value FROM json_each(?)) ORDER BY term, seg",
+        (wanted,),
+    ):
         parts[term].append((wide, data))
     dead = dead_ids(db, key).astype(np.uint32)
     delta: dict[str, list[tuple]] = {}
-    for r in db.execute("SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
-                        "WHERE term IN (SELECT value FROM json_each(?))", (wanted,)):
+    for r in db.execute(
+        "SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE term IN (SELECT value FROM json_each(?))",
+        (wanted,),
+    ):
         delta.setdefault(r[0], []).append(r[1:])
     return {t: _live(segs, dead, delta.get(t)) for t, segs in parts.items()}
 
@@ -63,19 +66,28 @@ def read_at(db: apsw.Connection, term: str, ids: np.ndarray, key: tuple) -> np.n
     """A token's live records in the segments holding these ids only (a common word checked for a
     few rows reads a few of its segments, not its whole list)."""
     segs = json.dumps(sorted({int(i) >> SEG_BITS for i in ids}))
-    rows = db.execute("SELECT wide, data FROM postings WHERE term=? AND seg IN (SELECT value FROM json_each(?)) "
-                      "ORDER BY seg", (term, segs)).fetchall()
-    delta = db.execute(f"SELECT chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE term=? AND chunk >> {SEG_BITS} IN "
-                       "(SELECT value FROM json_each(?))", (term, segs)).fetchall()
+    rows = db.execute(
+        "SELECT wide, data FROM postings WHERE term=? AND seg IN (SELECT value FROM json_each(?)) ORDER BY seg",
+        (term, segs),
+    ).fetchall()
+    delta = db.execute(
+        f"SELECT chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE term=? AND chunk >> {SEG_BITS} IN "
+        "(SELECT value FROM json_each(?))",
+        (term, segs),
+    ).fetchall()
     return _live(rows, dead_ids(db, key).astype(np.uint32), delta or None)
 
 
 def counts(db: apsw.Connection, terms: list[str]) -> dict[str, int]:
     """token → its records in the segments (the delta and dead aside: an order, not a statistic),
     from the blobs' lengths, which SQLite reads without their content."""
-    got = dict(db.execute("SELECT term, SUM(LENGTH(data) / CASE WHEN wide THEN ? ELSE ? END) FROM postings "
-                          "WHERE term IN (SELECT value FROM json_each(?)) GROUP BY term",
-                          (WIDE.itemsize, NARROW.itemsize, json.dumps(list(dict.fromkeys(terms))))))
+    got = dict(
+        db.execute(
+            "SELECT term, SUM(LENGTH(data) / CASE WHEN wide THEN ? ELSE ? END) FROM postings "
+            "WHERE term IN (SELECT value FROM json_each(?)) GROUP BY term",
+            (WIDE.itemsize, NARROW.itemsize, json.dumps(list(dict.fromkeys(terms)))),
+        )
+    )
     return {t: int(got.get(t) or 0) for t in terms}
 
 
@@ -87,8 +99,9 @@ def live_count(db: apsw.Connection, term: str, key: tuple) -> int:
     dead = dead_ids(db, key).astype(np.uint32)
     if len(dead):
         segs = json.dumps(sorted({int(i) >> SEG_BITS for i in dead}))
-        for wide, data in db.execute("SELECT wide, data FROM postings WHERE term=? AND seg IN "
-                                     "(SELECT value FROM json_each(?))", (term, segs)):
+        for wide, data in db.execute(
+            "SELECT wide, data FROM postings WHERE term=? AND seg IN (SELECT value FROM json_each(?))", (term, segs)
+        ):
             n -= int(np.isin(decode(wide, data)["id"], dead).sum())
     return n + db.execute("SELECT COUNT(*) FROM postings_delta WHERE term=?", (term,)).fetchone()[0]
 

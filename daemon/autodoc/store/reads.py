@@ -21,22 +21,30 @@ class Content:
 
 
 def content(db: apsw.Connection, ws_id: int, path: str) -> Content | None:
-    row = db.execute("SELECT content, generation, line_count, title FROM documents WHERE workspace_id=? AND path=?",
-                     (ws_id, path)).fetchone()
+    row = db.execute(
+        "SELECT content, generation, line_count, title FROM documents WHERE workspace_id=? AND path=?", (ws_id, path)
+    ).fetchone()
     return None if row is None else Content(data=row[0], generation=row[1], line_count=row[2], title=row[3])
 
 
-def document_names(db: apsw.Connection, ws_id: int, pieces: list[str] | None = None,
-                   limit: int = -1) -> list[tuple[str, str, list[str]]]:
+def document_names(
+    db: apsw.Connection, ws_id: int, pieces: list[str] | None = None, limit: int = -1
+) -> list[tuple[str, str, list[str]]]:
     """(path, title, aliases) of the workspace's documents, by path; with `pieces` (lowercase),
     only those whose path, title or aliases contain the most of them (at most `limit`)."""
     if not pieces:
-        return [(p, t, json.loads(a)) for p, t, a in db.execute(
-            "SELECT path, title, aliases FROM documents WHERE workspace_id=? ORDER BY path LIMIT ?", (ws_id, limit))]
+        return [
+            (p, t, json.loads(a))
+            for p, t, a in db.execute(
+                "SELECT path, title, aliases FROM documents WHERE workspace_id=? ORDER BY path LIMIT ?", (ws_id, limit)
+            )
+        ]
     hits = " + ".join(["(instr(lower(path || ' ' || title || ' ' || aliases), ?) > 0)"] * len(pieces))
     rows = db.execute(
         f"""SELECT path, title, aliases FROM (SELECT path, title, aliases, {hits} AS n FROM documents
-            WHERE workspace_id=?) WHERE n > 0 ORDER BY n DESC, path LIMIT ?""", (*pieces, ws_id, limit))
+            WHERE workspace_id=?) WHERE n > 0 ORDER BY n DESC, path LIMIT ?""",
+        (*pieces, ws_id, limit),
+    )
     return [(p, t, json.loads(a)) for p, t, a in rows]
 
 
@@ -51,8 +59,10 @@ def document_id(db: apsw.Connection, ws_id: int, path: str) -> int | None:
 
 def document_problems(db: apsw.Connection, ws_id: int, path: str | None = None) -> list[dict[str, Any]]:
     """Each document's problems (parse, then schema by line), by path: [{path, line, message, code}]."""
-    sql = ("SELECT path, problems, schema_problems FROM documents WHERE workspace_id=? "
-           "AND (problems != '[]' OR schema_problems != '[]')")
+    sql = (
+        "SELECT path, problems, schema_problems FROM documents WHERE workspace_id=? "
+        "AND (problems != '[]' OR schema_problems != '[]')"
+    )
     args: tuple = (ws_id,)
     if path is not None:
         sql += " AND path=?"
@@ -65,14 +75,21 @@ def document_problems(db: apsw.Connection, ws_id: int, path: str | None = None) 
 
 
 def skipped(db: apsw.Connection, ws_id: int) -> list[dict[str, str]]:
-    return [{"path": p, "reason": r} for p, r in db.execute(
-        "SELECT path, reason FROM skipped WHERE workspace_id=? ORDER BY path", (ws_id,))]
+    return [
+        {"path": p, "reason": r}
+        for p, r in db.execute("SELECT path, reason FROM skipped WHERE workspace_id=? ORDER BY path", (ws_id,))
+    ]
 
 
 def broken_links(db: apsw.Connection, ws_id: int) -> list[dict[str, Any]]:
-    return [{"path": s, "target": t, "line": ln} for s, t, ln in db.execute(
-        "SELECT d.path, l.target, l.line FROM links l JOIN documents d ON d.id = l.source_id "
-        "WHERE l.workspace_id=? AND l.target_path IS NULL ORDER BY d.path, l.line", (ws_id,))]
+    return [
+        {"path": s, "target": t, "line": ln}
+        for s, t, ln in db.execute(
+            "SELECT d.path, l.target, l.line FROM links l JOIN documents d ON d.id = l.source_id "
+            "WHERE l.workspace_id=? AND l.target_path IS NULL ORDER BY d.path, l.line",
+            (ws_id,),
+        )
+    ]
 
 
 def links_of(db: apsw.Connection, doc_id: int) -> list[dict[str, Any]]:
@@ -82,7 +99,9 @@ def links_of(db: apsw.Connection, doc_id: int) -> list[dict[str, Any]]:
         for t, k, ln, lb, an, tp, tt in db.execute(
             """SELECT l.target, l.kind, l.line, l.label, l.anchor, l.target_path, d.title FROM links l
                LEFT JOIN documents d ON d.workspace_id = l.workspace_id AND d.path = l.target_path
-               WHERE l.source_id=? ORDER BY l.line, l.rowid""", (doc_id,))
+               WHERE l.source_id=? ORDER BY l.line, l.rowid""",
+            (doc_id,),
+        )
     ]
 
 
@@ -93,5 +112,7 @@ def backlinks_of(db: apsw.Connection, ws_id: int, path: str) -> list[dict[str, A
         for sp, st, t, k, ln, lb, an in db.execute(
             """SELECT s.path, s.title, l.target, l.kind, l.line, l.label, l.anchor FROM links l
                JOIN documents s ON s.id = l.source_id
-               WHERE l.workspace_id=? AND l.target_path=? ORDER BY s.path, l.line, l.rowid""", (ws_id, path))
+               WHERE l.workspace_id=? AND l.target_path=? ORDER BY s.path, l.line, l.rowid""",
+            (ws_id, path),
+        )
     ]

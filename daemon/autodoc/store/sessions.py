@@ -33,7 +33,7 @@ def is_session_path(path: str) -> bool:
 
 
 def session_id_of(path: str) -> str:
-    return path[len(SESSION_PREFIX):]
+    return path[len(SESSION_PREFIX) :]
 
 
 @dataclass(frozen=True)
@@ -50,21 +50,31 @@ class StoredEvent:
 
 
 def session_ids(db: apsw.Connection, ws_id: int) -> list[str]:
-    return [session_id_of(p) for (p,) in db.execute(
-        f"SELECT path FROM documents WHERE workspace_id=? AND {SESSION_RANGE} ORDER BY path", (ws_id,))]
+    return [
+        session_id_of(p)
+        for (p,) in db.execute(
+            f"SELECT path FROM documents WHERE workspace_id=? AND {SESSION_RANGE} ORDER BY path", (ws_id,)
+        )
+    ]
 
 
 def document_of(db: apsw.Connection, ws_id: int, session_id: str) -> tuple[int, str, bytes] | None:
     """(document id, title, rendered content) of a session, or None."""
-    row = db.execute("SELECT id, title, content FROM documents WHERE workspace_id=? AND path=?",
-                     (ws_id, session_path(session_id))).fetchone()
+    row = db.execute(
+        "SELECT id, title, content FROM documents WHERE workspace_id=? AND path=?", (ws_id, session_path(session_id))
+    ).fetchone()
     return None if row is None else (row[0], row[1], row[2])
 
 
 def events_of(db: apsw.Connection, doc_id: int) -> list[StoredEvent]:
-    return [StoredEvent(*r) for r in db.execute(
-        "SELECT event_id, ordinal, kind, time, byte_start, byte_end, line_start, line_end, chunk_key "
-        "FROM session_events WHERE document_id=? ORDER BY ordinal", (doc_id,))]
+    return [
+        StoredEvent(*r)
+        for r in db.execute(
+            "SELECT event_id, ordinal, kind, time, byte_start, byte_end, line_start, line_end, chunk_key "
+            "FROM session_events WHERE document_id=? ORDER BY ordinal",
+            (doc_id,),
+        )
+    ]
 
 
 def write_events(db: apsw.Connection, doc_id: int, events: list[StoredEvent]) -> None:
@@ -73,8 +83,22 @@ def write_events(db: apsw.Connection, doc_id: int, events: list[StoredEvent]) ->
     db.executemany(
         "INSERT INTO session_events(document_id, event_id, ordinal, kind, time, byte_start, byte_end, line_start, "
         "line_end, chunk_key) VALUES (?,?,?,?,?,?,?,?,?,?)",
-        [(doc_id, e.event_id, e.ordinal, e.kind, e.time, e.byte_start, e.byte_end, e.line_start, e.line_end,
-          e.chunk_key) for e in events])
+        [
+            (
+                doc_id,
+                e.event_id,
+                e.ordinal,
+                e.kind,
+                e.time,
+                e.byte_start,
+                e.byte_end,
+                e.line_start,
+                e.line_end,
+                e.chunk_key,
+            )
+            for e in events
+        ],
+    )
 
 
 def chunks_of(db: apsw.Connection, doc_id: int) -> list[tuple]:
@@ -82,7 +106,9 @@ def chunks_of(db: apsw.Connection, doc_id: int) -> list[tuple]:
     of a session's chunks, in order."""
     return db.execute(
         "SELECT ordinal, kind, breadcrumb, text, byte_start, byte_end, line_start, line_end, text_hash, tokens "
-        "FROM chunks WHERE document_id=? ORDER BY ordinal", (doc_id,)).fetchall()
+        "FROM chunks WHERE document_id=? ORDER BY ordinal",
+        (doc_id,),
+    ).fetchall()
 
 
 def document_counts(db: apsw.Connection, doc_id: int) -> tuple[int, int, int]:
@@ -90,31 +116,41 @@ def document_counts(db: apsw.Connection, doc_id: int) -> tuple[int, int, int]:
     return db.execute(
         "SELECT (SELECT COUNT(*) FROM session_events WHERE document_id=:d), "
         "(SELECT COUNT(*) FROM chunks WHERE document_id=:d), (SELECT generation FROM documents WHERE id=:d)",
-        {"d": doc_id}).fetchone()
+        {"d": doc_id},
+    ).fetchone()
 
 
 def listed(db: apsw.Connection, ws_id: int, after: str | None, limit: int) -> list[tuple]:
     """(session id, title, generation, events, chunks, first event time, last event time) of up to
     `limit` sessions whose id sorts after `after`, in id order (a range over the path index)."""
     low = session_path(after) if after is not None else SESSION_PREFIX
-    return [(session_id_of(r[0]), *r[1:]) for r in db.execute(
-        f"""SELECT d.path, d.title, d.generation,
+    return [
+        (session_id_of(r[0]), *r[1:])
+        for r in db.execute(
+            f"""SELECT d.path, d.title, d.generation,
                    (SELECT COUNT(*) FROM session_events e WHERE e.document_id = d.id),
                    (SELECT COUNT(*) FROM chunks c WHERE c.document_id = d.id),
                    (SELECT MIN(time) FROM session_events e WHERE e.document_id = d.id),
                    (SELECT MAX(time) FROM session_events e WHERE e.document_id = d.id)
             FROM documents d WHERE d.workspace_id = ? AND d.{SESSION_RANGE} AND d.path > ?
-            ORDER BY d.path LIMIT ?""", (ws_id, low, limit))]
+            ORDER BY d.path LIMIT ?""",
+            (ws_id, low, limit),
+        )
+    ]
 
 
 def counts(db: apsw.Connection, ws_id: int) -> dict[str, int]:
     """{sessions, events, chunks} of a workspace."""
     sessions, chunks = db.execute(
         f"SELECT COUNT(*), COALESCE(SUM((SELECT COUNT(*) FROM chunks c WHERE c.document_id = d.id)), 0) "
-        f"FROM documents d WHERE d.workspace_id=? AND d.{SESSION_RANGE}", (ws_id,)).fetchone()
+        f"FROM documents d WHERE d.workspace_id=? AND d.{SESSION_RANGE}",
+        (ws_id,),
+    ).fetchone()
     (events,) = db.execute(
         f"SELECT COUNT(*) FROM session_events e JOIN documents d ON d.id = e.document_id "
-        f"WHERE d.workspace_id=? AND d.{SESSION_RANGE}", (ws_id,)).fetchone()
+        f"WHERE d.workspace_id=? AND d.{SESSION_RANGE}",
+        (ws_id,),
+    ).fetchone()
     return {"sessions": sessions, "events": events, "chunks": chunks}
 
 
@@ -123,8 +159,14 @@ def origin(path: str, title: str, event: tuple[str, str, str | None] | None = No
     if not is_session_path(path):
         return {"kind": "file", "path": path, "title": title}
     event_id, event_kind, time = event if event is not None else (None, None, None)
-    return {"kind": "session", "session_id": session_id_of(path), "event_id": event_id,
-            "event_kind": event_kind, "time": time, "title": title}
+    return {
+        "kind": "session",
+        "session_id": session_id_of(path),
+        "event_id": event_id,
+        "event_kind": event_kind,
+        "time": time,
+        "title": title,
+    }
 
 
 def chunk_events(db: apsw.Connection, chunks: list[tuple[int, int, int]]) -> dict[int, tuple[str, str, str | None]]:
@@ -133,7 +175,9 @@ def chunk_events(db: apsw.Connection, chunks: list[tuple[int, int, int]]) -> dic
     for cid, doc_id, byte_start in chunks:
         row = db.execute(
             "SELECT event_id, kind, time FROM session_events WHERE document_id=? AND byte_start<=? "
-            "ORDER BY byte_start DESC LIMIT 1", (doc_id, byte_start)).fetchone()
+            "ORDER BY byte_start DESC LIMIT 1",
+            (doc_id, byte_start),
+        ).fetchone()
         if row is not None:
             out[cid] = (row[0], row[1], row[2])
     return out

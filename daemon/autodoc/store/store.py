@@ -17,9 +17,10 @@ connection these give them to those modules' functions.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import apsw
 

@@ -11,8 +11,9 @@ Runs on: the caller's thread, on the connection it passes.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import apsw
 
@@ -27,8 +28,9 @@ class ActiveModel:
 
 
 def active_model(db: apsw.Connection, ws_id: int) -> ActiveModel | None:
-    row = db.execute("SELECT active_fp, active_config, active_name FROM embed_state WHERE workspace_id=?",
-                     (ws_id,)).fetchone()
+    row = db.execute(
+        "SELECT active_fp, active_config, active_name FROM embed_state WHERE workspace_id=?", (ws_id,)
+    ).fetchone()
     if not row or row[0] is None:
         return None
     return ActiveModel(fingerprint=row[0], config=json.loads(row[1]) if row[1] else None, name=row[2])
@@ -76,12 +78,16 @@ def pending_texts(db: apsw.Connection, ws_id: int, fp: str, limit: int) -> list[
 
 def still_pending(db: apsw.Connection, ws_id: int, fp: str, hashes: list[str]) -> set[str]:
     """Which of these text hashes some chunk still has, without a vector for fp."""
-    return {h for (h,) in db.execute(
-        """SELECT DISTINCT c.text_hash FROM chunks c INDEXED BY chunks_by_hash
+    return {
+        h
+        for (h,) in db.execute(
+            """SELECT DISTINCT c.text_hash FROM chunks c INDEXED BY chunks_by_hash
            WHERE c.workspace_id=? AND c.text_hash IN (SELECT value FROM json_each(?))
              AND NOT EXISTS (SELECT 1 FROM vectors v INDEXED BY vectors_keys WHERE v.workspace_id=c.workspace_id
                AND v.model_fp=? AND v.text_hash=c.text_hash)""",
-        (ws_id, json.dumps(hashes), fp))}
+            (ws_id, json.dumps(hashes), fp),
+        )
+    }
 
 
 def workspace_exists(db: apsw.Connection, ws_id: int) -> bool:
@@ -97,13 +103,18 @@ def write_vectors(db: apsw.Connection, ws_id: int, fp: str, rows: list[tuple[str
 
 
 def documents_with_texts(db: apsw.Connection, ws_id: int, hashes: list[str]) -> list[int]:
-    return [d for (d,) in db.execute(
-        "SELECT DISTINCT document_id FROM chunks WHERE workspace_id=? AND text_hash IN (SELECT value FROM json_each(?))",
-        (ws_id, json.dumps(hashes)))]
+    return [
+        d
+        for (d,) in db.execute(
+            "SELECT DISTINCT document_id FROM chunks WHERE workspace_id=? AND text_hash IN (SELECT value FROM json_each(?))",
+            (ws_id, json.dumps(hashes)),
+        )
+    ]
 
 
-def complete_vectors(db: apsw.Connection, ws_id: int, fp: str,
-                     doc_ids: list[int] | None) -> Iterator[tuple[int, int, bytes, bytes]]:
+def complete_vectors(
+    db: apsw.Connection, ws_id: int, fp: str, doc_ids: list[int] | None
+) -> Iterator[tuple[int, int, bytes, bytes]]:
     """(chunk id, document id, f32, bits) of the documents whose every chunk has a
     vector for fp (all of them, or those of doc_ids), by chunk id."""
     scope = ""
@@ -129,4 +140,6 @@ def document_vectors(db: apsw.Connection, ws_id: int, fp: str, doc_id: int) -> l
     return db.execute(
         """SELECT c.id, c.tokens, v.f32 FROM chunks c
            JOIN vectors v ON v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash
-           WHERE c.workspace_id=? AND c.document_id=? ORDER BY c.id""", (fp, ws_id, doc_id)).fetchall()
+           WHERE c.workspace_id=? AND c.document_id=? ORDER BY c.id""",
+        (fp, ws_id, doc_id),
+    ).fetchall()

@@ -31,8 +31,7 @@ class Workspace:
 def get_workspace(db: apsw.Connection, name: Any, field: str = "workspace") -> Workspace:
     if not isinstance(name, str) or not name:
         raise InvalidParams(field, "must be a workspace name")
-    row = db.execute(
-        "SELECT id, name, root, config, created FROM workspaces WHERE name=?", (name,)).fetchone()
+    row = db.execute("SELECT id, name, root, config, created FROM workspaces WHERE name=?", (name,)).fetchone()
     if not row:
         raise workspace_not_found(name, workspace_names(db))
     wid, wname, root, config, created = row
@@ -51,8 +50,10 @@ def workspace_roots(db: apsw.Connection) -> list[tuple[str, str]]:
 def add_workspace(db: apsw.Connection, name: str, root: str, config: dict[str, Any]) -> Workspace:
     if db.execute("SELECT 1 FROM workspaces WHERE name=?", (name,)).fetchone():
         raise WorkspaceExists(f"a workspace named {name!r} already exists", {"workspace": name})
-    db.execute("INSERT INTO workspaces(name, root, config, created) VALUES (?,?,?,?)",
-               (name, root, json.dumps(config), time.time()))
+    db.execute(
+        "INSERT INTO workspaces(name, root, config, created) VALUES (?,?,?,?)",
+        (name, root, json.dumps(config), time.time()),
+    )
     return get_workspace(db, name)
 
 
@@ -79,8 +80,10 @@ def chunking(db: apsw.Connection, ws_id: int) -> str | None:
 
 
 def set_chunking(db: apsw.Connection, ws_id: int, value: str) -> None:
-    db.execute("INSERT INTO meta(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-               (_chunking_key(ws_id), value))
+    db.execute(
+        "INSERT INTO meta(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+        (_chunking_key(ws_id), value),
+    )
 
 
 def set_config(db: apsw.Connection, ws: Workspace, config: dict[str, Any]) -> None:
@@ -99,7 +102,8 @@ def counts(db: apsw.Connection, ws: Workspace) -> Counts:
         f"SELECT COALESCE(SUM({NOT_SESSION}), 0) AS documents, "
         "(SELECT COUNT(*) FROM chunks WHERE workspace_id=?) AS chunks, "
         "COALESCE(MAX(generation), 0) AS generation FROM documents WHERE workspace_id=?",
-        (ws.id, ws.id)).fetchone()
+        (ws.id, ws.id),
+    ).fetchone()
     return Counts(documents=documents, chunks=chunks, generation=generation)
 
 
@@ -112,7 +116,9 @@ def tag_counts(db: apsw.Connection, ws: Workspace, prefix: str, limit: int) -> l
     return db.execute(
         """SELECT value AS tag, COUNT(DISTINCT document_id) AS documents FROM facets
            WHERE workspace_id=? AND field='tag' AND substr(value, 1, length(?)) = ?
-           GROUP BY value ORDER BY documents DESC, value LIMIT ?""", (ws.id, prefix, prefix, limit)).fetchall()
+           GROUP BY value ORDER BY documents DESC, value LIMIT ?""",
+        (ws.id, prefix, prefix, limit),
+    ).fetchall()
 
 
 def known_fields(db: apsw.Connection, ws_id: int) -> set[str]:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -192,8 +193,9 @@ class AddScreen(PickerScreen):
         bar = self.query_one("#progress", ProgressBar)
         bar.update(total=max(report.get("scanned") or 1, 1), progress=max(report.get("scanned") or 1, 1))
         emb = report.get("embedding") or {}
-        text = (f"{name}: {report['added']} files, {report['chunks']} chunks in {report['seconds']} s"
-                + (f"; {emb['reason']}" if emb.get("reason") else ""))
+        text = f"{name}: {report['added']} files, {report['chunks']} chunks in {report['seconds']} s" + (
+            f"; {emb['reason']}" if emb.get("reason") else ""
+        )
         self.set_status(text)
         self.notify(f"workspace {name} is ready: Ctrl+G to search it")
         self.autodoc.workspace = name

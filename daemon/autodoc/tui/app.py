@@ -67,8 +67,15 @@ class AutodocApp(App):
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 
-    def __init__(self, settings: Settings, *, workspace: str | None = None, start_daemon: bool = True,
-                 state_file: Path | None = None, link: Link | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        workspace: str | None = None,
+        start_daemon: bool = True,
+        state_file: Path | None = None,
+        link: Link | None = None,
+    ) -> None:
         super().__init__()
         self.settings = settings
         self.state_file = state_file or state.state_path()
@@ -107,8 +114,12 @@ class AutodocApp(App):
     def _connect(self) -> None:
         try:
             if self.link is None:
-                self.link = open_link(self.settings, self._on_note, start=self.start_daemon,
-                                      daemon_log=self.state_file.parent / "daemon.log")
+                self.link = open_link(
+                    self.settings,
+                    self._on_note,
+                    start=self.start_daemon,
+                    daemon_log=self.state_file.parent / "daemon.log",
+                )
             self.link.subscribe()
         except Exception as e:  # no daemon and the store is held elsewhere, a bad store path…
             log.warning("cannot connect", exc_info=True)
@@ -148,8 +159,7 @@ class AutodocApp(App):
         self.workspaces = self.call("workspace.list", {})["workspaces"]
         names = [w["name"] for w in self.workspaces]
         if self.workspace not in names:
-            self.workspace = (self.wanted_workspace if self.wanted_workspace in names
-                              else names[0] if names else None)
+            self.workspace = self.wanted_workspace if self.wanted_workspace in names else names[0] if names else None
         self._load_status()
 
     def _load_status(self) -> None:
@@ -259,8 +269,9 @@ class AutodocApp(App):
             with self.suspend():
                 result = subprocess.run(argv, check=False)
         except SuspendNotSupported:  # a headless run (tests): no terminal to hand over
-            result = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            result = subprocess.run(
+                argv, check=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
         except FileNotFoundError:
             self.notify(f"cannot run the editor {argv[0]!r}: set $EDITOR", severity="error")
             return
@@ -278,8 +289,7 @@ class AutodocApp(App):
         target = self.state_file.parent / "quickfix.txt"
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text("\n".join(render.quickfix_lines(hits, self.root_of(workspace))) + "\n",
-                              encoding="utf-8")
+            target.write_text("\n".join(render.quickfix_lines(hits, self.root_of(workspace))) + "\n", encoding="utf-8")
         except OSError as e:
             self.notify(f"cannot write {target}: {e}", severity="error")
             return None

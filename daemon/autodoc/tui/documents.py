@@ -17,7 +17,8 @@ Runs on: the TUI's event loop; the searches on a worker thread.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from textual import work
 from textual.binding import Binding
@@ -148,8 +149,11 @@ class DocumentScreen(PickerScreen):
             browse = self.autodoc.call("search.query", [ws, facets, {"limit": BROWSE}], pending=pending)
             docs = {h["path"]: h for h in browse["hits"]}
             if words:
-                found = self.autodoc.call("search.query", [ws, f"{words} {facets}".strip(),
-                                                           {"limit": 50, "stages": ["lexical"]}], pending=pending)
+                found = self.autodoc.call(
+                    "search.query",
+                    [ws, f"{words} {facets}".strip(), {"limit": 50, "stages": ["lexical"]}],
+                    pending=pending,
+                )
                 for h in found["hits"]:
                     docs.setdefault(h["path"], {**h, "line_start": 1, "kind": "document"})
         except Cancelled:
@@ -192,9 +196,15 @@ class DocumentScreen(PickerScreen):
             return None
         d = self.shown[index]
         _, pattern = split_filter(self.filter_text())
-        return {"workspace": d["workspace"], "path": d["path"], "line": 1, "span": None,
-                "words": [w.lower() for w in pattern.split() if len(w) >= 3], "generation": d.get("generation"),
-                "title": f"{d['path']}  {d.get('title') or ''}"}
+        return {
+            "workspace": d["workspace"],
+            "path": d["path"],
+            "line": 1,
+            "span": None,
+            "words": [w.lower() for w in pattern.split() if len(w) >= 3],
+            "generation": d.get("generation"),
+            "title": f"{d['path']}  {d.get('title') or ''}",
+        }
 
     def activate(self, index: int) -> None:
         if 0 <= index < len(self.shown):

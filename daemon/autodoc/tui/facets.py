@@ -11,7 +11,8 @@ Runs on: the TUI's event loop; `load_facets` on a worker thread.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from textual.widgets import Select
 
@@ -50,7 +51,7 @@ class WorkspaceSelect(Select):
     def __init__(self) -> None:
         super().__init__([], prompt="workspace", allow_blank=True, classes="workspace")
 
-    def sync(self, app: "AutodocApp") -> None:
+    def sync(self, app: AutodocApp) -> None:
         names = [w["name"] for w in app.workspaces]
         with self.prevent(Select.Changed):
             self.set_options([(n, n) for n in names])
@@ -69,7 +70,7 @@ class FacetSelect(Select):
         super().__init__([], prompt="any facet", allow_blank=True, compact=True, classes="facet")
         self.values: list[tuple[str, str, int]] = []
 
-    def sync(self, app: "AutodocApp") -> None:
+    def sync(self, app: AutodocApp) -> None:
         if app.facets == self.values:
             return
         keep = self.value
@@ -93,8 +94,11 @@ class FacetSelect(Select):
             self.app.notify("no facets in this workspace")
             return
         cur = self.value if isinstance(self.value, str) else None
-        nxt = keys[keys.index(cur) + 1] if cur in keys and keys.index(cur) + 1 < len(keys) else (
-            None if cur in keys else keys[0])
+        nxt = (
+            keys[keys.index(cur) + 1]
+            if cur in keys and keys.index(cur) + 1 < len(keys)
+            else (None if cur in keys else keys[0])
+        )
         if nxt is None:
             self.clear()
         else:

@@ -26,8 +26,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..config import Settings
 from ..connect import Local, Remote, connect, daemon_socket
@@ -70,12 +71,22 @@ def start_daemon(settings: Settings, log_path: Path) -> str | None:
     else why not (the caller then works in-process)."""
     from ..rpc.transport import socket_answers
 
-    argv = [sys.executable, "-m", "autodoc.cli", "--store", str(settings.store), "--socket", str(settings.socket),
-            "serve", "--socket"]
+    argv = [
+        sys.executable,
+        "-m",
+        "autodoc.cli",
+        "--store",
+        str(settings.store),
+        "--socket",
+        str(settings.socket),
+        "serve",
+        "--socket",
+    ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         sock = daemon_socket(settings)
@@ -125,8 +136,11 @@ class SocketLink:
         if note.method == "$/progress" and isinstance(note.params, dict):
             cb = self._progress.get(note.params.get("token"))  # type: ignore[arg-type]
             if cb is not None:
-                cb(int(note.params.get("done") or 0), int(note.params.get("total") or 0),
-                   str(note.params.get("message") or ""))
+                cb(
+                    int(note.params.get("done") or 0),
+                    int(note.params.get("total") or 0),
+                    str(note.params.get("message") or ""),
+                )
             return
         self._notify(note.method, note.params)
 
@@ -135,8 +149,9 @@ class SocketLink:
         self._subscribed = True
         self.call("changes.subscribe", [None])
 
-    def call(self, method: str, params: Any, *, pending: Pending | None = None,
-             progress: Progress | None = None) -> Any:
+    def call(
+        self, method: str, params: Any, *, pending: Pending | None = None, progress: Progress | None = None
+    ) -> Any:
         from autodoc_client import ConnectionClosed, RemoteError
 
         from ..errors import from_rpc
@@ -188,8 +203,9 @@ class LocalLink:
     def subscribe(self) -> None:
         pass  # nothing pushes in-process: the app re-runs its query after its own changes
 
-    def call(self, method: str, params: Any, *, pending: Pending | None = None,
-             progress: Progress | None = None) -> Any:
+    def call(
+        self, method: str, params: Any, *, pending: Pending | None = None, progress: Progress | None = None
+    ) -> Any:
         if pending is not None and pending.cancelled:
             raise Cancelled()
         # an index run here embeds what it indexed before answering: no daemon will

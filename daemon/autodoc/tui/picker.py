@@ -12,7 +12,8 @@ Runs on: the TUI's event loop; document reads on Textual's worker threads.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
@@ -52,7 +53,7 @@ class PickerScreen(Screen):
         self._docs: dict[tuple[str, str], tuple[int, str]] = {}  # (ws, path) -> (generation, text)
 
     @property
-    def autodoc(self) -> "AutodocApp":
+    def autodoc(self) -> AutodocApp:
         return self.app  # type: ignore[return-value]
 
     # -- layout ----------------------------------------------------------------------
@@ -182,7 +183,7 @@ class PickerScreen(Screen):
             self._docs[key] = cached
         lines = cached[1].split("\n")
         first = max(1, spec["line"] - PREVIEW_BEFORE)
-        body = "\n".join(lines[first - 1:first - 1 + PREVIEW_LINES])
+        body = "\n".join(lines[first - 1 : first - 1 + PREVIEW_LINES])
         text = render.preview(body, first, spec.get("span"), spec.get("words") or [])
         self.app.call_from_thread(self._put_preview, spec, text)
 

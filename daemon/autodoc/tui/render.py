@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rich.text import Text
 
@@ -46,7 +47,7 @@ def clean_snippet(snippet: str | None) -> tuple[str, list[tuple[int, int]], list
         if o < 0 or c < 0:
             out.append(text[pos:])
             break
-        before, word = text[pos:o], text[o + 1:c]
+        before, word = text[pos:o], text[o + 1 : c]
         out.append(before)
         length += len(before)
         ranges.append((length, length + len(word)))

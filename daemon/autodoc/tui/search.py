@@ -16,7 +16,8 @@ Runs on: the TUI's event loop; search.query on a worker thread.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from textual import work
 from textual.binding import Binding
@@ -63,7 +64,7 @@ class SearchScreen(PickerScreen):
 
     def compose_fields(self) -> Iterable[Widget]:
         with Horizontal():
-            yield Input(placeholder="search: words, \"phrases\", prefix*, field:value", id="query")
+            yield Input(placeholder='search: words, "phrases", prefix*, field:value', id="query")
             yield WorkspaceSelect()
         with Horizontal(id="stages"):
             yield Checkbox("Lexical", True, id="stage-lexical", compact=True)
@@ -229,8 +230,9 @@ class SearchScreen(PickerScreen):
 
     def show_state(self) -> None:
         app = self.autodoc
-        title, status = state.describe(self.answer, app.choice, app.available, app.embedding, self.error,
-                                       self.query_text)
+        title, status = state.describe(
+            self.answer, app.choice, app.available, app.embedding, self.error, self.query_text
+        )
         if self.pending is not None and title:
             title += " · searching…"
         ws = app.workspace or "no workspace"
@@ -251,9 +253,15 @@ class SearchScreen(PickerScreen):
         h = self.hits[index]
         start, end = h.get("line_start") or 1, h.get("line_end") or h.get("line_start") or 1
         crumb = h.get("breadcrumb") or ""
-        return {"workspace": h["workspace"], "path": h["path"], "line": start, "span": (start, end),
-                "words": render.match_words(h, self.query_text), "generation": h.get("generation"),
-                "title": f"{render.ref(h)}  {crumb}"}
+        return {
+            "workspace": h["workspace"],
+            "path": h["path"],
+            "line": start,
+            "span": (start, end),
+            "words": render.match_words(h, self.query_text),
+            "generation": h.get("generation"),
+            "title": f"{render.ref(h)}  {crumb}",
+        }
 
     def activate(self, index: int) -> None:
         if 0 <= index < len(self.hits):

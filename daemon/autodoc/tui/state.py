@@ -37,14 +37,14 @@ def state_path() -> Path:
 class Choice:
     """What the user chose: the stage boxes and the last workspace."""
 
-    stages: dict[str, bool] = field(default_factory=lambda: {s: True for s in ORDER})
+    stages: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(ORDER, True))
     workspace: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"stages": dict(self.stages), "workspace": self.workspace}
 
     @classmethod
-    def from_json(cls, data: Any) -> "Choice":
+    def from_json(cls, data: Any) -> Choice:
         c = cls()
         if not isinstance(data, dict):
             return c
@@ -142,8 +142,14 @@ class Embedding:
     reason: str | None = None
 
 
-def describe(answer: dict[str, Any] | None, choice: Choice, avail: Available, emb: Embedding,
-             error: str | None = None, query: str = "") -> tuple[str, str]:
+def describe(
+    answer: dict[str, Any] | None,
+    choice: Choice,
+    avail: Available,
+    emb: Embedding,
+    error: str | None = None,
+    query: str = "",
+) -> tuple[str, str]:
     """(title, status) for the hits: the count and what the daemon did with the
     stages — re-ranked by whom or why not, semantic state with what is pending,
     every skipped stage and its reason."""
