@@ -14,6 +14,7 @@ class AutodocError(Exception):
     code: int = -32000
     name: str = "rpc.server_error"
     relayed: dict | None = None  # the error object exactly as a daemon answered it (from_rpc)
+    field: str  # declared only (no class value): set by InvalidParams, and by from_rpc when the data names one
 
     def __init__(self, message: str, data: Any = None):
         super().__init__(message)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import apsw
 
 from ..errors import StoreTooNew
-from . import postings
+from .sql import scalar
 
 
 def _m001_initial(db: apsw.Connection) -> None:
@@ -187,11 +187,29 @@ def _m004_session_events(db: apsw.Connection) -> None:
     )
 
 
+# The postings tables as migration 5 created them (the SQL text SQLite keeps in sqlite_master).
+_POSTINGS_V5 = """
+CREATE TABLE postings(id INTEGER PRIMARY KEY, term TEXT NOT NULL, seg INTEGER NOT NULL, wide INTEGER NOT NULL,
+                      data BLOB NOT NULL);
+CREATE UNIQUE INDEX postings_by_term ON postings(term, seg);
+CREATE INDEX postings_by_seg ON postings(seg);
+CREATE TABLE postings_delta(term TEXT NOT NULL, chunk INTEGER NOT NULL, d INTEGER NOT NULL, t0 INTEGER NOT NULL,
+                            t1 INTEGER NOT NULL, t2 INTEGER NOT NULL, t3 INTEGER NOT NULL,
+                            PRIMARY KEY(term, chunk)) WITHOUT ROWID;
+CREATE INDEX postings_delta_by_chunk ON postings_delta(chunk);
+CREATE TABLE postings_dead(chunk INTEGER PRIMARY KEY);
+"""
+
+
 def _m005_postings(db: apsw.Connection) -> None:
     """A postings index beside chunks_fts (store/postings.py), which ranks an OR of words by
     FTS5's bm25 in numpy (search/impact.py). A store that already holds chunks builds it a slice
-    per index job, FTS5 serving until it is complete; creating the tables is instant at any size."""
-    postings.create(db)
+    per index job, FTS5 serving until it is complete; creating the tables is instant at any size.
+    Frozen as it ran at version 5 (postings.create of 2284c00): editing postings.py changes no old migration."""
+    db.execute(_POSTINGS_V5)
+    # an empty store is complete at once ('complete'); a filled one builds from chunk id 0
+    empty = scalar(db, "SELECT NOT EXISTS (SELECT 1 FROM chunks)")
+    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('postings_built', ?)", ("complete" if empty else "0",))
 
 
 # Every value a workspace saved without its user choosing it, up to schema 6: each option's default
@@ -216,7 +234,7 @@ def _m006_chosen_options(db: apsw.Connection) -> None:
     improve reach it. Before, it saved every option: the values that were then the defaults are
     dropped (one the user set to the default of the day is dropped too, and follows the default)."""
     for wid, text in db.execute("SELECT id, config FROM workspaces").fetchall():
-        config = json.loads(text)
+        config = json.loads(str(text))
         kept = {k: v for k, v in config.items() if v not in _SAVED_DEFAULTS.get(k, [])}
         if kept != config:
             db.execute("UPDATE workspaces SET config=? WHERE id=?", (json.dumps(kept), wid))
@@ -233,7 +251,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
 
 
 def schema_version(db: apsw.Connection) -> int:
-    return db.execute("PRAGMA user_version").fetchone()[0]
+    return scalar(db, "PRAGMA user_version")
 
 
 def migrate(db: apsw.Connection) -> int:
