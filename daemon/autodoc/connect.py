@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from .api import METHODS, Method
 from .config import Settings
 from .errors import MethodNotFound, StoreLocked, from_rpc
-from .rpc.schemas import bind_params
 from .store.lease import read_holder
 
 if TYPE_CHECKING:
@@ -67,6 +66,8 @@ def bind(method: str, params: Any) -> tuple[Method, dict[str, Any]]:
     m = METHODS.get(method)
     if m is None or m.call is None:
         raise MethodNotFound(f"no method {method!r} runs without the daemon (start one: autodoc serve --socket)")
+    from .rpc.schemas import bind_params  # jsonschema: only once a call runs here
+
     return m, bind_params(method, params)
 
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from .config import Settings
 from .connect import call
-from .ingest.transcript import TranscriptError, parse_transcript
 
 BATCH_EVENTS = 1000
 BATCH_CHARS = 4_000_000  # well under the 16 MiB frame limit, even with JSON escapes
@@ -105,6 +104,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         out = call(settings, "session.remove", {"workspace": args.workspace, "session_id": args.session_id})
         print(f"removed session {out['session_id']} ({out['events']} events, {out['chunks']} chunks)")
         return 0
+    from .ingest.transcript import TranscriptError, parse_transcript  # ingest/: only to import a transcript
+
     path = Path(args.file)
     try:
         with open(path, encoding="utf-8") as fh:
