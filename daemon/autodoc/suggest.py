@@ -44,12 +44,18 @@ def _ratio(matcher: difflib.SequenceMatcher, key: str) -> float:
     return matcher.ratio()
 
 
-def close_names(guess: str, names: Iterable[str], limit: int = LIMIT) -> list[str]:
-    """Existing names like `guess` (case-insensitive), nearest first."""
+def close_names(
+    guess: str, names: Iterable[str], limit: int = LIMIT, *, cutoff: float = CUTOFF, fold_case: bool = True
+) -> list[str]:
+    """Existing names like `guess` (case-insensitive), nearest first. The MCP server's forgiving
+    matches (a tool, an argument, a workspace, a heading a model guessed) pass their own `cutoff`
+    and compare the names as written (`fold_case=False`), every name kept, repeats too."""
+    if not fold_case:
+        return difflib.get_close_matches(guess, list(names), n=limit, cutoff=cutoff)
     by_lower: dict[str, str] = {}
     for n in names:
         by_lower.setdefault(n.lower(), n)
-    hits = difflib.get_close_matches(guess.lower(), list(by_lower), n=limit, cutoff=CUTOFF)
+    hits = difflib.get_close_matches(guess.lower(), list(by_lower), n=limit, cutoff=cutoff)
     return [by_lower[h] for h in hits]
 
 

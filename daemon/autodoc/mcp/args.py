@@ -12,11 +12,11 @@ Runs on: the event loop (pure).
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..suggest import close_names
 from .backend import ToolError
 
 NESTED = ("opts", "options", "params", "arguments", "args", "filters")
@@ -135,7 +135,7 @@ class Args:
                 else next((a for a in ALIASES.get(str(key).lower(), "").split() if a in known), None)
             )
             if name is None:
-                near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
+                near = close_names(str(key), known, 1, cutoff=0.75, fold_case=False)
                 name = near[0] if near else None
             if name is None:
                 self.notes.append(f"ignored {key!r}: this tool takes {', '.join(known)}")

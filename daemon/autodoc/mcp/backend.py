@@ -12,7 +12,6 @@ Runs on: the event loop (async methods); the calls themselves on worker threads.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import subprocess
@@ -30,6 +29,7 @@ from ..config import Settings
 from ..connect import Local, Remote, daemon_socket
 from ..errors import ShuttingDown, StoreLocked
 from ..store.lease import read_holder
+from ..suggest import close_names
 
 log = logging.getLogger("autodoc.mcp")
 
@@ -222,7 +222,7 @@ class Backend:
         folded = [n for n in names if n.lower() == name.lower()]
         if len(folded) == 1:
             return folded
-        near = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        near = close_names(name, names, 3, cutoff=0.5, fold_case=False)
         raise ToolError(f"no workspace named {name!r}", did_you_mean=near or None, workspaces=names)
 
     async def documents(

@@ -11,7 +11,6 @@ Runs on: the MCP server's event loop (each RPC call on a worker thread).
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import anyio
 
 from ..errors import AutodocError, DocumentNotFound, Unsupported
+from ..suggest import close_names
 from . import answers
 from .args import Args, parse_ref
 from .backend import BROWSE_LIMIT, Backend, ToolError
@@ -253,7 +253,7 @@ def _find_section(flat: list[dict[str, Any]], want: str) -> dict[str, Any]:
             if test(node["title"].lower()):
                 return node
     titles = [n["title"] for n in flat]
-    near = difflib.get_close_matches(want, titles, n=3, cutoff=0.4)
+    near = close_names(want, titles, 3, cutoff=0.4, fold_case=False)
     raise ToolError(f"no heading matches {want!r}", did_you_mean=near or None, headings=titles[:40])
 
 
@@ -509,6 +509,6 @@ HANDLERS: dict[str, Callable[[Backend, Args], Awaitable[Result]]] = {
 async def call_tool(b: Backend, name: str, raw: Any) -> Result:
     """Run one tool; a ToolError or an AutodocError comes back as the tool's error."""
     if name not in HANDLERS:
-        near = difflib.get_close_matches(name, list(HANDLERS), n=1, cutoff=0.5)
+        near = close_names(name, HANDLERS, 1, cutoff=0.5, fold_case=False)
         raise ToolError(f"no tool {name!r}; the tools are {list(HANDLERS)}", did_you_mean=near or None)
     return await HANDLERS[name](b, Args(raw, KNOWN_ARGS[name]))
