@@ -199,4 +199,4 @@ class AddScreen(PickerScreen):
         self.set_status(text)
         self.notify(f"workspace {name} is ready: Ctrl+G to search it")
         self.autodoc.workspace = name
-        self.autodoc._refresh_workspace(reload_list=True)
+        self.autodoc.refresh_workspace(reload_list=True)

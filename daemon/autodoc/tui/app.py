@@ -30,6 +30,7 @@ from textual.message import Message
 from ..config import Settings
 from . import render, state
 from .facets import load_facets
+from .host import Host
 from .link import Link, Pending, open_link
 from .style import CSS
 
@@ -205,10 +206,10 @@ class AutodocApp(App):
         if name == self.workspace:
             return
         self.workspace = name
-        self._refresh_workspace()
+        self.refresh_workspace()
 
     @work(thread=True, group="status")
-    def _refresh_workspace(self, reload_list: bool = False, rerun: str | None = None) -> None:
+    def refresh_workspace(self, reload_list: bool = False, rerun: str | None = None) -> None:
         """(worker thread) Read the workspace again; then the pickers follow, and with
         `rerun` the open search runs again (after the boxes show what it can do now)."""
         try:
@@ -247,12 +248,12 @@ class AutodocApp(App):
             # a model or ranker switch, a workspace added or removed: what the boxes
             # offer may change, and the open query's answer with it
             mine = p.get("workspace") == self.workspace
-            self._refresh_workspace(reload_list=True, rerun=f"workspace {p.get('op')}" if mine else None)
+            self.refresh_workspace(reload_list=True, rerun=f"workspace {p.get('op')}" if mine else None)
         elif note.method == "embedding.progress" and p.get("workspace") == self.workspace:
             before = self.embedding.state
             self.embedding = state.Embedding(p.get("state"), p.get("pending"), p.get("reason"))
             if p.get("state") != before:
-                self._refresh_workspace(rerun=f"embedding {p.get('state')}")
+                self.refresh_workspace(rerun=f"embedding {p.get('state')}")
             else:
                 self.pickers["search"].show_state()
         elif note.method == "changes.changed" and p.get("workspace") == self.workspace:
@@ -295,3 +296,8 @@ class AutodocApp(App):
             return None
         self.notify(f"{len(hits)} hits → {target}  (vim -q {target})")
         return target
+
+
+def _host(app: AutodocApp) -> Host:
+    """(types only) The app is what the pickers expect of their host: mypy checks it here."""
+    return app

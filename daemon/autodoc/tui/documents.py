@@ -39,7 +39,8 @@ _FACET = re.compile(r"^-?[\w.]+:.")
 
 def split_filter(text: str) -> tuple[str, str]:
     """(facet words, fuzzy pattern)."""
-    facets, words = [], []
+    facets: list[str] = []
+    words: list[str] = []
     for w in text.split():
         (facets if _FACET.match(w) else words).append(w)
     return " ".join(facets), " ".join(words)

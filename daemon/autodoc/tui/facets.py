@@ -12,14 +12,14 @@ Runs on: the TUI's event loop; `load_facets` on a worker thread.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.widgets import Select
 
 from ..errors import InvalidParams
 
 if TYPE_CHECKING:
-    from .app import AutodocApp
+    from .host import Host
 
 GUESSED_FIELDS = ("type", "status")  # without a schema: asked for one by one, kept when some document has them
 PER_FIELD = 25
@@ -38,7 +38,7 @@ def load_facets(call: Callable[..., Any], workspace: str, status: dict[str, Any]
                 counts.update(call("search.query", [workspace, "", {"limit": 1, "facet_counts": [f]}])["facet_counts"])
             except InvalidParams:
                 continue
-    out = []
+    out: list[tuple[str, str, int]] = []
     for f in fields:
         values = sorted((counts.get(f) or {}).items(), key=lambda kv: (-kv[1], kv[0]))
         out.extend((f, str(v), n) for v, n in values[:PER_FIELD])
@@ -51,7 +51,7 @@ class WorkspaceSelect(Select):
     def __init__(self) -> None:
         super().__init__([], prompt="workspace", allow_blank=True, classes="workspace")
 
-    def sync(self, app: AutodocApp) -> None:
+    def sync(self, app: Host) -> None:
         names = [w["name"] for w in app.workspaces]
         with self.prevent(Select.Changed):
             self.set_options([(n, n) for n in names])
@@ -60,7 +60,7 @@ class WorkspaceSelect(Select):
 
     def _on_select_changed(self, event: Select.Changed) -> None:
         if isinstance(event.value, str):
-            self.app.use_workspace(event.value)  # type: ignore[attr-defined]
+            cast("Host", self.app).use_workspace(event.value)
 
 
 class FacetSelect(Select):
@@ -70,7 +70,7 @@ class FacetSelect(Select):
         super().__init__([], prompt="any facet", allow_blank=True, compact=True, classes="facet")
         self.values: list[tuple[str, str, int]] = []
 
-    def sync(self, app: AutodocApp) -> None:
+    def sync(self, app: Host) -> None:
         if app.facets == self.values:
             return
         keep = self.value

@@ -176,8 +176,8 @@ class SocketLink:
         finally:
             self._progress.pop(rid, None)
         if "error" in response:
-            e = RemoteError.from_error(response["error"] or {})
-            raise from_rpc({"code": e.code, "message": e.message, "data": e.data}) from None
+            err = RemoteError.from_error(response["error"] or {})
+            raise from_rpc({"code": err.code, "message": err.message, "data": err.data}) from None
         return response.get("result")
 
     def close(self) -> None:

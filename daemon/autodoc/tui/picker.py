@@ -13,7 +13,7 @@ Runs on: the TUI's event loop; document reads on Textual's worker threads.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import work
@@ -29,7 +29,7 @@ from . import render
 from .link import Cancelled
 
 if TYPE_CHECKING:
-    from .app import AutodocApp
+    from .host import Host
 
 PREVIEW_BEFORE = 3  # lines shown above a hit
 PREVIEW_LINES = 120  # read at most this much of a document for a preview (it renders whole)
@@ -53,8 +53,8 @@ class PickerScreen(Screen):
         self._docs: dict[tuple[str, str], tuple[int, str]] = {}  # (ws, path) -> (generation, text)
 
     @property
-    def autodoc(self) -> AutodocApp:
-        return self.app  # type: ignore[return-value]
+    def autodoc(self) -> Host:
+        return cast("Host", self.app)
 
     # -- layout ----------------------------------------------------------------------
 
@@ -200,4 +200,4 @@ class PickerScreen(Screen):
     preview_shown: dict[str, Any] | None = None
 
     def first_input(self) -> Input | None:
-        return next(iter(self.query("#fields Input")), None)
+        return next(iter(self.query("#fields Input").results(Input)), None)

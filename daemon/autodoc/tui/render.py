@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +199,7 @@ def quickfix_lines(hits: list[dict[str, Any]], root: str) -> list[str]:
     return out
 
 
-def editor_argv(path: str, line: int, env: dict[str, str] | None = None) -> list[str]:
+def editor_argv(path: str, line: int, env: Mapping[str, str] | None = None) -> list[str]:
     """$EDITOR (else $VISUAL, else vi) with its own arguments, `+LINE` and the file:
     what vi, vim, nvim, nano, emacs, micro and kak understand."""
     env = os.environ if env is None else env

@@ -39,9 +39,9 @@ STAGE_KEYS = {"lexical": "alt+l", "semantic": "alt+s", "rerank": "alt+r"}
 
 class SearchScreen(PickerScreen):
     BINDINGS = [
-        Binding("alt+l", "toggle('lexical')", "Lexical"),
-        Binding("alt+s", "toggle('semantic')", "Semantic"),
-        Binding("alt+r", "toggle('rerank')", "Rerank"),
+        Binding("alt+l", "toggle_stage('lexical')", "Lexical"),
+        Binding("alt+s", "toggle_stage('semantic')", "Semantic"),
+        Binding("alt+r", "toggle_stage('rerank')", "Rerank"),
         Binding("ctrl+y", "copy_ref", "Copy ref"),
         Binding("ctrl+s", "quickfix", "Quickfix"),
         Binding("ctrl+f", "next_facet", "Facet"),
@@ -123,7 +123,7 @@ class SearchScreen(PickerScreen):
         self.sync_boxes()
         self.run()
 
-    def action_toggle(self, stage: str) -> None:
+    def action_toggle_stage(self, stage: str) -> None:
         box = self.box(stage)
         if not box.display:
             why = {"semantic": "no embedding model is in use", "rerank": "no ranker is configured"}.get(stage, "")
