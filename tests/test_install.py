@@ -220,7 +220,7 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
         while not readers and time.monotonic() < deadline and d.poll() is None:
             answers = _searches_at_once(sock, 4)
             assert all(a["result"]["hits"] == answers[0]["result"]["hits"] for a in answers), answers
-            readers = [c for c in _child_cmdlines(d.pid) if "autodoc.rpc.reader" in c]
+            readers = [c for c in _child_cmdlines(d.pid) if "autodoc.readers.reader" in c]
         assert readers, "no reader process started"
     finally:
         d.terminate()

@@ -1,4 +1,4 @@
-"""The reader pool (rpc/pool.py, rpc/reader.py, issue 19): searches run in
+"""The reader pool (readers/pool.py, readers/reader.py, issue 19): searches run in
 reader processes with the same answers and errors as in the daemon; a save is
 searchable through a reader at once; a reader that dies or stops mid-call
 never hangs its client (the call is answered, the reader replaced); a cancel
@@ -24,9 +24,9 @@ import types
 import anyio
 import pytest
 
-from autodoc.rpc import pool as poolmod
-from autodoc.rpc.pool import ReaderPool, pool_size
-from autodoc.rpc.reader import apply_invalidations
+from autodoc.readers import pool as poolmod
+from autodoc.readers.pool import ReaderPool, pool_size
+from autodoc.readers.reader import apply_invalidations
 from autodoc.rpc.server import RpcServer
 from autodoc_client import Client, RemoteError
 
@@ -66,9 +66,9 @@ async def _warm(short_tmp):
 
 @contextlib.contextmanager
 def _reader_on_a_thread(settings, release: threading.Event):
-    """rpc/reader.serve on a thread over a real socket pair, past its "ready": our end. At the
+    """readers/reader.serve on a thread over a real socket pair, past its "ready": our end. At the
     end the held call is let go, then the socket closes and the reader ends."""
-    from autodoc.rpc import reader as readermod
+    from autodoc.readers import reader as readermod
 
     ours, theirs = socket.socketpair()
     t = threading.Thread(target=readermod.serve, args=(theirs,), daemon=True)
@@ -249,7 +249,7 @@ def test_an_overflowing_invalidation_list_keeps_what_each_item_meant():
     reader reloaded every vector of the workspace (a 1M store's whole matrix) after a large
     save, and a dropped model's vectors stayed. Compacted, it asks for the same reloads and
     drops, in one item per workspace and model."""
-    from autodoc.rpc.pool import compact_invalidations
+    from autodoc.readers.pool import compact_invalidations
 
     rng = random.Random(5)
     for _ in range(300):
@@ -526,7 +526,7 @@ def test_a_call_cancelled_while_queued_in_a_reader_is_not_run(kb_service, monkey
     cancelled without running it. The reader's serve() runs on a thread here, over a real
     socket pair and a real read-only Service; a stand-in run_call holds the first call open
     (a running call that waits on demand, which a real search cannot be made to do)."""
-    from autodoc.rpc import reader as readermod
+    from autodoc.readers import reader as readermod
 
     release, ran = threading.Event(), []
     real_run = readermod.run_call
@@ -595,7 +595,7 @@ def test_a_call_queued_behind_another_applies_what_was_written_meanwhile(kb_serv
     a save it had not heard of: its invalidations rode with the next call). serve() runs on a
     thread over a real socket pair and a real read-only Service; a stand-in run_call holds the
     first call open."""
-    from autodoc.rpc import reader as readermod
+    from autodoc.readers import reader as readermod
 
     release, seen = threading.Event(), []
     real_run, real_apply = readermod.run_call, readermod.apply_invalidations

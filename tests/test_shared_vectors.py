@@ -1,4 +1,4 @@
-"""Vector bases shared with the reader processes (search/shared_vectors.py,
+"""Vector bases shared with the reader processes (readers/shared_vectors.py,
 issue 19: one copy of the vectors at 1M chunks, however many readers search
 them).
 
@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from autodoc.config import Settings
-from autodoc.rpc.pool import compact_invalidations
-from autodoc.rpc.reader import apply_invalidations
-from autodoc.search import shared_vectors
-from autodoc.search.shared_vectors import NotShared, Sharing
+from autodoc.readers import shared_vectors
+from autodoc.readers.pool import compact_invalidations
+from autodoc.readers.reader import apply_invalidations
+from autodoc.readers.shared_vectors import Sharing
+from autodoc.search.vector_cache import NotShared
 from autodoc.search.vectors import VectorIndex
 from autodoc.service import Service
 from autodoc.store import vectors as stored_vectors
@@ -386,7 +387,7 @@ def _readers(pid: int) -> list[int]:
         kids = [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return []
-    return [k for k in kids if "autodoc.rpc.reader" in Path(f"/proc/{k}/cmdline").read_text(errors="replace")]
+    return [k for k in kids if "autodoc.readers.reader" in Path(f"/proc/{k}/cmdline").read_text(errors="replace")]
 
 
 def _maps(pid: int) -> str:
@@ -400,7 +401,7 @@ def test_a_reader_started_later_is_told_of_each_base_and_what_changed_since(tmp_
     """Review finding: a reader started after a base was shared never heard of it, and past
     300,000 chunks answered retry on every call. It is seeded with each base still shared and
     the documents marked since."""
-    from autodoc.rpc.pool import ReaderPool
+    from autodoc.readers.pool import ReaderPool
 
     class Svc:
         on_invalidate = None

@@ -13,7 +13,7 @@ Input: Settings and which transports to serve. Output: a process exit status.
 - The live index (index/live.py) keeps every workspace in step with its folder.
 - The embed queue (embed/queue.py) fills vectors on its own thread; its
   progress is pushed to subscribed connections as ``embedding.progress``.
-- The reader pool (rpc/pool.py), one reader per core unless AUTODOC_READERS=0:
+- The reader pool (readers/pool.py), one reader per core unless AUTODOC_READERS=0:
   searches in reader processes, one per core, once clients overlap.
 - Shutdown on SIGTERM/SIGINT, stdin EOF (stdio) or server.shutdown: stop
   accepting, drain in-flight requests within the deadline, cancel the rest,
@@ -42,12 +42,12 @@ from .config import Settings, env_settings
 from .config.logs import configure_logging
 from .errors import AutodocError, StoreLocked
 from .index.live import LiveIndex
+from .readers import shared_vectors
+from .readers.pool import ReaderPool, pool_size
 from .rpc.bridge import bridge_stdio
 from .rpc.methods import run_read, run_write
-from .rpc.pool import ReaderPool, pool_size
 from .rpc.server import RpcServer
 from .rpc.transport import SocketInUse, SocketPathError
-from .search import shared_vectors
 from .service import Service
 
 log = logging.getLogger("autodoc.daemon")
@@ -124,7 +124,7 @@ async def serve_daemon(
         shutdown_deadline=shutdown_deadline or env.shutdown_deadline,
         check_results=env.check_results,
     )
-    server.pool = ReaderPool(service, size=pool_size())  # reader processes unless AUTODOC_READERS=0 (rpc/pool.py)
+    server.pool = ReaderPool(service, size=pool_size())  # reader processes unless AUTODOC_READERS=0 (readers/pool.py)
     if server.pool.size and shared_vectors.available():
         # the vector files a killed daemon left in /dev/shm (RAM) go now, not when readers next start
         await anyio.to_thread.run_sync(shared_vectors.remove_stale)

@@ -25,11 +25,11 @@ from typing import Any, Protocol
 import anyio
 
 from ..api import METHODS, Method
+from ..readers.pool import NotInReader, ReaderGone, ReaderPool
 from ..search.options import stages_of
 from ..suggest import workspace_not_found
 from .dispatch import CANCEL_METHOD, Handler, RequestContext
 from .inline import InlineReads, read_kind
-from .pool import NotInReader, ReaderGone, ReaderPool
 from .quick import LaneRead
 
 log = logging.getLogger("autodoc.rpc")

@@ -20,7 +20,7 @@ past the threshold would otherwise move scores in their 6th place, and with
 them the order of ties). The rounding moves a cosine by about 1e-4; SciFact
 nDCG@10 is the same to four places (docs/benchmarks/daemon_overhead.md).
 
-Shared bases (search/shared_vectors.py): in the daemon, while a reader pool
+Shared bases (readers/shared_vectors.py): in the daemon, while a reader pool
 runs (``sharing`` set), every new base (a load, a merge) is written to shared
 memory and searched from there; each reader is told of it in its call
 frames, in order with the invalidations (``offer``), and maps it on its next
@@ -39,7 +39,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import apsw
 import numpy as np
@@ -47,12 +49,49 @@ import numpy as np
 from ..embed.memory import release_free_heap
 from ..store import vectors as stored
 from ..store.workspaces import chunk_count
-from . import shared_vectors
 from . import vectors as vector_math
-from .shared_vectors import NotShared, Shared, Sharing
 from .vectors import VectorIndex
 
 MODELS_PER_WORKSPACE = 2
+
+
+class NotShared(Exception):
+    """A reader cannot search these vectors without a private copy it may not
+    make (too many rows, and no base shared): the daemon runs the call, and
+    shares anew what ``key`` (workspace id, fingerprint) names."""
+
+    def __init__(self, message: str, key: tuple[int, str]):
+        super().__init__(message)
+        self.key = key
+
+
+class Shared(Protocol):
+    """A base the daemon shared (readers/shared_vectors.py ``Shared``), as a reader maps it."""
+
+    @property
+    def path(self) -> str: ...
+
+    def borrow(self) -> tuple[VectorIndex, dict[int, np.ndarray]]: ...
+
+
+class Sharing(Protocol):
+    """The daemon's side of sharing bases (readers/shared_vectors.py ``Sharing``), set while it has readers."""
+
+    @property
+    def failed(self) -> bool: ...
+
+    def publish(
+        self,
+        ws_id: int,
+        fp: str,
+        base: VectorIndex,
+        doc_chunks: dict[int, np.ndarray],
+        dirty: Sequence[int] = ...,
+        keep: np.ndarray | None = None,
+        added: VectorIndex | None = None,
+    ) -> VectorIndex | None: ...
+
+    def drop(self, ws_id: int, fp: str | None = None) -> None: ...
 
 
 def _half_precision(vecs: np.ndarray) -> np.ndarray:
@@ -176,11 +215,11 @@ def _borrow(offer: _Offer, fp: str) -> WorkspaceVectors | None:
     """A reader's view of a base the daemon shared, with what changed since marked dirty;
     None when the file is gone (a newer one, or its workspace, replaced it)."""
     try:
-        base, docs = shared_vectors.attach(offer.shared)
+        base, doc_chunks = offer.shared.borrow()
     except OSError:
         return None
     wv = WorkspaceVectors(fp, base, VectorIndex.empty(base.dim), borrowed=True)
-    wv.doc_chunks = shared_vectors.document_chunks(base.ids, docs)
+    wv.doc_chunks = doc_chunks
     wv.dirty = set(offer.dirty)
     return wv
 

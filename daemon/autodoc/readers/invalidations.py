@@ -1,7 +1,7 @@
-"""RPC stage, what a reader process is told of the daemon's cache changes: the
-invalidation items the daemon's Service makes (rpc/pool.py queues them per
+"""What a reader process is told of the daemon's cache changes: the
+invalidation items the daemon's Service makes (readers/pool.py queues them per
 reader, to ride with its next call), compacted when a reader falls far
-behind, and the vector bases shared so far (search/shared_vectors.py), for a
+behind, and the vector bases shared so far (readers/shared_vectors.py), for a
 reader that starts later.
 
 Items: ("vectors", workspace, documents or None), ("forget", workspace),

@@ -1,4 +1,4 @@
-"""RPC stage, the reader pool: searches run in reader processes (rpc/reader.py),
+"""The reader pool: searches run in reader processes (readers/reader.py),
 one per core, so that several clients use several cores.
 
 A search is 70-82 % Python under the GIL (docs/benchmarks/daemon_overhead.md):
@@ -24,7 +24,7 @@ When it runs, and when today's path stays:
 - ``POOLED`` methods only (search.query, search.similar); the other reads cost
   little and stay in the daemon.
 - Memory: the daemon shares its vector bases with the readers
-  (search/shared_vectors.py: one copy in /dev/shm, mapped by every process);
+  (readers/shared_vectors.py: one copy in /dev/shm, mapped by every process);
   each reader keeps only its small delta. A reader with no base to borrow
   loads its own copy up to ``MAX_SHARED_ROWS`` chunks (≈ 300 MB of float16
   vectors at 384 dimensions); above that its call answers "not here"
@@ -34,7 +34,7 @@ When it runs, and when today's path stays:
   ``MAX_SHARED_ROWS``; counted at the start and again after a write that
   changed vectors (at most every ``RECHECK_S``).
 - A reader started after a base was shared hears of it at its start, with
-  every document invalidated since (rpc/invalidations.py), so it borrows like the others.
+  every document invalidated since (readers/invalidations.py), so it borrows like the others.
 
 Correctness:
 
@@ -78,16 +78,18 @@ import time
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..config.settings import MAX_AUTO, reader_processes  # noqa: F401 (MAX_AUTO re-exported)
-from ..search import shared_vectors
 from ..store import workspaces as wsrows
-from .dispatch import InFlight
+from . import shared_vectors
 from .invalidations import SharedBases, compact_invalidations
 from .reader import _LEN
+
+if TYPE_CHECKING:
+    from ..rpc.dispatch import InFlight
 
 log = logging.getLogger("autodoc.rpc")
 
@@ -98,7 +100,7 @@ MAX_DEATHS = 5
 DEATH_WINDOW_S = 60.0
 MAX_INVALIDATIONS = 2000  # per reader, between two of its calls; more are compacted (compact_invalidations)
 START_TIMEOUT_S = 60.0
-# Calls a reader holds at once: the one it runs and one queued behind it (rpc/reader.py reads
+# Calls a reader holds at once: the one it runs and one queued behind it (readers/reader.py reads
 # frames on a thread of its own), so that a reader does not idle between two calls while the
 # daemon's loop, busy with other frames, gets round to its reply and the next call. With one,
 # readers idled ~30 % of the time under 8 clients (daemon_overhead.md, "Throughput with clients").
@@ -117,7 +119,7 @@ class ReaderGone(Exception):
 
 class NotInReader(ReaderGone):
     """The reader cannot run this call without a private copy of vectors it may not
-    make (search/shared_vectors.py, NotShared): the daemon runs it, as for a dead reader,
+    make (readers/shared_vectors.py, NotShared): the daemon runs it, as for a dead reader,
     and shares anew the vectors ``key`` (workspace id, fingerprint) names."""
 
     def __init__(self, message: str, key: tuple[int, str] | None):
@@ -230,7 +232,7 @@ class ReaderPool:
     def _push(self) -> None:
         """On the loop: the invalidations queued for each reader that holds calls, in a frame of
         their own, so that a call queued behind another applies every write committed before it
-        starts (rpc/reader.py applies them in the order they arrive, before each call)."""
+        starts (readers/reader.py applies them in the order they arrive, before each call)."""
         with self._lock:
             self._push_due = False
             out = []
@@ -399,7 +401,7 @@ class ReaderPool:
     async def _spawn(self) -> Reader:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            argv = [sys.executable, "-m", "autodoc.rpc.reader", str(theirs.fileno()), str(os.getpid())]
+            argv = [sys.executable, "-m", "autodoc.readers.reader", str(theirs.fileno()), str(os.getpid())]
             # On the loop's thread, not a worker thread: PR_SET_PDEATHSIG fires when the
             # *thread* that started the child ends, and anyio retires idle workers.
             proc = subprocess.Popen(

@@ -1,4 +1,4 @@
-"""The vectors the daemon shares with its reader processes (rpc/pool.py).
+"""The vectors the daemon shares with its reader processes (readers/pool.py).
 
 A workspace's vector index at 1M chunks is ~800 MB (float16 vectors, sign
 codes, ids). A reader holding its own copy, one reader per core, would
@@ -39,14 +39,14 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .vectors import VectorIndex
+from ..search.vectors import VectorIndex
 
 log = logging.getLogger("autodoc.search")
 
@@ -59,16 +59,6 @@ SHM_DIR = Path("/dev/shm")
 RETRY_S = 300.0
 PREFIX = "autodoc-vectors-"
 _ALIGN = 64
-
-
-class NotShared(Exception):
-    """A reader cannot search these vectors without a private copy it may not
-    make (too many rows, and no base shared): the daemon runs the call, and
-    shares anew what ``key`` (workspace id, fingerprint) names."""
-
-    def __init__(self, message: str, key: tuple[int, str]):
-        super().__init__(message)
-        self.key = key
 
 
 @dataclass(frozen=True)
@@ -96,6 +86,12 @@ class Shared:
             size = int(np.prod(shape)) * dtype.itemsize
             offset += (size + _ALIGN - 1) // _ALIGN * _ALIGN
         return out, max(offset, _ALIGN)
+
+    def borrow(self) -> tuple[VectorIndex, dict[int, np.ndarray]]:
+        """A reader's read-only map of this base: (the index, document → its chunk ids).
+        Raises OSError when the file is gone (the daemon replaced or dropped it)."""
+        base, docs = attach(self)
+        return base, document_chunks(base.ids, docs)
 
 
 def available() -> bool:
@@ -276,7 +272,7 @@ class Sharing:
         fp: str,
         base: VectorIndex,
         doc_chunks: dict[int, np.ndarray],
-        dirty: list[int] = (),
+        dirty: Sequence[int] = (),
         keep: np.ndarray | None = None,
         added: VectorIndex | None = None,
     ) -> VectorIndex | None:

@@ -1,5 +1,5 @@
-"""RPC stage, a reader process: read methods on a read-only Service, for the
-daemon's reader pool (rpc/pool.py).
+"""A reader process: read methods on a read-only Service, for the daemon's
+reader pool (readers/pool.py).
 
 Input: frames on the socket the daemon handed over (fd in argv): first the
 daemon's Settings, then ``call`` frames (a sequence number, a read method,
@@ -8,7 +8,7 @@ this reader's last call), ``inval`` frames (more of them, sent while this reader
 holds calls), ``cancel`` frames (a sequence number). Output: one
 ``ok`` or ``err`` frame per call, with the CPU seconds it took, or ``retry``
 when it needs vectors it may not copy and the daemon has not shared
-(search/shared_vectors.py): the daemon then runs the call itself.
+(readers/shared_vectors.py): the daemon then runs the call itself.
 
 Why a process: a search is 70-82 % Python under the GIL (daemon_overhead.md),
 so threads cannot use the second core; processes can.
@@ -20,14 +20,14 @@ so threads cannot use the second core; processes can.
   generation or FTS5's state, read from the call's own snapshot.
 - A call runs on the main thread; a second thread only reads frames, so a
   cancel reaches a running search (its ``cancel`` Event), a call may wait
-  queued behind the running one (rpc/pool.py, DEPTH; one cancelled while it
+  queued behind the running one (readers/pool.py, DEPTH; one cancelled while it
   waits is not run), and the daemon's writes to this socket never block on a
   busy reader.
 - The process runs under SCHED_BATCH where Linux has it (``_batch_policy``).
 - The reader ends when the socket closes (the daemon is gone or dropped it),
   and with the daemon itself (PR_SET_PDEATHSIG on Linux).
 
-    python -m autodoc.rpc.reader FD
+    python -m autodoc.readers.reader FD
 
 Runs on: its own process: the main thread runs calls, one thread reads frames.
 """
@@ -50,7 +50,8 @@ from typing import Any
 from ..api import METHODS
 from ..config.logs import configure_logging
 from ..errors import AutodocError, InternalError, RequestCancelled
-from ..search.shared_vectors import PRIVATE_ROWS, NotShared
+from ..search.vector_cache import NotShared
+from .shared_vectors import PRIVATE_ROWS
 
 log = logging.getLogger("autodoc.reader")
 
@@ -107,7 +108,7 @@ def run_call(service: Any, method: str, params: dict, cancel: threading.Event) -
         return ("ok", result, time.thread_time() - c0)
     except AutodocError as exc:
         return ("err", exc.to_rpc(), time.thread_time() - c0)
-    except NotShared as exc:  # the daemon runs it (rpc/pool.py, NotInReader)
+    except NotShared as exc:  # the daemon runs it (readers/pool.py, NotInReader)
         return ("retry", (str(exc), list(exc.key)), time.thread_time() - c0)
     except Exception:  # the daemon answers -32603; the traceback stays in this log
         log.exception("%s failed in a reader process", method)
@@ -165,7 +166,7 @@ def serve(sock: socket.socket) -> int:
             apply_invalidations(service, todo)
             with lock:
                 cancel = cancels[seq]
-            if cancel.is_set():  # cancelled while queued behind another call (rpc/pool.py, DEPTH)
+            if cancel.is_set():  # cancelled while queued behind another call (readers/pool.py, DEPTH)
                 out = ("err", RequestCancelled("cancelled before it ran").to_rpc(), 0.0)
             else:
                 out = run_call(service, method, params, cancel)
