@@ -6,11 +6,14 @@ moved, added or renamed is found wherever it lands."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "tools" / "gen_docs.py")
@@ -120,3 +123,63 @@ def test_the_files_and_modules_a_doc_names_exist(doc):
     paths, modules = named_in(doc)
     gone = [p for p in paths if not _path_exists(p)] + [m for m in modules if not _module_exists(m)]
     assert not gone, f"{doc.relative_to(ROOT)} names files or modules that do not exist: {gone}"
+
+
+# --- workspaceConfig's provider shapes are the validators' ---------------------------------------
+
+
+def _config_errors(config: dict) -> list[str]:
+    resources = []
+    for path in gen_docs.SCHEMAS.glob("*.json"):
+        schema = json.loads(path.read_text(encoding="utf-8"))
+        resources.append((schema.get("$id", path.name), Resource.from_contents(schema)))
+    registry = Registry().with_resources(resources)
+    v = Draft202012Validator(
+        {"$ref": "https://autodoc.invalid/schemas/defs.json#/$defs/workspaceConfig"}, registry=registry
+    )
+    return [e.message for e in v.iter_errors(config)]
+
+
+EMBEDDINGS = [
+    {},
+    {"provider": "none"},
+    {"provider": "onnx", "max_tokens": 128, "batch_size": None, "threads": 2},
+    {"provider": "http", "url": "http://localhost:8080", "model": "m", "timeout": 5, "api_key_env": None, "dim": 384},
+]
+FUSIONS = [
+    {"method": "rrf", "k": 10, "weights": {"lexical": 1.0, "semantic": 0.6}},
+    {"method": "weighted", "threshold": 0.3},
+    {"method": "convex", "weights": None},
+    {},
+]
+
+
+@pytest.mark.parametrize("embedding", EMBEDDINGS)
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_a_config_the_validators_take_fits_the_schema(embedding, fusion):
+    from autodoc.config import WorkspaceConfig, check_fusion
+    from autodoc.embed.factory import validate_config
+
+    validate_config(embedding)
+    check_fusion("fusion", fusion)
+    for ranker in ({}, {"provider": "none", "window": 20}, {"provider": "http", "url": "http://h", "api": "tei"}):
+        config = {**WorkspaceConfig().to_json(), "embedding": embedding, "ranker": ranker, "fusion": fusion}
+        assert _config_errors(config) == [], (embedding, ranker, fusion)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("embedding", {"provider": "http", "url": "http://h"}),  # no model
+        ("embedding", {"provider": "onnx", "url": "http://h"}),  # an http option
+        ("embedding", {"provider": "onnx", "max_tokens": 4}),
+        ("ranker", {"provider": "onnx"}),  # no path
+        ("ranker", {"provider": "http", "url": "ftp://h"}),
+        ("fusion", {"method": "rrf", "k": 0}),
+        ("fusion", {"weights": {"graph": 1.0}}),
+    ],
+)
+def test_a_config_the_validators_refuse_does_not_fit(key, value):
+    from autodoc.config import WorkspaceConfig
+
+    assert _config_errors({**WorkspaceConfig().to_json(), key: value})
