@@ -167,7 +167,7 @@ def _bounds(schema: dict[str, Any], defs: dict[str, Any]) -> str:
 
 
 def _rows(properties: dict[str, Any], required: list[str], prefix: str, defs: dict[str, Any]) -> list[tuple[str, ...]]:
-    out = []
+    out: list[tuple[str, ...]] = []
     for name, sub in properties.items():
         s = _resolve(sub, defs)
         default = json.dumps(s["default"], ensure_ascii=False) if "default" in s else ""
