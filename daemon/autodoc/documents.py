@@ -5,7 +5,8 @@ cannot leave the root; `slice_span` cuts a stored document to the byte or
 line span a client asked for; `check_generation` refuses a read of a
 generation the index no longer keeps; `not_found` is the error for a path
 that is not an indexed document, with the documents it might have meant
-(read on the caller's snapshot).
+(read on the caller's snapshot). Below them, the document methods' answers
+the service composes from them (document.read, document.outline).
 
 Runs on: any thread.
 """
@@ -16,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import apsw
-
 from .errors import DocumentNotFound, GenerationGone, InvalidParams, PathOutsideWorkspace
+from .ingest.outline import build_outline
+from .ingest.tokens import estimate_tokens
 from .store import reads
+from .store.interface import Snapshot
 from .store.workspaces import Workspace
 from .suggest import CANDIDATES, SCAN_ALL, close_documents, pieces
 
@@ -101,7 +103,7 @@ def slice_span(data: bytes, opts: dict[str, Any]) -> Span:
     return Span(text, start, end, line_start, max(line_start, line_end))
 
 
-def not_found(db: apsw.Connection, ws: Workspace, rel: str) -> DocumentNotFound:
+def not_found(db: Snapshot, ws: Workspace, rel: str) -> DocumentNotFound:
     """The error for a path that is not an indexed document of the workspace."""
     few = reads.document_count(db, ws.id) <= SCAN_ALL
     names = reads.document_names(db, ws.id, None if few else pieces(rel), -1 if few else CANDIDATES)
@@ -109,3 +111,56 @@ def not_found(db: apsw.Connection, ws: Workspace, rel: str) -> DocumentNotFound:
         f"{rel} is not an indexed document of workspace {ws.name!r}",
         {"path": rel, "did_you_mean": close_documents(rel, names)},
     )
+
+
+# -- the document methods' answers (service.py), on the caller's snapshot --------------------
+
+
+def content(db: Snapshot, ws: Workspace, path: str) -> tuple[str, reads.Content]:
+    """The stored document at `path` (workspace-relative once checked), or DocumentNotFound."""
+    rel = safe_relpath(ws.root, path)
+    doc = reads.content(db, ws.id, rel)
+    if doc is None:
+        raise not_found(db, ws, rel)
+    return rel, doc
+
+
+def document_id(db: Snapshot, ws: Workspace, path: str) -> tuple[int, str]:
+    """(id, workspace-relative path) of the indexed document at `path`, or DocumentNotFound."""
+    rel = safe_relpath(ws.root, path)
+    doc_id = reads.document_id(db, ws.id, rel)
+    if doc_id is None:
+        raise not_found(db, ws, rel)
+    return doc_id, rel
+
+
+def read_answer(ws: Workspace, rel: str, doc: reads.Content, opts: dict[str, Any] | None) -> dict[str, Any]:
+    """document.read: the span `opts` name of the generation the index keeps."""
+    check_generation(rel, doc.generation, (opts or {}).get("generation"))
+    span = slice_span(doc.data, {k: v for k, v in (opts or {}).items() if k != "generation"})
+    return {
+        "workspace": ws.name,
+        "path": rel,
+        "generation": doc.generation,
+        "text": span.text,
+        "byte_start": span.byte_start,
+        "byte_end": span.byte_end,
+        "line_start": span.line_start,
+        "line_end": span.line_end,
+        "total_bytes": len(doc.data),
+        "total_lines": doc.line_count,
+    }
+
+
+def outline_answer(ws: Workspace, rel: str, doc: reads.Content) -> dict[str, Any]:
+    """document.outline: the heading tree and the document's size."""
+    return {
+        "workspace": ws.name,
+        "path": rel,
+        "generation": doc.generation,
+        "title": doc.title,
+        "total_lines": doc.line_count,
+        "total_bytes": len(doc.data),
+        "tokens": estimate_tokens(doc.data.decode("utf-8", "replace")),
+        "headings": build_outline(doc.data),
+    }

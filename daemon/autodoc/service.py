@@ -22,23 +22,20 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from . import PROTOCOL_VERSION, __version__
+from . import documents as docs
+from . import workspaces as wss
 from .config import Settings, WorkspaceConfig
-from .documents import check_generation, not_found, safe_relpath, slice_span
+from .documents import safe_relpath
 from .embed.instant import InstantTiers
 from .embed.providers import Providers
 from .embed.queue import EmbedQueue
 from .embed.status import embedding_status, summary
-from .errors import InvalidParams
 from .fmschema import SCHEMA_RELPATH
 from .index.job import IndexJob, Progress
 from .index.session import SessionIndex
-from .ingest.outline import build_outline
-from .ingest.scan import scan_workspace
-from .ingest.tokens import estimate_tokens
 from .rerank.rankers import Rankers
 from .search import compact, engine, legproc
 from .search.legproc import LexicalHelper
@@ -50,9 +47,9 @@ from .search.vector_cache import VectorCache
 from .store import Store, reads
 from .store import changes as changelog
 from .store import hits as stored_hits
-from .store import sessions as stored_sessions
 from .store import workspaces as wsrows
-from .store.facets import active_schema, schema_row
+from .store.facets import active_schema
+from .store.interface import Snapshot, StoreInterface
 from .store.links import LinkResolver
 from .store.workspaces import Workspace
 
@@ -64,14 +61,14 @@ LEG_THREADS = 4
 
 
 def _config(ws: Workspace) -> WorkspaceConfig:
-    return WorkspaceConfig.from_json(ws.config)
+    return wss.config_of(ws)
 
 
 class Service:
     def __init__(self, settings: Settings, *, writer: bool = True, holder: dict[str, Any] | None = None):
         self.settings = settings
         self.store_path = settings.store
-        self.store = Store(settings.store, writer=writer, holder=holder)
+        self.store: StoreInterface = Store(settings.store, writer=writer, holder=holder)
         self.closed = False
         self._listeners: list[ChangeListener] = []
         # (what, workspace) → (store generation, value): facts readers derive once per generation
@@ -164,44 +161,21 @@ class Service:
 
     def _ws(self, name: Any, field: str = "workspace") -> Workspace:
         with self.store.read() as db:
-            return wsrows.get_workspace(db, name, field)
+            return wss.find(db, name, field)
 
     # -- workspaces ------------------------------------------------------------
-
-    def _ws_json(self, db, ws: Workspace) -> dict[str, Any]:
-        counts = wsrows.counts(db, ws)
-        return {
-            "name": ws.name,
-            "root": ws.root,
-            "config": _config(ws).to_json(),
-            "documents": counts.documents,
-            "chunks": counts.chunks,
-            "created": ws.created,
-        }
 
     def workspace_add(
         self, name: str, root: str, config: dict[str, Any] | None = None, force: bool = False
     ) -> dict[str, Any]:
-        try:
-            path = Path(root).expanduser().resolve()
-            is_dir = path.is_dir()
-        except (OSError, RuntimeError) as e:  # a name too long for the file system, ~nosuchuser
-            raise InvalidParams("root", f"{root} cannot be used as a folder: {e}") from None
-        if not is_dir:
-            raise InvalidParams("root", f"{root} is not a folder")
-        if not force and path in (Path("/"), Path.home().resolve()):
-            raise InvalidParams(
-                "root",
-                f"{path} would index every Markdown file under it: name a folder of notes, or pass force to mean it",
-            )
-        cfg = WorkspaceConfig().merged(config or {}, prefix="config")
+        path = wss.check_root(root, force)
+        cfg = wss.configured(WorkspaceConfig(), config or {}, prefix="config")
         with self.store.write() as db:
-            ws = wsrows.add_workspace(db, name, str(path), cfg.stored())
-            return self._ws_json(db, ws)
+            return wss.describe(db, wsrows.add_workspace(db, name, str(path), cfg.stored()))
 
     def workspace_remove(self, name: Any) -> dict[str, Any]:
         with self.store.write() as db:
-            ws = wsrows.get_workspace(db, name, "name")
+            ws = wss.find(db, name, "name")
             documents = wsrows.remove_workspace(db, ws)
         self._forget(ws.id)
         self.links.forget(ws.id)
@@ -209,21 +183,21 @@ class Service:
 
     def workspace_list(self) -> dict[str, Any]:
         with self.store.read() as db:
-            return {"workspaces": [self._ws_json(db, wsrows.get_workspace(db, n)) for n in wsrows.workspace_names(db)]}
+            return {"workspaces": [wss.describe(db, wsrows.get_workspace(db, n)) for n in wsrows.workspace_names(db)]}
 
     def workspace_configure(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
         with self.store.locked():
             with self.store.write() as db:
-                ws = wsrows.get_workspace(db, name)
+                ws = wss.find(db, name)
                 old = _config(ws)
-                new = old.merged(options)
+                new = wss.configured(old, options)
                 wsrows.set_config(db, ws, new.stored())
             if new.embedding != old.embedding:
                 self._forget(ws.id)
             if self.indexer.chunking(new) != self.indexer.chunking(old):
                 self.index(ws.name)  # it re-chunks files and sessions (unchanged chunks keep their rows)
             with self.store.read() as db:
-                return self._ws_json(db, wsrows.get_workspace(db, ws.name))
+                return wss.describe(db, wsrows.get_workspace(db, ws.name))
 
     def workspace_section_size(self, name: Any, tokens: Any) -> dict[str, Any]:
         return self.workspace_configure(name, {"section_tokens": tokens})
@@ -232,53 +206,15 @@ class Service:
         """{workspace, tags: [{tag, documents}]}: every tag (frontmatter and inline, lowercased)
         with how many documents carry it, most used first; `prefix` keeps those beginning with it."""
         with self.store.read() as db:
-            ws = wsrows.get_workspace(db, name)
+            ws = wss.find(db, name)
             rows = wsrows.tag_counts(db, ws, (prefix or "").lower(), limit)
         return {"workspace": ws.name, "tags": [{"tag": t, "documents": n} for t, n in rows]}
 
     def workspace_status(self, name: Any) -> dict[str, Any]:
         with self.store.read() as db:  # one snapshot for every count
-            ws = wsrows.get_workspace(db, name)
-            cfg = _config(ws)
-            counts = wsrows.counts(db, ws)
-            skipped = reads.skipped(db, ws.id)
-            problems = self._problems(db, ws)
-            applied = schema_row(db, ws.id)
-            schema = applied[1] if applied else None
-            broken = reads.broken_links(db, ws.id)
-            cursor = changelog.head(db)
-            embedding = self._embedding_status(db, ws)
-            sessions = stored_sessions.counts(db, ws.id)
-        root = Path(ws.root)
-        on_disk = (
-            sum(1 for e in scan_workspace(root, max_bytes=cfg.max_file_bytes) if not e.relpath.endswith("/"))
-            if root.is_dir()
-            else 0
-        )  # files: a folder entry is a skip reason (unreadable, linked), not a file
-        return {
-            "name": ws.name,
-            "root": ws.root,
-            "root_exists": root.is_dir(),
-            "files": {"on_disk": on_disk, "indexed": counts.documents, "skipped": skipped},
-            "chunks": counts.chunks,
-            "sessions": sessions,
-            "generation": counts.generation,
-            "problems": problems,
-            "broken_links": broken,
-            # the frontmatter schema in force (protocol/SCHEMA.md): what a facet picker can offer
-            "schema": None
-            if schema is None
-            else {
-                "path": SCHEMA_RELPATH,
-                "fields": schema.kinds,
-                "types": sorted(schema.types),
-                "type_field": schema.type_field,
-                "link_fields": schema.link_fields(),
-            },
-            "embedding": embedding,
-            "ranker": self.rankers.status(cfg.ranker),
-            "change_cursor": cursor,
-        }
+            ws = wss.find(db, name)
+            stored = wss.stored_status(db, ws, self._embedding_status)
+        return wss.status(ws, stored, self.rankers.status)
 
     def workspaces(self) -> list[str]:
         with self.store.read() as db:
@@ -296,7 +232,7 @@ class Service:
     ) -> dict[str, Any]:
         """Scan the workspace and bring the store in line with the disk (index/job.py);
         with `embed`, embed what is pending before answering (the CLI's in-process run)."""
-        self.store.writer()  # a read-only service cannot index: say so before scanning
+        self.store.check_writable()  # a read-only service cannot index: say so before scanning
         ws = self._ws(name)
         with self.store.read() as db:
             recorded = wsrows.chunking(db, ws.id)
@@ -333,13 +269,13 @@ class Service:
 
     # -- embeddings ----------------------------------------------------------------
 
-    def _embedding_status(self, db, ws: Workspace, load: bool = True) -> dict[str, Any]:
+    def _embedding_status(self, db: Snapshot, ws: Workspace, load: bool = True) -> dict[str, Any]:
         """What semantic coverage really is, and what is coming (embed/status.py)."""
         return embedding_status(db, ws, _config(ws).embedding, self.providers, self.embed_queue, load=load)
 
     def embedding_status_by_name(self, name: Any) -> dict[str, Any]:
         with self.store.read() as db:
-            return self._embedding_status(db, wsrows.get_workspace(db, name))
+            return self._embedding_status(db, wss.find(db, name))
 
     def embed_step(self, name: Any, batch: int = 16) -> dict[str, Any]:
         """One batch of the embed queue for a workspace."""
@@ -381,7 +317,7 @@ class Service:
     ) -> dict[str, Any]:
         since = self.vectors.marker()  # before the snapshot: what is marked after may postdate it
         with self.store.read() as db:  # one read snapshot for the whole search
-            ws = wsrows.get_workspace(db, name)
+            ws = wss.find(db, name)
             cfg = _config(ws)
             shape = compact.request(opts)  # the answer's shape; the engine gets enough hits for it
             options = parse_options(compact.engine_opts(opts, shape), cfg)
@@ -408,8 +344,8 @@ class Service:
     def search_similar(self, name: Any, path: Any, opts: dict[str, Any] | None = None) -> dict[str, Any]:
         since = self.vectors.marker()
         with self.store.read() as db:
-            ws = wsrows.get_workspace(db, name)
-            doc_id, rel = self._document(db, ws, path)
+            ws = wss.find(db, name)
+            doc_id, rel = docs.document_id(db, ws, path)
             return similar(
                 db,
                 ws,
@@ -426,91 +362,49 @@ class Service:
 
     def _content(self, name: Any, path: Any) -> tuple[Workspace, str, reads.Content]:
         with self.store.read() as db:
-            ws = wsrows.get_workspace(db, name)
-            rel = safe_relpath(ws.root, path)
-            doc = reads.content(db, ws.id, rel)
-            if doc is None:
-                raise not_found(db, ws, rel)
+            ws = wss.find(db, name)
+            rel, doc = docs.content(db, ws, path)
         return ws, rel, doc
 
     def document_read(self, name: str, path: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
-        ws, rel, doc = self._content(name, path)
-        check_generation(rel, doc.generation, (opts or {}).get("generation"))
-        span = slice_span(doc.data, {k: v for k, v in (opts or {}).items() if k != "generation"})
-        return {
-            "workspace": ws.name,
-            "path": rel,
-            "generation": doc.generation,
-            "text": span.text,
-            "byte_start": span.byte_start,
-            "byte_end": span.byte_end,
-            "line_start": span.line_start,
-            "line_end": span.line_end,
-            "total_bytes": len(doc.data),
-            "total_lines": doc.line_count,
-        }
-
-    def _problems(self, db, ws: Workspace, path: str | None = None) -> list[dict[str, Any]]:
-        """Problems with the schema file, then each document's (parse, then schema), by path and line."""
-        out: list[dict[str, Any]] = []
-        row = schema_row(db, ws.id)
-        if row is not None and path in (None, SCHEMA_RELPATH):
-            out += [{"path": SCHEMA_RELPATH, **p} for p in row[2]]
-        return out + reads.document_problems(db, ws.id, path)
+        return docs.read_answer(*self._content(name, path), opts)
 
     def document_problems(self, name: str, path: str | None = None) -> dict[str, Any]:
         """{workspace, path, problems: [{path, line, message, code}]}: why a document (or every
         document, and the schema file) breaks the parser or the workspace schema."""
         with self.store.read() as db:
-            ws = wsrows.get_workspace(db, name)
+            ws = wss.find(db, name)
             rel = None
             if path is not None:
                 rel = safe_relpath(ws.root, path)
                 if rel != SCHEMA_RELPATH and reads.document_id(db, ws.id, rel) is None:
-                    raise not_found(db, ws, rel)
-            return {"workspace": ws.name, "path": rel, "problems": self._problems(db, ws, rel)}
-
-    def _document(self, db, ws: Workspace, path: str) -> tuple[int, str]:
-        rel = safe_relpath(ws.root, path)
-        doc_id = reads.document_id(db, ws.id, rel)
-        if doc_id is None:
-            raise not_found(db, ws, rel)
-        return doc_id, rel
+                    raise docs.not_found(db, ws, rel)
+            return {"workspace": ws.name, "path": rel, "problems": wss.problems(db, ws, rel)}
 
     def document_links(self, name: Any, path: Any) -> dict[str, Any]:
         """Outgoing links of one document, in file order: {workspace, path, links: [{target, kind,
         line, label, anchor, target_path, target_title}]}; target_path is null for a broken link."""
         with self.store.read() as db:
-            ws = wsrows.get_workspace(db, name)
-            doc_id, rel = self._document(db, ws, path)
+            ws = wss.find(db, name)
+            doc_id, rel = docs.document_id(db, ws, path)
             return {"workspace": ws.name, "path": rel, "links": reads.links_of(db, doc_id)}
 
     def document_backlinks(self, name: Any, path: Any) -> dict[str, Any]:
         """Links to one document from the others (and itself): {workspace, path, backlinks:
         [{source_path, source_title, target, kind, line, label, anchor}]}, by source path and line."""
         with self.store.read() as db:
-            ws = wsrows.get_workspace(db, name)
-            _, rel = self._document(db, ws, path)
+            ws = wss.find(db, name)
+            _, rel = docs.document_id(db, ws, path)
             return {"workspace": ws.name, "path": rel, "backlinks": reads.backlinks_of(db, ws.id, rel)}
 
     def document_outline(self, name: Any, path: Any) -> dict[str, Any]:
-        ws, rel, doc = self._content(name, path)
-        return {
-            "workspace": ws.name,
-            "path": rel,
-            "generation": doc.generation,
-            "title": doc.title,
-            "total_lines": doc.line_count,
-            "total_bytes": len(doc.data),
-            "tokens": estimate_tokens(doc.data.decode("utf-8", "replace")),
-            "headings": build_outline(doc.data),
-        }
+        return docs.outline_answer(*self._content(name, path))
 
     # -- changes and the server ------------------------------------------------------------
 
     def changes_since(self, name: str, cursor: int, limit: int = 1000) -> dict[str, Any]:
         with self.store.read() as db:
-            ws = wsrows.get_workspace(db, name)
+            ws = wss.find(db, name)
             return changelog.since(db, ws.name, cursor, limit)
 
     def info(self) -> dict[str, Any]:

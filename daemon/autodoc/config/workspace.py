@@ -53,18 +53,10 @@ class WorkspaceConfig:
 
     def merged(self, options: dict[str, Any], prefix: str = "options") -> WorkspaceConfig:
         """These options over this configuration. Their types and ranges were checked by the
-        method's JSON Schema (workspaceOptions); what a schema cannot check is checked here,
-        once, when the options are set: that a provider can be built from them."""
-        # deferred: the provider factories import numpy and httpx, which a CLI command that
-        # never configures a workspace (--version, search through a daemon) need not load
-        from ..embed.factory import validate_config as validate_embedding
-        from ..rerank.factory import validate_config as validate_ranker
-
+        method's JSON Schema (workspaceOptions); fusion's, which a schema cannot check, are checked
+        here. That a provider can be built from `embedding` or `ranker` is the providers' own check,
+        made above this layer before merging (workspaces.configured): config imports no provider."""
         changes = dict(options)
-        if "embedding" in changes:
-            validate_embedding(changes["embedding"], f"{prefix}.embedding")
-        if "ranker" in changes:
-            validate_ranker(changes["ranker"], f"{prefix}.ranker")
         if "fusion" in changes:
             check_fusion(f"{prefix}.fusion", changes["fusion"])
         return replace(self, **changes, chosen=self.chosen | set(changes))

@@ -1,4 +1,5 @@
-"""The Store: the one way into the SQLite file.
+"""The Store: the one way into the SQLite file; the SQLite implementation of the
+seam in store/interface.py (StoreInterface), which callers outside store/ type against.
 
 Runs on: any thread. Reads use this thread's own read connection (opened on
 first use, closed when the thread is gone); a read transaction is one
@@ -84,6 +85,10 @@ class Store:
         if self._db is None:
             raise RuntimeError("this store was opened read-only")
         return self._db
+
+    def check_writable(self) -> None:
+        """Raise RuntimeError when this store was opened read-only (store/interface.py)."""
+        self.writer()
 
     @contextmanager
     def locked(self) -> Iterator[apsw.Connection]:

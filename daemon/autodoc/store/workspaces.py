@@ -13,10 +13,10 @@ from typing import Any
 
 import apsw
 
-from ..errors import InvalidParams, WorkspaceExists
-from ..suggest import workspace_not_found
+from ..errors import InvalidParams, WorkspaceExists, WorkspaceNotFound
 from . import postings
 from .sessions import NOT_SESSION
+from .sql import one, scalar
 
 
 @dataclass(frozen=True)
@@ -29,11 +29,13 @@ class Workspace:
 
 
 def get_workspace(db: apsw.Connection, name: Any, field: str = "workspace") -> Workspace:
+    """The workspace named `name`. Unknown, a plain WorkspaceNotFound: the names it might have
+    meant are added above the store (workspaces.find), which answers clients."""
     if not isinstance(name, str) or not name:
         raise InvalidParams(field, "must be a workspace name")
     row = db.execute("SELECT id, name, root, config, created FROM workspaces WHERE name=?", (name,)).fetchone()
     if not row:
-        raise workspace_not_found(name, workspace_names(db))
+        raise WorkspaceNotFound(f"no workspace named {name!r}", {"workspace": name})
     wid, wname, root, config, created = row
     return Workspace(id=wid, name=wname, root=root, config=json.loads(config), created=created)
 
@@ -59,7 +61,7 @@ def add_workspace(db: apsw.Connection, name: str, root: str, config: dict[str, A
 
 def remove_workspace(db: apsw.Connection, ws: Workspace) -> int:
     """Delete the workspace and everything in it; returns how many documents it had."""
-    (documents,) = db.execute("SELECT COUNT(*) FROM documents WHERE workspace_id=?", (ws.id,)).fetchone()
+    documents: int = scalar(db, "SELECT COUNT(*) FROM documents WHERE workspace_id=?", (ws.id,))
     # chunks_fts is an external-content table: its rows go by hand, before the chunks they index
     db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE workspace_id=?)", (ws.id,))
     postings.removed_workspace(db, ws.id)
@@ -98,27 +100,31 @@ class Counts:
 
 
 def counts(db: apsw.Connection, ws: Workspace) -> Counts:
-    documents, chunks, generation = db.execute(
+    documents, chunks, generation = one(
+        db,
         f"SELECT COALESCE(SUM({NOT_SESSION}), 0) AS documents, "
         "(SELECT COUNT(*) FROM chunks WHERE workspace_id=?) AS chunks, "
         "COALESCE(MAX(generation), 0) AS generation FROM documents WHERE workspace_id=?",
         (ws.id, ws.id),
-    ).fetchone()
+    )
     return Counts(documents=documents, chunks=chunks, generation=generation)
 
 
 def chunk_count(db: apsw.Connection, ws_id: int) -> int:
-    return db.execute("SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws_id,)).fetchone()[0]
+    return scalar(db, "SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws_id,))
 
 
 def tag_counts(db: apsw.Connection, ws: Workspace, prefix: str, limit: int) -> list[tuple[str, int]]:
     """(tag, documents carrying it), most used first, for tags starting with `prefix` (lowercase)."""
-    return db.execute(
-        """SELECT value AS tag, COUNT(DISTINCT document_id) AS documents FROM facets
-           WHERE workspace_id=? AND field='tag' AND substr(value, 1, length(?)) = ?
-           GROUP BY value ORDER BY documents DESC, value LIMIT ?""",
-        (ws.id, prefix, prefix, limit),
-    ).fetchall()
+    return [
+        (tag, n)
+        for tag, n in db.execute(
+            """SELECT value AS tag, COUNT(DISTINCT document_id) AS documents FROM facets
+               WHERE workspace_id=? AND field='tag' AND substr(value, 1, length(?)) = ?
+               GROUP BY value ORDER BY documents DESC, value LIMIT ?""",
+            (ws.id, prefix, prefix, limit),
+        )
+    ]
 
 
 def known_fields(db: apsw.Connection, ws_id: int) -> set[str]:
@@ -128,4 +134,4 @@ def known_fields(db: apsw.Connection, ws_id: int) -> set[str]:
 
 def store_generation(db: apsw.Connection) -> int:
     """Bumped by every write that changes what a reader could derive (the one cache key)."""
-    return int(db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+    return int(scalar(db, "SELECT value FROM meta WHERE key='generation'"))

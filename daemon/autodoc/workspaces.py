@@ -1,0 +1,158 @@
+"""The workspace methods' answers, for the service (service.py): finding a workspace by the
+name a client sent (with the names it might have meant), checking a root and options before
+they are stored, and the workspace.list / workspace.status shapes.
+
+Input: a read snapshot (store/interface.py) and a workspace row (store/workspaces.py), or what a
+client sent. Output: the JSON of schemas/workspace.*.result.json, or the errors the schemas
+cannot raise (a root that is not a folder, a provider that cannot be built from its options).
+
+Runs on: the caller's thread, on the snapshot it passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .config import WorkspaceConfig
+from .errors import InvalidParams, WorkspaceNotFound
+from .fmschema import SCHEMA_RELPATH
+from .ingest.scan import scan_workspace
+from .store import changes as changelog
+from .store import reads
+from .store import sessions as stored_sessions
+from .store import workspaces as wsrows
+from .store.facets import schema_row
+from .store.interface import Snapshot
+from .store.workspaces import Workspace
+from .suggest import workspace_not_found
+
+
+def config_of(ws: Workspace) -> WorkspaceConfig:
+    return WorkspaceConfig.from_json(ws.config)
+
+
+def find(db: Snapshot, name: Any, field: str = "workspace") -> Workspace:
+    """The workspace a client named; unknown, the error names the ones it might have meant."""
+    try:
+        return wsrows.get_workspace(db, name, field)
+    except WorkspaceNotFound:
+        raise workspace_not_found(name, wsrows.workspace_names(db)) from None
+
+
+def check_root(root: str, force: bool) -> Path:
+    """The folder a new workspace indexes, resolved; refused when it is not one, or is / or home without force."""
+    try:
+        path = Path(root).expanduser().resolve()
+        is_dir = path.is_dir()
+    except (OSError, RuntimeError) as e:  # a name too long for the file system, ~nosuchuser
+        raise InvalidParams("root", f"{root} cannot be used as a folder: {e}") from None
+    if not is_dir:
+        raise InvalidParams("root", f"{root} is not a folder")
+    if not force and path in (Path("/"), Path.home().resolve()):
+        raise InvalidParams(
+            "root",
+            f"{path} would index every Markdown file under it: name a folder of notes, or pass force to mean it",
+        )
+    return path
+
+
+def configured(cfg: WorkspaceConfig, options: dict[str, Any], prefix: str = "options") -> WorkspaceConfig:
+    """These options over `cfg`, once a provider can be built from each: the checks a schema cannot
+    make, the providers' own (embed/factory.py, rerank/factory.py), then fusion's (config/)."""
+    # deferred: the provider factories import numpy and httpx, which a CLI command that
+    # never configures a workspace (--version, search through a daemon) need not load
+    from .embed.factory import validate_config as validate_embedding
+    from .rerank.factory import validate_config as validate_ranker
+
+    if "embedding" in options:
+        validate_embedding(options["embedding"], f"{prefix}.embedding")
+    if "ranker" in options:
+        validate_ranker(options["ranker"], f"{prefix}.ranker")
+    return cfg.merged(options, prefix=prefix)
+
+
+def describe(db: Snapshot, ws: Workspace) -> dict[str, Any]:
+    """A workspace as workspace.list and workspace.add answer it."""
+    counts = wsrows.counts(db, ws)
+    return {
+        "name": ws.name,
+        "root": ws.root,
+        "config": config_of(ws).to_json(),
+        "documents": counts.documents,
+        "chunks": counts.chunks,
+        "created": ws.created,
+    }
+
+
+def problems(db: Snapshot, ws: Workspace, path: str | None = None) -> list[dict[str, Any]]:
+    """Problems with the schema file, then each document's (parse, then schema), by path and line."""
+    out: list[dict[str, Any]] = []
+    row = schema_row(db, ws.id)
+    if row is not None and path in (None, SCHEMA_RELPATH):
+        out += [{"path": SCHEMA_RELPATH, **p} for p in row[2]]
+    return out + reads.document_problems(db, ws.id, path)
+
+
+def stored_status(
+    db: Snapshot, ws: Workspace, embedding_status: Callable[[Snapshot, Workspace], dict[str, Any]]
+) -> dict[str, Any]:
+    """What workspace.status reads from the store, every count from the one snapshot `db`."""
+    counts = wsrows.counts(db, ws)
+    skipped = reads.skipped(db, ws.id)
+    found = problems(db, ws)
+    applied = schema_row(db, ws.id)
+    broken = reads.broken_links(db, ws.id)
+    cursor = changelog.head(db)
+    embedding = embedding_status(db, ws)
+    sessions = stored_sessions.counts(db, ws.id)
+    return {
+        "counts": counts,
+        "skipped": skipped,
+        "problems": found,
+        "schema": applied[1] if applied else None,
+        "broken_links": broken,
+        "change_cursor": cursor,
+        "embedding": embedding,
+        "sessions": sessions,
+    }
+
+
+def status(
+    ws: Workspace, stored: dict[str, Any], ranker_status: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """workspace.status: what `stored_status` read, the files on disk (after the snapshot), the ranker."""
+    cfg = config_of(ws)
+    counts: wsrows.Counts = stored["counts"]
+    schema = stored["schema"]
+    root = Path(ws.root)
+    on_disk = (
+        sum(1 for e in scan_workspace(root, max_bytes=cfg.max_file_bytes) if not e.relpath.endswith("/"))
+        if root.is_dir()
+        else 0
+    )  # files: a folder entry is a skip reason (unreadable, linked), not a file
+    return {
+        "name": ws.name,
+        "root": ws.root,
+        "root_exists": root.is_dir(),
+        "files": {"on_disk": on_disk, "indexed": counts.documents, "skipped": stored["skipped"]},
+        "chunks": counts.chunks,
+        "sessions": stored["sessions"],
+        "generation": counts.generation,
+        "problems": stored["problems"],
+        "broken_links": stored["broken_links"],
+        # the frontmatter schema in force (protocol/SCHEMA.md): what a facet picker can offer
+        "schema": None
+        if schema is None
+        else {
+            "path": SCHEMA_RELPATH,
+            "fields": schema.kinds,
+            "types": sorted(schema.types),
+            "type_field": schema.type_field,
+            "link_fields": schema.link_fields(),
+        },
+        "embedding": stored["embedding"],
+        "ranker": ranker_status(cfg.ranker),
+        "change_cursor": stored["change_cursor"],
+    }
