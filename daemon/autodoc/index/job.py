@@ -28,11 +28,12 @@ from typing import Any
 
 from ..config import WorkspaceConfig
 from ..errors import InvalidParams
-from ..ingest.scan import SkipFile, is_ignored, is_markdown_path, read_document, scan_workspace
-from ..store import Store, postings, reads
+from ..ingest.scan import OUTSIDE, ScanEntry, SkipFile, entry_for, is_markdown_path, read_document, scan_workspace
 from ..store import changes as changelog
 from ..store import documents as stored
+from ..store import postings, reads
 from ..store.facets import sync_schema
+from ..store.interface import StoreInterface
 from ..store.links import LinkResolver
 from ..store.sessions import is_session_path
 from ..store.workspaces import Workspace, chunk_count, chunking, set_chunking
@@ -55,9 +56,9 @@ class Touched:
 Pending = Parsed | Touched
 
 
-def _unchanged(old: tuple | None, e, full: bool) -> bool:
+def _unchanged(old: tuple | None, e: ScanEntry, full: bool) -> bool:
     """The file's size and mtime are the stored ones (old: its stored (hash, size, mtime_ns))."""
-    return bool(old) and not full and old[1] == e.size and old[2] == e.mtime_ns
+    return old is not None and bool(old) and not full and old[1] == e.size and old[2] == e.mtime_ns
 
 
 @dataclass
@@ -90,7 +91,7 @@ class _Batch:
 class IndexJob:
     def __init__(
         self,
-        store: Store,
+        store: StoreInterface,
         links: LinkResolver,
         token_counter: Callable[[Workspace], Callable[[str], int] | None],
         written: Callable[[Workspace, list[dict], list[int]], None],
@@ -110,7 +111,8 @@ class IndexJob:
             if postings.complete(db) or not postings.has_tables(db):
                 return True
             with db:
-                return postings.build_slice(db, postings.SMALL_SLICE)
+                done = postings.build_slice(db, postings.SMALL_SLICE)
+            return done
 
     def chunking(self, cfg: WorkspaceConfig) -> str:
         """Everything chunk boundaries depend on besides the file's bytes. It is
@@ -169,7 +171,9 @@ class IndexJob:
         changed = sum(1 for e in entries if not e.skip and not _unchanged(known.get(e.relpath), e, full))
         # Every entry but the unchanged ones passes through the preparer, in scan order, so
         # batches, skips and document ids come out as an inline run makes them.
-        preparer = Preparer(cfg.section_tokens, cfg.abstract_chunk, count, workers_for(changed, count))
+        preparer: Preparer[tuple[int, ScanEntry], str | Touched] = Preparer(
+            cfg.section_tokens, cfg.abstract_chunk, count, workers_for(changed, count)
+        )
 
         def take(drain: bool = False) -> None:
             nonlocal pending, renamed
@@ -255,17 +259,21 @@ class IndexJob:
         for rel in sorted(set(relpaths)):
             if not is_markdown_path(rel) or is_session_path(rel):  # a session is never a file, even if one is there
                 continue
-            path = root / rel
             report.scanned += 1
-            if not path.exists():
+            if not (root / rel).exists():  # gone, or a symlink whose target is
                 gone.append(rel)
                 continue
-            if is_ignored(root, rel):
+            # what a scan would say of it (ingest/scan.py): ignored, or a skip (outside, too large, ...)
+            e = entry_for(root, rel, max_bytes=cfg.max_file_bytes)
+            if e is None:
+                continue
+            if e.skip:
+                skips.append((e.relpath, e.skip))
                 continue
             try:
-                if not path.resolve().is_relative_to(root):
-                    raise SkipFile("symlink points outside the workspace")
-                data = read_document(path, max_bytes=cfg.max_file_bytes)
+                if not e.path.resolve().is_relative_to(root):  # a file in a linked folder outside the root
+                    raise SkipFile(OUTSIDE)
+                data = read_document(e.path, max_bytes=cfg.max_file_bytes)
             except SkipFile as s:
                 skips.append((rel, str(s)))
                 continue
@@ -276,7 +284,7 @@ class IndexJob:
             if isinstance(parsed, str):
                 skips.append((rel, parsed))
                 continue
-            parsed.mtime_ns = path.stat().st_mtime_ns
+            parsed.mtime_ns = e.path.stat().st_mtime_ns
             pending.append(parsed)
         failures: list[tuple[str, str]] = []
         self._flush(ws, _Batch(pending, gone=gone or None, skips=skips or None), report, False, failures)

@@ -16,7 +16,8 @@ A new folder used to cost a whole-workspace index before its first file
 answered: 2.8 s at 1M chunks (docs/benchmarks/speed.md, save → searchable). A saved .md/.markdown file is handed to `Service.index_paths`
 after a ~50 ms debounce (and so is _schema/frontmatter.yaml, which
 re-derives every document's facets). At start each workspace gets
-one incremental index, to catch edits made while no daemon ran.
+one incremental index, to catch edits made while no daemon ran. Of the service it
+needs only `Indexer`'s three methods (workspace roots, index, index_paths).
 
 Runs on: the event loop; every store call goes through the host's `read`
 (a reader thread) or `write` (the single writer slot).
@@ -29,7 +30,7 @@ import os
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -45,10 +46,26 @@ WATCH_STEP_MS = 25
 Run = Callable[..., Awaitable[Any]]
 
 
+class Indexer(Protocol):
+    """What the live index asks of the service (service.py), through the host's `read` and `write`."""
+
+    def workspace_roots(self) -> dict[str, str]:
+        """Each workspace's root folder by name."""
+        ...
+
+    def index(self, name: Any) -> dict[str, Any]:
+        """An incremental index of the whole workspace: its report."""
+        ...
+
+    def index_paths(self, name: Any, relpaths: list[str]) -> dict[str, Any]:
+        """Just these workspace-relative paths brought up to date: its report."""
+        ...
+
+
 class LiveIndex:
     def __init__(
         self,
-        service: Any,
+        service: Indexer,
         *,
         read: Run,
         write: Run,

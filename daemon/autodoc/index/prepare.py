@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from ..config.settings import reader_processes
 from ..ingest.chunk import chunk_document
@@ -105,7 +106,27 @@ def workers_for(files: int, count: Count) -> int:
     return n
 
 
-class Preparer:
+K = TypeVar("K")  # what the caller keys a file by
+A = TypeVar("A")  # an answer the caller decided itself (add_ready)
+
+
+@dataclass
+class _File(Generic[K]):
+    """A file to prepare: its future in a worker, or None to prepare it here."""
+
+    key: K
+    relpath: str
+    data: bytes
+    future: Future | None
+
+
+@dataclass
+class _Ready(Generic[K, A]):
+    key: K
+    answer: A
+
+
+class Preparer(Generic[K, A]):
     """Files in, Parsed (or a skip reason) out, in order: `add` one, and take what `ready` yields."""
 
     def __init__(self, section_tokens: int, abstract_chunk: bool, count: Count, workers: int):
@@ -116,10 +137,9 @@ class Preparer:
                 workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(count,)
             )
         self._window = WINDOW_PER_WORKER * max(workers, 1)
-        # (key, relpath, data, its future or None: prepare here) or (key, None, None, the answer itself)
-        self._queue: deque[tuple[object, str | None, bytes | None, Future | object | None]] = deque()
+        self._queue: deque[_File[K] | _Ready[K, A]] = deque()
 
-    def add(self, key: object, relpath: str, data: bytes) -> None:
+    def add(self, key: K, relpath: str, data: bytes) -> None:
         future = None
         if self._pool is not None:
             try:
@@ -127,17 +147,20 @@ class Preparer:
             except Exception as e:  # a broken pool (a worker died): this and later files run here
                 log.warning("a parsing worker failed (%s): the index job prepares the rest itself", e)
                 self._give_up()
-        self._queue.append((key, relpath, data, future))
+        self._queue.append(_File(key, relpath, data, future))
 
-    def add_ready(self, key: object, answer: object) -> None:
+    def add_ready(self, key: K, answer: A) -> None:
         """Something decided without parsing (a skip, an unchanged file), kept in its place in the order."""
-        self._queue.append((key, None, None, answer))
+        self._queue.append(_Ready(key, answer))
 
-    def ready(self, drain: bool = False) -> Iterator[tuple[object, object]]:
+    def ready(self, drain: bool = False) -> Iterator[tuple[K, A | Parsed | str]]:
         """The results at the head of the queue: those beyond the window (all of them when draining)."""
         while self._queue and (drain or len(self._queue) > self._window):
-            key, relpath, data, future = self._queue.popleft()
-            yield key, (future if relpath is None else self._result(relpath, data, future))
+            item = self._queue.popleft()
+            if isinstance(item, _Ready):
+                yield item.key, item.answer
+            else:
+                yield item.key, self._result(item.relpath, item.data, item.future)
 
     def close(self) -> None:
         self._queue.clear()

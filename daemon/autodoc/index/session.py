@@ -35,10 +35,10 @@ from ..ingest.session import (
     time_text,
 )
 from ..ingest.types import Chunk
-from ..store import Store
 from ..store import changes as changelog
 from ..store import documents as stored
 from ..store import sessions as stored_sessions
+from ..store.interface import StoreInterface
 from ..store.workspaces import Workspace
 
 Written = Callable[[Workspace, list[dict], list[int]], None]
@@ -47,7 +47,7 @@ LIST_LIMIT = 100  # session.list's default page
 
 class SessionIndex:
     def __init__(
-        self, store: Store, token_counter: Callable[[Workspace], Callable[[str], int] | None], written: Written
+        self, store: StoreInterface, token_counter: Callable[[Workspace], Callable[[str], int] | None], written: Written
     ):
         self.store = store
         self._token_counter = token_counter
@@ -107,7 +107,9 @@ class SessionIndex:
                 )
                 keys = [s.chunk_key for s in r.spans]
                 if change is not None or keys != [s.chunk_key for s in stored_events]:
-                    doc_id = stored_sessions.document_of(db, ws.id, session_id)[0]
+                    written = stored_sessions.document_of(db, ws.id, session_id)
+                    assert written is not None  # written just above, in this transaction
+                    doc_id = written[0]
                     stored_sessions.write_events(
                         db,
                         doc_id,
