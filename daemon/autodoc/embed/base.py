@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -175,6 +175,13 @@ class BaseProvider:
         self._query_cache = _LRU(QUERY_CACHE_SIZE)
 
     # subclasses implement: dim, fingerprint, _embed(texts) -> (matrix, tokens), count_tokens
+    if TYPE_CHECKING:  # declared for the type checker only: each subclass's own properties
+
+        @property
+        def dim(self) -> int: ...
+
+        @property
+        def fingerprint(self) -> str: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32 [len(texts), dim], L2-normalised rows, in input order.

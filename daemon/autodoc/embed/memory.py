@@ -33,7 +33,8 @@ def release_free_heap() -> bool:
                 _malloc_trim = fn
             except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
                 pass
-    if _malloc_trim is None:
+    trim = _malloc_trim
+    if trim is None or isinstance(trim, bool):  # not there (looked up above: never False here)
         return False
-    _malloc_trim(0)
+    trim(0)
     return True

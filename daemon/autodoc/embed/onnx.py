@@ -338,8 +338,8 @@ class OnnxProvider(BaseProvider):
             raise ProviderDown(f"tokenizer failed: {e}", provider="onnx") from e
         windows: list[list[int]] = []
         owner: list[int] = []  # text index of each window
-        for t, e in enumerate(encs):
-            for w in split_windows(e.ids, self.max_tokens, self._open, self._close):
+        for t, enc in enumerate(encs):
+            for w in split_windows(enc.ids, self.max_tokens, self._open, self._close):
                 windows.append(w)
                 owner.append(t)
         lengths = np.fromiter((len(x) for x in windows), dtype=np.int64, count=len(windows))

@@ -50,7 +50,9 @@ class Providers:
                     with self._state_lock:
                         self._loading.add(raw)
                     try:
-                        p = self._loaded[key] = make_provider(norm)
+                        made = make_provider(norm)
+                        assert made is not None  # only {"provider": "none"} builds none, and it stops above
+                        p = self._loaded[key] = made
                     except ProviderDown as e:
                         with self._state_lock:
                             self._failed[raw] = str(e)

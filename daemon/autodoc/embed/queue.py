@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..store import Store
 from ..store import vectors as stored
+from ..store.interface import StoreInterface
 from ..store.workspaces import Workspace, get_workspace, workspace_names
 from .base import ProviderDown
 from .codes import sign_codes
@@ -69,11 +69,11 @@ def _by_length(rows: list[tuple[str, str]], count_tokens: Callable[[list[str]], 
 class EmbedQueue:
     def __init__(
         self,
-        store: Store,
+        store: StoreInterface,
         providers: Providers,
         embedding_config: EmbeddingConfig,
         *,
-        on_vectors: Callable[[int, list[int]], None],
+        on_vectors: Callable[[int, list[int] | None], None],
         busy: Callable[[], bool] = lambda: False,
         instant: InstantTiers | None = None,
         on_dropped: Callable[[int, str], None] = lambda ws_id, fp: None,
@@ -183,7 +183,7 @@ class EmbedQueue:
         if self.instant is not None and instant:
             # first, and alone in its step: the tier answers once it has every chunk, and at ~200×
             # the model's speed it holds the model back by under one per cent of the fill
-            n = self._instant_step(ws, provider, fp)
+            n = self._instant_step(self.instant, ws, provider, fp)
             if n:
                 return {"embedded": 0, "instant": n, "remaining": None, "state": "filling", "reason": None}
         rows = self._next_batch(ws.id, fp, batch, provider.count_tokens)
@@ -260,7 +260,7 @@ class EmbedQueue:
                 out += [r for r in take if r[0] in live]
         return out
 
-    def _instant_step(self, ws: Workspace, provider, fp: str) -> int:
+    def _instant_step(self, instant: InstantTiers, ws: Workspace, provider, fp: str) -> int:
         """Embed a batch with the instant tier while the model's backlog is large
         (embed/instant.py says when); its vectors have their own key."""
         phase = self._instant_fill.get(ws.id)
@@ -276,13 +276,13 @@ class EmbedQueue:
             if switching or not worth_it(pending, done + pending):
                 self._instant_fill[ws.id] = "done"
                 return 0
-        tier = self.instant.get(provider)  # the first time ever: distils the table (minutes)
+        tier = instant.get(provider)  # the first time ever: distils the table (minutes)
         rows = []
         if tier is not None:
             with self.store.read() as db:
                 rows = stored.pending_texts(db, ws.id, tier.fingerprint, INSTANT_BATCH)
         self._instant_fill[ws.id] = "active" if rows else "done"
-        if not rows:
+        if tier is None or not rows:  # no tier, no rows
             return 0
         rows.sort()  # key order: the vectors B-tree takes a batch as appends (1.5-2x faster to write, measured)
         started = time.monotonic()
@@ -315,9 +315,10 @@ class EmbedQueue:
         process for a workspace the tier did not fill, for vectors a stopped run left)."""
         self._dropped.add(ws.id)
         self._instant_wrote.discard(ws.id)
-        fp = self.instant.fingerprint_for(provider) if self.instant is not None else None
-        if fp is not None:
-            self.instant.forget_words(provider)
+        instant = self.instant
+        fp = instant.fingerprint_for(provider) if instant is not None else None
+        if instant is not None and fp is not None:
+            instant.forget_words(provider)
             with self.store.write() as w:
                 stored.drop_model(w, ws.id, fp)
             self._on_dropped(ws.id, fp)  # the in-memory copy too: nothing reads it again

@@ -68,10 +68,10 @@ def distil_table(
     token t's row is the mean-pooled output of ``[CLS] t [SEP]``, float16
     [n, dim]. Deterministic: the same session and ids give the same bytes."""
     stop = vocab_size if stop is None else min(stop, vocab_size)
-    ids = np.arange(start, stop, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
+    order = np.arange(start, stop, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     rows: list[np.ndarray] = []
-    for s in range(0, len(ids), batch):
-        tok = ids[s : s + batch]
+    for s in range(0, len(order), batch):
+        tok = order[s : s + batch]
         n = len(tok)
         input_ids = np.empty((n, 3), dtype=np.int64)
         input_ids[:, 0] = cls_id
@@ -83,7 +83,7 @@ def distil_table(
         hidden = session.run([output], feed)[0]
         rows.append(hidden.astype(np.float32).mean(axis=1).astype(np.float16))
         if progress:
-            progress(s + n, len(ids))
+            progress(s + n, len(order))
     dim = rows[0].shape[1] if rows else 0
     return np.concatenate(rows) if rows else np.zeros((0, dim), dtype=np.float16)
 
