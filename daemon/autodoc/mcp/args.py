@@ -12,6 +12,7 @@ Runs on: the event loop (pure).
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -150,7 +151,9 @@ class Args:
     def has(self, name: str) -> bool:
         return name in self.values
 
-    def str(self, name: str, *, required: bool = False, example: str = "") -> str | None:
+    def str(
+        self, name: builtins.str, *, required: builtins.bool = False, example: builtins.str = ""
+    ) -> builtins.str | None:
         v = self.values.get(name)
         if v is None or (isinstance(v, str) and not v.strip()):  # blank is absent: "   " searched for everything
             if required:
@@ -162,7 +165,9 @@ class Args:
             raise ToolError(f"{name} must be a string{', e.g. ' + repr(example) if example else ''}, not {_kind(v)}")
         return v
 
-    def int(self, name: str, default: int | None, lo: int, hi: int) -> int | None:
+    def int(
+        self, name: builtins.str, default: builtins.int | None, lo: builtins.int, hi: builtins.int
+    ) -> builtins.int | None:
         v = self.values.get(name)
         if v is None:
             return default
@@ -183,7 +188,9 @@ class Args:
             n = clamped
         return n
 
-    def float(self, name: str, default: float, lo: float, hi: float) -> float:
+    def float(
+        self, name: builtins.str, default: builtins.float, lo: builtins.float, hi: builtins.float
+    ) -> builtins.float:
         v = self.values.get(name)
         if v is None:
             return default
@@ -197,7 +204,7 @@ class Args:
             self.notes.append(f"{name} {x} is outside {lo}..{hi}: used {min(max(x, lo), hi)}")
         return min(max(x, lo), hi)
 
-    def bool(self, name: str, default: bool) -> bool:
+    def bool(self, name: builtins.str, default: builtins.bool) -> builtins.bool:
         v = self.values.get(name)
         if v is None:
             return default
@@ -207,7 +214,7 @@ class Args:
             return v.lower() in ("true", "yes", "1")
         raise ToolError(f"{name} must be true or false, not {v!r}")
 
-    def strings(self, name: str, example: str = "") -> list[str] | None:
+    def strings(self, name: builtins.str, example: builtins.str = "") -> list[builtins.str] | None:
         v = self.values.get(name)
         if v is None:
             return None
@@ -217,7 +224,7 @@ class Args:
             raise ToolError(f"{name} must be a list of strings{', e.g. ' + example if example else ''}, not {_kind(v)}")
         return [s for s in v if s] or None
 
-    def choice(self, name: str, options: list[str], default: str) -> str:
+    def choice(self, name: builtins.str, options: list[builtins.str], default: builtins.str) -> builtins.str:
         v = self.values.get(name)
         if v is None:
             return default
@@ -225,7 +232,7 @@ class Args:
             return v.lower()
         raise ToolError(f"{name} must be one of {options}, not {v!r}")
 
-    def dict(self, name: str, example: str = "") -> dict[str, Any] | None:
+    def dict(self, name: builtins.str, example: builtins.str = "") -> builtins.dict[builtins.str, Any] | None:
         v = self.values.get(name)
         if v is None:
             return None
@@ -233,7 +240,7 @@ class Args:
             raise ToolError(f"{name} must be an object{', e.g. ' + example if example else ''}, not {_kind(v)}")
         return v
 
-    def lines(self, name: str = "lines") -> tuple[int, int] | None:
+    def lines(self, name: builtins.str = "lines") -> tuple[builtins.int, builtins.int] | None:
         """ "a-b", "a:b", "La-Lb", "a", [a, b] or {start, end} → (a, b), a ≤ b, both ≥ 1."""
         v = self.values.get(name)
         if v is None:
@@ -246,7 +253,7 @@ class Args:
         elif isinstance(v, list) and len(v) in (1, 2) and all(isinstance(x, int) for x in v):
             pair = (v[0], v[-1])
         elif isinstance(v, dict) and isinstance(v.get("start"), int):
-            pair = (v["start"], v.get("end", v["start"]))
+            pair = (v["start"], v["end"] if "end" in v else v["start"])
         if pair is None:
             raise ToolError(
                 f'{name} must be a line range like "10-25" (1-based, inclusive) or one line number, not {v!r}'
