@@ -15,6 +15,7 @@ import apsw
 
 from ..errors import CursorExpired
 from .sessions import is_session_path, session_id_of
+from .sql import scalar
 
 # entries are trimmed only once they are both older than this and beyond the newest this many
 CHANGELOG_KEEP_DAYS = 7
@@ -42,11 +43,11 @@ def _row(r) -> dict:
 
 
 def head(db: apsw.Connection) -> int:
-    return db.execute("SELECT COALESCE(MAX(cursor), 0) FROM changes").fetchone()[0] or _trimmed(db)
+    return scalar(db, "SELECT COALESCE(MAX(cursor), 0) FROM changes") or _trimmed(db)
 
 
 def _trimmed(db: apsw.Connection) -> int:
-    return int(db.execute("SELECT value FROM meta WHERE key='changes_trimmed_through'").fetchone()[0])
+    return int(scalar(db, "SELECT value FROM meta WHERE key='changes_trimmed_through'"))
 
 
 def since(db: apsw.Connection, workspace: str, cursor: int, limit: int) -> dict:
@@ -79,15 +80,13 @@ def trim(
 ) -> int:
     """Delete entries past both limits; return how many. Caller holds the transaction."""
     now = time.time() if now is None else now
-    newest = db.execute("SELECT COALESCE(MAX(cursor), 0) FROM changes").fetchone()[0]
+    newest = scalar(db, "SELECT COALESCE(MAX(cursor), 0) FROM changes")
     cutoff_cursor = newest - keep_entries
     cutoff_time = now - keep_days * 86400
-    last = db.execute(
-        "SELECT MAX(cursor) FROM changes WHERE cursor <= ? AND time < ?", (cutoff_cursor, cutoff_time)
-    ).fetchone()[0]
+    last = scalar(db, "SELECT MAX(cursor) FROM changes WHERE cursor <= ? AND time < ?", (cutoff_cursor, cutoff_time))
     if not last:
         return 0
-    n = db.execute("SELECT COUNT(*) FROM changes WHERE cursor <= ? AND time < ?", (last, cutoff_time)).fetchone()[0]
+    n = scalar(db, "SELECT COUNT(*) FROM changes WHERE cursor <= ? AND time < ?", (last, cutoff_time))
     db.execute("DELETE FROM changes WHERE cursor <= ?", (last,))
     db.execute("UPDATE meta SET value=? WHERE key='changes_trimmed_through'", (str(last),))
     return n

@@ -21,6 +21,7 @@ import json
 import apsw
 
 from .filters import Filter
+from .sql import all_rows
 
 
 def facet_counts(
@@ -54,13 +55,14 @@ def facet_counts(
     if not parts:
         return out
     marks = ",".join("?" * len(fields))
-    rows = db.execute(
+    rows = all_rows(
+        db,
         f"""WITH m(id) AS ({" UNION ".join(parts)})
             SELECT field, value, COUNT(DISTINCT document_id) FROM facets
             WHERE workspace_id = ? AND field IN ({marks}) AND document_id IN (SELECT id FROM m)
             GROUP BY field, value""",
         (*params, workspace_id, *fields),
-    ).fetchall()
+    )
     for field, value, n in sorted(rows, key=lambda r: (r[0], -r[2], r[1])):
         out[field][value] = n
     return out

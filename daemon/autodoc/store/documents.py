@@ -22,11 +22,12 @@ from .changes import entry
 from .facets import active_schema, write_facets
 from .ftstext import fts_text
 from .sessions import NOT_SESSION, is_session_path
+from .sql import all_rows, scalar
 from .workspaces import Workspace
 
 
 def next_generation(db: apsw.Connection) -> int:
-    gen = int(db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+    gen = int(scalar(db, "SELECT value FROM meta WHERE key='generation'")) + 1
     db.execute("UPDATE meta SET value=? WHERE key='generation'", (str(gen),))
     return gen
 
@@ -72,10 +73,11 @@ def write_document(
     if row and row[1] == chash:
         if not force:
             return None
-        old_sig = db.execute(
+        old_sig = all_rows(
+            db,
             "SELECT text_hash, kind, byte_start, byte_end, tokens FROM chunks WHERE document_id=? ORDER BY ordinal",
             (row[0],),
-        ).fetchall()
+        )
         if old_sig == [(c.text_hash, c.kind, c.byte_start, c.byte_end, c.tokens) for c in chunks]:
             return None
     gen = next_generation(db)
@@ -211,7 +213,7 @@ def delete_document(db: apsw.Connection, ws: Workspace, path: str) -> dict | Non
     if not row:
         return None
     doc_id = row[0]
-    gone = [r[0] for r in db.execute("SELECT id FROM chunks WHERE document_id=?", (doc_id,)).fetchall()]
+    gone = [r[0] for r in all_rows(db, "SELECT id FROM chunks WHERE document_id=?", (doc_id,))]
     for cid in gone:
         db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
     postings.removed(db, gone)
@@ -228,10 +230,11 @@ def rename_document(db: apsw.Connection, ws: Workspace, old: str, new: str) -> d
     # a document the move replaces: its chunks' FTS rows (and postings) go with it, not only its chunks
     gone = [
         r[0]
-        for r in db.execute(
+        for r in all_rows(
+            db,
             "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.workspace_id=? AND d.path=?",
             (ws.id, new),
-        ).fetchall()
+        )
     ]
     for cid in gone:
         db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
@@ -252,7 +255,7 @@ def record_skip(db: apsw.Connection, ws: Workspace, path: str, reason: str) -> N
 
 def clear_skips_except(db: apsw.Connection, ws: Workspace, keep: set[str]) -> None:
     """Forget the skip records of files that are no longer skipped."""
-    for (p,) in db.execute("SELECT path FROM skipped WHERE workspace_id=?", (ws.id,)).fetchall():
+    for (p,) in all_rows(db, "SELECT path FROM skipped WHERE workspace_id=?", (ws.id,)):
         if p not in keep:
             db.execute("DELETE FROM skipped WHERE workspace_id=? AND path=?", (ws.id, p))
 

@@ -28,6 +28,7 @@ import apsw
 from ..fmschema import SCHEMA_RELPATH, Schema, derive, load_schema, problems
 from ..fmschema.derive import FieldLines
 from .sessions import NOT_SESSION
+from .sql import all_rows
 
 # Bump when derivation changes, so stores derive their facets again.
 DERIVE_VERSION = "1"
@@ -169,9 +170,9 @@ def sync_schema(db: apsw.Connection, workspace_id: int, root: Path) -> bool:
 
 def rederive_all(db: apsw.Connection, workspace_id: int, schema: Schema | None) -> int:
     """Derive every document's facets and problems again from the stored frontmatter and tags."""
-    docs = db.execute(
-        f"SELECT id, frontmatter, tags FROM documents WHERE workspace_id=? AND {NOT_SESSION}", (workspace_id,)
-    ).fetchall()  # a session is no file: the schema does not apply
+    docs = all_rows(
+        db, f"SELECT id, frontmatter, tags FROM documents WHERE workspace_id=? AND {NOT_SESSION}", (workspace_id,)
+    )  # a session is no file: the schema does not apply
     for doc_id, fm, tags in docs:
         write_facets(db, workspace_id, doc_id, json.loads(fm), json.loads(tags), None, schema)
     return len(docs)

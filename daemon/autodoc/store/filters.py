@@ -65,10 +65,10 @@ def build_filter(
         return None if kinds is None else kinds.get(name, "string")
 
     sub = "c.document_id {} (SELECT document_id FROM facets WHERE workspace_id=? AND field=? AND {})"
-    for name, values in sorted(positive.items()):
+    for name, wanted in sorted(positive.items()):
         literal: list[str] = []
         typed: list[tuple[str, list]] = []
-        for v in dict.fromkeys(values):
+        for v in dict.fromkeys(wanted):
             sql, ps = condition(kind(name), v)
             if is_range(v) and sql != "value = ?":
                 # ranges of one field are ANDed (adr:>=5 adr:<=9), each its own clause
@@ -89,15 +89,17 @@ def build_filter(
             clauses.append(sub.format("NOT IN", sql))
             params += [workspace_id, f.field, *ps]
     if paths:
-        ors: list[str] = []
+        path_ors: list[str] = []
         path_params: list = [workspace_id]
         for p in paths:
             if p:
-                ors.append("(d.path = ? OR substr(d.path, 1, ?) = ?)")
+                path_ors.append("(d.path = ? OR substr(d.path, 1, ?) = ?)")
                 path_params += [p, len(p) + 1, p + "/"]
-        if ors:
+        if path_ors:
             clauses.append(
-                "c.document_id IN (SELECT d.id FROM documents d WHERE d.workspace_id=? AND (" + " OR ".join(ors) + "))"
+                "c.document_id IN (SELECT d.id FROM documents d WHERE d.workspace_id=? AND ("
+                + " OR ".join(path_ors)
+                + "))"
             )
             params += path_params
     if scope in ("files", "sessions"):

@@ -13,6 +13,7 @@ import apsw
 
 from .filters import Filter
 from .sessions import chunk_events, is_session_path, origin
+from .sql import all_rows
 
 
 def _ids(ids) -> str:
@@ -134,13 +135,14 @@ def inbound_links(db: apsw.Connection, workspace_id: int, path_to_doc: dict[str,
 
 def successors(db: apsw.Connection, workspace_id: int) -> tuple[dict[int, int], dict[int, str]]:
     """Direct successor of each document (superseded_by, or the reverse of supersedes), and their paths."""
-    rows = db.execute(
+    rows = all_rows(
+        db,
         """SELECT s.id, s.path, l.kind, t.id, t.path FROM links l
            JOIN documents s ON s.id = l.source_id
            JOIN documents t ON t.workspace_id = l.workspace_id AND t.path = l.target_path
            WHERE l.workspace_id=? AND l.kind IN ('supersedes','superseded_by') AND s.id != t.id""",
         (workspace_id,),
-    ).fetchall()
+    )
     successor: dict[int, int] = {}
     path_of: dict[int, str] = {}
     for sid, spath, kind, tid, tpath in sorted(rows):
@@ -155,13 +157,14 @@ def successors(db: apsw.Connection, workspace_id: int) -> tuple[dict[int, int], 
 def link_edges(db: apsw.Connection, workspace_id: int, doc_ids: list[int]) -> list[tuple[int, int]]:
     """(source document, target document) of every resolved link touching one of doc_ids."""
     ids = _ids(doc_ids)
-    return db.execute(
+    return all_rows(
+        db,
         """SELECT l.source_id, t.id FROM links l
            JOIN documents t ON t.workspace_id = l.workspace_id AND t.path = l.target_path
            WHERE l.workspace_id = ? AND l.target_path IS NOT NULL
              AND (l.source_id IN (SELECT value FROM json_each(?)) OR t.id IN (SELECT value FROM json_each(?)))""",
         (workspace_id, ids, ids),
-    ).fetchall()
+    )
 
 
 def first_chunks(db: apsw.Connection, workspace_id: int, doc_ids: list[int], filt: Filter) -> dict[int, int]:
@@ -182,9 +185,10 @@ def matching_documents(db: apsw.Connection, workspace_id: int, filt: Filter, lim
     """(path, title, generation, tags JSON, size, line count, first chunk id) of the documents the
     filter admits, in path order: a query of facets only."""
     where = f" AND {filt.sql}" if filt.sql else ""
-    return db.execute(
+    return all_rows(
+        db,
         f"""SELECT d.path, d.title, d.generation, d.tags, d.size, d.line_count, MIN(c.id)
             FROM chunks c JOIN documents d ON d.id = c.document_id
             WHERE c.workspace_id = ?{where} GROUP BY d.id ORDER BY d.path LIMIT ?""",
         (workspace_id, *filt.params, limit),
-    ).fetchall()
+    )

@@ -212,9 +212,10 @@ class LinkResolver:
         ):
             tables.add(p, t, json.loads(a), json.loads(f))
             named.append(tables.words(p))
-        if None in named or not all(w.isascii() for ws in named for w in ws):  # LIKE folds ASCII case only
+        known = [ws for ws in named if ws is not None]
+        if len(known) < len(named) or not all(w.isascii() for ws in known for w in ws):  # LIKE folds ASCII case only
             return _apply(db, tables.resolve, db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
-        words = set().union(*named)
+        words: set[str] = set().union(*known)
         # A link can change its answer only if it is unresolved, points at a changed document, is
         # written in a changed (moved) document, or names one of the changed keys, whose longest
         # word its target then contains. A target with any non-ASCII character is always tried:

@@ -11,6 +11,8 @@ from typing import Any
 
 import apsw
 
+from .sql import scalar
+
 
 @dataclass(frozen=True)
 class Content:
@@ -49,7 +51,7 @@ def document_names(
 
 
 def document_count(db: apsw.Connection, ws_id: int) -> int:
-    return db.execute("SELECT COUNT(*) FROM documents WHERE workspace_id=?", (ws_id,)).fetchone()[0]
+    return scalar(db, "SELECT COUNT(*) FROM documents WHERE workspace_id=?", (ws_id,))
 
 
 def document_id(db: apsw.Connection, ws_id: int, path: str) -> int | None:

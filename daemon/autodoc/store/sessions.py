@@ -18,6 +18,8 @@ from typing import Any
 
 import apsw
 
+from .sql import one
+
 SESSION_PREFIX = ".session/"
 # documents.path ranges over the UNIQUE(workspace_id, path) index: '0' is the character after '/'
 SESSION_RANGE = "path >= '.session/' AND path < '.session0'"
@@ -113,11 +115,13 @@ def chunks_of(db: apsw.Connection, doc_id: int) -> list[tuple]:
 
 def document_counts(db: apsw.Connection, doc_id: int) -> tuple[int, int, int]:
     """(events, chunks, generation) of one session's document."""
-    return db.execute(
+    events, chunks, generation = one(
+        db,
         "SELECT (SELECT COUNT(*) FROM session_events WHERE document_id=:d), "
         "(SELECT COUNT(*) FROM chunks WHERE document_id=:d), (SELECT generation FROM documents WHERE id=:d)",
         {"d": doc_id},
-    ).fetchone()
+    )
+    return events, chunks, generation
 
 
 def listed(db: apsw.Connection, ws_id: int, after: str | None, limit: int) -> list[tuple]:
@@ -141,16 +145,18 @@ def listed(db: apsw.Connection, ws_id: int, after: str | None, limit: int) -> li
 
 def counts(db: apsw.Connection, ws_id: int) -> dict[str, int]:
     """{sessions, events, chunks} of a workspace."""
-    sessions, chunks = db.execute(
+    sessions, chunks = one(
+        db,
         f"SELECT COUNT(*), COALESCE(SUM((SELECT COUNT(*) FROM chunks c WHERE c.document_id = d.id)), 0) "
         f"FROM documents d WHERE d.workspace_id=? AND d.{SESSION_RANGE}",
         (ws_id,),
-    ).fetchone()
-    (events,) = db.execute(
+    )
+    (events,) = one(
+        db,
         f"SELECT COUNT(*) FROM session_events e JOIN documents d ON d.id = e.document_id "
         f"WHERE d.workspace_id=? AND d.{SESSION_RANGE}",
         (ws_id,),
-    ).fetchone()
+    )
     return {"sessions": sessions, "events": events, "chunks": chunks}
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import apsw
 
 
-def one(db: apsw.Connection, sql: str, args: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+def one(db: apsw.Connection, sql: str, args: Any = ()) -> tuple[Any, ...]:
     """The single row a query always answers."""
     row = db.execute(sql, args).fetchone()
     if row is None:
@@ -19,6 +19,11 @@ def one(db: apsw.Connection, sql: str, args: tuple[Any, ...] = ()) -> tuple[Any,
     return row
 
 
-def scalar(db: apsw.Connection, sql: str, args: tuple[Any, ...] = ()) -> Any:
+def scalar(db: apsw.Connection, sql: str, args: Any = ()) -> Any:
     """The first value of the single row a query always answers."""
     return one(db, sql, args)[0]
+
+
+def all_rows(db: apsw.Connection, sql: str, args: Any = ()) -> list[tuple[Any, ...]]:
+    """Every row of a query, as tuples (each function names what its columns are)."""
+    return db.execute(sql, args).fetchall()

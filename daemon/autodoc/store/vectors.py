@@ -17,6 +17,7 @@ from typing import Any
 
 import apsw
 
+from .sql import all_rows, scalar
 from .workspaces import chunk_count
 
 
@@ -57,23 +58,25 @@ def drop_model(db: apsw.Connection, ws_id: int, fp: str) -> None:
 def coverage(db: apsw.Connection, ws_id: int, fp: str) -> tuple[int, int]:
     """(chunks with a vector for fp, chunks without)."""
     total = chunk_count(db, ws_id)
-    done = db.execute(
+    done = scalar(
+        db,
         "SELECT COUNT(*) FROM chunks c WHERE c.workspace_id=? AND EXISTS (SELECT 1 FROM vectors v INDEXED BY vectors_keys "
         "WHERE v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash)",
         (ws_id, fp),
-    ).fetchone()[0]
+    )
     return done, total - done
 
 
 def pending_texts(db: apsw.Connection, ws_id: int, fp: str, limit: int) -> list[tuple[str, str]]:
     """(text hash, breadcrumb + newline + text) of texts without a vector for fp, oldest chunk first."""
-    return db.execute(
+    return all_rows(
+        db,
         """SELECT c.text_hash, MIN(c.breadcrumb || char(10) || c.text) FROM chunks c
            WHERE c.workspace_id=? AND NOT EXISTS (SELECT 1 FROM vectors v INDEXED BY vectors_keys WHERE v.workspace_id=c.workspace_id
              AND v.model_fp=? AND v.text_hash=c.text_hash)
            GROUP BY c.text_hash ORDER BY MIN(c.id) LIMIT ?""",
         (ws_id, fp, limit),
-    ).fetchall()
+    )
 
 
 def still_pending(db: apsw.Connection, ws_id: int, fp: str, hashes: list[str]) -> set[str]:
@@ -137,9 +140,10 @@ def complete_vectors(
 
 def document_vectors(db: apsw.Connection, ws_id: int, fp: str, doc_id: int) -> list[tuple[int, int, bytes]]:
     """(chunk id, tokens, f32) of one document's chunks that have a vector for fp, by chunk id."""
-    return db.execute(
+    return all_rows(
+        db,
         """SELECT c.id, c.tokens, v.f32 FROM chunks c
            JOIN vectors v ON v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash
            WHERE c.workspace_id=? AND c.document_id=? ORDER BY c.id""",
         (fp, ws_id, doc_id),
-    ).fetchall()
+    )
