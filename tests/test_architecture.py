@@ -144,9 +144,65 @@ def test_the_method_table_is_the_contract():
 
 def test_the_rpc_handlers_derive_from_the_table():
     from autodoc.rpc.methods import Methods
+    from autodoc.rpc.route import Router
 
     class App:
-        service = readers = writer = socket_path = None
+        service = socket_path = None
         watching: list[str] = []
 
-    assert set(Methods(App()).handlers()) == set(METHODS)
+    route = Router(None, readers=None, writer=None)  # type: ignore[arg-type]
+    assert set(Methods(App(), route).handlers()) == set(METHODS)
+    # where a call runs is the row's policy, read in rpc/route.py alone
+    assert {m.name for m in TABLE if m.pooled} == {"search.query", "search.similar"}
+    assert set(route.lane_reads()) == {m.name for m in TABLE if m.plain_read}
+    assert all(m.own for m in TABLE if m.call is None)
+
+
+def test_a_new_row_needs_no_other_code(monkeypatch):
+    """Adding a method is its row (with its policy), its schema and its PROTOCOL.md section: its
+    handler, where it runs (the writer slot, a worker thread, the quick lane) and what its
+    subscribers hear all follow from the row (the schema is stood in for here)."""
+    import threading
+
+    import anyio
+
+    from autodoc import api
+    from autodoc.rpc.dispatch import RequestContext
+    from autodoc.rpc.server import RpcServer
+
+    ran: dict[str, int] = {}
+
+    def call(name: str):
+        def run(s, p):
+            ran[name] = threading.get_ident()
+            return {"name": p["name"], "config": {}}
+
+        return run
+
+    rows = [
+        api.Method("test.read", call("test.read")),
+        api.Method("test.write", call("test.write"), write=True, announce="configured"),
+    ]
+    for m in rows:
+        monkeypatch.setitem(api.METHODS, m.name, m)
+    monkeypatch.setattr(schemas, "bind_params", lambda name, raw: dict(raw or {}))
+
+    class Service:
+        def add_change_listener(self, fn): ...
+
+        def remove_change_listener(self, fn): ...
+
+    heard: list[tuple] = []
+
+    async def main() -> None:
+        server = RpcServer(Service())
+        server.broadcast = lambda *a: heard.append(a)  # type: ignore[method-assign]
+        assert server.quick is not None
+        assert "test.read" in server.quick.reads and "test.write" not in server.quick.reads
+        for m in rows:
+            ctx = RequestContext(peer=None, method=m.name, id=1)
+            assert await server.dispatcher.handlers[m.name](ctx, {"name": "kb"}) == {"name": "kb", "config": {}}
+
+    anyio.run(main)
+    assert set(ran) == {"test.read", "test.write"} and threading.get_ident() not in ran.values()
+    assert heard == [("kb", "workspace.changed", {"workspace": "kb", "op": "configured", "config": {}})]

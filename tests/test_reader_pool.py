@@ -45,8 +45,8 @@ def _alive_pids(pool: ReaderPool) -> list[int]:
 
 
 async def _serve(service, short_tmp, tg, size: int = 2) -> tuple[RpcServer, ReaderPool]:
-    server = RpcServer(service)
-    server.pool = pool = ReaderPool(service, size=size)
+    pool = ReaderPool(service, size=size)
+    server = RpcServer(service, pool=pool)
     server.inline.below_s = 0.0  # never inline: every search goes to a reader
     sock_path = short_tmp / "d.sock"
     await tg.start(lambda task_status: server.run(socket_path=sock_path, task_status=task_status))
@@ -344,8 +344,8 @@ async def test_a_search_in_a_reader_at_shutdown_is_answered(kb_service, short_tm
     it waited out the deadline and got -32020)."""
     import os as _os
 
-    server = RpcServer(kb_service, shutdown_deadline=5.0)
-    server.pool = pool_ = ReaderPool(kb_service, size=1)
+    pool_ = ReaderPool(kb_service, size=1)
+    server = RpcServer(kb_service, shutdown_deadline=5.0, pool=pool_)
     server.inline.below_s = 0.0
     search = ["kb", "sqlite lease", {"stages": ["lexical"], "limit": 5}]
     out: dict = {}

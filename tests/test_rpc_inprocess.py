@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
+from autodoc.api import NOTIFICATIONS
 from autodoc.config import WorkspaceConfig
 from autodoc.errors import (
     CursorExpired,
@@ -389,7 +390,7 @@ async def test_every_method_answers_within_its_schema(short_tmp, framing):
         await wait_until(lambda: server.shutting_down)
         await client.close()
     assert set(schemas.methods_with_schemas()) >= {m for m, _ in CALLS}
-    assert set(server.dispatcher.handlers) == set(schemas.methods_with_schemas()) - schemas.NOTIFICATIONS
+    assert set(server.dispatcher.handlers) == set(schemas.methods_with_schemas()) - NOTIFICATIONS
 
 
 async def test_positional_and_named_params_are_the_same(short_tmp):

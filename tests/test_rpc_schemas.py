@@ -9,18 +9,20 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
+from autodoc import api
 from autodoc.errors import ALL_ERRORS, AutodocError, InvalidParams, from_rpc
 from autodoc.rpc import schemas
 from autodoc.rpc.dispatch import Dispatcher
 from autodoc.rpc.methods import Methods
+from autodoc.rpc.route import Router
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOL = ROOT / "protocol" / "PROTOCOL.md"
-NOTIFICATIONS = schemas.NOTIFICATIONS
+NOTIFICATIONS = api.NOTIFICATIONS
 
 
 class _App:
-    service = readers = writer = socket_path = None
+    service = socket_path = None
 
     def request_shutdown(self, reason): ...
 
@@ -29,7 +31,8 @@ class _App:
     def run_in_loop(self, fn, *args): ...
 
 
-METHODS = sorted(Methods(_App()).handlers())
+_ROUTE = Router(None, readers=None, writer=None)  # type: ignore[arg-type]
+METHODS = sorted(Methods(_App(), _ROUTE).handlers())
 
 
 def test_schemas_are_package_data_and_the_top_level_folder_links_to_them():
@@ -149,7 +152,7 @@ def test_protocol_md_examples_are_valid_json_and_match_the_schemas():
 
 
 def test_dispatcher_serves_exactly_the_methods():
-    assert set(Dispatcher(Methods(_App()).handlers()).handlers) == set(METHODS)
+    assert set(Dispatcher(Methods(_App(), _ROUTE).handlers()).handlers) == set(METHODS)
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,18 @@
 """The method table: every RPC method, what it calls, and how it may run.
 
 Every adapter derives from this one table: the daemon's RPC handlers
-(rpc/methods.py), the in-process binding the CLI, the language server and
-the other clients use when no daemon runs (connect.py), the CLI's choice of
-a writer or a reader, and the contract tests. Adding a method: a row here,
-its schemas (schemas/<method>.params.json and .result.json), and its section
-in protocol/PROTOCOL.md.
+(rpc/methods.py) and where each runs (rpc/route.py reads the row's policy:
+the writer slot, a reader process, the quick lane or a worker thread), the
+in-process binding the CLI, the language server and the other clients use
+when no daemon runs (connect.py), the CLI's choice of a writer or a reader,
+and the contract tests. Adding a method: a row here (with its policy), its
+schemas (schemas/<method>.params.json and .result.json), and its section in
+protocol/PROTOCOL.md.
 
-Params reach `call` already bound to names and checked by the method's JSON
-Schema (rpc/schemas.py), in-process exactly as over a socket.
+Params reach `call` already bound to names, checked by the method's JSON
+Schema and with its schema's defaults filled in (rpc/schemas.py
+``bind_params``), in-process exactly as over a socket: the schema's
+``default`` is the only default, so a row reads ``p["limit"]``.
 
 Runs on: the caller's thread (a worker thread of the daemon's reader pool or
 its writer slot, or the CLI's main thread).
@@ -35,6 +39,14 @@ class Method:
     write: bool = False  # needs the writer lease; the daemon runs it on its single writer slot
     cancellable: bool = False  # gets `cancel`, an Event set when the client cancels
     progress: bool = False  # gets `progress(done, total, message)`, which may raise to stop the run
+    pooled: bool = False  # a read a reader process may run (readers/pool.py) once the daemon is busy
+    announce: str | None = None  # after it answers, subscribers hear `workspace.changed` with this op
+    own: bool = False  # the daemon answers it with a handler of its own (rpc/methods.py: the process, the connection)
+
+    @property
+    def plain_read(self) -> bool:
+        """A read whose handler only routes the call: the quick lane (rpc/quick.py) may answer it."""
+        return self.call is not None and not self.write and not self.progress and not self.own
 
 
 def _index(full: bool) -> Call:
@@ -49,19 +61,30 @@ def _search(s: Service, p: dict, *, cancel: threading.Event | None = None) -> An
 
 
 TABLE = (
-    Method("server.info", lambda s, p: s.info()),
-    Method("server.shutdown", None),
+    Method("server.info", lambda s, p: s.info(), own=True),
+    Method("server.shutdown", None, own=True),
     Method(
         "workspace.add",
-        lambda s, p: s.workspace_add(p["name"], p["root"], p.get("config"), p.get("force", False)),
+        lambda s, p: s.workspace_add(p["name"], p["root"], p.get("config"), p["force"]),
         write=True,
+        announce="added",
     ),
-    Method("workspace.remove", lambda s, p: s.workspace_remove(p["name"]), write=True),
+    Method("workspace.remove", lambda s, p: s.workspace_remove(p["name"]), write=True, announce="removed"),
     Method("workspace.list", lambda s, p: s.workspace_list()),
-    Method("workspace.configure", lambda s, p: s.workspace_configure(p["workspace"], p["options"]), write=True),
-    Method("workspace.section_size", lambda s, p: s.workspace_section_size(p["workspace"], p["tokens"]), write=True),
+    Method(
+        "workspace.configure",
+        lambda s, p: s.workspace_configure(p["workspace"], p["options"]),
+        write=True,
+        announce="configured",
+    ),
+    Method(
+        "workspace.section_size",
+        lambda s, p: s.workspace_section_size(p["workspace"], p["tokens"]),
+        write=True,
+        announce="configured",
+    ),
     Method("workspace.status", lambda s, p: s.workspace_status(p["workspace"])),
-    Method("workspace.tags", lambda s, p: s.workspace_tags(p["workspace"], p.get("prefix"), p.get("limit", 1000))),
+    Method("workspace.tags", lambda s, p: s.workspace_tags(p["workspace"], p.get("prefix"), p["limit"])),
     Method("workspace.index", _index(full=False), write=True, progress=True),
     Method("workspace.reindex", _index(full=True), write=True, progress=True),
     Method(
@@ -70,19 +93,22 @@ TABLE = (
         write=True,
     ),
     Method("session.remove", lambda s, p: s.session_remove(p["workspace"], p["session_id"]), write=True),
-    Method("session.list", lambda s, p: s.session_list(p["workspace"], p.get("after"), p.get("limit", 100))),
-    Method("search.query", _search, cancellable=True),
-    Method("search.similar", lambda s, p: s.search_similar(p["workspace"], p["path"], p.get("opts"))),
+    Method("session.list", lambda s, p: s.session_list(p["workspace"], p.get("after"), p["limit"])),
+    Method("search.query", _search, cancellable=True, pooled=True),
+    Method("search.similar", lambda s, p: s.search_similar(p["workspace"], p["path"], p.get("opts")), pooled=True),
     Method("document.read", lambda s, p: s.document_read(p["workspace"], p["path"], p.get("opts"))),
     Method("document.links", lambda s, p: s.document_links(p["workspace"], p["path"])),
     Method("document.backlinks", lambda s, p: s.document_backlinks(p["workspace"], p["path"])),
     Method("document.outline", lambda s, p: s.document_outline(p["workspace"], p["path"])),
     Method("document.problems", lambda s, p: s.document_problems(p["workspace"], p.get("path"))),
-    Method("changes.since", lambda s, p: s.changes_since(p["workspace"], p["cursor"], p.get("limit", 1000))),
-    Method("changes.subscribe", None),
-    Method("changes.unsubscribe", None),
-    Method("$/cancelRequest", None),
+    Method("changes.since", lambda s, p: s.changes_since(p["workspace"], p["cursor"], p["limit"])),
+    Method("changes.subscribe", None, own=True),
+    Method("changes.unsubscribe", None, own=True),
+    Method("$/cancelRequest", None, own=True),
 )
+
+# Server → client notifications: they have params schemas (schemas/<name>.params.json) but no row.
+NOTIFICATIONS = frozenset({"$/progress", "changes.changed", "embedding.progress", "workspace.changed"})
 
 METHODS: dict[str, Method] = {m.name: m for m in TABLE}
 WRITE_METHODS = frozenset(m.name for m in TABLE if m.write)

@@ -13,7 +13,8 @@ Input: Settings and which transports to serve. Output: a process exit status.
 - The live index (index/live.py) keeps every workspace in step with its folder.
 - The embed queue (embed/queue.py) fills vectors on its own thread; its
   progress is pushed to subscribed connections as ``embedding.progress``.
-- The reader pool (readers/pool.py), one reader per core unless AUTODOC_READERS=0:
+- The reader pool (readers/pool.py), one reader per core unless AUTODOC_READERS=0,
+  handed to the server's route (rpc/route.py):
   searches in reader processes, one per core, once clients overlap.
 - Shutdown on SIGTERM/SIGINT, stdin EOF (stdio) or server.shutdown: stop
   accepting, drain in-flight requests within the deadline, cancel the rest,
@@ -45,7 +46,6 @@ from .index.live import LiveIndex
 from .readers import shared_vectors
 from .readers.pool import ReaderPool, pool_size
 from .rpc.bridge import bridge_stdio
-from .rpc.methods import run_read, run_write
 from .rpc.server import RpcServer
 from .rpc.transport import SocketInUse, SocketPathError
 from .service import Service
@@ -118,14 +118,15 @@ async def serve_daemon(
         print(f"autodoc: error: {exc.message}", file=sys.stderr)
         return EXIT_FAILED
     env = env_settings()
+    pool = ReaderPool(service, size=pool_size())  # reader processes unless AUTODOC_READERS=0 (readers/pool.py)
     server = RpcServer(
         service,
         max_frame_bytes=max_frame_bytes or env.max_frame_bytes,
         shutdown_deadline=shutdown_deadline or env.shutdown_deadline,
         check_results=env.check_results,
+        pool=pool,
     )
-    server.pool = ReaderPool(service, size=pool_size())  # reader processes unless AUTODOC_READERS=0 (readers/pool.py)
-    if server.pool.size and shared_vectors.available():
+    if pool.size and shared_vectors.available():
         # the vector files a killed daemon left in /dev/shm (RAM) go now, not when readers next start
         await anyio.to_thread.run_sync(shared_vectors.remove_stale)
     try:
@@ -148,8 +149,8 @@ async def serve_daemon(
                     aux.start_soon(_watch_signals, server)
                 live = LiveIndex(
                     service,
-                    read=partial(run_read, server),
-                    write=partial(run_write, server),
+                    read=server.route.read,
+                    write=server.route.write,
                     set_watching=partial(setattr, server, "watching"),
                 )
                 server.workspace_listeners.append(live.roots_changed)
@@ -157,7 +158,7 @@ async def serve_daemon(
                     aux.start_soon(live.run)
                 aux.start_soon(run_embed_queue, server)
                 aux.start_soon(build_postings, server)
-                aux.start_soon(server.pool.run)
+                aux.start_soon(pool.run)
                 await server.shutdown_requested.wait()
                 # Release the threads they wait in now, not at their next timeout:
                 # a worker thread still waiting would hold the process open.
@@ -203,7 +204,7 @@ async def build_postings(server: RpcServer) -> None:
     instead of waiting for index jobs (a 1M-chunk store needs ~15 min of them): until it is
     complete, sentence searches rank their OR query through FTS5, 5-10x slower."""
     try:
-        while not await run_write(server, server.service.indexer.build_postings):
+        while not await server.route.write(server.service.indexer.build_postings):
             await anyio.sleep(0.05)  # leave the writer slot and the cores to saves and searches
     except Exception:  # a bug here must not stop the daemon (nor every start after): FTS5 keeps serving
         log.exception("building the postings index failed; sentence searches stay on FTS5")

@@ -228,6 +228,16 @@ def envelope_error(message: Any) -> dict | None:
     return None
 
 
+def error_for(exc: Exception, name: str, failed: str = "%s failed") -> AutodocError:
+    """The error a call that raised ``exc`` answers with: its own when it is an AutodocError,
+    else -32603 "internal error", the traceback logged (``failed % name``), never sent.
+    Called in the ``except`` block, so the log has the traceback."""
+    if isinstance(exc, AutodocError):
+        return exc
+    log.exception(failed, name)
+    return InternalError("internal error")
+
+
 def error_response(error: AutodocError, request_id: Any) -> dict:
     return {"jsonrpc": "2.0", "error": error.to_rpc(), "id": request_id}
 
@@ -380,13 +390,11 @@ class Dispatcher:
         async def method(ctx: RequestContext, /, *args: Any, **kwargs: Any) -> Any:
             try:
                 return Success(await self._invoke(name, handler, ctx, list(args) if args else kwargs))
-            except AutodocError as exc:
-                if ctx.is_notification:
-                    log.debug("notification %s failed: %s", name, exc.message)
-                return _error_result(exc)
-            except Exception:
-                log.exception("%s failed", name)
-                return _error_result(InternalError("internal error"))
+            except Exception as exc:
+                error = error_for(exc, name)
+                if ctx.is_notification and error is exc:
+                    log.debug("notification %s failed: %s", name, error.message)
+                return _error_result(error)
 
         # jsonrpcserver checks the arguments against inspect.signature(method) on
         # every call; computed once here, it is read from the attribute instead.

@@ -97,6 +97,28 @@ def _bucket(n: int) -> int:
     return 0 if n <= 0 else (n.bit_length() + 1) // 2
 
 
+class _Counted:
+    """``with``: one more read or write running (and, with ``admitted``, one more request
+    admitted) for as long as the block runs. One object per InlineReads, reused: no
+    allocation per call."""
+
+    __slots__ = ("_admitted", "_reads")
+
+    def __init__(self, reads: InlineReads, admitted: bool):
+        self._reads = reads
+        self._admitted = admitted
+
+    def __enter__(self) -> None:
+        self._reads.running += 1
+        if self._admitted:
+            self._reads.admitted += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._reads.running -= 1
+        if self._admitted:
+            self._reads.admitted -= 1
+
+
 class InlineReads:
     def __init__(self, below_s: float = BELOW_S, window: int = WINDOW, wall_below_s: float = WALL_BELOW_S):
         self.below_s = below_s
@@ -104,6 +126,8 @@ class InlineReads:
         self.window = window
         self.admitted = 0  # requests read on any connection and not yet answered
         self.running = 0  # reads and writes asked for and not yet over, on any thread
+        self.counting = _Counted(self, admitted=False)  # with: one more running
+        self.serving = _Counted(self, admitted=True)  # with: one more running and admitted (the quick lane)
         self._recent: dict[Hashable, deque[tuple[float, float]]] = {}  # (CPU, wall) seconds
         self._quick: dict[Hashable, bool] = {}  # whether each kind's recent runs were quick
         self._recording = threading.Lock()

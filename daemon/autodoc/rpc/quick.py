@@ -18,7 +18,7 @@ jsonrpcserver, and the cancel scope (nothing could cancel a run on the loop).
 
 The thread lane, for the same lone request when its read is not known to be
 quick and the idle daemon would run it on a thread of its own (not in a reader
-process, rpc/pool.py): the reader binds the params and hands the read straight
+process, readers/pool.py): the reader binds the params and hands the read straight
 to a worker thread, which runs it, checks and encodes the answer, and writes it
 itself when the connection's outbox is idle (rpc/outbox.py; else the loop does).
 It holds what the usual path would hold while it runs: the read's id (so
@@ -60,7 +60,7 @@ import anyio
 
 from ..errors import AutodocError, InternalError
 from . import schemas
-from .dispatch import check_result, error_response, request_problem
+from .dispatch import check_result, error_for, error_response, request_problem
 from .inline import InlineReads, read_kind
 from .outbox import Claim
 
@@ -122,29 +122,18 @@ class QuickLane:
             params = schemas.bind_params(name, raw)
             if not quick and not read.here(params):
                 return None
-        except AutodocError as exc:
-            return error_response(exc, rid)
-        except Exception:
-            log.exception("%s: the quick lane failed before the call", name)
-            return error_response(InternalError("internal error"), rid)
+        except Exception as exc:
+            return error_response(error_for(exc, name, "%s: the quick lane failed before the call"), rid)
         if not quick:
             return self._hand_off(conn, name, rid, kind, read, params)
-        inline.running += 1
-        inline.admitted += 1
-        try:
+        with inline.serving:
             return self._run(name, rid, kind, read.call, params, {})
-        finally:
-            inline.running -= 1
-            inline.admitted -= 1
 
     def _run(self, name: str, rid: Any, kind: Any, call: Callable[..., Any], params: dict, kwargs: dict) -> dict:
         try:
             result = self.inline.measured(kind, call, params, **kwargs)
-        except AutodocError as exc:
-            return error_response(exc, rid)
-        except Exception:
-            log.exception("%s failed", name)
-            return error_response(InternalError("internal error"), rid)
+        except Exception as exc:
+            return error_response(error_for(exc, name), rid)
         if self.check_results:
             try:
                 check_result(name, result)

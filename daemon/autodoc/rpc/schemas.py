@@ -10,7 +10,7 @@ importlib.resources so they are found in a wheel as in a checkout (the
 repository's top-level ``schemas/`` is a link to that folder).
 Positional params map to names in the order the params schema lists its
 ``properties``. An optional param given as
-null counts as absent. A subschema may carry ``x-message`` to word its own error.
+null counts as absent; an absent one gets its schema's ``default``. A subschema may carry ``x-message`` to word its own error.
 
 Checking is two-tier: a validator compiled to Python by fastjsonschema
 answers "valid" in tens of microseconds (jsonschema's interpreter took
@@ -31,6 +31,7 @@ Runs on: any thread (the loaded schemas are cached, read-only).
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.resources
 import json
@@ -45,15 +46,12 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry, Resource
 
+from ..api import NOTIFICATIONS  # noqa: F401 (the table's notifications, named here for the contract tests)
 from ..errors import InvalidParams
 
 BASE_URI = "https://autodoc.invalid/schemas/"
 # Arrays/objects inside one method's params, the params object counting 1.
 MAX_PARAM_DEPTH = 32
-
-
-# Server → client notifications: they have params schemas but no handler.
-NOTIFICATIONS = frozenset({"$/progress", "changes.changed", "embedding.progress", "workspace.changed"})
 
 
 def schema_dir() -> Traversable:
@@ -150,11 +148,21 @@ def param_names(method: str) -> list[str]:
     return list(load_schema(method, "params").get("properties", {}))
 
 
-def bind_params(method: str, params: Any) -> dict[str, Any]:
-    """Named, checked params for ``method`` or InvalidParams naming the bad field."""
+@functools.cache
+def _binding(method: str) -> tuple[list[str], frozenset[str], dict[str, Any]]:
+    """The params schema's names in order, the required ones, and each top-level ``default``."""
     schema = load_schema(method, "params")
-    names = list(schema.get("properties", {}))
-    required = set(schema.get("required", []))
+    props = schema.get("properties", {})
+    defaults = {k: v["default"] for k, v in props.items() if isinstance(v, dict) and "default" in v}
+    return list(props), frozenset(schema.get("required", [])), defaults
+
+
+def bind_params(method: str, params: Any) -> dict[str, Any]:
+    """Named, checked params for ``method`` or InvalidParams naming the bad field; a top-level
+    param left out (or null) gets its schema's ``default``, the only place a default is written
+    (api.py reads ``p["limit"]``). Defaults inside a param (``opts.limit``) are not filled: the
+    Service reads those options as given."""
+    names, required, defaults = _binding(method)
     if params is None:
         params = {}
     if isinstance(params, list):
@@ -175,6 +183,9 @@ def bind_params(method: str, params: Any) -> dict[str, Any]:
     if error is not None:
         field, message = describe(error)
         raise InvalidParams(field, message)
+    for key, value in defaults.items():
+        if key not in params:
+            params[key] = value if isinstance(value, (str, int, float)) else copy.deepcopy(value)
     return params
 
 

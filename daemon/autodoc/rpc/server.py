@@ -1,6 +1,6 @@
 """RPC stage, the server: owns the transports, the connections, the change
-feed and shutdown. Methods live in methods.py, dispatch in dispatch.py,
-frames in framing.py.
+feed and shutdown. Methods live in methods.py, where each call runs in
+route.py, dispatch in dispatch.py, frames in framing.py.
 
 Input: a Service. Output: JSON-RPC over stdio and/or one Unix socket.
 
@@ -37,6 +37,7 @@ from .dispatch import Dispatcher
 from .inline import InlineReads
 from .methods import Methods
 from .quick import QuickLane
+from .route import Offload, Router
 from .transport import FdStream, SocketStream, prepare_socket_path, same_file
 
 log = logging.getLogger("autodoc.rpc")
@@ -60,7 +61,12 @@ class RpcServer:
         readers: int = READERS,
         shutdown_deadline: float = SHUTDOWN_DEADLINE_S,
         check_results: bool = False,
+        pool: Offload | None = None,
+        inline: bool = True,
     ):
+        """``pool``: the reader processes (readers/pool.py), which daemon.py builds and runs;
+        None keeps every read in this process. ``inline``: False runs no read on the event
+        loop (no rpc/inline.py rule, no quick lane): every read through a worker thread."""
         self.service = service
         self.max_frame_bytes = max_frame_bytes
         self.max_inflight = max_inflight
@@ -70,20 +76,23 @@ class RpcServer:
         # (workspace changes, index runs, the live index) takes the one writer slot.
         self.readers = anyio.CapacityLimiter(readers)
         self.writer = anyio.CapacityLimiter(1)
-        self.inline = InlineReads()  # quick reads on the loop while nothing else runs (rpc/inline.py)
-        self.pool: Any = None  # the reader processes (rpc/pool.py), set by daemon.py
+        # quick reads on the loop while nothing else runs (rpc/inline.py)
+        self.inline: InlineReads | None = InlineReads() if inline else None
+        self.pool = pool
+        self.route = Router(service, readers=self.readers, writer=self.writer, inline=self.inline, pool=pool)
         self.socket_path: Path | None = None
         self.watching: list[str] = []  # workspaces the live index watches (daemon.py)
         self.connections: set[Connection] = set()
-        methods = Methods(self)
-        self.dispatcher = Dispatcher(methods.handlers(), check_results=check_results)
-        self.quick = QuickLane(
-            methods.quick_reads(),
-            self.inline,
-            self.readers,
-            check_results=check_results,
-            input_waiting=self.input_waiting,
-        )
+        self.dispatcher = Dispatcher(Methods(self, self.route).handlers(), check_results=check_results)
+        self.quick: QuickLane | None = None
+        if self.inline is not None:
+            self.quick = QuickLane(
+                self.route.lane_reads(),
+                self.inline,
+                self.readers,
+                check_results=check_results,
+                input_waiting=self.input_waiting,
+            )
         self.shutting_down = False
         self.shutdown_reason = ""
         self.workspace_listeners: list[Callable[[], None]] = []
