@@ -2,8 +2,8 @@
 cosine search that prefilters on the codes and rescores exactly.
 
 Below EXACT_BELOW candidate rows, one exact float32 scan (a matrix-vector
-product) is fast and exact, so it is all that runs. Above it (default
-prefilter "hamming+asym"):
+product) is fast and exact, so it is all that runs. Above it, the prefilter
+(PREFILTER, "hamming+asym"):
 
   1a. Hamming: XOR + popcount of the query's sign code against every row's
       code (the design's Hamming prefilter), over uint64 words stored column-major and scanned in
@@ -16,10 +16,8 @@ prefilter "hamming+asym"):
   2.  exact float32 cosine on the shortlist.
 
 The asymmetric score is much closer to the cosine than Hamming (recall@50
-at the same shortlist: see bench/vectors_search.py and the report) but costs
-~8x Hamming per row in numpy, hence the coarse Hamming pass first. The other
-modes, "hamming" (1a then 2) and "asym" (1b over all rows then 2), exist for
-measurement.
+at the same shortlist, measured by the scratch bench/vectors_search.py, since deleted) but costs
+~8x Hamming per row in numpy, hence the coarse Hamming pass first.
 
 Memory: an index of more than HALF_ABOVE rows (those the prefilter serves)
 holds its vectors as float16 and rescores the shortlist in float32 from
@@ -70,7 +68,7 @@ GATHER_ROWS = 1 << 14  # float rows copied at once when rescoring a subset (24 M
 # whole 4,000-row shortlist in one block spilled them (the rescoring 0.3-0.7 ms slower at 100k,
 # same cosines: /tmp-free check in tests/test_vectors.py), and ONNX Runtime's arena keeps less
 HALF_ROWS = 1 << 10
-PREFILTERS = ("hamming+asym", "hamming", "asym")
+PREFILTER = "hamming+asym"  # the one prefilter: its name in reports (bench/speed.py)
 # The coarse cut's distance is guessed from every SAMPLE_STEP-th row above SAMPLE_ABOVE rows (_cut).
 SAMPLE_ABOVE = 1 << 18
 SAMPLE_STEP = 16
@@ -95,22 +93,6 @@ def asym_lut(q: np.ndarray, nbytes: int) -> np.ndarray:
     qp = np.zeros(nbytes * 8, dtype=np.float32)
     qp[: q.shape[0]] = q
     return np.einsum("bk,vk->bv", qp.reshape(nbytes, 8), _BITS)
-
-
-def asym_scores(lut: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """Σ_b lut[b, codes[:, b]] for row-major codes [m, nbytes], float32 [m]."""
-    m, nb = codes.shape
-    out = np.empty(m, dtype=np.float32)
-    tmp = np.empty(min(m, BLOCK_ROWS), dtype=np.float32)
-    for s in range(0, m, BLOCK_ROWS):
-        e = min(m, s + BLOCK_ROWS)
-        cols = np.ascontiguousarray(codes[s:e].T)  # [nb, block]: one contiguous column per pass
-        acc, t = out[s:e], tmp[: e - s]
-        np.take(lut[0], cols[0], out=acc, mode="clip")  # mode: see asym_scores_rows
-        for b in range(1, nb):
-            np.take(lut[b], cols[b], out=t, mode="clip")
-            acc += t
-    return out
 
 
 def asym_scores_columns(lut: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -271,7 +253,6 @@ class VectorIndex:
         codes: np.ndarray | None = None,
         *,
         exact_below: int = EXACT_BELOW,
-        prefilter: str = "hamming+asym",
         coarse_min: int = COARSE_MIN,
         coarse_fraction: float = COARSE_FRACTION,
         shortlist_min: int = SHORTLIST_MIN,
@@ -289,8 +270,6 @@ class VectorIndex:
             raise ValueError("vecs must be 2-D [n, dim]")
         if vecs.shape[0] != n:
             raise ValueError(f"{n} ids for {vecs.shape[0]} vectors")
-        if prefilter not in PREFILTERS:
-            raise ValueError(f"prefilter must be one of {PREFILTERS}")
         dim = vecs.shape[1]
         nbytes = (dim + 7) // 8
         if words is None:
@@ -307,7 +286,6 @@ class VectorIndex:
         self.vecs = vecs
         self.dim = dim
         self.exact_below = int(exact_below)
-        self.prefilter = prefilter
         self.coarse_min = int(coarse_min)
         self.coarse_fraction = float(coarse_fraction)
         self.shortlist_min = int(shortlist_min)
@@ -349,7 +327,6 @@ class VectorIndex:
     def options(self) -> dict:
         return {
             "exact_below": self.exact_below,
-            "prefilter": self.prefilter,
             "coarse_min": self.coarse_min,
             "coarse_fraction": self.coarse_fraction,
             "shortlist_min": self.shortlist_min,
@@ -478,20 +455,16 @@ class VectorIndex:
 
     def _shortlist(self, q: np.ndarray, rows: np.ndarray | None, count: int, shortlist: int) -> np.ndarray:
         """Phase 1: candidate rows (sorted) for exact rescoring."""
-        if self.prefilter in ("hamming+asym", "hamming"):
-            final = self.prefilter == "hamming"
-            k = shortlist if final else max(self.coarse_min, math.ceil(self.coarse_fraction * count))
-            if k < count:
-                qwords = _words_of(np.packbits(q > 0)[None, :])[:, 0]
-                dist = hamming_distances(self._hamming_words(), qwords)
-                rows = _closest_codes(dist, k) if rows is None else rows[_closest_codes(dist[rows], k)]
-            if final:
-                return rows if rows is not None else np.arange(count)
-            count = len(rows) if rows is not None else count
-        if shortlist < count:
+        k = max(self.coarse_min, math.ceil(self.coarse_fraction * count))
+        if k < count:  # 1a
+            qwords = _words_of(np.packbits(q > 0)[None, :])[:, 0]
+            dist = hamming_distances(self._hamming_words(), qwords)
+            rows = _closest_codes(dist, k) if rows is None else rows[_closest_codes(dist[rows], k)]
+            count = len(rows)
+        if shortlist < count:  # 1b
             nbytes = (self.dim + 7) // 8
             lut = asym_lut(q, nbytes)
-            if rows is None:  # every row (the "asym" mode): a block of columns at a time
+            if rows is None:  # every row (fewer than the coarse pass keeps): a block of columns at a time
                 scores = np.concatenate(
                     [
                         asym_scores_columns(lut, _code_columns(self._words[:, s : s + BLOCK_ROWS], nbytes, None))
