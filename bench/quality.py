@@ -1,4 +1,54 @@
-"""Retrieval quality on a BEIR collection, through the product's search path.
+"""The quality harness: ranking quality on BEIR SciFact through `Service.search`
+(nDCG@10, recall@10/100, MRR@10 per configuration; docs/benchmarks/scifact.md,
+quality.md), the BEIR reader and store builder, and the evaluator (ir-measures,
+checked on a hand-computed example and against a reference implementation).
+
+    python -m bench.quality                  # the SciFact run (case scifact), writes docs/benchmarks/scifact.{md,json}
+    python -m bench.quality --docs 20 --queries 5 --out -   # a small run, printed only
+    python -m bench.quality ranking|fusion|windows|rrf|instant-tier [options]   # the studies (bench/studies.py)
+    python -m bench.quality --help           # the cases
+
+The studies' code is in bench/studies.py; this module holds the data, the
+metrics and the SciFact run that they build on.
+
+Runs on: the benchmark's main thread (the product's own threads inside Service)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autodoc.config import RRF_K, RRF_WEIGHTS
+
+from .common import (
+    DEFAULT_DATA,
+    REPO,
+    RESULTS,
+    Case,
+    Progress,
+    cache_root,
+    command_line,
+    git_commit,
+    harness,
+    json_digest,
+    log,
+    machine_note,
+    summary_ms,
+    tree_digest,
+)
+
+# ==== scifact (formerly bench/quality.py) =========================================================
+
+DOC_SCIFACT = """Retrieval quality on a BEIR collection, through the product's search path.
 
     python -m bench.quality                      # SciFact, every configuration, writes docs/benchmarks/scifact.md
     python -m bench.quality --data PATH --out -  # another BEIR folder, print only
@@ -6,10 +56,10 @@
 Steps: the corpus is written as a Markdown workspace (one file per document:
 ``# title``, blank line, text) in a cache folder outside the repository,
 indexed and embedded by ``autodoc.service.Service`` into a cached store (see
-bench/beir.py), and every test query is run through ``Service.search`` once
+bench/quality.py), and every test query is run through ``Service.search`` once
 per configuration (``limit`` 100 unless the configuration says otherwise).
 A document's rank is its best chunk's. Metrics come from ir-measures
-(bench/evaluate.py), checked on a hand-computed example and against a
+(bench/quality.py), checked on a hand-computed example and against a
 reference implementation on every run.
 
 Determinism: every configuration runs twice over the test queries, the second
@@ -20,24 +70,9 @@ Tuning discipline: fusion settings are compared on the train queries
 quoted as "chosen on train". Test figures are never used to choose.
 """
 
-from __future__ import annotations
-
-import argparse
-import json
-import sys
-import time
-from pathlib import Path
-from typing import Any
-
-from . import evaluate as E
-from .beir import WORKSPACE, Collection, build_store, load_collection, path_doc
-from .common import DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note, summary_ms
-
 TARGETS = {"lexical": 0.665, "hybrid": 0.72, "hybrid+rerank": 0.75}
 HYBRID = ["lexical", "semantic"]
 
-
-from autodoc.config import RRF_K, RRF_WEIGHTS  # noqa: E402 (the product's default fusion, whatever it is now)
 
 DEFAULT_FUSION_KEY = f"rrfw-{RRF_K}-{RRF_WEIGHTS['semantic']}"
 DEFAULT_HYBRID = (
@@ -205,8 +240,8 @@ def run_queries(svc, queries: list[tuple[str, str]], opts: dict[str, Any]) -> di
 
 
 def _metrics(run, qrels) -> tuple[dict[str, float], float]:
-    m = E.evaluate(run, qrels)
-    return {k: round(v, 4) for k, v in m.items()}, E.cross_check(run, qrels, m)
+    m = evaluate(run, qrels)
+    return {k: round(v, 4) for k, v in m.items()}, cross_check(run, qrels, m)
 
 
 def run_benchmark(
@@ -385,7 +420,7 @@ def render(res: dict[str, Any]) -> str:
         f"- Evaluator: ir-measures {meta['ir_measures']} (backends: "
         + ", ".join(f"{k} → {v}" for k, v in meta["backends"].items())
         + f"). Hand-computed example (nDCG@10 0.476626, recall 2/3, MRR 1/2) agrees; on every configuration "
-        f"the largest difference from the reference implementation in bench/evaluate.py is "
+        f"the largest difference from the reference implementation in bench/quality.py is "
         f"{meta['max_evaluator_diff']:.1e}."
     )
     L.append(
@@ -515,7 +550,7 @@ def render(res: dict[str, Any]) -> str:
         L.append("## Fusion alternatives (the product's legs, fused by the bench; product code unchanged)\n")
         L.append(
             "Each query's lexical leg (`run_lexical`) and semantic leg (the runtime's `leg`) taken once at "
-            "top 100 and fused in bench/fusion_study.py; documents by best chunk. Choose on train, read test.\n"
+            "top 100 and fused in bench/studies.py; documents by best chunk. Choose on train, read test.\n"
         )
         L.append(
             "| variant | train nDCG@10 | train recall@100 | test nDCG@10 | test recall@10 | test recall@100 | test MRR@10 |"
@@ -623,7 +658,7 @@ def findings(res: dict[str, Any]) -> list[str]:
                 "(s − min)/(max − min) over the leg's own candidates, a·semantic + (1 − a)·lexical, a missing leg "
                 "contributing 0, ties by chunk id — as the hybrid default, a chosen on train."
             )
-    from .fusion_study import RRFW_KS, RRFW_SEMANTIC, rrf_family, rrf_setting
+    from .studies import RRFW_KS, RRFW_SEMANTIC, rrf_family, rrf_setting
 
     fam = [v for v in rrf_family(list(fs.values())) if "train" in v and "test" in v]
     if any(v["name"].startswith("rrfw-") for v in fam):
@@ -686,8 +721,8 @@ def findings(res: dict[str, Any]) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.split("\n\n")[0])
+def main_scifact(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.quality", description=DOC_SCIFACT.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact", help="BEIR folder (default %(default)s)")
     ap.add_argument("--cache", type=Path, default=None, help="cache folder (default ~/.cache/autodoc-bench)")
     ap.add_argument("--limit", type=int, default=100, help="search limit (max 200)")
@@ -720,8 +755,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.render_only or args.studies_only:
         res = json.loads(Path(args.json).read_text())
         if args.studies_only:
-            from . import fusion_study
-            from .lexical_study import Study
+            from . import studies as fusion_study
+            from .studies import Study
 
             col = load_collection(args.data)
             store = Path(res["meta"]["store_path"])
@@ -741,7 +776,7 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
         return 0
 
-    E.hand_check()
+    hand_check()
     started = time.time()
     machine = machine_note()
     commit = git_commit()  # before anything runs: the tree may change under a long run
@@ -790,12 +825,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         res["chosen"] = {"fusion": best["fusion"], "train": best["metrics"]["nDCG@10"], "test": test}
     if not args.no_study:
-        from .lexical_study import Study
+        from .studies import Study
 
         log("lexical study")
         st = Study(built.store, col)
         res["lexical_study"] = {"stats": st.stats(), "variants": st.run(query_limit=args.queries)}
-        from . import fusion_study
+        from . import studies as fusion_study
 
         log("fusion study (legs from the product, fused here)")
         legs = fusion_study.collect_legs(built.store, col, query_limit=args.queries)
@@ -815,7 +850,7 @@ def main(argv: list[str] | None = None) -> int:
         "store": built.report,
         "key": built.key,
         "ir_measures": ir_measures.__version__,
-        "backends": E.backends(),
+        "backends": backends(),
         "max_evaluator_diff": max([c["evaluator_vs_reference"] for c in res["configs"]] or [0.0]),
         "ranker": "none configured — no cross-encoder weights ship with the product or any PyPI package "
         "available here (MODELS.md); the rerank row says what the answer reported.",
@@ -831,6 +866,424 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(res, indent=1, default=str))
     print(text)
     return 0
+
+
+# ==== beir (formerly bench/beir.py) ===============================================================
+
+# A BEIR collection read from disk, written as a Markdown workspace, and
+# indexed by the product into a cached store.
+#
+# Input: a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).
+# Output: a workspace folder (one ``<doc id>.md`` per document: ``# title``,
+# a blank line, the text) and a store indexed and embedded by
+# ``autodoc.service.Service`` — the product path, nothing re-implemented.
+#
+# The store is cached outside the repository and keyed by everything that
+# changes its contents: the corpus bytes, the embedding model's fingerprint
+# and the chunking settings (section_tokens, abstract_chunk). A cached store is
+# brought up to date with an incremental ``Service.index`` (a full re-index when
+# the ingest code changed since it was built: unchanged chunk texts keep their
+# rows and so their vectors, which the product keys by text hash) and
+# ``embed_pending`` — so a second run embeds nothing.
+
+WORKSPACE = "bench"
+
+
+@dataclass
+class Collection:
+    root: Path
+    name: str
+    corpus: dict[str, tuple[str, str]]  # id -> (title, text), file order
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # split -> qid -> {docid: rel}
+
+    def split_queries(self, split: str) -> list[tuple[str, str]]:
+        """(qid, text) of the queries judged in this split, in queries.jsonl order."""
+        judged = self.qrels[split]
+        return [(q, t) for q, t in self.queries.items() if q in judged]
+
+
+def load_collection(
+    root: Path, splits: tuple[str, ...] = ("test", "train"), limit_docs: int | None = None
+) -> Collection:
+    root = Path(root).resolve()
+    corpus: dict[str, tuple[str, str]] = {}
+    with open(root / "corpus.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            d = json.loads(line)
+            corpus[str(d["_id"])] = (d.get("title") or "", d.get("text") or "")
+    queries: dict[str, str] = {}
+    with open(root / "queries.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                d = json.loads(line)
+                queries[str(d["_id"])] = d["text"]
+    qrels: dict[str, dict[str, dict[str, int]]] = {}
+    for split in splits:
+        path = root / "qrels" / f"{split}.tsv"
+        if not path.exists():
+            continue
+        table: dict[str, dict[str, int]] = {}
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) < 3 or (i == 0 and not parts[2].lstrip("-").isdigit()):
+                    continue  # the header line
+                table.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+        qrels[split] = table
+    if limit_docs is not None:
+        # a small sub-collection for smoke runs: the judged documents of the
+        # first queries first, then corpus order, until limit_docs
+        keep: list[str] = []
+        for split in splits:
+            for _q, docs in qrels.get(split, {}).items():
+                for d in docs:
+                    if d in corpus and d not in keep and len(keep) < limit_docs:
+                        keep.append(d)
+        for d in corpus:
+            if len(keep) >= limit_docs:
+                break
+            if d not in keep:
+                keep.append(d)
+        ks = set(keep)
+        corpus = {d: v for d, v in corpus.items() if d in ks}
+    return Collection(root, root.name, corpus, queries, qrels)
+
+
+def doc_markdown(title: str, text: str) -> str:
+    title = " ".join(title.split())
+    body = text.strip()
+    return f"# {title}\n\n{body}\n" if title else f"{body}\n"
+
+
+def doc_path(doc_id: str) -> str:
+    return f"{doc_id}.md"
+
+
+def path_doc(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".md")
+
+
+def write_workspace(col: Collection, folder: Path) -> dict[str, int]:
+    """Write (or bring up to date) one Markdown file per document; files of
+    documents no longer in the corpus are removed. Unchanged files are not
+    rewritten (their mtimes stay, so an incremental index skips them)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = kept = removed = 0
+    want = set()
+    for doc_id, (title, text) in col.corpus.items():
+        name = doc_path(doc_id)
+        want.add(name)
+        p = folder / name
+        data = doc_markdown(title, text).encode("utf-8")
+        try:
+            if p.read_bytes() == data:
+                kept += 1
+                continue
+        except FileNotFoundError:
+            pass
+        tmp = p.with_suffix(".md.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(p)
+        written += 1
+    for p in folder.glob("*.md"):
+        if p.name not in want:
+            p.unlink()
+            removed += 1
+    return {"written": written, "unchanged": kept, "removed": removed}
+
+
+def model_fingerprint() -> tuple[str, str]:
+    """(name, fingerprint) of the default embedding provider."""
+    from autodoc.embed.onnx import OnnxProvider
+
+    p = OnnxProvider()
+    return p.name, p.fingerprint
+
+
+@dataclass
+class BuiltStore:
+    store: Path
+    workspace_dir: Path
+    key: dict[str, Any]
+    report: dict[str, Any]
+
+
+def build_store(
+    col: Collection,
+    *,
+    cache: Path | None = None,
+    section_tokens: int = 350,
+    abstract_chunk: bool = True,
+    embed: bool = True,
+    tag: str | None = None,
+    quiet: bool = False,
+) -> BuiltStore:
+    """Workspace folder + an indexed (and, with embed, fully embedded) store."""
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    cache = cache or cache_root()
+    corpus_digest = json_digest(sorted(col.corpus.items()), 16)
+    label = tag or col.name
+    ws_dir = cache / f"{label}-md-{corpus_digest[:8]}"
+    t0 = time.monotonic()
+    wrote = write_workspace(col, ws_dir)
+    t_write = time.monotonic() - t0
+    model_name, fp = model_fingerprint() if embed else ("none", "none")
+    key = {
+        "corpus": corpus_digest,
+        "model": model_name,
+        "model_fp": fp,
+        "section_tokens": section_tokens,
+        "abstract_chunk": abstract_chunk,
+    }
+    store_dir = cache / "stores" / f"{label}-{json_digest(key)}"
+    store = store_dir / "autodoc.db"
+    meta_path = store_dir / "bench-meta.json"
+    ingest_digest = tree_digest(REPO / "daemon" / "autodoc" / "ingest")
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    store_dir.mkdir(parents=True, exist_ok=True)
+    config = {
+        "section_tokens": section_tokens,
+        "abstract_chunk": abstract_chunk,
+        "embedding": {"provider": "onnx"} if embed else {"provider": "none"},
+    }
+    report: dict[str, Any] = {"workspace_files": wrote, "write_seconds": round(t_write, 2), "cached": store.exists()}
+
+    def open_service():
+        return Service(Settings.from_env(store=store))
+
+    try:
+        svc = open_service()
+    except Exception as e:  # an incompatible old store: start again
+        log(f"cached store unusable ({e}); rebuilding {store}")
+        shutil.rmtree(store_dir)
+        store_dir.mkdir(parents=True)
+        svc = open_service()
+    try:
+        if WORKSPACE not in svc.workspaces():
+            svc.workspace_add(WORKSPACE, str(ws_dir), config)
+        else:
+            # a cached store keeps the fusion its workspace was created with; measure the product's
+            # current default, as a new workspace would have it
+            from autodoc.config import WorkspaceConfig
+
+            svc.workspace_configure(WORKSPACE, {"fusion": WorkspaceConfig().fusion})
+        full = meta.get("ingest_digest") != ingest_digest and report["cached"]
+        t0 = time.monotonic()
+        idx = svc.index(WORKSPACE, full=full, progress=None if quiet else Progress("index", 15))
+        report["index"] = {k: idx[k] for k in ("added", "modified", "deleted", "unchanged", "chunks", "seconds")}
+        report["index"]["full"] = full
+        report["index_seconds"] = round(time.monotonic() - t0, 2)
+        if embed:
+            t0 = time.monotonic()
+            emb = svc.embed_pending(WORKSPACE, None if quiet else Progress("embed", 30))
+            report["embed"] = emb
+            report["embed_seconds"] = round(time.monotonic() - t0, 2)
+            st = svc.workspace_status(WORKSPACE)["embedding"]
+            report["embedding_state"] = st["state"]
+            if st["state"] != "ready":
+                raise RuntimeError(f"embedding not ready after embed_pending: {st}")
+        status = svc.workspace_status(WORKSPACE)
+        report["documents"] = status["files"]["indexed"]
+        report["chunks"] = status["chunks"]
+        report["skipped"] = status["files"]["skipped"]
+    finally:
+        svc.close()
+    if report.get("embed", {}).get("embedded") or report.get("index", {}).get("added"):
+        meta["first_build" if "first_build" not in meta else "last_update"] = {
+            "index_seconds": report.get("index_seconds"),
+            "index_files": report.get("index", {}).get("added"),
+            "chunks": report.get("chunks"),
+            "embed_seconds": report.get("embed_seconds"),
+            "embedded": report.get("embed", {}).get("embedded"),
+            "load": list(os.getloadavg()),
+        }
+    report["history"] = {k: meta[k] for k in ("first_build", "last_update") if k in meta}
+    meta.update({"key": key, "ingest_digest": ingest_digest, "built": time.time()})
+    meta_path.write_text(json.dumps(meta, indent=1))
+    return BuiltStore(store, ws_dir, key, report)
+
+
+# ==== evaluate (formerly bench/evaluate.py) =======================================================
+
+# Retrieval metrics through a standard evaluator (ir-measures), checked
+# against a hand-computed example and a small reference implementation.
+#
+# ir-measures 0.4.3 dispatches nDCG@k and R@k to its pytrec_eval provider
+# (pytrec-eval-terrier, i.e. trec_eval: linear gain rel / log2(rank + 1)) and
+# RR@k to its msmarco provider. A run is given as each query's ranked list of
+# document ids; it is turned into scores (n - rank) so the evaluator's own sort
+# (score desc, then doc id) reproduces our order exactly.
+#
+# A query that returned nothing counts 0 (evaluators average only over the
+# queries present in the run, which would inflate the figure), and every mean
+# is over all judged queries of the split.
+
+MEASURES = ("nDCG@10", "R@10", "R@100", "RR@10")
+LABELS = {"nDCG@10": "nDCG@10", "R@10": "recall@10", "R@100": "recall@100", "RR@10": "MRR@10"}
+
+Run = Mapping[str, Sequence[str]]
+Qrels = Mapping[str, Mapping[str, int]]
+
+
+def _measures():
+    import ir_measures
+
+    return [ir_measures.parse_measure(m) for m in MEASURES]
+
+
+def backends() -> dict[str, str]:
+    """Which provider ir-measures uses for each measure."""
+    import ir_measures
+
+    out = {}
+    for m in _measures():
+        for p in ir_measures.DefaultPipeline.providers:
+            try:
+                if p.supports(m):
+                    out[str(m)] = p.NAME
+                    break
+            except Exception:
+                continue
+    return out
+
+
+def per_query(run: Run, qrels: Qrels) -> dict[str, dict[str, float]]:
+    """{measure: {qid: value}} over every judged query (0 when absent from the run)."""
+    import ir_measures
+
+    judged = {q: d for q, d in qrels.items() if q in run or True}
+    qr = [ir_measures.Qrel(q, d, int(r)) for q, docs in judged.items() for d, r in docs.items()]
+    sd = []
+    for q, docs in run.items():
+        if q not in judged:
+            continue
+        n = len(docs)
+        sd += [ir_measures.ScoredDoc(q, d, float(n - i)) for i, d in enumerate(docs)]
+    out: dict[str, dict[str, float]] = {m: dict.fromkeys(judged, 0.0) for m in MEASURES}
+    for m in ir_measures.iter_calc(_measures(), qr, sd):
+        out[str(m.measure)][m.query_id] = float(m.value)
+    return out
+
+
+def evaluate(run: Run, qrels: Qrels) -> dict[str, float]:
+    pq = per_query(run, qrels)
+    return {m: (sum(v.values()) / len(v) if v else float("nan")) for m, v in pq.items()}
+
+
+# -- a reference implementation, to cross-check the evaluator -----------------
+
+
+def ref_ndcg(ranked: Sequence[str], rels: Mapping[str, int], k: int = 10) -> float:
+    dcg = sum(rels.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]) if rels.get(d, 0) > 0)
+    ideal = sorted((r for r in rels.values() if r > 0), reverse=True)[:k]
+    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def ref_recall(ranked: Sequence[str], rels: Mapping[str, int], k: int) -> float:
+    rel = {d for d, r in rels.items() if r > 0}
+    return len(rel & set(ranked[:k])) / len(rel) if rel else 0.0
+
+
+def ref_rr(ranked: Sequence[str], rels: Mapping[str, int], k: int = 10) -> float:
+    for i, d in enumerate(ranked[:k]):
+        if rels.get(d, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def ref_evaluate(run: Run, qrels: Qrels) -> dict[str, float]:
+    fns = {
+        "nDCG@10": lambda r, q: ref_ndcg(r, q, 10),
+        "R@10": lambda r, q: ref_recall(r, q, 10),
+        "R@100": lambda r, q: ref_recall(r, q, 100),
+        "RR@10": lambda r, q: ref_rr(r, q, 10),
+    }
+    out = {}
+    for m, fn in fns.items():
+        vals = [fn(list(run.get(q, [])), rels) for q, rels in qrels.items()]
+        out[m] = sum(vals) / len(vals) if vals else float("nan")
+    return out
+
+
+# The hand-computed example: judged d1 (1), d3 (2), d9 (1); ranked d0 d1 d2 d3.
+# DCG  = 1/log2(3) + 2/log2(5)            = 0.630930 + 0.861353 = 1.492283
+# IDCG = 2/log2(2) + 1/log2(3) + 1/log2(4) = 2 + 0.630930 + 0.5 = 3.130930
+# nDCG@10 = 0.476626; recall@10 = 2/3; recall@100 = 2/3; MRR@10 = 1/2.
+# Query q2 returned nothing and counts 0 for every measure.
+HAND_QRELS = {"q1": {"d1": 1, "d3": 2, "d9": 1}, "q2": {"d5": 1}}
+HAND_RUN = {"q1": ["d0", "d1", "d2", "d3"]}
+HAND_EXPECTED_Q1 = {
+    "nDCG@10": (1 / math.log2(3) + 2 / math.log2(5)) / (2 + 1 / math.log2(3) + 0.5),
+    "R@10": 2 / 3,
+    "R@100": 2 / 3,
+    "RR@10": 0.5,
+}
+
+
+def hand_check(tol: float = 1e-6) -> dict[str, float]:
+    """Evaluate the hand example; raise if the evaluator disagrees. Returns
+    the per-measure value for q1."""
+    pq = per_query(HAND_RUN, HAND_QRELS)
+    for m, want in HAND_EXPECTED_Q1.items():
+        got = pq[m]["q1"]
+        if abs(got - want) > tol:
+            raise AssertionError(f"{m}: evaluator says {got}, hand computation {want}")
+        if pq[m]["q2"] != 0.0:
+            raise AssertionError(f"{m}: an empty query must count 0")
+    means = evaluate(HAND_RUN, HAND_QRELS)
+    for m, want in HAND_EXPECTED_Q1.items():
+        if abs(means[m] - want / 2) > tol:
+            raise AssertionError(f"{m}: mean over 2 queries should be {want / 2}, got {means[m]}")
+    return {m: pq[m]["q1"] for m in MEASURES}
+
+
+def cross_check(run: Run, qrels: Qrels, got: Mapping[str, float] | None = None, tol: float = 1e-9) -> float:
+    """Largest difference between the evaluator and the reference implementation."""
+    got = got or evaluate(run, qrels)
+    ref = ref_evaluate(run, qrels)
+    return max(abs(got[m] - ref[m]) for m in MEASURES)
+
+
+# ==== the harness: the SciFact run and the studies (bench/studies.py) ===============================
+
+
+def _study(name: str) -> Callable[[list[str] | None], int]:
+    def run(argv: list[str] | None) -> int:
+        from . import studies
+
+        return getattr(studies, name)(argv)
+
+    return run
+
+
+CASES = [
+    Case("scifact", main_scifact, DOC_SCIFACT),
+    Case(
+        "ranking", _study("main_ranking"), "Ranking variants on SciFact train and the known-item questions (issue 18)."
+    ),
+    Case("fusion", _study("main_fusion"), "Fusion details re-played on the product's own legs (issue 18, session 4)."),
+    Case(
+        "windows",
+        _study("main_windows"),
+        "What the semantic leg embeds: one vector per chunk or per window (issue 18).",
+    ),
+    Case("rrf", _study("main_rrf"), "Fusion alternatives measured on the product's own legs (scifact.md's study)."),
+    Case(
+        "instant-tier",
+        _study("main_instant_tier"),
+        "The instant tier: a static per-token table beside the model (issue 19).",
+    ),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    return harness("python -m bench.quality", __doc__ or "", CASES, argv, default="scifact")
 
 
 if __name__ == "__main__":

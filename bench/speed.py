@@ -1,4 +1,69 @@
-"""Speed and memory at 10k and 100k chunks (1M with --sizes), product against
+"""The speed harness: the product against raw baselines (FTS5, numpy, onnxruntime)
+at 10k, 100k and 1M chunks, and the speed studies of single paths.
+
+    python -m bench.speed [options]          # the speed run (case speed), writes docs/benchmarks/speed.{md,json}
+    python -m bench.speed CASE [options]     # lexical, helper, coverage, index-workers, params, ties
+    python -m bench.speed --help             # the cases
+
+The speed stores (synthetic corpora, synthetic vectors, query sets) and the
+daemon helpers are in bench/common.py. Each section below was a script of its
+own; its docstring is kept as DOC_<CASE>.
+
+Runs on: the benchmark's main thread (daemons it starts are processes of their own)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autodoc.rpc import schemas
+
+from .common import (
+    DEFAULT_DATA,
+    RESULTS,
+    SECTIONS,
+    WORKSPACE,
+    Case,
+    SocketClient,
+    build_store,
+    cache_root,
+    command_line,
+    git_commit,
+    harness,
+    interleaved,
+    log,
+    machine_note,
+    make_file,
+    query_sets,
+    ratio,
+    real_vectors,
+    replace_section,
+    rss_mb,
+    run_sizes,
+    sentence_pool,
+    start_daemon,
+    stop_daemon,
+    summary_ms,
+    synthetic_vectors,
+)
+from .reliability import differences, dump
+
+# ==== speed (formerly bench/speed.py) =============================================================
+
+DOC_SPEED = """Speed and memory at 10k and 100k chunks (1M with --sizes), product against
 a raw baseline measured in the same process, interleaved query by query.
 
     python -m bench.speed                            # 10k + 100k, writes docs/benchmarks/speed.md
@@ -26,41 +91,6 @@ then in the provider's LRU cache, as the targets assume), and product and
 baseline alternate query by query so that machine noise hits both alike.
 """
 
-from __future__ import annotations
-
-import argparse
-import json
-import os
-import random
-import re
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
-import numpy as np
-
-from .common import (
-    DEFAULT_DATA,
-    RESULTS,
-    cache_root,
-    command_line,
-    git_commit,
-    log,
-    machine_note,
-    speed_store,
-    summary_ms,
-)
-from .vectors_search import synthetic
-
-WORKSPACE = "speed"
-SECTIONS = 9  # + the intro = 10 chunks a file
-# The raw baseline: the product leg's own FTS5 statement, alone (no filter, no rows, no answer).
 LEXICAL_SQL_RAW = (
     "SELECT rowid, bm25(chunks_fts, 3.0, 2.0, 2.0, 1.0) AS s FROM chunks_fts "
     "WHERE chunks_fts MATCH ? ORDER BY s LIMIT 50"
@@ -77,362 +107,17 @@ TARGETS = {
 
 # -- corpus ------------------------------------------------------------------------
 
-_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
-_STOP = frozenset(
-    "the a an of in and or to for with on by from at as is are was were be been that this these "
-    "those which who whom its their our we it not no".split()
-)
-
-
-def sentence_pool(data: Path) -> tuple[list[str], list[str]]:
-    sents: list[str] = []
-    titles: list[str] = []
-    with open(data / "corpus.jsonl", encoding="utf-8") as f:
-        for line in f:
-            d = json.loads(line)
-            if d.get("title"):
-                titles.append(" ".join(d["title"].split()))
-            for s in _SENT.split(d.get("text") or ""):
-                s = " ".join(s.split())
-                if 30 <= len(s) <= 400:
-                    sents.append(s)
-    return sents, titles
-
-
-def make_file(rng: random.Random, sents: list[str], titles: list[str]) -> str:
-    out = [f"# {rng.choice(titles)}", "", " ".join(rng.choice(sents) for _ in range(rng.randint(1, 3))), ""]
-    for _ in range(SECTIONS):
-        words = [w.strip(".,;:()[]") for w in rng.choice(sents).split()]
-        words = [w for w in words if w and w.lower() not in _STOP][: rng.randint(2, 5)]
-        out += [f"## {' '.join(words).capitalize() or 'Notes'}", ""]
-        out += [" ".join(rng.choice(sents) for _ in range(rng.randint(2, 5))), ""]
-    return "\n".join(out)
-
-
-def build_corpus(chunks: int, data: Path, cache: Path) -> Path:
-    """cache/speed-corpus-<chunks>/ with chunks/10 files in folders of 1000."""
-    folder = cache / f"speed-corpus-{chunks}"
-    done = folder / ".complete"
-    if done.exists():
-        return folder
-    if folder.exists():
-        shutil.rmtree(folder)
-    sents, titles = sentence_pool(data)
-    rng = random.Random(chunks)
-    files = max(1, chunks // (SECTIONS + 1))
-    for i in range(files):
-        sub = folder / f"d{i // 1000:04d}"
-        sub.mkdir(parents=True, exist_ok=True)
-        (sub / f"note-{i:07d}.md").write_text(make_file(rng, sents, titles), encoding="utf-8")
-    done.write_text(json.dumps({"files": files, "built": time.time()}))
-    return folder
-
-
-# -- vectors -----------------------------------------------------------------------
-
-
-def real_vectors(cache: Path, data: Path, fp: str, sample: int = 512, min_rows: int = 1000) -> tuple[np.ndarray, str]:
-    """Real all-MiniLM-L6-v2 vectors: from the quality benchmark's SciFact store
-    when there is one for this model, else 512 SciFact abstracts embedded now."""
-    import apsw
-
-    for db_path in sorted((cache / "stores").glob("scifact-*/autodoc.db")):
-        try:
-            db = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
-            blobs = [r[0] for r in db.execute("SELECT f32 FROM vectors WHERE model_fp=?", (fp,))]
-            db.close()
-        except Exception:
-            continue
-        if len(blobs) >= min_rows:
-            return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(
-                len(blobs), -1
-            ).copy(), f"{len(blobs)} real SciFact chunk vectors from {db_path.parent.name}"
-    path = cache / f"real-sample-{sample}-{fp[:12]}.npy"
-    if not path.exists():
-        from autodoc.embed.onnx import OnnxProvider
-
-        texts = []
-        with open(data / "corpus.jsonl", encoding="utf-8") as f:
-            for line in f:
-                d = json.loads(line)
-                texts.append(f"{d['title']}\n{d['text']}")
-                if len(texts) >= sample:
-                    break
-        np.save(path, OnnxProvider().embed(texts))
-    v = np.load(path)
-    return v, f"{len(v)} SciFact abstracts embedded for this benchmark (no SciFact store in the cache)"
-
-
-# normalise(0.7·a + 0.3·b + noise) for random real vectors a, b: one recipe for every bench
-synthetic_vectors = synthetic
-
-
-def seed_vectors(store: Path, fp: str, real: np.ndarray, seed: int) -> int:
-    """Write a synthetic vector for every chunk text hash lacking one (no Service
-    may be open on the store). Returns how many were written."""
-    import apsw
-
-    from autodoc.search.vectors import sign_codes
-
-    db = apsw.Connection(str(store))
-    ws_id = db.execute("SELECT id FROM workspaces WHERE name=?", (WORKSPACE,)).fetchone()[0]
-    hashes = [
-        r[0]
-        for r in db.execute(
-            "SELECT c.text_hash FROM chunks c WHERE c.workspace_id=? AND NOT EXISTS (SELECT 1 FROM vectors v "
-            "WHERE v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash) "
-            "GROUP BY c.text_hash ORDER BY MIN(c.id)",
-            (ws_id, fp),
-        )
-    ]
-    if hashes:
-        vecs = np.ascontiguousarray(synthetic_vectors(real, len(hashes), seed), dtype="<f4")
-        codes = sign_codes(vecs)
-        with db:
-            db.executemany(
-                "INSERT OR REPLACE INTO vectors(workspace_id, model_fp, text_hash, f32, bits) VALUES (?,?,?,?,?)",
-                ((ws_id, fp, h, vecs[i].tobytes(), codes[i].tobytes()) for i, h in enumerate(hashes)),
-            )
-    db.close()
-    return len(hashes)
-
-
-def build_store(
-    chunks: int, data: Path, cache: Path, *, sample: int = 512, min_rows: int = 1000, quiet: bool = False
-) -> dict[str, Any]:
-    """Corpus + an indexed store with synthetic vectors, cached."""
-    from autodoc.config import Settings
-    from autodoc.embed.onnx import OnnxProvider
-    from autodoc.service import Service
-
-    corpus = build_corpus(chunks, data, cache)
-    fp = OnnxProvider().fingerprint
-    sdir = cache / "stores" / f"speed-{chunks}-{fp[:12]}"
-    store = sdir / "autodoc.db"
-    meta_path = sdir / "bench-meta.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    if meta.get("complete"):
-        return meta | {"store": str(store), "corpus": str(corpus)}
-    sdir.mkdir(parents=True, exist_ok=True)
-    svc = Service(Settings.from_env(store=store))
-    try:
-        if WORKSPACE not in svc.workspaces():
-            svc.workspace_add(WORKSPACE, str(corpus), {"embedding": {"provider": "onnx"}})
-        from .common import Progress
-
-        t0 = time.monotonic()
-        rep = svc.index(WORKSPACE, progress=None if quiet else Progress(f"index {chunks}", 30))
-        took = time.monotonic() - t0
-        if rep["added"]:
-            meta["index_build"] = {
-                "files": rep["added"],
-                "chunks": rep["chunks"],
-                "seconds": round(took, 1),
-                "docs_per_s": round(rep["added"] / took, 1),
-                "chunks_per_s": round(rep["chunks"] / took, 1),
-            }
-    finally:
-        svc.close()
-    real, source = real_vectors(cache, data, fp, sample, min_rows)
-    t0 = time.monotonic()
-    n = seed_vectors(store, fp, real, seed=chunks)
-    meta["vectors"] = {"synthetic": n, "source": source, "seconds": round(time.monotonic() - t0, 1)}
-    svc = Service(Settings.from_env(store=store))
-    try:
-        emb = svc.embed_pending(WORKSPACE)
-        st = svc.workspace_status(WORKSPACE)
-        if st["embedding"]["state"] != "ready":
-            raise RuntimeError(f"vectors not active: {st['embedding']} {emb}")
-        meta["chunks"] = st["chunks"]
-        meta["files"] = st["files"]["indexed"]
-    finally:
-        svc.close()
-    meta["complete"] = True
-    meta["fingerprint"] = fp
-    meta_path.write_text(json.dumps(meta, indent=1))
-    return meta | {"store": str(store), "corpus": str(corpus)}
-
-
-# -- queries -----------------------------------------------------------------------
-
-
-def query_sets(data: Path, n: int) -> dict[str, list[str]]:
-    claims = []
-    with open(data / "queries.jsonl", encoding="utf-8") as f:
-        for line in f:
-            claims.append(json.loads(line)["text"])
-    qrels = data / "qrels" / "test.tsv"
-    if qrels.exists():
-        {l.split("\t")[0] for l in qrels.read_text().splitlines()[1:]}
-    rng = random.Random(7)
-    pool = claims[:]
-    rng.shuffle(pool)
-    claims_n = pool[:n]
-    short = []
-    for c in pool[n:]:
-        words = sorted({w.strip(".,;:()[]'\"").lower() for w in c.split()} - _STOP, key=lambda w: (-len(w), w))
-        words = [w for w in words if w.isalpha()]
-        if len(words) >= 2:
-            short.append(" ".join(words[:2]))
-        if len(short) >= n:
-            break
-    return {"keywords": short, "claims": claims_n}
-
-
-# -- measuring ---------------------------------------------------------------------
-
 
 def prefilter_kinds() -> list[str]:
     from autodoc.search import vectors
 
-    return list(getattr(vectors, "PREFILTERS", ("asym", "hamming")))
+    return [vectors.PREFILTER]  # the product has one prefilter (the bench-only modes are gone)
 
 
 def default_prefilter() -> str:
-    import inspect
+    from autodoc.search.vectors import PREFILTER
 
-    from autodoc.search.vectors import VectorIndex
-
-    return inspect.signature(VectorIndex.__init__).parameters["prefilter"].default
-
-
-def interleaved(queries: list[str], fns: dict[str, Callable[[str], Any]], rounds: int = 1) -> dict[str, list[float]]:
-    """Time every fn on every query, alternating the order per query."""
-    names = list(fns)
-    out: dict[str, list[float]] = {k: [] for k in names}
-    for r in range(rounds):
-        for i, q in enumerate(queries):
-            order = names if (i + r) % 2 == 0 else names[::-1]
-            for k in order:
-                t0 = time.perf_counter()
-                fns[k](q)
-                out[k].append(time.perf_counter() - t0)
-    return out
-
-
-def ratio(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    return {
-        "p50": round(a["p50"] / b["p50"], 3) if b["p50"] else float("nan"),
-        "p95": round(a["p95"] / b["p95"], 3) if b["p95"] else float("nan"),
-    }
-
-
-def rss_mb(pid: int) -> float | None:
-    try:
-        for line in open(f"/proc/{pid}/status"):
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
-
-
-class SocketClient:
-    """A minimal synchronous newline-delimited JSON-RPC client (the least a
-    client can add on top of the daemon)."""
-
-    def __init__(self, path: Path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(str(path))
-        self.f = self.sock.makefile("rb")
-        self.id = 0
-
-    def call(self, method: str, params: Any) -> Any:
-        self.id += 1
-        self.sock.sendall(
-            json.dumps({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params}).encode() + b"\n"
-        )
-        while True:
-            line = self.f.readline()
-            if not line:
-                raise ConnectionError("daemon closed the connection")
-            msg = json.loads(line)
-            if msg.get("id") == self.id:
-                if "error" in msg:
-                    raise RuntimeError(msg["error"])
-                return msg["result"]
-
-    def close(self) -> None:
-        try:
-            self.f.close()
-            self.sock.close()
-        except OSError:
-            pass
-
-
-def start_daemon(store: Path, sock: Path, timeout: float = 120.0) -> tuple[subprocess.Popen | None, str]:
-    exe = Path(sys.executable).with_name("autodoc")
-    argv = [
-        str(exe) if exe.exists() else sys.executable,
-        *([] if exe.exists() else ["-m", "autodoc.cli"]),
-        "--store",
-        str(store),
-        "serve",
-        "--socket",
-        str(sock),
-    ]
-    sock.parent.mkdir(parents=True, exist_ok=True)
-    errlog = open(sock.parent / "daemon.log", "wb")
-    try:
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog)
-    except OSError as e:
-        return None, f"could not start the daemon: {e}"
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if p.poll() is not None:
-            return None, f"the daemon exited with {p.returncode}: " + (sock.parent / "daemon.log").read_text()[-400:]
-        if sock.exists():
-            try:
-                c = SocketClient(sock)
-            except OSError:
-                time.sleep(0.1)
-                continue
-            try:
-                c.call("server.info", {})
-                return p, "ok"
-            except RuntimeError as e:  # it answers, with an error: no point waiting
-                stop_daemon(p)
-                return None, f"the daemon answered server.info with an error: {e}"[:300]
-            except Exception:
-                pass
-            finally:
-                c.close()
-        time.sleep(0.1)
-    p.terminate()
-    return None, "the daemon did not answer on its socket within the timeout"
-
-
-def start_instrumented(chunks: int, module: str, flag: str, prefix: str) -> tuple[subprocess.Popen, Path, Path]:
-    """A daemon on the cached store of this size, run as ``python -m <module> <flag> OUT --store …``
-    so that the module can wrap the daemon's functions before it starts; (process, socket, OUT)."""
-    store = speed_store(chunks)
-    tmp = Path(tempfile.mkdtemp(prefix=prefix))
-    out, sock = tmp / "out.json", tmp / "d.sock"
-    popen = subprocess.Popen
-
-    def wrapped(cmd, *pa, **pk):
-        if "serve" in cmd:
-            cmd = [sys.executable, "-m", module, flag, str(out), *cmd[cmd.index("--store") :]]
-            pk.setdefault("cwd", str(Path(__file__).resolve().parents[1]))
-        return popen(cmd, *pa, **pk)
-
-    subprocess.Popen = wrapped
-    try:
-        p, why = start_daemon(store, sock)
-    finally:
-        subprocess.Popen = popen
-    if p is None:
-        raise SystemExit(why)
-    return p, sock, out
-
-
-def stop_daemon(p: subprocess.Popen) -> None:
-    p.terminate()
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
+    return PREFILTER
 
 
 def measure_size(
@@ -560,7 +245,7 @@ def measure_size(
         # the index holds float16 above HALF_ABOVE rows, as the product's does)
         pf = {}
         for kind in prefilter_kinds():
-            vi = VectorIndex(index.ids, mat, prefilter=kind)
+            vi = VectorIndex(index.ids, mat)
             vi.search(qv[claims[0]], top=50, exact=False)  # build the column layout
             rec, lat_pf, lat_ex = [], [], []
             for q in claims:
@@ -968,7 +653,7 @@ def vectors_only(n: int, cache: Path, data: Path, nq: int = 100) -> dict[str, An
         "timings": s,
         "ratio": ratio(s["vector_index"], s["raw_numpy"]),
         "path": "prefilter" if n > vi.exact_below else "exact",
-        "prefilter": vi.prefilter,
+        "prefilter": default_prefilter(),
         "recall@50": round(float(np.mean(rec)), 4),
         "index_mb": round(vi.nbytes / 2**20, 1),
         "source": source,
@@ -998,14 +683,14 @@ def prefilter_real(cache: Path, data: Path, nq: int = 300) -> dict[str, Any] | N
     ids = np.arange(len(real))
     d = VectorIndex(ids[:1], real[:1])
     out["default_shortlist"] = max(d.shortlist_min, d.shortlist_factor * 50)
-    out["default_prefilter"] = d.prefilter
+    out["default_prefilter"] = default_prefilter()
     out["kinds"] = prefilter_kinds()
     for kind in prefilter_kinds():
         for sl in (100, 200, 500, "default"):
             vi = (
-                VectorIndex(ids, real, prefilter=kind)
+                VectorIndex(ids, real)
                 if sl == "default"
-                else VectorIndex(ids, real, prefilter=kind, shortlist_min=sl, shortlist_factor=0)
+                else VectorIndex(ids, real, shortlist_min=sl, shortlist_factor=0)
             )
             rec = []
             for q in qv:
@@ -1382,8 +1067,8 @@ def findings(res: dict[str, Any]) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n\n")[0])
+def main_speed(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.speed", description=DOC_SPEED.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000", help="chunk counts, comma-separated (1000000 optional)")
     ap.add_argument("--queries", type=int, default=200, help="queries per set (≥ 100; ≤ 256 fits the query cache)")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")
@@ -1499,6 +1184,1115 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(res, indent=1, default=str))
     print(text)
     return 0
+
+
+# ==== lexical (formerly bench/lexical_speed.py) ===================================================
+
+DOC_LEXICAL = """The lexical leg on sentence-length queries (whole SciFact claims), before and
+after issue 19's changes, interleaved query by query in one run on copies of
+the cached speed stores with their postings index built (bench/speed.py builds
+the stores; `--prepare` copies them and builds the postings, the cache is
+never written):
+
+- raw FTS5: today's relaxed query, `… MATCH 'a OR b OR …' ORDER BY bm25, rowid LIMIT 50`;
+- MaxScore: search/maxscore.py's exact top 50 of the same OR (and whether it equals the raw query's);
+- the postings index: search/impact.py's top 50 of the same OR from store/postings.py (and whether it equals the raw query's to the bit);
+- the leg (`run_lexical`, weighed as in a hybrid search) as it was (the plain OR query, the coverage
+  weight read from every word's whole doclist and a COUNT(*) of the chunks) and as it is;
+- the hybrid `Service.search` (lexical + semantic, query vector cached) with the leg as it was and is.
+
+Usage: python -m bench.speed lexical --prepare --sizes 100000,1000000 --copies /tmp/x
+       python -m bench.speed lexical --sizes 100000,1000000 --copies /tmp/x [--daemon] [--queries 100]
+       (then delete /tmp/x: the 1M copy is 7 GB)
+
+Runs on: the benchmark's main thread.
+"""
+
+
+def prepare(size: int, cache: Path, dest: Path) -> dict[str, Any]:
+    """A copy of the cached speed store and its corpus under `dest` (the cache is never written), its
+    workspace pointed at the copied corpus, migrated, its postings built from scratch, timed and sized."""
+    import apsw
+
+    from autodoc.store import postings
+    from autodoc.store.migrations import migrate
+
+    src = find_store(size, cache)
+    if src is None:
+        raise SystemExit(f"no complete speed store of {size} chunks in {cache}/stores")
+    meta = json.loads((src.parent / "bench-meta.json").read_text())
+    out = dest / f"speed-{size}"
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "store").mkdir(parents=True)
+    shutil.copy2(src, out / "store" / "autodoc.db")
+    corpus = Path(meta.get("corpus") or cache / f"speed-corpus-{size}")
+    shutil.copytree(corpus, out / "corpus")
+    db = apsw.Connection(str(out / "store" / "autodoc.db"))
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("UPDATE workspaces SET root=?", (str(out / "corpus"),))
+    migrate(db)
+    with db:  # from scratch, whatever an earlier run left
+        db.execute(
+            "DELETE FROM postings; DELETE FROM postings_delta; DELETE FROM postings_dead; "
+            "UPDATE meta SET value='0' WHERE key='postings_built'"
+        )
+    t0 = time.monotonic()
+    postings.build_all(db)
+    seconds = time.monotonic() - t0
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size_b = db.execute("SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'postings%'").fetchone()[0]
+    n, data = db.execute("SELECT COUNT(*), SUM(LENGTH(data)) FROM postings").fetchone()
+    db.close()
+    info = {
+        "chunks": size,
+        "build_seconds": round(seconds, 1),
+        "postings_rows": n,
+        "postings_bytes": data,
+        "on_disk_mb": round(size_b / 2**20, 1),
+        "store_mb": round((out / "store" / "autodoc.db").stat().st_size / 2**20, 1),
+        "command": command_line(),
+        "commit": git_commit(),
+    }
+    meta.update(corpus=str(out / "corpus"), complete=True, postings=info)
+    (out / "store" / "bench-meta.json").write_text(json.dumps(meta, indent=1))
+    print(json.dumps(info), file=sys.stderr)
+    return info
+
+
+def find_store(size: int, cache: Path, under: str | None = None) -> Path | None:
+    """The cached speed store of `size` chunks, or (under="store") a prepared copy's."""
+    for meta in sorted(
+        (cache / under).glob("bench-meta.json") if under else (cache / "stores").glob(f"speed-{size}-*/bench-meta.json")
+    ):
+        if json.loads(meta.read_text()).get("complete"):
+            return meta.parent / "autodoc.db"
+    return None
+
+
+def _old_coverage(lexical):
+    """The coverage weight as it was before issue 19 (every holder of every word fetched)."""
+    from autodoc.search.fts import CJK_RUN, coverage_terms
+    from autodoc.search.tokens import tokenize
+    from autodoc.store.hits import chunk_texts
+
+    def coverage(db, terms, chunk_ids, strict=frozenset()):  # strict: the new one's shortcut, unused here
+        pairs = coverage_terms(terms)
+        if not pairs or not chunk_ids:
+            return {}
+        n = max(1, db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        prose = {cid: lexical._prose_stems(t) for cid, t in chunk_texts(db, chunk_ids).items()}
+        total, got = 0.0, dict.fromkeys(chunk_ids, 0.0)
+        for expr, term in pairs:
+            holders = [r[0] for r in db.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (expr,))]
+            df = len(holders)
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            total += idf
+            words = [] if CJK_RUN.search(term.text) else [t[2] for t in tokenize(term.text)]
+            for cid in got.keys() & set(holders):
+                body = lexical._holds(prose[cid], words, term.prefix)
+                got[cid] += idf * (1.0 if body else lexical.TITLE_CREDIT)
+        if total <= 0:
+            return {}
+        total = max(got.values()) or total
+        return {
+            cid: round(lexical.COVERAGE_FLOOR + (1 - lexical.COVERAGE_FLOOR) * (g / total) ** lexical.COVERAGE_POWER, 6)
+            for cid, g in got.items()
+        }
+
+    return coverage
+
+
+def measure_lexical(size: int, store: Path, data: Path, nq: int) -> dict[str, Any]:
+    from autodoc.config import Settings
+    from autodoc.search import impact, lexical, maxscore
+    from autodoc.search.fts import coverage_terms
+    from autodoc.search.query import parse_query, resolve_facets
+    from autodoc.service import Service
+    from autodoc.store import ftsterms
+    from autodoc.store.db import open_reader
+    from autodoc.store.filters import build_filter
+    from autodoc.store.matches import ranked
+
+    queries = query_sets(data, nq)["claims"]
+    svc = Service(Settings.from_env(store=store), writer=False)
+    raw, leg_db = open_reader(store), open_reader(store)
+    old_cov, new_cov = _old_coverage(lexical), lexical.coverage
+    try:
+        ws = raw.execute("SELECT id FROM workspaces WHERE name=?", (WORKSPACE,)).fetchone()[0]
+        filt = build_filter(ws, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
+        terms = {q: resolve_facets(parse_query(q), set()).terms for q in queries}
+        exprs = {q: [e for e, _ in coverage_terms(terms[q])] for q in queries}
+
+        def before(fn):
+            def run(q):
+                lexical.coverage, maxscore.ENABLED, impact.ENABLED = old_cov, False, False
+                try:
+                    return fn(q)
+                finally:
+                    lexical.coverage, maxscore.ENABLED, impact.ENABLED = new_cov, True, True
+
+            return run
+
+        def without_impact(fn):  # the leg as it was before the postings index: MaxScore over FTS5
+            def run(q):
+                impact.ENABLED = False
+                try:
+                    return fn(q)
+                finally:
+                    impact.ENABLED = True
+
+            return run
+
+        def impact_rank(q, db=raw):
+            return impact.ranker(db, exprs[q], None)(" OR ".join(exprs[q]), 50)
+
+        def ms_rank(q, db=raw):
+            state = ftsterms.index_state(db)
+            docs = ftsterms.term_docs(db, exprs[q], state)
+            bounds = [maxscore.upper_bound(state.rows, docs[e]) for e in exprs[q]]
+            return maxscore.top_any(lambda m, n: ranked(db, m, n), exprs[q], bounds, [docs[e] for e in exprs[q]], 50)
+
+        def leg(q):
+            return lexical.run_lexical(leg_db, ws, terms[q], filt, want=10, weigh=True)
+
+        def leg_cold(q):
+            ftsterms._docs.clear()  # every word's count read again from fts5vocab
+            return leg(q)
+
+        def hybrid(q):
+            return svc.search(WORKSPACE, q, {"stages": ["lexical", "semantic"], "limit": 10})
+
+        fast = [q for q in queries if impact.ranker(raw, exprs[q], None) is not None]
+        if not fast:
+            raise SystemExit(f"{store}: no postings (python -m bench.speed lexical --prepare --copies DIR)")
+        fns = {
+            "raw_fts5_or": lambda q: ranked(raw, " OR ".join(exprs[q]), 50),
+            "maxscore": ms_rank,
+            "impact": lambda q: impact_rank(q) if q in fast else ms_rank(q),
+            "leg_before": before(leg),
+            "leg_maxscore": without_impact(leg),
+            "leg": leg,
+            "leg_cold_counts": leg_cold,
+            "hybrid_before": before(hybrid),
+            "hybrid_maxscore": without_impact(hybrid),
+            "hybrid": hybrid,
+        }
+        for q in queries:  # warm-up: pages, statement caches, the query vectors, the word counts
+            for f in fns.values():
+                f(q)
+        # exactness: the MaxScore rows against the raw query's, row for row
+        same, worst = 0, 0.0
+        for q in queries:
+            a, b = ranked(raw, " OR ".join(exprs[q]), 50), ms_rank(q)
+            if [r for r, _ in a] == [r for r, _ in b]:
+                same += 1
+            worst = max([worst] + [abs(x[1] - y[1]) for x, y in zip(a, b)])
+        isame, ibits, iworst = 0, 0, 0.0
+        for q in fast:
+            a, b = ranked(raw, " OR ".join(exprs[q]), 50), impact_rank(q)
+            isame += [r for r, _ in a] == [r for r, _ in b]
+            ibits += a == b
+            iworst = max([iworst] + [abs(x[1] - y[1]) for x, y in zip(a, b)])
+        t = interleaved(queries, fns)
+        s = {k: summary_ms(v) for k, v in t.items()}
+        return {
+            "chunks": size,
+            "queries": len(queries),
+            "timings": s,
+            "exact": {"same_rows_and_order": same, "of": len(queries), "max_abs_score_diff": worst},
+            "impact_exact": {
+                "answered": len(fast),
+                "same_rows_and_order": isame,
+                "bitwise_equal": ibits,
+                "max_abs_score_diff": iworst,
+            },
+            "ratio_impact_raw": ratio(s["impact"], s["raw_fts5_or"]),
+            "ratio_impact_maxscore": ratio(s["impact"], s["maxscore"]),
+            "ratio_hybrid_maxscore": ratio(s["hybrid"], s["hybrid_maxscore"]),
+            "ratio_maxscore_raw": ratio(s["maxscore"], s["raw_fts5_or"]),
+            "ratio_leg": ratio(s["leg"], s["leg_before"]),
+            "ratio_hybrid": ratio(s["hybrid"], s["hybrid_before"]),
+        }
+    finally:
+        raw.close()
+        leg_db.close()
+        svc.close()
+
+
+def scifact_check(data: Path, cache: Path, copies: Path | None = None) -> dict[str, Any] | None:
+    """The product's answers on SciFact's test claims (the cached quality store; with `copies`, a copy
+    of it with its postings built), the leg as it was (before), with MaxScore over FTS5 forced on every
+    query (maxscore) and as it is (now: the postings index where it answers, MaxScore forced elsewhere):
+    the hits and nDCG@10 (hybrid and lexical)."""
+    import apsw
+
+    from autodoc.config import Settings
+    from autodoc.search import impact, lexical, maxscore
+    from autodoc.service import Service
+    from autodoc.store import postings
+    from autodoc.store.migrations import migrate
+
+    from .quality import WORKSPACE as BEIR_WS
+    from .quality import load_collection, path_doc, ref_ndcg
+
+    stores = [m.parent / "autodoc.db" for m in sorted((cache / "stores").glob("scifact-*/bench-meta.json"))]
+    if not stores:
+        return None
+    if copies is not None:
+        (copies / "scifact").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(stores[0], copies / "scifact" / "autodoc.db")
+        stores = [copies / "scifact" / "autodoc.db"]
+        db = apsw.Connection(str(stores[0]))
+        migrate(db)
+        postings.build_all(db)
+        db.close()
+    col = load_collection(data, splits=("test",))
+    qrels = col.qrels["test"]
+    queries = [(qid, col.queries[qid]) for qid in sorted(qrels)]
+    svc = Service(Settings.from_env(store=stores[0]), writer=False)
+    old_cov, new_cov, min_matches = _old_coverage(lexical), lexical.coverage, maxscore.MIN_MATCHES
+    out: dict[str, Any] = {"queries": len(queries)}
+    try:
+        for stages in (["lexical", "semantic"], ["lexical"]):
+            runs: dict[str, dict[str, list[str]]] = {"before": {}, "maxscore": {}, "now": {}}
+            same = {"maxscore": 0, "now": 0}
+            for qid, text in queries:
+                got = {}
+                for label in runs:
+                    if label == "before":
+                        lexical.coverage, maxscore.ENABLED, impact.ENABLED = old_cov, False, False
+                    else:
+                        maxscore.MIN_MATCHES = 0  # forced on every query, small as the store is
+                        impact.ENABLED = label == "now"
+                    try:
+                        ans = svc.search(BEIR_WS, text, {"stages": stages, "limit": 10})
+                    finally:
+                        lexical.coverage, maxscore.ENABLED, maxscore.MIN_MATCHES = new_cov, True, min_matches
+                        impact.ENABLED = True
+                    got[label] = [(h["chunk_id"], h["score"]) for h in ans["hits"]]
+                    runs[label][qid] = list(dict.fromkeys(path_doc(h["path"]) for h in ans["hits"]))
+                for label in same:
+                    same[label] += got["before"] == got[label]
+            ndcg = {k: round(sum(ref_ndcg(r[q], qrels[q]) for q in r) / len(r), 4) for k, r in runs.items()}
+            out["+".join(stages)] = {"same_hits": same, "ndcg@10": ndcg}
+    finally:
+        svc.close()
+    return out
+
+
+def render_lexical(res: dict[str, Any]) -> str:
+    sizes = res["sizes"]
+    L = [
+        "# Lexical leg on sentence queries (issue 19)",
+        "",
+        f"Command: `{res['command']}` · commit `{res['commit']}` · machine: {json.dumps(res['machine'])}",
+        "",
+        "Whole SciFact claims (the relaxed OR query runs for nearly all), after a warm-up pass, every variant "
+        "timed on each query in alternating order, in one process. ms, p50 / p95. *before* = the plain OR query "
+        "and the coverage weight read from each word's whole doclist (main before issue 19); *MaxScore* = MaxScore "
+        "over FTS5 (search/maxscore.py, main before the postings index); *now* = the postings index "
+        "(search/impact.py) ranks the OR when its words are single tokens; *cold counts* = the word counts cache "
+        "emptied before each query. The stores are copies of the cached speed stores with their postings built "
+        "(`--prepare`).",
+        "",
+        "| | " + " | ".join(f"{r['chunks']:,} chunks" for r in sizes) + " |",
+        "|---|" + "---|" * len(sizes),
+    ]
+
+    def row(label, key):
+        L.append(
+            f"| {label} | "
+            + " | ".join(f"{r['timings'][key]['p50']:.2f} / {r['timings'][key]['p95']:.2f}" for r in sizes)
+            + " |"
+        )
+
+    def ratio_row(label, key):
+        L.append(
+            f"| **ratio** {label}, p50 · p95 | "
+            + " | ".join(f"**{r[key]['p50']}** · {r[key]['p95']}" for r in sizes)
+            + " |"
+        )
+
+    row("raw FTS5 OR query (LIMIT 50)", "raw_fts5_or")
+    row("MaxScore over FTS5, same top 50", "maxscore")
+    row("**postings index (numpy bm25), same top 50**", "impact")
+    ratio_row("postings / raw", "ratio_impact_raw")
+    ratio_row("postings / MaxScore", "ratio_impact_maxscore")
+    L.append(
+        "| postings rows = raw rows (ids and order); scores equal to the bit | "
+        + " | ".join(
+            f"{r['impact_exact']['same_rows_and_order']}/{r['impact_exact']['answered']}; "
+            f"{r['impact_exact']['bitwise_equal']}/{r['impact_exact']['answered']} "
+            f"(max diff {r['impact_exact']['max_abs_score_diff']:.1g})"
+            for r in sizes
+        )
+        + " |"
+    )
+    L.append(
+        "| MaxScore rows = raw rows (ids and order) | "
+        + " | ".join(
+            f"{r['exact']['same_rows_and_order']}/{r['exact']['of']} (max score diff {r['exact']['max_abs_score_diff']:.1g})"
+            for r in sizes
+        )
+        + " |"
+    )
+    row("leg `run_lexical`, before", "leg_before")
+    row("leg `run_lexical`, MaxScore", "leg_maxscore")
+    row("leg `run_lexical`, now", "leg")
+    row("leg, now, cold word counts", "leg_cold_counts")
+    ratio_row("leg now / before", "ratio_leg")
+    row("hybrid `Service.search`, before", "hybrid_before")
+    row("hybrid `Service.search`, MaxScore", "hybrid_maxscore")
+    row("**hybrid `Service.search`, now**", "hybrid")
+    ratio_row("hybrid now / MaxScore", "ratio_hybrid_maxscore")
+    ratio_row("hybrid now / before", "ratio_hybrid")
+    L += ["", "Targets (issue 19): hybrid p50 ≤ 15 ms at 100k chunks and ≤ 60 ms at 1M, p95 ≤ 3× p50."]
+    for r in sizes:
+        h = r["timings"]["hybrid"]
+        goal = {100_000: 15.0, 1_000_000: 60.0}.get(r["chunks"])
+        verdict = "" if goal is None else (" — **met**" if h["p50"] <= goal else f" — **missed** (target {goal:g} ms)")
+        L.append(
+            f"- {r['chunks']:,} chunks: hybrid p50 {h['p50']:.1f} ms in process{verdict}; p95/p50 "
+            f"{h['p95'] / h['p50']:.2f} ({'within' if h['p95'] <= 3 * h['p50'] else 'above'} 3×)."
+        )
+    L += [
+        "",
+        "The postings index (store/postings.py), built from scratch on each copy (`--prepare`, "
+        "postings.build_all: the same slices a daemon builds after its index jobs):",
+        "",
+    ]
+    for r in sizes:
+        p = r.get("postings")
+        if p:
+            L.append(
+                f"- {r['chunks']:,} chunks: built in {p['build_seconds']} s; {p['postings_rows']:,} segment rows, "
+                f"{p['postings_bytes'] / 2**20:.0f} MB of records, {p['on_disk_mb']} MB on disk with the delta "
+                f"and indexes (the store: {p['store_mb']} MB)."
+            )
+    for r in sizes:
+        d = r.get("daemon")
+        if d and d.get("available"):
+            L.append(
+                f"- {r['chunks']:,} chunks, through the daemon's socket: hybrid claims p50 "
+                f"{d['hybrid_claims']['p50']:.1f} ms (p95 {d['hybrid_claims']['p95']:.1f}), lexical claims p50 "
+                f"{d['lexical_claims']['p50']:.1f} ms; RSS warm {d.get('rss_warm_mb')} MB, after "
+                f"{d.get('rss_after_mb')} MB; save → searchable {d.get('save_to_searchable_ms')} ms "
+                f"(p50 {d.get('save_to_searchable_p50_ms')})."
+            )
+        elif d:
+            L.append(f"- {r['chunks']:,} chunks: daemon not measured ({d.get('reason') or d.get('error')}).")
+    L += [
+        "",
+        "How it works: the postings index keeps, per token and per segment of 32,768 chunk ids, a blob of "
+        "(chunk id, the chunk's length, tf per column) sorted by id, beside FTS5 in the same SQLite file; new "
+        "chunks go to a delta table and deleted ones to a dead list in the transaction that writes their FTS "
+        "rows; an index job's end folds a large delta in and purges many dead. A query reads its words' blobs "
+        "(a word's narrow segments joined as bytes, the dead removed by searchsorted, the delta inserted in place) "
+        "and computes fts5_aux.c's bm25 operation for operation with FTS5's own N, average length and per-word "
+        "row counts. The OR's top k is MaxScore term at a time: the rarest words are added into partial scores "
+        "by row id until the bounds of the rest sum below the k-th partial score; the rest are only looked up "
+        "(searchsorted) for the candidates whose partial score plus the rest's bounds still reach it, the floor "
+        "rising and the candidates thinning word by word; the survivors are scored again in phrase order, so the "
+        "scores are FTS5's to the bit. The strict AND that runs first is proved empty from the postings (rarest "
+        "token first; once few common ids are left, a word is read only in the segments holding them), or ranked "
+        "from them when every word is one token; a search reads each word once for the AND, the OR and the "
+        "coverage weight. Phrases, prefixes and CJK bigram phrases keep the FTS5 path (MaxScore over FTS5).",
+    ]
+    sf = res.get("scifact")
+    if sf:
+        L += [
+            "",
+            f"SciFact test claims ({sf['queries']}), the product's answers (limit 10) with the leg as it was, with "
+            "MaxScore over FTS5 forced on every query, and as it is (the postings index where it answers):",
+            "",
+        ]
+        for k, v in sf.items():
+            if k != "queries":
+                same = v["same_hits"]
+                L.append(
+                    f"- {k}: identical hits (ids and scores) to before for {same['maxscore']}/{sf['queries']} "
+                    f"claims with MaxScore and {same['now']}/{sf['queries']} now; nDCG@10 before "
+                    f"{v['ndcg@10']['before']}, MaxScore {v['ndcg@10']['maxscore']}, now {v['ndcg@10']['now']}"
+                )
+    return "\n".join(L) + "\n"
+
+
+def main_lexical(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.speed lexical", description=DOC_LEXICAL.split("\n\n")[0])
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")
+    ap.add_argument("--cache", type=Path, default=None)
+    ap.add_argument("--no-scifact", action="store_true", help="skip the SciFact answers check")
+    ap.add_argument(
+        "--prepare",
+        action="store_true",
+        help="copy each size's cached store and corpus into --copies, build its postings (timed), and stop",
+    )
+    ap.add_argument(
+        "--copies",
+        type=Path,
+        default=None,
+        help="measure the prepared copies in this folder (with postings) instead of the cached stores",
+    )
+    ap.add_argument(
+        "--daemon",
+        action="store_true",
+        help="also run a daemon on each copy: socket hybrid claims, "
+        "RSS, save → searchable (needs --copies: the saves write into the copied corpus)",
+    )
+    ap.add_argument("--out", default=str(RESULTS / "lexical_speed.md"))
+    ap.add_argument("--json", default=str(RESULTS / "lexical_speed.json"))
+    args = ap.parse_args(argv)
+    cache = args.cache or cache_root()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.prepare:
+        if args.copies is None:
+            ap.error("--prepare needs --copies DIR")
+        for size in sizes:
+            prepare(size, cache, args.copies)
+        return 0
+    out: list[dict[str, Any]] = []
+    for size in sizes:
+        store = (
+            find_store(size, cache) if args.copies is None else find_store(size, args.copies / f"speed-{size}", "store")
+        )
+        if store is None:
+            print(
+                f"no complete speed store of {size} chunks in {cache}/stores (python -m bench.speed --build-only)",
+                file=sys.stderr,
+            )
+            continue
+        t0 = time.monotonic()
+        r = measure_lexical(size, store, args.data, args.queries)
+        meta = json.loads((store.parent / "bench-meta.json").read_text())
+        r["postings"] = meta.get("postings")
+        if args.daemon and args.copies is not None:
+            r["daemon"] = measure_daemon(store, query_sets(args.data, args.queries), size, meta)
+        out.append(r)
+        print(f"{size}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    scifact = None if args.no_scifact else scifact_check(args.data, cache, args.copies)
+    res = {
+        "scifact": scifact,
+        "command": command_line(),
+        "commit": git_commit(),
+        "machine": machine_note(),
+        "sizes": out,
+    }
+    Path(args.json).write_text(json.dumps(res, indent=1))
+    Path(args.out).write_text(render_lexical(res))
+    print(render_lexical(res))
+    return 0
+
+
+# ==== helper (formerly bench/lexical_helper.py) ===================================================
+
+DOC_HELPER = """The lexical leg in a helper process (search/legproc.py) against the same
+leg run in the search's process, hybrid searches in-process (issue 19):
+p50/p95 of whole `Service.search` calls, the two arms in alternating blocks in one
+process, on the speed benchmark's cached stores (query vectors cached after a
+warm-up pass, as bench/speed.py measures them), and whether every answer is
+the same.
+
+    python -m bench.speed helper [--sizes 10000,100000,1000000] [--queries 200] [--rounds 2]
+
+Both arms run in one Service: the helper's arm with its LexicalHelper, the
+other with none, so the store, caches and vectors are shared. The size gate
+(legproc.MIN_CHUNKS) is lifted for the run so that every size is measured.
+"""
+
+HELPER_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
+HELPER_OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
+
+
+def blocks(queries: list[str], fns: dict, rounds: int) -> dict[str, list[float]]:
+    """Each arm over all the queries in turn (A B B A …), not query by query: interleaved, each
+    arm found SQLite's page cache cold for the pages the other arm's process had read (the
+    helper reads with its own connection), which only this benchmark's alternation causes."""
+    names = list(fns)
+    out: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(rounds):
+        for k in names if r % 2 == 0 else names[::-1]:
+            for q in queries:
+                t0 = time.perf_counter()
+                fns[k](q)
+                out[k].append(time.perf_counter() - t0)
+    return out
+
+
+def measure_helper(store: Path, nq: int, rounds: int) -> dict:
+    os.environ["AUTODOC_READERS"] = "auto"
+    from autodoc.config.settings import Settings
+    from autodoc.search import legproc
+    from autodoc.service import Service
+
+    legproc.MIN_CHUNKS = 0
+    svc = Service(Settings.from_env(store=store), writer=False)
+    helper = svc.lexical_helper
+    try:
+        out = {}
+        for name, queries in query_sets(HELPER_DATA, nq).items():
+
+            def arm(use):
+                def f(q):
+                    svc.lexical_helper = helper if use else None
+                    return svc.search(WORKSPACE, q, {"stages": ["lexical", "semantic"], "limit": 10})
+
+                return f
+
+            for q in queries:  # warm-up: query vectors, caches; the helper starts and opens the store
+                arm(False)(q)
+            deadline = time.monotonic() + 120
+            while helper.calls == 0 and time.monotonic() < deadline:
+                arm(True)(queries[0])
+                time.sleep(0.1)
+            for q in queries:
+                arm(True)(q)
+            same = sum(arm(True)(q)["hits"] == arm(False)(q)["hits"] for q in queries)
+            calls = helper.calls
+            t = blocks(queries, {"helper process": arm(True), "here (threads)": arm(False)}, rounds=rounds)
+            s = {k: summary_ms(v) for k, v in t.items()}
+            out[name] = {
+                "timings": s,
+                "same_answers": same,
+                "queries": len(queries),
+                "legs_in_helper": helper.calls - calls,
+                "ratio_p50": round(s["helper process"]["p50"] / s["here (threads)"]["p50"], 3),
+            }
+        return out
+    finally:
+        svc.lexical_helper = helper
+        svc.close()
+
+
+def render_helper(res: dict) -> str:
+    L = [
+        "# The lexical leg in a helper process (issue 19)",
+        "",
+        "Generated by `bench/speed.py`; re-run the command below to refresh.",
+        "",
+        f"- Command: `{res['command']}`",
+        f"- Commit: `{res['commit']}` · {res['date']}",
+        f"- Machine: {res['machine']}; load at the end {res['load_end']}",
+        "",
+        "Hybrid `Service.search` (lexical + semantic, limit 10, query vectors cached), in-process. "
+        "**helper process**: the lexical leg runs in search/legproc.py's helper while the semantic leg "
+        "runs here; **here (threads)**: the product before it, the semantic leg on a leg thread beside "
+        "the lexical leg. p50 / p95 ms; each arm over all the queries in turn, A B B A (see `blocks`).",
+        "",
+        "| store | queries | helper process | here (threads) | **ratio p50** | same answers | legs run in the helper |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for size, sets in res["sizes"].items():
+        for name, r in sets.items():
+            h, t = r["timings"]["helper process"], r["timings"]["here (threads)"]
+            L.append(
+                f"| {int(size):,} chunks | {name} | {h['p50']:.2f} / {h['p95']:.2f} | {t['p50']:.2f} / "
+                f"{t['p95']:.2f} | **{r['ratio_p50']}** | {r['same_answers']}/{r['queries']} | "
+                f"{r['legs_in_helper']} of {r['queries'] * res['rounds']} |"
+            )
+    return "\n".join(L) + "\n"
+
+
+def main_helper(argv: list[str] | None = None) -> int:
+    return run_sizes(
+        "python -m bench.speed helper",
+        DOC_HELPER,
+        argv,
+        sizes="10000,100000,1000000",
+        rounds=4,
+        out=HELPER_OUT / "lexical_helper.md",
+        measure=measure_helper,
+        render=render_helper,
+    )
+
+
+# ==== coverage (formerly bench/coverage_path.py) ==================================================
+
+DOC_COVERAGE = """The coverage weight's prose test from the postings against tokenizing every
+hit (issue 19): the weighted lexical leg (`run_lexical(..., weigh=True)`, as a
+hybrid search runs it), the two arms interleaved leg by leg in one process on
+the speed benchmark's cached stores, and whether every leg is the same (hits,
+scores, weights).
+
+    python -m bench.speed coverage [--sizes 10000,100000] [--queries 200] [--rounds 2]
+
+**postings** is the product (search/lexical.py `_Prose`: a one-token word is in
+a hit's prose when the postings' body count exceeds its count on the heading
+lines); **tokenizing** is the product before it: every hit's text without its
+heading lines tokenized into stems (the fallback the product keeps for
+prefixes, phrases and CJK). Everything else in the leg is the same code.
+"""
+
+COVERAGE_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
+COVERAGE_OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
+
+
+def measure_coverage(store: Path, nq: int, rounds: int) -> dict:
+    os.environ["AUTODOC_READERS"] = "0"  # the leg in this process: nothing else shares the timing
+    from autodoc.config.settings import Settings
+    from autodoc.search import engine, lexical
+    from autodoc.service import Service
+
+    svc = Service(Settings.from_env(store=store), writer=False)
+    fast = lexical._Prose.holds
+
+    def tokenizing(self, cid, words, prefix, counted):
+        return fast(self, cid, words, prefix, None)  # without the postings' counts: the stems path
+
+    arms = {"postings": fast, "tokenizing": tokenizing}
+    try:
+        out = {}
+        for name, queries in query_sets(COVERAGE_DATA, nq).items():
+            legs = []  # the legs exactly as hybrid searches call them
+            real = engine.run_lexical
+
+            def grab(db, ws_id, terms, filt, **kw):
+                legs.append((ws_id, terms, filt, kw))
+                return real(db, ws_id, terms, filt, **kw)
+
+            engine.run_lexical = grab
+            try:
+                for q in queries:
+                    svc.search(WORKSPACE, q, {"stages": ["lexical", "semantic"], "limit": 10})
+            finally:
+                engine.run_lexical = real
+            t: dict[str, list[float]] = {k: [] for k in arms}
+            same = 0
+            with svc.store.read() as db:
+                for r in range(rounds + 1):  # the first round warms the caches and checks the answers
+                    for i, leg in enumerate(legs):
+                        got = {}
+                        for k in list(arms) if (i + r) % 2 == 0 else list(arms)[::-1]:
+                            lexical._Prose.holds = arms[k]
+                            t0 = time.perf_counter()
+                            res = lexical.run_lexical(db, *leg[:3], **leg[3])
+                            dt = time.perf_counter() - t0
+                            if r:
+                                t[k].append(dt)
+                            got[k] = [(h.chunk_id, h.score, h.weight) for h in res.hits]
+                        if not r:
+                            same += got["postings"] == got["tokenizing"]
+            s = {k: summary_ms(v) for k, v in t.items()}
+            out[name] = {
+                "timings": s,
+                "same_legs": same,
+                "legs": len(legs),
+                "ratio_p50": round(s["postings"]["p50"] / s["tokenizing"]["p50"], 3),
+            }
+        return out
+    finally:
+        lexical._Prose.holds = fast
+        svc.close()
+
+
+def render_coverage(res: dict) -> str:
+    L = [
+        "# The coverage weight's prose test: postings against tokenizing (issue 19)",
+        "",
+        "Generated by `bench/speed.py`; re-run the command below to refresh.",
+        "",
+        f"- Command: `{res['command']}`",
+        f"- Commit: `{res['commit']}` · {res['date']}",
+        f"- Machine: {res['machine']}; load at the end {res['load_end']}",
+        "",
+        "The weighted lexical leg (`run_lexical`, weigh=True: what a hybrid search runs), legs recorded "
+        "from hybrid searches of the speed benchmark's query sets, each timed in both arms in turn "
+        "(alternating which goes first). **postings**: a one-token word's presence in a hit's prose read "
+        "from the postings' body count less the heading lines' count; **tokenizing**: every hit's prose "
+        "tokenized (the path before). p50 / p95 ms.",
+        "",
+        "| store | queries | postings | tokenizing | **ratio p50** | identical legs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for size, sets in res["sizes"].items():
+        for name, r in sets.items():
+            a, b = r["timings"]["postings"], r["timings"]["tokenizing"]
+            L.append(
+                f"| {int(size):,} chunks | {name} | {a['p50']:.2f} / {a['p95']:.2f} | {b['p50']:.2f} / "
+                f"{b['p95']:.2f} | **{r['ratio_p50']}** | {r['same_legs']}/{r['legs']} |"
+            )
+    return "\n".join(L) + "\n"
+
+
+def main_coverage(argv: list[str] | None = None) -> int:
+    return run_sizes(
+        "python -m bench.speed coverage",
+        DOC_COVERAGE,
+        argv,
+        sizes="10000,100000",
+        rounds=2,
+        out=COVERAGE_OUT / "coverage_path.md",
+        measure=measure_coverage,
+        render=render_coverage,
+    )
+
+
+# ==== index-workers (formerly bench/index_workers.py) =============================================
+
+DOC_INDEX_WORKERS = """A first index with the parsing workers (index/prepare.py) against the same job parsing in its
+own thread: wall seconds of `Service.index` over real corpora (../shared/data/corpora, read in
+place), both arms in one process on fresh stores, alternating (A B B A …), and whether the
+two arms' stores are the same (bench/reliability.py: every table, and the document ids).
+
+    python -m bench.speed index-workers [--corpora all] [--rounds 2] [--workers 2]
+
+Two chunk-size counters: the word-count estimate (no model) over all five corpora, and the
+bundled model's tokenizer (the default workspace; it crosses into the workers by its path)
+over the two largest. Embedding is not part of the job (the embed queue runs after it).
+"""
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora"
+INDEX_OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
+SETS = {  # name → (workspace config, corpora)
+    "estimate": (
+        {"embedding": {"provider": "none"}},
+        ["opentelemetry-docs", "swift-evolution", "jekyll", "simpler-grants-adr", "foam-docs"],
+    ),
+    "tokenizer": ({"embedding": {"provider": "onnx"}}, ["opentelemetry-docs", "swift-evolution"]),
+}
+
+
+def one_run(config: dict, corpora: list[str], workers: int, tmp: Path) -> tuple[float, int, int, list]:
+    """Index the corpora into a new store: (seconds, documents, chunks, dumps with ids)."""
+    os.environ["AUTODOC_READERS"] = str(workers)
+    import apsw
+
+    from autodoc.config.settings import Settings
+    from autodoc.service import Service
+
+    store = tmp / f"s{time.monotonic_ns()}" / "autodoc.db"
+    svc = Service(Settings.from_env(store=store))
+    try:
+        for name in corpora:
+            svc.workspace_add(name, str(CORPORA / name), config)
+        if config["embedding"]["provider"] != "none":  # the model loads outside the timing, in both arms
+            svc.providers.token_counter(config["embedding"])
+        t0 = time.perf_counter()
+        reports = [svc.index(name) for name in corpora]
+        seconds = time.perf_counter() - t0
+    finally:
+        svc.close()
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    ids = db.execute("SELECT id, workspace_id, path FROM documents ORDER BY id").fetchall()
+    db.close()
+    state = [dump(store, name) for name in corpora] + [ids]
+    shutil.rmtree(store.parent)
+    return (seconds, sum(r["added"] + r["modified"] for r in reports), sum(r["chunks"] for r in reports), state)
+
+
+def main_index_workers(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.speed index-workers", description=DOC_INDEX_WORKERS.split("\n\n")[0]
+    )
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", default=str(INDEX_OUT / "index_workers.md"))
+    a = ap.parse_args(argv)
+    res = {
+        "command": command_line(),
+        "commit": git_commit(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine_note(),
+        "sets": {},
+    }
+    tmp = Path(tempfile.mkdtemp(prefix="autodoc-index-workers-"))
+    try:
+        for set_name, (config, corpora) in SETS.items():
+            arms = {"workers": a.workers, "inline": 0}
+            times: dict[str, list[float]] = {k: [] for k in arms}
+            states: dict[str, list] = {}
+            docs = chunks = 0
+            for r in range(a.rounds):
+                for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
+                    print(f"{set_name} round {r} {arm}", file=sys.stderr)
+                    s, docs, chunks, state = one_run(config, corpora, arms[arm], tmp)
+                    times[arm].append(s)
+                    states.setdefault(arm, state)
+            same = all(differences(x, y) == [] for x, y in zip(states["workers"][:-1], states["inline"][:-1]))
+            same = same and states["workers"][-1] == states["inline"][-1]
+            best = {k: min(v) for k, v in times.items()}
+            res["sets"][set_name] = {
+                "corpora": corpora,
+                "documents": docs,
+                "chunks": chunks,
+                "seconds": times,
+                "same_store": same,
+                "ratio_best": round(best["workers"] / best["inline"], 3),
+            }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    res["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    text = render_index_workers(res, a.workers)
+    if a.out != "-":
+        Path(a.out).write_text(text)
+        Path(a.out).with_suffix(".json").write_text(json.dumps(res, indent=1))
+    print(text)
+    return 0
+
+
+def render_index_workers(res: dict, workers: int) -> str:
+    L = [
+        "# A first index with parsing workers (index/prepare.py)",
+        "",
+        "Generated by `bench/speed.py`; re-run the command below to refresh.",
+        "",
+        f"- Command: `{res['command']}`",
+        f"- Commit: `{res['commit']}` · {res['date']}",
+        f"- Machine: {res['machine']}; load at the end {res['load_end']}",
+        "",
+        f"`Service.index` of real corpora into a fresh store, in one process: **workers** "
+        f"({workers} spawned parsing processes while the job's thread writes) against **inline** (the job "
+        "parses in its own thread, `AUTODOC_READERS=0`), alternating A B B A. Seconds per run; the ratio "
+        "compares each arm's best run. *Same store*: every table of bench/reliability.py and the "
+        "documents' ids equal between the arms.",
+        "",
+        "| chunk sizes counted with | corpora | documents · chunks | workers, s | inline, s | **ratio** | same store |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in res["sets"].items():
+        w = " · ".join(f"{x:.1f}" for x in r["seconds"]["workers"])
+        i = " · ".join(f"{x:.1f}" for x in r["seconds"]["inline"])
+        L.append(
+            f"| {name} | {', '.join(r['corpora'])} | {r['documents']:,} · {r['chunks']:,} | {w} | {i} | "
+            f"**{r['ratio_best']}** | {'yes' if r['same_store'] else 'NO'} |"
+        )
+    return "\n".join(L) + "\n"
+
+
+# ==== params (formerly bench/param_check.py) ======================================================
+
+DOC_PARAMS = """What checking a request's params costs: bind_params (the compiled schema,
+fastjsonschema) against the interpreted jsonschema check it replaced, in one
+process, for the params every search sends. Writes docs/benchmarks/param_check.md.
+
+    python -m bench.speed params [--calls 2000] [--repeats 5]
+"""
+
+CASES = {
+    "search.query, no options": ["kb", "lease recovery lock"],
+    "search.query, five options": [
+        "kb",
+        "lease recovery lock",
+        {
+            "limit": 5,
+            "paths": ["adrs"],
+            "tags": ["sqlite"],
+            "stages": ["lexical", "semantic"],
+            "facets": {"type": ["adr"]},
+        },
+    ],
+    "document.read, a line span": ["kb", "adrs/0012-lease-recovery.md", {"line_start": 10, "line_end": 40}],
+}
+
+
+def interpreted(method: str, params: list[Any]) -> None:
+    """The check as it was: names bound, strings checked, then jsonschema's interpreter."""
+    named = dict(zip(schemas.param_names(method), params))
+    schemas.check_strings_and_depth(named)
+    if schemas.first_error(schemas.validator(method, "params"), named) is not None:
+        raise AssertionError(f"{method} {params}: not valid")
+
+
+def best_us(fn: Callable[[], Any], calls: int, repeats: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t) / calls * 1e6)
+    return best
+
+
+def main_params(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=DOC_PARAMS.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(argv)
+    rows = []
+    for name, params in CASES.items():
+        method = name.split(",")[0]
+        fast = best_us(lambda: schemas.bind_params(method, params), args.calls, args.repeats)
+        slow = best_us(lambda: interpreted(method, params), args.calls, args.repeats)
+        rows.append(
+            {
+                "case": name,
+                "bind_params_us": round(fast, 1),
+                "jsonschema_us": round(slow, 1),
+                "ratio": round(slow / fast, 1),
+            }
+        )
+        print(f"{name}: bind_params {fast:.1f} µs, jsonschema {slow:.1f} µs", file=sys.stderr)
+    m = machine_note()
+    lines = [
+        "# Checking params: compiled schemas against the interpreter",
+        "",
+        "Generated by `bench/speed.py`; re-run the command below to refresh.",
+        "",
+        f"- Command: `{command_line()}`",
+        f"- Commit: `{git_commit()}` · machine: {json.dumps(m)}",
+        f"- Best of {args.repeats} runs of {args.calls} calls each, one process. `bind_params` is what "
+        "the daemon and the in-process binding run for every request (the compiled fastjsonschema check; "
+        "jsonschema only words the error of params it refuses); the baseline is the jsonschema check "
+        "alone on the same bound params.",
+        "",
+        "| params | bind_params µs | jsonschema µs | jsonschema ÷ bind_params |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {r['case']} | {r['bind_params_us']} | {r['jsonschema_us']} | {r['ratio']} |" for r in rows]
+    (RESULTS / "param_check.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (RESULTS / "param_check.json").write_text(json.dumps({"rows": rows, "machine": m}, indent=2) + "\n")
+    return 0
+
+
+# ==== ties (formerly bench/ties_cost.py) ==========================================================
+
+DOC_TIES = """What ordering equal scores by content costs a search (search/ties.py, issue 16).
+
+Opens a speed store read-only (bench/speed.py builds them; this never writes one),
+runs SciFact claims and keyword queries as lexical and hybrid searches through
+Service.search, and times the tie step inside each (every call into search/ties.py,
+its key lookups included) against the whole search, per query.
+
+    python -m bench.speed ties --size 100000 --queries 200
+"""
+
+REPORT = RESULTS / "reliability.md"
+
+
+def find_store_ties(size: int) -> Path:
+    for meta in sorted((cache_root() / "stores").glob(f"speed-{size}-*/bench-meta.json")):
+        if json.loads(meta.read_text()).get("complete"):
+            return meta.parent / "autodoc.db"
+    raise SystemExit(f"no complete speed store of {size} chunks under {cache_root() / 'stores'}")
+
+
+def measure_ties(store: Path, queries: dict[str, list[str]]) -> dict[str, Any]:
+    from autodoc.config import Settings
+    from autodoc.search import engine, ties
+    from autodoc.service import Service
+
+    spent = [0.0]
+    calls = {"lookups": 0, "read": False}
+
+    def timed(fn):
+        def wrapper(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[0] += time.perf_counter() - t0
+
+        return wrapper
+
+    class CountedKeys(ties.TieKeys):
+        def need(self, ids):
+            before = self.queries
+            ids = list(ids)
+            super().need(ids)
+            if self.queries > before:
+                calls["lookups"] += 1
+                calls["read"] = True
+
+    real = {n: getattr(ties, n) for n in ("order_legs", "order_fused", "ordered_scores")}
+    engine.ties = type(sys)("timed_ties")  # the engine's module reference, with every step timed
+    for n, fn in real.items():
+        setattr(engine.ties, n, timed(fn))
+    engine.ties.TieKeys = CountedKeys
+    svc = Service(Settings.from_env(store=store), writer=False)
+    out: dict[str, Any] = {}
+    try:
+        for stages in (["lexical"], ["lexical", "semantic"]):
+            for kind, qs in queries.items():
+                for q in qs[:20]:  # warm: the vector cache, the model, the page cache
+                    svc.search(WORKSPACE, q, {"stages": stages, "limit": 10})
+                total, tie, reading = [], [], 0
+                calls.update(lookups=0)
+                for q in qs:
+                    spent[0], calls["read"] = 0.0, False
+                    t0 = time.perf_counter()
+                    svc.search(WORKSPACE, q, {"stages": stages, "limit": 10})
+                    total.append(time.perf_counter() - t0)
+                    tie.append(spent[0])
+                    reading += calls["read"]
+                name = f"{'+'.join(stages)} {kind}"
+                s, t = summary_ms(total), summary_ms(tie)
+                out[name] = {
+                    "search_ms": s,
+                    "ties_ms": t,
+                    "lookups": calls["lookups"],
+                    "reading": reading,
+                    "queries": len(qs),
+                    "share_of_mean": round(sum(tie) / sum(total), 4),
+                }
+    finally:
+        svc.close()
+        for n, fn in real.items():
+            setattr(ties, n, fn)
+        engine.ties = ties
+    return out
+
+
+def report(res: dict[str, Any], args: argparse.Namespace, store: Path) -> str:
+    m = machine_note()
+    lines = [
+        "## What content-ordered ties cost",
+        "",
+        f"`python -m bench.speed ties --size {args.size} --queries {args.queries}` (bench/speed.py): "
+        f"Service.search on the read-only speed store of {args.size:,} chunks ({store.parent.name}), "
+        "limit 10; the tie step is every call into search/ties.py (finding runs of equal scores in each leg, "
+        "the fused list and the ranker's order, and sorting them). Its keys (path, ordinal) come with the "
+        "candidates query the engine ran before (one more column), so the step reads nothing itself.",
+        "",
+        "| searches | queries | search p50 ms | tie step p50 ms | tie step p95 ms | tie step mean / search mean "
+        "| searches with a tie |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, r in res.items():
+        lines.append(
+            f"| {name} | {r['queries']} | {r['search_ms']['p50']} | {r['ties_ms']['p50']} | "
+            f"{r['ties_ms']['p95']} | {r['share_of_mean']:.2%} | {r['reading']} |"
+        )
+    lines += [
+        "",
+        f"Run on {time.strftime('%Y-%m-%d')} at {git_commit()} with Python {m['python']}, "
+        f"{m['nproc']} cores (load {m['load'][0]}), shared.",
+    ]
+    return "\n".join(lines)
+
+
+def main_ties(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=DOC_TIES.split("\n\n")[0])
+    ap.add_argument("--size", type=int, default=100000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")
+    ap.add_argument("--report", type=Path, default=REPORT)
+    args = ap.parse_args(argv)
+    store = find_store_ties(args.size)
+    res = measure_ties(store, query_sets(args.data, args.queries))
+    text = report(res, args, store)
+    replace_section(args.report, "bench.ties_cost", text)
+    print(text)
+    return 0
+
+
+# ==== the harness ===================================================================================
+
+CASES = [
+    Case("speed", main_speed, DOC_SPEED),
+    Case("lexical", main_lexical, DOC_LEXICAL),
+    Case("helper", main_helper, DOC_HELPER),
+    Case("coverage", main_coverage, DOC_COVERAGE),
+    Case("index-workers", main_index_workers, DOC_INDEX_WORKERS),
+    Case("params", main_params, DOC_PARAMS),
+    Case("ties", main_ties, DOC_TIES),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    return harness("python -m bench.speed", __doc__ or "", CASES, argv, default="speed")
 
 
 if __name__ == "__main__":

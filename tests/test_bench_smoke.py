@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench import evaluate as E  # noqa: E402
+from bench import quality as E  # noqa: E402
 from bench.common import DEFAULT_DATA  # noqa: E402
 
 SCIFACT = DEFAULT_DATA / "scifact"
@@ -55,8 +55,7 @@ def test_evaluator_agrees_with_hand_computation():
 @needs_data
 @needs_model
 def test_quality_smoke(tmp_path):
-    from bench.beir import build_store, load_collection
-    from bench.quality import findings, render, run_benchmark
+    from bench.quality import build_store, findings, load_collection, render, run_benchmark
 
     col = load_collection(SCIFACT, limit_docs=20)
     keep = set(col.corpus)
@@ -123,7 +122,7 @@ def test_speed_smoke(tmp_path):
         assert lx["timings"]["product"]["n"] == 10 and lx["timings"]["raw_fts5"]["p50"] > 0
         assert lx["ratio_product"]["p50"] > 0
     assert out["semantic"]["timings"]["raw_numpy"]["n"] == 10
-    for kind in ("asym", "hamming"):
+    for kind in speed.prefilter_kinds():
         assert 0.0 <= out["prefilter_synthetic"][kind]["recall@50"] <= 1.0
     assert out["hybrid_inprocess"]["p50"] > 0
     res = {
@@ -146,14 +145,13 @@ def test_speed_smoke(tmp_path):
     from pathlib import Path as _P
 
     from autodoc.search import maxscore
-    from bench import lexical_speed
 
     old = maxscore.MIN_MATCHES
     maxscore.MIN_MATCHES = 0
     try:
-        lx = lexical_speed.measure(200, _P(meta["store"]), SCIFACT, 10)
+        lx = speed.measure_lexical(200, _P(meta["store"]), SCIFACT, 10)
     finally:
         maxscore.MIN_MATCHES = old
     assert lx["exact"]["same_rows_and_order"] == lx["exact"]["of"] == 10
     assert lx["timings"]["hybrid"]["n"] == lx["timings"]["hybrid_before"]["n"] == 10
-    assert "MaxScore" in lexical_speed.render({"command": "smoke", "commit": "x", "machine": {}, "sizes": [lx]})
+    assert "MaxScore" in speed.render_lexical({"command": "smoke", "commit": "x", "machine": {}, "sizes": [lx]})

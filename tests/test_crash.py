@@ -1,4 +1,4 @@
-"""Issue 16: a short run of the crash harness (bench/crash.py; the long run's figures
+"""Issue 16: a short run of the crash harness (bench/reliability.py crash; the long run's figures
 are in docs/benchmarks/reliability.md). Real `autodoc` CLI processes are killed with
 SIGKILL mid-operation; after each kill the store must pass integrity_check and the
 row invariants, the lease must be free, and the next index must equal a clean index
@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import crash
+from bench import reliability
 
 
 def test_sigkill_mid_operation_resumes_to_a_clean_index():
     # Small folder, the cheap operations (embedding has its own resume tests); every
     # failure is listed with the round, the operation and the kill delay.
-    t = crash.run(
+    t = reliability.run_crash(
         kills=3, files=12, seed=7, ops=("reindex", "configure", "switch", "schema"), verbose=False, max_rounds=3
     )
     assert t.rounds >= 3

@@ -24,7 +24,7 @@ from autodoc.index import prepare
 from autodoc.service import Service
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.store_state import differences, dump, problems
+from bench.reliability import differences, dump, problems
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora" / "foam-docs"
 NO_MODEL = {"embedding": {"provider": "none"}}

@@ -1,4 +1,4 @@
-"""bench/profile_search.py runs (so it does not rot): on a small store, against the
+"""`python -m bench.compare search` runs (so it does not rot): on a small store, against the
 committed code exported as a baseline package, every answer compared. Figures are
 not asserted. The real run is in docs/benchmarks/keyword_path.md."""
 
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench import profile_search  # noqa: E402
+from bench import compare  # noqa: E402
 from bench.common import DEFAULT_DATA  # noqa: E402
 
 in_git = (
@@ -38,8 +38,9 @@ def test_profile_search_compares_against_a_baseline(tmp_path, capsys):
     svc.workspace_add("kb", str(CORPORA / "kb"), {"embedding": {"provider": "none"}})
     svc.index("kb")
     svc.close()
-    rc = profile_search.main(
+    rc = compare.main(
         [
+            "search",
             "--store",
             str(store),
             "--workspace",
@@ -48,7 +49,7 @@ def test_profile_search_compares_against_a_baseline(tmp_path, capsys):
             "5",
             "--modes",
             "lexical",
-            "--baseline",
+            "--base",
             "HEAD",
             "--profile",
             "5",

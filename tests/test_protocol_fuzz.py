@@ -2,8 +2,8 @@
 protocol fuzzing found (issue 16) as a fixed case, then hypothesis properties
 over frames, envelopes and every method's params, all sent to a real daemon
 (``autodoc serve --socket``, its own process, a real store with tests/corpora/kb
-indexed) over its real Unix socket. The generators are bench/fuzz_protocol.py's;
-``python -m bench.fuzz_protocol`` runs them for 100,000 cases."""
+indexed) over its real Unix socket. The generators are bench/reliability.py's;
+``python -m bench.reliability fuzz`` runs them for 100,000 cases."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from autodoc.rpc.dispatch import MAX_BATCH_REQUESTS, MAX_JSON_DEPTH, Dispatcher
 from autodoc.rpc.framing import CONTENT_LENGTH, NEWLINE
 from autodoc.rpc.server import RpcServer
 from autodoc_client import Client, RemoteError
-from bench.fuzz_protocol import (
+from bench.reliability import (
     KB,
     MAX_FRAME,
     SENTINEL_ID,
@@ -474,7 +474,7 @@ def test_a_peer_that_never_reads_is_slowed_down_not_buffered_for(daemon):
 
 
 def test_the_long_run_writes_its_figures_into_its_own_section(tmp_path):
-    from bench.fuzz_protocol import Tally, long_run, write_report
+    from bench.reliability import Tally, long_run, write_report
 
     report = tmp_path / "reliability.md"
     report.write_text("# Reliability\n\nSomeone else's section.\n")

@@ -30,7 +30,7 @@ from autodoc.rpc.framing import NEWLINE, FrameDecoder, encode_message
 from autodoc.rpc.server import RpcServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.fuzz_protocol import _BAD_JSONRPC, _BAD_METHOD, _SOME_ID, json_values, params_for, strings
+from bench.reliability import _BAD_JSONRPC, _BAD_METHOD, _SOME_ID, json_values, params_for, strings
 
 DEADLINE = 30
 SEARCH = ["kb", "sqlite lease", {"stages": ["lexical"], "limit": 5}]
@@ -387,7 +387,7 @@ def _kb_params(draw, method: str):
 @st.composite
 def _lone_reads(draw) -> dict:
     """A request for a read the lane may answer, with params fuzzed from the schema (bench/
-    fuzz_protocol.py's) or on the fixture's workspace, sometimes broken: a bad jsonrpc, a method
+    reliability.py's) or on the fixture's workspace, sometimes broken: a bad jsonrpc, a method
     that is no method name, an unknown member."""
     method = draw(st.sampled_from(LANE_METHODS))
     message = {"jsonrpc": "2.0", "method": method, "id": draw(_SOME_ID)}

@@ -5,7 +5,7 @@ counter, which is the configured embedding model's tokenizer (or a word-count
 estimate without one). A store whose chunking changed, by workspace.configure
 or by a crash between writing a new config and re-chunking, must equal a fresh
 index of the same folder under the same config (compared table by table with
-bench/store_state.py). Real parts: the bundled MiniLM tokenizer, a real store.
+bench/reliability.py). Real parts: the bundled MiniLM tokenizer, a real store.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from autodoc.service import Service
 from autodoc.store import workspaces as wsrows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.store_state import differences, dump, problems
+from bench.reliability import differences, dump, problems
 
 NO_MODEL = {"embedding": {"provider": "none"}}
 ONNX = {"embedding": {"provider": "onnx"}}

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autodoc.errors import InvalidParams
 from autodoc.rpc import schemas
-from bench.fuzz_protocol import fuzzed_methods, params_for
+from bench.reliability import fuzzed_methods, params_for
 
 METHODS = fuzzed_methods()
 

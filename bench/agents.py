@@ -1,9 +1,9 @@
 """What an agent reads: compact vs full answers vs whole files, and whether
 `answerable` tells a corpus that can answer from one that cannot (issue 15).
 
-    python -m bench.agent_tokens                 # report on SciFact test: docs/benchmarks/agents.{md,json}
-    python -m bench.agent_tokens --calibrate     # fit answerable's model on the train sets, print it
-    python -m bench.agent_tokens --queries 40 --out -   # a small run, printed only
+    python -m bench.agents                 # report on SciFact test: docs/benchmarks/agents.{md,json}
+    python -m bench.agents --calibrate     # fit answerable's model on the train sets, print it
+    python -m bench.agents --queries 40 --out -   # a small run, printed only
 
 Stores: the cached SciFact store (``<bench cache>/stores/scifact-*``, built by
 ``python -m bench.quality``) and the five known-item stores
@@ -40,9 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .beir import WORKSPACE, doc_path, load_collection
 from .common import DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note
 from .known_item import CORPORA, load_questions
+from .quality import WORKSPACE, doc_path, load_collection
 
 K = 5
 PROBE_LIMIT = 10  # answerable reads the page a default search gives
@@ -382,7 +382,7 @@ def render(res: dict[str, Any]) -> str:
     L += [
         "",
         "The test rows are SciFact's test split, never used to fit. The train rows are what the model was "
-        "fitted on (`python -m bench.agent_tokens --calibrate`): SciFact train queries and the 75 known-item "
+        "fitted on (`python -m bench.agents --calibrate`): SciFact train queries and the 75 known-item "
         'questions, so the known-item figures are in-sample. The row "known vs another Markdown corpus" '
         "was never fitted on: each known-item question against the next of the five software-documentation "
         "corpora (foam-docs → simpler-grants-adr → jekyll → opentelemetry-docs → swift-evolution → foam-docs), "
@@ -443,7 +443,7 @@ def findings(res: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.agent_tokens")
+    ap = argparse.ArgumentParser(prog="python -m bench.agents")
     ap.add_argument("--calibrate", action="store_true", help="fit the answerable model on the train sets and print it")
     ap.add_argument("--queries", type=int, default=None, help="at most this many queries a set (a small run)")
     ap.add_argument("--no-train", action="store_true", help="skip the calibration sets' figures")
