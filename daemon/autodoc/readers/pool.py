@@ -379,7 +379,12 @@ class ReaderPool:
         reader = Reader(proc)
         hello: list[Any] = []
         said = anyio.Event()
-        reader.on_frame = lambda msg: (hello.append(msg), said.set())
+
+        def first_frame(msg: Any) -> None:
+            hello.append(msg)
+            said.set()
+
+        reader.on_frame = first_frame
         try:
             await asyncio.get_running_loop().create_unix_connection(lambda: reader, sock=ours)
             reader.send(self.service.settings)

@@ -99,6 +99,7 @@ def apply_invalidations(service: Any, items: list[tuple]) -> None:
 
 def run_call(service: Any, method: str, params: dict, cancel: threading.Event) -> tuple:
     m = METHODS[method]
+    assert m.call is not None, f"{method} is not a read a reader runs"
     c0 = time.thread_time()
     try:
         if m.cancellable:

@@ -410,8 +410,10 @@ class Connection:
         if self.outbox.write_or_queue_nowait(data):
             self._running -= 1
             return
+        requests = self._requests
+        assert requests is not None, "an answer before the connection runs"
         try:
-            self._requests.start_soon(self._send_later, data)
+            requests.start_soon(self._send_later, data)
         except RuntimeError:
             self._running -= 1  # the connection is gone (killed): nobody to answer
 

@@ -375,7 +375,8 @@ class Dispatcher:
         ctx = RequestContext(peer=peer, method=item["method"], id=rid, inflight=inflight)
         ctx.data["admitted"] = admitted
         try:
-            return await async_dispatch_to_serializable(
+            # one request: one answer or none, never a list
+            return await async_dispatch_to_serializable(  # type: ignore[return-value]
                 item,
                 self._methods,
                 context=ctx,

@@ -281,8 +281,9 @@ _ARTICLE = {
 def describe(error: ValidationError, root: str = "params") -> tuple[str, str]:
     """(field, message) for one validation error, worded for people."""
     path = list(error.absolute_path)
-    kw = error.validator
-    value = error.validator_value
+    # set on every error iter_errors yields (jsonschema types them "or Unset" for errors built by hand)
+    kw: Any = error.validator
+    value: Any = error.validator_value
     schema = error.schema if isinstance(error.schema, dict) else {}
     inst = error.instance
     if kw == "required" and isinstance(inst, dict):
@@ -306,7 +307,7 @@ def describe(error: ValidationError, root: str = "params") -> tuple[str, str]:
     if "x-message" in schema and kw != "type":
         return field, schema["x-message"]
     if kw == "type":
-        types = value if isinstance(value, list) else [value]
+        types: list[str] = value if isinstance(value, list) else [value]
         return field, "must be " + " or ".join(_ARTICLE.get(t, t) for t in types)
     if kw == "minimum":
         return field, f"must be ≥ {value}"
