@@ -34,9 +34,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import apsw
-
 from ..store import vectors as stored
+from ..store.interface import Snapshot
 from ..store.workspaces import Workspace, chunk_count
 from .instant import MIN_BACKLOG
 from .providers import Providers
@@ -57,7 +56,7 @@ def _waiting(pending: int) -> str:
 
 
 def instant_status(
-    db: apsw.Connection, ws: Workspace, provider: Any, model_pending: int, queue: EmbedQueue
+    db: Snapshot, ws: Workspace, provider: Any, model_pending: int, queue: EmbedQueue
 ) -> dict[str, Any] | None:
     """The instant tier's part in the workspace's fill: {state: filling | serving, embedded,
     pending, rate, eta_seconds} (its own vectors), or None when it plays none — no tier, the
@@ -84,7 +83,7 @@ def instant_status(
 
 
 def embedding_status(
-    db: apsw.Connection,
+    db: Snapshot,
     ws: Workspace,
     cfg: dict[str, Any],
     providers: Providers,
@@ -100,7 +99,7 @@ def embedding_status(
 
 
 def _status(
-    db: apsw.Connection, ws: Workspace, cfg: dict[str, Any], providers: Providers, queue: EmbedQueue, load: bool
+    db: Snapshot, ws: Workspace, cfg: dict[str, Any], providers: Providers, queue: EmbedQueue, load: bool
 ) -> dict[str, Any]:
     total = chunk_count(db, ws.id)
     model_state, failed = providers.state(cfg)

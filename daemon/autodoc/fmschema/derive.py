@@ -80,6 +80,7 @@ def derive(
                     what = "is empty" if name in fm else "is missing"
                     violations.append(Violation(name, f"{name}: required{where} but {what}", "schema.required"))
                 continue
+            assert spec is not None  # every field in kinds is declared for some type
             try:
                 rows.extend((name, t) for t in coerce(spec.type, v, spec.values))
             except CoerceError as e:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -277,6 +278,8 @@ def _parse_range(raw: str) -> tuple[str, str | None, str | None, str] | None:
 
 
 def _typed_condition(kind: str, raw: str, rng) -> tuple[str, list[Any]] | None:
+    lo_of: Callable[[str], float | str | None]
+    hi_of: Callable[[str], float | str | None]
     if kind == "number":
         col, lo_of, hi_of = "num", parse_number, parse_number
     else:

@@ -3,17 +3,17 @@
 from .chunk import chunk_document
 from .markdown import parse_markdown
 from .scan import ScanEntry, SkipFile, entry_for, is_ignored, is_markdown_path, read_document, scan_workspace
-from .tokens import estimate_tokens
+from .tokens import wordpiece_tokens
 
 __all__ = [
     "ScanEntry",
     "SkipFile",
     "chunk_document",
     "entry_for",
-    "estimate_tokens",
     "is_ignored",
     "is_markdown_path",
     "parse_markdown",
     "read_document",
     "scan_workspace",
+    "wordpiece_tokens",
 ]

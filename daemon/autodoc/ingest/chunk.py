@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 from .lines import SETEXT_LINE, ByteMap, Line, fence_blocks, split_lines
 from .pieces import Piece, block_pieces, sub_pieces
-from .tokens import estimate_tokens
+from .tokens import wordpiece_tokens
 from .types import Chunk, ParsedDocument, Problem
 
-__all__ = ["SEP", "chunk_document", "estimate_tokens"]
+__all__ = ["SEP", "chunk_document", "wordpiece_tokens"]
 
 SEP = " › "
 
@@ -39,7 +39,7 @@ def chunk_document(
     a doc parsed from other text), the body is cut into plain windows of the
     budget and doc.problems says so (code "chunk").
     """
-    count = count_tokens or estimate_tokens
+    count = count_tokens or wordpiece_tokens
     budget = max(1, section_tokens)
     try:
         return _chunks(text, doc, budget, count, abstract_chunk, fallback_title)

@@ -19,7 +19,7 @@ import datetime as dt
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -161,7 +161,9 @@ def _compose(y_text: str, problems: list[Problem]) -> yaml.Node | None:
     try:
         return loader.get_single_node()
     except _TooDeep as e:
-        problems.append(Problem(e.problem_mark.line + 2, f"frontmatter {e.problem}; ignored", "limit"))
+        mark = e.problem_mark
+        assert mark is not None  # _Loader raises it at the mark of the node too deep
+        problems.append(Problem(mark.line + 2, f"frontmatter {e.problem}; ignored", "limit"))
     except yaml.YAMLError as e:
         problems.append(Problem(_error_line(e, y_text) + 2, f"invalid YAML frontmatter: {_error_text(e)}"))
     except Exception as e:  # RecursionError, or a PyYAML defect: the block is lost, not the file
@@ -177,7 +179,7 @@ class _Builder:
     def __init__(self, y_text: str, problems: list[Problem]):
         self.y_text = y_text
         self.problems = problems
-        self.budget = MAX_FRONTMATTER_NODES
+        self.budget: float = MAX_FRONTMATTER_NODES
         self._sizes: dict[int, float] = {}
         self._ctor = yaml.SafeLoader("")  # only its scalar constructors are used
 
@@ -218,7 +220,7 @@ class _Builder:
             return [self._value(c, name) for c in node.value]
         if node.tag == _Y + "set":
             return [self._key(k, name) for k, _ in node.value]
-        return self._mapping(node, name=name)
+        return self._mapping(cast(yaml.MappingNode, node), name=name)  # neither scalar nor sequence
 
     def _mapping(self, node: yaml.MappingNode, *, top: bool = False, name: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -7,7 +7,7 @@ same or a higher level, or the end of the file, so a section includes its
 subsections), its token count, and its children. A heading that skips a
 level (# then ###) nests under the nearest shallower one.
 
-Tokens are `estimate_tokens` (ingest/tokens.py): the calibrated estimate of
+Tokens are `wordpiece_tokens` (ingest/tokens.py): the calibrated estimate of
 the bundled MiniLM tokenizer's WordPiece count (within ~4 % on tests/corpora/kb),
 which is also close to what an LLM's tokenizer counts for English prose. It
 needs no model, so an outline answers before the model loads.
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .markdown import parse_markdown
-from .tokens import estimate_tokens
+from .tokens import wordpiece_tokens
 from .types import Heading
 
 
@@ -53,7 +53,7 @@ def build_outline(data: bytes, headings: list[Heading] | None = None) -> list[di
             "line_end": line_end,
             "byte_start": h.byte_start,
             "byte_end": end,
-            "tokens": estimate_tokens(section),
+            "tokens": wordpiece_tokens(section),
             "children": [],
         }
         while stack and stack[-1]["level"] >= h.level:

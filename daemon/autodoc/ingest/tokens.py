@@ -36,7 +36,8 @@ _PIECE = re.compile(
 )
 
 
-def estimate_tokens(text: str) -> int:
-    """Estimated MiniLM WordPiece tokens in text (no special tokens)."""
+def wordpiece_tokens(text: str) -> int:
+    """Estimated MiniLM WordPiece tokens in text (no special tokens): an embedding model's count,
+    not an LLM reader's (search/compact.py answer_tokens)."""
     # subn counts the matches without making a string of each: ~30 % faster than findall
     return _PIECE.subn("", text)[1]

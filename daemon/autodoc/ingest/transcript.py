@@ -75,7 +75,8 @@ def _event(obj: dict[str, Any], lineno: int) -> dict[str, Any]:
     if isinstance(obj.get("kind"), str) and obj["kind"] in KINDS:  # AutoDoc's own shape
         kind, text = obj["kind"], obj.get("text") if isinstance(obj.get("text"), str) else ""
     else:
-        msg = obj.get("message") if isinstance(obj.get("message"), dict) else obj
+        message = obj.get("message")
+        msg: dict[str, Any] = message if isinstance(message, dict) else obj
         role = msg.get("role") if isinstance(msg.get("role"), str) else obj.get("type")
         kind = ROLE_KINDS.get(role, "other") if isinstance(role, str) else "other"
         text, implied = _content_text(msg.get("content", msg.get("text")))

@@ -161,6 +161,7 @@ def find_model_files(path: Path) -> tuple[Path, Path] | str:
     Face ONNX exports put it) beside tokenizer.json, or an .onnx file itself
     (e.g. model_quint8_avx2.onnx) whose folder holds tokenizer.json.
     """
+    model: Path | None
     if path.is_file():
         if path.suffix != ".onnx":
             return f"{path} is a file but not an .onnx model"

@@ -184,7 +184,7 @@ class HttpRanker:
             data = self._post(self._body(query, chunk), headers, remaining, deadline)
             for index, value in self._parse(data, len(chunk)):
                 scores[start + index] = value
-        return [float(s) for s in scores]  # _parse guarantees every slot is filled
+        return [float(s) for s in scores]  # type: ignore[arg-type]  # _parse guarantees every slot is filled
 
     def _body(self, query: str, chunk: list[str]) -> dict[str, Any]:
         if self.api == "tei":

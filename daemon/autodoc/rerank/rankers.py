@@ -43,7 +43,9 @@ class Rankers:
             with self._lock:
                 ranker = self._loaded.get(key)
                 if ranker is None:
-                    ranker = self._loaded[key] = make_ranker(norm)
+                    made = make_ranker(norm)
+                    assert made is not None  # only {"provider": "none"} makes none, and it is handled above
+                    ranker = self._loaded[key] = made
         with self._lock:
             self._by_config[raw] = ranker
         return ranker
