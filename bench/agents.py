@@ -271,7 +271,7 @@ def file_tokens(svc, ws: str, path: str) -> int:
 
 def token_rows(stores: Stores, store: str, queries: list[tuple[str, set[str]]]) -> dict[str, Any]:
     """Per strategy: tokens read per query and whether a relevant document was reached."""
-    from autodoc.search.compact import estimate_tokens
+    from autodoc.search.compact import answer_tokens
 
     svc, ws = stores.get(store)
     rows: dict[str, list[tuple[int, bool]]] = {k: [] for k, _ in STRATEGIES}
@@ -284,7 +284,7 @@ def token_rows(stores: Stores, store: str, queries: list[tuple[str, set[str]]]) 
         found = any(h["path"] in rel for h in cu["hits"])
         rows["compact_unbounded"].append((cu["tokens"], found))
         f = svc.search(ws, q, fresh({"limit": K, "per_document": True}))
-        ft = estimate_tokens(f)
+        ft = answer_tokens(f)
         rows["full_k"].append((ft, any(h["path"] in rel for h in f["hits"])))
         read = ft
         for h in f["hits"]:
@@ -300,7 +300,7 @@ def token_rows(stores: Stores, store: str, queries: list[tuple[str, set[str]]]) 
                 break
         rows["full_k_then_passages"].append((read, any(h["path"] in rel for h in f["hits"])))
         d = svc.search(ws, q, fresh({}))
-        rows["full_default"].append((estimate_tokens(d), any(h["path"] in rel for h in d["hits"])))
+        rows["full_default"].append((answer_tokens(d), any(h["path"] in rel for h in d["hits"])))
     return {"queries": len(queries), "compact_truncated": truncated, "rows": rows}
 
 

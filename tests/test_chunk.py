@@ -10,7 +10,7 @@ from pathlib import Path
 from autodoc.ingest.chunk import chunk_document
 from autodoc.ingest.markdown import parse_markdown
 from autodoc.ingest.scan import SkipFile, read_document, scan_workspace
-from autodoc.ingest.tokens import estimate_tokens
+from autodoc.ingest.tokens import wordpiece_tokens
 
 CORPORA = Path(__file__).parent / "corpora"
 KB = runpy.run_path(str(CORPORA / "make_special.py"))["ensure_special_files"]()
@@ -53,7 +53,7 @@ def test_every_corpus_chunk_is_an_exact_slice_with_correct_lines():
             assert c.line_start == raw[: c.byte_start].count(b"\n") + 1
             assert c.line_end == raw[: c.byte_end - 1].count(b"\n") + 1
             assert c.text_hash == hashlib.sha256((c.breadcrumb + "\n" + c.text).encode()).hexdigest()
-            assert c.tokens == estimate_tokens(c.text) <= 350
+            assert c.tokens == wordpiece_tokens(c.text) <= 350
 
 
 def test_long_section_is_split_inside_the_long_paragraph():
@@ -167,7 +167,7 @@ def test_h1_not_the_title_stays_in_the_path():
 def test_small_code_block_is_never_cut():
     code = "```python\n" + "\n".join(f"x{i} = reclaim_batch({i})" for i in range(12)) + "\n```"
     text = "# T\n\n" + "Some prose here. " * 20 + "\n\n" + code + "\n\n" + "More prose. " * 20 + "\n"
-    assert estimate_tokens(code) < 120
+    assert wordpiece_tokens(code) < 120
     cs = chunks_of(text, section_tokens=120)
     assert len(cs) >= 3
     holders = [c for c in cs if "x0 = " in c.text]
@@ -188,8 +188,8 @@ def test_oversized_code_block_is_cut_at_line_boundaries():
 def test_heading_does_not_break_into_a_code_block_that_fits():
     code = "```\n" + "\n".join(f"call_{i}(lease)" for i in range(8)) + "\n```"
     text = "## A heading of several words here\n" + code + "\n\nTail sentence.\n"
-    budget = estimate_tokens(code) + 2
-    assert estimate_tokens(text) > budget
+    budget = wordpiece_tokens(code) + 2
+    assert wordpiece_tokens(text) > budget
     cs = chunks_of(text, section_tokens=budget)
     assert [c for c in cs if code in c.text], [c.text for c in cs]
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from autodoc.ingest.chunk import chunk_document
 from autodoc.ingest.markdown import parse_markdown
-from autodoc.ingest.tokens import estimate_tokens
+from autodoc.ingest.tokens import wordpiece_tokens
 
 WORDS = [
     "lease", "recovery", "WAL", "reclaimBatch", "-32069", "a3f9c2e", "SQLite", "queue", "the", "of",
@@ -21,7 +21,7 @@ WORDS = [
 LONG_WORDS = ["x" * 700, "数据库" * 150, "ab" * 400]
 CODE_LINES = ["# fake heading", "#notatag = 1", "", "x = reclaim(batch)", "    indented()", "## also fake", "数据 = 1"]
 COUNTERS = {
-    "estimate": estimate_tokens,
+    "estimate": wordpiece_tokens,
     "words": lambda s: len(s.split()),
     "chars": len,
 }

@@ -1,4 +1,4 @@
-"""estimate_tokens: shape on tricky strings, and calibration against MiniLM's tokenizer."""
+"""wordpiece_tokens: shape on tricky strings, and calibration against MiniLM's tokenizer."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from autodoc.ingest.chunk import chunk_document
 from autodoc.ingest.markdown import parse_markdown
 from autodoc.ingest.scan import SkipFile, read_document, scan_workspace
-from autodoc.ingest.tokens import estimate_tokens
+from autodoc.ingest.tokens import wordpiece_tokens
 
 CORPORA = Path(__file__).parent / "corpora"
 
@@ -29,11 +29,11 @@ CORPORA = Path(__file__).parent / "corpora"
     ],
 )
 def test_estimate_shapes(text, n):
-    assert estimate_tokens(text) == n
+    assert wordpiece_tokens(text) == n
 
 
 def test_long_words_cost_more():
-    assert estimate_tokens("antidisestablishmentarianism") > estimate_tokens("anti") == 1
+    assert wordpiece_tokens("antidisestablishmentarianism") > wordpiece_tokens("anti") == 1
 
 
 def _tokenizer():
@@ -60,7 +60,7 @@ def test_calibration_against_minilm_tokenizer():
             continue
         if e.skip is None:
             texts += [c.text for c in chunk_document(text, parse_markdown(text), section_tokens=10**9)]
-    pairs = [(estimate_tokens(t), len(tk.encode(t, add_special_tokens=False).ids)) for t in texts]
+    pairs = [(wordpiece_tokens(t), len(tk.encode(t, add_special_tokens=False).ids)) for t in texts]
     pairs = [(e, r) for e, r in pairs if r >= 20]
     assert len(pairs) >= 40
     errors = [(e - r) / r for e, r in pairs]

@@ -14,7 +14,7 @@ import pytest
 from autodoc.config import Settings
 from autodoc.errors import InvalidParams
 from autodoc.rpc import schemas
-from autodoc.search.compact import estimate_tokens
+from autodoc.search.compact import answer_tokens
 from autodoc.service import Service
 
 CORPORA = Path(__file__).parent / "corpora"
@@ -45,7 +45,7 @@ def test_compact_hits_cite_exact_lines_once_per_document(kb):
     svc, root = kb
     a = _valid(svc.search("kb", "lease recovery stale lock", {"answer": "compact", "limit": 4, "budget_tokens": 32000}))
     assert a["answer"] == "compact" and a["truncated"] is False and a["hits"]
-    assert a["tokens"] == estimate_tokens(a)
+    assert a["tokens"] == answer_tokens(a)
     paths = [h["path"] for h in a["hits"]]
     assert len(paths) == len(set(paths)) <= 4
     for h in a["hits"]:
@@ -82,7 +82,7 @@ def test_budget_cuts_later_passages_and_says_so(kb):
     assert len(whole["hits"]) == 5
     for budget in (300, 600, whole["tokens"] - 40):
         a = _valid(svc.search("kb", q, {"answer": "compact", "limit": 5, "budget_tokens": budget}))
-        assert a["truncated"] is True and a["tokens"] == estimate_tokens(a) <= budget
+        assert a["truncated"] is True and a["tokens"] == answer_tokens(a) <= budget
         assert 1 <= len(a["hits"]) <= len(whole["hits"])
         for got, full in zip(a["hits"], whole["hits"]):  # the same documents in order, each cut or whole
             assert got["path"] == full["path"] and got["line_start"] == full["line_start"]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from autodoc.embed import ProviderDown, make_provider
-from autodoc.embed.http import HttpProvider, estimate_tokens, normalise_url
+from autodoc.embed.http import HttpProvider, normalise_url, remote_model_tokens
 from autodoc.embed.onnx import OnnxProvider
 
 
@@ -246,5 +246,5 @@ def test_url_forms_and_estimates():
     assert normalise_url("http://h/v1/embeddings/") == "http://h/v1/embeddings"
     assert normalise_url("http://h/openai") == "http://h/openai/v1/embeddings"
     p = HttpProvider("http://127.0.0.1:9", "m", dim=8)
-    assert p.count_tokens(["hello world", ""]) == [estimate_tokens("hello world"), 2]
+    assert p.count_tokens(["hello world", ""]) == [remote_model_tokens("hello world"), 2]
     assert p.count_tokens(["word " * 100])[0] >= 100

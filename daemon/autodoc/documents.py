@@ -19,7 +19,7 @@ from typing import Any
 
 from .errors import DocumentNotFound, GenerationGone, InvalidParams, PathOutsideWorkspace
 from .ingest.outline import build_outline
-from .ingest.tokens import estimate_tokens
+from .ingest.tokens import wordpiece_tokens
 from .store import reads
 from .store.interface import Snapshot
 from .store.workspaces import Workspace
@@ -161,6 +161,6 @@ def outline_answer(ws: Workspace, rel: str, doc: reads.Content) -> dict[str, Any
         "title": doc.title,
         "total_lines": doc.line_count,
         "total_bytes": len(doc.data),
-        "tokens": estimate_tokens(doc.data.decode("utf-8", "replace")),
+        "tokens": wordpiece_tokens(doc.data.decode("utf-8", "replace")),
         "headings": build_outline(doc.data),
     }

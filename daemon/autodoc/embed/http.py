@@ -60,8 +60,8 @@ def normalise_url(url: str, field: str = "embedding.url") -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
-def estimate_tokens(text: str) -> int:
-    """A model-agnostic estimate (the server's tokenizer is unknown): the larger
+def remote_model_tokens(text: str) -> int:
+    """A model-agnostic estimate of what the embedding server counts (its tokenizer is unknown): the larger
     of words+punctuation and characters/4, plus 2 special tokens."""
     return max(len(_WORD.findall(text)), math.ceil(len(text) / 4)) + 2
 
@@ -137,16 +137,16 @@ class HttpProvider(BaseProvider):
             }
         )
 
-    tokenizer_id = "http-estimate-v1"  # estimate_tokens below; change the name when it changes
+    tokenizer_id = "http-estimate-v1"  # remote_model_tokens above; change the name when it changes
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Estimates only: the server's tokenizer is not known here."""
         if isinstance(texts, str):
             raise TypeError("count_tokens() takes a sequence of strings")
-        return [estimate_tokens(t) for t in texts]
+        return [remote_model_tokens(t) for t in texts]
 
     def portable_counter(self):
-        return estimate_tokens  # a module's function: it pickles by name
+        return remote_model_tokens  # a module's function: it pickles by name
 
     def _describe_extra(self) -> dict[str, Any]:
         return {

@@ -17,7 +17,7 @@ from .base import Provider, ProviderDown
 from .factory import make_provider, validate_config
 from .memory import release_free_heap
 
-ESTIMATE = "estimate-v1"  # ingest.tokens.estimate_tokens; change the name when it changes
+ESTIMATE = "estimate-v1"  # ingest.tokens.wordpiece_tokens; change the name when it changes
 
 
 def config_key(cfg: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..search.compact import cut, estimate_tokens
+from ..search.compact import answer_tokens, cut
 
 
 def ref(workspace: str, path: str, a: int | None = None, b: int | None = None) -> str:
@@ -39,7 +39,7 @@ def merge(answers: list[dict[str, Any]], limit: int, budget: int) -> tuple[list[
 
 def tokens(obj: Any) -> int:
     """Counted as search.query counts its own answers (characters / 4), so budgets agree."""
-    return estimate_tokens(obj)
+    return answer_tokens(obj)
 
 
 def numbered(text: str, first: int) -> str:

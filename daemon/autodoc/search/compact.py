@@ -74,8 +74,10 @@ def engine_opts(opts: Mapping[str, Any] | None, req: Request) -> dict[str, Any]:
     return out
 
 
-def estimate_tokens(obj: Any) -> int:
-    """Characters / 4 of the JSON as the server writes it: close to what an LLM tokenizer counts
+def answer_tokens(obj: Any) -> int:
+    """The tokens an answer costs its reader (an LLM), not an embedding model's (ingest/tokens.py
+    wordpiece_tokens) nor an embedding server's (embed/http.py remote_model_tokens).
+    Characters / 4 of the JSON as the server writes it: close to what an LLM tokenizer counts
     for English prose and code, and the same for every client, whatever model reads it."""
     return math.ceil(len(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))) / 4)
 
@@ -240,7 +242,7 @@ def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
     least half of what fits, else inside the line at a word, and then it ends with ELLIPSIS
     (its last line is partial). line_end and ref follow the cut. None when not even
     MIN_PASSAGE_TOKENS of text would fit."""
-    chars = (room - estimate_tokens({**entry, "text": ""})) * 4
+    chars = (room - answer_tokens({**entry, "text": ""})) * 4
     if chars < MIN_PASSAGE_TOKENS * 4:
         return None
     text, limit = entry["text"].removesuffix(ELLIPSIS), chars
@@ -256,7 +258,7 @@ def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
                 sp = part.rfind(" ")
                 part = (part[:sp] if sp > len(part) // 2 else part).rstrip() + ELLIPSIS
         part = part.rstrip()
-        if not part or estimate_tokens({**entry, "text": part}) <= room:
+        if not part or answer_tokens({**entry, "text": part}) <= room:
             break
         limit = len(part) * 9 // 10
     if not part or part == ELLIPSIS:
@@ -275,22 +277,22 @@ def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: in
     first part: as many entries are kept as fit at that minimum (the rest dropped), and a passage
     that would eat into what the later ones need is cut at a line end. The answer says when."""
     answer["tokens"] = 9999  # the field's own digits count
-    used = estimate_tokens(answer)
-    mins = [min(estimate_tokens({**e, "text": ""}) + MIN_PASSAGE_TOKENS, estimate_tokens(e)) + 1 for e in entries]
+    used = answer_tokens(answer)
+    mins = [min(answer_tokens({**e, "text": ""}) + MIN_PASSAGE_TOKENS, answer_tokens(e)) + 1 for e in entries]
     keep = 0
     while keep < len(entries) and used + sum(mins[: keep + 1]) <= budget:
         keep += 1
     answer["truncated"] = keep < len(entries)
     for i, e in enumerate(entries[:keep]):
         room = budget - used - sum(mins[i + 1 : keep]) - 1  # what the later entries need stays free
-        if estimate_tokens(e) > room:
+        if answer_tokens(e) > room:
             part = cut(e, room)
             answer["truncated"] = True
             if part is None:
                 continue
             e = part
         answer["hits"].append(e)
-        used += estimate_tokens(e) + 1
+        used += answer_tokens(e) + 1
     for _ in range(3):  # the count counts its own digits: settle it
-        answer["tokens"] = estimate_tokens(answer)
+        answer["tokens"] = answer_tokens(answer)
     return answer
