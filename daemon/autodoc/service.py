@@ -9,6 +9,12 @@ connect.py does it, once; the checks here are the ones a schema cannot
 make: a root that is a folder, a path inside the workspace, a field some
 document has) and returns JSON-safe data shaped as schemas/<method>.result.json.
 
+The class holds the pieces and their lifetimes; the answers are composed by stage:
+workspaces.py (finding a workspace by name, checking a root and options, the list and
+status shapes), documents.py (paths, spans, the document.* shapes), index/ (index and
+sessions), embed/status.py (semantic coverage), search/ (the search and its answer). The
+store is reached through its seam (store/interface.py), never a database driver.
+
 Runs on: any thread. Reads use the calling thread's read connection, one
 snapshot per method; writes are serialised by the store's write lock and
 exist only while this process holds the store's lease. The semantic leg's
@@ -76,8 +82,8 @@ class Service:
         self.providers = Providers()
         self.rankers = Rankers()
         self.vectors = VectorCache()
-        self.on_invalidate: Callable[..., None] = lambda *item: None  # the daemon's reader processes (rpc/pool.py)
-        self.searches_elsewhere = 0  # searches running in the reader processes now (rpc/pool.py)
+        self.on_invalidate: Callable[..., None] = lambda *item: None  # the daemon's reader processes (readers/pool.py)
+        self.searches_elsewhere = 0  # searches running in the reader processes now (readers/pool.py)
         self.links = LinkResolver()
         # answers by meaning while a model's vectors fill (embed/instant.py)
         self.instant = InstantTiers(settings.instant_dir) if settings.instant_dir else None
