@@ -299,12 +299,12 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.wcmd == "add":
             config = json_arg("--config", args.config) if args.config else None
             if args.if_missing:
-                names = (
+                existing = (
                     {w["name"] for w in call(settings, "workspace.list", {})["workspaces"]}
                     if settings.store.exists()
                     else set()
                 )
-                if args.name in names:
+                if args.name in existing:
                     print(f"workspace {args.name} exists")
                     return EXIT_OK
             ws = call(

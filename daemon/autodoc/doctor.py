@@ -113,10 +113,10 @@ def _daemon(settings: Settings) -> Iterator[Check]:
         return
     if holder is None:
         yield Check("lease", True, "free (no daemon holds the store; commands run in-process)")
-        sock = settings.socket
-        if sock.exists():
+        left = settings.socket
+        if left.exists():
             yield Check(
-                "socket", False, f"{sock} exists but no daemon holds the store (left by a killed daemon)", f"rm {sock}"
+                "socket", False, f"{left} exists but no daemon holds the store (left by a killed daemon)", f"rm {left}"
             )
         return
     pid = holder.get("pid")

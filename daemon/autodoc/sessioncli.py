@@ -94,15 +94,15 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.scmd == "list":
         after = None
         while True:  # every page: a terminal list is read whole
-            out = call(settings, "session.list", {"workspace": args.workspace, "after": after, "limit": 1000})
-            for x in out["sessions"]:
+            page = call(settings, "session.list", {"workspace": args.workspace, "after": after, "limit": 1000})
+            for x in page["sessions"]:
                 when = x["last_time"] or "-"
                 print(f"{x['session_id']}\t{x['events']} events\t{when}\t{x['title'] or ''}")
-            if (after := out["next_cursor"]) is None:
+            if (after := page["next_cursor"]) is None:
                 return 0
     if args.scmd == "remove":
-        out = call(settings, "session.remove", {"workspace": args.workspace, "session_id": args.session_id})
-        print(f"removed session {out['session_id']} ({out['events']} events, {out['chunks']} chunks)")
+        gone = call(settings, "session.remove", {"workspace": args.workspace, "session_id": args.session_id})
+        print(f"removed session {gone['session_id']} ({gone['events']} events, {gone['chunks']} chunks)")
         return 0
     from .ingest.transcript import TranscriptError, parse_transcript  # ingest/: only to import a transcript
 

@@ -286,6 +286,7 @@ class Client:
             except Exception:
                 pass
             return process.returncode
+        return None  # not reached: the scope is shielded (mypy cannot tell that it never swallows)
 
     async def _drain_stdout(self, scope: anyio.CancelScope) -> None:
         try:

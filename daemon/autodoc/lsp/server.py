@@ -12,13 +12,16 @@ What it answers, each through the same RPC methods the daemon serves:
 * diagnostics on open and save: why the document breaks the parser or the
   workspace schema (`document.problems`).
 
-Where the calls run: when a daemon holds the store and listens on a socket, on
-that daemon (it watches the files itself); otherwise on a Service in this
-process, which takes the writer lease, indexes a file when the editor saves it
-and embeds its new sections in the background.
+Where the calls run is connect.py's `Backend`: when a daemon holds the store and
+listens on a socket, on that daemon (it watches the files itself); otherwise on
+a Service in this process, which takes the writer lease, indexes a file when the
+editor saves it and embeds its new sections in the background (`index_paths`);
+a writer without a socket (a running `autodoc index`, say) leaves it a reader.
+When the daemon it went to has gone, the backend chooses again once (the next
+daemon's socket, or this process) and the call is retried.
 A file outside every workspace gets no answers and one message saying why.
 
-Runs on: pygls's event loop and its worker threads (handlers); saved files are indexed under the backend's lock, and embedded on one thread per workspace.
+Runs on: pygls's event loop and its worker threads (handlers); saved files are indexed under the backend's write lock, and embedded on one thread per workspace (connect.py).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from pygls.lsp.server import LanguageServer
 
 from .. import __version__
 from ..config import Settings
-from ..connect import Local, Remote, connect
+from ..connect import Backend
 from ..errors import AutodocError, DocumentNotFound, WorkspaceNotFound
 from ..ingest.inline import link_spans
 
@@ -45,88 +48,10 @@ log = logging.getLogger("autodoc.lsp")
 
 SYMBOL_LIMIT = 50
 COMPLETION_LIMIT = 20
-EMBED_BATCH = 16  # chunks embedded per turn of the backend's lock after a save
 HOVER_LINES = 12  # lines of the linked document a hover shows
 SAVE_WAIT = 3.0  # seconds a daemon gets to index a saved file before its diagnostics are read
 _OPEN_WIKI = re.compile(r"\[\[([^\[\]\n|#]*)$")
 _OPEN_TAG = re.compile(r"(?<![\w&#/\\])#([\w/-]*)$")  # as ingest/inline.py reads a #tag
-
-
-class Backend:
-    """The calls of one language server: on the daemon's socket, or on a Service in this
-    process (connect.py), which then also indexes saved files and embeds them."""
-
-    def __init__(self, settings: Settings):
-        self.settings = settings
-        # with no daemon, this process writes; a writer without a socket (a running
-        # `autodoc index`, say) leaves it a reader
-        self.conn = connect(settings, writer=True, fall_back_to_reader=True)
-        self.socket = self.conn.socket if isinstance(self.conn, Remote) else None
-        self.service = self.conn.service if isinstance(self.conn, Local) else None
-        self._lock = threading.Lock()
-        self._closed = False
-        self._embedding: dict[str, bool] = {}  # workspace → saved again while its embed thread ran
-        self._embed_lock = threading.Lock()
-        if self.socket is not None:
-            log.info("calls go to the daemon at %s", self.socket)
-        elif self.indexes_on_save:
-            log.info("calls run in this process on %s, which indexes files as they are saved", settings.store)
-        else:
-            log.info(
-                "calls run in this process on %s, read only: another process holds the writer lease", settings.store
-            )
-
-    @property
-    def indexes_on_save(self) -> bool:
-        return self.service is not None and self.service.writable
-
-    def call(self, method: str, params: list[Any]) -> Any:
-        """A read (every method the server uses is one). The Service serves readers on any
-        thread at once, as the daemon does, so reads do not wait for a save or a batch of
-        embedding; only writes take the lock. pygls runs these handlers on worker threads."""
-        return self.conn.call(method, params)
-
-    def index_paths(self, workspace: str, relpath: str) -> None:
-        with self._lock:
-            if not self.indexes_on_save:
-                return
-            self.service.index_paths(workspace, [relpath])
-        self._embed_later(workspace)
-
-    def _embed_later(self, workspace: str) -> None:
-        """Vectors for what a save changed, on a thread, one batch per turn of the lock, so a
-        request waits for at most one batch (with no daemon, nobody else embeds them)."""
-        with self._embed_lock:
-            if workspace in self._embedding:
-                self._embedding[workspace] = True
-                return
-            self._embedding[workspace] = False
-
-        def run() -> None:
-            try:
-                while True:
-                    self.service.embed_queue.work(
-                        [workspace], until_idle=True, batch=EMBED_BATCH, guard=lambda: self._lock
-                    )
-                    with self._embed_lock:
-                        # decide and leave in one critical section, so a save that lands
-                        # now either sees this thread gone or is looked at again
-                        if self._closed or not self._embedding[workspace]:
-                            del self._embedding[workspace]
-                            return
-                        self._embedding[workspace] = False
-            except Exception as e:  # the provider is down or missing: answers report it
-                log.info("embedding %s stopped: %s", workspace, e)
-            with self._embed_lock:
-                self._embedding.pop(workspace, None)
-
-        threading.Thread(target=run, name=f"autodoc-lsp-embed-{workspace}", daemon=True).start()
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            if self.service is not None:
-                self.service.close()
 
 
 def uri_path(uri: str) -> Path | None:
@@ -151,23 +76,14 @@ class AutodocLanguageServer(LanguageServer):
     def backend(self) -> Backend:
         with self._backend_lock:  # handlers run on several threads; one backend, one lease
             if self._backend is None:
-                self._backend = Backend(self.settings)
+                self._backend = Backend(self.settings, name="lsp")
             return self._backend
 
     def call(self, method: str, params: list[Any]) -> Any:
-        """One call; when the daemon it went to has gone, the backend is chosen again once
-        (the next daemon's socket, or this process) and the call retried."""
-        backend = self.backend
-        try:
-            return backend.call(method, params)
-        except OSError as e:
-            if backend.socket is None:
-                raise
-            log.warning("the daemon at %s did not answer (%s); choosing again", backend.socket, e)
-            with self._backend_lock:
-                if self._backend is backend:
-                    self._backend = None
-            return self.backend.call(method, params)
+        """A read (every method the server uses is one). The Service serves readers on any
+        thread at once, as the daemon does, so reads do not wait for a save or a batch of
+        embedding; only writes take the lock. pygls runs these handlers on worker threads."""
+        return self.backend.call(method, params)
 
     def roots(self, refresh: bool = False) -> list[tuple[Path, str]]:
         if self._roots is None or refresh:
@@ -360,11 +276,8 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         if where is None:
             return
         name, rel, _ = where
-        if saved:
-            if ls.backend.indexes_on_save:
-                ls.backend.index_paths(name, rel)
-            else:
-                _await_index(ls, name, rel, uri)
+        if saved and not ls.backend.index_paths(name, [rel]):  # a daemon, or another writer, indexes it
+            _await_index(ls, name, rel, uri)
         try:
             problems = ls.ws_call("document.problems", [name, rel])["problems"]
         except (AutodocError, OSError) as e:  # not indexed (yet, or skipped as too large)

@@ -1,11 +1,12 @@
 """Where the MCP server's calls run, and the forgiving match of names a model guessed.
 
-The daemon's socket when a daemon holds the store (any number of MCP servers,
+The choice is connect.py's `Backend`, with the MCP server's policy: the
+daemon's socket when a daemon holds the store (any number of MCP servers,
 editors and scripts then share it); else, when asked (`--spawn-daemon`), a
 daemon started here in the background; else a Service in this process — a
-writer, or a reader when another process holds the lease without a socket.
-It never exits on the lease: a daemon that goes away is replaced by the next
-choice at the next call.
+writer that embeds in the background, or a reader when another process holds
+the lease without a socket. It never exits on the lease: a daemon that goes
+away is replaced by the next choice at the next call.
 
 Runs on: the event loop (async methods); the calls themselves on worker threads.
 """
@@ -13,22 +14,17 @@ Runs on: the event loop (async methods); the calls themselves on worker threads.
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from ..api import METHODS
 from ..config import Settings
-from ..connect import Local, Remote, daemon_socket
-from ..errors import ShuttingDown, StoreLocked
-from ..store.lease import read_holder
+from ..connect import Backend as Link
+from ..connect import start_daemon
+from ..errors import ShuttingDown
 from ..suggest import close_names
 
 log = logging.getLogger("autodoc.mcp")
@@ -50,153 +46,48 @@ class ToolError(Exception):
 ChangeCallback = Callable[[str, list[dict[str, Any]]], None]
 
 
+def _spawn(settings: Settings) -> str | None:
+    """`autodoc serve --socket` for this store, detached; up once its socket is in the lease."""
+    log_path = Path(str(settings.store) + ".daemon.log")
+    return start_daemon(settings, log_path, wait_s=SPAWN_WAIT_S, poll_s=0.1, until_answers=False, watch_exit=False)
+
+
 class Backend:
     def __init__(self, settings: Settings, *, spawn: bool = False):
         self.settings = settings
         self.spawn = spawn
-        self._lock = threading.Lock()
-        self._current: Remote | Local | None = None
-        self._local_listeners: list[ChangeCallback] = []
-        self._embedder: threading.Thread | None = None
-
-    # -- choosing ------------------------------------------------------------------
-
-    def _resolve(self) -> Remote | Local:
-        with self._lock:
-            if self._current is None:
-                self._current = self._choose()
-            return self._current
-
-    def _choose(self) -> Remote | Local:
-        sock = daemon_socket(self.settings)
-        if sock is None and self.spawn:
-            sock = self._spawn_daemon()
-        if sock is not None:
-            log.info("using the daemon on %s", sock)
-            return Remote(sock)
-        try:
-            local = Local(self.settings, writer=True)
-        except StoreLocked as e:  # a daemon on stdio alone (no socket) holds it: read what it writes
-            log.info("the store is held by another process (%s): serving read-only", e.message)
-            return Local(self.settings, writer=False)
-        log.info("no daemon serves %s: serving it in this process", self.settings.store)
-        for fn in self._local_listeners:
-            local.service.add_change_listener(fn)
-        self._start_embedding(local)
-        return local
-
-    def _spawn_daemon(self) -> Path | None:
-        """Start `autodoc serve --socket` for this store, detached, and wait for its socket."""
-        argv = [
-            sys.executable,
-            "-m",
-            "autodoc.cli",
-            "--store",
-            str(self.settings.store),
-            "--socket",
-            str(self.settings.socket),
-            "serve",
-            "--socket",
-        ]
-        log.info("starting a daemon: %s", " ".join(argv))
-        self.settings.store.parent.mkdir(parents=True, exist_ok=True)
-        logfile = open(str(self.settings.store) + ".daemon.log", "ab")
-        try:
-            subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=logfile,
-                start_new_session=True,
-                env=os.environ.copy(),
-            )
-        finally:
-            logfile.close()
-        deadline = time.monotonic() + SPAWN_WAIT_S
-        while time.monotonic() < deadline:
-            sock = daemon_socket(self.settings)
-            if sock is not None:
-                return sock
-            time.sleep(0.1)
-        log.warning(
-            "the daemon did not come up in %.0f s (see %s.daemon.log): serving in this process",
-            SPAWN_WAIT_S,
-            self.settings.store,
+        self.link = Link(
+            settings,
+            start=_spawn if spawn else None,
+            embed_all=True,
+            reconnect_on=(OSError, ShuttingDown),
+            stop_wait_s=STOP_WAIT_S,
+            rechoose_for_writes=True,
+            name="mcp",
         )
-        return None
-
-    def _start_embedding(self, local: Local) -> None:
-        """In-process, nobody else fills vectors: the embed queue runs on its own thread."""
-        if not local.writable:
-            return
-        service = local.service
-
-        def work() -> None:
-            try:
-                service.embed_queue.work(until_idle=False, status=service.embedding_status_by_name)
-            except Exception:  # the queue stopping at close, or a provider's failure: searches say so
-                log.debug("the embed queue stopped", exc_info=True)
-
-        self._embedder = threading.Thread(target=work, name="autodoc-mcp-embed", daemon=True)
-        self._embedder.start()
 
     @property
     def mode(self) -> str:
-        cur = self._resolve()
-        if isinstance(cur, Remote):
-            return "daemon"
-        return "in-process" if cur.writable else "in-process (read-only: another process holds the store)"
+        return self.link.mode
 
     @property
     def socket(self) -> Path | None:
-        cur = self._current
-        return cur.socket if isinstance(cur, Remote) else None
+        return self.link.socket
 
     def on_local_changes(self, fn: ChangeCallback) -> None:
         """Call fn(workspace, changes) after an in-process write (a daemon pushes its own)."""
-        self._local_listeners.append(fn)
-        if isinstance(self._current, Local):
-            self._current.service.add_change_listener(fn)
+        self.link.on_local_changes(fn)
 
     # -- calling -----------------------------------------------------------------------
 
     def call_sync(self, method: str, params: Any) -> Any:
-        cur = self._resolve()
-        if isinstance(cur, Local) and not cur.writable and (m := METHODS.get(method)) is not None and m.write:
-            cur = self._choose_again(cur, "a write, and the process that held the store may have gone")
-        try:
-            return cur.call(method, params)
-        except (OSError, ShuttingDown):
-            if not isinstance(cur, Remote):
-                raise
-            # the daemon went away between calls, or is going: choose again (a new daemon, or this process)
-            return self._choose_again(cur, "the daemon went away").call(method, params)
-
-    def _choose_again(self, cur: Remote | Local, why: str) -> Remote | Local:
-        log.info("%s: choosing where calls run again", why)
-        with self._lock:
-            if self._current is cur:
-                self._current = None
-        if isinstance(cur, Local):
-            cur.close()
-        else:  # a daemon that is stopping keeps its lease a moment after its socket is gone
-            deadline = time.monotonic() + STOP_WAIT_S
-            while (
-                read_holder(self.settings.store)
-                and daemon_socket(self.settings) is None
-                and time.monotonic() < deadline
-            ):
-                time.sleep(0.1)
-        return self._resolve()
+        return self.link.call(method, params)
 
     async def call(self, method: str, params: Any) -> Any:
-        return await anyio.to_thread.run_sync(self.call_sync, method, params)
+        return await anyio.to_thread.run_sync(partial(self.link.call, method, params))
 
     def close(self) -> None:
-        with self._lock:
-            cur, self._current = self._current, None
-        if cur is not None:
-            cur.close()
+        self.link.close()
 
     # -- names a model may have guessed -------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The terminal app's way to the service: the daemon over its socket when one
 runs (started on demand), else a Service in this process — the choice is
-connect.py's, as for the CLI and the language server.
+connect.py's `Backend`, as for the CLI, the language server and the MCP server.
 
 Input: Settings, and a callback for the daemon's notifications. Output: a
 link whose `call` blocks until the answer (run it on a worker thread, never
@@ -22,16 +22,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..connect import Local, Remote, connect, daemon_socket
+from ..connect import Backend, Remote, start_daemon
 
 log = logging.getLogger("autodoc.tui")
 
@@ -63,39 +61,6 @@ class Pending:
             self.cancelled = True
             if self._future is not None:
                 self._future.cancel()
-
-
-def start_daemon(settings: Settings, log_path: Path) -> str | None:
-    """Start `autodoc serve --socket` for this store, detached so it outlives the app
-    and serves other clients too; wait until it answers. None when it does,
-    else why not (the caller then works in-process)."""
-    from ..rpc.transport import socket_answers
-
-    argv = [
-        sys.executable,
-        "-m",
-        "autodoc.cli",
-        "--store",
-        str(settings.store),
-        "--socket",
-        str(settings.socket),
-        "serve",
-        "--socket",
-    ]
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as err:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
-        )
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        sock = daemon_socket(settings)
-        if sock is not None and socket_answers(sock):
-            return None
-        if proc.poll() is not None:
-            return f"the daemon exited with status {proc.returncode} (its log: {log_path})"
-        time.sleep(0.05)
-    return f"the daemon did not answer within {START_TIMEOUT_S:.0f} s (its log: {log_path})"
 
 
 class SocketLink:
@@ -196,8 +161,8 @@ class LocalLink:
 
     mode = "in-process"
 
-    def __init__(self, local: Local, why: str | None = None):
-        self.local = local
+    def __init__(self, backend: Backend, why: str | None = None):
+        self.backend = backend
         self.why = why  # why not the daemon, to show
 
     def subscribe(self) -> None:
@@ -209,13 +174,13 @@ class LocalLink:
         if pending is not None and pending.cancelled:
             raise Cancelled()
         # an index run here embeds what it indexed before answering: no daemon will
-        out = self.local.call(method, params, progress=progress, embed=True)
+        out = self.backend.call(method, params, progress=progress, embed=True)
         if pending is not None and pending.cancelled:
             raise Cancelled()
         return out
 
     def close(self) -> None:
-        self.local.close()
+        self.backend.close()
 
 
 Link = SocketLink | LocalLink
@@ -223,12 +188,13 @@ Link = SocketLink | LocalLink
 
 def open_link(settings: Settings, notify: Notify, *, start: bool, daemon_log: Path) -> Link:
     """The daemon's socket when it runs (or, with `start`, once it is started), else in-process."""
-    why = None
-    if daemon_socket(settings) is None:
-        why = start_daemon(settings, daemon_log) if start else "not asked to start a daemon (--in-process)"
-        if why:
-            log.warning("working in-process: %s", why)
-    backend = connect(settings, writer=True, fall_back_to_reader=True)
-    if isinstance(backend, Remote):
-        return SocketLink(backend.socket, notify)
+    starter = partial(start_daemon, log_path=daemon_log, wait_s=START_TIMEOUT_S) if start else None
+    backend = Backend(settings, start=starter, reconnect_on=(), name="tui")
+    target = backend.current()
+    if isinstance(target, Remote):
+        return SocketLink(target.socket, notify)
+    why = backend.why_local
+    if not start:
+        why = "not asked to start a daemon (--in-process)"
+        log.warning("working in-process: %s", why)
     return LocalLink(backend, why)
