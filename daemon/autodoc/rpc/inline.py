@@ -99,7 +99,8 @@ def _bucket(n: int) -> int:
 
 class _Counted:
     """``with``: one more read or write running (and, with ``admitted``, one more request
-    admitted) for as long as the block runs. One object per InlineReads, reused: no
+    admitted) for as long as the block runs (or from ``begin`` to ``end``, for a read whose
+    end is a callback: the thread lane's). One object per InlineReads, reused: no
     allocation per call."""
 
     __slots__ = ("_admitted", "_reads")
@@ -108,15 +109,21 @@ class _Counted:
         self._reads = reads
         self._admitted = admitted
 
-    def __enter__(self) -> None:
+    def begin(self) -> None:
         self._reads.running += 1
         if self._admitted:
             self._reads.admitted += 1
 
-    def __exit__(self, *exc: object) -> None:
+    def end(self) -> None:
         self._reads.running -= 1
         if self._admitted:
             self._reads.admitted -= 1
+
+    def __enter__(self) -> None:
+        self.begin()
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
 
 
 class InlineReads:

@@ -161,8 +161,7 @@ class QuickLane:
             return None
         loop = asyncio.get_running_loop()
         inflight = conn.begin_lane(rid)
-        inline.running += 1
-        inline.admitted += 1
+        inline.serving.begin()  # ended in finish()
         claim, outbox = Claim(), conn.outbox
         done = False
 
@@ -177,8 +176,7 @@ class QuickLane:
             inflight.on_cancel = None
             readers.release_on_behalf_of(borrower)
             share.release_on_behalf_of(borrower)
-            inline.running -= 1
-            inline.admitted -= 1
+            inline.serving.end()
             conn.end_lane(rid, inflight, data, claim)
 
         def work() -> None:  # on a worker thread
