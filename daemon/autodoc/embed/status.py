@@ -254,3 +254,14 @@ def _instant_summary(tiers: list[dict[str, Any]]) -> dict[str, Any] | None:
         "pending": pending,
         "eta_seconds": _eta(pending, min(rates) if rates else None),
     }
+
+
+def index_embedding(status: dict[str, Any], embedded: int) -> dict[str, Any]:
+    """An index report's `embedding` (workspace.index): from the workspace's embedding status
+    after the run, and how many chunks this run embedded."""
+    return {
+        "available": status["available"],
+        "embedded": embedded,
+        "skipped": status["pending"] if status["available"] else status["total"],
+        "reason": status["reason"] if status["state"] != "ready" else None,
+    }
