@@ -4,6 +4,8 @@ each module here owns the SQL of one kind of row.
 `Store` is loaded when first asked for (a module `__getattr__`), so reading the
 lease (store/lease.py) or a row module does not load apsw, numpy and every
 migration: the CLI finds a daemon without them.
+
+Runs on: any thread (importing; `Store` itself says how it is shared).
 """
 
 from __future__ import annotations
