@@ -6,6 +6,7 @@ running it after the default moved to k 10 / 0.6.)"""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import apsw
 
@@ -78,3 +79,15 @@ def test_a_store_that_saved_every_option_keeps_only_the_chosen_ones(tmp_path):
         assert shown["mine"]["section_tokens"] == 200 and shown["mine"]["fusion"]["k"] == 30
     finally:
         svc.close()
+
+
+def test_the_migrations_run_the_sql_of_their_day():
+    """An old migration runs the SQL it ran at its version: it calls no live store module
+    (migration 5 once called postings.create), so editing one never changes an old store's upgrade."""
+    import ast
+
+    from autodoc.store import migrations
+
+    tree = ast.parse(Path(migrations.__file__).read_text(encoding="utf-8"))
+    relative = {(n.level, n.module) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level}
+    assert relative == {(2, "errors"), (1, "sql")}  # the error it raises, and the typed fetch helpers
