@@ -43,7 +43,6 @@ from .config import Settings, env_settings
 from .config.logs import configure_logging
 from .errors import AutodocError, StoreLocked
 from .index.live import LiveIndex
-from .readers import shared_vectors
 from .readers.pool import ReaderPool, pool_size
 from .rpc.bridge import bridge_stdio
 from .rpc.server import RpcServer
@@ -126,9 +125,9 @@ async def serve_daemon(
         check_results=env.check_results,
         pool=pool,
     )
-    if pool.size and shared_vectors.available():
+    if pool.size and pool.can_share():
         # the vector files a killed daemon left in /dev/shm (RAM) go now, not when readers next start
-        await anyio.to_thread.run_sync(shared_vectors.remove_stale)
+        await anyio.to_thread.run_sync(pool.remove_stale_files)
     try:
         async with anyio.create_task_group() as tg:
             try:

@@ -20,7 +20,7 @@ When it runs, and when today's path stays:
   whenever none is, reads run on the daemon's threads as before; a quick read
   on an idle daemon still runs inline (rpc/inline.py) even with the pool up, and
   a lone search with both legs runs in the daemon, whose lexical helper overlaps
-  them (search/legproc.py; readers have none: ``overlaps_in_daemon``).
+  them (search/lexical/legproc.py; readers have none: ``overlaps_in_daemon``).
 - ``pooled`` rows of api.py's table only (search.query, search.similar); the other
   reads cost little and stay in the daemon.
 - Memory: the daemon shares its vector bases with the readers
@@ -139,6 +139,14 @@ class ReaderPool:
     def ready(self) -> bool:
         return not self.stopped and any(r.alive for r in self.readers)
 
+    def can_share(self) -> bool:
+        """Whether vector bases can be shared with the readers here (/dev/shm: shared_vectors.py)."""
+        return shared_vectors.available()
+
+    def remove_stale_files(self) -> None:
+        """Remove the shared vector files a killed daemon left in /dev/shm (blocking: a thread)."""
+        shared_vectors.remove_stale()
+
     def want(self) -> None:
         """A read met another one: start the readers (once)."""
         if self.size and not self._wanted.is_set():
@@ -156,7 +164,7 @@ class ReaderPool:
 
     def overlaps_in_daemon(self, method: str, params: dict) -> bool:
         """A search with both legs, while the daemon has nothing else to do, runs in the daemon:
-        its lexical helper (search/legproc.py) runs the lexical leg beside the semantic one, where a
+        its lexical helper (search/lexical/legproc.py) runs the lexical leg beside the semantic one, where a
         reader runs one after the other (readers have no helper: they are the cores' processes).
         At 100k chunks a lone hybrid search took 27 ms in a reader against 17 ms in the daemon."""
         helper = getattr(self.service, "lexical_helper", None)

@@ -53,7 +53,7 @@ class ReaderGone(Exception):
 
 class NotInReader(ReaderGone):
     """The reader cannot run this call without a private copy of vectors it may not
-    make (readers/shared_vectors.py; search/vector_cache.py NotShared): the daemon runs
+    make (readers/shared_vectors.py; search/semantic/vector_cache.py NotShared): the daemon runs
     it, as for a dead reader, and shares anew the vectors ``key`` (workspace id,
     fingerprint) names."""
 
