@@ -358,7 +358,7 @@ def seed_vectors(store: Path, fp: str, real: np.ndarray, seed: int) -> int:
     may be open on the store). Returns how many were written."""
     import apsw
 
-    from autodoc.search.vectors import sign_codes
+    from autodoc.search.semantic.vectors import sign_codes
 
     db = apsw.Connection(str(store))
     ws_id = db.execute("SELECT id FROM workspaces WHERE name=?", (WORKSPACE,)).fetchone()[0]

@@ -196,7 +196,7 @@ def main_pool(argv: list[str] | None = None) -> int:
 # ==== lexical (formerly bench/lexical_ab.py) ======================================================
 
 DOC_LEXICAL = """The lexical leg of sentence queries (whole SciFact claims) with a git ref's
-search/impact.py and store/postings.py (the "base", e.g. main) against the
+search/lexical/impact.py and store/lexical/postings.py (the "base", e.g. main) against the
 working tree's, interleaved query by query in one process on one store: the
 OR's ranking alone (top 50), the leg (`run_lexical`, weighed as in a hybrid
 search) and the hybrid `Service.search` (lexical + semantic, query vectors
@@ -212,7 +212,7 @@ Runs on: the benchmark's main thread.
 
 def _base(ref: str, tmp: Path):
     """The ref's impact and postings modules, loaded beside the tree's (the base's reads its own postings)."""
-    import autodoc.search.impact as tree
+    import autodoc.search.lexical.impact as tree
 
     def load(name: str, path: str):
         text = subprocess.run(["git", "show", f"{ref}:{path}"], capture_output=True, text=True, check=True).stdout
@@ -224,8 +224,11 @@ def _base(ref: str, tmp: Path):
         spec.loader.exec_module(mod)
         return mod
 
-    posts = load("autodoc.store.postings_base", "daemon/autodoc/store/postings.py")
-    impact = load("autodoc.search.impact_base", "daemon/autodoc/search/impact.py")
+    # a ref since the lexical leg's move keeps them in search/lexical/ and store/lexical/
+    moved = subprocess.run(["git", "cat-file", "-e", f"{ref}:daemon/autodoc/store/lexical/postings.py"]).returncode == 0
+    sub = "lexical/" if moved else ""
+    posts = load(f"autodoc.store.{sub.replace('/', '.')}postings_base", f"daemon/autodoc/store/{sub}postings.py")
+    impact = load(f"autodoc.search.{sub.replace('/', '.')}impact_base", f"daemon/autodoc/search/{sub}impact.py")
     impact.postings = posts
     if not hasattr(impact, "postread"):
         impact.postread = posts
@@ -246,9 +249,9 @@ def main_lexical(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from autodoc.config import Settings
-    from autodoc.search import impact as tree
-    from autodoc.search import lexical
-    from autodoc.search.fts import coverage_terms
+    from autodoc.search.lexical import impact as tree
+    from autodoc.search.lexical import leg as lexical
+    from autodoc.search.lexical.fts import coverage_terms
     from autodoc.search.query import parse_query, resolve_facets
     from autodoc.service import Service
     from autodoc.store.db import open_reader
@@ -366,14 +369,22 @@ def open_service(package: str, store: Path):
     return service(settings.from_env(store=store / "autodoc.db"), writer=False)
 
 
+def _module(package: str, name: str, before: str):
+    """package's module `name`, or `before` (its path in a revision before the move to search/semantic/)."""
+    try:
+        return importlib.import_module(f"{package}.{name}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"{package}.{before}")
+
+
 def inject_vectors(package: str, svc, workspace: str, arrays: Path) -> None:
     """The workspace's vectors from bench.semantic_path's .npy dump of this store instead of
     its rows (minutes at 1M): each service's own VectorIndex, over shared arrays."""
     import numpy as np
 
     ids, vecs, words = (np.load(arrays / f"{n}.npy") for n in ("ids", "vecs", "words"))
-    index_cls = importlib.import_module(f"{package}.search.vectors").VectorIndex
-    held = importlib.import_module(f"{package}.search.vector_cache").WorkspaceVectors
+    index_cls = _module(package, "search.semantic.vectors", "search.vectors").VectorIndex
+    held = _module(package, "search.semantic.vector_cache", "search.vector_cache").WorkspaceVectors
     prov = svc.providers.get({"provider": "onnx"})
     db = svc.store.reader()
     with db:
@@ -635,14 +646,14 @@ def main_vectors(argv: list[str] | None = None) -> int:
     d = args.arrays
     ids, vecs, words = np.load(d / "ids.npy"), np.load(d / "vecs.npy"), np.load(d / "words.npy")
     queries = np.concatenate([np.load(d / "q_claims.npy")[: args.n], np.load(d / "q_keywords.npy")[: args.n]])
-    from autodoc.search import vectors as V
+    from autodoc.search.semantic import vectors as V
 
     tmp = Path(tempfile.mkdtemp(prefix="semantic-path-"))
     try:
         impls = {"now": V}
         if args.baseline:
             pkg = baseline_package(args.baseline, tmp)
-            impls["base"] = __import__(f"{pkg}.search.vectors", fromlist=["VectorIndex"])
+            impls["base"] = _module(pkg, "search.semantic.vectors", "search.vectors")
         indexes = {k: m.VectorIndex(ids, vecs, words=words) for k, m in impls.items()}  # the arrays are shared
         now = indexes["now"]
         out: dict = {"rows": len(now), "queries": len(queries), "phases_now_ms": phases(V, now, queries[:100])}

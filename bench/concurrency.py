@@ -162,12 +162,18 @@ def children(pid: int) -> list[int]:
 
 
 def role(pid: int) -> str:
-    """A child's job: a reader process (rpc/reader.py) or the lexical helper (search/legproc.py)."""
+    """A child's job: a reader process (rpc/reader.py) or the lexical helper (search/lexical/legproc.py)."""
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return "other"
-    return "helper" if b"autodoc.search.legproc" in cmd else "readers" if b"autodoc.readers.reader" in cmd else "other"
+    return (
+        "helper"
+        if b"autodoc.search.lexical.legproc" in cmd
+        else "readers"
+        if b"autodoc.readers.reader" in cmd
+        else "other"
+    )
 
 
 def cpu_s(pid: int) -> dict[str, float]:
@@ -321,7 +327,7 @@ def render(results: dict[str, Any], nq: int, preamble: str = "") -> str:
         "rpc/pool.py: searches in "
         "one reader process per core once clients overlap).",
         "- CPU per request: user + system CPU of the daemon, its reader processes and its lexical helper "
-        "(search/legproc.py, which runs a lone hybrid search's lexical leg beside its semantic one), per request "
+        "(search/lexical/legproc.py, which runs a lone hybrid search's lexical leg beside its semantic one), per request "
         "the clients sent. The clients' own CPU (this process's threads: socket calls, JSON) is its own column; "
         "cores busy is everyone's CPU (daemon, readers, helper, clients) over the row's wall time, of 2.0 on "
         "this machine: a row near 2.0 was bound by CPU, and more clients can add requests/s there only by "
@@ -1041,8 +1047,8 @@ def _status(field: str) -> int:
 
 def run_one(way: str, rows: int, delta: int, dead: int, folder: Path) -> dict:
     from autodoc.readers.shared_vectors import Sharing
-    from autodoc.search.vector_cache import VectorCache, WorkspaceVectors
-    from autodoc.search.vectors import VectorIndex
+    from autodoc.search.semantic.vector_cache import VectorCache, WorkspaceVectors
+    from autodoc.search.semantic.vectors import VectorIndex
 
     rng = np.random.default_rng(7)
     vecs = np.empty((rows, DIM), dtype=np.float16)

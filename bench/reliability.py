@@ -1240,7 +1240,7 @@ def lease_free(store: Path) -> bool:
 @contextmanager
 def uncut_lexical_leg():
     """The lexical leg holding every match (a diagnostic): FTS5 cuts its ranking at the leg's
-    LIMIT with `ORDER BY s, rowid` (store/matches.py), so a tie straddling the cut admits
+    LIMIT with `ORDER BY s, rowid` (store/lexical/matches.py), so a tie straddling the cut admits
     chunks by id. Answers that differ cut and agree uncut differ by that edge alone."""
     from autodoc.search import engine
 
@@ -1451,7 +1451,7 @@ def report_crash(t: CrashTally, args: argparse.Namespace) -> str:
         f"| answers differing only in the order of equal scores, the lexical leg cut or uncut (the store "
         f"starts with a renamed twin) | {t.tie_order} |",
         f"| answers differing only in the order of equal scores and agreeing once the lexical leg holds every "
-        f"match (a tie straddling the leg's LIMIT: store/matches.py) | {t.tie_cut} |",
+        f"match (a tie straddling the leg's LIMIT: store/lexical/matches.py) | {t.tie_cut} |",
         f"| clean reference indexes built | {t.references} |",
         f"| most cached vectors of texts no chunk has (kept on purpose) | {t.cached_vectors_max} |",
         f"| duration | {t.seconds:.0f} s |",

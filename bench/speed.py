@@ -109,13 +109,13 @@ TARGETS = {
 
 
 def prefilter_kinds() -> list[str]:
-    from autodoc.search import vectors
+    from autodoc.search.semantic import vectors
 
     return [vectors.PREFILTER]  # the product has one prefilter (the bench-only modes are gone)
 
 
 def default_prefilter() -> str:
-    from autodoc.search.vectors import PREFILTER
+    from autodoc.search.semantic.vectors import PREFILTER
 
     return PREFILTER
 
@@ -124,10 +124,10 @@ def measure_size(
     chunks: int, meta: dict[str, Any], data: Path, nq: int, daemon: bool, fts_rounds: int = 2
 ) -> dict[str, Any]:
     from autodoc.config import Settings
-    from autodoc.search.fts import build_match
-    from autodoc.search.lexical import run_lexical
+    from autodoc.search.lexical.fts import build_match
+    from autodoc.search.lexical.leg import run_lexical
     from autodoc.search.query import parse_query, resolve_facets
-    from autodoc.search.vectors import VectorIndex
+    from autodoc.search.semantic.vectors import VectorIndex
     from autodoc.service import Service
     from autodoc.store.db import open_reader
     from autodoc.store.filters import build_filter
@@ -179,8 +179,8 @@ def measure_size(
             s = {k: summary_ms(v) for k, v in t.items()}
             relaxed = sum(1 for q in queries if len(matches[q]) > 1)
             # what the snippets cost: the product's snippet maker on the hits it returned
+            from autodoc.search.lexical.tokens import tokenize
             from autodoc.search.snippet import snippet_maker
-            from autodoc.search.tokens import tokenize
 
             t_prod = 0.0
             nhits = 0
@@ -211,7 +211,7 @@ def measure_size(
         with db:
             index = svc.vectors.merged(db, ws_id, prov.fingerprint, prov.dim)
         # the stored float32 vectors in the index's row order: the raw baseline and the
-        # recall ground truth (a large index holds float16, search/vectors.py)
+        # recall ground truth (a large index holds float16, search/semantic/vectors.py)
         mat = stored_f32(raw, ws_id, prov.fingerprint, index.ids, prov.dim)
         qv = {q: prov.embed_query(" ".join(t.text for t in terms(q))) for q in claims}
 
@@ -618,7 +618,7 @@ def vectors_only(n: int, cache: Path, data: Path, nq: int = 100) -> dict[str, An
     interleaved, and the default path's recall@50 against exact. For sizes whose
     store was not built (1M)."""
     from autodoc.embed.onnx import OnnxProvider
-    from autodoc.search.vectors import VectorIndex
+    from autodoc.search.semantic.vectors import VectorIndex
 
     prov = OnnxProvider()
     real, source = real_vectors(cache, data, prov.fingerprint)
@@ -666,7 +666,7 @@ def prefilter_real(cache: Path, data: Path, nq: int = 300) -> dict[str, Any] | N
     """Prefilter recall@50 on real embeddings: the SciFact store's chunk vectors
     and real query embeddings (forced prefilter, whatever the size)."""
     from autodoc.embed.onnx import OnnxProvider
-    from autodoc.search.vectors import VectorIndex
+    from autodoc.search.semantic.vectors import VectorIndex
 
     prov = OnnxProvider()
     real, source = real_vectors(cache, data, prov.fingerprint)
@@ -1195,8 +1195,8 @@ the stores; `--prepare` copies them and builds the postings, the cache is
 never written):
 
 - raw FTS5: today's relaxed query, `… MATCH 'a OR b OR …' ORDER BY bm25, rowid LIMIT 50`;
-- MaxScore: search/maxscore.py's exact top 50 of the same OR (and whether it equals the raw query's);
-- the postings index: search/impact.py's top 50 of the same OR from store/postings.py (and whether it equals the raw query's to the bit);
+- MaxScore: search/lexical/maxscore.py's exact top 50 of the same OR (and whether it equals the raw query's);
+- the postings index: search/lexical/impact.py's top 50 of the same OR from store/lexical/postings.py (and whether it equals the raw query's to the bit);
 - the leg (`run_lexical`, weighed as in a hybrid search) as it was (the plain OR query, the coverage
   weight read from every word's whole doclist and a COUNT(*) of the chunks) and as it is;
 - the hybrid `Service.search` (lexical + semantic, query vector cached) with the leg as it was and is.
@@ -1214,7 +1214,7 @@ def prepare(size: int, cache: Path, dest: Path) -> dict[str, Any]:
     workspace pointed at the copied corpus, migrated, its postings built from scratch, timed and sized."""
     import apsw
 
-    from autodoc.store import postings
+    from autodoc.store.lexical import postings
     from autodoc.store.migrations import migrate
 
     src = find_store(size, cache)
@@ -1272,8 +1272,8 @@ def find_store(size: int, cache: Path, under: str | None = None) -> Path | None:
 
 def _old_coverage(lexical):
     """The coverage weight as it was before issue 19 (every holder of every word fetched)."""
-    from autodoc.search.fts import CJK_RUN, coverage_terms
-    from autodoc.search.tokens import tokenize
+    from autodoc.search.lexical.fts import CJK_RUN, coverage_terms
+    from autodoc.search.lexical.tokens import tokenize
     from autodoc.store.hits import chunk_texts
 
     def coverage(db, terms, chunk_ids, strict=frozenset()):  # strict: the new one's shortcut, unused here
@@ -1305,14 +1305,15 @@ def _old_coverage(lexical):
 
 def measure_lexical(size: int, store: Path, data: Path, nq: int) -> dict[str, Any]:
     from autodoc.config import Settings
-    from autodoc.search import impact, lexical, maxscore
-    from autodoc.search.fts import coverage_terms
+    from autodoc.search.lexical import impact, maxscore
+    from autodoc.search.lexical import leg as lexical
+    from autodoc.search.lexical.fts import coverage_terms
     from autodoc.search.query import parse_query, resolve_facets
     from autodoc.service import Service
-    from autodoc.store import ftsterms
     from autodoc.store.db import open_reader
     from autodoc.store.filters import build_filter
-    from autodoc.store.matches import ranked
+    from autodoc.store.lexical import ftsterms
+    from autodoc.store.lexical.matches import ranked
 
     queries = query_sets(data, nq)["claims"]
     svc = Service(Settings.from_env(store=store), writer=False)
@@ -1428,9 +1429,10 @@ def scifact_check(data: Path, cache: Path, copies: Path | None = None) -> dict[s
     import apsw
 
     from autodoc.config import Settings
-    from autodoc.search import impact, lexical, maxscore
+    from autodoc.search.lexical import impact, maxscore
+    from autodoc.search.lexical import leg as lexical
     from autodoc.service import Service
-    from autodoc.store import postings
+    from autodoc.store.lexical import postings
     from autodoc.store.migrations import migrate
 
     from .quality import WORKSPACE as BEIR_WS
@@ -1491,8 +1493,8 @@ def render_lexical(res: dict[str, Any]) -> str:
         "Whole SciFact claims (the relaxed OR query runs for nearly all), after a warm-up pass, every variant "
         "timed on each query in alternating order, in one process. ms, p50 / p95. *before* = the plain OR query "
         "and the coverage weight read from each word's whole doclist (main before issue 19); *MaxScore* = MaxScore "
-        "over FTS5 (search/maxscore.py, main before the postings index); *now* = the postings index "
-        "(search/impact.py) ranks the OR when its words are single tokens; *cold counts* = the word counts cache "
+        "over FTS5 (search/lexical/maxscore.py, main before the postings index); *now* = the postings index "
+        "(search/lexical/impact.py) ranks the OR when its words are single tokens; *cold counts* = the word counts cache "
         "emptied before each query. The stores are copies of the cached speed stores with their postings built "
         "(`--prepare`).",
         "",
@@ -1558,7 +1560,7 @@ def render_lexical(res: dict[str, Any]) -> str:
         )
     L += [
         "",
-        "The postings index (store/postings.py), built from scratch on each copy (`--prepare`, "
+        "The postings index (store/lexical/postings.py), built from scratch on each copy (`--prepare`, "
         "postings.build_all: the same slices a daemon builds after its index jobs):",
         "",
     ]
@@ -1688,7 +1690,7 @@ def main_lexical(argv: list[str] | None = None) -> int:
 
 # ==== helper (formerly bench/lexical_helper.py) ===================================================
 
-DOC_HELPER = """The lexical leg in a helper process (search/legproc.py) against the same
+DOC_HELPER = """The lexical leg in a helper process (search/lexical/legproc.py) against the same
 leg run in the search's process, hybrid searches in-process (issue 19):
 p50/p95 of whole `Service.search` calls, the two arms in alternating blocks in one
 process, on the speed benchmark's cached stores (query vectors cached after a
@@ -1724,7 +1726,7 @@ def blocks(queries: list[str], fns: dict, rounds: int) -> dict[str, list[float]]
 def measure_helper(store: Path, nq: int, rounds: int) -> dict:
     os.environ["AUTODOC_READERS"] = "auto"
     from autodoc.config.settings import Settings
-    from autodoc.search import legproc
+    from autodoc.search.lexical import legproc
     from autodoc.service import Service
 
     legproc.MIN_CHUNKS = 0
@@ -1777,7 +1779,7 @@ def render_helper(res: dict) -> str:
         f"- Machine: {res['machine']}; load at the end {res['load_end']}",
         "",
         "Hybrid `Service.search` (lexical + semantic, limit 10, query vectors cached), in-process. "
-        "**helper process**: the lexical leg runs in search/legproc.py's helper while the semantic leg "
+        "**helper process**: the lexical leg runs in search/lexical/legproc.py's helper while the semantic leg "
         "runs here; **here (threads)**: the product before it, the semantic leg on a leg thread beside "
         "the lexical leg. p50 / p95 ms; each arm over all the queries in turn, A B B A (see `blocks`).",
         "",
@@ -1818,7 +1820,7 @@ scores, weights).
 
     python -m bench.speed coverage [--sizes 10000,100000] [--queries 200] [--rounds 2]
 
-**postings** is the product (search/lexical.py `_Prose`: a one-token word is in
+**postings** is the product (search/lexical/leg.py `_Prose`: a one-token word is in
 a hit's prose when the postings' body count exceeds its count on the heading
 lines); **tokenizing** is the product before it: every hit's text without its
 heading lines tokenized into stems (the fallback the product keeps for
@@ -1832,7 +1834,8 @@ COVERAGE_OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 def measure_coverage(store: Path, nq: int, rounds: int) -> dict:
     os.environ["AUTODOC_READERS"] = "0"  # the leg in this process: nothing else shares the timing
     from autodoc.config.settings import Settings
-    from autodoc.search import engine, lexical
+    from autodoc.search import engine
+    from autodoc.search.lexical import leg as lexical
     from autodoc.service import Service
 
     svc = Service(Settings.from_env(store=store), writer=False)

@@ -48,9 +48,9 @@ DOC_RANKING = """Ranking variants on the tuning sets: SciFact train and the know
 Each variant is the product's search (in-process ``Service.search`` on the
 cached stores of bench/quality.py and bench/known_item.py, opened read-only)
 with some of the ranking knobs set for the run: the lexical leg's coverage
-weight (``search.lexical.COVERAGE_POWER``, ``TITLE_CREDIT``), question words
-out of the relaxed query (``search.fts.DROP_QUESTION_WORDS``), the BM25 column
-weights (``store.matches.BM25_WEIGHTS``), leg depth (``search.engine.LEG_DEPTH``)
+weight (``search.lexical.leg.COVERAGE_POWER``, ``TITLE_CREDIT``), question words
+out of the relaxed query (``search.lexical.fts.DROP_QUESTION_WORDS``), the BM25 column
+weights (``store.lexical.matches.BM25_WEIGHTS``), leg depth (``search.engine.LEG_DEPTH``)
 and the fusion options. Every variant also reports each leg alone, and a plain
 FTS5 BM25 (OR of the query's tokens, Lucene stopwords out, every column
 weight 1, chunks ranked, documents by best chunk) is measured in the same run
@@ -72,7 +72,7 @@ BEFORE_FUSION = {
     "weights": {"lexical": 1.0, "semantic": 0.8},
 }  # the default until f/k were re-chosen
 SCIFACT_LIMIT = 20  # nDCG@10 reads the first 10 documents; snippets make each hit cost ~1 ms
-_OFF = {"search.lexical.COVERAGE_POWER": 0.0, "search.fts.DROP_QUESTION_WORDS": False}
+_OFF = {"search.lexical.leg.COVERAGE_POWER": 0.0, "search.lexical.fts.DROP_QUESTION_WORDS": False}
 
 _QW_INTERROG = "how why what which who whom whose where when we our us i im me my you your".split()
 _QW_DO = "do does did done".split()
@@ -84,8 +84,8 @@ def _strip_question_words(text: str, stop: bool = False) -> str:
     """The query without the words the relaxed lexical query drops (never all of them)."""
     import re
 
-    from autodoc.search.fts import _question_word
-    from autodoc.store.ftstext import STOPWORDS
+    from autodoc.search.lexical.fts import _question_word
+    from autodoc.store.lexical.ftstext import STOPWORDS
 
     keep = []
     for m in re.finditer(r"\S+", text):
@@ -107,41 +107,45 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         dict(_OFF),
         DEFAULT_FUSION,
     ),
-    "qw": ("question words out of the relaxed query", {**_OFF, "search.fts.DROP_QUESTION_WORDS": True}, DEFAULT_FUSION),
+    "qw": (
+        "question words out of the relaxed query",
+        {**_OFF, "search.lexical.fts.DROP_QUESTION_WORDS": True},
+        DEFAULT_FUSION,
+    ),
     "cov1": (
         "coverage weight, power 1, title-only words count 0.5",
-        {"search.fts.DROP_QUESTION_WORDS": False},
+        {"search.lexical.fts.DROP_QUESTION_WORDS": False},
         DEFAULT_FUSION,
     ),
     "cov1-qw": ("coverage power 1, title credit 0.5, question words out", {}, DEFAULT_FUSION),
     "cov2-qw": (
         "coverage power 2, title credit 0.5, question words out",
-        {"search.lexical.COVERAGE_POWER": 2.0},
+        {"search.lexical.leg.COVERAGE_POWER": 2.0},
         DEFAULT_FUSION,
     ),
     "cov.5-qw": (
         "coverage power 0.5, title credit 0.5, question words out",
-        {"search.lexical.COVERAGE_POWER": 0.5},
+        {"search.lexical.leg.COVERAGE_POWER": 0.5},
         DEFAULT_FUSION,
     ),
     "cov1-t1-qw": (
         "coverage power 1, title credit 1 (no title discount), question words out",
-        {"search.lexical.TITLE_CREDIT": 1.0},
+        {"search.lexical.leg.TITLE_CREDIT": 1.0},
         DEFAULT_FUSION,
     ),
     "cov1-t0-qw": (
         "coverage power 1, title credit 0, question words out",
-        {"search.lexical.TITLE_CREDIT": 0.0},
+        {"search.lexical.leg.TITLE_CREDIT": 0.0},
         DEFAULT_FUSION,
     ),
     "cov1-qw-w1111": (
         "coverage 1, question words out, BM25 columns 1/1/1/1",
-        {"store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
+        {"store.lexical.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
         DEFAULT_FUSION,
     ),
     "cov1-qw-w1121": (
         "coverage 1, question words out, BM25 columns 1/1/2/1",
-        {"store.matches.BM25_WEIGHTS": (1.0, 1.0, 2.0, 1.0)},
+        {"store.lexical.matches.BM25_WEIGHTS": (1.0, 1.0, 2.0, 1.0)},
         DEFAULT_FUSION,
     ),
     "cov1-qw-eq": (
@@ -171,86 +175,90 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     ),
     "cov1-qw-re": (
         "coverage 1, question words out, leg ordered by BM25 × coverage",
-        {"search.lexical.REORDER": True},
+        {"search.lexical.leg.REORDER": True},
         DEFAULT_FUSION,
     ),
     "cov1-qw-re-w1111": (
         "as cov1-qw-re, BM25 columns 1/1/1/1",
-        {"search.lexical.REORDER": True, "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
+        {"search.lexical.leg.REORDER": True, "store.lexical.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
         DEFAULT_FUSION,
     ),
     "qw-w1111": (
         "no coverage, question words out, BM25 columns 1/1/1/1",
-        {**_OFF, "search.fts.DROP_QUESTION_WORDS": True, "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
+        {
+            **_OFF,
+            "search.lexical.fts.DROP_QUESTION_WORDS": True,
+            "store.lexical.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0),
+        },
         DEFAULT_FUSION,
     ),
     "qw-w1111-or": (
         "no coverage, question words out, columns 1/1/1/1, relaxed list in plain BM25 order",
         {
             **_OFF,
-            "search.fts.DROP_QUESTION_WORDS": True,
-            "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0),
-            "search.lexical.STRICT_FIRST": False,
+            "search.lexical.fts.DROP_QUESTION_WORDS": True,
+            "store.lexical.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0),
+            "search.lexical.leg.STRICT_FIRST": False,
         },
         DEFAULT_FUSION,
     ),
     "cov1-t1-qw-w1111-or": (
         "coverage 1, title credit 1, question words out, columns 1/1/1/1, plain BM25 order",
         {
-            "search.lexical.TITLE_CREDIT": 1.0,
-            "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0),
-            "search.lexical.STRICT_FIRST": False,
+            "search.lexical.leg.TITLE_CREDIT": 1.0,
+            "store.lexical.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0),
+            "search.lexical.leg.STRICT_FIRST": False,
         },
         DEFAULT_FUSION,
     ),
     "cov1-qw-w1111-or": (
         "coverage 1, title credit 0.5, question words out, columns 1/1/1/1, plain BM25 order",
-        {"store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0), "search.lexical.STRICT_FIRST": False},
+        {"store.lexical.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0), "search.lexical.leg.STRICT_FIRST": False},
         DEFAULT_FUSION,
     ),
     "soft.5-qw": (
         "weight 0.5 + 0.5 · coverage, question words out",
-        {"search.lexical.COVERAGE_FLOOR": 0.5},
+        {"search.lexical.leg.COVERAGE_FLOOR": 0.5},
         DEFAULT_FUSION,
     ),
     "rel1-qw": (
         "coverage relative to the query's best hit, power 1, question words out",
-        {"search.lexical.COVERAGE_RELATIVE": True},
+        {"search.lexical.leg.COVERAGE_RELATIVE": True},
         DEFAULT_FUSION,
     ),
     "rel2-qw": (
         "coverage relative to the query's best hit, power 2, question words out (chosen: the default)",
-        {"search.lexical.COVERAGE_RELATIVE": True, "search.lexical.COVERAGE_POWER": 2.0},
+        {"search.lexical.leg.COVERAGE_RELATIVE": True, "search.lexical.leg.COVERAGE_POWER": 2.0},
         DEFAULT_FUSION,
     ),
     "rel1": (
         "relative coverage, power 1, question words kept",
-        {"search.lexical.COVERAGE_RELATIVE": True, "search.fts.DROP_QUESTION_WORDS": False},
+        {"search.lexical.leg.COVERAGE_RELATIVE": True, "search.lexical.fts.DROP_QUESTION_WORDS": False},
         DEFAULT_FUSION,
     ),
     "rel1-qw-eq": (
         "relative coverage 1, question words out, RRF k 20 equal weights",
-        {"search.lexical.COVERAGE_RELATIVE": True},
+        {"search.lexical.leg.COVERAGE_RELATIVE": True},
         {"method": "rrf", "k": 20, "weights": {"lexical": 1.0, "semantic": 1.0}},
     ),
     "rel1-qw-k40": (
         "relative coverage 1, question words out, RRF k 40, lexical 1.0 / semantic 0.8",
-        {"search.lexical.COVERAGE_RELATIVE": True},
+        {"search.lexical.leg.COVERAGE_RELATIVE": True},
         {"method": "rrf", "k": 40, "weights": {"lexical": 1.0, "semantic": 0.8}},
     ),
     "rel1-qw-t1": (
         "relative coverage 1, title credit 1, question words out",
-        {"search.lexical.COVERAGE_RELATIVE": True, "search.lexical.TITLE_CREDIT": 1.0},
+        {"search.lexical.leg.COVERAGE_RELATIVE": True, "search.lexical.leg.TITLE_CREDIT": 1.0},
         DEFAULT_FUSION,
     ),
     "rel1-qw-w1111": (
         "relative coverage 1, question words out, BM25 columns 1/1/1/1",
-        {"search.lexical.COVERAGE_RELATIVE": True, "store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
+        {"search.lexical.leg.COVERAGE_RELATIVE": True, "store.lexical.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
         DEFAULT_FUSION,
     ),
     "default-w1111": (
         "the default with BM25 columns 1/1/1/1",
-        {"store.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
+        {"store.lexical.matches.BM25_WEIGHTS": (1.0, 1.0, 1.0, 1.0)},
         DEFAULT_FUSION,
     ),
     "prev": (
@@ -278,7 +286,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {"search.engine.LEG_DEPTH": 4},
         DEFAULT_FUSION,
     ),
-    # session 4: shorter question-word lists (search/fts.py QUESTION_WORDS)
+    # session 4: shorter question-word lists (search/lexical/fts.py QUESTION_WORDS)
     "sem-noqw": (
         "the semantic leg embeds the query without its question words (the relaxed query's rule)",
         {"@semantic_text": _strip_question_words},
@@ -291,17 +299,29 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     ),
     "w2111": (
         "hybrid BM25 columns title/breadcrumb/meta/body 2/1/1/1",
-        {"store.matches.BM25_WEIGHTS": (2.0, 1.0, 1.0, 1.0)},
+        {"store.lexical.matches.BM25_WEIGHTS": (2.0, 1.0, 1.0, 1.0)},
         DEFAULT_FUSION,
     ),
     "w3221-b": (
         "hybrid BM25 columns 3/2/2/1.5 (body up)",
-        {"store.matches.BM25_WEIGHTS": (3.0, 2.0, 2.0, 1.5)},
+        {"store.lexical.matches.BM25_WEIGHTS": (3.0, 2.0, 2.0, 1.5)},
         DEFAULT_FUSION,
     ),
-    "w5221": ("hybrid BM25 columns 5/2/2/1", {"store.matches.BM25_WEIGHTS": (5.0, 2.0, 2.0, 1.0)}, DEFAULT_FUSION),
-    "w3111": ("hybrid BM25 columns 3/1/1/1", {"store.matches.BM25_WEIGHTS": (3.0, 1.0, 1.0, 1.0)}, DEFAULT_FUSION),
-    "w3121": ("hybrid BM25 columns 3/1/2/1", {"store.matches.BM25_WEIGHTS": (3.0, 1.0, 2.0, 1.0)}, DEFAULT_FUSION),
+    "w5221": (
+        "hybrid BM25 columns 5/2/2/1",
+        {"store.lexical.matches.BM25_WEIGHTS": (5.0, 2.0, 2.0, 1.0)},
+        DEFAULT_FUSION,
+    ),
+    "w3111": (
+        "hybrid BM25 columns 3/1/1/1",
+        {"store.lexical.matches.BM25_WEIGHTS": (3.0, 1.0, 1.0, 1.0)},
+        DEFAULT_FUSION,
+    ),
+    "w3121": (
+        "hybrid BM25 columns 3/1/2/1",
+        {"store.lexical.matches.BM25_WEIGHTS": (3.0, 1.0, 2.0, 1.0)},
+        DEFAULT_FUSION,
+    ),
     "later1": (
         "no discount of a document's later passages (before session 4)",
         {"search.fusion.LATER_PASSAGE": 1.0},
@@ -309,31 +329,31 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     ),
     "qw-interrog": (
         "question words: interrogatives and pronouns only (do/modals/request verbs kept)",
-        {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG)},
+        {"search.lexical.fts.QUESTION_WORDS": frozenset(_QW_INTERROG)},
         DEFAULT_FUSION,
     ),
     "qw-do": (
         "question words: interrogatives, pronouns and do/does/did",
-        {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO)},
+        {"search.lexical.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO)},
         DEFAULT_FUSION,
     ),
     "qw-modal": (
         "question words: interrogatives, pronouns, do and modals (request verbs kept)",
-        {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO + _QW_MODAL)},
+        {"search.lexical.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO + _QW_MODAL)},
         DEFAULT_FUSION,
     ),
     "qw-verbs": (
         "question words: interrogatives, pronouns, do and request verbs (modals kept)",
-        {"search.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO + _QW_VERBS)},
+        {"search.lexical.fts.QUESTION_WORDS": frozenset(_QW_INTERROG + _QW_DO + _QW_VERBS)},
         DEFAULT_FUSION,
     ),
 }
 
 for _name, (_d, _knobs, _f) in VARIANTS.items():  # "cov…"/"soft…": the absolute coverage share
     if _name.startswith(("cov", "soft")):
-        _knobs.setdefault("search.lexical.COVERAGE_RELATIVE", False)
+        _knobs.setdefault("search.lexical.leg.COVERAGE_RELATIVE", False)
     if _name.startswith(("cov1", "rel1", "soft")):
-        _knobs.setdefault("search.lexical.COVERAGE_POWER", 1.0)
+        _knobs.setdefault("search.lexical.leg.COVERAGE_POWER", 1.0)
 
 
 @contextmanager
@@ -343,7 +363,7 @@ def knobs(settings: dict[str, Any]) -> Iterator[None]:
     try:
         for dotted, value in settings.items():
             if dotted == "@semantic_text":  # the semantic leg embeds value(query) instead of the query
-                from autodoc.search.semantic import Prepared
+                from autodoc.search.semantic.leg import Prepared
 
                 run = Prepared.run
                 old.append((Prepared, "run", run))
@@ -366,7 +386,7 @@ def knobs(settings: dict[str, Any]) -> Iterator[None]:
 
 
 def plain_bm25_docs(db, text: str, top: int, doc_key) -> list[str]:
-    from autodoc.store.ftstext import STOPWORDS, TOKEN
+    from autodoc.store.lexical.ftstext import STOPWORDS, TOKEN
 
     toks = [t for t in dict.fromkeys(TOKEN.findall(text.lower())) if t not in STOPWORDS]
     if not toks:
@@ -1108,7 +1128,7 @@ def load_index(name: str, db_path: Path, family: str | None, vec_dir: Path) -> W
 
 def patched_run(indexes: dict[str, WindowIndex], current: dict[str, str], how: str, alpha: float) -> Callable:
     from autodoc.search.fusion import LegHit
-    from autodoc.search.semantic import SemanticOutcome
+    from autodoc.search.semantic.leg import SemanticOutcome
 
     qcache: dict[str, np.ndarray] = {}
 
@@ -1253,7 +1273,7 @@ def main_windows(argv: list[str] | None = None) -> int:
     services = {WORKSPACE: sci.svc} if sci else {}
     if known:
         services.update(known.svcs)
-    from autodoc.search.semantic import Prepared
+    from autodoc.search.semantic.leg import Prepared
 
     orig_run = Prepared.run
     current: dict[str, str] = {}
@@ -1382,7 +1402,7 @@ class Study:
         return resolve_facets(parse_query(text), set()).terms
 
     def product(self, text: str, want: int) -> list[tuple[int, float]]:
-        from autodoc.search.lexical import run_lexical
+        from autodoc.search.lexical.leg import run_lexical
         from autodoc.store.filters import build_filter
 
         filt = build_filter(self.ws_id, facets=[], opt_facets={}, tags=(), paths=(), include_abstract=True)
@@ -1395,7 +1415,7 @@ class Study:
         return self.db.execute(self._sql(weights, limit), (match, self.ws_id)).fetchall()
 
     def product_match(self, text: str, mode: str) -> str | None:
-        from autodoc.search.fts import build_match
+        from autodoc.search.lexical.fts import build_match
 
         return build_match(self._terms(text), mode)
 
@@ -1579,7 +1599,7 @@ def collect_legs(
     store: Path, col: Collection, splits=("train", "test"), top: int = 100, query_limit: int | None = None
 ) -> dict[str, Any]:
     from autodoc.config import Settings, WorkspaceConfig
-    from autodoc.search.lexical import run_lexical
+    from autodoc.search.lexical.leg import run_lexical
     from autodoc.search.query import parse_query, resolve_facets
     from autodoc.service import Service
     from autodoc.store.filters import build_filter

@@ -144,7 +144,7 @@ def test_speed_smoke(tmp_path):
     # issue 19's lexical bench on the same small store: MaxScore forced, its rows the raw query's
     from pathlib import Path as _P
 
-    from autodoc.search import maxscore
+    from autodoc.search.lexical import maxscore
 
     old = maxscore.MIN_MATCHES
     maxscore.MIN_MATCHES = 0

@@ -1,4 +1,4 @@
-"""search/halfcast.py: the float16 → float32 conversion the float16 vector index
+"""search/semantic/halfcast.py: the float16 → float32 conversion the float16 vector index
 rescores with gives exactly numpy's values, so every cosine is unchanged."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from autodoc.search import halfcast
-from autodoc.search.vectors import HALF_ROWS, VectorIndex, matvec
+from autodoc.search.semantic import halfcast
+from autodoc.search.semantic.vectors import HALF_ROWS, VectorIndex, matvec
 
 
 def _every_finite_half() -> np.ndarray:

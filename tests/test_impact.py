@@ -1,5 +1,5 @@
-"""Issue 19: the postings index (store/postings.py) and its numpy bm25
-(search/impact.py) rank the relaxed OR query as FTS5 does.
+"""Issue 19: the postings index (store/lexical/postings.py) and its numpy bm25
+(search/lexical/impact.py) rank the relaxed OR query as FTS5 does.
 
 On a real store (real corpora from ../shared/data/corpora: an editable copy of
 foam-docs, decision records, Chinese docs), for sentences cut from the corpora:
@@ -27,12 +27,13 @@ import pytest
 from helpers.queries import sentence_queries
 
 from autodoc.config import Settings
-from autodoc.search import impact, lexical
-from autodoc.search.fts import build_match, coverage_terms, term_match
+from autodoc.search.lexical import impact
+from autodoc.search.lexical import leg as lexical
+from autodoc.search.lexical.fts import build_match, coverage_terms, term_match
 from autodoc.search.query import parse_query, resolve_facets
 from autodoc.service import Service
-from autodoc.store import matches, postings
 from autodoc.store.filters import build_filter
+from autodoc.store.lexical import matches, postings
 from autodoc.store.workspaces import get_workspace
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora"
@@ -417,7 +418,7 @@ def test_the_and_check_counts_words_by_their_own_token(tmp_path, monkeypatch):
     """The AND check orders and budgets its words by their chunk counts: counted by the stemmed
     token itself, not by a quoted expression that stems it again ("decision" → "decis" → "deci":
     0 chunks, so the commonest word was read first and whole, past the budget; review finding)."""
-    from autodoc.store import ftsterms
+    from autodoc.store.lexical import ftsterms
 
     s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
     try:

@@ -263,7 +263,7 @@ def test_the_instant_leg_cannot_reorder_the_lexical_top_in_an_rrf_hybrid():
     lexical leg's first ten stay first, in their order, whatever the tier ranks."""
     from autodoc.embed.instant import GUARD_TOP, OTHER_FUSION_SCALE
     from autodoc.search.fusion import CONVEX_WEIGHTS, LegHit, fuse_rrf
-    from autodoc.search.semantic import instant_fusion
+    from autodoc.search.semantic.leg import instant_fusion
 
     lexical = [LegHit(i, 10.0 - i / 100) for i in range(1, 301)]
     upside_down = [LegHit(i, 0.9) for i in [*range(11, 301), *range(1, 11)]]  # lexical's first ten last

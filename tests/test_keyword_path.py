@@ -21,11 +21,11 @@ import pytest
 from autodoc.config import Settings
 from autodoc.search import answerable as A
 from autodoc.search import compact
-from autodoc.search.tokens import tokenize
+from autodoc.search.lexical.tokens import tokenize
 from autodoc.service import Service
 from autodoc.store import hits as stored_hits
 from autodoc.store import passages
-from autodoc.store.ftstext import STOPWORDS, fts_text
+from autodoc.store.lexical.ftstext import STOPWORDS, fts_text
 from autodoc.store.workspaces import get_workspace
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora"

@@ -1,4 +1,4 @@
-"""The lexical leg in a helper process (search/legproc.py, issue 19): a hybrid
+"""The lexical leg in a helper process (search/lexical/legproc.py, issue 19): a hybrid
 search whose lexical leg ran in the helper answers exactly as one that ran it
 here; a helper that dies or hangs costs no answer (the leg runs here, and from
 then on); a lexical-only search never uses it; closing the Service ends it.
@@ -16,7 +16,7 @@ import time
 import pytest
 
 from autodoc.config import Settings
-from autodoc.search import legproc
+from autodoc.search.lexical import legproc
 from autodoc.service import Service
 
 DOCS = {

@@ -11,12 +11,12 @@ import pytest
 
 from autodoc.config import Settings
 from autodoc.search import fusion as F
-from autodoc.search import lexical
-from autodoc.search.fts import build_match
+from autodoc.search.lexical import leg as lexical
+from autodoc.search.lexical.fts import build_match
 from autodoc.search.query import parse_query
 from autodoc.service import Service
-from autodoc.store import matches
 from autodoc.store.filters import build_filter
+from autodoc.store.lexical import matches
 from autodoc.store.workspaces import get_workspace
 
 NO_MODEL = {"embedding": {"provider": "none"}}
@@ -204,9 +204,9 @@ def test_compatibility_divides_by_the_legs_requested(comms):
 
 def test_a_word_in_a_heading_line_only_counts_as_title_from_the_postings(tmp_path: Path, monkeypatch):
     """Whether a hit holds a word in its prose is read from the postings' body count less the
-    heading lines' (search/lexical.py _Prose), not by tokenizing every hit: the same weights as
+    heading lines' (search/lexical/leg.py _Prose), not by tokenizing every hit: the same weights as
     the tokenizing path, a word on the chunk's heading line only taking the title credit."""
-    from autodoc.search import impact
+    from autodoc.search.lexical import impact
 
     root = tmp_path / "kb"
     root.mkdir()

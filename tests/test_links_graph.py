@@ -246,7 +246,7 @@ def test_graph_leg_seeds_from_the_semantic_leg_too(svc):
     from autodoc.search import engine
     from autodoc.search.fusion import LegHit
     from autodoc.search.options import parse_options
-    from autodoc.search.semantic import SemanticOutcome
+    from autodoc.search.semantic.leg import SemanticOutcome
     from autodoc.store.facets import active_schema
 
     db = svc.store.reader()

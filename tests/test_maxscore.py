@@ -1,5 +1,5 @@
-"""Issue 19: the relaxed OR query's exact MaxScore (search/maxscore.py) and the
-coverage weight's cheaper reads (store/ftsterms.py) give what FTS5 gives.
+"""Issue 19: the relaxed OR query's exact MaxScore (search/lexical/maxscore.py) and the
+coverage weight's cheaper reads (store/lexical/ftsterms.py) give what FTS5 gives.
 
 On a real store (three real corpora from ../shared/data/corpora in three
 workspaces: English prose, Chinese docs, decision records), for sentences taken
@@ -22,12 +22,13 @@ import pytest
 from helpers.queries import sentence_queries
 
 from autodoc.config import Settings
-from autodoc.search import lexical, maxscore
-from autodoc.search.fts import coverage_terms
+from autodoc.search.lexical import leg as lexical
+from autodoc.search.lexical import maxscore
+from autodoc.search.lexical.fts import coverage_terms
 from autodoc.search.query import parse_query, resolve_facets
 from autodoc.service import Service
-from autodoc.store import ftsterms, matches
 from autodoc.store.filters import build_filter
+from autodoc.store.lexical import ftsterms, matches
 from autodoc.store.workspaces import get_workspace
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora"

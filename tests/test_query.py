@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autodoc.search.fts import build_match, fts_text
+from autodoc.search.lexical.fts import build_match, fts_text
 from autodoc.search.query import Term, parse_query, resolve_facets
 
 
@@ -109,8 +109,8 @@ def test_operator_soup_never_errors(fts, parts):
 
 
 def test_snippets_mark_what_fts5_matched():
+    from autodoc.search.lexical.tokens import tokenize
     from autodoc.search.snippet import make_snippet
-    from autodoc.search.tokens import tokenize
 
     text = "Stores were storing the stored lease; migrations ran. Café owners 数据库迁移 worked."
     snip = make_snippet(text, parse_query("store cafe 迁移 migr*").terms, tokenize)
@@ -137,7 +137,7 @@ def test_relaxed_query_names_a_word_once_whatever_its_case(fts):
 
 
 def test_case_duplicates_go_but_words_unicode61_keeps_apart_stay():
-    from autodoc.search.fts import build_match
+    from autodoc.search.lexical.fts import build_match
     from autodoc.search.query import parse_query
 
     got = build_match(parse_query("Straße strasse ﬁle file Gastric gastric").terms, "any")

@@ -456,7 +456,7 @@ async def test_a_lone_hybrid_search_stays_with_the_daemons_lexical_helper(kb_ser
     """Readers have no lexical helper: a lone search with both legs ran them one after the other
     in a reader (27 ms at 100k chunks) where the daemon overlaps them (17 ms). Alone, it stays in
     the daemon; a lexical search still goes to a reader, and without a helper so does a hybrid."""
-    from autodoc.search.legproc import LexicalHelper
+    from autodoc.search.lexical.legproc import LexicalHelper
 
     hybrid = ["kb", "sqlite lease", {"limit": 5}]  # the default stages: lexical, semantic, rerank
     async with anyio.create_task_group() as tg:

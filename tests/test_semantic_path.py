@@ -16,9 +16,9 @@ import numpy as np
 
 from autodoc.embed.onnx import OnnxProvider
 from autodoc.search.fusion import Fused, LegHit, fuse_rrf
+from autodoc.search.lexical.tokens import tokenize
 from autodoc.search.query import parse_query
 from autodoc.search.snippet import MARK_OPEN, snippet_maker
-from autodoc.search.tokens import tokenize
 
 
 def test_snippet_window_is_the_densest_run_of_many_matches():

@@ -23,8 +23,8 @@ from autodoc.readers import shared_vectors
 from autodoc.readers.pool import compact_invalidations
 from autodoc.readers.reader import apply_invalidations
 from autodoc.readers.shared_vectors import Sharing
-from autodoc.search.vector_cache import NotShared
-from autodoc.search.vectors import VectorIndex
+from autodoc.search.semantic.vector_cache import NotShared
+from autodoc.search.semantic.vectors import VectorIndex
 from autodoc.service import Service
 from autodoc.store import vectors as stored_vectors
 
@@ -69,7 +69,7 @@ def test_a_merge_written_straight_into_a_file_is_the_private_merge_row_for_row(t
     """At 1M chunks a merge used to build the merged base in private memory and then copy it into
     the shared file: the old base, the new one and its copy at once (≈ 2.4 GB). write_merged
     builds it in the file; it must hold what merge() would, row for row."""
-    from autodoc.search.vector_cache import WorkspaceVectors
+    from autodoc.search.semantic.vector_cache import WorkspaceVectors
 
     monkeypatch.setattr(shared_vectors, "COPY_ROWS", 700)  # several selection chunks, one partial
     base = _index(3000, half_above=half_above)
@@ -210,7 +210,7 @@ def test_a_reader_borrows_the_daemons_base_and_keeps_its_own_changes(embedded, t
 def test_the_daemon_merges_a_shared_base_straight_into_the_next_file(embedded, tmp_path, monkeypatch):
     """Past the merge threshold the daemon writes the merged base into a new shared file, never
     building it in private memory first; its answers are those of a daemon that does not share."""
-    from autodoc.search import vector_cache
+    from autodoc.search.semantic import vector_cache
 
     root, kb = embedded
     daemon = Service(Settings.from_env(store=root / "s.db"))
@@ -267,7 +267,7 @@ class _Caches:
     recorded (a VectorCache of its own, with nothing loaded, is what a reader starts with)."""
 
     def __init__(self):
-        from autodoc.search.vector_cache import VectorCache
+        from autodoc.search.semantic.vector_cache import VectorCache
 
         self.vectors = VectorCache()
         self.embed_queue = type("Q", (), {"changed": lambda self, ws: None})()

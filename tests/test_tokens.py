@@ -8,7 +8,7 @@ import apsw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autodoc.search.tokens import _tokenizer, tokenize
+from autodoc.search.lexical.tokens import _tokenizer, tokenize
 
 
 def reference(text: str) -> list[tuple[int, int, str]]:

@@ -12,7 +12,7 @@ import pytest
 from conftest import CORPORA
 
 from autodoc.config import Settings
-from autodoc.search.vectors import VectorIndex
+from autodoc.search.semantic.vectors import VectorIndex
 from autodoc.service import Service
 from autodoc.store import vectors as stored
 
@@ -55,7 +55,7 @@ def test_float16_vectors_answer_as_float32_on_real_embeddings(real):
 def test_float16_rescoring_is_the_same_whatever_the_block(real, monkeypatch):
     """The shortlist is rescored HALF_ROWS rows at a time (sized for the cache, not the answer): each
     row's cosine is its float32 dot product, whatever block it fell in, subset or every row."""
-    from autodoc.search import vectors as vector_math
+    from autodoc.search.semantic import vectors as vector_math
 
     vecs, queries = real
     ids = np.arange(len(vecs), dtype=np.int64)
@@ -125,7 +125,7 @@ def test_the_cache_keeps_each_models_vectors(short_tmp, kb_copy):
 def test_a_vectors_cosine_does_not_depend_on_which_index_holds_it(short_tmp, kb_copy, monkeypatch):
     """Above HALF_ABOVE rows the base holds float16 and an edit lands in a float32 delta: the
     same vector must score the same in either (ties are ordered at the score's 6th place)."""
-    import autodoc.search.vectors as vector_math
+    import autodoc.search.semantic.vectors as vector_math
 
     monkeypatch.setattr(vector_math, "HALF_ABOVE", 10)  # this small corpus takes the float16 path
     svc, ws_id = _store_with_vectors(short_tmp / "s.db", kb_copy, ("m",), seed=1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autodoc.search.vectors import (
+from autodoc.search.semantic.vectors import (
     VectorIndex,
     _closest_codes,
     _words_of,
@@ -245,8 +245,8 @@ def test_exact_subsets_of_every_size_agree_with_brute_force():
 
 def test_workspace_index_delta_and_dead_rows_match_a_rebuild():
     """The vector cache's base + delta index answers exactly as one index rebuilt from scratch."""
-    from autodoc.search.vector_cache import WorkspaceVectors
-    from autodoc.search.vectors import VectorIndex, sign_codes
+    from autodoc.search.semantic.vector_cache import WorkspaceVectors
+    from autodoc.search.semantic.vectors import VectorIndex, sign_codes
 
     rng = np.random.default_rng(7)
     vecs = rng.normal(size=(3000, 64)).astype(np.float32)

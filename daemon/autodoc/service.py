@@ -43,13 +43,14 @@ from .fmschema import SCHEMA_RELPATH
 from .index.job import IndexJob, Progress
 from .index.session import SessionIndex
 from .rerank.rankers import Rankers
-from .search import compact, engine, legproc
-from .search.legproc import LexicalHelper
+from .search import compact, engine
+from .search.lexical import legproc
+from .search.lexical.legproc import LexicalHelper
 from .search.options import parse_options
 from .search.rerank import rank_step
-from .search.semantic import SemanticLeg
+from .search.semantic.leg import SemanticLeg
+from .search.semantic.vector_cache import VectorCache
 from .search.similar import SimilarOptions, similar
-from .search.vector_cache import VectorCache
 from .store import Store, reads
 from .store import changes as changelog
 from .store import hits as stored_hits
@@ -107,7 +108,7 @@ class Service:
         )
         self.sessions = SessionIndex(self.store, counter, self._written)
         self._pool = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="autodoc-leg")
-        self.lexical_helper = LexicalHelper(settings.store) if legproc.enabled() else None  # search/legproc.py
+        self.lexical_helper = LexicalHelper(settings.store) if legproc.enabled() else None  # search/lexical/legproc.py
 
     # -- plumbing ------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """The 1-bit sign code stored beside every vector (pure): the semantic leg's
-Hamming prefilter reads it (search/vectors.py).
+Hamming prefilter reads it (search/semantic/vectors.py).
 
 Runs on: any thread.
 """

@@ -42,7 +42,7 @@ WEIGHTING = "zipf"  # chosen on SciFact train queries: docs/benchmarks/instant_t
 # instant_tier.md). So the leg weighs too little to reorder the lexical leg's first GUARD_TOP
 # hits or to put a hit of its own among them: when the lexical leg finds GUARD_TOP hits, the
 # hybrid's first GUARD_TOP are exactly its own when their coverage weights are equal. Unequal
-# weights (search/lexical.py) bring two neighbours' shares closer than the bound assumes, so
+# weights (search/lexical/leg.py) bring two neighbours' shares closer than the bound assumes, so
 # there the guarantee is "nearly": a swap of near-equal neighbours is possible. Below them, and
 # for a query whose words match little, the tier adds what the lexical leg missed.
 GUARD_TOP = 10

@@ -31,9 +31,10 @@ from ..errors import InvalidParams
 from ..ingest.scan import OUTSIDE, ScanEntry, SkipFile, entry_for, is_markdown_path, read_document, scan_workspace
 from ..store import changes as changelog
 from ..store import documents as stored
-from ..store import postings, reads
+from ..store import reads
 from ..store.facets import sync_schema
 from ..store.interface import StoreInterface
+from ..store.lexical import postings
 from ..store.links import LinkResolver
 from ..store.sessions import is_session_path
 from ..store.workspaces import Workspace, chunk_count, chunking, set_chunking

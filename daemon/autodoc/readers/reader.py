@@ -50,7 +50,7 @@ from typing import Any
 from ..api import METHODS
 from ..config.logs import configure_logging
 from ..errors import AutodocError, InternalError, RequestCancelled
-from ..search.vector_cache import NotShared
+from ..search.semantic.vector_cache import NotShared
 from .shared_vectors import PRIVATE_ROWS
 
 log = logging.getLogger("autodoc.reader")

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ..search.vectors import VectorIndex
+from ..search.semantic.vectors import VectorIndex
 
 log = logging.getLogger("autodoc.search")
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..store.ftstext import STOPWORDS, fts_text
+from ..store.lexical.ftstext import STOPWORDS, fts_text
 
 # (intercept, coverage, cosine, both legs): fitted by bench/agent_tokens.py --calibrate
 HYBRID = (-7.835, 6.181, 15.471, 0.837)

@@ -30,13 +30,14 @@ from typing import Any
 import apsw
 
 from ..config import PER_DOCUMENT
-from ..store import ftsterms, passages
 from ..store import hits as stored_hits
-from ..store.ftstext import fts_text
+from ..store import passages
+from ..store.lexical import ftsterms
+from ..store.lexical.ftstext import fts_text
 from ..store.workspaces import Workspace
 from . import answerable as A
-from .tokens import stems as passage_stems
-from .tokens import tokenize
+from .lexical.tokens import stems as passage_stems
+from .lexical.tokens import tokenize
 
 DEFAULT_BUDGET = 1200
 DEFAULT_LIMIT = 10
@@ -124,7 +125,7 @@ def hit_signals(db: apsw.Connection, full: dict[str, Any], hits: list[dict[str, 
 
 def word_weights(db: apsw.Connection, words: list[tuple[str, list[str]]], stems: list[str]) -> dict[str, float]:
     """passages.word_weights(db, stems), the chunk counts of most stems read through FTS5's term
-    counts (store/ftsterms.py), which are cached per index state and which the lexical leg has
+    counts (store/lexical/ftsterms.py), which are cached per index state and which the lexical leg has
     mostly just read for the same words: one fts5vocab lookup costs ~0.2 ms, 1.6 ms for a claim.
     A query word that is one token alone, quoted, matches exactly the chunks holding that token."""
     if not stems:

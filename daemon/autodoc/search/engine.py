@@ -28,16 +28,17 @@ from ..errors import InvalidParams, Unsupported
 from ..store import hits as stored_hits
 from ..store.filters import Filter, build_filter
 from . import fusion as F
-from . import legproc, ties
+from . import ties
 from .graph import run_graph
-from .lexical import LexicalResult, run_lexical
+from .lexical import legproc
+from .lexical.leg import LexicalResult, run_lexical
+from .lexical.tokens import stem
 from .options import SearchOptions
 from .query import parse_query, resolve_facets
 from .rerank import NO_RANKER_REASON
-from .semantic import NO_MODEL_REASON, TIER_INSTANT, Prepared, SemanticOutcome, instant_fusion
+from .semantic.leg import NO_MODEL_REASON, TIER_INSTANT, Prepared, SemanticOutcome, instant_fusion
 from .shape import browse_facets, shape_answer
 from .stages import Context, Legs, Plan, PrepareSemantic, Ranked
-from .tokens import stem
 
 __all__ = ["Context", "PrepareSemantic", "fuse", "plan_search", "rerank", "run_legs", "search"]
 
@@ -123,7 +124,7 @@ def run_legs(ctx: Context, plan: Plan) -> Legs:
     sem_top = plan.sem_top + 1  # one past: ties at the cut
     # The two legs overlap; fusion depends only on each leg's order.
     # Beside a semantic leg this size the lexical leg goes to the helper process (in a thread the
-    # two would not overlap: the GIL; search/legproc.py), and the semantic leg runs here meanwhile.
+    # two would not overlap: the GIL; search/lexical/legproc.py), and the semantic leg runs here meanwhile.
     # Else the semantic leg runs on a leg thread and the lexical leg here.
     sent: Callable[[], LexicalResult | None] | None = None
     sem_future = None
@@ -165,7 +166,7 @@ def run_legs(ctx: Context, plan: Plan) -> Legs:
 def _lexical_leg(
     ctx: Context, plan: Plan, legs: Legs, weigh: bool, sent: Callable[[], LexicalResult | None] | None = None
 ) -> None:
-    """Stage "lexical" (search/lexical.py), or the helper process's answer to it when it was sent."""
+    """Stage "lexical" (search/lexical/leg.py), or the helper process's answer to it when it was sent."""
     lex = sent() if sent is not None else None
     if lex is None:  # no helper, or it is busy, starting or gone
         lex = run_lexical(
@@ -177,7 +178,7 @@ def _lexical_leg(
 def _semantic_leg(
     ctx: Context, plan: Plan, legs: Legs, outcome: SemanticOutcome, ready: Prepared | None, want_lex: bool
 ) -> None:
-    """Stage "semantic" from the leg's outcome (search/semantic.py): its hits, or why it was skipped."""
+    """Stage "semantic" from the leg's outcome (search/semantic/leg.py): its hits, or why it was skipped."""
     legs.semantic_state = outcome.state
     legs.semantic_tier = outcome.tier
     if outcome.hits is None:

@@ -17,10 +17,10 @@ from ..store import hits as stored_hits
 from ..store.counts import facet_counts
 from ..store.sessions import origin
 from . import fusion as F
-from .fts import build_match
+from .lexical.fts import build_match
+from .lexical.tokens import tokenize
 from .snippet import make_snippet, snippet_maker
 from .stages import Context, Legs, Plan, Ranked
-from .tokens import tokenize
 
 
 def shape_answer(ctx: Context, plan: Plan, legs: Legs, ranked: Ranked, rows: dict[int, dict]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ The given document is one vector: the mean of its chunks' vectors weighted
 by their tokens, so its topic counts and not its boilerplate (every ADR has
 a short "Status: accepted" section, which alone would make every ADR the
 nearest of every other). That vector is scanned against the workspace's
-chunk vectors (search/vector_cache.py: the semantic leg's own table) and the
+chunk vectors (search/semantic/vector_cache.py: the semantic leg's own table) and the
 best chunk of each document stands for it. Only stored vectors are read:
 nothing is embedded, so the model need not be loaded.
 
@@ -30,8 +30,8 @@ from ..store import hits as stored_hits
 from ..store import vectors as stored
 from ..store.filters import build_filter
 from ..store.workspaces import Workspace
-from .semantic import NO_MODEL_REASON
-from .vector_cache import VectorCache
+from .semantic.leg import NO_MODEL_REASON
+from .semantic.vector_cache import VectorCache
 
 OVERFETCH = 4  # chunks scanned per document asked for: several chunks of one document crowd the top
 

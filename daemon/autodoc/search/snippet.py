@@ -1,7 +1,7 @@
 """Snippets (pure): the best short window of a chunk, the matched words marked.
 
 Words match the query the way FTS5 matched them: the caller passes FTS5's own
-tokenizer (search/tokens.py), so a word is marked when its stem is a query
+tokenizer (search/lexical/tokens.py), so a word is marked when its stem is a query
 word's stem, or begins with a trailing `prefix*`. CJK query runs are matched
 as substrings, as their bigrams were.
 
@@ -14,7 +14,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable
 
-from ..store.ftstext import CJK_RUN, STOPWORDS
+from ..store.lexical.ftstext import CJK_RUN, STOPWORDS
 from .query import Term
 
 MARK_OPEN, MARK_CLOSE = "«", "»"

@@ -19,11 +19,11 @@ from ..store.filters import Filter
 from ..store.workspaces import Workspace
 from . import fusion as F
 from . import ties
-from .legproc import LexicalHelper
+from .lexical.legproc import LexicalHelper
 from .options import SearchOptions
 from .query import ParsedQuery
 from .rerank import RankFn
-from .semantic import Prepared, SemanticOutcome
+from .semantic.leg import Prepared, SemanticOutcome
 
 # the semantic leg bound to this search's snapshot and workspace: prepare(filter)
 PrepareSemantic = Callable[[Filter], Prepared | SemanticOutcome]
@@ -38,7 +38,7 @@ class Context:
     rank: RankFn | None = None
     rank_model: str | None = None
     pool: Any = None  # an executor for the semantic leg's model and scan; None runs them inline
-    lexical_helper: LexicalHelper | None = None  # the lexical leg in a process (search/legproc.py); None: here
+    lexical_helper: LexicalHelper | None = None  # the lexical leg in a process (search/lexical/legproc.py); None: here
     facet_kinds: dict[str, str] | None = None  # declared field -> comparison kind; None: no schema
     successors: Callable[[], tuple[dict[int, int], dict[int, str]]] | None = None  # cached per generation
 

@@ -17,10 +17,10 @@ import time
 import apsw
 
 from ..ingest.types import Chunk, ParsedDocument
-from . import postings
 from .changes import entry
 from .facets import active_schema, write_facets
-from .ftstext import fts_text
+from .lexical import postings
+from .lexical.ftstext import fts_text
 from .sessions import NOT_SESSION, is_session_path
 from .sql import all_rows, scalar
 from .workspaces import Workspace
@@ -203,7 +203,7 @@ def _write_chunks(
 
 
 def _insert_fts(db: apsw.Connection, cid: int, texts: tuple[str, str, str, str]) -> None:
-    """The chunk's FTS row and its postings (store/postings.py), in the same transaction."""
+    """The chunk's FTS row and its postings (store/lexical/postings.py), in the same transaction."""
     db.execute("INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)", (cid, *texts))
     postings.added(db, cid, texts)
 

@@ -202,8 +202,8 @@ CREATE TABLE postings_dead(chunk INTEGER PRIMARY KEY);
 
 
 def _m005_postings(db: apsw.Connection) -> None:
-    """A postings index beside chunks_fts (store/postings.py), which ranks an OR of words by
-    FTS5's bm25 in numpy (search/impact.py). A store that already holds chunks builds it a slice
+    """A postings index beside chunks_fts (store/lexical/postings.py), which ranks an OR of words by
+    FTS5's bm25 in numpy (search/lexical/impact.py). A store that already holds chunks builds it a slice
     per index job, FTS5 serving until it is complete; creating the tables is instant at any size.
     Frozen as it ran at version 5 (postings.create of 2284c00): editing postings.py changes no old migration."""
     db.execute(_POSTINGS_V5)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import apsw
 
-from . import ftsterms
-from .matches import chunk_total
+from .lexical import ftsterms
+from .lexical.matches import chunk_total
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 import apsw
 
 from ..errors import InvalidParams, WorkspaceExists, WorkspaceNotFound
-from . import postings
+from .lexical import postings
 from .sessions import NOT_SESSION
 from .sql import one, scalar
 

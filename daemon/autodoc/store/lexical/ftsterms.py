@@ -5,7 +5,7 @@ write to it, each term's document count (fts5vocab, cached per key), and
 whether a given chunk holds a term (the FTS5 tokenizer over the text the
 chunk was indexed with, instead of a pass over the term's whole doclist).
 
-Each term is one FTS5 expression as search/fts.py writes them: a quoted
+Each term is one FTS5 expression as search/lexical/fts.py writes them: a quoted
 string, its tokens a phrase, a trailing `*` making the last a prefix.
 
 Runs on: the caller's thread, on the read snapshot it passes (the caches are

@@ -27,7 +27,7 @@ about 1e-4; recall@50 against the float32 index and SciFact nDCG@10 are
 measured in docs/benchmarks/daemon_overhead.md. Smaller indexes stay float32:
 their exact scan reads every row on every query, and numpy has no fast
 float16 dot product (each block would be converted first). The shortlist's
-rows are converted by search/halfcast.py (numpy's own cast is software here). The sign codes
+rows are converted by search/semantic/halfcast.py (numpy's own cast is software here). The sign codes
 are held once, as the column-major uint64 words the Hamming pass scans; the
 asymmetric pass gathers its rows' bytes from those words.
 
@@ -46,7 +46,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..embed.codes import sign_codes
+from ...embed.codes import sign_codes
 from .halfcast import to_float32
 
 __all__ = ["VectorIndex", "sign_codes"]

@@ -20,17 +20,17 @@ from typing import Any
 import apsw
 import numpy as np
 
-from ..config import RRF_K
-from ..embed.base import Provider, ProviderDown
-from ..embed.instant import MIN_BACKLOG, OTHER_FUSION_SCALE, InstantTiers, rrf_weight
-from ..embed.providers import Providers
-from ..embed.static import TIER_FULL, TIER_INSTANT
-from ..errors import AutodocError, EmbedFailed, Switching, Unsupported
-from ..store import hits as stored_hits
-from ..store import vectors as stored
-from ..store.filters import Filter
-from ..store.workspaces import Workspace
-from .fusion import CONVEX_WEIGHTS, LegHit
+from ...config import RRF_K
+from ...embed.base import Provider, ProviderDown
+from ...embed.instant import MIN_BACKLOG, OTHER_FUSION_SCALE, InstantTiers, rrf_weight
+from ...embed.providers import Providers
+from ...embed.static import TIER_FULL, TIER_INSTANT
+from ...errors import AutodocError, EmbedFailed, Switching, Unsupported
+from ...store import hits as stored_hits
+from ...store import vectors as stored
+from ...store.filters import Filter
+from ...store.workspaces import Workspace
+from ..fusion import CONVEX_WEIGHTS, LegHit
 from .vector_cache import VectorCache, WorkspaceVectors
 
 NO_MODEL_REASON = "no embedding model is configured for this workspace"

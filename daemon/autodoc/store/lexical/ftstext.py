@@ -1,6 +1,6 @@
 """The text the FTS index holds (pure): CJK runs rewritten as overlapping
 bigrams, since unicode61 does not segment Chinese, Japanese or Korean. The
-store writes it; the search leg's MATCH building (search/fts.py) reads the
+store writes it; the search leg's MATCH building (search/lexical/fts.py) reads the
 same rules, so both sides split text alike.
 
 Runs on: any thread (pure: no I/O, no shared state).

@@ -1,4 +1,4 @@
-"""Reading the postings index (store/postings.py) for a search: a token's live
+"""Reading the postings index (store/lexical/postings.py) for a search: a token's live
 records (its segments minus the dead, plus its delta), whole or only in the
 segments holding some ids, and its live row count without its records.
 

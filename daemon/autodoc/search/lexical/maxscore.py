@@ -23,7 +23,7 @@ may differ from the plain query's in the last bits (≈1e-15), and two rows
 whose scores differ by no more than that could swap (never seen in the test
 over hundreds of claims). Ties keep the plain query's order: score, then rowid.
 Every term's document count is known (fts5vocab for a word; FTS5's own count
-for a phrase or a prefix, store/ftsterms.py), so every bound is finite; a
+for a phrase or a prefix, store/lexical/ftsterms.py), so every bound is finite; a
 count that were unknown would make its term's bound infinite, i.e. essential.
 Fewer than MIN_TERMS terms, or no floor, runs the plain query.
 

@@ -1,5 +1,5 @@
 """FTS5's ranking of an OR of single tokens, computed in numpy from the postings
-index (store/postings.py) instead of by FTS5's bm25() over every matching row.
+index (store/lexical/postings.py) instead of by FTS5's bm25() over every matching row.
 
 The arithmetic is fts5_aux.c's fts5Bm25Function, operation for operation:
 avgdl = total tokens / rows (FTS5's averages record), per phrase
@@ -13,7 +13,7 @@ operations, the scores are FTS5's to the bit, so the rows and their order are.
 
 The OR's top k is MaxScore, term at a time (`top`): the rarest terms are added
 into partial scores by row id until the bounds of the rest (idf·(k1+1) each,
-search/maxscore.py) sum below the k-th partial score θ; the rest are only
+search/lexical/maxscore.py) sum below the k-th partial score θ; the rest are only
 looked up (searchsorted on their sorted ids) for the candidates whose partial
 score plus the rest's bounds still reach θ, θ rising and the candidates
 thinning term by term; the survivors are scored again in phrase order. The
@@ -33,8 +33,8 @@ from contextlib import contextmanager
 import apsw
 import numpy as np
 
-from ..store import ftsterms, postings, postread
-from ..store.matches import BM25_WEIGHTS
+from ...store.lexical import ftsterms, postings, postread
+from ...store.lexical.matches import BM25_WEIGHTS
 from . import maxscore
 
 K1, B = 1.2, 0.75  # fts5_aux.c
@@ -264,7 +264,7 @@ _local = threading.local()
 @contextmanager
 def one_search():
     """Within it, a word's records are read once on this thread: a search reads a word for its AND
-    check, its OR ranking and its hits' coverage (search/lexical.py); and the snapshot's index
+    check, its OR ranking and its hits' coverage (search/lexical/leg.py); and the snapshot's index
     state once (`snapshot`). Nothing outlives it."""
     _local.read, _local.snap = {}, None
     try:

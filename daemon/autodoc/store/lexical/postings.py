@@ -1,6 +1,6 @@
 """A postings index beside chunks_fts, in the same store: for each token, which
 chunks hold it, how often in each column, and each chunk's length in tokens,
-so an OR of single tokens is ranked by FTS5's bm25 in numpy (search/impact.py)
+so an OR of single tokens is ranked by FTS5's bm25 in numpy (search/lexical/impact.py)
 without FTS5 reading every matching row's position lists.
 
 FTS5 stays the source of truth; these tables only copy what it was given:
@@ -22,7 +22,7 @@ The tokens are FTS5's (its own tokenizer over the very strings the store
 inserts, store/documents.py) and a chunk's length is FTS5's own record of it
 (chunks_fts_docsize), so the scores equal FTS5's.
 
-Reads are store/postread.py's.
+Reads are store/lexical/postread.py's.
 
 Runs on: the writer (hooks, build, merge) inside the caller's transaction.
 """

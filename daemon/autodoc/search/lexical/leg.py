@@ -1,4 +1,4 @@
-"""The lexical leg: FTS5 BM25 over chunks (store/matches.py).
+"""The lexical leg: FTS5 BM25 over chunks (store/lexical/matches.py).
 
 Words are ANDed first; when that finds fewer chunks than the caller asked for
 (a question, a pasted sentence), the leg relaxes to any of the words with
@@ -7,8 +7,8 @@ order, and the relaxed matches follow. The caller learns which ran: "all"
 (every hit holds every word), "any" (no chunk held every word: every hit
 holds some), "mixed" (some chunks held every word and lead; the rest hold some).
 The relaxed query's rows are FTS5's own ranking of the OR, computed from the
-postings index (search/impact.py) when its words are single tokens, else by
-search/maxscore.py over FTS5; both score only the rows that can reach the top.
+postings index (search/lexical/impact.py) when its words are single tokens, else by
+search/lexical/maxscore.py over FTS5; both score only the rows that can reach the top.
 
 Each hit carries a coverage weight: the IDF-weighted share of the query's
 words it holds, a word found only in the title, breadcrumb or a heading line
@@ -34,15 +34,15 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from ..config import LEXICAL_TOP
-from ..store import ftsterms
-from ..store.filters import Filter
-from ..store.hits import chunk_texts
-from ..store.matches import EQUAL_WEIGHTS, content_cut, matching_rowids, ranked, ranked_matches, sole_workspace
+from ...config import LEXICAL_TOP
+from ...store.filters import Filter
+from ...store.hits import chunk_texts
+from ...store.lexical import ftsterms
+from ...store.lexical.matches import EQUAL_WEIGHTS, content_cut, matching_rowids, ranked, ranked_matches, sole_workspace
+from ..fusion import LegHit
+from ..query import Term
 from . import impact, maxscore
 from .fts import CJK_RUN, _key, build_match, coverage_terms, term_match
-from .fusion import LegHit
-from .query import Term
 from .tokens import stem_counts, stems, tokenize
 
 COVERAGE_POWER = 2.0  # weight = floor + (1 - floor) · coverage ** power; power 0 turns the weight off
@@ -72,7 +72,7 @@ def run_lexical(
     weigh: bool = True,
 ) -> LexicalResult:
     """Hits best first with positive scores, and (with `weigh`, i.e. when fused with another leg)
-    their coverage weights; without, the columns weigh alike (store/matches.py)."""
+    their coverage weights; without, the columns weigh alike (store/lexical/matches.py)."""
     with impact.one_search():  # each word's postings read once for the AND, the OR and the coverage
         return _run_lexical(db, workspace_id, terms, filt, want=want, top=top, weigh=weigh)
 
@@ -92,7 +92,7 @@ def _run_lexical(
     strict_rank = impact.all_ranker(db, every, columns) if " AND ".join(every) == match else None
     if strict_rank is impact.EMPTY:
         rows = []  # the postings show no chunk holds every word: FTS5 need not walk their doclists to say so
-    else:  # from the postings when every word is one token (search/impact.py), else FTS5's
+    else:  # from the postings when every word is one token (search/lexical/impact.py), else FTS5's
         rows = ranked_matches(db, match, workspace_id, filt, top, unfiltered, columns, rank=strict_rank)
     strict = {cid for cid, _ in rows}
     used = "all"
@@ -118,7 +118,7 @@ def _run_lexical(
 
 def any_rank(db: apsw.Connection, terms: list[Term], relaxed: str, columns: tuple[float, ...] | None):
     """FTS5's ranking of the relaxed OR: from the postings index in numpy when every term is one
-    token (search/impact.py), else by MaxScore over FTS5 (search/maxscore.py): same rows, fewer scored."""
+    token (search/lexical/impact.py), else by MaxScore over FTS5 (search/lexical/maxscore.py): same rows, fewer scored."""
     exprs = [e for e, _ in coverage_terms(terms)]
     if " OR ".join(exprs) != relaxed:
         return None  # not the OR of the coverage terms: the plain query
@@ -155,7 +155,7 @@ def coverage(
     docs = ftsterms.term_docs(db, [e for e, _ in pairs], state)
     loose = [cid for cid in chunk_ids if cid not in strict]
     # the postings index says which hits hold each word, and how often in their body, without
-    # tokenizing them (search/impact.py)
+    # tokenizing them (search/lexical/impact.py)
     posted = impact.held(db, [e for e, _ in pairs], chunk_ids)
     # else few matches: reading them is cheaper than tokenizing the hits (a small store, rare words)
     scan = posted is None and bool(loose) and sum(docs.values()) <= HOLDERS_SCAN
@@ -201,7 +201,7 @@ class _Prose:
     line is whole lines, so no token straddles its edge and the body's count of the word is the
     prose's plus the heading lines'. It is in the prose when the body holds it more often than the
     heading lines do, which needs only the heading lines tokenized. A prefix, a phrase, a chunk
-    with CJK (whose body is rewritten as bigrams: store/ftstext.py) or a hit the postings did not
+    with CJK (whose body is rewritten as bigrams: store/lexical/ftstext.py) or a hit the postings did not
     list: its prose's stems, as before the postings (2.4 of a 100k-chunk claim's 11 ms leg)."""
 
     def __init__(self, texts: dict[int, str]):

@@ -16,8 +16,8 @@ Runs on: any thread (pure: no I/O, no shared state).
 
 from __future__ import annotations
 
-from ..store.ftstext import CJK_RUN, STOPWORDS, TOKEN, WORDISH, fts_text
-from .query import Term
+from ...store.lexical.ftstext import CJK_RUN, STOPWORDS, TOKEN, WORDISH, fts_text
+from ..query import Term
 
 
 def _quote(s: str) -> str:

@@ -21,9 +21,9 @@ from collections.abc import Callable
 
 import apsw
 
+from ..filters import Filter
+from ..hits import candidates
 from . import ftsterms
-from .filters import Filter
-from .hits import candidates
 
 BM25_WEIGHTS = (3.0, 2.0, 2.0, 1.0)
 # A lexical-only search weighs the columns alike: seed 001 rejects a global title > body weight,
@@ -78,14 +78,14 @@ def ranked_matches(
     rank: Rank | None = None,
 ) -> list[tuple[int, float]]:
     """(chunk id, bm25) best first (bm25 is negative: lower is better), at most `top`.
-    `rank` stands in for FTS5's ranking of `match` (search/maxscore.py: the same rows, cheaper)."""
+    `rank` stands in for FTS5's ranking of `match` (search/lexical/maxscore.py: the same rows, cheaper)."""
     rank = rank or (lambda m, n: ranked(db, m, n, columns))
     if unfiltered:
         return content_cut(db, lambda n: rank(match, n), top)
     return content_cut(db, lambda n: _filtered(db, rank, match, workspace_id, filt, n, columns), top)
 
 
-# A leg's scores are compared at the precision its hits carry (search/lexical.py rounds them so).
+# A leg's scores are compared at the precision its hits carry (search/lexical/leg.py rounds them so).
 TIE_PLACES = 6
 
 
@@ -142,7 +142,7 @@ def sole_workspace(db: apsw.Connection, workspace_id: int) -> bool:
 
 
 # Which chunks hold a term, in one pass over its doclist: the coverage weight reads it when the query's
-# words have few matches altogether (search/lexical.py), cheaper then than tokenizing the hits.
+# words have few matches altogether (search/lexical/leg.py), cheaper then than tokenizing the hits.
 MATCHING_SQL = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
 
 
@@ -150,6 +150,6 @@ def matching_rowids(db: apsw.Connection, match: str) -> list[int]:
     return [r[0] for r in db.execute(MATCHING_SQL, (match,))]
 
 
-# How many chunks the store holds: FTS5's own count (store/ftsterms.py), one read instead of a
+# How many chunks the store holds: FTS5's own count (store/lexical/ftsterms.py), one read instead of a
 # COUNT(*) over every chunk on each search (the coverage weight's IDF and compact's word weights).
 chunk_total = ftsterms.chunk_total

@@ -1,5 +1,5 @@
 """float16 → float32, exactly and fast: what the vector index's float16 rows go
-through before each search rescores its shortlist in float32 (search/vectors.py).
+through before each search rescores its shortlist in float32 (search/semantic/vectors.py).
 
 numpy converts float16 in software on the x86-64-v2 build it ships (no F16C in
 its baseline): 3 ms for the 4,000 × 384 shortlist a search rescores at 100k rows

@@ -21,7 +21,7 @@ legs. In a second process the lexical leg runs beside the semantic one.
   (the kernel closes the pipe either way).
 - ``AUTODOC_READERS=0`` turns it off with the reader processes (rpc/pool.py).
 
-    python -m autodoc.search.legproc FD STORE
+    python -m autodoc.search.lexical.legproc FD STORE
 
 Runs on: the search's thread (one call at a time, under a lock; a busy helper
 is skipped, not waited for); the helper is a process of its own.
@@ -39,7 +39,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import reader_processes
+from ...config.settings import reader_processes
 
 log = logging.getLogger("autodoc.search")
 
@@ -125,7 +125,7 @@ class LexicalHelper:
             # no PR_SET_PDEATHSIG: it fires when the starting *thread* ends, and a search's
             # thread may be retired; the helper ends when its pipe closes instead
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "autodoc.search.legproc", str(theirs.fileno()), str(self.store)],
+                [sys.executable, "-m", "autodoc.search.lexical.legproc", str(theirs.fileno()), str(self.store)],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -161,8 +161,8 @@ class LexicalHelper:
 
 
 def serve(conn: Connection, store_path: Path) -> int:
-    from ..store.store import Store
-    from .lexical import run_lexical
+    from ...store.store import Store
+    from .leg import run_lexical
 
     store = Store(store_path, writer=False)
     conn.send("ready")
@@ -184,7 +184,7 @@ def serve(conn: Connection, store_path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..config.logs import configure_logging
+    from ...config.logs import configure_logging
 
     argv = sys.argv[1:] if argv is None else argv
     configure_logging()

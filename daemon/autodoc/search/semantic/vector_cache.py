@@ -13,7 +13,7 @@ fingerprints, the least recently used going first (the tier's vectors once
 the model has filled).
 
 Every vector is held rounded to float16 precision, whatever the dtype it is
-kept in: an index above HALF_ABOVE rows keeps float16 (search/vectors.py),
+kept in: an index above HALF_ABOVE rows keeps float16 (search/semantic/vectors.py),
 its delta and smaller indexes float32, and a vector's cosine must not depend
 on which of them holds it today (a merge, a restart or a workspace growing
 past the threshold would otherwise move scores in their 6th place, and with
@@ -46,9 +46,9 @@ from typing import Protocol
 import apsw
 import numpy as np
 
-from ..embed.memory import release_free_heap
-from ..store import vectors as stored
-from ..store.workspaces import chunk_count
+from ...embed.memory import release_free_heap
+from ...store import vectors as stored
+from ...store.workspaces import chunk_count
 from . import vectors as vector_math
 from .vectors import VectorIndex
 
@@ -230,9 +230,9 @@ def _refresh(db: apsw.Connection, wv: WorkspaceVectors, ws_id: int, dim: int) ->
     drop = [wv.doc_chunks.pop(d) for d in docs if d in wv.doc_chunks]
     if drop:
         wv.retire(np.concatenate(drop))
-    rows = []
+    rows: list[tuple[int, int, bytes, bytes]] = []
     for i in range(0, len(docs), 500):
-        rows += stored.complete_vectors(db, ws_id, wv.fp, docs[i : i + 500]).fetchall()
+        rows += stored.complete_vectors(db, ws_id, wv.fp, docs[i : i + 500])
     if rows:
         vecs = _half_precision(np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(-1, dim))
         codes = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.uint8).reshape(len(rows), -1)
