@@ -38,7 +38,7 @@ from .documents import safe_relpath
 from .embed.instant import InstantTiers
 from .embed.providers import Providers
 from .embed.queue import EmbedQueue
-from .embed.status import embedding_status, summary
+from .embed.status import embedding_status, index_embedding, summary
 from .fmschema import SCHEMA_RELPATH
 from .index.job import IndexJob, Progress
 from .index.session import SessionIndex
@@ -252,12 +252,7 @@ class Service:
             report["embedding"] = self.embed_pending(report["workspace"], progress)
         else:
             st = self.embedding_status_by_name(report["workspace"])
-            report["embedding"] = {
-                "available": st["available"],
-                "embedded": st["embedded"],
-                "skipped": st["pending"] if st["available"] else st["total"],
-                "reason": st["reason"] if st["state"] != "ready" else None,
-            }
+            report["embedding"] = index_embedding(st, st["embedded"])
         return report
 
     def index_paths(self, name: Any, relpaths: list[str]) -> dict[str, Any]:
@@ -300,13 +295,7 @@ class Service:
 
         # large steps: the provider sorts each by length into batches, so less padding
         self.embed_queue.work([name], until_idle=True, batch=256, progress=advanced)
-        final = self.embedding_status_by_name(name)
-        return {
-            "available": final["available"],
-            "embedded": done[0],
-            "skipped": final["pending"] if final["available"] else final["total"],
-            "reason": final["reason"] if final["state"] != "ready" else None,
-        }
+        return index_embedding(self.embedding_status_by_name(name), done[0])
 
     # -- search ---------------------------------------------------------------------
 
