@@ -1,8 +1,14 @@
-"""Shared helpers for the benchmarks: paths, caches, the machine note, timing.
+"""Shared helpers for the benchmarks: paths, caches, the machine note, timing,
+a harness's main over its named cases (`Case`, `harness`), and the speed
+stores every speed, concurrency and compare case reads: synthetic corpora,
+synthetic vectors, the query sets, interleaved timing, and a daemon started
+on a store (`start_daemon`, `SocketClient`, `stop_daemon`).
 
 Benchmarks are not tests: they report figures. Everything they build (the
 Markdown workspace, stores, synthetic corpora) lives in a cache folder outside
 the repository, ``$AUTODOC_BENCH_CACHE`` or ``~/.cache/autodoc-bench``.
+
+Runs on: the caller's thread (a daemon it starts is a process of its own).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 RESULTS = REPO / "docs" / "benchmarks"
+SCIFACT = DEFAULT_DATA / "scifact"
 
 
 def cache_root() -> Path:
@@ -240,7 +247,9 @@ def harness(prog: str, doc: str, cases: list[Case], argv: list[str] | None = Non
     return 0 if args[:1] in (["-h"], ["--help"]) else 2
 
 
-# -- the speed stores: corpora, synthetic vectors, queries, timing, daemons (bench.speed and the others) --
+# -- the speed stores (bench.speed builds them; the other harnesses read them) -----------------------
+#
+# normalise(0.7·a + 0.3·b + noise) for random real vectors a, b: one recipe for every bench
 
 
 def synthetic(real: np.ndarray, n: int, seed: int = 0, noise: float = 0.5) -> np.ndarray:
@@ -585,7 +594,7 @@ def start_instrumented(chunks: int, module: str, flag: str, prefix: str) -> tupl
     def wrapped(cmd, *pa, **pk):
         if "serve" in cmd:
             cmd = [sys.executable, "-m", *module.split(), flag, str(out), *cmd[cmd.index("--store") :]]
-            pk.setdefault("cwd", str(Path(__file__).resolve().parents[1]))
+            pk.setdefault("cwd", str(REPO))
         return popen(cmd, *pa, **pk)
 
     subprocess.Popen = wrapped

@@ -43,6 +43,8 @@ import numpy as np
 
 from .common import (
     DEFAULT_DATA,
+    REPO,
+    SCIFACT,
     WORKSPACE,
     Case,
     cache_root,
@@ -58,7 +60,7 @@ from .common import (
     stop_daemon,
     summary_ms,
 )
-from .concurrency import DATA, caught_up, cpu_s, run_clients
+from .concurrency import caught_up, cpu_s, run_clients
 from .quality import WORKSPACE as BEIR_WORKSPACE
 from .quality import build_store, load_collection
 
@@ -71,7 +73,7 @@ both alike. bench/concurrency.py runs one daemon at a time, minutes apart; on th
 noisy machine its 8 / 1 ratio swings by ±0.3 between runs of the same code, too much
 to tell a 10 % change.
 
-    python -m bench.compare pool --chunks 10000 --stages lexical --arm before=7156092 --arm now=.
+    python -m bench.compare pool --chunks 10000 --stages lexical --base 7156092   # before=7156092, now=.
     python -m bench.compare pool --chunks 100000 --stages lexical,semantic --rounds 6 --arm …
 
 Each round, per arm: one client sends the query list, then 8 clients send it twice over
@@ -81,17 +83,21 @@ has frames to handle). Medians over rounds. The stores are the speed benchmark's
 ones (synthetic vectors, SciFact keyword queries, as bench/concurrency.py).
 """
 
-ROOT = Path(__file__).resolve().parents[1]
+
+def git_export(rev: str, into: Path, *paths: str) -> Path:
+    """The files of git revision ``rev`` (every file, or these paths) extracted under ``into``:
+    the base of every before/after case."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, *paths], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
 
 
 def code_of(rev: str, into: Path) -> str | None:
     """PYTHONPATH for the daemon of git revision ``rev`` (None: this working tree)."""
     if rev == ".":
         return None
-    into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return str(into / "daemon")
+    return str(git_export(rev, into) / "daemon")
 
 
 def involuntary(pid: int) -> int:
@@ -125,7 +131,7 @@ def start(store: Path, work: Path, label: str, pythonpath: str | None) -> tuple[
 
 
 def main_pool(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_POOL.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.compare pool", description=DOC_POOL.splitlines()[0])
     ap.add_argument("--chunks", type=int, default=10000)
     ap.add_argument("--stages", default="lexical", help="comma-separated: lexical or lexical,semantic")
     ap.add_argument("--rounds", type=int, default=6)
@@ -144,7 +150,7 @@ def main_pool(argv: list[str] | None = None) -> int:
     if not a.arm:
         ap.error("give --base REV or --arm LABEL=REV")
     stages = a.stages.split(",")
-    queries = query_sets(DATA, a.queries)["keywords"]
+    queries = query_sets(SCIFACT, a.queries)["keywords"]
     store = speed_store(a.chunks)
     arms = [tuple(x.split("=", 1)) for x in a.arm]
     work = Path(tempfile.mkdtemp(prefix="pool-ab-"))
@@ -349,15 +355,11 @@ MODES = {
     "lexical": {"stages": ["lexical"], "limit": 10},
 }
 SORT = "cumulative"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def baseline_package(commit: str, into: Path) -> str:
     """daemon/autodoc at `commit`, importable as autodoc_base (its imports are relative)."""
-    tar = subprocess.run(
-        ["git", "-C", str(REPO), "archive", commit, "daemon/autodoc"], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    git_export(commit, into, "daemon/autodoc")
     shutil.move(str(into / "daemon" / "autodoc"), str(into / "autodoc_base"))
     sys.path.insert(0, str(into))
     return "autodoc_base"
@@ -378,7 +380,7 @@ def _module(package: str, name: str, before: str):
 
 
 def inject_vectors(package: str, svc, workspace: str, arrays: Path) -> None:
-    """The workspace's vectors from bench.semantic_path's .npy dump of this store instead of
+    """The workspace's vectors from the vectors case's .npy dump (--dump) of this store instead of
     its rows (minutes at 1M): each service's own VectorIndex, over shared arrays."""
     import numpy as np
 
@@ -475,7 +477,11 @@ def profile(fn: Callable[[str], Any], queries: list[str], top: int) -> str:
 
 
 def main_search(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_SEARCH, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.compare search",
+        description=DOC_SEARCH,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--store", type=Path, required=True, help="a folder holding a copy of a speed store")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")
     ap.add_argument("-n", type=int, default=100, help="queries per set")
@@ -489,7 +495,7 @@ def main_search(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--workspace", default=WORKSPACE, help="the store's workspace (bench.quality's SciFact store: bench)"
     )
-    ap.add_argument("--arrays", type=Path, help="the vectors from bench.semantic_path's .npy dump of this store")
+    ap.add_argument("--arrays", type=Path, help="the vectors from the vectors case's .npy dump (--dump) of this store")
     args = ap.parse_args(argv)
 
     sets = query_sets(args.data, args.n)
@@ -631,7 +637,11 @@ def python_thread(ms: float) -> threading.Thread:
 
 
 def main_vectors(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_VECTORS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.compare vectors",
+        description=DOC_VECTORS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--arrays", type=Path, required=True, help="the folder of .npy files (--dump writes it)")
     ap.add_argument("--dump", type=Path, metavar="STORE", help="first write --arrays from a copy of a speed store")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")

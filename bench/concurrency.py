@@ -40,6 +40,9 @@ from autodoc.readers.pool import ReaderPool
 from autodoc.service import Service
 
 from .common import (
+    REPO,
+    RESULTS,
+    SCIFACT,
     WORKSPACE,
     Case,
     SocketClient,
@@ -73,8 +76,6 @@ land in one page).
 
     python -m bench.concurrency [--chunks 100000,10000] [--queries 200] [--modes threads,pool] [--rounds 2]
 """
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
 
 
 def stats(lat: list[float], wall: float, clients: Any, errors: list[str]) -> dict:
@@ -395,23 +396,21 @@ def _cpu(row: dict) -> str:
 
 
 def main_clients(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_CLIENTS.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.concurrency clients", description=DOC_CLIENTS.splitlines()[0])
     ap.add_argument("--chunks", default="100000", help="store sizes, comma-separated (the speed benchmark's stores)")
     ap.add_argument(
         "--store", type=Path, action="append", help="a store file instead (its size is read from it; repeatable)"
     )
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--data", type=Path, default=SCIFACT)
     ap.add_argument("--modes", default="threads,pool", help="daemon modes to alternate: threads, pool")
     ap.add_argument("--rounds", type=int, default=2, help="times each mode runs, alternating")
     ap.add_argument("--preamble", type=Path, help="a Markdown file whose text goes before the tables")
-    ap.add_argument(
-        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "concurrency.md"
-    )
+    ap.add_argument("--out", type=Path, default=RESULTS / "concurrency.md")
     ap.add_argument(
         "--out-json",
         type=Path,
-        default=Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "concurrency.json",
+        default=RESULTS / "concurrency.json",
     )
     a = ap.parse_args(argv)
     stores: dict[int, Path] = {}
@@ -470,8 +469,6 @@ quick lane): stub daemons called in alternating blocks.
 A daemon on a cached store only reads it (no file is written under its
 folder by these requests), but its live index watches the corpus folder.
 """
-
-OVERHEAD_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
 
 
 def requests_for(queries: list[str], claims: list[str] | None = None) -> list[tuple[str, str, Any]]:
@@ -598,6 +595,8 @@ def serve_stub(sock: Path, inline: bool, thread_lane: bool = False) -> None:
     server = RpcServer(StubService())
     if thread_lane:
         server.inline.below_s = server.inline.wall_below_s = 0.0  # nothing quick: each lone read to the thread lane
+    elif not inline and hasattr(server, "route"):  # issue 33: the inline rule is a constructor argument
+        server = RpcServer(StubService(), inline=False)  # every read through a worker thread, no quick lane
     elif not inline and hasattr(server, "inline"):
         server.inline = None  # every read through a worker thread, as before issue 19's inline path
         server.quick = None  # and no quick lane (rpc/quick.py)
@@ -623,7 +622,7 @@ class StubDaemon:
                 *([] if inline else ["--no-inline"]),
                 *(["--thread-lane"] if thread_lane else []),
             ],
-            cwd=Path(__file__).resolve().parents[1],
+            cwd=REPO,
             env=env,
         )
         t0 = time.monotonic()
@@ -683,12 +682,12 @@ def measure_stubs(calls: int, block: int = 250, variants: dict[str, dict[str, An
 
 
 def main_overhead(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_OVERHEAD.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.concurrency overhead", description=DOC_OVERHEAD.splitlines()[0])
     ap.add_argument("--store", type=Path, help="a store file (default: the speed benchmark's cached one)")
     ap.add_argument("--chunks", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=1500, help="calls each way, over all request kinds")
     ap.add_argument("--queries", type=int, default=100)
-    ap.add_argument("--data", type=Path, default=OVERHEAD_DATA)
+    ap.add_argument("--data", type=Path, default=SCIFACT)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--hybrid", action="store_true", help="also hybrid searches of whole claims")
     ap.add_argument("--stub-calls", type=int, default=3000, help="calls to a stub Service (0: skip)")
@@ -781,7 +780,6 @@ The stamps wrap functions by name (module attributes); the daemon's code
 runs otherwise unchanged. Each stamp costs ~1 µs.
 """
 
-TIMELINE_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
 
 STEPS = [
     ("client send → daemon reads the frame", "send", "read"),
@@ -815,7 +813,13 @@ PATHS = [
 
 def stamp_quick_reads(M, mark) -> None:
     """Stamp the start and end of each read the quick lane runs."""
-    quick_reads = M.Methods.quick_reads
+    if hasattr(M.Methods, "quick_reads"):
+        owner, attr = M.Methods, "quick_reads"
+    else:  # issue 33: the route (rpc/route.py) names the quick lane's reads
+        import autodoc.rpc.route as R
+
+        owner, attr = R.Router, "lane_reads"
+    quick_reads = getattr(owner, attr)
 
     def stamped(f):
         def g(*a, **k):
@@ -832,7 +836,7 @@ def stamp_quick_reads(M, mark) -> None:
             return read._replace(call=stamped(read.call))
         return stamped(read)
 
-    M.Methods.quick_reads = lambda self: {name: stamped_read(r) for name, r in quick_reads(self).items()}
+    setattr(owner, attr, lambda self: {name: stamped_read(r) for name, r in quick_reads(self).items()})
 
 
 def serve_stamped(out: Path, argv: list[str]) -> int:
@@ -922,7 +926,7 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
         mark("resumed")
         return r
 
-    M.anyio.to_thread.run_sync = stamped_run_sync
+    anyio.to_thread.run_sync = stamped_run_sync  # the module every worker-thread hop goes through
     atexit.register(lambda: out.write_text(json.dumps(ev)))
     sys.argv = ["autodoc", *argv]
     return main_timeline()
@@ -948,7 +952,7 @@ def main_timeline(argv: list[str] | None = None) -> int:
     if a.no_thread_lane:
         os.environ["ADTL_NO_THREAD_LANE"] = "1"
     p, sock, out = start_instrumented(a.chunks, "bench.concurrency timeline", "--serve-stamped", "adtl-")
-    qs = query_sets(TIMELINE_DATA, a.queries)[a.set]
+    qs = query_sets(SCIFACT, a.queries)[a.set]
     stages = a.stages.split(",")
     time.sleep(a.settle)
     c = SocketClient(sock)
@@ -1131,7 +1135,7 @@ def main_merge_memory(argv: list[str] | None = None) -> int:
                 capture_output=True,
                 text=True,
                 check=True,
-                cwd=Path(__file__).resolve().parents[1],
+                cwd=REPO,
             )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -1164,7 +1168,7 @@ hand-off, the wake-ups and, for the pool, the frames.
     python -m bench.concurrency handoff [--calls 1000] [--blocks 3]
 """
 
-KB = Path(__file__).resolve().parents[1] / "tests" / "corpora" / "kb"
+KB = REPO / "tests" / "corpora" / "kb"
 
 
 async def measure_handoff(service: Service, calls: int, blocks: int) -> None:
@@ -1200,7 +1204,7 @@ async def measure_handoff(service: Service, calls: int, blocks: int) -> None:
 
 
 def main_handoff(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_HANDOFF.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.concurrency handoff", description=DOC_HANDOFF.splitlines()[0])
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--blocks", type=int, default=3)
     a = ap.parse_args(argv)
@@ -1234,7 +1238,9 @@ copy), never on the cached ones.
 
 
 def main_save_searchable(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_SAVE_SEARCHABLE.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.concurrency save-searchable", description=DOC_SAVE_SEARCHABLE.splitlines()[0]
+    )
     ap.add_argument("store", type=Path)
     ap.add_argument("corpus", type=Path, help="the workspace's root (a copy)")
     ap.add_argument("--folder", default="bench-live", help="a new folder for the saves (removed after)")

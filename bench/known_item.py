@@ -603,7 +603,9 @@ def _dump(doc: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.known_item", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--corpora", type=Path, default=Path(os.environ.get("AUTODOC_CORPORA", DEFAULT_DATA / "corpora")))
     ap.add_argument("--cache", type=Path, default=None, help="store folder (default <bench cache>/known)")
     ap.add_argument("--questions", type=Path, default=QUESTIONS)

@@ -66,9 +66,8 @@ Content-Length in a way that legitimately swallows what follows.
 The same generators drive tests/test_protocol_fuzz.py at a CI budget.
 """
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "tests" / "corpora" / "kb"
-REPORT = ROOT / "docs" / "benchmarks" / "reliability.md"
+CORPUS = REPO / "tests" / "corpora" / "kb"
+REPORT = REPO / "docs" / "benchmarks" / "reliability.md"
 NO_MODEL = {"embedding": {"provider": "none"}}
 # Small, so oversized frames are cheap to make; the limit logic is the same at 16 MiB.
 MAX_FRAME = 64 * 1024
@@ -1023,12 +1022,13 @@ def write_report(
 
 
 def _markers(section: str) -> tuple[str, str]:
+    # the report section keeps the name of the script that first wrote it
     name = f"bench.fuzz_protocol{' ' + section if section else ''}"
     return f"<!-- {name}: begin (generated) -->", f"<!-- {name}: end -->"
 
 
 def main_fuzz(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_FUZZ.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.reliability fuzz", description=DOC_FUZZ.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--report", type=Path, default=REPORT)
@@ -1073,7 +1073,6 @@ renamed after the first index, so its chunk ids sort the other way round
 tests/test_crash.py runs a few rounds of the same code.
 """
 
-CRASH_REPORT = REPO / "docs" / "benchmarks" / "reliability.md"
 OPS = ("index", "reindex", "embed", "switch", "configure", "schema")
 # Kill delays (seconds after the process starts; its imports take ~1 s on the shared
 # machine, a full reindex of 120 files ~8 s, a model switch ~15 s): wide enough that
@@ -1465,13 +1464,14 @@ def report_crash(t: CrashTally, args: argparse.Namespace) -> str:
 
 
 def main_crash(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_CRASH.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.reliability crash", description=DOC_CRASH.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=100)
     ap.add_argument("--files", type=int, default=120)
     ap.add_argument("--seed", type=int, default=16)
-    ap.add_argument("--report", type=Path, default=CRASH_REPORT)
+    ap.add_argument("--report", type=Path, default=REPORT)
     args = ap.parse_args(argv)
     t = run_crash(args.kills, args.files, args.seed)
+    # the report section keeps the name of the script that first wrote it
     replace_section(args.report, "bench.crash", report_crash(t, args))
     print(f"{t.rounds} rounds, {t.landed} kills, {t.failures} failures; report: {args.report}")
     return 0 if t.failures == 0 else 1
@@ -1503,7 +1503,6 @@ each client's changes.since polling must have seen strictly increasing cursors.
 tests/test_load.py runs a short version.
 """
 
-LOAD_REPORT = REPO / "docs" / "benchmarks" / "reliability.md"
 LOAD_WORDS = (
     "lease recovery sqlite write ahead log checkpoint zebra migration rollback plan owner alice bob index "
     "chunk token window vector search ranking fusion daemon socket schema facet link generation cursor"
@@ -1852,14 +1851,15 @@ def report_load(r: Result, args: argparse.Namespace) -> str:
 
 
 def main_load(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_LOAD.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.reliability load", description=DOC_LOAD.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--files", type=int, default=150)
     ap.add_argument("--seed", type=int, default=16)
-    ap.add_argument("--report", type=Path, default=LOAD_REPORT)
+    ap.add_argument("--report", type=Path, default=REPORT)
     args = ap.parse_args(argv)
     r = run_load(args.clients, args.requests, args.files, args.seed)
+    # the report section keeps the name of the script that first wrote it
     replace_section(args.report, "bench.load", report_load(r, args))
     bad = len(r.errors) + r.lost + r.duplicated + r.unexpected + r.polls_out_of_order
     print(

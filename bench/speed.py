@@ -33,7 +33,9 @@ from autodoc.rpc import schemas
 
 from .common import (
     DEFAULT_DATA,
+    REPO,
     RESULTS,
+    SCIFACT,
     SECTIONS,
     WORKSPACE,
     Case,
@@ -105,7 +107,7 @@ TARGETS = {
     "save_to_searchable_ms": 300.0,
 }
 
-# -- corpus ------------------------------------------------------------------------
+# -- measuring ---------------------------------------------------------------------
 
 
 def prefilter_kinds() -> list[str]:
@@ -422,7 +424,7 @@ def memory_probe(store: Path) -> dict[str, Any]:
             [sys.executable, "-m", "bench.speed", "--rss-probe", mode, str(store)],
             capture_output=True,
             text=True,
-            cwd=str(Path(__file__).resolve().parents[1]),
+            cwd=str(REPO),
         )
         try:
             out[mode] = json.loads(p.stdout.strip().splitlines()[-1])
@@ -1704,9 +1706,6 @@ other with none, so the store, caches and vectors are shared. The size gate
 (legproc.MIN_CHUNKS) is lifted for the run so that every size is measured.
 """
 
-HELPER_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
-HELPER_OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
-
 
 def blocks(queries: list[str], fns: dict, rounds: int) -> dict[str, list[float]]:
     """Each arm over all the queries in turn (A B B A …), not query by query: interleaved, each
@@ -1734,7 +1733,7 @@ def measure_helper(store: Path, nq: int, rounds: int) -> dict:
     helper = svc.lexical_helper
     try:
         out = {}
-        for name, queries in query_sets(HELPER_DATA, nq).items():
+        for name, queries in query_sets(SCIFACT, nq).items():
 
             def arm(use):
                 def f(q):
@@ -1804,7 +1803,7 @@ def main_helper(argv: list[str] | None = None) -> int:
         argv,
         sizes="10000,100000,1000000",
         rounds=4,
-        out=HELPER_OUT / "lexical_helper.md",
+        out=RESULTS / "lexical_helper.md",
         measure=measure_helper,
         render=render_helper,
     )
@@ -1827,9 +1826,6 @@ heading lines tokenized into stems (the fallback the product keeps for
 prefixes, phrases and CJK). Everything else in the leg is the same code.
 """
 
-COVERAGE_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
-COVERAGE_OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
-
 
 def measure_coverage(store: Path, nq: int, rounds: int) -> dict:
     os.environ["AUTODOC_READERS"] = "0"  # the leg in this process: nothing else shares the timing
@@ -1847,7 +1843,7 @@ def measure_coverage(store: Path, nq: int, rounds: int) -> dict:
     arms = {"postings": fast, "tokenizing": tokenizing}
     try:
         out = {}
-        for name, queries in query_sets(COVERAGE_DATA, nq).items():
+        for name, queries in query_sets(SCIFACT, nq).items():
             legs = []  # the legs exactly as hybrid searches call them
             real = engine.run_lexical
 
@@ -1926,7 +1922,7 @@ def main_coverage(argv: list[str] | None = None) -> int:
         argv,
         sizes="10000,100000",
         rounds=2,
-        out=COVERAGE_OUT / "coverage_path.md",
+        out=RESULTS / "coverage_path.md",
         measure=measure_coverage,
         render=render_coverage,
     )
@@ -1946,8 +1942,7 @@ bundled model's tokenizer (the default workspace; it crosses into the workers by
 over the two largest. Embedding is not part of the job (the embed queue runs after it).
 """
 
-CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora"
-INDEX_OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
+CORPORA = DEFAULT_DATA / "corpora"
 SETS = {  # name → (workspace config, corpora)
     "estimate": (
         {"embedding": {"provider": "none"}},
@@ -1991,7 +1986,7 @@ def main_index_workers(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--out", default=str(INDEX_OUT / "index_workers.md"))
+    ap.add_argument("--out", default=str(RESULTS / "index_workers.md"))
     a = ap.parse_args(argv)
     res = {
         "command": command_line(),
@@ -2073,7 +2068,7 @@ process, for the params every search sends. Writes docs/benchmarks/param_check.m
     python -m bench.speed params [--calls 2000] [--repeats 5]
 """
 
-CASES = {
+PARAM_CASES = {
     "search.query, no options": ["kb", "lease recovery lock"],
     "search.query, five options": [
         "kb",
@@ -2110,12 +2105,12 @@ def best_us(fn: Callable[[], Any], calls: int, repeats: int) -> float:
 
 
 def main_params(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_PARAMS.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.speed params", description=DOC_PARAMS.splitlines()[0])
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
     rows = []
-    for name, params in CASES.items():
+    for name, params in PARAM_CASES.items():
         method = name.split(",")[0]
         fast = best_us(lambda: schemas.bind_params(method, params), args.calls, args.repeats)
         slow = best_us(lambda: interpreted(method, params), args.calls, args.repeats)
@@ -2267,7 +2262,7 @@ def report(res: dict[str, Any], args: argparse.Namespace, store: Path) -> str:
 
 
 def main_ties(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_TIES.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.speed ties", description=DOC_TIES.split("\n\n")[0])
     ap.add_argument("--size", type=int, default=100000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")
@@ -2276,6 +2271,7 @@ def main_ties(argv: list[str] | None = None) -> int:
     store = find_store_ties(args.size)
     res = measure_ties(store, query_sets(args.data, args.queries))
     text = report(res, args, store)
+    # the report section keeps the name of the script that first wrote it
     replace_section(args.report, "bench.ties_cost", text)
     print(text)
     return 0

@@ -476,7 +476,7 @@ LEGS = {"hybrid": HYBRID, "lexical": ["lexical"], "semantic": ["semantic"]}
 
 
 def main_ranking(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_RANKING.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.quality ranking", description=DOC_RANKING.split("\n")[0])
     ap.add_argument("--only", default="", help="comma-separated variant names (default all)")
     ap.add_argument("--legs", default="hybrid,lexical", help="comma-separated: hybrid, lexical, semantic, plain")
     ap.add_argument("--sets", default="scifact,known")
@@ -597,13 +597,6 @@ def recording(box: dict[str, Any]) -> Iterator[None]:
         F.fuse_rrf, F.apply_boosts, F.demote_superseded = orig
 
 
-def _fusion_service(store: Path):
-    from autodoc.config import Settings
-    from autodoc.service import Service
-
-    return Service(Settings.from_env(store=store), writer=False)
-
-
 def _capture_one(svc, ws: str, text: str, limit: int) -> dict[str, Any]:
     box: dict[str, Any] = {}
     with recording(box):
@@ -623,7 +616,7 @@ def capture(cache: Path, split: str, out: Path, sets: list[str]) -> None:
     if "scifact" in sets:
         col = load_collection(DEFAULT_DATA / "scifact")
         store = sorted((cache / "stores").glob("scifact-*/autodoc.db"))[0]
-        svc = _fusion_service(store)
+        svc = _service(store)
         for qid, text in col.split_queries(split):
             data["scifact"][qid] = _capture_one(svc, WORKSPACE, text, FUSION_SCIFACT_LIMIT)
         data["qrels"] = {q: col.qrels[split][q] for q in data["scifact"]}
@@ -631,7 +624,7 @@ def capture(cache: Path, split: str, out: Path, sets: list[str]) -> None:
     if "known" in sets and split == "train":
         for c in CORPORA:
             sdir, _ = store_dir(cache / "known", DEFAULT_DATA / "corpora", c)
-            svc = _fusion_service(sdir / "autodoc.db")
+            svc = _service(sdir / "autodoc.db")
             for q in load_questions():
                 if q["corpus"] == c:
                     data["known"][q["id"]] = {**_capture_one(svc, c, q["query"], LIMIT), "q": q}
@@ -851,7 +844,7 @@ def fusion_variants() -> dict[str, tuple[Callable, dict[str, Any]]]:
 
 
 def main_fusion(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_FUSION.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.quality fusion", description=DOC_FUSION.split("\n")[0])
     ap.add_argument("--capture", action="store_true")
     ap.add_argument("--split", default="train")
     ap.add_argument("--sets", default="scifact,known")
@@ -1230,7 +1223,7 @@ def replay_scifact(capture: Path, names: list[str], db_path: Path, vec_dir: Path
 
 
 def main_windows(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=DOC_WINDOWS.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.quality windows", description=DOC_WINDOWS.split("\n")[0])
     ap.add_argument("--embed", action="store_true", help="compute and cache the window vectors")
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--only", default="")
@@ -2171,7 +2164,9 @@ def first_answer(store: Path, table_file: Path, query: str, workspace: str = WOR
 
 
 def main_instant_tier(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.quality instant-tier", description=DOC_INSTANT_TIER.split("\n\n")[0]
+    )
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")
     ap.add_argument("--out", default=str(RESULTS / "instant_tier"))
     ap.add_argument(
