@@ -1,7 +1,7 @@
 """The index job: diff a workspace's folder against the store and write the difference.
 
 Input: a workspace and either the whole folder (`run`) or some of its paths
-(`paths`, the live index). Output: an IndexReport, documents written a
+(`paths`, the live index: each judged by ingest/scan.py's entry_for, as a scan would). Output: an IndexReport, documents written a
 generation at a time, change-log entries, and the listeners told.
 
 Files are read and parsed outside the write transaction; each batch of
