@@ -12,14 +12,26 @@ Runs on: any thread (pure: no I/O, no shared state).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..fmschema.values import condition, is_range
 from .sessions import SESSION_RANGE
 
-if TYPE_CHECKING:
-    from ..search.query import Facet
+
+class FacetTerm(Protocol):
+    """One facet of a query, `field:value` or `-field:value` (search/query.py's Facet): the store
+    names the shape it reads, so it imports nothing of search/."""
+
+    @property
+    def field(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+    @property
+    def negate(self) -> bool: ...
 
 
 @dataclass
@@ -35,7 +47,7 @@ class Filter:
 def build_filter(
     workspace_id: int,
     *,
-    facets: list[Facet],
+    facets: Sequence[FacetTerm],
     opt_facets: dict[str, tuple[str, ...]],
     tags: tuple[str, ...],
     paths: tuple[str, ...],
