@@ -62,7 +62,7 @@ def _unavailable(message: str, reason: str, state: str, **data: Any) -> Unsuppor
 
 def centroid(rows: list[tuple[int, int, bytes]]) -> np.ndarray:
     """The token-weighted mean of the rows' vectors, L2-normalised."""
-    vecs = np.stack([np.frombuffer(f32, dtype="<f4") for _, _, f32 in rows]).astype(np.float32)
+    vecs: np.ndarray = np.stack([np.frombuffer(f32, dtype="<f4") for _, _, f32 in rows]).astype(np.float32)
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
     vecs = vecs / np.where(norms == 0, 1, norms)
     weights = np.array([max(1, tokens) for _, tokens, _ in rows], dtype=np.float32)

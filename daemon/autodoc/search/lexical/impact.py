@@ -313,7 +313,7 @@ def held(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict[st
         return None
     want = np.array(sorted(set(chunk_ids)), np.int64)
     kept = getattr(_local, "read", None) or {}
-    out = {}
+    out: dict[str, tuple[str, dict[int, int]]] = {}
     for e, t in zip(exprs, toks):
         rec = kept.get((key, t))
         if rec is None:
@@ -385,7 +385,7 @@ def all_ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...]
             common = ids
         if not len(common):
             return EMPTY
-    if not exact or state.rows <= 0:
+    if not exact or state.rows <= 0 or common is None:  # (need is not empty: common was set)
         return None
     recs, counts = [], []
     for t in need:  # one token per expression, in the AND's phrase order

@@ -87,7 +87,9 @@ class LexicalHelper:
             if not self._ready:  # starting, or still opening the store
                 self._lock.release()
                 return None
-            self._conn.send((workspace_id, terms, filt, kw))
+            conn = self._conn
+            assert conn is not None  # _start() opened it
+            conn.send((workspace_id, terms, filt, kw))
         except (EOFError, OSError) as exc:
             self._lost(exc)
             self._lock.release()
@@ -162,7 +164,7 @@ class LexicalHelper:
 
 def serve(conn: Connection, store_path: Path) -> int:
     from ...store.store import Store
-    from .leg import run_lexical
+    from .leg import LexicalResult, run_lexical
 
     store = Store(store_path, writer=False)
     conn.send("ready")
@@ -171,6 +173,7 @@ def serve(conn: Connection, store_path: Path) -> int:
             workspace_id, terms, filt, kw = conn.recv()
         except (EOFError, OSError):
             return 0
+        out: tuple[str, LexicalResult | str]
         try:
             with store.read() as db:
                 out = ("ok", run_lexical(db, workspace_id, terms, filt, **kw))

@@ -15,13 +15,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import apsw
 import numpy as np
 
 from ...config import RRF_K
-from ...embed.base import Provider, ProviderDown
+from ...embed.base import ProviderDown
 from ...embed.instant import MIN_BACKLOG, OTHER_FUSION_SCALE, InstantTiers, rrf_weight
 from ...embed.providers import Providers
 from ...embed.static import TIER_FULL, TIER_INSTANT
@@ -78,12 +78,26 @@ def _switching(detail: str = "") -> SemanticOutcome:
     )
 
 
+class QueryModel(Protocol):
+    """What the leg needs of the model that serves (a provider, or the instant tier that stands in for one)."""
+
+    name: str
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
 @dataclass
 class Prepared:
     """Everything the leg read from the snapshot; `run` needs no connection."""
 
     leg: SemanticLeg
-    provider: Provider
+    provider: QueryModel
     vectors: WorkspaceVectors
     allowed: np.ndarray | None
     state: str  # ready | partial | switching
@@ -162,6 +176,7 @@ class SemanticLeg:
             # the configured model cannot run; nothing else may stand in for it
             return SemanticOutcome(None, "failed", reason, EmbedFailed(reason or "embedding failed"))
         waiting = 0
+        provider: QueryModel
         if active is not None and active.fingerprint != target_fp:
             # old vectors keep serving when their model can still embed the query
             try:
@@ -172,6 +187,7 @@ class SemanticLeg:
                 return _switching()
             fp, provider, state = active.fingerprint, serving, "switching"
         else:
+            assert target_fp is not None  # read with target
             fp, provider = target_fp, target
             waiting = self._pending(db, ws.id, fp)
             state = "partial" if waiting else "ready"
@@ -179,7 +195,7 @@ class SemanticLeg:
         fast_fp = self.instant.fingerprint_for(provider) if self.instant is not None and state == "partial" else None
         # every chunk has an instant vector and the model's are still filling: the tier answers (the
         # count is looked at only for a backlog the tier fills, and the table loaded only then)
-        if fast_fp and waiting >= MIN_BACKLOG and not self._pending(db, ws.id, fast_fp):
+        if fast_fp and self.instant is not None and waiting >= MIN_BACKLOG and not self._pending(db, ws.id, fast_fp):
             fast = self.instant.get(provider, build=False)
             if fast is not None:
                 fp, provider, tier = fast.fingerprint, fast, TIER_INSTANT

@@ -273,7 +273,7 @@ class VectorCache:
         """Taken before a search opens its snapshot: marks after it may postdate the snapshot."""
         return self._seq
 
-    def offer(self, ws_id: int, fp: str, shared: Shared, dirty: list[int] | None = ()) -> None:
+    def offer(self, ws_id: int, fp: str, shared: Shared, dirty: Sequence[int] | None = ()) -> None:
         """A reader: the daemon shared this base, with these documents (None: all) already
         changed since; what it hears after this applies on top. A borrowed copy of an older
         base goes now: an idle reader must not keep its pages alive after the daemon moved on."""
@@ -392,7 +392,9 @@ class VectorCache:
         into a new shared one, written straight into the shared file: the readers borrow it whole."""
         keep, added = wv.merge_parts() if (len(wv.delta) or wv.dead) else (None, None)
         # documents re-marked in get() are stale in this base too: the readers refresh them
-        shared = self.sharing.publish(ws_id, fp, wv.base, wv.doc_chunks, sorted(wv.dirty), keep, added)
+        sharing = self.sharing
+        assert sharing is not None  # get() shares only while a pool runs
+        shared = sharing.publish(ws_id, fp, wv.base, wv.doc_chunks, sorted(wv.dirty), keep, added)
         if shared is not None:
             wv.merged_into(shared)  # the private arrays go: one copy, in shared memory
             wv.shared = shared

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import apsw
 
+from ..sql import scalar
 from .ftstext import fts_text
 
 # must name the tokenizer chunks_fts was created with (migrations.py; a test compares them)
@@ -116,7 +117,7 @@ def term_docs(db: apsw.Connection, exprs: list[str], state: IndexState | None = 
                 row = db.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (p.tokens[0],)).fetchone()
                 got[e] = row[0] if row else 0
             else:
-                got[e] = db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (e,)).fetchone()[0]
+                got[e] = scalar(db, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (e,))
         _remember(state, {e: got[e] for e in missing})
     return {e: got[e] for e in exprs}
 

@@ -23,6 +23,7 @@ import apsw
 
 from ..filters import Filter
 from ..hits import candidates
+from ..sql import all_rows, scalar
 from . import ftsterms
 
 BM25_WEIGHTS = (3.0, 2.0, 2.0, 1.0)
@@ -61,7 +62,7 @@ def ranked(
     db: apsw.Connection, match: str, limit: int, columns: tuple[float, ...] | None = None
 ) -> list[tuple[int, float]]:
     """FTS5's own ranking of a MATCH: (rowid, bm25) best first, ties by rowid, at most `limit`."""
-    return db.execute(ranked_sql(columns), (match, limit)).fetchall()
+    return all_rows(db, ranked_sql(columns), (match, limit))
 
 
 Rank = Callable[[str, int], list[tuple[int, float]]]
@@ -133,12 +134,12 @@ def _filtered(
         if len(rows) >= top or len(ranked_rows) < window:  # enough, or FTS5 had no more matches
             return rows
         window *= WINDOW_FACTOR
-    return db.execute(lexical_sql(filt, columns), (match, workspace_id, *filt.params, top)).fetchall()
+    return all_rows(db, lexical_sql(filt, columns), (match, workspace_id, *filt.params, top))
 
 
 def sole_workspace(db: apsw.Connection, workspace_id: int) -> bool:
     """True when every chunk in the store belongs to this workspace."""
-    return db.execute("SELECT COUNT(*) = 1 AND MIN(id) = ? FROM workspaces", (workspace_id,)).fetchone()[0] == 1
+    return scalar(db, "SELECT COUNT(*) = 1 AND MIN(id) = ? FROM workspaces", (workspace_id,)) == 1
 
 
 # Which chunks hold a term, in one pass over its doclist: the coverage weight reads it when the query's

@@ -37,6 +37,7 @@ from collections import Counter
 import apsw
 import numpy as np
 
+from ..sql import all_rows, scalar
 from . import ftsterms
 from .ftstext import fts_text
 
@@ -72,7 +73,7 @@ CREATE TABLE postings_dead(chunk INTEGER PRIMARY KEY);
 def create(db: apsw.Connection) -> None:
     """The tables (store/migrations.py); an empty store is complete at once, a filled one builds lazily."""
     db.execute(SCHEMA)
-    empty = db.execute("SELECT NOT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]
+    empty = scalar(db, "SELECT NOT EXISTS (SELECT 1 FROM chunks)")
     db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('postings_built', ?)", (COMPLETE if empty else "0",))
 
 
@@ -154,9 +155,9 @@ def open_tail(db: apsw.Connection) -> bool:
         return False
     # past every id with records: a chunk's (dead ones' too), so the ids a batch takes from SQLite
     # (one above the largest chunk id) below that keep to the delta and their dead records stay dead
-    top = db.execute(
-        "SELECT MAX(COALESCE((SELECT MAX(id) FROM chunks), 0), COALESCE((SELECT MAX(chunk) FROM postings_dead), 0))"
-    ).fetchone()[0]
+    top = scalar(
+        db, "SELECT MAX(COALESCE((SELECT MAX(id) FROM chunks), 0), COALESCE((SELECT MAX(chunk) FROM postings_dead), 0))"
+    )
     db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (str(top + 1),))
     return True
 
@@ -269,7 +270,7 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
     if state is None or state == COMPLETE:
         return True
     lo = int(state)
-    top = db.execute("SELECT COALESCE(MAX(id), 0) FROM chunks").fetchone()[0]
+    top = scalar(db, "SELECT COALESCE(MAX(id), 0) FROM chunks")
     if lo > top:
         db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (COMPLETE,))
         return True
@@ -279,7 +280,7 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
         r[0] for r in db.execute("SELECT DISTINCT chunk FROM postings_delta WHERE chunk >= ? AND chunk < ?", (lo, hi))
     }
     sizes = dict(db.execute("SELECT id, sz FROM chunks_fts_docsize WHERE id >= ? AND id < ?", (lo, hi)))
-    docs: dict[int, tuple[list[int], list[int]]] = {}
+    docs: dict[int, tuple[list[int], list[int], str, str]] = {}  # title, meta: codes and FTS text
     vocab: dict[str, int] = {}
     code = vocab.setdefault
     terms: list[int] = []  # per token of the slice: its term's number, its chunk's, its column
@@ -383,9 +384,7 @@ def compact(db: apsw.Connection) -> None:
     if not len(dead):
         return
     for seg in sorted({int(x) >> SEG_BITS for x in dead}):
-        for _rid, term, wide, data in db.execute(
-            "SELECT id, term, wide, data FROM postings WHERE seg=?", (seg,)
-        ).fetchall():
+        for _rid, term, wide, data in all_rows(db, "SELECT id, term, wide, data FROM postings WHERE seg=?", (seg,)):
             rec = decode(wide, data)
             keep = ~np.isin(rec["id"], dead)
             if not keep.all():
@@ -400,11 +399,12 @@ def merge(db: apsw.Connection) -> int:
     # delta holds, so their rows stay in the delta (merged into the segments they would duplicate)
     state = built(db)
     below = int(state) if state is not None and state != COMPLETE else 1 << 62
-    rows = db.execute(
+    rows = all_rows(
+        db,
         "SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta "
         "WHERE chunk NOT IN (SELECT chunk FROM postings_dead) AND chunk < ?",
         (below,),
-    ).fetchall()
+    )
     if not rows:
         return 0
     rows.sort(key=lambda r: (r[1] >> SEG_BITS, r[0], r[1]))  # by segment, term, id
@@ -433,10 +433,10 @@ def maintain(
     if not has_tables(db):
         return
     with db:
-        dead = db.execute("SELECT COUNT(*) FROM postings_dead").fetchone()[0]
+        dead = scalar(db, "SELECT COUNT(*) FROM postings_dead")
         if dead and (force or dead > COMPACT_DEAD):
             compact(db)
-        delta = db.execute("SELECT COUNT(*) FROM postings_delta").fetchone()[0]
+        delta = scalar(db, "SELECT COUNT(*) FROM postings_delta")
         if delta and (force or delta > MERGE_ROWS):
             merge(db)
     end = time.monotonic() + budget

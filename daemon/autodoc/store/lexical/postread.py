@@ -14,6 +14,7 @@ from collections import OrderedDict
 import apsw
 import numpy as np
 
+from ..sql import all_rows, scalar
 from .postings import NARROW, SEG_BITS, WIDE, _dead, _widen, decode
 
 _lock = threading.Lock()
@@ -66,10 +67,11 @@ def read_at(db: apsw.Connection, term: str, ids: np.ndarray, key: tuple) -> np.n
     """A token's live records in the segments holding these ids only (a common word checked for a
     few rows reads a few of its segments, not its whole list)."""
     segs = json.dumps(sorted({int(i) >> SEG_BITS for i in ids}))
-    rows = db.execute(
+    rows = all_rows(
+        db,
         "SELECT wide, data FROM postings WHERE term=? AND seg IN (SELECT value FROM json_each(?)) ORDER BY seg",
         (term, segs),
-    ).fetchall()
+    )
     delta = db.execute(
         f"SELECT chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE term=? AND chunk >> {SEG_BITS} IN "
         "(SELECT value FROM json_each(?))",
@@ -103,7 +105,7 @@ def live_count(db: apsw.Connection, term: str, key: tuple) -> int:
             "SELECT wide, data FROM postings WHERE term=? AND seg IN (SELECT value FROM json_each(?))", (term, segs)
         ):
             n -= int(np.isin(decode(wide, data)["id"], dead).sum())
-    return n + db.execute("SELECT COUNT(*) FROM postings_delta WHERE term=?", (term,)).fetchone()[0]
+    return n + scalar(db, "SELECT COUNT(*) FROM postings_delta WHERE term=?", (term,))
 
 
 def _live(segs: list[tuple[int, bytes]], dead: np.ndarray, delta: list[tuple] | None) -> np.ndarray:
