@@ -46,6 +46,8 @@ log = logging.getLogger("autodoc.search")
 
 
 def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
+    """One search, stage by stage; a query of facets only lists files instead. The shown hits'
+    rows are read once, between fusion and the ranker, for the ranker's passages and the answer."""
     plan = plan_search(ctx, query, opts)
     if plan.parsed.wordless:
         return browse_facets(ctx, plan)
