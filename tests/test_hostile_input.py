@@ -160,6 +160,34 @@ def test_entry_for_odd_files(tmp_path):
     assert (bad.relpath, bad.skip) == ("bad-\\xff\\xfe.md", BAD_NAME)
 
 
+def test_the_live_index_judges_each_path_as_the_full_scan_does(tmp_path):
+    """index_paths (the watcher's) asks entry_for what a scan would say of a path, so an odd file is
+    skipped for the reason a full index gives; a dangling or looping symlink is a deletion there."""
+    from autodoc.config import Settings
+    from autodoc.config.defaults import MAX_FILE_BYTES
+    from autodoc.service import Service
+
+    root = tmp_path / "ws"
+    write_tree(root, max_bytes=MAX_FILE_BYTES)
+    (root / "folder.md").mkdir()
+    names = [p.name for p in root.iterdir() if p.suffix == ".md"]  # as the watcher hands them (raw names)
+    answers = {}
+    try:
+        for run in ("full", "live"):
+            svc = Service(Settings.from_env(store=tmp_path / f"{run}.db"))
+            try:
+                svc.workspace_add("ws", str(root), {"embedding": {"provider": "none"}})
+                report = svc.index("ws") if run == "full" else svc.index_paths("ws", names)
+            finally:
+                svc.close()
+            answers[run] = {s["path"]: s["reason"] for s in report["skipped"]}
+    finally:
+        restore_permissions(root)
+    full, live = answers["full"], answers["live"]
+    assert {p: r for p, r in full.items() if r != DANGLING and not p.endswith("/")} == live
+    assert live["bad-\\xff\\xfe.md"] == BAD_NAME and live["to-outside.md"] == OUTSIDE
+
+
 # Frontmatter built from YAML's own punctuation, control characters and scalars that
 # look like dates and numbers: any str parses, problems name a real line, values serialise.
 _yaml_bits = st.sampled_from(
