@@ -37,6 +37,7 @@ import numpy as np
 from autodoc.api import METHODS
 from autodoc.config import Settings
 from autodoc.readers.pool import ReaderPool
+from autodoc.rpc.schemas import bind_params
 from autodoc.service import Service
 
 from .common import (
@@ -1173,7 +1174,7 @@ KB = REPO / "tests" / "corpora" / "kb"
 
 async def measure_handoff(service: Service, calls: int, blocks: int) -> None:
     pool = ReaderPool(service, size=1)
-    params = {"workspace": "kb"}
+    params = bind_params("workspace.tags", {"workspace": "kb"})  # as the daemon hands them on: defaults filled
     call = METHODS["workspace.tags"].call
     async with anyio.create_task_group() as tg:
         tg.start_soon(pool.run)
