@@ -848,7 +848,7 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
     import autodoc.rpc.dispatch as D
     import autodoc.rpc.framing as FR
     import autodoc.rpc.methods as M
-    from autodoc.cli import main_timeline
+    from autodoc.cli import main as cli_main
 
     ev: list[tuple[str, float]] = []
 
@@ -930,7 +930,7 @@ def serve_stamped(out: Path, argv: list[str]) -> int:
     anyio.to_thread.run_sync = stamped_run_sync  # the module every worker-thread hop goes through
     atexit.register(lambda: out.write_text(json.dumps(ev)))
     sys.argv = ["autodoc", *argv]
-    return main_timeline()
+    return cli_main()
 
 
 def main_timeline(argv: list[str] | None = None) -> int:

@@ -2196,6 +2196,7 @@ def measure_ties(store: Path, queries: dict[str, list[str]]) -> dict[str, Any]:
 
     real = {n: getattr(ties, n) for n in ("order_legs", "order_fused", "ordered_scores")}
     engine.ties = type(sys)("timed_ties")  # the engine's module reference, with every step timed
+    engine.ties.__dict__.update({n: v for n, v in vars(ties).items() if not n.startswith("__")})  # the rest as is
     for n, fn in real.items():
         setattr(engine.ties, n, timed(fn))
     engine.ties.TieKeys = CountedKeys
