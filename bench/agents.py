@@ -271,7 +271,7 @@ def file_tokens(svc, ws: str, path: str) -> int:
 
 def token_rows(stores: Stores, store: str, queries: list[tuple[str, set[str]]]) -> dict[str, Any]:
     """Per strategy: tokens read per query and whether a relevant document was reached."""
-    from autodoc.search.compact import answer_tokens
+    from autodoc.budget import answer_tokens
 
     svc, ws = stores.get(store)
     rows: dict[str, list[tuple[int, bool]]] = {k: [] for k, _ in STRATEGIES}

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from autodoc.budget import answer_tokens
 from autodoc.config import Settings
 from autodoc.errors import InvalidParams
 from autodoc.rpc import schemas
-from autodoc.search.compact import answer_tokens
 from autodoc.service import Service
 
 CORPORA = Path(__file__).parent / "corpora"
@@ -171,7 +171,7 @@ def test_a_passage_inside_a_long_line_keeps_its_own_text_and_says_where_it_is_cu
     starting "note](https://…"); a long one is not, or the passage would be the line's start and
     miss what matched: it begins or ends inside its line and says so with "…". A budget cut keeps
     whole lines when a line end keeps half of what fits, else cuts at a word, with "…"."""
-    from autodoc.search.compact import ELLIPSIS
+    from autodoc.budget import ELLIPSIS
 
     root = tmp_path / "kb"
     root.mkdir()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..search.compact import answer_tokens, cut
+from ..budget import answer_tokens, cut
 
 
 def ref(workspace: str, path: str, a: int | None = None, b: int | None = None) -> str:

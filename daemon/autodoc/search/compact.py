@@ -20,7 +20,6 @@ shaping is pure, apart from one stat per cited file for `changed`.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterator, Mapping
@@ -29,6 +28,7 @@ from typing import Any
 
 import apsw
 
+from ..budget import ELLIPSIS, fit_budget, ref
 from ..config import PER_DOCUMENT
 from ..store import hits as stored_hits
 from ..store import passages
@@ -42,9 +42,7 @@ from .lexical.tokens import tokenize
 DEFAULT_BUDGET = 1200
 DEFAULT_LIMIT = 10
 SEP = " › "  # the breadcrumb's separator (ingest/chunk.py)
-ELLIPSIS = "…"  # where a passage begins or ends inside a line
 WIDEN = 240  # bytes of a line a passage takes in beyond its chunk, each side, to start and end on whole lines
-MIN_PASSAGE_TOKENS = 40  # what a cut passage keeps at least: its heading and first lines, enough to judge it
 
 
 @dataclass(frozen=True)
@@ -73,14 +71,6 @@ def engine_opts(opts: Mapping[str, Any] | None, req: Request) -> dict[str, Any]:
     if req.per_document:
         out["limit"] = req.limit * PER_DOCUMENT
     return out
-
-
-def answer_tokens(obj: Any) -> int:
-    """The tokens an answer costs its reader (an LLM), not an embedding model's (ingest/tokens.py
-    wordpiece_tokens) nor an embedding server's (embed/http.py remote_model_tokens).
-    Characters / 4 of the JSON as the server writes it: close to what an LLM tokenizer counts
-    for English prose and code, and the same for every client, whatever model reads it."""
-    return math.ceil(len(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))) / 4)
 
 
 def finish(db: apsw.Connection, ws: Workspace, full: dict[str, Any], req: Request) -> dict[str, Any]:
@@ -184,10 +174,6 @@ def section_of(breadcrumb: str, title: str) -> str:
     return SEP.join(parts)
 
 
-def ref(workspace: str, path: str, line_start: int, line_end: int) -> str:
-    return f"{workspace}:{path}#L{line_start}-{line_end}"
-
-
 def file_changed(root: str, path: str, doc: passages.Indexed | None) -> bool:
     """The file on disk is not the one indexed (by size and mtime, as the index job tells)."""
     if doc is None:
@@ -236,64 +222,3 @@ def whole_lines(data: bytes, start: int, end: int) -> str:
             end = le
     text = data[start:end].decode("utf-8", "replace")
     return head + (text.lstrip() if head else text).rstrip() + tail
-
-
-def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
-    """The entry with its passage cut to fit `room` tokens: at a line end when one keeps at
-    least half of what fits, else inside the line at a word, and then it ends with ELLIPSIS
-    (its last line is partial). line_end and ref follow the cut. None when not even
-    MIN_PASSAGE_TOKENS of text would fit."""
-    chars = (room - answer_tokens({**entry, "text": ""})) * 4
-    if chars < MIN_PASSAGE_TOKENS * 4:
-        return None
-    text, limit = entry["text"].removesuffix(ELLIPSIS), chars
-    while True:  # JSON escapes (quotes, newlines, backslashes) can make the text longer than its characters
-        part = text[:limit]
-        if len(part) >= len(text):
-            part = entry["text"]  # with the ellipsis it had, if it had one
-        else:
-            end = part.rfind("\n")
-            if end >= len(part) // 2:
-                part = part[:end]
-            else:
-                sp = part.rfind(" ")
-                part = (part[:sp] if sp > len(part) // 2 else part).rstrip() + ELLIPSIS
-        part = part.rstrip()
-        if not part or answer_tokens({**entry, "text": part}) <= room:
-            break
-        limit = len(part) * 9 // 10
-    if not part or part == ELLIPSIS:
-        return None
-    line_end = entry["line_start"] + part.count("\n")
-    return {
-        **entry,
-        "text": part,
-        "line_end": line_end,
-        "ref": ref(entry["workspace"], entry["path"], entry["line_start"], line_end),
-    }
-
-
-def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: int) -> dict[str, Any]:
-    """Passages in order within `budget` tokens. Every document listed keeps at least a cited
-    first part: as many entries are kept as fit at that minimum (the rest dropped), and a passage
-    that would eat into what the later ones need is cut at a line end. The answer says when."""
-    answer["tokens"] = 9999  # the field's own digits count
-    used = answer_tokens(answer)
-    mins = [min(answer_tokens({**e, "text": ""}) + MIN_PASSAGE_TOKENS, answer_tokens(e)) + 1 for e in entries]
-    keep = 0
-    while keep < len(entries) and used + sum(mins[: keep + 1]) <= budget:
-        keep += 1
-    answer["truncated"] = keep < len(entries)
-    for i, e in enumerate(entries[:keep]):
-        room = budget - used - sum(mins[i + 1 : keep]) - 1  # what the later entries need stays free
-        if answer_tokens(e) > room:
-            part = cut(e, room)
-            answer["truncated"] = True
-            if part is None:
-                continue
-            e = part
-        answer["hits"].append(e)
-        used += answer_tokens(e) + 1
-    for _ in range(3):  # the count counts its own digits: settle it
-        answer["tokens"] = answer_tokens(answer)
-    return answer

@@ -1,0 +1,91 @@
+"""An answer's token budget (pure): what an answer costs its reader, the
+citable ref of a passage, and how passages are cut to fit a budget.
+
+Apart from search/ so that an adapter that shapes answers of its own (the MCP
+server) reads the same rules without loading the store (search/compact.py
+uses them for search.query's compact answers).
+
+Runs on: the caller's thread; no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+ELLIPSIS = "…"  # where a passage begins or ends inside a line
+MIN_PASSAGE_TOKENS = 40  # what a cut passage keeps at least: its heading and first lines, enough to judge it
+
+
+def answer_tokens(obj: Any) -> int:
+    """The tokens an answer costs its reader (an LLM), not an embedding model's (ingest/tokens.py
+    wordpiece_tokens) nor an embedding server's (embed/http.py remote_model_tokens).
+    Characters / 4 of the JSON as the server writes it: close to what an LLM tokenizer counts
+    for English prose and code, and the same for every client, whatever model reads it."""
+    return math.ceil(len(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))) / 4)
+
+
+def ref(workspace: str, path: str, line_start: int, line_end: int) -> str:
+    return f"{workspace}:{path}#L{line_start}-{line_end}"
+
+
+def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
+    """The entry with its passage cut to fit `room` tokens: at a line end when one keeps at
+    least half of what fits, else inside the line at a word, and then it ends with ELLIPSIS
+    (its last line is partial). line_end and ref follow the cut. None when not even
+    MIN_PASSAGE_TOKENS of text would fit."""
+    chars = (room - answer_tokens({**entry, "text": ""})) * 4
+    if chars < MIN_PASSAGE_TOKENS * 4:
+        return None
+    text, limit = entry["text"].removesuffix(ELLIPSIS), chars
+    while True:  # JSON escapes (quotes, newlines, backslashes) can make the text longer than its characters
+        part = text[:limit]
+        if len(part) >= len(text):
+            part = entry["text"]  # with the ellipsis it had, if it had one
+        else:
+            end = part.rfind("\n")
+            if end >= len(part) // 2:
+                part = part[:end]
+            else:
+                sp = part.rfind(" ")
+                part = (part[:sp] if sp > len(part) // 2 else part).rstrip() + ELLIPSIS
+        part = part.rstrip()
+        if not part or answer_tokens({**entry, "text": part}) <= room:
+            break
+        limit = len(part) * 9 // 10
+    if not part or part == ELLIPSIS:
+        return None
+    line_end = entry["line_start"] + part.count("\n")
+    return {
+        **entry,
+        "text": part,
+        "line_end": line_end,
+        "ref": ref(entry["workspace"], entry["path"], entry["line_start"], line_end),
+    }
+
+
+def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: int) -> dict[str, Any]:
+    """Passages in order within `budget` tokens. Every document listed keeps at least a cited
+    first part: as many entries are kept as fit at that minimum (the rest dropped), and a passage
+    that would eat into what the later ones need is cut at a line end. The answer says when."""
+    answer["tokens"] = 9999  # the field's own digits count
+    used = answer_tokens(answer)
+    mins = [min(answer_tokens({**e, "text": ""}) + MIN_PASSAGE_TOKENS, answer_tokens(e)) + 1 for e in entries]
+    keep = 0
+    while keep < len(entries) and used + sum(mins[: keep + 1]) <= budget:
+        keep += 1
+    answer["truncated"] = keep < len(entries)
+    for i, e in enumerate(entries[:keep]):
+        room = budget - used - sum(mins[i + 1 : keep]) - 1  # what the later entries need stays free
+        if answer_tokens(e) > room:
+            part = cut(e, room)
+            answer["truncated"] = True
+            if part is None:
+                continue
+            e = part
+        answer["hits"].append(e)
+        used += answer_tokens(e) + 1
+    for _ in range(3):  # the count counts its own digits: settle it
+        answer["tokens"] = answer_tokens(answer)
+    return answer
