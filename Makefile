@@ -26,9 +26,14 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check daemon clients/python tests bench
 	$(BIN)/ruff format --check daemon clients/python tests bench
+	$(BIN)/mypy
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest
+
+# The inner loop: the gates, then everything not marked slow (no e2e processes).
+test-fast: $(STAMP) lint
+	$(BIN)/python -m pytest -m "not slow"
 
 # The built wheel in a fresh venv outside the tree, once per supported Python
 # (pyenv's interpreters when present, else whatever pythonX.Y is on PATH).
@@ -38,7 +43,7 @@ test-install: $(STAMP)
 	  py=$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V | tail -1); \
 	  py=$${py:-$$(command -v python$$v)}; \
 	  echo "== test-install with $$py"; \
-	  AUTODOC_TEST_PYTHON=$$py $(BIN)/python -m pytest -s tests/test_install.py; \
+	  AUTODOC_TEST_PYTHON=$$py $(BIN)/python -m pytest -s tests/e2e/test_install.py; \
 	done
 
 bench: $(STAMP)

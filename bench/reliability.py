@@ -9,7 +9,7 @@ comparisons they check with.
 
 Each section below was a script of its own; its docstring is kept as
 DOC_<CASE>. The store-state helpers (dump, differences, problems; formerly
-bench/store_state.py) are shared with tests/test_prepare.py and tests/test_rechunk.py.
+bench/store_state.py) are shared with tests/e2e/test_prepare.py and tests/integration/test_rechunk.py.
 
 Runs on: the benchmark's main thread, its client threads, and the processes it starts and kills."""
 
@@ -63,7 +63,7 @@ JSON-RPC 2.0 response (or a server notification), no answer is -32603, and
 the sentinel is answered with a result — unless the case lied about a
 Content-Length in a way that legitimately swallows what follows.
 
-The same generators drive tests/test_protocol_fuzz.py at a CI budget.
+The same generators drive tests/e2e/test_protocol_fuzz.py at a CI budget.
 """
 
 CORPUS = REPO / "tests" / "corpora" / "kb"
@@ -987,7 +987,7 @@ def write_report(
         "repeated ids, ids of every JSON type, raw `NaN`/`1e999999`/deep nesting), and every",
         "method's params generated from its schema with hostile values (NUL, lone surrogates,",
         "huge integers, 5,000-character strings). Each case is one connection, followed by a",
-        "`server.info` that must still be answered. tests/test_protocol_fuzz.py runs the same",
+        "`server.info` that must still be answered. tests/e2e/test_protocol_fuzz.py runs the same",
         "generators at a CI budget.",
         "",
         "| figure | value |",
@@ -1070,7 +1070,7 @@ renamed after the first index, so its chunk ids sort the other way round
 
     python -m bench.reliability crash --kills 100 --files 120 --seed 16
 
-tests/test_crash.py runs a few rounds of the same code.
+tests/e2e/test_crash.py runs a few rounds of the same code.
 """
 
 OPS = ("index", "reindex", "embed", "switch", "configure", "schema")
@@ -1435,7 +1435,7 @@ def report_crash(t: CrashTally, args: argparse.Namespace) -> str:
         "skips) and by the lexical answers to 5 queries (paths, spans, scores, order, the order of equal "
         "scores included) with a clean index of the same folder under the same config. The folder holds two "
         "identical files, one renamed after the store's first index, so ties in the store and in a clean "
-        "index are between chunks whose ids sort the other way round. tests/test_crash.py runs a short version.",
+        "index are between chunks whose ids sort the other way round. tests/e2e/test_crash.py runs a short version.",
         "",
         "| figure | value |",
         "| --- | --- |",
@@ -1500,7 +1500,7 @@ each client's changes.since polling must have seen strictly increasing cursors.
 
     python -m bench.reliability load --clients 32 --requests 1000
 
-tests/test_load.py runs a short version.
+tests/e2e/test_load.py runs a short version.
 """
 
 LOAD_WORDS = (
@@ -1817,7 +1817,7 @@ def report_load(r: Result, args: argparse.Namespace) -> str:
         f"model; {args.clients} clients, each its own connection and thread, send {args.requests} requests one at "
         "a time (search.query 50 %, document.read 20 %, workspace.status 15 %, changes.since 15 %) while a "
         "writer adds, edits, renames and deletes files under the live index (one operation every ~0.1 s) and a "
-        "subscriber collects the pushed changes. Every answer is checked against its schema. tests/test_load.py "
+        "subscriber collects the pushed changes. Every answer is checked against its schema. tests/e2e/test_load.py "
         "runs a short version.",
         "",
         "| figure | value |",

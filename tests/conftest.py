@@ -1,4 +1,11 @@
-"""Shared fixtures. Keep this small: helpers for one area live beside its tests."""
+"""Shared fixtures and the suite's layout. Keep this small: helpers for one area
+live in tests/helpers/ or beside its tests.
+
+tests/unit: pure code, no store, model or process. tests/integration: a real
+store (and the real model) in this process. tests/e2e: real daemons, CLIs,
+editors and clients as processes over real sockets and pipes. Everything in
+e2e, and the few integration files that take tens of seconds, is marked
+`slow`: `make test-fast` leaves them out, `make test` runs everything."""
 
 from __future__ import annotations
 
@@ -9,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-CORPORA = Path(__file__).parent / "corpora"
+TESTS = Path(__file__).parent
+CORPORA = TESTS / "corpora"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.relative_to(TESTS).parts[0] == "e2e":
+            item.add_marker(pytest.mark.slow)
+
 
 # The instant tier distils a 30,522-token table on first use (minutes here): off for every
 # test and the daemons they start, unless a test names its own table folder (test_instant_tier.py).

@@ -20,7 +20,7 @@ import re
 #   - each CJK ideograph, kana, hangul syllable, punctuation mark or symbol: 1;
 #   - other-script letters (accents, Cyrillic…): 1 per 2.
 # Calibration against the real tokenizer (the bundled all-MiniLM-L6-v2 tokenizer.json,
-# special tokens excluded; tests/test_chunk_tokens.py keeps it honest): on the
+# special tokens excluded; tests/unit/test_chunk_tokens.py keeps it honest): on the
 # 49 sections of tests/corpora/kb with >= 20 tokens the mean absolute error is
 # 4.1 %, the total 0.99x the real count, the worst section -15 % (short, dense
 # with identifiers); on 41 chunks of the spec chapters (../shared/seeds, not

@@ -16,7 +16,7 @@ Checking is two-tier: a validator compiled to Python by fastjsonschema
 answers "valid" in tens of microseconds (jsonschema's interpreter took
 ≈ 0.25 ms for a search with options, half the socket path's budget); only
 params it refuses go through jsonschema, which names the field and words the
-message, and whose verdict wins. tests/test_schema_fast.py holds the two to
+message, and whose verdict wins. tests/integration/test_schema_fast.py holds the two to
 the same verdict over every method's fuzzed params.
 
 Before the schema, every string in the params (keys included) is checked once

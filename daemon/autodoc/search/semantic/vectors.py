@@ -66,7 +66,7 @@ GATHER_ROWS = 1 << 14  # float rows copied at once when rescoring a subset (24 M
 # float16 rows gathered, converted and scored at once: a block's float16 and float32 copies
 # (0.75 + 1.5 MiB at 384-d) stay in this core's cache from the gather to the dot product; the
 # whole 4,000-row shortlist in one block spilled them (the rescoring 0.3-0.7 ms slower at 100k,
-# same cosines: /tmp-free check in tests/test_vectors.py), and ONNX Runtime's arena keeps less
+# same cosines: /tmp-free check in tests/unit/test_vectors.py), and ONNX Runtime's arena keeps less
 HALF_ROWS = 1 << 10
 PREFILTER = "hamming+asym"  # the one prefilter: its name in reports (bench/speed.py)
 # The coarse cut's distance is guessed from every SAMPLE_STEP-th row above SAMPLE_ABOVE rows (_cut).
