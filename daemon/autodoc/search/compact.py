@@ -26,12 +26,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
-
 from ..budget import ELLIPSIS, fit_budget, ref
 from ..config import PER_DOCUMENT
 from ..store import hits as stored_hits
 from ..store import passages
+from ..store.interface import Snapshot
 from ..store.lexical import ftsterms
 from ..store.lexical.ftstext import fts_text
 from ..store.workspaces import Workspace
@@ -73,7 +72,7 @@ def engine_opts(opts: Mapping[str, Any] | None, req: Request) -> dict[str, Any]:
     return out
 
 
-def finish(db: apsw.Connection, ws: Workspace, full: dict[str, Any], req: Request) -> dict[str, Any]:
+def finish(db: Snapshot, ws: Workspace, full: dict[str, Any], req: Request) -> dict[str, Any]:
     """The answer the caller asked for, from the engine's: reads what it needs on the search's snapshot."""
     hits = full["hits"]
     if req.per_document:
@@ -91,7 +90,7 @@ def finish(db: apsw.Connection, ws: Workspace, full: dict[str, Any], req: Reques
     return fit_budget(envelope(full, found), entries, req.budget)
 
 
-def hit_signals(db: apsw.Connection, full: dict[str, Any], hits: list[dict[str, Any]]) -> Iterator[A.Signals | None]:
+def hit_signals(db: Snapshot, full: dict[str, Any], hits: list[dict[str, Any]]) -> Iterator[A.Signals | None]:
     """What the confidence model reads for each hit (None in a facet-only listing), hit by hit:
     the reads are one batch, the word coverage (the costly part) is computed as they are taken."""
     if full["mode_used"] == "facet" or not hits:
@@ -113,7 +112,7 @@ def hit_signals(db: apsw.Connection, full: dict[str, Any], hits: list[dict[str, 
         yield A.Signals(coverage=cov, cosine=None, both=False) if instant else A.signals(h, cov, semantic_ran)
 
 
-def word_weights(db: apsw.Connection, words: list[tuple[str, list[str]]], stems: list[str]) -> dict[str, float]:
+def word_weights(db: Snapshot, words: list[tuple[str, list[str]]], stems: list[str]) -> dict[str, float]:
     """passages.word_weights(db, stems), the chunk counts of most stems read through FTS5's term
     counts (store/lexical/ftsterms.py), which are cached per index state and which the lexical leg has
     mostly just read for the same words: one fts5vocab lookup costs ~0.2 ms, 1.6 ms for a claim.

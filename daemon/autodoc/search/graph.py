@@ -18,17 +18,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-import apsw
-
 from ..store.filters import Filter
 from ..store.hits import document_paths, first_chunks, link_edges
+from ..store.interface import Snapshot
 from .fusion import LegHit
 
 GRAPH_TOP = 50
 
 
 def run_graph(
-    db: apsw.Connection,
+    db: Snapshot,
     workspace_id: int,
     seeds: list[int],
     best_chunk: dict[int, int],

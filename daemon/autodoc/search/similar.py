@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
 import numpy as np
 
 from ..errors import Unsupported
 from ..store import hits as stored_hits
 from ..store import vectors as stored
 from ..store.filters import build_filter
+from ..store.interface import Snapshot
 from ..store.workspaces import Workspace
 from .semantic.leg import NO_MODEL_REASON
 from .semantic.vector_cache import VectorCache
@@ -72,7 +72,7 @@ def centroid(rows: list[tuple[int, int, bytes]]) -> np.ndarray:
 
 
 def similar(
-    db: apsw.Connection,
+    db: Snapshot,
     ws: Workspace,
     embedding: dict[str, Any],
     cache: VectorCache,

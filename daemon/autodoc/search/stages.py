@@ -12,10 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import apsw
-
 from ..store import hits as stored_hits
 from ..store.filters import Filter
+from ..store.interface import Snapshot
 from ..store.workspaces import Workspace
 from . import fusion as F
 from . import ties
@@ -31,7 +30,7 @@ PrepareSemantic = Callable[[Filter], Prepared | SemanticOutcome]
 
 @dataclass
 class Context:
-    db: apsw.Connection  # the search's one read snapshot
+    db: Snapshot  # the search's one read snapshot
     ws: Workspace
     known_fields: set[str]
     semantic: PrepareSemantic | None = None

@@ -30,9 +30,9 @@ import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 
-import apsw
 import numpy as np
 
+from ...store.interface import Snapshot
 from ...store.lexical import ftsterms, postings, postread
 from ...store.lexical.matches import BM25_WEIGHTS
 from . import maxscore
@@ -44,7 +44,7 @@ ENABLED = True
 Rows = list[tuple[int, float]]
 
 
-def tokens_of(db: apsw.Connection, exprs: list[str]) -> list[str] | None:
+def tokens_of(db: Snapshot, exprs: list[str]) -> list[str] | None:
     """Each expression's one token as FTS5 reads it; None when any is a phrase, a prefix or empty."""
     out = []
     for e in exprs:
@@ -232,9 +232,7 @@ def _dense(terms: Terms, contribs: dict[int, np.ndarray], span: int, cand: np.nd
     return cand, acc[cand]
 
 
-def ranker(
-    db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | None
-) -> Callable[[str, int], Rows] | None:
+def ranker(db: Snapshot, exprs: list[str], columns: tuple[float, ...] | None) -> Callable[[str, int], Rows] | None:
     """A `rank` for store/matches.ranked_matches of `exprs[0] OR exprs[1] OR …`, or None when the
     postings cannot answer it (not built yet, or a term that is not one token): FTS5 then does."""
     weights = columns or BM25_WEIGHTS
@@ -273,7 +271,7 @@ def one_search():
         _local.read = _local.snap = None
 
 
-def snapshot(db: apsw.Connection) -> tuple[bool, ftsterms.IndexState, tuple]:
+def snapshot(db: Snapshot) -> tuple[bool, ftsterms.IndexState, tuple]:
     """(postings complete, FTS5's index state, the postings caches' key) of this snapshot: three
     reads (≈ 0.1 ms each) a search's AND check, OR ranking and coverage each asked for."""
     kept = getattr(_local, "snap", None)
@@ -286,7 +284,7 @@ def snapshot(db: apsw.Connection) -> tuple[bool, ftsterms.IndexState, tuple]:
     return out
 
 
-def _read(db: apsw.Connection, toks: list[str], key: tuple) -> dict[str, np.ndarray]:
+def _read(db: Snapshot, toks: list[str], key: tuple) -> dict[str, np.ndarray]:
     """postread.read_terms, once per word within one_search."""
     kept = getattr(_local, "read", None)
     if kept is None:
@@ -300,7 +298,7 @@ def _read(db: apsw.Connection, toks: list[str], key: tuple) -> dict[str, np.ndar
     return out
 
 
-def held(db: apsw.Connection, exprs: list[str], chunk_ids: list[int]) -> dict[str, tuple[str, dict[int, int]]] | None:
+def held(db: Snapshot, exprs: list[str], chunk_ids: list[int]) -> dict[str, tuple[str, dict[int, int]]] | None:
     """expression → (its token, {chunk id: the token's count in the body column} for those of these
     chunks that hold it in any column), from the postings: the records this search's ranking read,
     else those in the segments holding these chunks. None when the postings cannot say (FTS5's
@@ -333,14 +331,14 @@ AT_IDS = 512  # common ids from which a word is checked in the segments holding 
 EMPTY = "empty"
 
 
-def none_holds_all(db: apsw.Connection, exprs: list[str]) -> bool:
+def none_holds_all(db: Snapshot, exprs: list[str]) -> bool:
     """True when the postings show that no chunk holds every one of these terms (the AND query
     would find nothing). A sentence's AND is empty nearly always, and FTS5 walks every word's
     doclist to say so."""
     return all_ranker(db, exprs, None) is EMPTY
 
 
-def all_ranker(db: apsw.Connection, exprs: list[str], columns: tuple[float, ...] | None):
+def all_ranker(db: Snapshot, exprs: list[str], columns: tuple[float, ...] | None):
     """For `exprs[0] AND exprs[1] AND …`: EMPTY when the postings show no chunk holds every term; a
     `rank` like ranker's (FTS5's ranking of the AND, to the bit) when every term is one token; else
     None (FTS5 answers). The rarest token first, stopping as soon as the common ids run out; once

@@ -32,11 +32,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-import apsw
-
 from ...config import LEXICAL_TOP
 from ...store.filters import Filter
 from ...store.hits import chunk_texts
+from ...store.interface import Snapshot
 from ...store.lexical import ftsterms
 from ...store.lexical.matches import EQUAL_WEIGHTS, content_cut, matching_rowids, ranked, ranked_matches, sole_workspace
 from ..fusion import LegHit
@@ -62,7 +61,7 @@ class LexicalResult:
 
 
 def run_lexical(
-    db: apsw.Connection,
+    db: Snapshot,
     workspace_id: int,
     terms: list[Term],
     filt: Filter,
@@ -78,7 +77,7 @@ def run_lexical(
 
 
 def _run_lexical(
-    db: apsw.Connection, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int, weigh: bool
+    db: Snapshot, workspace_id: int, terms: list[Term], filt: Filter, *, want: int, top: int, weigh: bool
 ) -> LexicalResult:
     match = build_match(terms, "all")
     if match is None:
@@ -116,7 +115,7 @@ def _run_lexical(
     return LexicalResult(hits, used, strict)
 
 
-def any_rank(db: apsw.Connection, terms: list[Term], relaxed: str, columns: tuple[float, ...] | None):
+def any_rank(db: Snapshot, terms: list[Term], relaxed: str, columns: tuple[float, ...] | None):
     """FTS5's ranking of the relaxed OR: from the postings index in numpy when every term is one
     token (search/lexical/impact.py), else by MaxScore over FTS5 (search/lexical/maxscore.py): same rows, fewer scored."""
     exprs = [e for e, _ in coverage_terms(terms)]
@@ -139,7 +138,7 @@ HOLDERS_SCAN = 6_000  # at most this many matches over the query's words: read t
 
 
 def coverage(
-    db: apsw.Connection, terms: list[Term], chunk_ids: list[int], strict: frozenset[int] | set[int] = frozenset()
+    db: Snapshot, terms: list[Term], chunk_ids: list[int], strict: frozenset[int] | set[int] = frozenset()
 ) -> dict[int, float]:
     """chunk id -> its weight from the IDF-weighted share of the query's words it holds.
     `strict`: chunks the AND query matched, which hold every word (each coverage term is a token

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import apsw
 import numpy as np
 
 from ...config import RRF_K
@@ -29,6 +28,7 @@ from ...errors import AutodocError, EmbedFailed, Switching, Unsupported
 from ...store import hits as stored_hits
 from ...store import vectors as stored
 from ...store.filters import Filter
+from ...store.interface import Snapshot
 from ...store.workspaces import Workspace
 from ..fusion import CONVEX_WEIGHTS, LegHit
 from .vector_cache import VectorCache, WorkspaceVectors
@@ -136,7 +136,7 @@ class SemanticLeg:
         self,
         providers: Providers,
         cache: VectorCache,
-        pending: Callable[[apsw.Connection, int, str], int],
+        pending: Callable[[Snapshot, int, str], int],
         instant: InstantTiers | None = None,
     ):
         self.providers = providers
@@ -152,7 +152,7 @@ class SemanticLeg:
         return self._searching > 0
 
     def prepare(
-        self, db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], filt: Filter, since: int | None = None
+        self, db: Snapshot, ws: Workspace, embedding: dict[str, Any], filt: Filter, since: int | None = None
     ) -> Prepared | SemanticOutcome:
         """Decide which model serves and read what it needs, or say why the leg cannot run.
         since: the vector cache's marker() from before `db`'s snapshot (VectorCache.get)."""
@@ -206,7 +206,7 @@ class SemanticLeg:
         return Prepared(self, provider, vectors, allowed, state, tier)
 
     def search(
-        self, db: apsw.Connection, ws: Workspace, embedding: dict[str, Any], text: str, filt: Filter, top: int
+        self, db: Snapshot, ws: Workspace, embedding: dict[str, Any], text: str, filt: Filter, top: int
     ) -> SemanticOutcome:
         """prepare and run on this thread (a leg alone, or a study)."""
         planned = self.prepare(db, ws, embedding, filt)

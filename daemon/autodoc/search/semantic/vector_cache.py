@@ -43,11 +43,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import apsw
 import numpy as np
 
 from ...embed.memory import release_free_heap
 from ...store import vectors as stored
+from ...store.interface import Snapshot
 from ...store.workspaces import chunk_count
 from . import vectors as vector_math
 from .vectors import VectorIndex
@@ -185,7 +185,7 @@ class WorkspaceVectors:
         return hits
 
 
-def _load(db: apsw.Connection, ws_id: int, fp: str, dim: int) -> WorkspaceVectors:
+def _load(db: Snapshot, ws_id: int, fp: str, dim: int) -> WorkspaceVectors:
     # Rows stream into arrays sized once: holding every row's blobs first
     # doubled the load's peak memory (280 MB for 156 MB of arrays at 100k).
     bound = chunk_count(db, ws_id)
@@ -224,7 +224,7 @@ def _borrow(offer: _Offer, fp: str) -> WorkspaceVectors | None:
     return wv
 
 
-def _refresh(db: apsw.Connection, wv: WorkspaceVectors, ws_id: int, dim: int) -> None:
+def _refresh(db: Snapshot, wv: WorkspaceVectors, ws_id: int, dim: int) -> None:
     docs = sorted(wv.dirty)
     wv.dirty.clear()
     drop = [wv.doc_chunks.pop(d) for d in docs if d in wv.doc_chunks]
@@ -345,7 +345,7 @@ class VectorCache:
         if self.sharing is not None:
             self.sharing.drop(ws_id, fp)
 
-    def get(self, db: apsw.Connection, ws_id: int, fp: str, dim: int, since: int | None = None) -> WorkspaceVectors:
+    def get(self, db: Snapshot, ws_id: int, fp: str, dim: int, since: int | None = None) -> WorkspaceVectors:
         """The workspace's vectors for model fp, brought up to date on `db`. ``since``: the
         marker() taken before `db`'s snapshot was opened (None: no mark can postdate it)."""
         key = (ws_id, fp)
@@ -400,7 +400,7 @@ class VectorCache:
             wv.shared = shared
             release_free_heap()
 
-    def merged(self, db: apsw.Connection, ws_id: int, fp: str, dim: int) -> VectorIndex:
+    def merged(self, db: Snapshot, ws_id: int, fp: str, dim: int) -> VectorIndex:
         """The workspace's vectors as one VectorIndex (merging any delta first)."""
         with self._lock:
             wv = self.get(db, ws_id, fp, dim)
