@@ -48,11 +48,12 @@ def _store(settings: Settings) -> Iterator[Check]:
 
     path = settings.store
     if not path.exists():
+        # normal before the first workspace: nothing is broken, the first `workspace add` creates it
         yield Check(
             "store",
-            False,
-            f"no store at {path}",
-            "autodoc workspace add NAME FOLDER (creates it), or --store / AUTODOC_STORE to point at yours",
+            True,
+            f"no store yet at {path}: the first autodoc workspace add NAME FOLDER creates it "
+            "(or --store / AUTODOC_STORE points at yours)",
         )
         return
     try:
@@ -118,6 +119,8 @@ def _daemon(settings: Settings) -> Iterator[Check]:
             yield Check(
                 "socket", False, f"{left} exists but no daemon holds the store (left by a killed daemon)", f"rm {left}"
             )
+        else:
+            yield Check("socket", True, f"no daemon runs (none at {left}); start one: autodoc serve --socket &")
         return
     pid = holder.get("pid")
     if not isinstance(pid, int) or not _pid_alive(pid):
