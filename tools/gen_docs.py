@@ -3,7 +3,7 @@
 (protocol/PROTOCOL.md, from schemas/<method>.params.json and the defs it refers to).
 
 Each generated block sits between markers and is rewritten whole; the prose around it is the
-hand-written part. tests/test_docs.py fails when a block is stale.
+hand-written part. tests/unit/test_docs.py fails when a block is stale.
 
     python tools/gen_docs.py           # rewrite every generated block
     python tools/gen_docs.py --check   # exit 1, naming the stale files

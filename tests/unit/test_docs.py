@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "tools" / "gen_docs.py")
 assert _spec is not None and _spec.loader is not None
 gen_docs = importlib.util.module_from_spec(_spec)
