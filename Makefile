@@ -24,8 +24,9 @@ demo: $(STAMP)
 
 # The gates: lint and format (ruff), then types (mypy, configured in pyproject.toml).
 lint: $(STAMP)
-	$(BIN)/ruff check daemon clients/python tests bench
-	$(BIN)/ruff format --check daemon clients/python tests bench
+	$(BIN)/ruff check daemon clients/python tests bench tools
+	$(BIN)/ruff format --check daemon clients/python tests bench tools
+	$(BIN)/python tools/gen_docs.py --check
 	$(BIN)/mypy
 
 test: $(STAMP) lint

@@ -164,7 +164,7 @@ def children(pid: int) -> list[int]:
 
 
 def role(pid: int) -> str:
-    """A child's job: a reader process (rpc/reader.py) or the lexical helper (search/lexical/legproc.py)."""
+    """A child's job: a reader process (readers/reader.py) or the lexical helper (search/lexical/legproc.py)."""
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
@@ -326,7 +326,7 @@ def render(results: dict[str, Any], nq: int, preamble: str = "") -> str:
         "- Modes, alternating in one session (threads, pool, pool, threads, …) so the machine's load weighs on "
         "each alike: **threads** is `AUTODOC_READERS=0` (every search on the "
         "daemon's threads, as before the pool); **pool** is the daemon as it ships (`AUTODOC_READERS` unset or `auto`; "
-        "rpc/pool.py: searches in "
+        "readers/pool.py: searches in "
         "one reader process per core once clients overlap).",
         "- CPU per request: user + system CPU of the daemon, its reader processes and its lexical helper "
         "(search/lexical/legproc.py, which runs a lone hybrid search's lexical leg beside its semantic one), per request "
@@ -1025,7 +1025,7 @@ def print_path(title: str, rows: list[dict[str, float]]) -> None:
 # ==== merge-memory (formerly bench/merge_memory.py) ===============================================
 
 DOC_MERGE_MEMORY = """Peak memory of merging a shared vector base (issue 19, RSS at 1M chunks):
-the delta merged straight into the next shared file (search/shared_vectors.
+the delta merged straight into the next shared file (readers/shared_vectors.
 write_merged, what the daemon does now) against the merge built in private
 memory and then copied into the file (what it did before), on the same base.
 
@@ -1158,7 +1158,7 @@ def main_merge_memory(argv: list[str] | None = None) -> int:
 
 # ==== handoff (formerly bench/pool_handoff.py) ====================================================
 
-DOC_HANDOFF = """What handing a read to a reader process (rpc/pool.py) costs the daemon's event
+DOC_HANDOFF = """What handing a read to a reader process (readers/pool.py) costs the daemon's event
 loop, against handing it to a worker thread (issue 19), in alternating blocks
 of calls so the machine's load weighs on both alike.
 

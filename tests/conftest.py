@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # The instant tier distils a 30,522-token table on first use (minutes here): off for every
 # test and the daemons they start, unless a test names its own table folder (test_instant_tier.py).
 os.environ.setdefault("AUTODOC_INSTANT_DIR", "off")
-# Reader processes (rpc/pool.py), the lexical helper and the index job's parsing workers only where
+# Reader processes (readers/pool.py), the lexical helper and the index job's parsing workers only where
 # a test asks for them (test_reader_pool.py, test_legproc.py, test_prepare.py, test_corpora_cli.py):
 # two more processes per daemon or index job on this 2-core machine would slow most tests.
 os.environ.setdefault("AUTODOC_READERS", "0")
@@ -77,3 +77,23 @@ def kb_service(short_tmp, kb_copy):
         yield svc
     finally:
         svc.close()
+
+
+@pytest.fixture
+def daemon_factory(short_tmp):
+    """Builds real daemons (tests/helpers/daemon.py `Daemon`, in short_tmp unless told a base) and
+    kills, at the end of the test, any that the test left running. `start=False` returns one unstarted."""
+    from helpers.daemon import Daemon
+
+    made: list[Daemon] = []
+
+    def make(base: Path | None = None, *, start: bool = True, **kw) -> Daemon:
+        d = Daemon(base or short_tmp, **kw)
+        made.append(d)
+        return d.start() if start else d
+
+    try:
+        yield make
+    finally:
+        for d in made:
+            d.close()

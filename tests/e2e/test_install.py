@@ -213,8 +213,8 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
             ).stdout
         )
         assert hits["hits"] and hits["mode_used"] == "hybrid"
-        # searches that meet each other start the reader pool (rpc/pool.py, on by default): its
-        # processes run `python -m autodoc.rpc.reader` from the venv and answer as the daemon does
+        # searches that meet each other start the reader pool (readers/pool.py, on by default): its
+        # processes run `python -m autodoc.readers.reader` from the venv and answer as the daemon does
         readers: list[str] = []
         deadline = time.monotonic() + 60
         while not readers and time.monotonic() < deadline and d.poll() is None:

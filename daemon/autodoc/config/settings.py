@@ -98,7 +98,7 @@ def _env_float(name: str, default: float) -> float:
 
 
 def reader_processes() -> int:
-    """How many reader processes (rpc/pool.py; the lexical helper, search/lexical/legproc.py, runs when
+    """How many reader processes (readers/pool.py; the lexical helper, search/lexical/legproc.py, runs when
     this is not 0), and how many workers parse an index job's files (index/prepare.py):
     ``AUTODOC_READERS`` = N (0: none), or ``auto``, the default (one per core, none on one
     core). On the 2-core machine at load 1.6-2.6 the pool served 8 clients at 1.96x one

@@ -19,7 +19,7 @@ legs. In a second process the lexical leg runs beside the semantic one.
   moment earlier or later; no answer mixes two generations' rows.
 - It ends when its pipe closes: the Service closed, or this process died
   (the kernel closes the pipe either way).
-- ``AUTODOC_READERS=0`` turns it off with the reader processes (rpc/pool.py).
+- ``AUTODOC_READERS=0`` turns it off with the reader processes (readers/pool.py).
 
     python -m autodoc.search.lexical.legproc FD STORE
 
