@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers.daemon import NO_MODEL, Daemon, daemon_argv, wait_gone, wait_listening
 from helpers.nvim import PLUGIN, Nvim
-from helpers.nvim_daemon import NO_MODEL, Daemon, wait_gone, wait_listening
 from helpers.tiny_models import build_tiny_cross_encoder
 
 from autodoc import PROTOCOL_VERSION
@@ -34,6 +34,11 @@ def make_base(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # short: a socket path must fit in 104 bytes
 
 
+def plugin_daemon(base: Path, **kw) -> Daemon:
+    """The plugin's daemon: none of this shell's AUTODOC_* settings, a 2 s shutdown deadline."""
+    return Daemon(base, clean_env=True, env={"AUTODOC_SHUTDOWN_DEADLINE": "2"}, **kw)
+
+
 @pytest.fixture(scope="module")
 def kb():
     """One daemon for the module: workspace kb (lexical, the tiny ONNX
@@ -41,8 +46,7 @@ def kb():
     base = make_base("adnv-")
     shutil.copytree(CORPUS, base / "kb", symlinks=True)
     tiny = build_tiny_cross_encoder(base / "tiny-ce")
-    d = Daemon(base / "store" / "autodoc.db", base / "run" / "autodoc.sock", base / "daemon.log")
-    d.base = base
+    d = plugin_daemon(base)
     d.kb = base / "kb"
     d.start()
     try:
@@ -556,7 +560,7 @@ def test_a_restarted_daemon_is_reconnected_and_the_search_rerun(nv_factory):
     kb = base / "kb"
     shutil.copytree(CORPUS, kb, symlinks=True)
     store, sock = base / "store" / "a.db", base / "run" / "a.sock"
-    first = Daemon(store, sock, base / "d1.log").start()
+    first = plugin_daemon(base, store=store, sock=sock, log=base / "d1.log").start()
     second = None
     try:
         first.call("workspace.add", ["kb", str(kb), NO_MODEL])
@@ -572,7 +576,9 @@ def test_a_restarted_daemon_is_reconnected_and_the_search_rerun(nv_factory):
         )
         assert "no daemon answers" in state(nv)["error"]["message"]
         # a new daemon (not watching folders this time) on the same socket: the client finds it
-        second = Daemon(store, sock, base / "d2.log", watch=False).start()
+        second = plugin_daemon(
+            base, store=store, sock=sock, log=base / "d2.log", argv=daemon_argv(store, sock, "--no-watch")
+        ).start()
         answer = nv.wait_lua(
             f"local s = {CURRENT}.session; return s.answer and s.answer.query == 'lease recovery' and s.inflight == nil and s.answer",
             what="the search to run again on the new daemon",

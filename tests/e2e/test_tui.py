@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from helpers.nvim_daemon import NO_MODEL, Daemon, daemon_env, serve_argv, wait_gone, wait_listening
+from helpers.daemon import NO_MODEL, Daemon, daemon_argv, wait_gone
 
 from autodoc.config import Settings
 from autodoc.tui import render, state
@@ -31,23 +31,11 @@ CORPUS = Path(__file__).parents[1] / "corpora" / "kb"
 DEADLINE = 30.0
 
 
-class CheckedDaemon(Daemon):
-    """The test daemon with every answer checked against its result schema."""
-
-    def start(self) -> CheckedDaemon:
-        self.sock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.store.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
-        env = {**daemon_env(), "AUTODOC_CHECK_RESULTS": "1"}
-        self.proc = subprocess.Popen(
-            serve_argv(self.store, self.sock, watch=False),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=self._log,
-            env=env,
-        )
-        wait_listening(self.sock, self.proc, self.log_path)
-        return self
+def checked_daemon(base: Path) -> Daemon:
+    """The test daemon (not watching folders) with every answer checked against its result schema."""
+    store, sock = base / "store" / "autodoc.db", base / "run" / "autodoc.sock"
+    env = {"AUTODOC_SHUTDOWN_DEADLINE": "2", "AUTODOC_CHECK_RESULTS": "1"}
+    return Daemon(base, store=store, sock=sock, argv=daemon_argv(store, sock, "--no-watch"), clean_env=True, env=env)
 
 
 class WordRanker:
@@ -89,8 +77,8 @@ def kb():
     """One daemon for the module: kb (words only: no model to wait for) over a copy of the corpus."""
     base = Path(tempfile.mkdtemp(prefix="adtui-", dir="/tmp"))
     shutil.copytree(CORPUS, base / "kb", symlinks=True)
-    d = CheckedDaemon(base / "store" / "autodoc.db", base / "run" / "autodoc.sock", base / "daemon.log")
-    d.base, d.kb = base, base / "kb"
+    d = checked_daemon(base)
+    d.kb = base / "kb"
     d.start()
     try:
         d.call("workspace.add", ["kb", str(d.kb), NO_MODEL])
