@@ -11,6 +11,8 @@ repository's top-level ``schemas/`` is a link to that folder).
 Positional params map to names in the order the params schema lists its
 ``properties``. An optional param given as
 null counts as absent; an absent one gets its schema's ``default``. A subschema may carry ``x-message`` to word its own error.
+An integer-valued float (5.0) where the schema's type is integer, at any depth, is bound
+to the int it names (bind_integers) before the check, so no handler sees a float there.
 
 Checking is two-tier: a validator compiled to Python by fastjsonschema
 answers "valid" in tens of microseconds (jsonschema's interpreter took
@@ -179,6 +181,7 @@ def bind_params(method: str, params: Any) -> dict[str, Any]:
     for key in [k for k, v in params.items() if v is None and k in names and k not in required]:
         del params[key]
     check_strings_and_depth(params)
+    params = bind_integers(method, params)
     error = params_error(method, params)
     if error is not None:
         field, message = describe(error)
@@ -187,6 +190,107 @@ def bind_params(method: str, params: Any) -> dict[str, Any]:
         if key not in params:
             params[key] = value if isinstance(value, (str, int, float)) else copy.deepcopy(value)
     return params
+
+
+class _IntPlan:
+    """Where a params schema's type is integer (and not number): ``here`` for the value itself,
+    ``props`` / ``extra`` / ``items`` for what a dict or list holds. Several subschemas for one
+    place (anyOf, $ref) merge: an int is valid wherever an integer-valued float is, so binding one
+    more place than strictly needed changes no verdict."""
+
+    __slots__ = ("extra", "here", "items", "props")
+
+    def __init__(self) -> None:
+        self.here = False
+        self.props: dict[str, _IntPlan] = {}
+        self.extra: _IntPlan | None = None
+        self.items: _IntPlan | None = None
+
+    def empty(self) -> bool:
+        return not (self.here or self.props or self.extra or self.items)
+
+
+def _resolve(ref: str, doc: dict) -> tuple[dict, dict]:
+    """The subschema a ``$ref`` names ("defs.json#/$defs/x" or "#/$defs/x") and its document."""
+    name, _, pointer = ref.partition("#")
+    if name:
+        doc = _registry()[1][name.rsplit("/", 1)[-1]]
+    node: Any = doc
+    for part in pointer.strip("/").split("/"):
+        if part:
+            node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node, doc
+
+
+def _plan_into(plan: _IntPlan, node: Any, doc: dict, seen: frozenset[str]) -> None:
+    if not isinstance(node, dict):
+        return
+    types = node.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "integer" in types and "number" not in types:
+        plan.here = True
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref not in seen:
+        target, target_doc = _resolve(ref, doc)
+        _plan_into(plan, target, target_doc, seen | {ref})
+    for key, sub in (node.get("properties") or {}).items():
+        _plan_into(plan.props.setdefault(key, _IntPlan()), sub, doc, seen)
+    if isinstance(node.get("additionalProperties"), dict):
+        plan.extra = plan.extra or _IntPlan()
+        _plan_into(plan.extra, node["additionalProperties"], doc, seen)
+    if isinstance(node.get("items"), dict):
+        plan.items = plan.items or _IntPlan()
+        _plan_into(plan.items, node["items"], doc, seen)
+    for key in ("anyOf", "oneOf", "allOf"):
+        for sub in node.get(key) or []:
+            _plan_into(plan, sub, doc, seen)
+
+
+def _prune(plan: _IntPlan | None) -> _IntPlan | None:
+    if plan is None:
+        return None
+    plan.props = {k: p for k, v in plan.props.items() if (p := _prune(v)) is not None}
+    plan.extra, plan.items = _prune(plan.extra), _prune(plan.items)
+    return None if plan.empty() else plan
+
+
+@functools.cache
+def integer_plan(method: str) -> _IntPlan | None:
+    """Every place in ``method``'s params whose schema type is integer, None when there is none."""
+    schema = load_schema(method, "params")
+    plan = _IntPlan()
+    _plan_into(plan, schema, schema, frozenset())
+    return _prune(plan)
+
+
+def bind_integers(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with every integer-valued float (5.0, 1e3) at a place whose schema type is
+    integer bound to the int it names. JSON Schema counts 5.0 as an integer, so it passes the
+    schema; a handler that slices or compares with it must get 5. A fractional float stays, for
+    the schema to refuse. New containers only where something changed: the caller's are not edited."""
+    plan = integer_plan(method)
+    return params if plan is None else _bind(params, plan)
+
+
+def _bind(value: Any, plan: _IntPlan) -> Any:
+    if type(value) is float:
+        return int(value) if plan.here and value.is_integer() else value
+    if isinstance(value, dict) and (plan.props or plan.extra):
+        out = None
+        for key, child in value.items():
+            sub = plan.props.get(key, plan.extra)
+            if sub is None:
+                continue
+            bound = _bind(child, sub)
+            if bound is not child:
+                if out is None:
+                    out = dict(value)
+                out[key] = bound
+        return value if out is None else out
+    if isinstance(value, list) and plan.items is not None:
+        items = [_bind(child, plan.items) for child in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    return value
 
 
 def check_strings_and_depth(params: dict[str, Any]) -> None:
