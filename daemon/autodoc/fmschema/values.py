@@ -70,6 +70,15 @@ def _num_text(n: float) -> str:
     return str(int(n)) if float(n).is_integer() and abs(n) < 2**63 else repr(float(n))
 
 
+def _float_or_none(n: float) -> float | None:
+    """n as a finite float, or None (an int past a float's range raises OverflowError in float())."""
+    try:
+        f = float(n)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def parse_int(v: Any) -> int | None:
     if isinstance(v, bool):
         return None
@@ -89,7 +98,7 @@ def parse_number(v: Any) -> float | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
-        return float(v) if math.isfinite(float(v)) else None
+        return _float_or_none(v)
     if isinstance(v, str) and _NUM.match(v.strip()):
         f = float(v.strip())
         return f if math.isfinite(f) else None
@@ -184,7 +193,10 @@ def coerce(type_: str, v: Any, values: tuple[str, ...] = ()) -> list[Typed]:
         n = parse_int(v)
         if n is None:
             raise CoerceError(f"expected an integer, got {_describe(v)}")
-        return [Typed(str(n), num=float(n))]
+        f = _float_or_none(n)
+        if f is None:  # past a float's range (about 309 digits): a facet compares numbers as floats
+            raise CoerceError(f"expected an integer of at most 308 digits, got {_describe(v)}")
+        return [Typed(str(n), num=f)]
     if type_ == "number":
         f = parse_number(v)
         if f is None:
@@ -221,7 +233,7 @@ def untyped(v: Any) -> list[Typed]:
     out = []
     for it in items:
         if isinstance(it, (str, int, float, bool)):
-            num = float(it) if isinstance(it, (int, float)) and not isinstance(it, bool) and math.isfinite(it) else None
+            num = _float_or_none(it) if isinstance(it, (int, float)) and not isinstance(it, bool) else None
             date = parse_date(it) if isinstance(it, str) else None
             text = ("true" if it else "false") if isinstance(it, bool) else str(it).lower()  # as before schemas
             out.append(Typed(text, num, date))

@@ -339,13 +339,23 @@ class IndexJob:
                 for path in gone:
                     h = stored.stored_hash(db, ws.id, path)
                     target = new_by_hash.pop(h, None) if h else None
-                    if target and reads.document_id(db, ws.id, target) is None:
-                        ch = stored.rename_document(db, ws, path, target)
+                    try:
+                        with db:  # a savepoint, as for a written document
+                            if target and reads.document_id(db, ws.id, target) is None:
+                                ch = stored.rename_document(db, ws, path, target)
+                            else:
+                                target, ch = None, stored.delete_document(db, ws, path)
+                    except Exception as e:
+                        log.exception("workspace %s: %s could not be removed", ws.name, path)
+                        failed.append(
+                            (path, f"could not be removed ({type(e).__name__}: {e}); the log has the details")
+                        )
+                        continue
+                    if target:
                         report.renamed += 1
                         retitled.add(target)  # a title taken from the file name is in every breadcrumb
                         names_changed.add(target)
                     else:
-                        ch = stored.delete_document(db, ws, path)
                         report.deleted += 1
                     if ch:
                         emitted.append(ch)
@@ -357,6 +367,7 @@ class IndexJob:
                 try:
                     with db:  # a savepoint: one document that cannot be written leaves the rest
                         fm = json.loads(json.dumps(p.doc.frontmatter, default=str))
+                        self.links.check(ws.id, p.path, p.doc.title, p.doc.aliases, fm)  # its link names
                         names = stored.names_of(db, ws.id, p.path)
                         ch = stored.write_document(
                             db,

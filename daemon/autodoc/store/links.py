@@ -20,6 +20,7 @@ Runs on: the writer, inside the caller's transaction; the name tables are only t
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import re
 from bisect import insort
@@ -31,7 +32,23 @@ from ..fmschema.values import parse_int
 from .facets import active_schema
 from .sessions import NOT_SESSION
 
+log = logging.getLogger("autodoc.links")
+
 _ADR_NUM = re.compile(r"^(?:adr[\s_-]*)?0*(\d{1,6})$", re.I)
+
+
+# an `adr:` value that is an ADR number: ASCII digits only (str.isdigit() is true for "²", which
+# int() refuses), and few enough that int() never meets Python's 4,300-digit limit
+_ADR_VALUE = re.compile(r"^0*([0-9]{1,18})$")
+
+
+def _adr_number(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v if 0 < v < 10**18 else None
+    m = _ADR_VALUE.match(v.strip()) if isinstance(v, str) else None
+    return (int(m.group(1)) or None) if m else None  # "0" names no ADR, as before
 
 
 def _norm(s: str) -> str:
@@ -66,9 +83,9 @@ class NameTables:
             keys.add(("title", _norm(title)))
         for a in aliases:
             keys.add(("alias", _norm(str(a))))
-        num = fm.get("adr") if isinstance(fm, dict) else None
-        if isinstance(num, (int, str)) and str(num).strip().lstrip("0").isdigit():
-            keys.add(("adr", int(str(num).strip())))
+        num = _adr_number(fm.get("adr") if isinstance(fm, dict) else None)
+        if num is not None:
+            keys.add(("adr", num))
         m = re.match(r"^(?:adr[-_ ]?)?(\d{3,6})\b", posixpath.basename(p), re.I)
         if m:
             keys.add(("adr", int(m.group(1))))
@@ -79,9 +96,19 @@ class NameTables:
                 keys.add((f"field:{f}", n))
         return keys
 
+    def check(self, p: str, title: str, aliases: list, fm: Any) -> None:
+        """Raise what add() would meet in a document's names: the writer calls this inside the
+        document's own savepoint, so a value no key can be made of skips that document only."""
+        self._keys_of(p, title, aliases, fm)
+
     def add(self, p: str, title: str, aliases: list, fm: Any) -> None:
         self.remove(p)
-        keys = self._keys[p] = self._keys_of(p, title, aliases, fm)
+        try:
+            keys = self._keys_of(p, title, aliases, fm)
+        except Exception:  # one document's names never stop the workspace's links: it keeps its path
+            log.exception("links: the names of %s could not be read; it resolves by its path only", p)
+            keys = {("path", p), ("lower", p.lower())}
+        self._keys[p] = keys
         for k in keys:
             insort(self._table.setdefault(k, []), p)
 
@@ -189,6 +216,10 @@ class LinkResolver:
 
     def forget(self, workspace_id: int) -> None:
         self._cache.pop(workspace_id, None)
+
+    def check(self, workspace_id: int, path: str, title: str, aliases: list, fm: Any) -> None:
+        """Raise when a document's names (title, aliases, frontmatter) cannot be keyed."""
+        (self._cache.get(workspace_id) or NameTables()).check(path, title, aliases, fm)
 
     def update(self, db: apsw.Connection, workspace_id: int, *, changed: set[str] | None) -> int:
         """Bring links up to date after a write. `changed`: the paths whose names
