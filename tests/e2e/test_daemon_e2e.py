@@ -6,9 +6,7 @@ the tests check again on their side)."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -18,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers.nvim_daemon import wait_listening
+from helpers.daemon import Daemon, isolated_env
 
 from autodoc.rpc import schemas
 from autodoc.rpc.framing import CONTENT_LENGTH, NEWLINE, encode_message
@@ -35,47 +33,16 @@ def checked(method: str, result: Any) -> Any:
     return result
 
 
+# every answer checked against schemas/ on the daemon's side too, and small frames to hit the limit
+CHECKED_ENV = {"AUTODOC_CHECK_RESULTS": "1", "AUTODOC_MAX_FRAME_BYTES": str(MAX_FRAME)}
+
+
 def daemon_env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "AUTODOC_CHECK_RESULTS": "1",
-        "AUTODOC_MAX_FRAME_BYTES": str(MAX_FRAME),
-        "AUTODOC_LOG": "INFO",
-        "PYTHONUNBUFFERED": "1",
-    }
+    return isolated_env(extra=CHECKED_ENV)
 
 
 def serve_argv(store: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", *args]
-
-
-class Daemon:
-    def __init__(self, base: Path):
-        self.base = base
-        self.kb = base / "kb"
-        self.big = base / "big"
-        self.scratch = base / "scratch"
-        self.store = base / "store" / "autodoc.db"
-        self.sock = base / "run" / "autodoc.sock"
-        self.log_path = base / "daemon.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            serve_argv(self.store, "--socket", str(self.sock)),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=self.log,
-            env=daemon_env(),
-        )
-        wait_listening(self.sock, self.proc, self.log_path, DEADLINE)
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def call(self, method: str, params: Any = None) -> Any:
-        return call_socket(self.sock, method, params, timeout=DEADLINE)
 
 
 def make_big_corpus(folder: Path, n: int) -> None:
@@ -87,7 +54,8 @@ def make_big_corpus(folder: Path, n: int) -> None:
 @pytest.fixture(scope="module")
 def daemon():
     base = Path(tempfile.mkdtemp(prefix="ad-e2e-", dir="/tmp"))
-    d = Daemon(base)
+    d = Daemon(base, env=CHECKED_ENV, timeout=DEADLINE)
+    d.kb, d.big, d.scratch = base / "kb", base / "big", base / "scratch"
     src = Path(__file__).parents[1] / "corpora" / "kb"
     if src.is_dir():
         shutil.copytree(src, d.kb, symlinks=True)
@@ -106,18 +74,14 @@ def daemon():
         d.call("workspace.add", ["big", str(d.big), NO_MODEL])
         yield d
     finally:
-        assert d.proc is not None
-        if d.proc.poll() is None:
-            d.proc.send_signal(signal.SIGTERM)
-            try:
-                code = d.proc.wait(timeout=DEADLINE)
-            except subprocess.TimeoutExpired:
-                d.proc.kill()
-                raise AssertionError(f"the daemon ignored SIGTERM:\n{d.log_text()}") from None
-            assert code == 0, d.log_text()
-            assert not d.sock.exists(), "the socket file outlived the daemon"
-        d.log.close()
-        shutil.rmtree(base, ignore_errors=True)
+        was_running = d.running()
+        try:
+            code = d.stop()  # SIGTERM; killed, and an AssertionError with the log, past the deadline
+            if was_running:
+                assert code == 0, d.log_text()
+                assert not d.sock.exists(), "the socket file outlived the daemon"
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 async def wait_for(predicate, timeout: float = DEADLINE, what: str = "") -> None:

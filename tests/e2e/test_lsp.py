@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 from helpers.nvim import Nvim
-from test_daemon_e2e import Daemon
 
 from autodoc.config import Settings
 from autodoc.service import Service
@@ -312,11 +311,10 @@ def test_lsp_on_its_own(kb, tmp_path):
     assert "calls run in this process" in (tmp_path / "lsp.log").read_text()
 
 
-def test_lsp_beside_a_daemon_uses_its_socket(kb, tmp_path):
+def test_lsp_beside_a_daemon_uses_its_socket(kb, tmp_path, daemon_factory):
     root, store = kb
-    d = Daemon(tmp_path)
-    d.store = store
-    d.start()
+    # its answers checked against schemas/, small frames: as test_daemon_e2e.py's daemon
+    d = daemon_factory(tmp_path, store=store, env={"AUTODOC_CHECK_RESULTS": "1", "AUTODOC_MAX_FRAME_BYTES": "65536"})
     try:
         client = LspClient(store, tmp_path / "lsp.log")
         client.start(root)
