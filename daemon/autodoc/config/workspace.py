@@ -7,11 +7,14 @@ Runs on: any thread (frozen values; validation runs when a workspace is added or
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ..errors import InvalidParams
 from .defaults import MAX_FILE_BYTES, RRF_K, RRF_WEIGHTS, SECTION_TOKENS
+
+log = logging.getLogger("autodoc.config")
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,10 @@ class WorkspaceConfig:
         """A stored configuration, as it was validated when it was written. Not
         checked again: a ranker folder that vanished since must fail that stage,
         not every call on the workspace."""
-        given = {k: v for k, v in (data or {}).items() if k in OPTIONS}
+        given = {k: as_ints(k, v) for k, v in (data or {}).items() if k in OPTIONS}
+        for key in INTEGER_OPTIONS & set(given):
+            if not isinstance(given[key], int) or isinstance(given[key], bool):  # no params edge ever let it in
+                log.warning("stored option %s=%r is not an integer: running the default", key, given.pop(key))
         return cls(**given, chosen=frozenset(given))
 
     def merged(self, options: dict[str, Any], prefix: str = "options") -> WorkspaceConfig:
@@ -56,13 +62,33 @@ class WorkspaceConfig:
         method's JSON Schema (workspaceOptions); fusion's, which a schema cannot check, are checked
         here. That a provider can be built from `embedding` or `ranker` is the providers' own check,
         made above this layer before merging (workspaces.configured): config imports no provider."""
-        changes = dict(options)
+        changes = {k: as_ints(k, v) for k, v in options.items()}
         if "fusion" in changes:
             check_fusion(f"{prefix}.fusion", changes["fusion"])
         return replace(self, **changes, chosen=self.chosen | set(changes))
 
 
 OPTIONS = frozenset(f.name for f in fields(WorkspaceConfig)) - {"chosen"}
+# The options (and options of an option) that are integers. A float with an integer value there
+# (100.0: stored by AutoDoc before the params edge bound it, or written by hand) is run as the int.
+INTEGER_OPTIONS = frozenset({"section_tokens", "max_file_bytes"})
+INTEGER_SUBOPTIONS = {"ranker": frozenset({"window"}), "fusion": frozenset({"k"})}
+
+
+def _int(value: Any) -> Any:
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+def as_ints(key: str, value: Any) -> Any:
+    """Option `key`'s value with an integer-valued float bound to its int, where the option is an integer."""
+    if key in INTEGER_OPTIONS:
+        return _int(value)
+    subs = INTEGER_SUBOPTIONS.get(key)
+    if subs and isinstance(value, dict) and any(k in value for k in subs):
+        return {k: _int(v) if k in subs else v for k, v in value.items()}
+    return value
+
+
 FUSION_METHODS = ("rrf", "convex", "weighted")
 
 
