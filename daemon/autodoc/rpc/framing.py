@@ -20,7 +20,9 @@ content-length: exactly the announced number of bytes), then goes on with the
 next frame. Malformed headers are reported and skipped up to the next
 ``Content-Length`` header — which may start on the bad block's first line
 (a body shorter than its announced length leaves its tail glued in front of
-the next frame's headers), so the frame behind a lying header is not lost.
+the next frame's headers) or on any line after the bad one (garbage, or the
+tail of a body longer than announced, then a line break), so the frame behind
+a lying header is not lost.
 
 Runs on: any thread (pure: one decoder per connection, no I/O).
 """
@@ -221,10 +223,16 @@ class FrameDecoder:
                 out.append(FrameError(PARSE_ERROR, f"malformed frame header {_show(first_line)}"))
                 del buf[:glued]
                 continue
-            length, problem = _parse_headers(header)
+            length, problem, bad = _parse_headers(header)
             if problem:
-                # Dropped with its body, up to the next header.
                 out.append(FrameError(PARSE_ERROR, problem))
+                # A Content-Length header after the bad line (garbage, or the tail of a body
+                # longer than announced, then a line break, then the next frame) starts the
+                # next frame; else the block is dropped with its body, up to the next header.
+                later = header.lower().find(_CL_HEADER, bad + 1)
+                if later > 0:
+                    del buf[:later]
+                    continue
                 del buf[: end + sep]
                 self._resync = True
                 continue
@@ -272,9 +280,12 @@ def _header_end(buf: bytearray) -> tuple[int, int]:
     return -1, 0
 
 
-def _parse_headers(header: bytes) -> tuple[int | None, str]:
+def _parse_headers(header: bytes) -> tuple[int | None, str, int]:
+    """(length, "", -1), or (None, the problem, where the offending line starts in ``header``)."""
     length: int | None = None
+    at = 0
     for raw in header.split(b"\n"):
+        start, at = at, at + len(raw) + 1
         line = raw.rstrip(b"\r")
         if not line:
             continue
@@ -282,18 +293,18 @@ def _parse_headers(header: bytes) -> tuple[int | None, str]:
         if not colon or not _TOKEN.fullmatch(name.strip()):
             # Strict names: a short body's tail glued to the next header must
             # read as a bad header, not as an unknown one that is ignored.
-            return None, f"malformed frame header {_show(line)}"
+            return None, f"malformed frame header {_show(line)}", start
         if name.strip().lower() == b"content-length":
             text = value.strip()
             # bytes.isdigit() is ASCII-only; the digit cap keeps int() cheap and in range.
             if not text.isdigit() or len(text) > MAX_LENGTH_DIGITS:
-                return None, f"Content-Length must be a non-negative integer, not {_show(text)}"
+                return None, f"Content-Length must be a non-negative integer, not {_show(text)}", start
             if length is not None and length != int(text):
-                return None, "frame headers give two different Content-Lengths"
+                return None, "frame headers give two different Content-Lengths", start
             length = int(text)
     if length is None:
-        return None, "frame headers have no Content-Length"
-    return length, ""
+        return None, "frame headers have no Content-Length", 0
+    return length, "", -1
 
 
 def _show(raw: bytes, limit: int = 40) -> str:
