@@ -66,3 +66,22 @@ def test_an_integer_valued_float_is_that_integer_over_the_socket(daemon):
     request["params"][2] = {"limit": 2}
     as_int = answers(daemon, json.dumps(request).encode() + b"\n")[0]
     assert [h["path"] for h in as_int["result"]["hits"]] == [h["path"] for h in got["result"]["hits"]]
+
+
+def test_ids_7_and_7_0_are_one_id_in_flight(daemon):
+    slow = {"jsonrpc": "2.0", "method": "workspace.reindex", "params": [KB]}
+    batch = [{**slow, "id": 7}, {**slow, "id": 7.0}]
+    got = answers(daemon, json.dumps(batch).encode() + b"\n")
+    assert len(got) == 2, got
+    refused = [a for a in got if a.get("error", {}).get("code") == -32600]
+    assert len(refused) == 1 and "already in use" in refused[0]["error"]["message"], got
+    assert refused[0]["id"] == 7.0 and type(refused[0]["id"]) is float  # answered with the id as sent
+
+
+def test_a_cancel_naming_7_0_cancels_request_7(daemon):
+    for sent, named in [(9, 9), (7, 7.0), (8.0, 8)]:  # 9, 9: the cancel is in time
+        request = {"jsonrpc": "2.0", "id": sent, "method": "workspace.reindex", "params": [KB]}
+        cancel = {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": named}}
+        got = answers(daemon, json.dumps(request).encode() + b"\n" + json.dumps(cancel).encode() + b"\n")
+        assert len(got) == 1 and got[0]["error"]["code"] == -32800, got
+        assert got[0]["id"] == sent and type(got[0]["id"]) is type(sent)

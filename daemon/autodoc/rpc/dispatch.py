@@ -149,7 +149,10 @@ Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[Any]]
 
 
 def id_key(request_id: Any) -> str:
-    """A hashable key for a JSON-RPC id (1 and "1" are different ids)."""
+    """A hashable key for a JSON-RPC id (1 and "1" are different ids; 7 and 7.0 are one, as a
+    JavaScript client, with one number type, sees them: in-flight bookkeeping and cancellation)."""
+    if type(request_id) is float and request_id.is_integer():
+        request_id = int(request_id)
     return json.dumps(request_id)
 
 
