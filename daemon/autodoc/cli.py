@@ -30,7 +30,7 @@ from . import __version__, sessioncli
 from .config import Settings
 from .config.logs import configure_logging
 from .connect import call, daemon_socket
-from .errors import AutodocError, InternalError
+from .errors import AutodocError, InternalError, InvalidParams
 
 log = logging.getLogger("autodoc")
 
@@ -64,6 +64,52 @@ def parse_lines(text: str) -> tuple[int, int] | None:
         return None
     start = int(m.group(1))
     return start, int(m.group(2) or start)
+
+
+def _words_last(p: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """In `autodoc search`, a word that begins with one dash and is none of search's options is a
+    query word (`-status:Living` negates a facet), not an unknown option: the words go after `--`,
+    in their order, so argparse takes them as they are. Other commands are left as typed."""
+    i = 0
+    while i < len(argv) and argv[i] != "search":
+        if argv[i] in ("--store", "--socket"):
+            i += 1
+        elif not argv[i].startswith("-") or argv[i] == "--call":
+            return argv
+        i += 1
+    if i == len(argv):
+        return argv
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    takes = {o: a.nargs != 0 for o, a in sub.choices["search"]._option_string_actions.items()}
+    opts, words, j = [], [], i + 1
+    while j < len(argv):
+        t = argv[j]
+        if t == "--":
+            words += argv[j + 1 :]
+            break
+        name = t.split("=", 1)[0]
+        if t.startswith("--"):  # a long option, maybe abbreviated (argparse resolves it)
+            name = next((o for o in takes if o.startswith(name)), name) if name not in takes else name
+        elif not (name in takes or (t[:2] in takes and takes[t[:2]] and t[2:].isdigit())):  # -n5
+            words.append(t)
+            j += 1
+            continue
+        opts.append(t)
+        if takes.get(name) and "=" not in t and j + 1 < len(argv):
+            opts.append(argv[j + 1])
+            j += 1
+        j += 1
+    return argv[: i + 1] + opts + (["--", *words] if words else [])
+
+
+def _flagged(e: AutodocError, typed: dict[str, str]) -> AutodocError:
+    """An answer's error about an RPC field (`opts.limit: must be ≤ 200`) told as the flag the
+    user typed (`-n 500: must be ≤ 200`)."""
+    field = getattr(e, "field", None) or (e.data.get("field") if isinstance(e.data, dict) else None)
+    flag = typed.get(re.sub(r"\[\d+\]$", "", field or ""))
+    if field and flag:
+        e.message = flag + e.message[len(field) :] if e.message.startswith(field) else f"{flag}: {e.message}"
+    return e
 
 
 def _print_hits(answer: dict) -> None:
@@ -141,10 +187,10 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("query", nargs="+")
     q.add_argument("-w", "--workspace")
     q.add_argument("-n", "--limit", type=int, default=10)
-    q.add_argument("--stages", help="comma-separated: lexical,semantic,rerank")
+    q.add_argument("--stages", help="comma-separated: lexical,semantic,graph,rerank (default: all that can run)")
     q.add_argument("--json", action="store_true", help="print the answer exactly as the RPC returns it")
     q.add_argument("--compact", action="store_true", help="citable passages, one per document (opts.answer compact)")
-    q.add_argument("--budget", type=int, help="with --compact: the most tokens the answer may take (300..32000)")
+    q.add_argument("--budget", type=int, help="the most tokens the answer may take (300..32000); implies --compact")
 
     sub.add_parser(
         "lsp",
@@ -192,7 +238,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(_words_last(parser, sys.argv[1:] if argv is None else argv))
     # a server's log is its status; a command's output is its answer
     configure_logging(logging.INFO if args.cmd in ("serve", "lsp", "mcp") else logging.WARNING, verbose=args.verbose)
     settings = Settings.from_env(args.store, args.socket_path)
@@ -249,6 +296,32 @@ def _failed(e: AutodocError) -> int:
     if isinstance(near, list) and near:
         print("autodoc: did you mean: " + ", ".join(str(x) for x in near), file=sys.stderr)
     return EXIT_USAGE
+
+
+def _read(settings: Settings, ws: str, path: str, lines: str | None) -> dict[str, Any]:
+    """document.read of --lines, clamped to the document as MCP's read clamps it, and said."""
+    if not lines:
+        return call(settings, "document.read", [ws, path, {}])
+    span = parse_lines(lines)
+    if span is None:
+        raise UsageError(f"--lines wants START-END, START:END or one line number, not {lines!r}")
+    if span[1] < span[0]:
+        raise UsageError(f"--lines {lines}: the end comes before the start (START:END, 1-based, inclusive)")
+    start, end = max(1, span[0]), span[1]
+    try:
+        return call(settings, "document.read", [ws, path, {"line_start": start, "line_end": end}])
+    except InvalidParams as e:
+        if not str(getattr(e, "field", "")).startswith("opts.line_"):
+            raise
+    total = call(settings, "document.read", [ws, path, {"line_start": 1, "line_end": 1}])["total_lines"]
+    if start > total:
+        start, end = max(1, total - 20), total
+        note = f"the document has {total} lines: printed its last lines ({start}-{end}) instead"
+    else:
+        end = total
+        note = f"lines clamped to the document's {total} lines (printed {start}-{end})"
+    print(f"autodoc: note: --lines {lines}: {note}", file=sys.stderr)
+    return call(settings, "document.read", [ws, path, {"line_start": start, "line_end": end}])
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
@@ -362,11 +435,16 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         opts: dict[str, Any] = {"limit": args.limit}
         if args.stages:
             opts["stages"] = [s.strip() for s in args.stages.split(",") if s.strip()]
-        if args.compact:
+        if args.compact or args.budget is not None:  # a budget is a compact answer's
             opts["answer"] = "compact"
             if args.budget is not None:
                 opts["budget_tokens"] = args.budget
-        answer = call(settings, "search.query", [name, " ".join(args.query), opts])
+        typed = {"opts.limit": f"-n {args.limit}", "opts.stages": f"--stages {args.stages}"}
+        typed["opts.budget_tokens"] = f"--budget {args.budget}"
+        try:
+            answer = call(settings, "search.query", [name, " ".join(args.query), opts])
+        except AutodocError as e:
+            raise _flagged(e, typed) from None
         if args.json:
             print(json.dumps(answer, ensure_ascii=False, indent=2))
         else:
@@ -374,18 +452,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
 
     if args.cmd == "read":
-        opts = {}
-        if args.lines:
-            span = parse_lines(args.lines)
-            if span is None:
-                print(
-                    f"autodoc: --lines wants START-END, START:END or one line number, not {args.lines!r}",
-                    file=sys.stderr,
-                )
-                return EXIT_USAGE
-            opts = {"line_start": span[0], "line_end": span[1]}
-        out = call(settings, "document.read", [args.name, args.path, opts])
-        sys.stdout.write(out["text"])
+        sys.stdout.write(_read(settings, args.name, args.path, args.lines)["text"])
         return EXIT_OK
 
     if args.cmd == "session":

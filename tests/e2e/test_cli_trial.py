@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 AUTODOC = str(Path(sys.executable).with_name("autodoc"))
+KB = Path(__file__).parents[1] / "corpora" / "kb"
+LEASE_ADR = "adrs/0012-lease-recovery.md"  # 158 lines
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -48,3 +53,64 @@ def test_doctor_still_fails_on_what_is_broken(short_tmp):
     store.write_text("not a database")
     p = run(env, "doctor")
     assert p.returncode == 1 and "FAIL  store:" in p.stdout, p.stdout
+
+
+@pytest.fixture()
+def kb_env(short_tmp):
+    """A store with tests/corpora/kb indexed as workspace kb (words only: no model), no daemon."""
+    env = fresh_env(short_tmp)
+    env["AUTODOC_STORE"] = str(short_tmp / "store" / "a.db")
+    shutil.copytree(KB, short_tmp / "kb", symlinks=True)
+    ok(env, "workspace", "add", "kb", str(short_tmp / "kb"), "--config", '{"embedding": {"provider": "none"}}')
+    ok(env, "index", "kb")
+    return env
+
+
+def ok(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    p = run(env, *args)
+    assert p.returncode == 0, (args, p.returncode, p.stdout, p.stderr)
+    return p
+
+
+def test_a_query_may_begin_with_a_dash(kb_env):
+    every = json.loads(ok(kb_env, "search", "-w", "kb", "--json", "status:superseded", "-n", "50").stdout)
+    others = json.loads(ok(kb_env, "search", "-w", "kb", "--json", "-status:superseded", "-n", "50").stdout)
+    assert every["hits"] and others["hits"]
+    assert not {h["path"] for h in every["hits"]} & {h["path"] for h in others["hits"]}
+    # words after the dash-word still count, options after them still are options, and `--` still works
+    mixed = json.loads(ok(kb_env, "search", "-w", "kb", "-status:superseded", "lease", "--json").stdout)
+    assert mixed["query"] == "-status:superseded lease", mixed["query"]
+    assert json.loads(ok(kb_env, "search", "-w", "kb", "--json", "--", "-status:superseded").stdout)["hits"]
+    # a word that starts like a short option (-w, -n) is a word, not -w "iki"
+    assert ok(kb_env, "search", "-w", "kb", "lease", "-wiki", "--json").returncode == 0
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["search", "-w", "kb", "lease", "-n", "500"], "autodoc: -n 500: must be ≤ 200"),
+        (["search", "-w", "kb", "lease", "--stages", "lexical,foo"], "autodoc: --stages lexical,foo: must be one of"),
+        (["search", "-w", "kb", "lease", "--compact", "--budget", "100"], "autodoc: --budget 100: must be ≥ 300"),
+        (["read", "kb", LEASE_ADR, "--lines", "30:20"], "autodoc: --lines 30:20: the end comes before the start"),
+    ],
+)
+def test_errors_name_the_flag_that_was_typed(kb_env, args, said):
+    p = run(kb_env, *args)
+    assert p.returncode == 2 and said in p.stderr, p.stderr
+    assert "opts." not in p.stderr
+
+
+def test_lines_past_the_end_are_clamped_and_said(kb_env):
+    p = ok(kb_env, "read", "kb", LEASE_ADR, "--lines", "150:600")
+    whole = (Path(kb_env["AUTODOC_STORE"]).parents[1] / "kb" / LEASE_ADR).read_text().split("\n")
+    assert p.stdout.rstrip("\n") == "\n".join(whole[149:158]).rstrip("\n")
+    assert "lines clamped to the document's 158 lines" in p.stderr, p.stderr
+    # starting past the end: its last lines, said (MCP's read does the same)
+    late = ok(kb_env, "read", "kb", LEASE_ADR, "--lines", "500:600")
+    assert late.stdout and "the document has 158 lines" in late.stderr, late.stderr
+
+
+def test_budget_implies_compact_and_stages_help_names_graph(kb_env):
+    answer = json.loads(ok(kb_env, "search", "-w", "kb", "--json", "--budget", "400", "lease").stdout)
+    assert answer["answer"] == "compact" and answer["tokens"] <= 400
+    assert "graph" in ok(kb_env, "search", "--help").stdout
