@@ -16,10 +16,13 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Settings
 from .connect import call
+
+if TYPE_CHECKING:
+    from .ingest.transcript import Transcript
 
 BATCH_EVENTS = 1000
 BATCH_CHARS = 4_000_000  # well under the 16 MiB frame limit, even with JSON escapes
@@ -49,6 +52,31 @@ def add_parser(sub: Any) -> None:
     rm.add_argument("session_id")
     ls = ssub.add_parser("list", help="the sessions of a workspace, in id order")
     ls.add_argument("workspace")
+
+
+# a transcript is read whole, as every file is (ingest/readfile.py): a long agent session is tens of MB
+MAX_TRANSCRIPT_BYTES = 256 << 20
+
+
+def _read_transcript(path: Path) -> Transcript:
+    """The parsed transcript, or SessionUsage: read through the one reader, so a FIFO or a
+    device given as the file is refused instead of blocking or filling memory."""
+    from .ingest.readfile import Refused, read_regular  # ingest/: only to import a transcript
+    from .ingest.transcript import TranscriptError, parse_transcript
+
+    try:
+        text = read_regular(path, max_bytes=MAX_TRANSCRIPT_BYTES).data.decode("utf-8")
+        # the lines open() would give (universal newlines): str.splitlines() also cuts at U+2028,
+        # which a JSON string may hold unescaped
+        return parse_transcript(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    except Refused as e:
+        raise SessionUsage(f"cannot read {path}: {e.reason}") from None
+    except OSError as e:
+        raise SessionUsage(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise SessionUsage(f"{path} is not UTF-8 text (byte {e.start})") from None
+    except TranscriptError as e:
+        raise SessionUsage(f"{path}: {e}") from None
 
 
 def _session_id(given: str | None, found: str | None, file: Path) -> str:
@@ -104,18 +132,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         gone = call(settings, "session.remove", {"workspace": args.workspace, "session_id": args.session_id})
         print(f"removed session {gone['session_id']} ({gone['events']} events, {gone['chunks']} chunks)")
         return 0
-    from .ingest.transcript import TranscriptError, parse_transcript  # ingest/: only to import a transcript
-
     path = Path(args.file)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            transcript = parse_transcript(fh)
-    except OSError as e:
-        raise SessionUsage(f"cannot read {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise SessionUsage(f"{path} is not UTF-8 text (byte {e.start})") from None
-    except TranscriptError as e:
-        raise SessionUsage(f"{path}: {e}") from None
+    transcript = _read_transcript(path)
     sid = _session_id(args.session_id, transcript.session_id, path)
     title = args.title or transcript.title
     totals: dict[str, int] = {"appended": 0, "indexed": 0, "new": 0, "replaced": 0, "unchanged": 0}

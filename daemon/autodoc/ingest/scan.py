@@ -11,7 +11,10 @@ it cannot look at becomes an entry with a reason. is_markdown_path,
 is_ignored and entry_for answer the same questions for a single path, for a
 file watcher. Hidden files and folders, .git, node_modules, the root's
 _schema/ folder (where the frontmatter schema lives) and whatever .gitignore
-files (root and nested) ignore are never yielded.
+files (root and nested) ignore are never yielded. Every file is read through
+ingest/readfile.py; a .gitignore it refuses (a FIFO, a device, over
+MAX_GITIGNORE_BYTES or MAX_GITIGNORE_LINES) ignores nothing and is yielded as
+a skip entry with its reason (and logged), and the scan goes on.
 
 Runs on: the index job's thread (it reads the disk; nothing shared).
 """
@@ -19,14 +22,16 @@ Runs on: the index job's thread (it reads the disk; nothing shared).
 from __future__ import annotations
 
 import codecs
+import logging
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 import pathspec
+
+from .readfile import FileRead, Refused, not_regular, read_regular, too_large
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIP_DIRS = frozenset({".git", "node_modules"})
@@ -37,6 +42,11 @@ BAD_NAME = "file name is not valid UTF-8"
 LINKED_INSIDE = "symlink to a folder inside the workspace: not followed (the folder is scanned at its own path)"
 LINKED_OUTSIDE = "symlink to a folder outside the workspace: not followed (add that folder as a workspace of its own)"
 BINARY_PROBE = 8192
+# A .gitignore past either bound is refused (skipped with its reason; it ignores nothing): pathspec
+# compiles ~0.4 ms a line and checks each path against every line (0.7 ms a path at 1,000 lines),
+# so the 200,000-line one took 85 s for 6 files. Real ones run to a few hundred lines.
+MAX_GITIGNORE_LINES = 1_000
+MAX_GITIGNORE_BYTES = 64 << 10
 # Checked longest first: a UTF-32LE mark starts with the UTF-16LE one.
 _BOMS = (
     (codecs.BOM_UTF32_LE, "UTF-32LE"),
@@ -44,6 +54,9 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "UTF-16LE"),
     (codecs.BOM_UTF16_BE, "UTF-16BE"),
 )
+
+
+log = logging.getLogger("autodoc.scan")
 
 
 class SkipFile(Exception):
@@ -72,7 +85,7 @@ def scan_workspace(root: Path, *, max_bytes: int) -> Iterator[ScanEntry]:
     root = Path(root)
     real_root = root.resolve()
     found: list[ScanEntry] = []
-    _walk(root, real_root, _specs_in(root, "", ()), max_bytes, found)
+    _walk(root, real_root, _specs_in(root, "", (), found), max_bytes, found)
     found.sort(key=lambda e: e.relpath)
     yield from found
 
@@ -121,7 +134,7 @@ def _walk(
                 link = folder = False
             if folder:
                 if not _ignored(specs, r, True):
-                    todo.append((Path(it.path), r, _specs_in(Path(it.path), r, specs)))
+                    todo.append((Path(it.path), r, _specs_in(Path(it.path), r, specs, out)))
             # Never descend into linked folders: outside ones leave the workspace,
             # inside ones are scanned under their real path anyway (and could loop). Say so.
             elif link and out is not None and (why := _linked_folder(Path(it.path), real_root)) is not None:
@@ -159,25 +172,8 @@ def _why(e: OSError) -> str:
     return e.strerror or type(e).__name__
 
 
-def _kind(mode: int) -> str | None:
-    """What a non-regular file is, or None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    for test, name in (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def _not_regular(mode: int) -> str | None:
-    kind = _kind(mode)
-    return None if kind is None else f"not a regular file ({kind})"
+    return not_regular(mode)
 
 
 def _entry_or_reason(path: Path, rel: str, real_root: Path, max_bytes: int) -> ScanEntry | None:
@@ -212,7 +208,7 @@ def _entry(path: Path, rel: str, real_root: Path, max_bytes: int) -> ScanEntry:
     st = path.stat()
     skip = _not_regular(st.st_mode)
     if skip is None and st.st_size > max_bytes:
-        skip = f"larger than {max_bytes} bytes"
+        skip = too_large(max_bytes)
     return ScanEntry(rel, path, st.st_size, st.st_mtime_ns, skip)
 
 
@@ -258,24 +254,38 @@ def _ignored(specs: _Specs, rel: str, is_dir: bool) -> bool:
     return verdict
 
 
-def _specs_in(d: Path, rel: str, specs: _Specs) -> _Specs:
+def _specs_in(d: Path, rel: str, specs: _Specs, out: list[ScanEntry] | None = None) -> _Specs:
+    """specs plus the .gitignore in d; one that is refused adds a skip entry to out (when given)."""
     f = d / ".gitignore"
     try:
         st = f.stat()
     except OSError:
         return specs
-    spec = _load_spec(str(f), st.st_mtime_ns, st.st_size)
+    spec, refused = _load_spec(str(f), st.st_mtime_ns, st.st_size, st.st_ino)
+    if refused is not None and out is not None:
+        shown = _display(f"{rel}/.gitignore" if rel else ".gitignore")
+        out.append(ScanEntry(shown, f, st.st_size, st.st_mtime_ns, f"{refused}: not applied"))
     return specs + ((rel, spec),) if spec is not None else specs
 
 
 @lru_cache(maxsize=256)
-def _load_spec(path: str, mtime_ns: int, size: int) -> pathspec.PathSpec | None:
-    """Parsed .gitignore, cached by (path, mtime, size) so a watcher can ask per event."""
+def _load_spec(path: str, mtime_ns: int, size: int, inode: int) -> tuple[pathspec.PathSpec | None, str | None]:
+    """(the parsed .gitignore, None), or (None, why it is refused): cached by the file's
+    (path, mtime, size, inode) so a watcher can ask per event, and a refusal is logged once."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return pathspec.GitIgnoreSpec.from_lines(fh.read().splitlines())
-    except Exception:
-        return None  # an unreadable or malformed .gitignore ignores nothing
+        text = read_regular(path, max_bytes=MAX_GITIGNORE_BYTES).data.decode("utf-8", "replace")
+        lines = text.splitlines()
+        if len(lines) > MAX_GITIGNORE_LINES:
+            raise Refused(f"more than {MAX_GITIGNORE_LINES} lines")
+        return pathspec.GitIgnoreSpec.from_lines(lines), None
+    except Refused as e:
+        reason = e.reason
+    except OSError as e:
+        reason = f"unreadable: {_why(e)}"
+    except Exception as e:  # a malformed .gitignore ignores nothing
+        reason = f"not a valid .gitignore ({type(e).__name__}: {e})"
+    log.warning("%s is not applied: %s", path, reason)
+    return None, reason
 
 
 def read_document(path: Path, *, max_bytes: int) -> bytes:
@@ -283,18 +293,22 @@ def read_document(path: Path, *, max_bytes: int) -> bytes:
 
     OSError (vanished, unreadable) propagates: that is not a property of the file's content.
     """
-    # O_NONBLOCK: a FIFO that became x.md after the scan must not block the open;
-    # the type is then checked on the opened descriptor itself, so no race.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with open(fd, "rb", closefd=True) as fh:
-        st = os.fstat(fd)
-        if (odd := _not_regular(st.st_mode)) is not None:
-            raise SkipFile(odd)
-        if st.st_size > max_bytes:
-            raise SkipFile(f"larger than {max_bytes} bytes")
-        data = fh.read(max_bytes + 1)  # the file may grow between fstat and read
-    if len(data) > max_bytes:
-        raise SkipFile(f"larger than {max_bytes} bytes")
+    return read_file(path, max_bytes=max_bytes).data
+
+
+def read_file(path: Path, *, max_bytes: int) -> FileRead:
+    """read_document's read, with the opened file's stat (taken before the read): the size and
+    mtime stored beside the bytes are those of the very file that was read. SkipFile for a file
+    that is not Markdown to read (see read_document); OSError propagates."""
+    try:
+        got = read_regular(path, max_bytes=max_bytes)
+    except Refused as r:
+        raise SkipFile(r.reason) from None
+    _checked(got.data)
+    return got
+
+
+def _checked(data: bytes) -> bytes:
     for bom, name in _BOMS:
         if data.startswith(bom):
             raise SkipFile(f"{name} text (byte-order mark); only UTF-8 is read")

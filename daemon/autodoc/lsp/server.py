@@ -43,6 +43,7 @@ from ..config import Settings
 from ..connect import Backend
 from ..errors import AutodocError, DocumentNotFound, WorkspaceNotFound
 from ..ingest.inline import link_spans
+from ..ingest.readfile import Refused, read_regular
 
 log = logging.getLogger("autodoc.lsp")
 
@@ -50,6 +51,7 @@ SYMBOL_LIMIT = 50
 COMPLETION_LIMIT = 20
 HOVER_LINES = 12  # lines of the linked document a hover shows
 SAVE_WAIT = 3.0  # seconds a daemon gets to index a saved file before its diagnostics are read
+SAVED_MAX_BYTES = 64 << 20  # a saved file read to compare with the store: past any workspace's max_file_bytes
 _OPEN_WIKI = re.compile(r"\[\[([^\[\]\n|#]*)$")
 _OPEN_TAG = re.compile(r"(?<![\w&#/\\])#([\w/-]*)$")  # as ingest/inline.py reads a #tag
 
@@ -323,8 +325,8 @@ def _await_index(ls: AutodocLanguageServer, name: str, rel: str, uri: str) -> No
     store holds what is on disk, so the diagnostics are the saved file's."""
     path = uri_path(uri)
     try:
-        want = path.read_bytes().decode("utf-8") if path else None
-    except (OSError, UnicodeDecodeError):
+        want = read_regular(path, max_bytes=SAVED_MAX_BYTES).data.decode("utf-8") if path else None
+    except (OSError, UnicodeDecodeError, Refused):  # a FIFO or device is never waited on (ingest/readfile.py)
         return
     deadline = time.monotonic() + SAVE_WAIT
     while time.monotonic() < deadline:

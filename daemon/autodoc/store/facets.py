@@ -27,6 +27,7 @@ import apsw
 
 from ..fmschema import SCHEMA_RELPATH, Schema, derive, load_schema, problems
 from ..fmschema.derive import FieldLines
+from ..ingest.readfile import Refused, read_regular, too_large
 from .sessions import NOT_SESSION
 from .sql import all_rows
 
@@ -115,8 +116,13 @@ def read_schema_file(root: Path) -> bytes | None:
     try:
         if not path.is_file() or not path.resolve().is_relative_to(Path(root).resolve()):
             return None
-        with open(path, "rb") as fh:
-            return fh.read(MAX_SCHEMA_BYTES + 1)
+        # the one reader (ingest/readfile.py): a FIFO or device put there after the check is refused
+        # by the opened descriptor, never waited on; one byte over the bound says "too large" below
+        return read_regular(path, max_bytes=MAX_SCHEMA_BYTES + 1).data
+    except Refused as e:
+        if e.reason == too_large(MAX_SCHEMA_BYTES + 1):
+            return b"\0" * (MAX_SCHEMA_BYTES + 1)
+        return None
     except OSError:
         return None
 
