@@ -28,7 +28,7 @@ from typing import Any
 
 from ..config import WorkspaceConfig
 from ..errors import InvalidParams
-from ..ingest.scan import OUTSIDE, ScanEntry, SkipFile, entry_for, is_markdown_path, read_document, scan_workspace
+from ..ingest.scan import OUTSIDE, ScanEntry, SkipFile, entry_for, is_markdown_path, read_file, scan_workspace
 from ..store import changes as changelog
 from ..store import documents as stored
 from ..store import reads
@@ -167,6 +167,7 @@ class IndexJob:
         skips: list[tuple[str, str]] = []
         renamed: set[str] = set()  # paths whose names changed in this job's earlier batches
         failures: list[tuple[str, str]] = []  # documents that could not be written
+        read_mtime: dict[int, int] = {}  # entry index -> the mtime of the file its bytes came from
         total = len(entries)
         count = self._token_counter(ws)
         changed = sum(1 for e in entries if not e.skip and not _unchanged(known.get(e.relpath), e, full))
@@ -179,6 +180,7 @@ class IndexJob:
         def take(drain: bool = False) -> None:
             nonlocal pending, renamed
             for (i, e), got in preparer.ready(drain):
+                mtime_ns = read_mtime.pop(i, e.mtime_ns)
                 if isinstance(got, str):
                     skips.append((e.relpath, got))
                     on_disk.discard(e.relpath)
@@ -187,7 +189,7 @@ class IndexJob:
                     report.unchanged += 1
                     pending.append(got)
                     continue
-                got.mtime_ns = e.mtime_ns
+                got.mtime_ns = mtime_ns
                 pending.append(got)
                 if len(pending) >= WRITE_BATCH:
                     renamed |= self._flush(ws, _Batch(pending), report, full, failures, defer_links=True)
@@ -208,16 +210,17 @@ class IndexJob:
                     report.unchanged += 1
                     continue
                 try:
-                    data = read_document(e.path, max_bytes=cfg.max_file_bytes)
+                    got = read_file(e.path, max_bytes=cfg.max_file_bytes)
                 except SkipFile as s:
                     preparer.add_ready(key, str(s))
                 except OSError as err:  # vanished or unreadable between scan and read
                     preparer.add_ready(key, f"unreadable: {err.strerror or err}")
                 else:
-                    if old and not full and old[0] == stored.content_hash(data):
-                        preparer.add_ready(key, Touched(e.relpath, e.mtime_ns))
+                    if old and not full and old[0] == stored.content_hash(got.data):
+                        preparer.add_ready(key, Touched(e.relpath, got.mtime_ns))
                     else:
-                        preparer.add(key, e.relpath, data)
+                        read_mtime[i] = got.mtime_ns  # the read file's own, taken before its bytes
+                        preparer.add(key, e.relpath, got.data)
                 take()
             take(drain=True)
             gone = [p for p in known if p not in on_disk]
@@ -274,18 +277,20 @@ class IndexJob:
             try:
                 if not e.path.resolve().is_relative_to(root):  # a file in a linked folder outside the root
                     raise SkipFile(OUTSIDE)
-                data = read_document(e.path, max_bytes=cfg.max_file_bytes)
+                got = read_file(e.path, max_bytes=cfg.max_file_bytes)
             except SkipFile as s:
                 skips.append((rel, str(s)))
                 continue
             except OSError:
                 gone.append(rel)
                 continue
-            parsed = prepare_or_reason(rel, data, cfg.section_tokens, cfg.abstract_chunk, counter())
+            parsed = prepare_or_reason(rel, got.data, cfg.section_tokens, cfg.abstract_chunk, counter())
             if isinstance(parsed, str):
                 skips.append((rel, parsed))
                 continue
-            parsed.mtime_ns = e.path.stat().st_mtime_ns
+            # the stat of the descriptor the bytes were read from, taken before the read: the
+            # stored mtime is never a newer version's, and a file gone since costs nothing
+            parsed.mtime_ns = got.mtime_ns
             pending.append(parsed)
         failures: list[tuple[str, str]] = []
         self._flush(ws, _Batch(pending, gone=gone or None, skips=skips or None), report, False, failures)
