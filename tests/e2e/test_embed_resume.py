@@ -6,28 +6,14 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import apsw
-from helpers.nvim_daemon import wait_listening
 
 from autodoc_client import call_socket
 
 CORPUS = Path(__file__).parents[1] / "corpora" / "kb"
-
-
-def start(store: Path, sock: Path, log: Path) -> subprocess.Popen:
-    p = subprocess.Popen(
-        [sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=open(log, "ab"),
-    )
-    wait_listening(sock, p, log, 30)
-    return p
 
 
 def vectors(store: Path) -> int:
@@ -48,11 +34,11 @@ def wait_for(pred, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_killed_daemon_resumes_embedding(short_tmp):
+def test_killed_daemon_resumes_embedding(short_tmp, daemon_factory):
     kb = short_tmp / "kb"
     shutil.copytree(CORPUS, kb, symlinks=True)
     store, sock, log = short_tmp / "s" / "a.db", short_tmp / "d.sock", short_tmp / "log"
-    d = start(store, sock, log)
+    d = daemon_factory(short_tmp, store=store, sock=sock, log=log, timeout=30)
     try:
         call_socket(sock, "workspace.add", {"name": "kb", "root": str(kb)}, timeout=30)
         call_socket(sock, "workspace.index", {"workspace": "kb"}, timeout=60)
@@ -60,10 +46,9 @@ def test_killed_daemon_resumes_embedding(short_tmp):
         some = wait_for(lambda: vectors(store) > 0 and vectors(store), 120, "the first vectors")
         assert some < total  # killed part-way
     finally:
-        d.send_signal(signal.SIGKILL)
-        d.wait(timeout=10)
+        d.stop(timeout=10, sig=signal.SIGKILL)
     before = vectors(store)
-    d = start(store, sock, log)
+    d.start()  # again: the same store, socket and log
     try:
         status = wait_for(
             lambda: (

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from helpers.daemon import Daemon
 from mcp import Client, StdioServerParameters
 
 from autodoc_client import Client as SocketClient
@@ -210,25 +211,16 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
     assert not [n for n in notes if "progress" in type(n).__name__.lower()]
 
 
-def _start_daemon(env: dict[str, str]) -> subprocess.Popen:
-    d = subprocess.Popen(
-        [sys.executable, "-m", "autodoc.cli", "serve", "--socket"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    sock = Path(env["AUTODOC_SOCKET"])
-    deadline = time.monotonic() + 60
-    while not sock.exists() and time.monotonic() < deadline and d.poll() is None:
-        time.sleep(0.05)
-    assert sock.exists(), "the daemon did not start"
-    return d
+def _start_daemon(daemon_factory, base: Path, env: dict[str, str]) -> Daemon:
+    """`autodoc serve --socket` (its store and socket from the env), once its socket answers."""
+    argv = [sys.executable, "-m", "autodoc.cli", "serve", "--socket"]
+    store, sock = Path(env["AUTODOC_STORE"]), Path(env["AUTODOC_SOCKET"])
+    return daemon_factory(base, store=store, sock=sock, argv=argv, env=env, timeout=60)
 
 
-async def test_two_mcp_servers_and_a_socket_client_share_one_daemon(store):
+async def test_two_mcp_servers_and_a_socket_client_share_one_daemon(store, daemon_factory):
     base, env = store
-    daemon = _start_daemon(env)
+    daemon = _start_daemon(daemon_factory, base, env)
     legacy_updates: list[str] = []
 
     async def on_message(message: Any) -> None:
@@ -279,16 +271,13 @@ async def test_two_mcp_servers_and_a_socket_client_share_one_daemon(store):
             ans, _, _ = await _tool(a, "read", {"ref": "kb:adrs/0001-sqlite-storage.md", "lines": "1-3"})
             assert ans["line_start"] == 1
             # the daemon stops: the servers carry on, one holding the store, the other reading it
-            daemon.terminate()
-            daemon.wait(timeout=30)
+            daemon.stop(timeout=30)
             ans, _, err = await _tool(a, "search", {"query": "okapi rollout"})
             assert not err and ans["hits"][0]["path"] == "notes/shared.md"
             modes = [(await _tool(c, "status", {}))[0]["server"]["mode"] for c in (a, b)]
             assert modes[0] == "in-process" and "read-only" in modes[1]
     finally:
-        if daemon.poll() is None:
-            daemon.terminate()
-            daemon.wait(timeout=30)
+        daemon.stop(timeout=30)
 
 
 async def test_beside_a_daemon_that_holds_the_store_on_stdio_only(store):

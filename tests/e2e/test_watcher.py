@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
-from helpers.nvim_daemon import wait_listening
 
 from autodoc.ingest.scan import LINKED_INSIDE, LINKED_OUTSIDE, scan_folders
 from autodoc_client import Client
@@ -61,7 +58,7 @@ async def _changes(c: Client) -> list[tuple[str, str]]:
     return [(ch["path"], ch["op"]) for ch in note.params["changes"]]
 
 
-async def test_the_watcher_stays_inside_the_root_and_follows_new_folders(short_tmp):
+async def test_the_watcher_stays_inside_the_root_and_follows_new_folders(short_tmp, daemon_factory):
     kb, outside = short_tmp / "kb", short_tmp / "usr"
     (kb / "a" / "b").mkdir(parents=True)
     (kb / ".git" / "objects").mkdir(parents=True)
@@ -72,16 +69,8 @@ async def test_the_watcher_stays_inside_the_root_and_follows_new_folders(short_t
     (kb / "usr").symlink_to(outside, target_is_directory=True)
     (kb / "a" / "loop").symlink_to(kb, target_is_directory=True)
     store, sock = short_tmp / "s" / "a.db", short_tmp / "d.sock"
-    log = open(short_tmp / "daemon.log", "wb")
-    d = subprocess.Popen(
-        [sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        env={**os.environ, "AUTODOC_CHECK_RESULTS": "1", "AUTODOC_LOG": "INFO"},
-    )
+    d = daemon_factory(short_tmp, store=store, sock=sock, env={"AUTODOC_CHECK_RESULTS": "1"}, timeout=30)
     try:
-        wait_listening(sock, d, short_tmp / "daemon.log", 30)
         async with await Client.connect_socket(sock) as c:
             await c.call("workspace.add", {"name": "kb", "root": str(kb), "config": NO_MODEL})
             await c.call("workspace.index", ["kb"])
@@ -129,7 +118,7 @@ async def test_the_watcher_stays_inside_the_root_and_follows_new_folders(short_t
             got: list[tuple[str, str]] = []
             while ("after.md", "add") not in got:
                 got += await _changes(c)
-            assert d.poll() is None
+            assert d.running()
             paths = sorted(h["path"] for h in (await c.call("search.query", ["kb", "through the link"]))["hits"])
             assert paths == []
             status = await c.call("workspace.status", ["kb"])
@@ -144,9 +133,7 @@ async def test_the_watcher_stays_inside_the_root_and_follows_new_folders(short_t
             await c.call("server.shutdown", {})
         assert d.wait(timeout=DEADLINE) == 0
     finally:
-        if d.poll() is None:
-            d.kill()
-        log.close()
+        d.close()
 
 
 async def _async(value: bool) -> bool:

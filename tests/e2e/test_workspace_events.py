@@ -3,29 +3,18 @@ and removed (the real daemon, over its socket)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from helpers.nvim_daemon import wait_listening
-
 from autodoc.rpc import schemas
 from autodoc_client import Client
 
 NO_MODEL = {"embedding": {"provider": "none"}}
 
 
-async def test_workspace_changes_are_pushed(short_tmp):
+async def test_workspace_changes_are_pushed(short_tmp, daemon_factory):
     store, sock = short_tmp / "s" / "a.db", short_tmp / "d.sock"
     (short_tmp / "kb").mkdir()
     (short_tmp / "kb" / "a.md").write_text("# A\n\nalpha\n")
-    d = subprocess.Popen(
-        [sys.executable, "-m", "autodoc.cli", "--store", str(store), "serve", "--socket", str(sock)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    d = daemon_factory(short_tmp, store=store, sock=sock, timeout=30)
     try:
-        wait_listening(sock, d, None, 30)
         async with await Client.connect_socket(sock) as c:
             await c.call("changes.subscribe", [])
             await c.call("workspace.add", {"name": "kb", "root": str(short_tmp / "kb"), "config": NO_MODEL})
@@ -41,5 +30,4 @@ async def test_workspace_changes_are_pushed(short_tmp):
             await c.call("server.shutdown", {})
         d.wait(timeout=30)
     finally:
-        if d.poll() is None:
-            d.kill()
+        d.close()

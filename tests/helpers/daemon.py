@@ -12,8 +12,10 @@ and stops whatever a test left running."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from autodoc.rpc.framing import NEWLINE, Frame, FrameDecoder, encode_message
 from autodoc.rpc.transport import socket_answers
 from autodoc_client import call_socket
 
@@ -64,6 +67,27 @@ def isolated_env(
     return env
 
 
+def server_info(sock: Path, timeout: float = DEADLINE) -> Any:
+    """server.info over a plain blocking socket: callable from a test's running event loop,
+    where autodoc_client's call_socket (its own anyio.run) is not."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(sock))
+        s.sendall(encode_message({"jsonrpc": "2.0", "id": 1, "method": "server.info", "params": {}}, NEWLINE))
+        decoder = FrameDecoder(framing=NEWLINE)
+        while True:
+            data = s.recv(65536)
+            if not data:
+                raise ConnectionResetError(f"{sock} closed before it answered server.info")
+            for item in decoder.feed(data):
+                if isinstance(item, Frame):
+                    message = json.loads(item.payload)
+                    if message.get("id") == 1:
+                        if "error" in message:
+                            raise AssertionError(f"server.info failed: {message['error']}")
+                        return message["result"]
+
+
 def wait_listening(
     sock: Path,
     proc: subprocess.Popen | None = None,
@@ -80,8 +104,8 @@ def wait_listening(
             if not info:
                 return None
             try:
-                return call_socket(sock, "server.info", {}, timeout=max(1.0, deadline - time.monotonic()))
-            except (OSError, TimeoutError):
+                return server_info(sock, timeout=max(1.0, deadline - time.monotonic()))
+            except OSError:
                 pass  # bound but not serving yet, or just gone: look again
         if proc is not None and proc.poll() is not None:
             text = log.read_text(errors="replace") if log and log.exists() else ""
