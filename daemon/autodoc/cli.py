@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import __version__, sessioncli
+from . import __version__, cliout, sessioncli
 from .config import Settings
 from .config.logs import configure_logging
 from .connect import call, daemon_socket
@@ -112,43 +112,6 @@ def _flagged(e: AutodocError, typed: dict[str, str]) -> AutodocError:
     return e
 
 
-def _print_hits(answer: dict) -> None:
-    hits = answer.get("hits", [])
-    stages = answer.get("stages", {})
-    if not hits:
-        print("no hits")
-    for i, h in enumerate(hits, 1):
-        if answer.get("answer") == "compact":  # citable passages, whole
-            conf = "" if h["confidence"] is None else f"  {h['confidence']:.2f}"
-            print(f"{i:>2}. {h['ref']}{conf}" + ("  (changed on disk since indexed)" if h["changed"] else ""))
-            print("    " + h["text"].replace("\n", "\n    "))
-            continue
-        loc = f"{h['path']}:{h['line_start']}-{h['line_end']}"
-        rel = "" if h.get("relevance") is None else f"  {h['relevance']:.2f}"
-        via = ",".join(h.get("via", []))
-        print(f"{i:>2}. {loc}{rel}  [{via}]")
-        print(f"    {h['breadcrumb']}")
-        if h.get("superseded_by"):
-            print(f"    (superseded by {h['superseded_by']})")
-        snippet = h.get("snippet", "")
-        if sys.stdout.isatty():
-            snippet = snippet.replace("«", "\x1b[1;33m").replace("»", "\x1b[0m")
-        print(f"    {snippet}")
-    skipped = stages.get("skipped", {})
-    line = f"mode {answer.get('mode_used')}; ran {', '.join(stages.get('performed', [])) or 'nothing'}"
-    if answer.get("lexical_match") == "any":
-        line += " (no chunk had every word: matched any of them)"
-    elif answer.get("lexical_match") == "mixed":
-        line += " (too few chunks had every word: those lead, then chunks with some of them)"
-    if hits and answer.get("answerable") is False:
-        line += "; nothing relevant was found: these are only the closest"
-    if answer.get("truncated"):
-        line += "; the token budget cut the last passages"
-    print("\n" + line, file=sys.stderr)
-    for stage, why in skipped.items():
-        print(f"  {stage} skipped: {why}", file=sys.stderr)
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="autodoc", description="Local knowledge-base search daemon.")
     p.add_argument("--version", action="version", version=f"autodoc {__version__}")
@@ -173,8 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     wsub.add_parser("list")
     r = wsub.add_parser("remove")
     r.add_argument("name")
-    st = wsub.add_parser("status")
+    st = wsub.add_parser("status", help="what is indexed, skipped and embedded (--json: the answer as is)")
     st.add_argument("name")
+    st.add_argument("--json", action="store_true", help="print the answer exactly as the RPC returns it")
     c = wsub.add_parser("configure")
     c.add_argument("name")
     c.add_argument("options", help="JSON object of options")
@@ -393,9 +357,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             out = call(settings, "workspace.remove", {"name": args.name})
             print(f"removed workspace {out['removed']}")
         elif args.wcmd == "status":
-            print(
-                json.dumps(call(settings, "workspace.status", {"workspace": args.name}), ensure_ascii=False, indent=2)
-            )
+            st = call(settings, "workspace.status", {"workspace": args.name})
+            if args.json:
+                print(json.dumps(st, ensure_ascii=False, indent=2))
+            else:
+                cliout.print_status(st)
         elif args.wcmd == "configure":
             out = call(
                 settings,
@@ -448,7 +414,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             print(json.dumps(answer, ensure_ascii=False, indent=2))
         else:
-            _print_hits(answer)
+            cliout.print_hits([answer], answer.get("hits", []))
         return EXIT_OK
 
     if args.cmd == "read":

@@ -114,3 +114,39 @@ def test_budget_implies_compact_and_stages_help_names_graph(kb_env):
     answer = json.loads(ok(kb_env, "search", "-w", "kb", "--json", "--budget", "400", "lease").stdout)
     assert answer["answer"] == "compact" and answer["tokens"] <= 400
     assert "graph" in ok(kb_env, "search", "--help").stdout
+
+
+def test_workspace_status_is_a_summary_for_people_and_json_with_json(kb_env):
+    human = ok(kb_env, "workspace", "status", "kb").stdout
+    assert not human.lstrip().startswith("{"), human
+    assert "kb: " in human and "15 indexed" in human and "58 chunks" in human, human
+    assert "skipped notes/diagram-export.md: binary file" in human, human
+    assert "search by meaning: off" in human and "problems: 1" in human, human
+    answer = json.loads(ok(kb_env, "workspace", "status", "kb", "--json").stdout)
+    assert answer["name"] == "kb" and answer["files"]["indexed"] == 15
+
+
+def test_session_import_skips_a_line_that_is_not_json_and_says_which(kb_env, short_tmp):
+    chat = short_tmp / "chat.jsonl"
+    chat.write_text(
+        '{"role": "user", "content": "how do we recover the lease"}\n'
+        "this line is not JSON\n"
+        '{"role": "assistant", "content": "reclaim it after the holder died"}\n'
+        "[1, 2]\n"
+    )
+    p = ok(kb_env, "session", "import", "kb", str(chat))
+    assert "2 events read" in p.stdout, p.stdout
+    assert "2 lines skipped (not a JSON event: lines 2, 4)" in p.stdout + p.stderr, (p.stdout, p.stderr)
+    listed = ok(kb_env, "session", "list", "kb").stdout
+    assert "chat\t2 events" in listed, listed
+    chat.write_text("nothing here is JSON\n")
+    bad = run(kb_env, "session", "import", "kb", str(chat))
+    assert bad.returncode == 2 and "no line of" in bad.stderr, bad.stderr
+
+
+def test_search_says_its_mode_and_semantic_state_first_on_stdout(kb_env):
+    p = ok(kb_env, "search", "-w", "kb", "lease")
+    first = p.stdout.splitlines()[0]
+    assert first.startswith("kb: ") and "mode lexical" in first, p.stdout
+    assert "semantic off: no embedding model is configured" in first, first
+    assert p.stderr == "", p.stderr

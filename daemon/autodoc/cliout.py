@@ -1,0 +1,125 @@
+"""What `autodoc search` and `autodoc workspace status` print for people (the JSON is --json's).
+
+Input: search.query's and workspace.status's answers (or several workspaces' search answers).
+Output: lines on stdout; nothing is read or written elsewhere.
+
+Runs on: the main thread of the CLI.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+SHOWN_SKIPS = 20  # a workspace's status lists this many skipped files and problems, then counts the rest
+
+
+def semantic_state(answer: dict[str, Any]) -> str:
+    """search.query's `semantic` and `semantic_tier` in words: what the hits by meaning are worth now."""
+    state, tier = answer.get("semantic"), answer.get("semantic_tier")
+    why = ((answer.get("stages") or {}).get("skipped") or {}).get("semantic")
+    instant = " on the instant tier (the model's own vectors are still being made)" if tier == "instant" else ""
+    if state == "ready":
+        return f"semantic ready{instant}"
+    if state == "partial":
+        return f"semantic partial{instant}: some chunks still wait for vectors, so hits may improve"
+    if state == "switching":
+        return f"semantic switching models{instant}: hits may change shortly"
+    return f"semantic {state or 'off'}" + (f": {why}" if why else "")
+
+
+def status_line(answer: dict[str, Any], hits: int) -> str:
+    """One line a person reads before the hits: the workspace, the mode, and semantic's state."""
+    stages = answer.get("stages") or {}
+    ran = ", ".join(stages.get("performed", [])) or "nothing"
+    line = (
+        f"{answer.get('workspace')}: {hits} hit{'' if hits == 1 else 's'}; mode {answer.get('mode_used')} (ran {ran}); "
+    )
+    line += semantic_state(answer)
+    if answer.get("lexical_match") == "any":
+        line += "; no chunk had every word: matched any of them"
+    elif answer.get("lexical_match") == "mixed":
+        line += "; too few chunks had every word: those lead, then chunks with some of them"
+    if hits and answer.get("answerable") is False:
+        line += "; nothing relevant was found: these are only the closest"
+    if answer.get("truncated"):
+        line += "; the token budget cut the last passages"
+    return line
+
+
+def print_hits(answers: list[dict[str, Any]], hits: list[dict[str, Any]]) -> None:
+    """Each workspace's status line (and why a stage other than semantic did not run), then the hits."""
+    for answer in answers:
+        mine = sum(1 for h in hits if h.get("workspace", answer.get("workspace")) == answer.get("workspace"))
+        print(status_line(answer, mine))
+        for stage, why in ((answer.get("stages") or {}).get("skipped") or {}).items():
+            if stage != "semantic":
+                print(f"  {stage} skipped: {why}")
+    if not hits:
+        print("no hits")
+    many = len(answers) > 1
+    compact = any(a.get("answer") == "compact" for a in answers)
+    for i, h in enumerate(hits, 1):
+        if compact:  # citable passages, whole
+            conf = "" if h["confidence"] is None else f"  {h['confidence']:.2f}"
+            print(f"{i:>2}. {h['ref']}{conf}" + ("  (changed on disk since indexed)" if h.get("changed") else ""))
+            print("    " + h["text"].replace("\n", "\n    "))
+            continue
+        loc = f"{h['workspace']}:" if many and h.get("workspace") else ""
+        loc += f"{h['path']}:{h['line_start']}-{h['line_end']}"
+        rel = "" if h.get("relevance") is None else f"  {h['relevance']:.2f}"
+        print(f"{i:>2}. {loc}{rel}  [{','.join(h.get('via', []))}]")
+        print(f"    {h['breadcrumb']}")
+        if h.get("superseded_by"):
+            print(f"    (superseded by {h['superseded_by']})")
+        snippet = h.get("snippet", "")
+        if sys.stdout.isatty():
+            snippet = snippet.replace("«", "\x1b[1;33m").replace("»", "\x1b[0m")
+        print(f"    {snippet}")
+
+
+def _some(items: list[Any], show: Any) -> list[str]:
+    out = [show(x) for x in items[:SHOWN_SKIPS]]
+    if len(items) > SHOWN_SKIPS:
+        out.append(f"    … and {len(items) - SHOWN_SKIPS} more (--json lists them all)")
+    return out
+
+
+def print_status(st: dict[str, Any]) -> None:
+    """workspace.status for a person: what is indexed, what was left out and why, what meaning covers."""
+    files, emb, rank = st["files"], st.get("embedding") or {}, st.get("ranker") or {}
+    root = st["root"] + ("" if st.get("root_exists", True) else " (missing!)")
+    print(f"{st['name']}: {root}")
+    print(
+        f"  files: {files['indexed']} indexed of {files['on_disk']} on disk, {len(files['skipped'])} skipped; "
+        f"{st['chunks']} chunks; generation {st['generation']}"
+    )
+    ses = st.get("sessions") or {}
+    if ses.get("sessions"):
+        print(f"  sessions: {ses['sessions']} ({ses['events']} events, {ses['chunks']} chunks)")
+    state = emb.get("state", "off")
+    line = f"  search by meaning: {state}"
+    if emb.get("available"):
+        line += f" ({emb.get('model')}): {emb.get('embedded', 0)}/{emb.get('total', 0)} chunks embedded"
+        if emb.get("pending"):
+            eta = emb.get("eta_seconds")
+            line += f", {emb['pending']} pending" + (f", about {eta:.0f} s left" if eta else "")
+        inst = emb.get("instant")
+        if isinstance(inst, dict):
+            line += f"; instant tier {inst.get('state')} ({inst.get('embedded', 0)} vectors)"
+    if emb.get("reason"):
+        line += f": {emb['reason']}"
+    print(line)
+    print(f"  ranker: {rank.get('state', 'off')}" + (f" ({rank['model']})" if rank.get("model") else ""))
+    if st.get("schema"):
+        print(f"  frontmatter schema: {st['schema'].get('path')}")
+    for s in _some(files["skipped"], lambda s: f"    skipped {s['path']}: {s['reason']}"):
+        print(s)
+    if st["problems"]:
+        print(f"  problems: {len(st['problems'])}")
+        for s in _some(st["problems"], lambda p: f"    {p['path']}:{p['line']}: {p['message']}"):
+            print(s)
+    if st["broken_links"]:
+        print(f"  broken links: {len(st['broken_links'])}")
+        for s in _some(st["broken_links"], lambda b: f"    {b['path']}:{b['line']}: {b['target']}"):
+            print(s)
