@@ -24,7 +24,8 @@ the same verdict over every method's fuzzed params.
 Before the schema, every string in the params (keys included) is checked once
 for what no method can take: a NUL character (C strings, SQLite FTS and file
 names end there) or a lone surrogate (it has no UTF-8 form, so it can be
-neither stored nor echoed); and nesting is capped at ``MAX_PARAM_DEPTH``.
+neither stored nor echoed); no number is NaN or ±Infinity (they pass every
+``minimum``/``maximum`` and no JSON answer carries them back); and nesting is capped at ``MAX_PARAM_DEPTH``.
 Both answer -32602 naming the field, for the daemon and the in-process
 binding alike.
 
@@ -38,6 +39,7 @@ import functools
 import importlib.resources
 import json
 import logging
+import math
 import re
 from collections.abc import Callable, Iterable
 from importlib.resources.abc import Traversable
@@ -295,7 +297,8 @@ def _bind(value: Any, plan: _IntPlan) -> Any:
 
 def check_strings_and_depth(params: dict[str, Any]) -> None:
     """InvalidParams for the first string (value or key) holding a NUL or a
-    lone surrogate, or the first value nested deeper than MAX_PARAM_DEPTH.
+    lone surrogate, the first NaN or ±Infinity (json.loads reads them: the in-process
+    path), or the first value nested deeper than MAX_PARAM_DEPTH.
     Iterative, in document order, so the same params always name the same field."""
     stack: list[tuple[Any, list[Any], int]] = [(params, [], 1)]
     while stack:
@@ -305,6 +308,8 @@ def check_strings_and_depth(params: dict[str, Any]) -> None:
             if problem:
                 raise InvalidParams(field_name(path), problem)
             continue
+        if type(value) is float and not math.isfinite(value):
+            raise InvalidParams(field_name(path), "must be a finite number (not NaN or Infinity)")
         if not isinstance(value, (dict, list)):
             continue
         if depth > MAX_PARAM_DEPTH:
