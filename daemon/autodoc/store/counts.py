@@ -20,7 +20,7 @@ import json
 
 import apsw
 
-from .filters import Filter
+from .filters import CHUNKLESS_ROWS, Filter
 from .sql import all_rows
 
 
@@ -42,6 +42,9 @@ def facet_counts(
     if wordless:
         parts.append(f"SELECT c.document_id FROM chunks c WHERE c.workspace_id = ?{where}")
         params += [workspace_id, *filt.params]
+        # the listing lists documents without a chunk too (store/hits.py matching_documents)
+        parts.append(f"SELECT c.document_id FROM ({CHUNKLESS_ROWS}) c WHERE c.workspace_id = ?{where}")
+        params += [workspace_id, workspace_id, *filt.params]
     elif match is not None:
         parts.append(
             "SELECT c.document_id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "

@@ -34,6 +34,16 @@ class FacetTerm(Protocol):
     def negate(self) -> bool: ...
 
 
+# A Filter's SQL is written over a chunk row `c` (c.document_id, c.kind). A listing of documents
+# (a query of facets only) must also see the documents that have no chunk at all (all frontmatter,
+# no body): this gives each of them one row of the same shape, of kind 'document', id NULL.
+# One parameter: the workspace id.
+CHUNKLESS_ROWS = (
+    "SELECT NULL AS id, d0.id AS document_id, d0.workspace_id AS workspace_id, 'document' AS kind "
+    "FROM documents d0 WHERE d0.workspace_id = ? AND NOT EXISTS (SELECT 1 FROM chunks x WHERE x.document_id = d0.id)"
+)
+
+
 @dataclass
 class Filter:
     sql: str = ""

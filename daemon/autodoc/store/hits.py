@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import apsw
 
-from .filters import Filter
+from .filters import CHUNKLESS_ROWS, Filter
 from .sessions import chunk_events, is_session_path, origin
 from .sql import all_rows
 
@@ -183,12 +183,18 @@ def first_chunks(db: apsw.Connection, workspace_id: int, doc_ids: list[int], fil
 
 def matching_documents(db: apsw.Connection, workspace_id: int, filt: Filter, limit: int) -> list[tuple]:
     """(path, title, generation, tags JSON, size, line count, first chunk id) of the documents the
-    filter admits, in path order: a query of facets only."""
+    filter admits, in path order: a query of facets only. A document with no chunk (frontmatter
+    and no body) is listed too, with no first chunk (None)."""
     where = f" AND {filt.sql}" if filt.sql else ""
     return all_rows(
         db,
         f"""SELECT d.path, d.title, d.generation, d.tags, d.size, d.line_count, MIN(c.id)
             FROM chunks c JOIN documents d ON d.id = c.document_id
-            WHERE c.workspace_id = ?{where} GROUP BY d.id ORDER BY d.path LIMIT ?""",
-        (workspace_id, *filt.params, limit),
+            WHERE c.workspace_id = ?{where} GROUP BY d.id
+            UNION ALL
+            SELECT d.path, d.title, d.generation, d.tags, d.size, d.line_count, NULL
+            FROM ({CHUNKLESS_ROWS}) c JOIN documents d ON d.id = c.document_id
+            WHERE c.workspace_id = ?{where}
+            ORDER BY 1 LIMIT ?""",
+        (workspace_id, *filt.params, workspace_id, workspace_id, *filt.params, limit),
     )
