@@ -242,15 +242,13 @@ def test_older_store_answers_then_builds(tmp_path):
         s.close()
 
 
-def test_the_daemon_builds_an_older_stores_postings_without_an_index_job(tmp_path):
+def test_the_daemon_builds_an_older_stores_postings_without_an_index_job(tmp_path, daemon_factory):
     """A store that predates the postings gets them from the daemon's background builder, in
     small slices between writes: a 1M-chunk store would otherwise wait for ~15 min of index jobs.
     The daemon runs without its watcher, so no index job runs at all."""
-    import signal
-    import subprocess
     import time
 
-    from helpers.nvim_daemon import daemon_env, serve_argv, wait_gone, wait_listening
+    from helpers.daemon import daemon_argv
 
     store = tmp_path / "store" / "autodoc.db"
     s = Service(Settings.from_env(store=store))
@@ -263,16 +261,12 @@ def test_the_daemon_builds_an_older_stores_postings_without_an_index_job(tmp_pat
         "DELETE FROM meta WHERE key='postings_built'; PRAGMA user_version = 4"
     )
     db.close()
-    sock, log = tmp_path / "d.sock", tmp_path / "daemon.log"
-    proc = subprocess.Popen(
-        serve_argv(store, sock, watch=False),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=open(log, "wb"),
-        env=daemon_env(),
-    )
+    sock = tmp_path / "d.sock"
+    # the plugin's daemon (tests/e2e/test_nvim.py): none of this shell's AUTODOC_*, a 2 s shutdown deadline
+    argv = daemon_argv(store, sock, "--no-watch")
+    env = {"AUTODOC_SHUTDOWN_DEADLINE": "2"}
+    proc = daemon_factory(tmp_path, store=store, sock=sock, argv=argv, clean_env=True, env=env)
     try:
-        wait_listening(sock, proc, log)
         deadline = time.monotonic() + 60
         while True:
             r = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
@@ -282,11 +276,10 @@ def test_the_daemon_builds_an_older_stores_postings_without_an_index_job(tmp_pat
                     break
             finally:
                 r.close()
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            assert proc.running() and time.monotonic() < deadline, proc.log_text()
             time.sleep(0.1)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        wait_gone(proc.pid)
+        proc.stop()
 
 
 def _older_store(tmp_path, workspace="adr", corpus="simpler-grants-adr", before_drop=None):

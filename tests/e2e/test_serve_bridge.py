@@ -8,10 +8,8 @@ schemas/."""
 from __future__ import annotations
 
 import json
-import os
 import queue
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -21,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.nvim_daemon import wait_listening
+from helpers.daemon import Daemon, isolated_env
 
 from autodoc.rpc import schemas
 from autodoc.rpc.framing import CONTENT_LENGTH, NEWLINE, FrameDecoder, encode_message
@@ -33,8 +31,11 @@ CORPUS = Path(__file__).parents[1] / "corpora" / "kb"
 NO_MODEL = {"embedding": {"provider": "none"}}
 
 
+CHECKED_ENV = {"AUTODOC_CHECK_RESULTS": "1"}  # every answer checked against schemas/ by the daemon
+
+
 def env() -> dict[str, str]:
-    return {**os.environ, "AUTODOC_CHECK_RESULTS": "1", "AUTODOC_LOG": "INFO", "PYTHONUNBUFFERED": "1"}
+    return isolated_env(extra=CHECKED_ENV)
 
 
 def serve(store: Path, *args: str, **kw: Any) -> subprocess.Popen:
@@ -119,17 +120,15 @@ def _daemon(short_tmp: Path):
     store, sock, log = short_tmp / "store" / "autodoc.db", short_tmp / "run" / "d.sock", short_tmp / "daemon.log"
     kb = short_tmp / "kb"
     shutil.copytree(CORPUS, kb, symlinks=True)
-    with open(log, "wb") as log_file:
-        proc = serve(store, "--socket", str(sock), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log_file)
-        try:
-            wait_listening(sock, proc, log, DEADLINE)
-            call_socket(sock, "workspace.add", ["kb", str(kb), NO_MODEL], timeout=DEADLINE)
-            call_socket(sock, "workspace.reindex", ["kb"], timeout=DEADLINE)
-            yield {"proc": proc, "store": store, "sock": sock, "base": short_tmp, "log": log}
-        finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                assert proc.wait(DEADLINE) == 0, log.read_text()
+    d = Daemon(short_tmp, store=store, sock=sock, log=log, env=CHECKED_ENV, timeout=DEADLINE).start()
+    try:
+        call_socket(sock, "workspace.add", ["kb", str(kb), NO_MODEL], timeout=DEADLINE)
+        call_socket(sock, "workspace.reindex", ["kb"], timeout=DEADLINE)
+        yield {"proc": d.proc, "store": store, "sock": sock, "base": short_tmp, "log": log}
+    finally:
+        was_running = d.running()
+        code = d.stop()  # SIGTERM; killed, and an AssertionError with the log, past the deadline
+        assert not was_running or code == 0, d.log_text()
 
 
 def test_two_stdio_servers_share_the_daemon_that_holds_the_store(daemon):

@@ -327,30 +327,17 @@ def test_a_compacted_list_leaves_each_offer_as_the_whole_list_does():
         assert small.offers() == whole.offers(), items
 
 
-def test_readers_of_a_real_daemon_share_one_copy(embedded, short_tmp):
+def test_readers_of_a_real_daemon_share_one_copy(embedded, short_tmp, daemon_factory):
     """The daemon with its reader pool: searches in the readers answer as in the daemon,
     the base lives in one /dev/shm file while the daemon runs, and goes with it."""
-    import subprocess
-    import sys
-
-    from helpers.nvim_daemon import wait_listening
-
     from autodoc_client import call_socket
 
     if not shared_vectors.available():
         pytest.skip("no writable /dev/shm on this machine")
     root, _kb = embedded
     sock = short_tmp / "d.sock"
-    env = {**os.environ, "AUTODOC_READERS": "2"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "autodoc.cli", "--store", str(root / "s.db"), "serve", "--socket", str(sock)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    proc = daemon_factory(short_tmp, store=root / "s.db", sock=sock, env={"AUTODOC_READERS": "2"})
     try:
-        wait_listening(sock, proc)
         mine = f"{shared_vectors.PREFIX}{proc.pid}-"
         want = [call_socket(sock, "search.query", ["kb", q, SEMANTIC])["hits"] for q in QUERIES]
         # several clients at once: the readers start, and take the searches
@@ -377,8 +364,7 @@ def test_readers_of_a_real_daemon_share_one_copy(embedded, short_tmp):
         assert len(files) == 1, files
         assert mapped, "no reader process maps the shared base"
     finally:
-        proc.terminate()
-        proc.wait(30)
+        proc.stop(timeout=30)
     assert not [p for p in shared_vectors.SHM_DIR.iterdir() if p.name.startswith(mine)]
 
 
