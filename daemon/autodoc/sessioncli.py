@@ -13,8 +13,10 @@ Runs on: the main thread of the CLI.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,9 +60,24 @@ def add_parser(sub: Any) -> None:
 MAX_TRANSCRIPT_BYTES = 256 << 20
 
 
-def _read_transcript(path: Path) -> Transcript:
+def _events_only(lines: list[str], unread: list[int]) -> Iterator[str]:
+    """The lines, a line that is no JSON object blanked (parse_transcript passes over blank lines,
+    keeping the others' numbers) and its number kept in `unread`: one torn or stray line of a
+    long transcript is skipped and reported, not the whole file refused."""
+    for lineno, line in enumerate(lines, 1):
+        try:
+            ok = not line.strip() or isinstance(json.loads(line), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            unread.append(lineno)
+        yield line if ok else ""
+
+
+def _read_transcript(path: Path, unread: list[int]) -> Transcript:
     """The parsed transcript, or SessionUsage: read through the one reader, so a FIFO or a
-    device given as the file is refused instead of blocking or filling memory."""
+    device given as the file is refused instead of blocking or filling memory; the numbers of
+    the lines that are no JSON event go to `unread`."""
     from .ingest.readfile import Refused, read_regular  # ingest/: only to import a transcript
     from .ingest.transcript import TranscriptError, parse_transcript
 
@@ -68,7 +85,8 @@ def _read_transcript(path: Path) -> Transcript:
         text = read_regular(path, max_bytes=MAX_TRANSCRIPT_BYTES).data.decode("utf-8")
         # the lines open() would give (universal newlines): str.splitlines() also cuts at U+2028,
         # which a JSON string may hold unescaped
-        return parse_transcript(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        return parse_transcript(_events_only(lines, unread))
     except Refused as e:
         raise SessionUsage(f"cannot read {path}: {e.reason}") from None
     except OSError as e:
@@ -77,6 +95,11 @@ def _read_transcript(path: Path) -> Transcript:
         raise SessionUsage(f"{path} is not UTF-8 text (byte {e.start})") from None
     except TranscriptError as e:
         raise SessionUsage(f"{path}: {e}") from None
+
+
+def _unread(unread: list[int]) -> str:
+    shown = ", ".join(map(str, unread[:20])) + (f" and {len(unread) - 20} more" if len(unread) > 20 else "")
+    return f"{len(unread)} line{'s' if len(unread) > 1 else ''} skipped (not a JSON event: line{'s' if len(unread) > 1 else ''} {shown})"
 
 
 def _session_id(given: str | None, found: str | None, file: Path) -> str:
@@ -133,7 +156,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"removed session {gone['session_id']} ({gone['events']} events, {gone['chunks']} chunks)")
         return 0
     path = Path(args.file)
-    transcript = _read_transcript(path)
+    unread: list[int] = []
+    transcript = _read_transcript(path, unread)
+    if unread and not transcript.events:
+        raise SessionUsage(f"no line of {path} is a JSON event object (line {unread[0]} is not)")
     sid = _session_id(args.session_id, transcript.session_id, path)
     title = args.title or transcript.title
     totals: dict[str, int] = {"appended": 0, "indexed": 0, "new": 0, "replaced": 0, "unchanged": 0}
@@ -156,5 +182,6 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         f"({totals['new']} new, {totals['replaced']} replaced, {totals['unchanged']} unchanged), "
         f"{sum(skipped.values())} skipped{f' ({why})' if why else ''}; "
         f"the session holds {out.get('events', 0)} events in {out.get('chunks', 0)} chunks at {out.get('path')}"
+        + (f"; {_unread(unread)}" if unread else "")
     )
     return 0
