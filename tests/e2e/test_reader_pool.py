@@ -15,14 +15,13 @@ import os
 import random
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import types
 
 import anyio
 import pytest
+from helpers.daemon import daemon_argv
 
 from autodoc.readers import pool as poolmod
 from autodoc.readers.pool import ReaderPool, pool_size
@@ -272,7 +271,7 @@ def test_an_overflowing_invalidation_list_keeps_what_each_item_meant():
     assert compact_invalidations([("vectors", 1, [4, 2]), ("vectors", 1, [2, 9])]) == [("vectors", 1, [2, 4, 9])]
 
 
-def test_a_killed_daemon_leaves_no_reader(short_tmp, kb_copy):
+def test_a_killed_daemon_leaves_no_reader(short_tmp, kb_copy, daemon_factory):
     from autodoc.config import Settings
     from autodoc.service import Service
 
@@ -282,13 +281,8 @@ def test_a_killed_daemon_leaves_no_reader(short_tmp, kb_copy):
     svc.index("kb")
     svc.close()
     sock = short_tmp / "d.sock"
-    env = {**os.environ, "AUTODOC_READERS": "2"}
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "autodoc.daemon", "--store", str(store), "--socket", str(sock), "--no-watch"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-    )
+    argv = daemon_argv(store, sock, "--no-watch")
+    daemon = daemon_factory(short_tmp, store=store, sock=sock, argv=argv, env={"AUTODOC_READERS": "2"})
     try:
         t0 = time.monotonic()
         kids: list[int] = []
@@ -313,14 +307,11 @@ def test_a_killed_daemon_leaves_no_reader(short_tmp, kb_copy):
             time.sleep(0.2)
         assert len(kids) == 2, "the readers did not start"
         daemon.kill()
-        daemon.wait()
         while any(_running(k) for k in kids) and time.monotonic() - t0 < DEADLINE_S:
             time.sleep(0.05)
         assert not any(_running(k) for k in kids), "a reader outlived its daemon"
     finally:
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
+        daemon.kill()
 
 
 def _children(pid: int) -> list[int]:

@@ -4,17 +4,12 @@ document's facets (no file is re-chunked: no change is pushed)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 from helpers.kb_schema import NO_MODEL, make_kb_schema
 
 from autodoc.rpc import schemas
-from autodoc.rpc.transport import socket_answers
 from autodoc_client import call_socket
 
 DEADLINE = 20
@@ -28,28 +23,11 @@ def _wait(predicate, what: str) -> None:
 
 
 @pytest.fixture()
-def served(short_tmp):
+def served(short_tmp, daemon_factory):
     kb = make_kb_schema(short_tmp / "kb")
     sock = short_tmp / "run" / "autodoc.sock"
-    log = open(short_tmp / "daemon.log", "wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "autodoc.cli",
-            "--store",
-            str(short_tmp / "store" / "autodoc.db"),
-            "serve",
-            "--socket",
-            str(sock),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        env={**os.environ, "AUTODOC_CHECK_RESULTS": "1", "PYTHONUNBUFFERED": "1"},
-    )
+    d = daemon_factory(short_tmp, sock=sock, env={"AUTODOC_CHECK_RESULTS": "1"}, timeout=DEADLINE)
     try:
-        _wait(lambda: proc.poll() is None and sock.exists() and socket_answers(sock), "the daemon to listen")
 
         def call(method, params=None):
             result = call_socket(sock, method, params, timeout=DEADLINE)
@@ -61,13 +39,7 @@ def served(short_tmp):
         _wait(lambda: "kb" in call("server.info")["watching"], "the watcher")
         yield call, kb
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=DEADLINE)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        log.close()
+        d.stop()
 
 
 def test_a_saved_schema_edit_is_applied_by_the_watcher(served):
