@@ -64,19 +64,48 @@ def kb_copy(short_tmp) -> Path:
     return dest
 
 
+NO_MODEL = {"embedding": {"provider": "none"}}
+
+
 @pytest.fixture
-def kb_service(short_tmp, kb_copy):
-    """A Service on a fresh store in short_tmp with kb_copy indexed as workspace "kb", no model."""
+def service_factory(short_tmp):
+    """Services on real stores, each closed at the end of the test. `service_factory(root)` adds
+    `root` as workspace `name` ("kb") with `config` (default: no model) and indexes it (`index=False`:
+    added only); no root: a Service on an empty store. `store` names the store file (default
+    short_tmp/store.db, then store-1.db, … for a second Service in the same test)."""
     from autodoc.config import Settings
     from autodoc.service import Service
 
-    svc = Service(Settings.from_env(store=short_tmp / "store.db"))
-    svc.workspace_add("kb", str(kb_copy), {"embedding": {"provider": "none"}})
-    svc.index("kb")
+    made: list[Service] = []
+
+    def make(
+        root: Path | None = None,
+        config: dict | None = NO_MODEL,
+        *,
+        name: str = "kb",
+        store: Path | None = None,
+        index: bool = True,
+    ) -> Service:
+        path = store or short_tmp / (f"store-{len(made)}.db" if made else "store.db")
+        svc = Service(Settings.from_env(store=path))
+        made.append(svc)
+        if root is not None:
+            svc.workspace_add(name, str(root), config)
+            if index:
+                svc.index(name)
+        return svc
+
     try:
-        yield svc
+        yield make
     finally:
-        svc.close()
+        for svc in reversed(made):
+            svc.close()
+
+
+@pytest.fixture
+def kb_service(service_factory, kb_copy):
+    """A Service on a fresh store in short_tmp with kb_copy indexed as workspace "kb", no model."""
+    return service_factory(kb_copy)
 
 
 @pytest.fixture

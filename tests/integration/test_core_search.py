@@ -30,12 +30,8 @@ def kb(tmp_path: Path) -> Path:
 
 
 @pytest.fixture()
-def svc(tmp_path: Path, kb: Path):
-    s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
-    s.workspace_add("kb", str(kb), NO_MODEL)
-    s.index("kb")
-    yield s
-    s.close()
+def svc(service_factory, tmp_path: Path, kb: Path):
+    return service_factory(kb, NO_MODEL, store=tmp_path / "store" / "autodoc.db")
 
 
 def paths(answer):

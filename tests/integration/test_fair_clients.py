@@ -12,7 +12,6 @@ import json
 import socket
 
 import anyio
-import pytest
 
 from autodoc.rpc import connection
 from autodoc.rpc.server import RpcServer
@@ -21,18 +20,13 @@ from autodoc_client import Client
 FLOOD = 200
 
 
-@pytest.fixture
-def service(kb_service):
-    return kb_service
-
-
 READS = 2  # the share each connection gets, fixed here: the product's is the core count
 
 
-async def test_a_flooding_client_that_never_reads_does_not_stall_another(service, short_tmp, monkeypatch):
+async def test_a_flooding_client_that_never_reads_does_not_stall_another(kb_service, short_tmp, monkeypatch):
     monkeypatch.setattr(connection, "READS_PER_CONNECTION", READS)  # read as each connection is made
     sock_path = short_tmp / "d.sock"
-    server = RpcServer(service)
+    server = RpcServer(kb_service)
     async with anyio.create_task_group() as tg:
         await tg.start(lambda task_status: server.run(socket_path=sock_path, task_status=task_status))
         flood = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -24,11 +24,6 @@ SEARCH = ["kb", "sqlite lease", {"stages": ["lexical"], "limit": 5}]
 
 
 @pytest.fixture
-def service(kb_service):
-    return kb_service
-
-
-@pytest.fixture
 def hand_offs(monkeypatch):
     real = anyio.to_thread.run_sync
     calls = []
@@ -83,8 +78,8 @@ def test_a_long_or_filtered_search_is_not_the_kind_of_a_short_one():
     assert read_kind("search.query", ["kb", "graph notes", None]) == positional
 
 
-async def test_inline_answers_and_errors_are_the_threads_ones(service, short_tmp, hand_offs):
-    server = RpcServer(service)
+async def test_inline_answers_and_errors_are_the_threads_ones(kb_service, short_tmp, hand_offs):
+    server = RpcServer(kb_service)
     server.inline.below_s = server.inline.wall_below_s = 10.0  # every read counts as quick: the rule alone decides
     sock_path = short_tmp / "d.sock"
     async with anyio.create_task_group() as tg:
@@ -109,8 +104,8 @@ async def test_inline_answers_and_errors_are_the_threads_ones(service, short_tmp
             server.request_shutdown("test over")
 
 
-async def test_pipelined_requests_never_run_inline(service, short_tmp, hand_offs):
-    server = RpcServer(service)
+async def test_pipelined_requests_never_run_inline(kb_service, short_tmp, hand_offs):
+    server = RpcServer(kb_service)
     server.inline.below_s = server.inline.wall_below_s = 10.0
     sock_path = short_tmp / "d.sock"
     async with anyio.create_task_group() as tg:
@@ -139,8 +134,8 @@ async def test_pipelined_requests_never_run_inline(service, short_tmp, hand_offs
             server.request_shutdown("test over")
 
 
-async def test_a_client_vanishing_mid_request_leaves_the_counters_at_rest(service, short_tmp):
-    server = RpcServer(service)
+async def test_a_client_vanishing_mid_request_leaves_the_counters_at_rest(kb_service, short_tmp):
+    server = RpcServer(kb_service)
     sock_path = short_tmp / "d.sock"
     async with anyio.create_task_group() as tg:
         await tg.start(lambda task_status: server.run(socket_path=sock_path, task_status=task_status))

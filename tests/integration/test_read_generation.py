@@ -10,25 +10,19 @@ from __future__ import annotations
 
 import pytest
 
-from autodoc.config import Settings
 from autodoc.connect import invoke
 from autodoc.errors import AutodocError, InvalidParams
 from autodoc.rpc import schemas
-from autodoc.service import Service
 
 NO_MODEL = {"embedding": {"provider": "none"}}
 
 
 @pytest.fixture()
-def svc(tmp_path):
+def svc(service_factory, tmp_path):
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "a.md").write_text("# A\n\nThe quasar lease renews itself.\n")
-    s = Service(Settings.from_env(store=tmp_path / "s" / "autodoc.db"))
-    s.workspace_add("kb", str(kb), NO_MODEL)
-    s.index("kb")
-    yield s, kb
-    s.close()
+    return service_factory(kb, NO_MODEL, store=tmp_path / "s" / "autodoc.db"), kb
 
 
 def test_the_hits_generation_is_served_then_refused_once_it_is_gone(svc):

@@ -30,18 +30,11 @@ def slow(tmp_path_factory):
 
 
 @pytest.fixture()
-def svc(tmp_path, tiny):
+def svc(service_factory, tmp_path, tiny):
     kb = tmp_path / "kb"
     shutil.copytree(CORPUS, kb, symlinks=True)
-    s = Service(Settings.from_env(store=tmp_path / "a.db"))
-    s.workspace_add(
-        "kb",
-        str(kb),
-        {"embedding": {"provider": "none"}, "ranker": {"provider": "onnx", "path": str(tiny), "model": "tiny-ce"}},
-    )
-    s.index("kb")
-    yield s
-    s.close()
+    config = {"embedding": {"provider": "none"}, "ranker": {"provider": "onnx", "path": str(tiny), "model": "tiny-ce"}}
+    return service_factory(kb, config, store=tmp_path / "a.db")
 
 
 def test_window_is_resorted_by_rank_score_and_says_so(svc):

@@ -32,11 +32,9 @@ def write_corpus(root: Path) -> Path:
 
 
 @pytest.fixture()
-def svc(tmp_path):
-    s = Service(Settings.from_env(store=tmp_path / "s.db"))
-    s.workspace_add("kb", str(write_corpus(tmp_path / "kb")))
-    yield s
-    s.close()
+def svc(service_factory, tmp_path):
+    # the bundled model (the workspace's default config), not indexed: each test indexes
+    return service_factory(write_corpus(tmp_path / "kb"), None, store=tmp_path / "s.db", index=False)
 
 
 def _meter(s: Service) -> dict:
