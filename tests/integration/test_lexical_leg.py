@@ -41,16 +41,12 @@ def _leg(db, ws_id: int, query: str, **kw):
 
 
 @pytest.fixture()
-def two(tmp_path: Path):
+def two(service_factory, tmp_path: Path):
     # "big" buries "small": 300 notes that say "gear" three times against 3 that say it once,
     # so small's rows sit below FTS5's first windows of 50 and 200 ranked rows
     _write(tmp_path / "big", 300, "gear gear gear train")
     _write(tmp_path / "small", 3, "a gear among many other words in a longer sentence about nothing much")
-    s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
-    s.workspace_add("big", str(tmp_path / "big"), NO_MODEL)
-    s.index("big")
-    yield s, tmp_path
-    s.close()
+    return service_factory(tmp_path / "big", NO_MODEL, name="big", store=tmp_path / "store" / "autodoc.db"), tmp_path
 
 
 def test_sole_workspace_skips_the_filter_and_matches_the_exact_join(two):
@@ -101,7 +97,7 @@ def test_filtered_search_in_a_sole_workspace_matches_the_exact_join(two):
 
 
 @pytest.fixture()
-def comms(tmp_path: Path):
+def comms(service_factory, tmp_path: Path):
     """Four notes hold both "comms" and "architecture"; six hold only "architecture"."""
     root = tmp_path / "kb"
     root.mkdir()
@@ -113,11 +109,7 @@ def comms(tmp_path: Path):
         "# Comms architecture\n\n## Deadline\n\nDate: Q4 2025\n\n"
         "## Context\n\nWe chose a message bus for comms because the architecture needs fan-out to many services.\n"
     )
-    s = Service(Settings.from_env(store=tmp_path / "store.db"))
-    s.workspace_add("kb", str(root), NO_MODEL)
-    s.index("kb")
-    yield s
-    s.close()
+    return service_factory(root, NO_MODEL, store=tmp_path / "store.db")
 
 
 def test_relaxed_match_reports_what_the_page_holds(comms):

@@ -12,7 +12,6 @@ import pytest
 import autodoc.index.job as job
 import autodoc.index.prepare as preparing
 import autodoc.store.documents as stored_documents
-from autodoc.config import Settings
 from autodoc.service import Service
 from autodoc.store.links import _resolver_for
 from autodoc.store.workspaces import get_workspace
@@ -21,12 +20,10 @@ NO_MODEL = {"embedding": {"provider": "none"}}
 
 
 @pytest.fixture()
-def kb(tmp_path: Path):
+def kb(service_factory, tmp_path: Path):
     root = tmp_path / "kb"
     root.mkdir()
-    s = Service(Settings.from_env(store=tmp_path / "s.db"))
-    yield root, s
-    s.close()
+    return root, service_factory(store=tmp_path / "s.db")
 
 
 def stale(svc: Service) -> list[tuple]:
