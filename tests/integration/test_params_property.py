@@ -57,7 +57,33 @@ SPECIAL_STRINGS = [
     '"',
     "x" * 300,
     "9" * 5000,
+    # facet values: ranges, dates, and ranges of digits int() may not take
+    ">=2025-01-01",
+    "<2020-02-30",
+    "10..20",
+    "1..²",
+    "٣..٤",
+    "..",
+    ">=",
+    ">=1e999",
+    "2024-13-45",
+    "9" * 400 + "..1",
+    # queries: facets, phrases, prefixes, FTS5 operators
+    "lease",
+    "lease recovery",
+    "adr:²",
+    "adr:٣..٤",
+    "tag:sqlite lease",
+    "-status:accepted lease",
+    "status:",
+    '"write ahead',
+    "leas*",
+    "NEAR(a b)",
+    "a OR b AND NOT c",
+    "date:>=2024-01-01",
+    "adr:" + "9" * 5000,
 ]
+FIELDS = ["tag", "status", "adr", "date", "owner", "type", "title", "aliases", "supersedes", "recoverable"]
 KB_PATHS = sorted(
     str(p.relative_to(CORPORA / "kb")) for p in (CORPORA / "kb").rglob("*") if p.is_file() or p.is_symlink()
 )
@@ -147,6 +173,8 @@ def strategy(node: Any, doc: dict, depth: int = 0, name: str = "") -> st.SearchS
         return st.none()
     if types == "array":
         items = strategy(node.get("items", True), doc, depth + 1)
+        if name == "facet_counts":
+            items = st.one_of(st.sampled_from(FIELDS), items)
         lo = node.get("minItems", 0)
         hi = max(lo, min(node.get("maxItems", 4), 4))
         unique = (lambda v: json.dumps(v, sort_keys=True)) if node.get("uniqueItems") else None
@@ -160,6 +188,8 @@ def strategy(node: Any, doc: dict, depth: int = 0, name: str = "") -> st.SearchS
         extra = node.get("additionalProperties")
         if isinstance(extra, dict):
             keys = _strings({"minLength": 1, **node.get("propertyNames", {}), "maxLength": 16})
+            if name == "facets":  # the corpus's own fields, or every draw is "unknown field"
+                keys = st.one_of(st.sampled_from(FIELDS), st.sampled_from(FIELDS), keys)
             more = st.dictionaries(keys, strategy(extra, doc, depth + 1), max_size=min(node.get("maxProperties", 3), 3))
             return st.tuples(base, more).map(lambda t: {**t[1], **t[0]})
         return base
