@@ -192,7 +192,7 @@ def test_a_transcript_that_is_a_fifo_is_refused(short_tmp):
     fifo = short_tmp / "t.jsonl"
     os.mkfifo(fifo)
     with pytest.raises(SessionUsage, match="FIFO"):
-        _read_transcript(fifo)
+        _read_transcript(fifo, [])
     (short_tmp / "z.jsonl").symlink_to("/dev/zero")
     with pytest.raises(SessionUsage, match="character device"):
-        _read_transcript(short_tmp / "z.jsonl")
+        _read_transcript(short_tmp / "z.jsonl", [])

@@ -28,10 +28,12 @@ from typing import Any
 
 from ..config import WorkspaceConfig
 from ..errors import InvalidParams
+from ..ingest.readfile import FileRead
 from ..ingest.scan import OUTSIDE, ScanEntry, SkipFile, entry_for, is_markdown_path, read_file, scan_workspace
 from ..store import changes as changelog
 from ..store import documents as stored
 from ..store import reads
+from ..store.documents import FileState
 from ..store.facets import sync_schema
 from ..store.interface import StoreInterface
 from ..store.lexical import postings
@@ -48,18 +50,40 @@ WRITE_BATCH = 64
 
 @dataclass
 class Touched:
-    """A file whose mtime changed but not its bytes: only the mtime is stored."""
+    """A file whose stat changed but not its bytes: only its change signal is stored."""
 
     path: str
     mtime_ns: int
+    ctime_ns: int | None = None
+    inode: int | None = None
 
 
 Pending = Parsed | Touched
 
+# A stat taken this soon after the file's last change is not trusted as a change signal: a same-size
+# write in the same clock tick (coarse file-system timestamps: 1 s on some, 2 s on FAT) would leave
+# size, mtime, ctime and inode as they were. Such a file's ctime is stored as not known, so the next
+# scan compares it by content (git's "racily clean" entries) and then records a settled stat.
+RACY_NS = 2_000_000_000
 
-def _unchanged(old: tuple | None, e: ScanEntry, full: bool) -> bool:
-    """The file's size and mtime are the stored ones (old: its stored (hash, size, mtime_ns))."""
-    return old is not None and bool(old) and not full and old[1] == e.size and old[2] == e.mtime_ns
+
+def _signal(got: FileRead) -> tuple[int, int | None, int | None]:
+    """(mtime_ns, ctime_ns, inode) to store for the file the bytes were read from; ctime_ns and
+    inode None when the stat was taken too close to a change to be trusted."""
+    if time.time_ns() - max(got.mtime_ns, got.ctime_ns) < RACY_NS:
+        return got.mtime_ns, None, None
+    return got.mtime_ns, got.ctime_ns, got.inode
+
+
+def _unchanged(old: FileState | None, e: ScanEntry, full: bool) -> bool:
+    """The file's size, mtime, ctime and inode are the stored ones (old: its stored file_states
+    row); a stored ctime that is not known never matches, so the file is compared by content."""
+    return (
+        old is not None
+        and not full
+        and old[3] is not None
+        and (old[1], old[2], old[3], old[4]) == (e.size, e.mtime_ns, e.ctime_ns, e.inode)
+    )
 
 
 @dataclass
@@ -167,7 +191,7 @@ class IndexJob:
         skips: list[tuple[str, str]] = []
         renamed: set[str] = set()  # paths whose names changed in this job's earlier batches
         failures: list[tuple[str, str]] = []  # documents that could not be written
-        read_mtime: dict[int, int] = {}  # entry index -> the mtime of the file its bytes came from
+        read_stat: dict[int, tuple[int, int | None, int | None]] = {}  # entry index -> _signal of its read
         total = len(entries)
         count = self._token_counter(ws)
         changed = sum(1 for e in entries if not e.skip and not _unchanged(known.get(e.relpath), e, full))
@@ -180,7 +204,7 @@ class IndexJob:
         def take(drain: bool = False) -> None:
             nonlocal pending, renamed
             for (i, e), got in preparer.ready(drain):
-                mtime_ns = read_mtime.pop(i, e.mtime_ns)
+                signal = read_stat.pop(i, (e.mtime_ns, None, None))
                 if isinstance(got, str):
                     skips.append((e.relpath, got))
                     on_disk.discard(e.relpath)
@@ -189,7 +213,7 @@ class IndexJob:
                     report.unchanged += 1
                     pending.append(got)
                     continue
-                got.mtime_ns = mtime_ns
+                got.mtime_ns, got.ctime_ns, got.inode = signal
                 pending.append(got)
                 if len(pending) >= WRITE_BATCH:
                     renamed |= self._flush(ws, _Batch(pending), report, full, failures, defer_links=True)
@@ -217,9 +241,9 @@ class IndexJob:
                     preparer.add_ready(key, f"unreadable: {err.strerror or err}")
                 else:
                     if old and not full and old[0] == stored.content_hash(got.data):
-                        preparer.add_ready(key, Touched(e.relpath, got.mtime_ns))
+                        preparer.add_ready(key, Touched(e.relpath, *_signal(got)))
                     else:
-                        read_mtime[i] = got.mtime_ns  # the read file's own, taken before its bytes
+                        read_stat[i] = _signal(got)  # the read file's own, taken before its bytes
                         preparer.add(key, e.relpath, got.data)
                 take()
             take(drain=True)
@@ -290,7 +314,7 @@ class IndexJob:
                 continue
             # the stat of the descriptor the bytes were read from, taken before the read: the
             # stored mtime is never a newer version's, and a file gone since costs nothing
-            parsed.mtime_ns = got.mtime_ns
+            parsed.mtime_ns, parsed.ctime_ns, parsed.inode = _signal(got)
             pending.append(parsed)
         failures: list[tuple[str, str]] = []
         self._flush(ws, _Batch(pending, gone=gone or None, skips=skips or None), report, False, failures)
@@ -367,7 +391,7 @@ class IndexJob:
                         names_changed.add(path)
             for p in batch.pending:
                 if isinstance(p, Touched):
-                    stored.touch_mtime(db, ws.id, p.path, p.mtime_ns)
+                    stored.touch_stat(db, ws.id, p.path, p.mtime_ns, p.ctime_ns, p.inode)
                     continue
                 try:
                     with db:  # a savepoint: one document that cannot be written leaves the rest
@@ -382,6 +406,8 @@ class IndexJob:
                             doc=p.doc,
                             chunks=p.chunks,
                             mtime_ns=p.mtime_ns,
+                            ctime_ns=p.ctime_ns,
+                            inode=p.inode,
                             force=full or p.path in retitled,
                         )
                 except Exception as e:

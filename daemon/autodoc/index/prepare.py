@@ -55,6 +55,8 @@ class Parsed:
     doc: ParsedDocument
     chunks: list[Chunk]
     mtime_ns: int
+    ctime_ns: int | None = None  # the rest of the file's change signal (None: not known)
+    inode: int | None = None
 
 
 def prepare(relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool, count: Count) -> Parsed:

@@ -74,6 +74,8 @@ class ScanEntry:
     size: int
     mtime_ns: int
     skip: str | None = None
+    ctime_ns: int = 0  # with size, mtime and inode: the change signal (index/job.py)
+    inode: int = 0
 
 
 def is_markdown_path(relpath: str) -> bool:
@@ -209,7 +211,7 @@ def _entry(path: Path, rel: str, real_root: Path, max_bytes: int) -> ScanEntry:
     skip = _not_regular(st.st_mode)
     if skip is None and st.st_size > max_bytes:
         skip = too_large(max_bytes)
-    return ScanEntry(rel, path, st.st_size, st.st_mtime_ns, skip)
+    return ScanEntry(rel, path, st.st_size, st.st_mtime_ns, skip, st.st_ctime_ns, st.st_ino)
 
 
 def entry_for(root: Path, relpath: str, *, max_bytes: int) -> ScanEntry | None:

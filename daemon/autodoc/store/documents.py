@@ -60,11 +60,15 @@ def write_document(
     doc: ParsedDocument,
     chunks: list[Chunk],
     mtime_ns: int,
+    ctime_ns: int | None = None,
+    inode: int | None = None,
     old_path: str | None = None,
     force: bool = False,
 ) -> dict | None:
     """Write a new generation of `path` (or its first). Returns the change, or
-    None when the content is unchanged. Caller holds the transaction."""
+    None when the content is unchanged (its file's stat is still recorded).
+    ctime_ns/inode: the rest of the file's change signal (None: not known).
+    Caller holds the transaction."""
     chash = content_hash(data)
     row = db.execute(
         "SELECT id, content_hash, tags, aliases, title FROM documents WHERE workspace_id=? AND path=?",
@@ -72,6 +76,7 @@ def write_document(
     ).fetchone()
     if row and row[1] == chash:
         if not force:
+            touch_stat(db, ws.id, path, mtime_ns, ctime_ns, inode)
             return None
         old_sig = all_rows(
             db,
@@ -79,6 +84,7 @@ def write_document(
             (row[0],),
         )
         if old_sig == [(c.text_hash, c.kind, c.byte_start, c.byte_end, c.tokens) for c in chunks]:
+            touch_stat(db, ws.id, path, mtime_ns, ctime_ns, inode)
             return None
     gen = next_generation(db)
     title = doc.title or path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
@@ -99,6 +105,8 @@ def write_document(
         line_count,
         data,
         time.time(),
+        ctime_ns,
+        inode,
     )
     meta_text = _meta_text(doc)
     if row:
@@ -107,16 +115,17 @@ def write_document(
         meta_changed = (json.loads(row[2]), json.loads(row[3]), row[4]) != (doc.tags, doc.aliases, title)
         db.execute(
             """UPDATE documents SET generation=?, content_hash=?, size=?, mtime_ns=?, title=?, status=?, tags=?,
-               aliases=?, frontmatter=?, supersedes=?, superseded_by=?, problems=?, line_count=?, content=?, indexed_at=?
-               WHERE id=?""",
+               aliases=?, frontmatter=?, supersedes=?, superseded_by=?, problems=?, line_count=?, content=?, indexed_at=?,
+               ctime_ns=?, inode=? WHERE id=?""",
             (*fields, doc_id),
         )
         op = "modify"
     else:
         db.execute(
             """INSERT INTO documents(generation, content_hash, size, mtime_ns, title, status, tags, aliases,
-               frontmatter, supersedes, superseded_by, problems, line_count, content, indexed_at, workspace_id, path)
-               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+               frontmatter, supersedes, superseded_by, problems, line_count, content, indexed_at, ctime_ns, inode,
+               workspace_id, path)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
             (*fields, ws.id, path),
         )
         doc_id = db.last_insert_rowid()
@@ -263,13 +272,19 @@ def clear_skips_except(db: apsw.Connection, ws: Workspace, keep: set[str]) -> No
 # -- what the index job compares the disk with -----------------------------------------
 
 
-def file_states(db: apsw.Connection, ws_id: int) -> dict[str, tuple[str, int, int]]:
-    """path → (content hash, size, mtime_ns) of every indexed file (sessions are not on disk:
-    the disk diff must never see them, or it would delete them)."""
+FileState = tuple[str, int, int, int | None, int | None]
+
+
+def file_states(db: apsw.Connection, ws_id: int) -> dict[str, FileState]:
+    """path → (content hash, size, mtime_ns, ctime_ns, inode) of every indexed file (ctime_ns and
+    inode None when not known; sessions are not on disk: the disk diff must never see them, or it
+    would delete them)."""
     return {
-        p: (h, s, m)
-        for p, h, s, m in db.execute(
-            f"SELECT path, content_hash, size, mtime_ns FROM documents WHERE workspace_id=? AND {NOT_SESSION}", (ws_id,)
+        r[0]: r[1:]
+        for r in db.execute(
+            "SELECT path, content_hash, size, mtime_ns, ctime_ns, inode FROM documents "
+            f"WHERE workspace_id=? AND {NOT_SESSION}",
+            (ws_id,),
         )
     }
 
@@ -287,5 +302,12 @@ def names_of(db: apsw.Connection, ws_id: int, path: str) -> tuple[str, list, dic
     return None if row is None else (row[0], json.loads(row[1]), json.loads(row[2]))
 
 
-def touch_mtime(db: apsw.Connection, ws_id: int, path: str, mtime_ns: int) -> None:
-    db.execute("UPDATE documents SET mtime_ns=? WHERE workspace_id=? AND path=?", (mtime_ns, ws_id, path))
+def touch_stat(
+    db: apsw.Connection, ws_id: int, path: str, mtime_ns: int, ctime_ns: int | None, inode: int | None
+) -> None:
+    """A file whose stat changed but not its bytes: only its change signal is stored."""
+    db.execute(
+        "UPDATE documents SET mtime_ns=?, ctime_ns=?, inode=? WHERE workspace_id=? AND path=? "
+        "AND (mtime_ns, ctime_ns, inode) IS NOT (?, ?, ?)",
+        (mtime_ns, ctime_ns, inode, ws_id, path, mtime_ns, ctime_ns, inode),
+    )

@@ -240,6 +240,17 @@ def _m006_chosen_options(db: apsw.Connection) -> None:
             db.execute("UPDATE workspaces SET config=? WHERE id=?", (json.dumps(kept), wid))
 
 
+def _m007_file_signal(db: apsw.Connection) -> None:
+    """A file's change signal is size + mtime + ctime + inode (index/job.py): a same-size rewrite that
+    puts the old mtime back (cp -p, touch -r) changes its ctime, a rename-over (rsync -t) its inode.
+    NULL is "not known" (every row until its next read, a session, a stat taken too close to a
+    write to trust): that file is compared by content next time."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(documents)")}  # a store rewound to an older version
+    for column in ("ctime_ns", "inode"):
+        if column not in have:
+            db.execute(f"ALTER TABLE documents ADD COLUMN {column} INTEGER")
+
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _m001_initial,
     _m002_typed_facets,
@@ -247,6 +258,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _m004_session_events,
     _m005_postings,
     _m006_chosen_options,
+    _m007_file_signal,
 ]
 
 
