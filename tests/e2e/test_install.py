@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.daemon import wait_listening
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpora" / "kb"
@@ -201,10 +202,10 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
     )
     try:
         sock = tmp / "d.sock"
-        deadline = time.monotonic() + 60
-        while not sock.exists() and time.monotonic() < deadline and d.poll() is None:
-            time.sleep(0.1)
-        assert sock.exists(), d.stderr.read() if d.poll() is not None else "no socket after 60 s"
+        try:  # the suite's one wait (tests/helpers/daemon.py): until the socket answers server.info
+            wait_listening(sock, d, timeout=60, info=True)
+        except AssertionError as exc:
+            raise AssertionError(d.stderr.read() if d.poll() is not None else str(exc)) from None
         info = json.loads(_run([autodoc, "--call", "server.info", "{}"], cwd=work, env=env).stdout)
         assert info["pid"] == d.pid
         hits = json.loads(
