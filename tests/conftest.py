@@ -5,7 +5,14 @@ tests/unit: pure code, no store, model or process. tests/integration: a real
 store (and the real model) in this process. tests/e2e: real daemons, CLIs,
 editors and clients as processes over real sockets and pipes. Everything in
 e2e, and the few integration files that take tens of seconds, is marked
-`slow`: `make test-fast` leaves them out, `make test` runs everything."""
+`slow`: `make test-fast` leaves them out, `make test` runs everything.
+
+One way to build each real part: `service_factory` (a Service on a real store,
+a workspace added and indexed; `kb_service` is one on tests/corpora/kb) and
+`daemon_factory` (tests/helpers/daemon.py's `Daemon`: `autodoc serve --socket`
+on its own store, socket, XDG dirs and log, ready once it answers server.info).
+A test keeps a local fixture only where it really differs (module scope, a
+store closed before another process opens it, a stdio daemon)."""
 
 from __future__ import annotations
 
