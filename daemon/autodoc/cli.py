@@ -149,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("search", help="search a workspace")
     q.add_argument("query", nargs="+")
-    q.add_argument("-w", "--workspace")
+    q.add_argument("-w", "--workspace", help="a workspace, a comma list (kb,notes), or '*' (the default: every one)")
     q.add_argument("-n", "--limit", type=int, default=10)
     q.add_argument("--stages", help="comma-separated: lexical,semantic,graph,rerank (default: all that can run)")
     q.add_argument("--json", action="store_true", help="print the answer exactly as the RPC returns it")
@@ -288,6 +288,37 @@ def _read(settings: Settings, ws: str, path: str, lines: str | None) -> dict[str
     return call(settings, "document.read", [ws, path, {"line_start": start, "line_end": end}])
 
 
+def _search_names(settings: Settings, given: str | None) -> list[str]:
+    """-w: one name, a comma list, or `*` / none for every workspace (as MCP's search)."""
+    if given and given.strip() not in ("*", "all"):
+        names = list(dict.fromkeys(n.strip() for n in given.split(",") if n.strip()))
+        if names:
+            return names  # search.query names one that does not exist, with did_you_mean
+    names = [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
+    if not names:
+        raise UsageError("there is no workspace yet: autodoc workspace add NAME FOLDER, then autodoc index NAME")
+    return names
+
+
+def _merged(got: list[dict[str, Any]], limit: int, budget: int | None) -> dict[str, Any]:
+    """Several workspaces' answers as one list, as MCP's search merges them: compact passages by
+    confidence within the budget (mcp/answers.py merge), full hits by relevance; each workspace's
+    own answer, without its hits, under `answers`."""
+    from .mcp.answers import merge
+
+    out: dict[str, Any] = {"query": got[0]["query"], "workspaces": [a["workspace"] for a in got]}
+    if got[0].get("answer") == "compact":
+        hits, truncated, tokens = merge(got, limit, budget or 10**9)
+        out.update(answer="compact", tokens=tokens)
+    else:
+        hits = sorted((h for a in got for h in a["hits"]), key=lambda h: -(h.get("relevance") or 0.0))
+        truncated = len(hits) > limit
+        hits = hits[:limit]
+    out.update(hits=hits, truncated=truncated, answerable=any(a.get("answerable") for a in got))
+    out["answers"] = {a["workspace"]: {k: v for k, v in a.items() if k != "hits"} for a in got}
+    return out
+
+
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.call:
         method, raw = args.call
@@ -388,16 +419,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
 
     if args.cmd == "search":
-        name = args.workspace
-        if not name:
-            names = [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
-            if len(names) != 1:
-                print(
-                    "autodoc: name a workspace with -w (" + (", ".join(names) or "none exist yet") + ")",
-                    file=sys.stderr,
-                )
-                return EXIT_USAGE
-            name = names[0]
+        names = _search_names(settings, args.workspace)
         opts: dict[str, Any] = {"limit": args.limit}
         if args.stages:
             opts["stages"] = [s.strip() for s in args.stages.split(",") if s.strip()]
@@ -408,13 +430,14 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         typed = {"opts.limit": f"-n {args.limit}", "opts.stages": f"--stages {args.stages}"}
         typed["opts.budget_tokens"] = f"--budget {args.budget}"
         try:
-            answer = call(settings, "search.query", [name, " ".join(args.query), opts])
+            got = [call(settings, "search.query", [name, " ".join(args.query), opts]) for name in names]
         except AutodocError as e:
             raise _flagged(e, typed) from None
+        answer = got[0] if len(got) == 1 else _merged(got, args.limit, args.budget)
         if args.json:
             print(json.dumps(answer, ensure_ascii=False, indent=2))
         else:
-            cliout.print_hits([answer], answer.get("hits", []))
+            cliout.print_hits(got, answer.get("hits", []))
         return EXIT_OK
 
     if args.cmd == "read":

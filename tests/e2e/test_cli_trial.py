@@ -150,3 +150,38 @@ def test_search_says_its_mode_and_semantic_state_first_on_stdout(kb_env):
     assert first.startswith("kb: ") and "mode lexical" in first, p.stdout
     assert "semantic off: no embedding model is configured" in first, first
     assert p.stderr == "", p.stderr
+
+
+@pytest.fixture()
+def two_env(kb_env, short_tmp):
+    """kb, and a second workspace `small` of two notes, both about leases."""
+    small = short_tmp / "small"
+    small.mkdir()
+    (small / "lease-notes.md").write_text("# Lease notes\n\nA lease is renewed every ten seconds.\n")
+    (small / "other.md").write_text("# Other\n\nNothing about the subject here.\n")
+    ok(kb_env, "workspace", "add", "small", str(small), "--config", '{"embedding": {"provider": "none"}}')
+    ok(kb_env, "index", "small")
+    return kb_env
+
+
+@pytest.mark.parametrize("pick", [["-w", "kb,small"], ["-w", "*"], []])
+def test_search_every_workspace_or_a_list(two_env, pick):
+    answer = json.loads(ok(two_env, "search", *pick, "--json", "lease", "-n", "20").stdout)
+    assert answer["workspaces"] == ["kb", "small"], answer.get("workspaces")
+    found = {h["workspace"] for h in answer["hits"]}
+    assert found == {"kb", "small"}, found
+    assert len(answer["hits"]) <= 20 and set(answer["answers"]) == {"kb", "small"}
+    rel = [h["relevance"] for h in answer["hits"]]
+    assert rel == sorted(rel, reverse=True)  # one list, the most relevant first, as MCP merges
+    human = ok(two_env, "search", *pick, "lease").stdout
+    lines = human.splitlines()
+    assert lines[0].startswith("kb: ") and lines[[x.startswith("small: ") for x in lines].index(True)]
+    assert "small:lease-notes.md:1-3" in human, human
+
+
+def test_search_a_list_compact_and_a_wrong_name(two_env):
+    answer = json.loads(ok(two_env, "search", "-w", "small,kb", "--json", "--budget", "600", "lease").stdout)
+    assert {h["ref"].split(":")[0] for h in answer["hits"]} == {"kb", "small"}
+    assert answer["tokens"] <= 600
+    p = run(two_env, "search", "-w", "kb,smal", "lease")
+    assert p.returncode == 2 and "no workspace named 'smal'" in p.stderr and "did you mean: small" in p.stderr
