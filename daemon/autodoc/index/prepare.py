@@ -13,7 +13,8 @@ A worker that dies takes no file with it: the file it held is prepared here
 instead, and so is every file after it.
 
 Runs on: the index job's thread; the workers are `spawn`ed (the daemon has
-threads, which fork would copy mid-lock), and end with the job. Like any
+threads, which fork would copy mid-lock), and end with the job, or with
+their parent when it is killed (a parent-death signal, _die_with). Like any
 `spawn`, a worker imports the main module again: a script that embeds the
 Service and indexes 100 files or more needs its `if __name__ == "__main__"`
 guard (the product's entry points have theirs).
@@ -25,6 +26,7 @@ import logging
 import multiprocessing
 import os
 import pickle
+import signal
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -83,8 +85,31 @@ def prepare_or_reason(
 _count: Count = None  # a worker's token counter, set once by _start
 
 
-def _start(count: Count) -> None:
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with(parent: int) -> None:
+    """End this worker when its parent dies, however it dies (a SIGKILLed `autodoc index` or
+    daemon used to leave its workers, and so multiprocessing's resource_tracker, which waits for
+    every holder of its pipe, running for good). Linux: a parent-death signal, then a check that
+    the parent did not die before it was set. Elsewhere the worker ends when its queue breaks."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            log.warning("a parsing worker could not ask to die with its parent (errno %d)", ctypes.get_errno())
+    except (OSError, AttributeError) as e:
+        log.warning("a parsing worker could not ask to die with its parent (%s)", e)
+    if os.getppid() != parent:  # the parent is already gone: its death signal was never sent to us
+        os._exit(1)
+
+
+def _start(count: Count, parent: int) -> None:
     global _count
+    _die_with(parent)
     _count = count
     # a worker of a stdio daemon inherits its stdout, the RPC channel: nothing may reach it
     sys.stdout.flush()
@@ -136,7 +161,10 @@ class Preparer(Generic[K, A]):
         self._pool: ProcessPoolExecutor | None = None
         if workers:
             self._pool = ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(count,)
+                workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start,
+                initargs=(count, os.getpid()),
             )
         self._window = WINDOW_PER_WORKER * max(workers, 1)
         self._queue: deque[_File[K] | _Ready[K, A]] = deque()
