@@ -265,6 +265,7 @@ def _reset(svc) -> None:
         svc.index("kb")
 
 
+@pytest.mark.timeout(120 + EXAMPLES)  # a long run (AUTODOC_PARAMS_EXAMPLES=1000): configure re-chunks, ~0.15 s a draw
 @pytest.mark.parametrize("method", IN_PROCESS)
 def test_schema_valid_params_never_answer_32603(service, method):
     @settings(
