@@ -6,6 +6,7 @@ Runs on: the caller's thread, on the search's one read snapshot.
 
 from __future__ import annotations
 
+import heapq
 import json
 from typing import NamedTuple
 
@@ -186,15 +187,22 @@ def matching_documents(db: apsw.Connection, workspace_id: int, filt: Filter, lim
     filter admits, in path order: a query of facets only. A document with no chunk (frontmatter
     and no body) is listed too, with no first chunk (None)."""
     where = f" AND {filt.sql}" if filt.sql else ""
-    return all_rows(
+    with_chunks = all_rows(
         db,
         f"""SELECT d.path, d.title, d.generation, d.tags, d.size, d.line_count, MIN(c.id)
             FROM chunks c JOIN documents d ON d.id = c.document_id
-            WHERE c.workspace_id = ?{where} GROUP BY d.id
-            UNION ALL
-            SELECT d.path, d.title, d.generation, d.tags, d.size, d.line_count, NULL
-            FROM ({CHUNKLESS_ROWS}) c JOIN documents d ON d.id = c.document_id
-            WHERE c.workspace_id = ?{where}
-            ORDER BY 1 LIMIT ?""",
-        (workspace_id, *filt.params, workspace_id, workspace_id, *filt.params, limit),
+            WHERE c.workspace_id = ?{where} GROUP BY d.id ORDER BY d.path LIMIT ?""",
+        (workspace_id, *filt.params, limit),
     )
+    # apart, then merged: one ORDER BY over a UNION ALL sorted the whole grouped set (+30 %)
+    without = all_rows(
+        db,
+        f"""SELECT d.path, d.title, d.generation, d.tags, d.size, d.line_count, NULL
+            FROM ({CHUNKLESS_ROWS}) c JOIN documents d ON d.id = c.document_id
+            WHERE c.workspace_id = ?{where} ORDER BY d.path LIMIT ?""",
+        (workspace_id, workspace_id, *filt.params, limit),
+    )
+    if not without:
+        return with_chunks
+    # UTF-8's byte order (SQLite's BINARY collation) is the code points' order (Python's)
+    return list(heapq.merge(with_chunks, without, key=lambda r: r[0]))[:limit]
