@@ -106,3 +106,20 @@ def test_any_exception_while_writing_one_document_skips_that_document_only(svc, 
     report = svc.index_paths("kb", ["d.md", "e.md"])
     assert report["added"] == 1 and [s["path"] for s in report["skipped"]] == ["d.md"], report
     assert "e" in svc.document_read("kb", "e.md")["text"]
+
+
+def test_a_lone_surrogate_escaped_in_yaml_is_replaced_not_a_skip(svc, short_tmp):
+    """YAML's "\\ud800" escape makes a lone surrogate, which SQLite cannot store as text: the
+    document was skipped at its write ("UnicodeEncodeError"); it is indexed with a problem."""
+    kb = short_tmp / "kb"
+    kb.mkdir()
+    (kb / "b.md").write_text("# ok\n\nok\n")
+    (kb / "s.md").write_text(
+        '---\ntitle: "x\\ud800y"\ntags: ["\\udc00"]\n"k\\ud801": v\nsuperseded_by: "\\ud800"\n---\n# s\n\nbody\n'
+    )
+    svc.workspace_add("kb", str(kb), {"embedding": {"provider": "none"}})
+    report = svc.index("kb")
+    assert report["added"] == 2 and report["skipped"] == [], report
+    doc = svc.document_problems("kb", "s.md")
+    assert any("surrogate" in p["message"] for p in doc["problems"]), doc
+    assert [h["path"] for h in svc.search("kb", "x\ufffdy")["hits"]] == ["s.md"]

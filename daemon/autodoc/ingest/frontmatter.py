@@ -47,6 +47,7 @@ _SEQ_TAGS = {_Y + "seq", _Y + "omap", _Y + "pairs"}
 _MAP_TAGS = {_Y + "map", _Y + "set"}
 _MERGE = _Y + "merge"
 # Characters the YAML reader refuses (C0 controls such as \x07, lone surrogates…).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _NON_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -289,9 +290,18 @@ class _Builder:
                 merged += o + m
         return merged, own
 
+    def _text(self, node: yaml.Node, text: str, name: str) -> str:
+        """text with each lone surrogate (a "\ud800" escape: no UTF-8 can hold it, nor the store)
+        replaced by U+FFFD, and a problem said once for it."""
+        if not _SURROGATE.search(text):
+            return text
+        self._problem(node, f"{name + ': ' if name else ''}a lone surrogate escape, not a character; replaced")
+        return _SURROGATE.sub("\ufffd", text)
+
     def _key(self, node: yaml.Node, name: str) -> str:
         if isinstance(node, yaml.ScalarNode):
-            return node.value  # 404: or 2024-01-01: as written, not str() of the value ("None", "True")
+            # 404: or 2024-01-01: as written, not str() of the value ("None", "True")
+            return self._text(node, node.value, name)
         text = " ".join(self.y_text[node.start_mark.index : node.end_mark.index].split())
         self._problem(
             node,
@@ -303,7 +313,7 @@ class _Builder:
     def _scalar(self, node: yaml.ScalarNode, name: str) -> Any:
         tag = node.tag
         if tag == _Y + "str":
-            return node.value
+            return self._text(node, node.value, name)
         if tag == _Y + "binary":
             return "".join(node.value.split())  # base64 as written: JSON cannot hold bytes
         if tag not in _SCALAR_TAGS:
@@ -350,8 +360,10 @@ def _locate(node: yaml.Node, y_text: str, y_start: int, fm: Frontmatter) -> None
                 fm.item_lines.setdefault(str(name), [it.start_mark.line + 2 for it in val.value])
         if name in ("supersedes", "superseded_by"):
             items = val.value if isinstance(val, yaml.SequenceNode) else [val]
-            fm.value_lines[name] = [
-                (it.value, it.start_mark.line + 2) for it in items if isinstance(it, yaml.ScalarNode)
+            fm.value_lines[name] = [  # a link target, stored as text: no lone surrogate (see _text)
+                (_SURROGATE.sub("\ufffd", it.value), it.start_mark.line + 2)
+                for it in items
+                if isinstance(it, yaml.ScalarNode)
             ]
         elif name == "abstract":
             end = val.end_mark.index
