@@ -46,17 +46,8 @@ FUZZ = settings(
 
 
 @pytest.fixture(scope="module")
-def daemon():
-    d = FuzzDaemon()
-    try:
-        d.prepare()
-        d.start()
-        yield d
-    finally:
-        code = d.stop()
-        log = d.log_text()
-        d.cleanup()
-        assert code == 0, f"the daemon did not stop cleanly ({code}):\n{log[-3000:]}"
+def daemon(fuzz_daemon):
+    return fuzz_daemon
 
 
 def send(daemon: FuzzDaemon, data: bytes, framing: str = NEWLINE, expect_sentinel: bool = True):

@@ -13,21 +13,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.reliability import KB, FuzzDaemon, exchange, flatten, parse_answers
+from bench.reliability import KB, exchange, flatten, parse_answers
 
 
 @pytest.fixture(scope="module")
-def daemon():
-    d = FuzzDaemon()
-    try:
-        d.prepare()
-        d.start()
-        yield d
-    finally:
-        code = d.stop()
-        log = d.log_text()
-        d.cleanup()
-        assert code == 0, f"the daemon did not stop cleanly ({code}):\n{log[-3000:]}"
+def daemon(fuzz_daemon):
+    return fuzz_daemon
 
 
 def cl(message) -> bytes:
