@@ -133,3 +133,21 @@ def daemon_factory(short_tmp):
     finally:
         for d in made:
             d.close()
+
+
+@pytest.fixture(scope="module")
+def fuzz_daemon():
+    """One daemon of the fuzz harness (bench/reliability.py FuzzDaemon) for a module, which
+    the framing and edge tests share; it must stop cleanly."""
+    from bench.reliability import FuzzDaemon  # the tests that use it put the repository root on sys.path
+
+    d = FuzzDaemon()
+    try:
+        d.prepare()
+        d.start()
+        yield d
+    finally:
+        code = d.stop()
+        log = d.log_text()
+        d.cleanup()
+        assert code == 0, f"the daemon did not stop cleanly ({code}):\n{log[-3000:]}"
