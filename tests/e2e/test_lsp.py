@@ -170,8 +170,13 @@ def test_lsp_on_its_own(kb, tmp_path):
     assert len(symbols) == len(want) > 0
     for s, h in zip(symbols, want):
         assert s["location"]["uri"] == (root / h["path"]).resolve().as_uri()
-        assert s["location"]["range"]["start"]["line"] == h["line_start"] - 1
-        assert s["location"]["range"]["end"]["line"] == h["line_end"]
+        # whole lines: from the first one's start to the last one's end, not to the next line's
+        # start (Neovim's quickfix showed 17-20 for a hit on 17-19)
+        last = (root / h["path"]).read_text(encoding="utf-8").split("\n")[h["line_end"] - 1]
+        assert s["location"]["range"] == {
+            "start": {"line": h["line_start"] - 1, "character": 0},
+            "end": {"line": h["line_end"] - 1, "character": len(last.encode("utf-16-le")) // 2},
+        }
         assert s["name"] == h["breadcrumb"]
     assert client.request("workspace/symbol", {"query": ""}) == []
 
@@ -249,6 +254,20 @@ def test_lsp_on_its_own(kb, tmp_path):
     )["items"]
     labels = [i["label"] for i in items]
     assert "0012-lease-recovery" in labels and "lease-recovery" in labels
+    # `[[` with nothing typed yet: the notes to pick from (it offered none), the editor filters them
+    draft.write_text("# New note\n\nSee [[\n", encoding="utf-8")
+    client.notify(
+        "textDocument/didChange",
+        {"textDocument": {"uri": duri, "version": 2}, "contentChanges": [{"text": draft.read_text(encoding="utf-8")}]},
+    )
+    got = client.request(
+        "textDocument/completion", {"textDocument": {"uri": duri}, "position": {"line": 2, "character": 6}}
+    )
+    listed = [i["label"] for i in got["items"]]
+    on_disk = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.suffix in (".md", ".markdown"))
+    assert got["isIncomplete"] and len(listed) >= 15 and "0012-lease-recovery" in listed
+    assert [i["detail"] for i in got["items"]] == [p for p in on_disk if p in {i["detail"] for i in got["items"]}]
+    assert {tuple(i["textEdit"]["range"]["start"].values()) for i in got["items"]} == {(2, 6)}
     assert (
         client.request(
             "textDocument/completion", {"textDocument": {"uri": duri}, "position": {"line": 0, "character": 3}}
@@ -308,7 +327,10 @@ def test_lsp_on_its_own(kb, tmp_path):
     assert "no workspace" in msg["message"] and "stray.md" in msg["message"]
 
     assert client.stop() == 0
-    assert "calls run in this process" in (tmp_path / "lsp.log").read_text()
+    log = (tmp_path / "lsp.log").read_text()
+    assert "calls run in this process" in log
+    # pygls logged each message at INFO ("Sending data: …"): quiet unless asked (-v, AUTODOC_LOG=debug)
+    assert " pygls." not in log and "Sending data" not in log
 
 
 def test_lsp_beside_a_daemon_uses_its_socket(kb, tmp_path, daemon_factory):
@@ -376,6 +398,24 @@ def test_neovim_as_the_client(kb):
             return out
         """)
         assert str((root / "adrs" / "0012-lease-recovery.md").resolve()) in got
+        # the quickfix list Neovim makes of them shows each hit's own lines (it showed one more)
+        shown = nv.json("""
+            local r = vim.lsp.buf_request_sync(0, "workspace/symbol", { query = "lease recovery" }, 30000)
+            local out = {}
+            for cid, res in pairs(r or {}) do
+              local enc = vim.lsp.get_client_by_id(cid).offset_encoding
+              for i, it in ipairs(vim.lsp.util.symbols_to_items(res.result or {}, 0, enc)) do
+                table.insert(out, { it.lnum, it.end_lnum, res.result[i].containerName })
+              end
+            end
+            return out
+        """)
+        reader = Service(Settings.from_env(store=store), writer=False)
+        try:
+            want = reader.search("kb", "lease recovery", {"limit": 50})["hits"]
+        finally:
+            reader.close()
+        assert shown and [tuple(x[:2]) for x in shown] == [(h["line_start"], h["line_end"]) for h in want]
         target = nv.json(
             """
             local line, col = ...

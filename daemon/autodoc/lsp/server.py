@@ -8,7 +8,9 @@ What it answers, each through the same RPC methods the daemon serves:
   the document it resolves to (`document.links`); hover: its title and first lines.
 * textDocument/references: the links that point at this document (`document.backlinks`).
 * textDocument/completion after `[[`: documents found by the typed prefix,
-  inserted as the wikilink target; after `#`: the workspace's tags (`workspace.tags`).
+  inserted as the wikilink target (with nothing typed yet: the workspace's
+  documents in path order, for the editor to filter); after `#`: the
+  workspace's tags (`workspace.tags`).
 * diagnostics on open and save: why the document breaks the parser or the
   workspace schema (`document.problems`).
 
@@ -20,6 +22,12 @@ a writer without a socket (a running `autodoc index`, say) leaves it a reader.
 When the daemon it went to has gone, the backend chooses again once (the next
 daemon's socket, or this process) and the call is retried.
 A file outside every workspace gets no answers and one message saying why.
+
+A location spans whole lines, from the first line's start to the last line's
+end (not to the start of the line after it, which LSP allows too: Neovim
+lists a range by `end.line + 1`, so a hit on lines 17-19 showed as 17-20).
+pygls's own log (each message at INFO) is kept to warnings unless -v or
+AUTODOC_LOG=debug asks for it; the server's own lines stay.
 
 Runs on: pygls's event loop and its worker threads (handlers); saved files are indexed under the backend's write lock, and embedded on one thread per workspace (connect.py).
 """
@@ -49,6 +57,7 @@ log = logging.getLogger("autodoc.lsp")
 
 SYMBOL_LIMIT = 50
 COMPLETION_LIMIT = 20
+BROWSE_LIMIT = 100  # documents `[[` offers before anything is typed (the editor filters them as you type)
 HOVER_LINES = 12  # lines of the linked document a hover shows
 SAVE_WAIT = 3.0  # seconds a daemon gets to index a saved file before its diagnostics are read
 SAVED_MAX_BYTES = 64 << 20  # a saved file read to compare with the store: past any workspace's max_file_bytes
@@ -144,6 +153,7 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         if not query:
             return []
         out: list[T.SymbolInformation] = []
+        files = FileLines(ls)
         for root, name in ls.workspaces_in_view():
             # a symbol is a place in a file: sessions (session.append) are not
             answer = ls.ws_call("search.query", [name, query, {"limit": SYMBOL_LIMIT, "scope": "files"}])
@@ -155,9 +165,7 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
                         name=h["breadcrumb"] or h["path"],
                         kind=T.SymbolKind.String,
                         container_name=f"{name}:{h['path']}:{h['line_start']}",
-                        location=T.Location(
-                            uri=path_uri(root / h["path"]), range=_lines(h["line_start"], h["line_end"])
-                        ),
+                        location=files.location(root / h["path"], h["line_start"], h["line_end"]),
                     )
                 )
         return out
@@ -191,7 +199,7 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         if found is None:
             return None
         _, root, link = found
-        return T.Location(uri=path_uri(root / link["target_path"]), range=_lines(1, 1))
+        return FileLines(ls).location(root / link["target_path"], 1, 1)
 
     @server.feature(T.TEXT_DOCUMENT_HOVER)
     @server.thread()
@@ -219,7 +227,8 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
             back = ls.ws_call("document.backlinks", [name, rel])["backlinks"]
         except DocumentNotFound:
             return []
-        return [T.Location(uri=path_uri(root / b["source_path"]), range=_lines(b["line"], b["line"])) for b in back]
+        files = FileLines(ls)
+        return [files.location(root / b["source_path"], b["line"], b["line"]) for b in back]
 
     @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=["[", "#"]))
     @server.thread()
@@ -252,14 +261,14 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         if m is None:
             return None
         prefix = m.group(1).strip()
-        if not prefix:
-            return T.CompletionList(is_incomplete=True, items=[])
-        answer = ls.ws_call(
-            "search.query", [name, prefix + "*", {"stages": ["lexical"], "limit": 50, "scope": "files"}]
-        )
+        if prefix:
+            opts: dict[str, Any] = {"stages": ["lexical"], "limit": 50, "scope": "files"}
+            answer = ls.ws_call("search.query", [name, prefix + "*", opts])
+        else:  # nothing typed: a list of the notes (a browse, in path order), filtered by the editor as you type
+            answer = ls.ws_call("search.query", [name, "", {"limit": BROWSE_LIMIT + 1, "scope": "files"}])
         span = _span(ls, uri, pos, col - len(m.group(1)))
         items: list[T.CompletionItem] = []
-        for h, target in link_targets(answer["hits"], prefix, rel)[:COMPLETION_LIMIT]:
+        for h, target in link_targets(answer["hits"], prefix, rel)[: COMPLETION_LIMIT if prefix else BROWSE_LIMIT]:
             items.append(
                 T.CompletionItem(
                     label=target,
@@ -277,7 +286,7 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         where = ls.locate(uri)
         if where is None:
             return
-        name, rel, _ = where
+        name, rel, root = where
         if saved and not ls.backend.index_paths(name, [rel]):  # a daemon, or another writer, indexes it
             _await_index(ls, name, rel, uri)
         try:
@@ -285,12 +294,13 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         except (AutodocError, OSError) as e:  # not indexed (yet, or skipped as too large)
             log.info("no problems for %s: %s", rel, e)
             problems = []
+        files = FileLines(ls)
         ls.text_document_publish_diagnostics(
             T.PublishDiagnosticsParams(
                 uri=uri,
                 diagnostics=[
                     T.Diagnostic(
-                        range=_lines(max(p.get("line") or 1, 1), max(p.get("line") or 1, 1)),
+                        range=files.range(root / rel, max(p.get("line") or 1, 1), max(p.get("line") or 1, 1)),
                         message=p["message"],
                         severity=T.DiagnosticSeverity.Warning,
                         source="autodoc",
@@ -389,9 +399,41 @@ def _span(ls: LanguageServer, uri: str, pos: T.Position, start_char: int) -> T.R
     return T.Range(start=start, end=pos)
 
 
-def _lines(start: int, end: int) -> T.Range:
-    """1-based inclusive lines → an LSP range over whole lines (0-based, end exclusive)."""
-    return T.Range(start=T.Position(line=max(start - 1, 0), character=0), end=T.Position(line=max(end, 1), character=0))
+class FileLines:
+    """Ranges over whole lines of workspace files, for one answer: each file read once, from the
+    editor's buffer when it has the file open, else from disk."""
+
+    def __init__(self, ls: LanguageServer):
+        self.ls = ls
+        self._read: dict[Path, list[str]] = {}
+
+    def lines(self, path: Path) -> list[str]:
+        if path not in self._read:
+            doc = self.ls.workspace.text_documents.get(unquote(path_uri(path)))  # pygls keys them unquoted
+            if doc is not None:
+                self._read[path] = list(doc.lines)
+            else:
+                try:
+                    self._read[path] = path.read_text(encoding="utf-8", errors="replace").split("\n")
+                except OSError:
+                    self._read[path] = []
+        return self._read[path]
+
+    def range(self, path: Path, start: int, end: int) -> T.Range:
+        """1-based inclusive lines → the LSP range from the first one's start to the last one's end,
+        in the client's units (a line the file no longer has ends at its start)."""
+        first = max(start, 1) - 1
+        last = max(end, start, 1) - 1
+        lines = self.lines(path)
+        end_pos = T.Position(line=last, character=0)
+        if last < len(lines):
+            text = lines[last].rstrip("\r\n")
+            codec = self.ls.workspace.position_codec
+            end_pos = codec.position_to_client_units(lines, T.Position(line=last, character=len(text)))
+        return T.Range(start=T.Position(line=first, character=0), end=end_pos)
+
+    def location(self, path: Path, start: int, end: int) -> T.Location:
+        return T.Location(uri=path_uri(path), range=self.range(path, start, end))
 
 
 def _cursor(ls: LanguageServer, uri: str, pos: T.Position) -> tuple[str, int]:
@@ -405,6 +447,8 @@ def _cursor(ls: LanguageServer, uri: str, pos: T.Position) -> tuple[str, int]:
 
 
 def serve(settings: Settings) -> int:
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("pygls").setLevel(logging.WARNING)  # each message at INFO: not a status line
     server = build_server(settings)
     server.start_io()
     return 0
