@@ -477,3 +477,53 @@ async def test_the_daemon_pushes_session_changes_embeds_them_and_its_watcher_kee
         assert d.wait(timeout=30) == 0
     finally:
         d.close()
+
+
+SEED_EVENTS = [  # seed 000's own event log vocabulary, in `type` (its field) and in `kind`
+    {"id": "s1", "type": "chat.message", "text": "How is the glimmerfax rotated?"},
+    {"id": "s2", "type": "tool.call", "text": '{"tool": "grep"}'},
+    {"id": "s3", "kind": "tool.result", "text": "glimmerfax.py:3"},
+    {"id": "s4", "type": "agent.status", "text": "reading"},
+    {"id": "s5", "kind": "agent.error", "text": "timeout"},
+    {"id": "s6", "type": "agent.response", "text": "The glimmerfax is rotated nightly by the cron job."},
+]
+
+
+def test_seed_000_event_vocabulary_is_accepted_in_type_or_kind(svc):
+    out = append(svc, SEED_EVENTS, session_id="seed")
+    assert out["indexed"] == 2 and out["new"] == 2
+    assert out["skipped"] == {"tool_call": 1, "tool_result": 1, "status": 1, "error": 1}
+    found = hits(svc, "glimmerfax nightly")
+    assert found[0]["origin"]["event_id"] == "s6" and found[0]["origin"]["event_kind"] == "response"
+    # the same event sent again under its documented kind is the same event
+    again = append(svc, [{"id": "s6", "kind": "response", "text": SEED_EVENTS[-1]["text"]}], session_id="seed")
+    assert again["unchanged"] == 1 and again["op"] is None
+
+
+def test_an_event_without_kind_or_type_or_with_two_that_disagree_is_refused(svc):
+    with pytest.raises(InvalidParams) as e:
+        invoke(svc, "session.append", {"workspace": "kb", "session_id": "s", "events": [{"id": "1", "text": "x"}]})
+    assert e.value.data["field"].startswith("events[0]") and "kind" in e.value.message
+    with pytest.raises(InvalidParams) as e:
+        invoke(
+            svc,
+            "session.append",
+            {"workspace": "kb", "session_id": "s", "events": [{"id": "1", "kind": "message", "type": "tool.call"}]},
+        )
+    assert e.value.data["field"] == "events[0].type"
+
+
+def test_a_transcript_in_seed_000_vocabulary_imports_its_kinds():
+    t = parse_transcript(
+        json.dumps(x)
+        for x in [
+            {"id": "a", "type": "chat.message", "text": "hi"},
+            {"id": "b", "type": "agent.response", "text": "hello"},
+            {"id": "c", "kind": "tool.call", "text": "{}"},
+        ]
+    )
+    assert [(e["id"], e["kind"], e["text"]) for e in t.events] == [
+        ("a", "message", "hi"),
+        ("b", "response", "hello"),
+        ("c", "tool_call", "{}"),
+    ]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import WorkspaceConfig
-from ..errors import DocumentNotFound
+from ..errors import DocumentNotFound, InvalidParams
 from ..ingest.session import (
     Event,
     EventSpan,
@@ -29,6 +29,7 @@ from ..ingest.session import (
     classify,
     clean_text,
     derive_title,
+    event_kind,
     one_line,
     relative_chunks,
     render,
@@ -63,13 +64,17 @@ class SessionIndex:
         chunking = json.dumps([cfg.section_tokens, cfg.embedding], sort_keys=True, default=str)
         skipped: dict[str, int] = {}
         incoming: list[tuple[str, Event | None]] = []  # (id, the event, or None: not conversation)
-        for e in events:
-            reason = classify(e["kind"], e.get("text"))
+        for i, e in enumerate(events):
+            kind, disagrees = event_kind(e)  # `kind` or `type`, seed 000's names mapped (ingest/session.py)
+            if kind is None or disagrees:
+                field = f"events[{i}].{disagrees or 'kind'}"
+                raise InvalidParams(field, "names another kind than kind" if disagrees else "is required")
+            reason = classify(kind, e.get("text"))
             if reason is not None:
                 skipped[reason] = skipped.get(reason, 0) + 1
                 incoming.append((e["id"], None))
             else:
-                incoming.append((e["id"], Event(e["id"], e["kind"], clean_text(e["text"]), time_text(e.get("time")))))
+                incoming.append((e["id"], Event(e["id"], kind, clean_text(e["text"]), time_text(e.get("time")))))
         path = stored_sessions.session_path(session_id)
         counted = {"new": 0, "replaced": 0, "unchanged": 0, "removed": 0}
         change: dict | None = None

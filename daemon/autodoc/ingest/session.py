@@ -46,6 +46,15 @@ SKIP_REASONS = {
     "error": "error",
     "other": "other",
 }
+# Seed 000's event log names its kinds by type; each is an alias of a documented kind.
+KIND_ALIASES = {
+    "chat.message": "message",
+    "agent.response": "response",
+    "tool.call": "tool_call",
+    "tool.result": "tool_result",
+    "agent.status": "status",
+    "agent.error": "error",
+}
 TITLE_CHARS = 80
 
 
@@ -85,6 +94,22 @@ def clean_text(text: str) -> str:
     """The event's text as stored: newlines normalised, blank lines around it dropped."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text.strip("\n").rstrip()
+
+
+def canonical_kind(kind: str) -> str:
+    """A kind as documented: seed 000's names (chat.message, tool.call, ...) mapped, others as given."""
+    return KIND_ALIASES.get(kind, kind)
+
+
+def event_kind(event: dict) -> tuple[str | None, str | None]:
+    """(the documented kind of an event sent with `kind`, `type` or both, None when it has neither),
+    and the field that disagrees when both are given and name different kinds (else None)."""
+    kind, typ = event.get("kind"), event.get("type")
+    kind = canonical_kind(kind) if isinstance(kind, str) else None
+    typ = canonical_kind(typ) if isinstance(typ, str) else None
+    if kind is not None and typ is not None and kind != typ:
+        return kind, "type"
+    return kind or typ, None
 
 
 def classify(kind: str, text: str | None) -> str | None:

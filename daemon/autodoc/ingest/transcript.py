@@ -4,7 +4,8 @@ Input: the lines of a JSONL transcript. Output: events `{id, kind, text, time}`
 (session.append's params), the session id and title the file names, if any.
 
 Accepted lines (one event each):
-- AutoDoc's own: `{"id", "kind", "text", "time"}`;
+- AutoDoc's own: `{"id", "kind", "text", "time"}`, the kind also seed 000's (`chat.message`,
+  `agent.response`, `tool.call`, ...), in `kind` or `type`;
 - chat-style: `{"role": "user"|"assistant"|"system"|"tool", "content": str | [parts]}`;
 - Claude-Code-style: `{"type": "user"|"assistant"|…, "uuid", "timestamp", "sessionId",
   "message": {"role", "content"}}`; a `{"type": "summary", "summary"}` line titles the session.
@@ -22,6 +23,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from .session import KIND_ALIASES
 
 ROLE_KINDS = {
     "user": "message",
@@ -71,9 +74,22 @@ def _content_text(content: Any) -> tuple[str, str | None]:
     return "\n\n".join(t for t in texts if t.strip()), implied
 
 
+def _own_kind(obj: dict[str, Any]) -> str | None:
+    """The kind of a line in AutoDoc's own shape (`kind`, or seed 000's `type` such as chat.message), else None."""
+    for key in ("kind", "type"):
+        value = obj.get(key)
+        if (
+            isinstance(value, str)
+            and KIND_ALIASES.get(value, value) in KINDS
+            and (key == "kind" or value in KIND_ALIASES)
+        ):
+            return KIND_ALIASES.get(value, value)
+    return None
+
+
 def _event(obj: dict[str, Any], lineno: int) -> dict[str, Any]:
-    if isinstance(obj.get("kind"), str) and obj["kind"] in KINDS:  # AutoDoc's own shape
-        kind, text = obj["kind"], obj.get("text") if isinstance(obj.get("text"), str) else ""
+    if (own := _own_kind(obj)) is not None:  # AutoDoc's own shape, or seed 000's
+        kind, text = own, obj.get("text") if isinstance(obj.get("text"), str) else ""
     else:
         message = obj.get("message")
         msg: dict[str, Any] = message if isinstance(message, dict) else obj
