@@ -217,7 +217,7 @@ def test_inline_code_and_urls_are_not_tags():
         "`#a` `` x #b ` `` ``#c`` [x](#d) see https://h.example/p#e and <https://x.org/#f> a#g &#h; #ok\n"
         "https://x.org/p?q=#i https://x.org/a-#j www.x.org/(#k) [[Note|#l]] [[#m]] [#n](y.md)\n"
     )
-    assert d.tags == ["ok", "n"]  # a link's label is prose
+    assert d.tags == ["ok"]  # nothing inside a link is a tag, its label included (issue 35)
 
 
 def test_markdown_link_filters():
@@ -238,7 +238,10 @@ def test_markdown_link_filters():
 
 def test_reference_definition_is_a_link():
     d = parse_markdown("See [the runbook][rb].\n\n[rb]: ../runbooks/x.md#top\n")
-    assert d.links == [Link("../runbooks/x.md", "markdown", 3, "rb", "top")]
+    assert d.links == [  # the use, then the definition (a line that names the document too)
+        Link("../runbooks/x.md", "markdown", 1, "the runbook", "top"),
+        Link("../runbooks/x.md", "markdown", 3, "rb", "top"),
+    ]
 
 
 def test_title_falls_back_to_first_h1_then_empty():

@@ -1,15 +1,20 @@
-"""Ingest, inline syntax of one body line: tags, links, plain heading text.
+"""Ingest, inline syntax of a block of body lines: tags, links, plain heading text.
 
-Input: a line of Markdown outside fenced code. Output: the inline #tags, the
-wikilinks and relative Markdown links in it, and (for headings) its text with
-markup removed. Code spans, link targets and URLs are masked first so a
-`#not-a-tag` in code or a foo.md#anchor is never read as a tag.
+Input: the lines of one paragraph (or list, table, heading) outside fenced code,
+code spans blanked. Output: the inline #tags, the wikilinks, Markdown links and
+reference links in it (a label may wrap over lines), and (for headings) its
+text with markup removed. Links (label and destination), reference
+definitions, URLs, HTML tags, template tags ({{< >}}, {% %}) and attribute
+lists ({#id}, {: #id}) are blanked before tags are read, so only a #tag that
+Obsidian or zk would show is one: never a foo.md#anchor, a [label](#anchor),
+a heading id or a `#code`.
 
 Runs on: any thread (pure: no I/O, no shared state).
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from bisect import bisect_right
 from urllib.parse import unquote
@@ -21,11 +26,19 @@ _WIKI = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 # Possessive quantifiers (*+, ++) because backtracking between the spaces before
 # the destination, before the title and before ")" made "[a](" followed by
 # 20,000 spaces quadratic; nothing those give back could complete a match.
+# A label may wrap onto the next lines of its paragraph (a block never holds a blank line).
 _MDLINK = re.compile(
-    r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*+)\]\(\s*+(<[^<>\n]*>|[^\s()<>]*+)"
+    r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])*+)\]\(\s*+(<[^<>\n]*>|[^\s()<>]*+)"
     r"\s*+(?:(?:\"[^\"]*\"|'[^']*'|\([^()]*\))\s*+)?\)"
 )
-_REFDEF = re.compile(r"^ {0,3}\[([^\]\n]+)\]:\s*(<[^<>\n]*>|\S+)")
+# [label]: destination "title" — a footnote ([^1]: text) is not one
+_REFDEF = re.compile(r"^ {0,3}\[(?!\^)([^\]\n]+)\]:[ \t]*(<[^<>\n]*>|\S+)[^\n]*", re.M)
+# [text][label], [label][] and [label]: a link only where the document defines label
+_REFUSE = re.compile(r"\[((?:[^\[\]]|\[[^\[\]]*\])*+)\](?:\[([^\[\]]*)\])?")
+# Jekyll's {% link path %}: the site's file at that path
+_LIQUID_LINK = re.compile(r"^\{%-?\s*link\s+(\S+?)\s*-?%\}$")
+# what is markup, not prose, for tags: HTML tags and comments, templates, attribute lists
+_NOT_PROSE = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>|\{\{.*?\}\}|\{%.*?%\}|\{:?[ \t]*[#.][^{}\n]*\}", re.S)
 # A bare scheme starts where a run of scheme characters starts: "a.a.a.…" would
 # otherwise be tried from every letter after a dot, each try reading to the end.
 _URL = re.compile(r"<[A-Za-z][A-Za-z0-9+.-]*+:[^<>\s]*>|(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*+://\S+|\bwww\.\S+")
@@ -34,6 +47,8 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 # Not after a word char (foo.md#x, issue#1), '&' (&#123;), '\' (escaped), '#' or '/'.
 _TAG = re.compile(r"(?<![\w&#/\\])#([^\W\d_][\w/-]*)")
 _DOC_EXT = (".md", ".markdown")
+# a site's page written by its address: "guide.html" is the page guide.md renders to
+_PAGE_EXT = (".html", ".htm")
 
 
 _TICKS = re.compile(r"`+")
@@ -86,51 +101,103 @@ def mask_code_spans(s: str) -> str:
     return _replace_code_spans(s, lambda a, b, c, d: " " * (d - a))
 
 
-def _blank_links(masked: str, line_no: int, found: list[tuple[int, int, Link]], *, keep_labels: bool) -> str:
-    """Collect the wikilinks and Markdown links of a code-masked line into found; return the line
-    with them blanked (one pass each: blanking match by match copied the line per link)."""
+def _blank_links(masked: str, line_of, found: list[tuple[int, int, Link]]) -> str:
+    """Collect the wikilinks and Markdown links of a code-masked text into found; return the text
+    with them blanked, labels too (one pass each: blanking match by match copied the text per link)."""
 
     def wiki(m: re.Match) -> str:
-        link = _wiki_link(m.group(2), line_no, embed=bool(m.group(1)))
+        link = _wiki_link(m.group(2), line_of(m.start()), embed=bool(m.group(1)))
         if link:
             found.append((m.start(), m.end(), link))
-        return " " * (m.end() - m.start())
+        return _blank(m.group(0))
 
     def md(m: re.Match) -> str:
-        link = None if m.group(1) else _md_link(m.group(3), m.group(2), line_no)
+        link = None if m.group(1) else _md_link(m.group(3), m.group(2), line_of(m.start()))
         if link:
             found.append((m.start(), m.end(), link))
-        if keep_labels and not m.group(1):
-            # Keep the label: it is prose and may carry a #tag; blank "](dest)".
-            return m.group(0)[: m.end(2) - m.start()] + " " * (m.end() - m.end(2))
-        return " " * (m.end() - m.start())
+        return _blank(m.group(0))
 
     masked = _WIKI.sub(wiki, masked)
     return _MDLINK.sub(md, masked)
 
 
-def line_links(masked: str, line_no: int) -> tuple[list[Link], str]:
-    """Links in a code-masked line, and the line with links and URLs blanked for tag search."""
-    if "[" not in masked and ":" not in masked and "www." not in masked:  # no link, reference or URL here
-        return [], masked
+def _blank(s: str) -> str:
+    """Spaces for s, its line breaks kept (positions and line numbers stay put)."""
+    return re.sub(r"[^\n]", " ", s)
+
+
+def _ref_key(label: str) -> str:
+    return " ".join(label.lower().split())  # CommonMark matches labels case- and space-insensitively
+
+
+def reference_definitions(masked: str) -> dict[str, str]:
+    """Each reference definition of a code-masked text: label (normalised) -> destination.
+    The first definition of a label wins (CommonMark)."""
+    out: dict[str, str] = {}
+    if "]:" in masked:
+        for m in _REFDEF.finditer(masked):
+            out.setdefault(_ref_key(m.group(1)), m.group(2))
+    return out
+
+
+def block_links(masked: str, first_line: int = 1, defs: dict[str, str] | None = None) -> tuple[list[Link], str]:
+    """The links of a block of code-masked lines starting at first_line, and the block with every
+    link, reference definition, URL and markup blanked: what is left is prose, for tag search.
+    defs: the document's reference definitions, for its [text][label] and [label] uses."""
+    if "[" not in masked and ":" not in masked and "www." not in masked and "<" not in masked and "{" not in masked:
+        return [], masked  # no link, reference, URL or markup here
+    breaks = [i for i, c in enumerate(masked) if c == "\n"] if "\n" in masked else []
+
+    def line_of(pos: int) -> int:
+        return first_line + bisect_right(breaks, pos - 1)
+
     found: list[tuple[int, int, Link]] = []
-    masked = _blank_links(masked, line_no, found, keep_labels=True)
-    m = _REFDEF.match(masked)
-    if m:
-        link = _md_link(m.group(2), m.group(1), line_no)
-        if link:
-            found.append((m.start(), m.end(), link))
-        masked = masked[: m.start()] + " " * (m.end() - m.start()) + masked[m.end() :]
+    masked = _blank_links(masked, line_of, found)
+    if "]:" in masked:
+
+        def definition(m: re.Match) -> str:
+            link = _md_link(m.group(2), m.group(1), line_of(m.start()))
+            if link:
+                found.append((m.start(), m.end(), link))
+            return _blank(m.group(0))
+
+        masked = _REFDEF.sub(definition, masked)
+    if "[" in masked:
+        defs = defs or {}
+
+        def use(m: re.Match) -> str:
+            dest = defs.get(_ref_key(m.group(2) or m.group(1)))
+            if dest is None:  # brackets in prose, a task box, a citation; "[text][label]"'s label is a name
+                return m.group(0) if m.group(2) is None else m.group(0)[: m.start(2) - m.start()] + _blank(m.group(2))
+            link = _md_link(dest, m.group(1), line_of(m.start()))
+            if link:
+                found.append((m.start(), m.end(), link))
+            return _blank(m.group(0))
+
+        masked = _REFUSE.sub(use, masked)
+    masked = _NOT_PROSE.sub(lambda u: _blank(u.group(0)), masked)
     masked = _URL.sub(lambda u: " " * len(u.group(0)), masked)
     found.sort(key=lambda t: t[0])
     return [link for _, _, link in found], masked
 
 
-def link_spans(line: str, line_no: int = 1) -> list[tuple[int, int, Link]]:
+def link_spans(line: str, line_no: int = 1, defs: dict[str, str] | None = None) -> list[tuple[int, int, Link]]:
     """(start, end, link) for each document link written in one line, as the indexer reads it
-    (code spans skipped, wikilinks before Markdown links): what an editor's cursor can be on."""
+    (code spans skipped, wikilinks before Markdown links, then a reference definition and, with
+    the document's defs, its uses): what an editor's cursor can be on."""
     found: list[tuple[int, int, Link]] = []
-    _blank_links(mask_code_spans(line), line_no, found, keep_labels=False)
+    masked = _blank_links(mask_code_spans(line), lambda _: line_no, found)
+    m = _REFDEF.match(masked)
+    if m:
+        link = _md_link(m.group(2), m.group(1), line_no)
+        if link:
+            found.append((m.start(), m.end(), link))
+    elif defs:
+        for u in _REFUSE.finditer(masked):
+            dest = defs.get(_ref_key(u.group(2) or u.group(1)))
+            link = _md_link(dest, u.group(1), line_no) if dest is not None else None
+            if link:
+                found.append((u.start(), u.end(), link))
     return sorted(found, key=lambda t: t[0])
 
 
@@ -147,23 +214,30 @@ def _wiki_link(inner: str, line_no: int, *, embed: bool) -> Link | None:
 
 
 def _md_link(dest: str, label: str, line_no: int) -> Link | None:
+    """A Markdown link's destination as a document link, or None when it names no document:
+    an external URL, an in-page #anchor, an image or other file, a template expression."""
     dest = dest.strip()
     if dest.startswith("<") and dest.endswith(">"):
         dest = dest[1:-1].strip()
-    if not dest or dest.startswith("#") or _SCHEME.match(dest):
+    liquid = _LIQUID_LINK.match(dest)
+    if liquid:
+        dest = "/" + liquid.group(1).lstrip("/")  # {% link _docs/x.md %}: from the site's root
+    if not dest or dest.startswith("#") or _SCHEME.match(dest) or "{" in dest or "}" in dest:
         return None
     path, _, anchor = dest.partition("#")
     path = unquote(path.split("?", 1)[0])
-    if path.startswith("/") and not path.startswith("//"):
-        # site-absolute ("/adr/ADR-51", "/guide/setup/"): a page of the site, whose path
-        # is the document's without its extension; resolved against the workspace root
-        path = path.rstrip("/")
-        last = path.rsplit("/", 1)[-1]
-        if not last or ("." in last and not last.lower().endswith(_DOC_EXT)):
-            return None  # the site root, or an asset (/img/logo.png)
-    elif not path.lower().endswith(_DOC_EXT):
-        return None  # images, PDFs and folders are not documents
-    return Link(target=path, kind="markdown", line=line_no, label=label.strip(), anchor=unquote(anchor))
+    if not path or path.startswith("//"):
+        return None
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    ext = posixpath.splitext(last)[1].lower() if last not in ("", ".", "..") else ""
+    if ext and ext not in _DOC_EXT + _PAGE_EXT:
+        return None  # an image, a PDF, a source file: not a document
+    if path.startswith("/") and not path.strip("/"):
+        return None  # the site's home page
+    path = path.rstrip("/")  # "guides/upgrade/": the page of that folder, as "guides/upgrade"
+    # Relative ("guide.md", "guides/upgrade/", "../ADR006-rds-broker") or site-absolute
+    # ("/docs/concepts/"): resolved as the site renders it (store/links.py).
+    return Link(target=path, kind="markdown", line=line_no, label=" ".join(label.split()), anchor=unquote(anchor))
 
 
 def line_tags(link_masked: str) -> list[str]:

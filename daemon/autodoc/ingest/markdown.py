@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from .frontmatter import read_frontmatter
-from .inline import line_links, line_tags, mask_code_spans, plain_text
+from .inline import block_links, line_tags, mask_code_spans, plain_text, reference_definitions
 from .lines import SETEXT_LINE, ByteMap, Line, fence_mask, split_lines
 from .types import Heading, Link, ParsedDocument, Problem
 
@@ -22,6 +22,9 @@ from .types import Heading, Link, ParsedDocument, Problem
 # paragraph text, so a following --- is a thematic break, not a setext heading.
 _NOT_PARA = re.compile(r"^(?: {0,3}(?:[-*+][ \t]|\d{1,9}[.)][ \t]|[-*+]$|\d{1,9}[.)]$|>|\||<)| {4,}|\t)")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# CommonMark's raw HTML blocks (type 1): their lines are script, style or preformatted text,
+# never Markdown, so no link or #tag is read inside (a "#d78000" colour in a chart's script).
+_RAW_OPEN = re.compile(r"^ {0,3}<(script|style|pre|textarea)(?:[\s>]|$)", re.I)
 
 # Limits per file, far above real documents (the five corpora in
 # ../shared/data/corpora: longest line 16,619 characters, at most 393 headings,
@@ -74,6 +77,19 @@ def _parse(text: str) -> ParsedDocument:
     in_block = False  # inside a list/quote/table run, where --- never makes a heading
 
     over: list[int] = []  # lines of headings past MAX_HEADINGS (reported once)
+    # Runs of consecutive prose lines (code spans blanked), read for links and tags once the
+    # whole document's reference definitions are known: a link's label may wrap onto the next line.
+    blocks: list[tuple[int, list[str]]] = []  # (first line number, lines)
+
+    def end_block() -> None:
+        if blocks and blocks[-1][1]:
+            blocks.append((0, []))
+
+    def add_line(no: int, masked: str) -> None:
+        if not blocks or not blocks[-1][1]:
+            blocks[-1:] = [(no, [masked])]
+        else:
+            blocks[-1][1].append(masked)
 
     def add_heading(level: int, raw: str, ln: Line) -> None:
         if len(headings) >= MAX_HEADINGS:
@@ -87,13 +103,25 @@ def _parse(text: str) -> ParsedDocument:
             return
         headings.append(Heading(level, _clip(plain_text(raw), ln.no, problems), ln.no, bmap.byte(ln.start)))
 
+    raw_until: str | None = None  # the closing tag of the raw HTML block we are in
     for i in range(fm.body_index, len(lines)):
         ln = lines[i]
+        if raw_until is None and not code[i]:
+            opened = _RAW_OPEN.match(ln.text)
+            raw_until = f"</{opened.group(1).lower()}>" if opened else None
+        if raw_until is not None:
+            if raw_until in ln.text.lower():
+                raw_until = None
+            end_block()
+            para_first, in_block = None, False
+            continue
         if code[i]:
+            end_block()
             para_first, in_block = None, False
             continue
         s = ln.text if ln.start else ln.text.lstrip("\ufeff")  # a BOM is not part of the first line's syntax
         if not s.strip():
+            end_block()
             para_first, in_block = None, False
             continue
         if len(s) > MAX_LINE_CHARS:
@@ -105,6 +133,7 @@ def _parse(text: str) -> ParsedDocument:
                     "limit",
                 )
             )
+            end_block()
             para_first, in_block = None, False
             continue
         setext = SETEXT_LINE.match(s)
@@ -113,21 +142,33 @@ def _parse(text: str) -> ParsedDocument:
             words = " ".join(lines[k].text.strip() for k in range(para_first, i))
             add_heading(1 if setext.group(1)[0] == "=" else 2, words, first)
             para_first = None
+            end_block()
             continue
-        masked = mask_code_spans(s)
-        found, masked = line_links(masked, ln.no)
-        links.extend(found)
         atx = _atx(s)
+        if atx or _thematic(s):
+            end_block()  # a heading is a block of its own; a break ends one
+        add_line(ln.no, mask_code_spans(s))
         if atx:
             add_heading(atx[0], atx[1], ln)
             para_first, in_block = None, False
+            end_block()
         elif _thematic(s):
             para_first, in_block = None, False
         elif in_block or _NOT_PARA.match(s):
             para_first, in_block = None, True
         elif para_first is None:
             para_first = i
-        inline_tags.extend(line_tags(masked))
+
+    # reference definitions first: a [label] may be used above the line that defines it
+    defs: dict[str, str] = {}
+    for _, masked in blocks:
+        for k, v in reference_definitions("\n".join(masked)).items():
+            defs.setdefault(k, v)
+    for first_no, masked in blocks:
+        if masked:
+            found, prose = block_links("\n".join(masked), first_no, defs)
+            links.extend(found)
+            inline_tags.extend(line_tags(prose))
 
     data = fm.data
     fm_title = _text(data.get("title"))
