@@ -32,6 +32,7 @@ serialise on the store's write lock. Embedding on its own threads
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -66,6 +67,34 @@ def daemon_socket(settings: Settings) -> Path | None:
     return None
 
 
+def call_socket(path: Path, method: str, params: Any, timeout: float = REMOTE_TIMEOUT_S) -> Any:
+    """One call on the daemon's socket over a plain blocking socket, newline-framed: the answer,
+    or the daemon's error raised as this package's own class; OSError (TimeoutError included)
+    when nobody answers. A one-shot command has no use for an event loop: starting anyio's cost
+    `autodoc search` more than the search itself (issue 37)."""
+    import socket
+
+    from .rpc.framing import NEWLINE, encode_message
+
+    deadline = time.monotonic() + timeout
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(path))
+        s.sendall(encode_message({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, NEWLINE))
+        with s.makefile("rb") as lines:
+            while True:
+                s.settimeout(max(0.001, deadline - time.monotonic()))
+                line = lines.readline()
+                if not line.endswith(b"\n"):
+                    raise ConnectionResetError(f"the daemon closed the connection before it answered {method}")
+                msg = json.loads(line)
+                if isinstance(msg, dict) and msg.get("id") == 1 and ("result" in msg or "error" in msg):
+                    break  # anything else is a notification the daemon pushed: not this call's
+    if "error" in msg:
+        raise from_rpc(msg["error"] if isinstance(msg["error"], dict) else {"message": str(msg["error"])})
+    return msg["result"]
+
+
 class Remote:
     """Calls on the daemon's socket, one connection per call."""
 
@@ -75,12 +104,7 @@ class Remote:
 
     def call(self, method: str, params: Any, **_: Any) -> Any:
         """The answer, or the daemon's error raised as this package's own class."""
-        from autodoc_client import RemoteError, call_socket
-
-        try:
-            return call_socket(self.socket, method, params, timeout=self.timeout)
-        except RemoteError as e:
-            raise from_rpc({"code": e.code, "message": e.message, "data": e.data}) from None
+        return call_socket(self.socket, method, params, timeout=self.timeout)
 
     def close(self) -> None:
         pass
