@@ -181,7 +181,7 @@ def _parser() -> argparse.ArgumentParser:
         description="An MCP server with the tools search, read, outline, links, similar, list, "
         "changes, status, reindex, save_session and sessions, and every document as a resource "
         "(autodoc://WORKSPACE/PATH). It uses the daemon that holds the store when one "
-        "runs (so any number of agents share it), else serves the store itself.",
+        "runs, else starts one (autodoc serve --socket), so any number of agents share one index.",
     )
     m.add_argument(
         "--http",
@@ -189,10 +189,11 @@ def _parser() -> argparse.ArgumentParser:
         help="serve streamable HTTP on a loopback address (e.g. 127.0.0.1:8765; the endpoint is /mcp) instead of stdio",
     )
     m.add_argument(
-        "--spawn-daemon",
+        "--in-process",
         action="store_true",
-        help="when no daemon serves the store, start one (autodoc serve --socket) and use it",
+        help="do not start a daemon when none runs: serve the store in this process (one agent at a time writes)",
     )
+    m.add_argument("--spawn-daemon", action="store_true", help=argparse.SUPPRESS)  # the default now; old configs
     rd = sub.add_parser("read", help="print a document or a line span of it")
     rd.add_argument("name")
     rd.add_argument("path")
@@ -353,7 +354,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.cmd == "mcp":
         from .mcp.server import run as run_mcp
 
-        return run_mcp(settings, http=args.http, spawn=args.spawn_daemon)
+        return run_mcp(settings, http=args.http, spawn=not args.in_process)
 
     if args.cmd == "serve":
         from .daemon import run_daemon

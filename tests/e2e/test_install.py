@@ -327,6 +327,9 @@ def _mcp_session(autodoc: Path, cwd: Path, env: dict[str, str]) -> tuple[dict, l
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        sock = Path(env["AUTODOC_SOCKET"])
+        if sock.exists():  # the daemon `autodoc mcp` starts for the agents after it: not left behind
+            subprocess.run([str(autodoc), "--call", "server.shutdown", "[]"], cwd=cwd, env=env, timeout=60)
 
 
 def _lsp_capabilities(autodoc: Path, root: Path, cwd: Path, env: dict[str, str]) -> dict:

@@ -24,6 +24,7 @@ from helpers.daemon import Daemon
 from mcp import Client, StdioServerParameters
 
 from autodoc_client import Client as SocketClient
+from autodoc_client import call_socket
 
 CORPUS = Path(__file__).parents[1] / "corpora" / "kb"
 GOLDEN = Path(__file__).parents[1] / "golden" / "mcp_tools.json"
@@ -58,7 +59,19 @@ def store():
     try:
         yield base, _make_store(base)
     finally:
+        _stop_daemon(base / "d.sock")  # one a test's `autodoc mcp` started and left for others, as it should
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _stop_daemon(sock: Path) -> None:
+    if sock.exists():
+        try:
+            call_socket(sock, "server.shutdown", [], timeout=30)
+        except Exception:
+            pass
+    deadline = time.monotonic() + 30
+    while sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _server(env: dict[str, str], *extra: str) -> StdioServerParameters:
@@ -77,7 +90,7 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
     async def collect(message: Any) -> None:
         notes.append(message)
 
-    async with Client(_server(env), message_handler=collect) as c:
+    async with Client(_server(env, "--in-process"), message_handler=collect) as c:
         # tools/list: exactly the golden names, descriptions and schemas a model reads
         listed = [t.model_dump(by_alias=True, exclude_none=True) for t in (await c.list_tools()).tools]
         assert listed == json.loads(GOLDEN.read_text(encoding="utf-8"))
@@ -231,8 +244,8 @@ async def test_two_mcp_servers_and_a_socket_client_share_one_daemon(store, daemo
     uri = "autodoc://kb/adrs/0001-sqlite-storage.md"
     try:
         async with (
-            Client(_server(env)) as a,
-            Client(_server(env), mode="legacy", message_handler=on_message) as b,
+            Client(_server(env, "--in-process")) as a,
+            Client(_server(env, "--in-process"), mode="legacy", message_handler=on_message) as b,
             await SocketClient.connect_socket(env["AUTODOC_SOCKET"]) as plain,
         ):
             for c in (a, b):
@@ -309,30 +322,71 @@ async def test_beside_a_daemon_that_holds_the_store_on_stdio_only(store):
             ans, _, err = await _tool(c, "search", {"query": "porter stemming"})
             assert not err and ans["hits"]
             ans, _, err = await _tool(c, "reindex", {"paths": ["index.md"]})
-            assert err and ans["error"]  # said, not crashed
+            # said plainly, naming the holder and the fix (it answered "internal error … RuntimeError:
+            # this store was opened read-only"), and no daemon was started that could not take the store
+            assert err and not ans["error"].startswith("internal error"), ans
+            assert f"pid {holder.pid} (autodoc serve)" in ans["error"] and "Stop that process" in ans["error"]
+            assert ans["holder"]["pid"] == holder.pid
+            ans, _, err = await _tool(c, "status", {})
+            assert "serves no socket" in ans["server"]["daemon_not_started"]
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
 
 
-async def test_spawn_daemon_starts_one_and_uses_it(store):
-    _base, env = store
+async def test_two_agents_with_the_default_config_share_a_daemon_they_start(store):
+    """Two agents configured as the README says (`autodoc mcp`, no daemon running): the first
+    starts a daemon and both use it, so both can write. The second answered save_session and
+    reindex with "internal error in save_session: RuntimeError: this store was opened read-only"."""
+    base, env = store
+    (base / "kb" / "notes" / "two-agents.md").write_text("# Quokka census\n\nQuokkas counted.\n", encoding="utf-8")
+    turns = [{"role": "user", "text": "How many quokkas?"}, {"role": "assistant", "text": "Forty-two quokkas."}]
     try:
-        async with Client(_server(env, "--spawn-daemon")) as c:
-            ans, _, err = await _tool(c, "status", {})
-            assert not err and ans["server"]["mode"] == "daemon"
+        async with Client(_server(env)) as a, Client(_server(env)) as b:
+            for i, c in enumerate((a, b)):
+                ans, _, err = await _tool(c, "save_session", {"session_id": f"s-two-{i}", "turns": turns})
+                assert not err and ans["saved"] == 2, ans
+                ans, _, err = await _tool(c, "reindex", {"paths": ["notes/two-agents.md"]})
+                assert not err and ans["files"][0]["indexed"] is True, ans
+                ans, _, err = await _tool(c, "status", {})
+                assert not err and ans["server"]["mode"] == "daemon"
             holder = json.loads(Path(env["AUTODOC_STORE"] + ".lease").read_text())
             assert holder["socket"] == env["AUTODOC_SOCKET"] and holder["pid"] != os.getpid()
-        # the daemon outlives the MCP server that started it: others share it
+        # the daemon outlives the MCP servers that used it: others share it
         async with await SocketClient.connect_socket(env["AUTODOC_SOCKET"]) as plain:
             assert (await plain.call("server.info"))["pid"] == holder["pid"]
+            for i in range(2):
+                await plain.call("session.remove", ["kb", f"s-two-{i}"])
     finally:
-        if Path(env["AUTODOC_SOCKET"]).exists():
-            async with await SocketClient.connect_socket(env["AUTODOC_SOCKET"]) as plain:
-                await plain.call("server.shutdown")
-        deadline = time.monotonic() + 30
-        while Path(env["AUTODOC_SOCKET"]).exists() and time.monotonic() < deadline:
-            await anyio.sleep(0.1)
+        await anyio.to_thread.run_sync(_stop_daemon, Path(env["AUTODOC_SOCKET"]))
+        (base / "kb" / "notes" / "two-agents.md").unlink(missing_ok=True)
+
+
+async def test_an_empty_store_is_named_with_how_it_was_chosen(tmp_path):
+    """The SDK client passes only HOME and PATH: without AUTODOC_STORE in its `env` the server
+    opened the default store, empty, and answered "there is no workspace yet" without naming it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "autodoc.cli", "mcp", "--in-process"], env={"HOME": str(home)}
+    )
+    store = home / ".local" / "share" / "autodoc" / "autodoc.db"
+    async with Client(params) as c:
+        ans, _, err = await _tool(c, "status", {})
+        assert not err and ans["server"]["store"] == str(store) and ans["server"]["store_from"] == "default"
+        assert str(store) in ans["notes"][0] and "AUTODOC_STORE" in ans["notes"][0]
+        ans, _, err = await _tool(c, "search", {"query": "lease"})
+        assert err and f"in the store {store} (the default: neither --store nor AUTODOC_STORE" in ans["error"]
+        assert '"env": {"AUTODOC_STORE"' in ans["error"] and ans["store"] == str(store)
+    given = tmp_path / "given.db"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "autodoc.cli", "mcp", "--in-process"],
+        env={"HOME": str(home), "AUTODOC_STORE": str(given)},
+    )
+    async with Client(params) as c:
+        ans, _, err = await _tool(c, "search", {"query": "lease"})
+        assert err and f"{given} (from AUTODOC_STORE)" in ans["error"] and "client's config" not in ans["error"]
 
 
 def _free_port() -> int:
@@ -345,7 +399,7 @@ async def test_streamable_http_on_localhost(store):
     _base, env = store
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autodoc.cli", "mcp", "--http", f"127.0.0.1:{port}"],
+        [sys.executable, "-m", "autodoc.cli", "mcp", "--in-process", "--http", f"127.0.0.1:{port}"],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -388,7 +442,7 @@ async def test_an_agent_saves_its_conversation_and_a_later_search_cites_it(store
         },
     ]
     try:
-        async with Client(_server(env)) as c:
+        async with Client(_server(env, "--in-process")) as c:
             ans, _, err = await _tool(c, "save_session", {"session_id": "s-zeppelin", "messages": turns})
             assert not err, ans
             assert ans["saved"] == 2 and ans["skipped"] == {"tool_result": 1} and ans["session_turns"] == 2
@@ -511,7 +565,11 @@ def test_every_line_gets_an_answer_and_the_end_of_input_waits_for_them(store):
     ]
     t0 = time.monotonic()
     p = subprocess.run(
-        [sys.executable, "-m", "autodoc.cli", "mcp"], input=b"".join(frames), env=env, capture_output=True, timeout=120
+        [sys.executable, "-m", "autodoc.cli", "mcp", "--in-process"],
+        input=b"".join(frames),
+        env=env,
+        capture_output=True,
+        timeout=120,
     )
     assert p.returncode == 0, p.stderr.decode()[-500:]
     assert time.monotonic() - t0 < 20, "the end of input waited for a cancelled request"
@@ -549,7 +607,7 @@ async def test_a_search_of_every_workspace_keeps_to_the_budget(tmp_path):
     for name, root in (("kb", tmp_path / "kb"), ("runbooks", tmp_path / "kb" / "runbooks")):
         _cli(env, "workspace", "add", name, str(root), "--config", '{"embedding": {"provider": "none"}}')
         _cli(env, "index", name)
-    async with Client(_server(env)) as c:
+    async with Client(_server(env, "--in-process")) as c:
         for budget in (300, 500):
             ans, _, err = await _tool(
                 c, "search", {"query": "lease recovery lock stale", "budget_tokens": budget, "limit": 10}

@@ -48,6 +48,9 @@ class Settings:
     # where the instant tier keeps its distilled tables (embed/instant.py); None: the tier is off.
     # $AUTODOC_INSTANT_DIR names it ("off" turns the tier off); default the XDG cache dir.
     instant_dir: Path | None = None
+    # how the store was chosen, for a person who finds it empty: "--store", "AUTODOC_STORE" or "default"
+    # (an MCP client passes only HOME and PATH to the server it starts: the shell's AUTODOC_STORE is not seen)
+    store_from: str = "default"
 
     @classmethod
     def from_env(cls, store: str | os.PathLike | None = None, socket: str | os.PathLike | None = None) -> Settings:
@@ -58,7 +61,16 @@ class Settings:
             store=Path(s).expanduser().resolve(),
             socket=Path(k).expanduser(),
             instant_dir=None if i == "off" else Path(i).expanduser(),
+            store_from="--store" if store else "AUTODOC_STORE" if os.environ.get("AUTODOC_STORE") else "default",
         )
+
+    def store_named(self) -> str:
+        """The store and how it was chosen, as a message names it."""
+        how = {
+            "--store": "given by --store",
+            "AUTODOC_STORE": "from AUTODOC_STORE",
+        }.get(self.store_from, "the default: neither --store nor AUTODOC_STORE was set")
+        return f"{self.store} ({how})"
 
 
 @dataclass(frozen=True)

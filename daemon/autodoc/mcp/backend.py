@@ -2,11 +2,14 @@
 
 The choice is connect.py's `Backend`, with the MCP server's policy: the
 daemon's socket when a daemon holds the store (any number of MCP servers,
-editors and scripts then share it); else, when asked (`--spawn-daemon`), a
-daemon started here in the background; else a Service in this process — a
-writer that embeds in the background, or a reader when another process holds
-the lease without a socket. It never exits on the lease: a daemon that goes
-away is replaced by the next choice at the next call.
+editors and scripts then share it); else, unless told not to (`--in-process`),
+a daemon started here in the background, so that a second agent started the
+same way shares it (two in-process servers could not: the second was a reader
+and its writes failed with "this store was opened read-only"); else a Service
+in this process — a writer that embeds in the background, or a reader when
+another process holds the lease without a socket, whose writes are refused
+with a message naming that process and what to do. It never exits on the
+lease: a daemon that goes away is replaced by the next choice at the next call.
 
 Runs on: the event loop (async methods); the calls themselves on worker threads.
 """
@@ -23,7 +26,7 @@ import anyio
 
 from ..config import Settings
 from ..connect import Backend as Link
-from ..connect import start_daemon
+from ..connect import read_holder, start_daemon
 from ..errors import ShuttingDown
 from ..suggest import close_names
 
@@ -32,6 +35,33 @@ log = logging.getLogger("autodoc.mcp")
 SPAWN_WAIT_S = 30.0
 STOP_WAIT_S = 10.0  # a stopping daemon's lease outlives its socket by its shutdown deadline (5 s)
 BROWSE_LIMIT = 200  # search.query's largest limit: a facet browse lists at most this many documents
+
+
+def no_workspace(settings: Settings) -> str:
+    """What an empty store answers: which store was looked in, how it was chosen, what to do."""
+    hint = (
+        "; if your workspaces are in another store, give the server its path in the client's config "
+        '(`"env": {"AUTODOC_STORE": "…"}`: a client passes only HOME and PATH on)'
+        if settings.store_from == "default"
+        else ""
+    )
+    return (
+        f"there is no workspace yet in the store {settings.store_named()}: add one with "
+        f"`autodoc workspace add NAME FOLDER`, then `autodoc index NAME`{hint}"
+    )
+
+
+def holder_named(held: dict[str, Any]) -> str:
+    """'pid 123 (autodoc mcp --in-process)': the process holding the store's lease, by its command line."""
+    pid = held.get("pid")
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        cmd = " ".join(a.decode(errors="replace") for a in argv if a)
+    except (OSError, ValueError):
+        cmd = ""
+    if "autodoc.cli" in cmd:  # `python -m autodoc.cli mcp …` reads as the command a person typed
+        cmd = "autodoc" + cmd.split("autodoc.cli", 1)[1]
+    return f"pid {pid}" + (f" ({cmd})" if cmd else "")
 
 
 class ToolError(Exception):
@@ -47,7 +77,11 @@ ChangeCallback = Callable[[str, list[dict[str, Any]]], None]
 
 
 def _spawn(settings: Settings) -> str | None:
-    """`autodoc serve --socket` for this store, detached; up once its socket is in the lease."""
+    """`autodoc serve --socket` for this store, detached; up once its socket is in the lease.
+    Not tried while a process without a socket holds the store: it could not take the lease."""
+    held = read_holder(settings.store)
+    if held and not held.get("socket"):
+        return f"the store is held by {holder_named(held)}, which serves no socket to share"
     log_path = Path(str(settings.store) + ".daemon.log")
     return start_daemon(settings, log_path, wait_s=SPAWN_WAIT_S, poll_s=0.1, until_answers=False, watch_exit=False)
 
@@ -81,10 +115,22 @@ class Backend:
     # -- calling -----------------------------------------------------------------------
 
     def call_sync(self, method: str, params: Any) -> Any:
-        return self.link.call(method, params)
+        try:
+            return self.link.call(method, params)
+        except RuntimeError:  # the store's own refusal of a write on a read-only connection
+            if not self.link.mode.startswith("in-process (read-only"):
+                raise
+            held = read_holder(self.settings.store)
+            who = holder_named(held) if held else "another process"
+            raise ToolError(
+                f"cannot write the store {self.settings.store}: {who} holds it without a socket to share it. "
+                "Stop that process or wait for it to finish; the next write then starts a daemon that every "
+                "agent shares (or start one yourself: `autodoc serve --socket`)",
+                holder=held or None,
+            ) from None
 
     async def call(self, method: str, params: Any) -> Any:
-        return await anyio.to_thread.run_sync(partial(self.link.call, method, params))
+        return await anyio.to_thread.run_sync(partial(self.call_sync, method, params))
 
     def close(self) -> None:
         self.link.close()
@@ -99,9 +145,7 @@ class Backend:
         or, with no name, the only one there is, or with `many` every one."""
         names = await self.workspaces()
         if not names:
-            raise ToolError(
-                "there is no workspace yet: add one with `autodoc workspace add NAME FOLDER`, then `autodoc index NAME`"
-            )
+            raise ToolError(no_workspace(self.settings), store=str(self.settings.store))
         if name in (None, "", "*", "all", "ALL"):
             if many or len(names) == 1:
                 return names

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import AutodocError, DocumentNotFound
 from . import answers
 from .args import Args
-from .backend import BROWSE_LIMIT, Backend, ToolError
+from .backend import BROWSE_LIMIT, Backend, ToolError, no_workspace
 from .toolkit import Result, as_text, gather, with_notes
 
 
@@ -94,6 +94,8 @@ async def status(b: Backend, a: Args) -> Result:
             "mode": b.mode,
             "version": info["version"],
             "store": info["store"],
+            "store_from": b.settings.store_from,  # --store, AUTODOC_STORE or default: a client passes no env on
+            **({"daemon_not_started": b.link.why_local} if b.link.why_local and b.mode != "daemon" else {}),
             "writable": info["writable"],
             "models": {kind: [m.get("name") for m in ms] for kind, ms in info["models"].items()},
             **({"semantic": info["semantic"]} if "semantic" in info else {}),
@@ -101,7 +103,7 @@ async def status(b: Backend, a: Args) -> Result:
         "workspaces": [_ws_status(s) for s in got],
     }
     if not names:
-        out["notes"] = ["no workspace yet: `autodoc workspace add NAME FOLDER`, then `autodoc index NAME`"]
+        out["notes"] = [no_workspace(b.settings)]
     with_notes(out, a)
     return out, as_text(out)
 
