@@ -58,6 +58,7 @@ STYLES = ["keywords", "sentence", "agent"]
 SPLITS = ["tune", "test"]
 LEGS = {"lexical": ["lexical"], "semantic": ["semantic"], "hybrid": ["lexical", "semantic"]}
 LEG_DOCS = 10  # documents a leg returns (one passage each)
+PASSAGES = 30  # passages of the hybrid with every passage of a document (per_document: false)
 MCP_CALLS = {"default": {}, "budget_800": {"budget_tokens": 800}, "budget_300": {"budget_tokens": 300}}
 BINS = 10
 
@@ -229,9 +230,10 @@ async def _mcp(b: Any, ws: str, query: str, extra: dict[str, Any]) -> dict[str, 
     }
 
 
-def _leg(svc: Any, ws: str, query: str, stages: list[str]) -> dict[str, Any]:
+def _leg(svc: Any, ws: str, query: str, stages: list[str], per_document: bool = True) -> dict[str, Any]:
+    limit = LEG_DOCS if per_document else PASSAGES
     try:
-        ans = svc.search(ws, query, {"limit": LEG_DOCS, "stages": stages, "per_document": True})
+        ans = svc.search(ws, query, {"limit": limit, "stages": stages, "per_document": per_document})
     except Exception as e:
         return {"error": f"{type(e).__name__}: {e}", "hits": [], "answerable": None}
     return {
@@ -263,6 +265,7 @@ def run_corpus(store: Path, corpus: str, questions: list[dict[str, Any]], negati
         anyio.run(all_mcp)
         for q in questions:
             out[q["id"]]["legs"] = {leg: _leg(svc, corpus, q["query"], st) for leg, st in LEGS.items()}
+            out[q["id"]]["passages"] = _leg(svc, corpus, q["query"], LEGS["hybrid"], per_document=False)
         for q in negatives:
             out[q["id"]]["legs"] = {leg: _leg(svc, corpus, q["query"], LEGS[leg]) for leg in ("hybrid", "lexical")}
     finally:
@@ -387,15 +390,28 @@ def summarise(questions: list[dict[str, Any]], negatives: list[dict[str, Any]], 
             neg = [q for q in negatives if q["corpus"] == c]
             if pos or neg:
                 answerable[where][f"corpus:{c}"] = precision_recall(flags(pos, where), flags(neg, where))
+    # every passage (per_document false): where the first passage holding the answer ranks, and whether
+    # the answer's document has one among the 30 at all (what a choice among a document's passages can reach)
+    pranks = []
+    for q in questions:
+        hits = runs[q["id"]].get("passages", {}).get("hits") or []
+        pranks.append(next((i for i, h in enumerate(hits, 1) if holds(h[0], h[1], h[2], q["answers"])), None))
+    passages = {
+        "n": len(pranks),
+        **{f"P@{k}": rate(r is not None and r <= k for r in pranks) for k in (1, 3, 10, PASSAGES)},
+        "MRR": sum(1 / r for r in pranks if r) / max(1, len(pranks)),
+    }
     per_question = {
         q["id"]: {
             "mcp_default": _rows(q, runs[q["id"]]["mcp"]["default"]["hits"]),
             "hybrid": _rows(q, runs[q["id"]]["legs"]["hybrid"]["hits"]),
+            "passage_rank": pranks[i],
         }
-        for q in questions
+        for i, q in enumerate(questions)
     }
     return {
         "legs": legs,
+        "passages": passages,
         "mcp": mcp,
         "mcp_size": sizes,
         "reliability_passage": reliability(passage_items),
@@ -498,6 +514,14 @@ def render(doc: dict[str, Any]) -> str:
                     f"| {leg} | {_group_name(g)} | {m['n']} | {_f(m['AiP@1'])} | {_f(m['AiP@3'])} | {_f(m['doc@1'])} | "
                     f"{_f(m['doc@3'])} | {_f(m['passage|doc@3'])} ({m['n_doc@3']}) |"
                 )
+    p = s["passages"]
+    L += [
+        "",
+        f"Every passage (hybrid, `per_document: false`, {PASSAGES} passages): the first passage holding the answer is "
+        f"#1 for {_f(p['P@1'])}, in the first 3 for {_f(p['P@3'])}, the first 10 for {_f(p['P@10'])}, the {PASSAGES} for "
+        f"{_f(p[f'P@{PASSAGES}'])} of the questions (MRR {_f(p['MRR'])}): what choosing among a document's passages "
+        "after fusion can reach.",
+    ]
     for title, prefix in (("By style", "style:"), ("By corpus", "corpus:")):
         L += ["", f"## {title} (AiP@1 / AiP@3 / doc@3)", ""]
         cols = ["mcp default", "mcp 800", "mcp 300", "lexical", "semantic", "hybrid"]
@@ -644,7 +668,7 @@ def main_run(argv: list[str] | None) -> int:
     not_run = []
     for c in names:
         if args.no_build:
-            found = sorted((cache / "known").glob(f"{c}-*/autodoc.db")) or sorted(cache.glob(f"{c}-*/autodoc.db"))
+            found = sorted(cache.glob(f"{c}-*/autodoc.db"))
             if found:
                 stores[c] = max(found, key=lambda p: p.stat().st_mtime)
             else:
