@@ -31,6 +31,12 @@ document is the answer's"; how often confidence falls along the order shown. `an
 precision and recall with the answerable questions as positives and the unanswerable as
 negatives, for the MCP answer and for search.query hybrid and lexical. ``--scifact`` adds SciFact
 test (bench/agents.py's probes) when its store is cached.
+
+The report is the generated section of ``answers.md`` (between its markers); the rest of the file
+(the baseline "before" figures) is kept. While another process builds or embeds a store
+(``python -m bench.known_item --build-only``), run with ``--no-build``: a build takes the store's
+writer lease. Product code from another commit: see docs/benchmarks/README.md (PYTHONPATH of an
+exported snapshot, AUTODOC_BENCH_COMMIT).
 """
 
 from __future__ import annotations
@@ -48,7 +54,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .common import DEFAULT_DATA, REPO, RESULTS, Case, cache_root, git_commit, harness, log, machine_note, percentile
+from .common import (
+    DEFAULT_DATA,
+    REPO,
+    RESULTS,
+    Case,
+    cache_root,
+    git_commit,
+    harness,
+    log,
+    machine_note,
+    percentile,
+    replace_section,
+)
 
 CORPORA = ["foam-docs", "simpler-grants-adr", "jekyll", "opentelemetry-docs", "swift-evolution"]
 DATA = REPO / "bench" / "answer_spans"
@@ -713,7 +731,9 @@ def main_run(argv: list[str] | None) -> int:
         print(md)
     else:
         Path(args.out + ".json").write_text(_dump(doc))
-        Path(args.out + ".md").write_text(md)
+        # the generated part only: what the file says around it (the baseline "before" figures,
+        # observations) stays
+        replace_section(Path(args.out + ".md"), "answers", md)
         log(f"wrote {args.out}.md and .json")
     return 0
 
