@@ -352,7 +352,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
         return tui(settings, workspace=args.workspace, start_daemon=not args.in_process)
     if args.cmd == "mcp":
-        from .mcp.server import run as run_mcp
+        from .mcp.fast import run as run_mcp  # stdio answers before the SDK is imported
 
         return run_mcp(settings, http=args.http, spawn=not args.in_process)
 

@@ -90,3 +90,20 @@ def test_a_call_through_the_daemon_loads_nothing_the_daemon_does(daemon_env, arg
     loaded = _loaded(argv, daemon_env)
     assert _heavy(loaded, SERVED, SERVED_MODULES) == []
     assert os.path.exists(daemon_env["AUTODOC_SOCKET"])
+
+
+def test_the_mcp_servers_first_answers_need_no_sdk():
+    """`autodoc mcp` answers initialize and tools/list from mcp/fast.py while the SDK loads."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys, autodoc.cli, autodoc.mcp.fast; print(json.dumps(sorted(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    loaded = set(json.loads(out.stdout))
+    assert _heavy(loaded, SERVED | {"pydantic", "mcp_types"}, SERVED_MODULES | {"autodoc.mcp.server"}) == []

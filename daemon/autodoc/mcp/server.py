@@ -18,7 +18,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 import mcp_types as types
@@ -31,16 +31,11 @@ from ..config import Settings
 from ..errors import AutodocError, DocumentNotFound, PathOutsideWorkspace, WorkspaceNotFound
 from . import resources, stdio, tools
 from .backend import Backend, ToolError
+from .fast import INSTRUCTIONS, TITLE
 from .specs import TOOLS
 
 log = logging.getLogger("autodoc.mcp")
 
-INSTRUCTIONS = (
-    "AutoDoc searches the user's local Markdown knowledge base (notes, ADRs, runbooks, design docs). "
-    "Use `search` first; cite hits by their `ref` (workspace:path#Lstart-end); `read` a ref for more context. "
-    "When `answerable` is false, say the knowledge base does not cover it. After writing a note, `reindex` it; "
-    "`save_session` keeps this conversation searchable for later sessions."
-)
 RESOURCE_NOT_FOUND = -32002  # MCP's code for a resource that does not exist
 _HOSTPORT = re.compile(r"^(?:(?P<host>\[[^\]]+\]|[^:]+):)?(?P<port>\d{1,5})$")
 
@@ -95,7 +90,7 @@ def build(backend: Backend, feed: resources.ChangeFeed) -> Server[Any]:
     return Server(
         "autodoc",
         version=__version__,
-        title="AutoDoc knowledge base",
+        title=TITLE,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
@@ -131,9 +126,10 @@ async def _serving(settings: Settings, spawn: bool) -> AsyncIterator[Server[Any]
         await anyio.to_thread.run_sync(backend.close)
 
 
-async def serve_stdio(settings: Settings, spawn: bool) -> None:
+async def serve_stdio(settings: Settings, spawn: bool, streams: tuple[BinaryIO, BinaryIO] | None = None) -> None:
     async with _serving(settings, spawn) as server:
-        await stdio.serve(server, server.create_initialization_options(NotificationOptions(resources_changed=True)))
+        options = server.create_initialization_options(NotificationOptions(resources_changed=True))
+        await stdio.serve(server, options, streams)
 
 
 async def serve_http(settings: Settings, spawn: bool, host: str, port: int) -> None:

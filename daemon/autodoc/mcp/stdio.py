@@ -21,9 +21,10 @@ Runs on: the event loop of `autodoc mcp`.
 
 from __future__ import annotations
 
+import io
 import logging
 from collections import Counter
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 import mcp_types as types
@@ -81,9 +82,11 @@ def rejection(exc: Exception) -> types.JSONRPCError | None:
     )
 
 
-async def serve(server: Any, options: Any) -> None:
-    """Run the SDK's server on stdio, with the two guarantees above."""
-    async with stdio_server() as (sdk_read, sdk_write):
+async def serve(server: Any, options: Any, streams: tuple[BinaryIO, BinaryIO] | None = None) -> None:
+    """Run the SDK's server on stdio (or on `streams`, the pipes fast.py serves it on), with the
+    two guarantees above."""
+    wrapped = [anyio.wrap_file(io.TextIOWrapper(s, encoding="utf-8", errors="replace")) for s in streams or ()]
+    async with stdio_server(*wrapped) as (sdk_read, sdk_write):
         to_server, server_reads = create_context_streams[SessionMessage | Exception](0)
         server_writes, from_server = create_context_streams[SessionMessage](0)
         pending: Counter[str | int] = Counter()  # requests read and not yet answered (an id may repeat)
