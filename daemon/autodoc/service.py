@@ -199,6 +199,9 @@ class Service:
                 old = _config(ws)
                 new = wss.configured(old, options)
                 wsrows.set_config(db, ws, new.stored())
+                if (new.site_roots, new.page_suffixes) != (old.site_roots, old.page_suffixes):
+                    self.links.forget(ws.id)  # the name tables hold the old site layout
+                    self.links.update(db, ws.id, changed=None)
             if new.embedding != old.embedding:
                 self._forget(ws.id)
             if self.indexer.chunking(new) != self.indexer.chunking(old):

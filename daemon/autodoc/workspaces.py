@@ -11,6 +11,7 @@ Runs on: the caller's thread, on the snapshot it passes.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,23 @@ def stored_status(
     }
 
 
+def _names_a_file(root: Path, link: dict[str, Any], cfg: WorkspaceConfig) -> bool:
+    """An unresolved link to a file or folder that is there but is no document (../LICENSE,
+    ./images/, /static/app.js under a site root): not broken, so status does not list it."""
+    target = link["target"]
+    if target.startswith("/"):
+        rel = target.strip("/")
+        places = [rel, *(f"{r}/{rel}" for r in cfg.site_roots)]
+    else:
+        folder = posixpath.dirname(link["path"])
+        places = [posixpath.join(folder, target), posixpath.join(posixpath.splitext(link["path"])[0], target)]
+    for place in places:
+        rel = posixpath.normpath(place)
+        if rel != ".." and not rel.startswith("../") and "\0" not in rel and (root / rel).exists():
+            return True
+    return False
+
+
 def status(
     ws: Workspace, stored: dict[str, Any], ranker_status: Callable[[dict[str, Any]], dict[str, Any]]
 ) -> dict[str, Any]:
@@ -141,7 +159,7 @@ def status(
         "sessions": stored["sessions"],
         "generation": counts.generation,
         "problems": stored["problems"],
-        "broken_links": stored["broken_links"],
+        "broken_links": [b for b in stored["broken_links"] if not _names_a_file(root, b, cfg)],
         # the frontmatter schema in force (protocol/SCHEMA.md): what a facet picker can offer
         "schema": None
         if schema is None

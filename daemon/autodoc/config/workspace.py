@@ -16,6 +16,14 @@ from .defaults import MAX_FILE_BYTES, RRF_K, RRF_WEIGHTS, SECTION_TOKENS
 
 log = logging.getLogger("autodoc.config")
 
+# The options `site_roots` and `page_suffixes` (store/links.py): where a site-absolute link
+# ("/docs/concepts/") is looked for after the workspace root (Hugo's content/en and content,
+# Middleman's source, a GitHub Pages or Jekyll docs/), and the endings a page's file has past
+# its address (Middleman's .html.md, Hugo's .md), longest first. A link only resolves where a
+# document is, so a root or an ending a workspace does not use costs nothing.
+SITE_ROOTS = ("content/en", "content", "source", "docs", "src/content/docs")
+PAGE_SUFFIXES = (".html.md.erb", ".html.markdown", ".html.md", ".md.erb", ".markdown", ".mdown", ".mkd", ".mdx", ".md")
+
 
 @dataclass(frozen=True)
 class WorkspaceConfig:
@@ -24,6 +32,9 @@ class WorkspaceConfig:
     section_tokens: int = SECTION_TOKENS
     abstract_chunk: bool = True
     demote_superseded: bool = True
+    # how links resolve as the site renders them: see SITE_ROOTS, PAGE_SUFFIXES
+    site_roots: list[str] = field(default_factory=lambda: list(SITE_ROOTS))
+    page_suffixes: list[str] = field(default_factory=lambda: list(PAGE_SUFFIXES))
     max_file_bytes: int = MAX_FILE_BYTES
     # embedding: {"provider": "onnx"|"http"|"none", ...provider options}
     embedding: dict[str, Any] = field(default_factory=lambda: {"provider": "onnx"})
@@ -65,6 +76,10 @@ class WorkspaceConfig:
         changes = {k: as_ints(k, v) for k, v in options.items()}
         if "fusion" in changes:
             check_fusion(f"{prefix}.fusion", changes["fusion"])
+        if "site_roots" in changes:
+            changes["site_roots"] = check_site_roots(f"{prefix}.site_roots", changes["site_roots"])
+        if "page_suffixes" in changes:
+            changes["page_suffixes"] = check_page_suffixes(f"{prefix}.page_suffixes", changes["page_suffixes"])
         return replace(self, **changes, chosen=self.chosen | set(changes))
 
 
@@ -87,6 +102,31 @@ def as_ints(key: str, value: Any) -> Any:
     if subs and isinstance(value, dict) and any(k in value for k in subs):
         return {k: _int(v) if k in subs else v for k, v in value.items()}
     return value
+
+
+def check_site_roots(name: str, value: list[str]) -> list[str]:
+    """Site roots as stored: workspace-relative folders without leading or trailing slashes,
+    in the order given, duplicates dropped; one outside the workspace is refused."""
+    out: list[str] = []
+    for i, raw in enumerate(value):
+        root = raw.replace("\\", "/").strip().strip("/")
+        if ".." in root.split("/") or "\0" in root:
+            raise InvalidParams(f"{name}[{i}]", "must be a folder inside the workspace, such as content/en")
+        if root and root != "." and root not in out:
+            out.append(root)
+    return out
+
+
+def check_page_suffixes(name: str, value: list[str]) -> list[str]:
+    """Page suffixes as stored: lowercased, each starting with a dot, longest first (".html.md"
+    is tried before ".md"), duplicates dropped."""
+    out: set[str] = set()
+    for i, raw in enumerate(value):
+        suffix = raw.strip().lower()
+        if not suffix.startswith(".") or len(suffix) < 2 or "/" in suffix or "\0" in suffix:
+            raise InvalidParams(f"{name}[{i}]", "must be a file ending such as .md or .html.md")
+        out.add(suffix)
+    return sorted(out, key=lambda s: (-len(s), s))
 
 
 FUSION_METHODS = ("rrf", "convex", "weighted")

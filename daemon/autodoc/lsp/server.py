@@ -50,7 +50,7 @@ from .. import __version__
 from ..config import Settings
 from ..connect import Backend
 from ..errors import AutodocError, DocumentNotFound, WorkspaceNotFound
-from ..ingest.inline import link_spans
+from ..ingest.inline import link_spans, reference_definitions
 from ..ingest.readfile import Refused, read_regular
 
 log = logging.getLogger("autodoc.lsp")
@@ -177,7 +177,9 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
             return None
         name, rel, root = where
         line, col = _cursor(ls, uri, position)
-        under = [k for start, end, k in link_spans(line, position.line + 1) if start <= col < end]
+        # a [text][label] or [label] use is a link only where the document defines label
+        defs = reference_definitions(ls.workspace.get_text_document(uri).source) if "[" in line else None
+        under = [k for start, end, k in link_spans(line, position.line + 1, defs) if start <= col < end]
         if not under:
             return None
         link = under[0]

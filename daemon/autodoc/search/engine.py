@@ -27,8 +27,8 @@ from ..config import LEG_DEPTH, LEXICAL_TOP, PER_DOCUMENT, RRF_K, SEMANTIC_TOP
 from ..errors import InvalidParams, Unsupported
 from ..store import hits as stored_hits
 from ..store.filters import Filter, build_filter
+from . import choice, ties
 from . import fusion as F
-from . import ties
 from .graph import run_graph
 from .lexical import legproc
 from .lexical.leg import LexicalResult, run_lexical
@@ -269,11 +269,30 @@ def fuse(ctx: Context, plan: Plan, legs: Legs) -> tuple[list[F.Fused], dict[int,
     fused = F.apply_boosts(fused, doc_of=doc_of, tag_match=tag_match, inbound=inbound, max_score=max_score)
     assert legs.keys is not None  # set by run_legs
     fused = ties.order_fused(fused, legs.keys)
+    fused = _choose_passages(ctx, plan, fused, doc_of)
     fused = F.cap_per_document(fused, doc_of, PER_DOCUMENT)
     if plan.opts.demote_superseded:
         successor, path_of = ctx.successors() if ctx.successors else stored_hits.successors(ctx.db, ctx.ws.id)
         fused = F.demote_superseded(fused, doc_of, successor, path_of)
     return fused, doc_of
+
+
+def _choose_passages(ctx: Context, plan: Plan, fused: list[F.Fused], doc_of: dict[int, int]) -> list[F.Fused]:
+    """Each shown document's passages re-slotted so that the one that answers leads (choice.py): only
+    the documents the page (or the ranker's window) can reach are weighed, their texts read for it."""
+    docs: dict[int, list[int]] = {}
+    for f in fused:
+        d = doc_of[f.chunk_id]
+        if d not in docs:
+            if len(docs) == plan.shown:
+                continue
+            docs[d] = []
+        docs[d].append(f.chunk_id)
+    several = [c for ids in docs.values() if len(ids) > 1 for c in ids]
+    if not several:
+        return fused
+    nav = {c: choice.navigational(t, b) for c, (b, t) in stored_hits.chunk_heads(ctx.db, several).items()}
+    return choice.choose(fused, doc_of, nav)
 
 
 def _fuse_legs(

@@ -102,6 +102,18 @@ def chunk_texts(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
     return dict(db.execute("SELECT id, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),)))
 
 
+def chunk_heads(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
+    """chunk id → (breadcrumb, text): what tells a table of contents from a section (search/choice.py)."""
+    if not ids:
+        return {}
+    return {
+        r[0]: (r[1], r[2])
+        for r in db.execute(
+            "SELECT id, breadcrumb, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),)
+        )
+    }
+
+
 def chunk_documents(db: apsw.Connection, ids: list[int]) -> dict[int, int]:
     """chunk id → document id."""
     return dict(

@@ -1,12 +1,20 @@
 """Link resolution: raw link targets → document paths in the same workspace.
 
-A target resolves, in order, as: a relative path from the linking file (with
-or without `.md`), a workspace-relative path, a file stem, a title, an alias,
-or an ADR number ("ADR 0203", "0203", "adr-203" → frontmatter `adr: 203`),
-or "<field> N" for an integer field the workspace schema marks `link: true`.
-A site-absolute target ("/adr/ADR-51", as static-site generators write them)
-names a path from the workspace root, with or without `.md`, and nothing
-else: when no document is there it is broken.
+A target resolves, in order, as: a relative path from the linking file, a
+workspace-relative path, a file stem, a title, an alias, or an ADR number
+("ADR 0203", "0203", "adr-203" → frontmatter `adr: 203`), or "<field> N" for
+an integer field the workspace schema marks `link: true`.
+A path resolves as a static site renders it: to the file itself, to the page
+whose file is the path plus a page suffix ("guide" → guide.md, guide.html.md;
+"guide.html" too), or to the folder's page (guide/index.md, _index.md,
+README.md). A path that names no file ("../traces", "guides/upgrade") is a
+page's address: from a page that is not a folder's index, the site renders
+it relative to the page's own address (docs/a/b.md is served at /docs/a/b/),
+so that base is tried before the file's folder.
+A site-absolute target ("/docs/concepts/") names a page from the workspace
+root or one of the workspace's `site_roots` (content/en, source, ...), or a
+page whose frontmatter `permalink`/`url` (or a Hugo alias) is that address,
+and nothing else: when no document is there it is broken.
 After each write, links without a target are tried again, so a link written
 before its target existed resolves once the target appears. The name tables
 are kept per workspace and updated one document at a time: an edit to a body,
@@ -28,6 +36,7 @@ from typing import Any
 
 import apsw
 
+from ..config.workspace import WorkspaceConfig
 from ..fmschema.values import parse_int
 from .facets import active_schema
 from .sessions import NOT_SESSION
@@ -56,29 +65,73 @@ def _norm(s: str) -> str:
 
 
 _WORD = re.compile(r"\w+")
+_INDEX_NAMES = ("index", "_index", "readme")
+_PAGE_EXT = (".html", ".htm")
+# a target ending so names a file, relative to the file that links it
+_FILE_EXT = (".md", ".markdown", ".mdown", ".mkd", ".mdx")
+
+
+def _address(url: str) -> str:
+    """A site address as a key: no leading or trailing slash, no .html, lowercased."""
+    a = url.split("#", 1)[0].split("?", 1)[0].strip().strip("/").lower()
+    for ext in _PAGE_EXT:
+        if a.endswith(ext):
+            a = a[: -len(ext)]
+    return a[:-6] if a.endswith("/index") else "" if a == "index" else a
 
 
 class NameTables:
     """The names a link target can resolve by, kept one document at a time.
 
-    Each key (path, lowercased path, file stem, title, alias, ADR number,
-    "<field> N") lists every document that has it, sorted; the first path
-    wins, so the answer does not depend on the order documents arrived in.
-    A save that adds, removes or renames one document updates its keys only,
-    instead of re-reading every document's names (2.3 s at 100,000 files)."""
+    Each key (path, lowercased path, page address, file stem, title, alias,
+    permalink, ADR number, "<field> N") lists every document that has it,
+    sorted; the first path wins, so the answer does not depend on the order
+    documents arrived in. A save that adds, removes or renames one document
+    updates its keys only, instead of re-reading every document's names (2.3 s
+    at 100,000 files)."""
 
-    def __init__(self, link_fields: tuple[str, ...] | list[str] = ()):
+    def __init__(
+        self,
+        link_fields: tuple[str, ...] | list[str] = (),
+        site_roots: tuple[str, ...] | list[str] = (),
+        page_suffixes: tuple[str, ...] | list[str] = (".md",),
+    ):
         self.link_fields = tuple(link_fields)
+        self.site_roots = ("", *site_roots)
+        self.page_suffixes = tuple(sorted({s.lower() for s in page_suffixes}, key=lambda s: (-len(s), s)))
         self._field_res = [(f, re.compile(rf"^{re.escape(f)}[\s_-]*#?0*(\d{{1,9}})$", re.I)) for f in self.link_fields]
         self._keys: dict[str, set[tuple[str, Any]]] = {}  # path -> its keys
         self._table: dict[tuple[str, Any], list[str]] = {}  # key -> sorted paths
 
+    def page(self, path: str) -> str:
+        """A document's address, lowercased: its path without its page suffix, and a folder's
+        index page (index, _index, README) as the folder ("docs/a/_index.md" -> "docs/a")."""
+        low = path.lower()
+        for suffix in self.page_suffixes:
+            if low.endswith(suffix) and len(low) > len(suffix):
+                low = low[: -len(suffix)]
+                break
+        else:
+            return low
+        head, _, name = low.rpartition("/")
+        return head if name in _INDEX_NAMES else low
+
     def _keys_of(self, p: str, title: str, aliases: list, fm: Any) -> set[tuple[str, Any]]:
+        page = self.page(p)
         keys: set[tuple[str, Any]] = {
             ("path", p),
             ("lower", p.lower()),
+            ("page", page),
             ("stem", posixpath.splitext(posixpath.basename(p))[0].lower()),
+            ("stem", posixpath.basename(page)),  # "ADR006-rds-broker.html.md" is ADR006-rds-broker
         }
+        for key in ("permalink", "url"):  # Jekyll's and Hugo's address of a page
+            v = fm.get(key) if isinstance(fm, dict) else None
+            if isinstance(v, str) and v.startswith("/") and ":" not in v:
+                keys.add(("site", _address(v)))
+        for a in aliases:  # a Hugo alias "/docs/old-place/" is an address the site redirects
+            if isinstance(a, str) and a.startswith("/"):
+                keys.add(("site", _address(a)))
         if title:
             keys.add(("title", _norm(title)))
         for a in aliases:
@@ -131,6 +184,20 @@ class NameTables:
             out.add(max(ws, key=len))
         return out
 
+    def _at(self, cand: str) -> str | None:
+        """The document at a workspace-relative path: the file, or the page of that address."""
+        if cand.startswith("../") or cand == "..":
+            return None  # outside the workspace
+        hit = self._first("path", cand) or self._first("lower", cand.lower())
+        if hit:
+            return hit
+        low = cand.lower()
+        for ext in _PAGE_EXT:  # "guide.html": the page guide.md renders to
+            if low.endswith(ext):
+                low = low[: -len(ext)]
+                break
+        return self._first("page", "" if low == "." else self.page(low))
+
     def _first(self, kind: str, key: Any) -> str | None:
         paths = self._table.get((kind, key))
         return paths[0] if paths else None
@@ -139,20 +206,24 @@ class NameTables:
         t = target.strip()
         if not t:
             return None
-        base = posixpath.dirname(source)
-        site_absolute = t.startswith("/")
-        cands = (
-            [posixpath.normpath(t.lstrip("/"))]
-            if site_absolute
-            else [posixpath.normpath(posixpath.join(base, t)), posixpath.normpath(t)]
-        )
-        for cand in cands:
-            for c in (cand, cand + ".md", cand + ".markdown"):
-                hit = self._first("path", c) or self._first("lower", c.lower())
+        if t.startswith("/"):  # a site-absolute address: from the root or a site root, or a permalink
+            rel = posixpath.normpath(t.strip("/"))
+            for root in self.site_roots:
+                hit = self._at(posixpath.normpath(posixpath.join(root, rel)))
                 if hit:
                     return hit
-        if site_absolute:  # "/adr/ADR-51" names a place from the workspace root: there, or broken
-            return None
+            return self._first("site", _address(t))
+        base = posixpath.dirname(source)
+        bases = [base, ""]
+        own = self.page(source)
+        if not t.lower().endswith(_FILE_EXT) and own not in (base.lower(), source.lower()):
+            # "../traces" from docs/concepts/signals/baggage.md: the page is served at
+            # /docs/concepts/signals/baggage/, and an address is relative to that
+            bases.insert(0, own)
+        for b in bases:
+            hit = self._at(posixpath.normpath(posixpath.join(b, t)))
+            if hit:
+                return hit
         n = _norm(t)
         stem = posixpath.splitext(posixpath.basename(t))[0].lower()
         for kind, key in (("stem", stem), ("title", n), ("alias", n)):
@@ -179,7 +250,9 @@ _NAMES_SQL = f"SELECT path, title, aliases, frontmatter FROM documents WHERE wor
 
 def _tables_for(db: apsw.Connection, workspace_id: int) -> NameTables:
     schema = active_schema(db, workspace_id)
-    tables = NameTables(schema.link_fields() if schema else ())
+    row = db.execute("SELECT config FROM workspaces WHERE id=?", (workspace_id,)).fetchone()
+    cfg = WorkspaceConfig.from_json(json.loads(row[0]) if row else None)
+    tables = NameTables(schema.link_fields() if schema else (), cfg.site_roots, cfg.page_suffixes)
     for p, t, a, f in db.execute(_NAMES_SQL, (workspace_id,)):
         tables.add(p, t, json.loads(a), json.loads(f))
     return tables

@@ -1,0 +1,133 @@
+"""After fusion, the passage that stands for its document: of a document's passages among the
+candidates, the one a reader can act on, not its table of contents (pure).
+
+A search answers with a document's best passage first, and a one-passage-per-document answer
+(MCP, `per_document`) shows only that one. The legs favour passages that *list* a document's
+subjects: a "Contents" section holds every heading's words and reads, to an embedding, like the
+whole document; a list of links, a page's front matter, a heading with nothing under it likewise.
+None of them holds an answer. `navigational` scores a passage's text 0..1 for how much of it is
+such navigation; `choose` reorders each document's passages by their fused score discounted by
+it, and hands them the document's own fused scores in that order: the document keeps its place
+(so which documents are found does not change), and its first passage is the one that answers.
+
+Input: the fused order (fusion.py), each candidate's document and text. Output: the same
+records, each document's passages re-slotted.
+
+Runs on: the search's thread (pure: no I/O, no shared state).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+
+from . import fusion as F
+
+# A navigational passage keeps this share of its fused score when its document's passages are
+# ordered: a table of contents (score 1) is shown only when no other passage of its document has
+# even a tenth of its score among the candidates.
+NAV_KEEP = 0.1
+SEP = " › "  # the breadcrumb's separator (ingest/chunk.py)
+MIN_LIST_LINES = 3  # fewer link lines than this are a paragraph's references, not a list
+
+_CONTENTS = re.compile(
+    r"^(?:table\s+of\s+contents|contents|toc|on\s+this\s+page|in\s+this\s+(?:page|article|section|document|guide)"
+    r"|navigation|site\s*map|index\s+of\s+\w+)\s*:?$",
+    re.IGNORECASE,
+)
+# Sections that list a document's subjects without explaining them: a change log names every
+# feature a proposal ever had. Half navigation: they lose to a section that explains (none of the
+# answer-span questions' answers is in one), and stay where nothing else of their document matched.
+_ABOUT = re.compile(
+    r"^(?:revision\s+history|change\s*log|changes|version\s+history|acknowledge?ments|references|footnotes"
+    r"|see\s+also|further\s+reading|related(?:\s+(?:pages|links|topics|resources|documents))?"
+    r"|(?:additional|more|other)\s+resources)\s*:?$",
+    re.IGNORECASE,
+)
+ABOUT_NAV = 0.5
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_LINK = re.compile(
+    r"!?\[([^\]]*)\]\([^)]*\)|\[\[[^\]]*\]\]|<https?://[^>]*>|https?://\S+|\[[^\]]*\]\[[^\]]*\]"
+    r"|<a\s[^>]*>.*?</a>|^\s*\[[^\]]+\]:\s*\S+"  # an HTML link; a link reference definition
+)
+_META = re.compile(r"^\s*(?:[-*+]\s+)?\**[A-Za-z][\w ./-]{0,30}\**\s*:\**\s+\S")  # "* Status: **Implemented**"
+_WORD = re.compile(r"\w+")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}")
+
+
+def _link_line(line: str) -> bool:
+    """A line that is links and little else: a list item or table row whose words outside its links are few."""
+    if not _LINK.search(line):
+        return False
+    rest = _LINK.sub(" ", _ITEM.sub("", line, count=1))
+    return len(_WORD.findall(rest)) <= 3
+
+
+def navigational(text: str, breadcrumb: str = "") -> float:
+    """How much of a passage is navigation (0..1): 1 for a table of contents by its heading (its
+    own, or its breadcrumb's last: the rest of a long one), else the share of its body lines that
+    are links alone or metadata (`Key: value` front matter written as a list), when they are at
+    least MIN_LIST_LINES or the whole body; 1 for a heading with no body; at least ABOUT_NAV
+    under a heading such as "Revision history" or "See also"."""
+    last = breadcrumb.rsplit(SEP, 1)[-1].strip()
+    if last and _CONTENTS.match(last):
+        return 1.0
+    floor = ABOUT_NAV if last and _ABOUT.match(last) else 0.0
+    body: list[str] = []
+    headings = 0
+    in_fence = False
+    for raw in text.split("\n"):
+        if _FENCE.match(raw):
+            in_fence = not in_fence
+            body.append("```")  # code is content, whatever it holds
+            continue
+        if in_fence:
+            body.append("code")
+            continue
+        line = raw.strip()
+        if not line or _TABLE_RULE.match(line):
+            continue
+        m = _HEADING.match(raw)
+        if m:
+            title = _LINK.sub(r"\1", m.group(2)).strip()
+            if _CONTENTS.match(title):
+                return 1.0
+            if _ABOUT.match(title):
+                floor = max(floor, ABOUT_NAV)
+            headings += 1
+            continue
+        body.append(raw)
+    if not body:
+        return 1.0 if headings else floor
+    links = sum(1 for line in body if _link_line(line))
+    meta = sum(1 for line in body if not _link_line(line) and _META.match(line) and len(_WORD.findall(line)) <= 8)
+    nav = links + meta
+    if links < MIN_LIST_LINES and nav < len(body):
+        return floor
+    return max(floor, round(nav / len(body), 3))
+
+
+def choose(
+    fused: list[F.Fused], doc_of: Mapping[int, int], nav: Mapping[int, float], keep: float | None = None
+) -> list[F.Fused]:
+    """Each document's passages ordered by fused score × (1 − (1 − keep) · navigational), then
+    given the document's fused scores (and relevance) best first: the order of documents and the
+    scores shown stay as fusion made them; which passage holds each place may change. `nav` holds
+    the navigational score of the passages to weigh (absent: 0). `fused` is in score order."""
+    keep = NAV_KEEP if keep is None else keep
+    by_doc: dict[int, list[int]] = {}
+    for i, f in enumerate(fused):
+        by_doc.setdefault(doc_of[f.chunk_id], []).append(i)
+    out = list(fused)
+    for places in by_doc.values():
+        if len(places) < 2 or not any(nav.get(fused[i].chunk_id, 0.0) for i in places):
+            continue
+        preferred = sorted(
+            places, key=lambda i: -fused[i].score * (1.0 - (1.0 - keep) * nav.get(fused[i].chunk_id, 0.0))
+        )  # stable: equal preferences keep the fused (content) order
+        for slot, i in zip(places, preferred):
+            out[slot] = replace(fused[i], score=fused[slot].score, relevance=fused[slot].relevance)
+    return out

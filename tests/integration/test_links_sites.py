@@ -1,0 +1,135 @@
+"""Issue 35: links resolved the way the site renders them, on real pages of the OpenTelemetry docs
+(Hugo: extensionless and folder links, addresses relative to a page's own address, /docs/...
+from content/en), Foam's reference definitions, a Middleman layout (source/, .html.md), the
+`site_roots` setting, and `status` listing only links that are really broken."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers.kb_schema import NO_MODEL
+
+from autodoc.config import Settings
+from autodoc.service import Service
+
+CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "corpora"
+OTEL = "content/en/docs"
+PAGES = [
+    "_index.md",
+    "concepts/observability-primer.md",
+    "concepts/context-propagation/index.md",
+    "concepts/signals/_index.md",
+    "concepts/signals/baggage.md",
+    "concepts/signals/traces.md",
+    "concepts/signals/metrics.md",
+    "concepts/signals/logs.md",
+]
+pytestmark = pytest.mark.skipif(not CORPORA.is_dir(), reason=f"no corpora at {CORPORA}")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("site") / "kb"
+    for rel in PAGES:  # real pages, in the site's own layout
+        dest = root / OTEL / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(CORPORA / "opentelemetry-docs" / OTEL / rel, dest)
+    faq = root / "foam" / "user" / "frequently-asked-questions.md"
+    faq.parent.mkdir(parents=True)
+    shutil.copyfile(CORPORA / "foam-docs/docs/user/frequently-asked-questions.md", faq)
+    (root / "foam/user/features").mkdir()
+    (root / "foam/user/features/wikilinks.md").write_text("# Wikilinks\n\nText.\n")
+    # a Middleman manual: pages are source/**/*.html.md, linked by their address
+    (root / "source/team").mkdir(parents=True)
+    (root / "source/team/statuspage.html.md").write_text("# Statuspage\n\nWho runs it.\n")
+    (root / "source/guides/upgrade_bosh").mkdir(parents=True)
+    (root / "source/guides/upgrade_bosh/index.html.md").write_text("# Upgrade BOSH\n\nSteps.\n")
+    (root / "source/adr").mkdir()
+    (root / "source/adr/ADR006-rds-broker.html.md").write_text("# ADR006 RDS broker\n\nDecided.\n")
+    (root / "source/adr/ADR007-next.html.md").write_text(
+        "# ADR007\n\nAfter [ADR006](../ADR006-rds-broker), see [statuspage](/team/statuspage).\n"
+    )
+    (root / "source/index.html.md").write_text(
+        "# Manual\n\n- [Upgrade](guides/upgrade_bosh/)\n- [Status](/team/statuspage)\n"
+        "- [License](../LICENSE) and [images](images/)\n- [Gone](guides/not-there/)\n"
+    )
+    (root / "source/images").mkdir()
+    (root / "LICENSE").write_text("MIT\n")
+    s = Service(Settings.from_env(store=root.parent / "s.db"))
+    s.workspace_add("kb", str(root), NO_MODEL)
+    s.index("kb")
+    yield s, root
+    s.close()
+
+
+def out(s: Service, path: str) -> dict[str, str | None]:
+    return {l["target"]: l["target_path"] for l in s.document_links("kb", path)["links"]}
+
+
+def test_hugo_extensionless_links_reach_their_pages(site):
+    s, _ = site
+    got = out(s, f"{OTEL}/concepts/signals/_index.md")  # [Traces](traces) from a folder's index page
+    for sig in ("traces", "metrics", "logs", "baggage"):
+        assert got[sig] == f"{OTEL}/concepts/signals/{sig}.md"
+
+
+def test_addresses_are_relative_to_the_page_address(site):
+    s, _ = site
+    got = out(s, f"{OTEL}/concepts/signals/baggage.md")  # served at /docs/concepts/signals/baggage/
+    assert got["../traces"] == f"{OTEL}/concepts/signals/traces.md"
+    assert got["../../context-propagation"] == f"{OTEL}/concepts/context-propagation/index.md"
+
+
+def test_site_absolute_links_resolve_under_a_site_root(site):
+    s, _ = site
+    got = out(s, f"{OTEL}/concepts/observability-primer.md")
+    assert got["/docs/concepts/signals/traces"] == f"{OTEL}/concepts/signals/traces.md"
+    assert got["/docs/concepts/signals"] == f"{OTEL}/concepts/signals/_index.md"
+    back = {b["source_path"] for b in s.document_backlinks("kb", f"{OTEL}/concepts/signals/traces.md")["backlinks"]}
+    assert f"{OTEL}/concepts/observability-primer.md" in back
+
+
+def test_middleman_pages_by_address(site):
+    s, _ = site
+    got = out(s, "source/index.html.md")
+    assert got["guides/upgrade_bosh"] == "source/guides/upgrade_bosh/index.html.md"
+    assert got["/team/statuspage"] == "source/team/statuspage.html.md"
+    adr = out(s, "source/adr/ADR007-next.html.md")
+    assert adr["../ADR006-rds-broker"] == "source/adr/ADR006-rds-broker.html.md"
+
+
+def test_foam_reference_definitions_resolve(site):
+    s, _ = site
+    links = s.document_links("kb", "foam/user/frequently-asked-questions.md")["links"]
+    defs = [l for l in links if l["target"] == "features/wikilinks.md"]
+    assert [(l["line"], l["target_path"]) for l in defs] == [(37, "foam/user/features/wikilinks.md")]
+
+
+def test_status_lists_only_links_that_are_really_broken(site):
+    s, _ = site
+    broken = {(b["path"], b["target"]) for b in s.workspace_status("kb")["broken_links"]}
+    mine = {t for p, t in broken if p == "source/index.html.md"}
+    assert mine == {"guides/not-there"}  # ../LICENSE and images/ are there: files, not documents
+    assert out(s, "source/index.html.md")["../LICENSE"] is None  # still no document
+
+
+def test_site_roots_setting_and_a_target_that_appears_later(tmp_path):
+    root = tmp_path / "kb"
+    (root / "site/pages").mkdir(parents=True)
+    (root / "index.md").write_text("# Home\n\n[Setup](/pages/setup/) and [later](/pages/later).\n")
+    (root / "site/pages/setup.md").write_text("# Setup\n\nSteps.\n")
+    s = Service(Settings.from_env(store=tmp_path / "s.db"))
+    try:
+        s.workspace_add("kb", str(root), NO_MODEL)
+        s.index("kb")
+        assert out(s, "index.md") == {"/pages/setup": None, "/pages/later": None}  # "site" is no default root
+        cfg = s.workspace_configure("kb", {"site_roots": ["/site/"]})["config"]
+        assert cfg["site_roots"] == ["site"]
+        assert out(s, "index.md") == {"/pages/setup": "site/pages/setup.md", "/pages/later": None}
+        (root / "site/pages/later.md").write_text("# Later\n")
+        s.index_paths("kb", ["site/pages/later.md"])
+        assert out(s, "index.md")["/pages/later"] == "site/pages/later.md"
+    finally:
+        s.close()

@@ -1,0 +1,102 @@
+"""Issue 35: the passage that stands for a document is not its table of contents, a list of links
+or its front matter (search/choice.py). Passages cut from real files of ../shared/data/corpora
+(read in place), and the re-slotting checked on fused records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autodoc.search import choice
+from autodoc.search import fusion as F
+
+CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "corpora"
+needs_corpora = pytest.mark.skipif(not CORPORA.is_dir(), reason=f"no corpora at {CORPORA}")
+
+
+def _lines(rel: str, first: int, last: int) -> str:
+    """Lines first..last (1-based, inclusive) of a corpus file, as a chunk holds them."""
+    return "\n".join((CORPORA / rel).read_text(encoding="utf-8").split("\n")[first - 1 : last])
+
+
+def _section(rel: str, heading: str) -> str:
+    """A section of a corpus file: its heading line up to the next heading of any level."""
+    lines = (CORPORA / rel).read_text(encoding="utf-8").split("\n")
+    start = next(i for i, line in enumerate(lines) if line.lstrip("#").strip() == heading and line.startswith("#"))
+    end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith("#")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+GLOBAL_ACTORS = "swift-evolution/proposals/0316-global-actors.md"
+
+
+@needs_corpora
+@pytest.mark.parametrize(
+    "text,breadcrumb",
+    [
+        (lambda: _section(GLOBAL_ACTORS, "Table of Contents"), "Global actors › Table of Contents"),
+        # the rest of a long table of contents, cut off its heading: known by its breadcrumb
+        (lambda: _lines(GLOBAL_ACTORS, 25, 34), "Global actors › Table of Contents"),
+        (lambda: _section("foam-docs/docs/index.md", "Table of Contents"), "What is Foam? › Table of Contents"),
+    ],
+)
+def test_a_table_of_contents_is_navigation(text, breadcrumb):
+    assert choice.navigational(text(), breadcrumb) == 1.0
+
+
+@needs_corpora
+@pytest.mark.parametrize(
+    "rel,first,last",
+    [
+        (GLOBAL_ACTORS, 1, 7),  # the title and the proposal's front matter as a list: Proposal, Authors, Status
+        ("opentelemetry-docs/content/en/docs/concepts/components.md", 8, 19),  # a list of in-page links
+        ("opentelemetry-docs/content/en/docs/collector/deploy/other/agent-to-gateway/_index.md", 469, 480),
+        ("swift-evolution/proposals/0306-actors.md", 41, 48),  # "Swift-evolution threads:" and its links
+    ],
+)
+def test_link_lists_and_front_matter_are_navigation(rel, first, last):
+    assert choice.navigational(_lines(rel, first, last)) >= 0.75
+
+
+@needs_corpora
+@pytest.mark.parametrize(
+    "rel,heading",
+    [
+        (GLOBAL_ACTORS, "Global actor function types"),  # prose and code
+        (GLOBAL_ACTORS, "Introduction"),  # prose with a few links in it
+        ("foam-docs/docs/index.md", "Key Features"),  # a list of bold terms and prose, not links
+        (
+            "opentelemetry-docs/content/en/docs/collector/deploy/other/agent-to-gateway/_index.md",
+            "Example agent-to-gateway architecture",
+        ),
+    ],
+)
+def test_sections_that_say_something_are_not(rel, heading):
+    assert choice.navigational(_section(rel, heading), f"T › {heading}") == 0.0
+
+
+def test_a_heading_alone_is_navigation_and_code_is_content():
+    assert choice.navigational("## Proposed solution\n") == 1.0
+    code = "## Links\n\n```md\n- [a](a.md)\n- [b](b.md)\n- [c](c.md)\n```\n"
+    assert choice.navigational(code) == 0.0
+    assert choice.navigational("") == 0.0
+
+
+def _fused(cid: int, score: float) -> F.Fused:
+    return F.Fused(cid, score, {"lexical": 0}, {"lexical": 1.0}, relevance=score, via=["lexical"])
+
+
+def test_a_document_keeps_its_places_and_its_answer_takes_the_first():
+    # document 1: a table of contents (chunk 10) fused first, its section (11) third; document 2 between
+    fused = [_fused(10, 0.9), _fused(20, 0.5), _fused(11, 0.3), _fused(12, 0.05)]
+    doc_of = {10: 1, 11: 1, 12: 1, 20: 2}
+    out = choice.choose(fused, doc_of, {10: 1.0})
+    assert [f.chunk_id for f in out] == [11, 20, 10, 12]  # 0.3 beats 0.9 × 0.1; 0.05 does not
+    assert [f.score for f in out] == [0.9, 0.5, 0.3, 0.05]  # the places' scores, in order
+    assert [f.relevance for f in out] == [0.9, 0.5, 0.3, 0.05]
+    # a table of contents far ahead of anything else its document has keeps its place
+    far = [_fused(10, 0.9), _fused(11, 0.05)]
+    assert [f.chunk_id for f in choice.choose(far, doc_of, {10: 1.0})] == [10, 11]
+    # nothing navigational: the same records, untouched
+    assert choice.choose(fused, doc_of, {}) == fused
