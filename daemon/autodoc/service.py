@@ -206,6 +206,8 @@ class Service:
                 self._forget(ws.id)
             if self.indexer.chunking(new) != self.indexer.chunking(old):
                 self.index(ws.name)  # it re-chunks files and sessions (unchanged chunks keep their rows)
+            elif new.markdown != old.markdown:
+                self.index(ws.name)  # files the new rule takes in are added, those it leaves out removed
             with self.store.read() as db:
                 return wss.describe(db, wsrows.get_workspace(db, ws.name))
 

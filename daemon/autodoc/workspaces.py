@@ -19,7 +19,7 @@ from typing import Any
 from .config import WorkspaceConfig
 from .errors import InvalidParams, WorkspaceNotFound
 from .fmschema import SCHEMA_RELPATH
-from .ingest.scan import scan_workspace
+from .ingest.scan import LeftOut, MarkdownRule, scan_workspace
 from .store import changes as changelog
 from .store import reads
 from .store import sessions as stored_sessions
@@ -96,6 +96,15 @@ def problems(db: Snapshot, ws: Workspace, path: str | None = None) -> list[dict[
     return out + reads.document_problems(db, ws.id, path)
 
 
+def redacted(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """[{path, count}]: the documents (files and sessions) with secrets masked, and how many each."""
+    counts: dict[str, int] = {}
+    for p in found:
+        if p["code"] == "secret":
+            counts[p["path"]] = counts.get(p["path"], 0) + 1
+    return [{"path": k, "count": v} for k, v in sorted(counts.items())]
+
+
 def stored_status(
     db: Snapshot, ws: Workspace, embedding_status: Callable[[Snapshot, Workspace], dict[str, Any]]
 ) -> dict[str, Any]:
@@ -121,8 +130,9 @@ def stored_status(
 
 
 def _names_a_file(root: Path, link: dict[str, Any], cfg: WorkspaceConfig) -> bool:
-    """An unresolved link to a file or folder that is there but is no document (../LICENSE,
-    ./images/, /static/app.js under a site root): not broken, so status does not list it."""
+    """An unresolved Markdown link to a file or folder that is there but is no document
+    (../LICENSE, ./images/, /static/app.js under a site root): not broken, so status does not
+    list it. A [[wikilink]] names a note: one that names a folder still dangles."""
     target = link["target"]
     if target.startswith("/"):
         rel = target.strip("/")
@@ -145,8 +155,15 @@ def status(
     counts: wsrows.Counts = stored["counts"]
     schema = stored["schema"]
     root = Path(ws.root)
+    left_out = LeftOut()
     on_disk = (
-        sum(1 for e in scan_workspace(root, max_bytes=cfg.max_file_bytes) if not e.relpath.endswith("/"))
+        sum(
+            1
+            for e in scan_workspace(
+                root, max_bytes=cfg.max_file_bytes, rule=MarkdownRule.of(cfg.markdown), left_out=left_out
+            )
+            if not e.relpath.endswith("/")
+        )
         if root.is_dir()
         else 0
     )  # files: a folder entry is a skip reason (unreadable, linked), not a file
@@ -154,12 +171,22 @@ def status(
         "name": ws.name,
         "root": ws.root,
         "root_exists": root.is_dir(),
-        "files": {"on_disk": on_disk, "indexed": counts.documents, "skipped": stored["skipped"]},
+        "files": {
+            "on_disk": on_disk,
+            "indexed": counts.documents,
+            "skipped": stored["skipped"],
+            "left_out": left_out.to_json(),
+            "redacted": redacted(stored["problems"]),
+        },
         "chunks": counts.chunks,
         "sessions": stored["sessions"],
         "generation": counts.generation,
         "problems": stored["problems"],
-        "broken_links": [b for b in stored["broken_links"] if not _names_a_file(root, b, cfg)],
+        "broken_links": [
+            {k: v for k, v in b.items() if k != "kind"}
+            for b in stored["broken_links"]
+            if b["kind"] != "markdown" or not _names_a_file(root, b, cfg)
+        ],
         # the frontmatter schema in force (protocol/SCHEMA.md): what a facet picker can offer
         "schema": None
         if schema is None

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autodoc.ingest import SkipFile, chunk_document, parse_markdown, read_document, scan_workspace
+from autodoc.ingest.text import prepared_text
 from autodoc.ingest.types import Chunk, ParsedDocument
 
-PROBLEM_CODES = {"frontmatter", "limit", "encoding", "parse", "chunk"}
+PROBLEM_CODES = {"frontmatter", "limit", "encoding", "parse", "chunk", "secret"}
 
 
 @dataclass
@@ -47,7 +48,9 @@ def ingest_tree(root: Path, *, max_bytes: int) -> dict[str, Outcome]:
         except OSError as err:  # the index job's wording for a file it could not open
             out[e.relpath] = Outcome(e.relpath, skip=f"unreadable: {err.strerror or err}")
             continue
-        doc, chunks = ingest_file(data.decode("utf-8"), e.relpath)
+        text, problems = prepared_text(e.relpath, data)  # as the index job reads it (index/prepare.py)
+        doc, chunks = ingest_file(text, e.relpath)
+        doc.problems = problems + doc.problems
         out[e.relpath] = Outcome(e.relpath, doc=doc, chunks=chunks)
     return out
 

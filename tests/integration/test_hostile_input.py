@@ -21,6 +21,7 @@ from autodoc.ingest import chunk_document, parse_markdown
 from autodoc.ingest.frontmatter import MAX_FRONTMATTER_NODES
 from autodoc.ingest.markdown import MAX_HEADING_CHARS, MAX_HEADINGS, MAX_PROBLEMS
 from autodoc.ingest.scan import BAD_NAME, DANGLING, LINKED_OUTSIDE, OUTSIDE, entry_for
+from autodoc.ingest.text import prepared_text
 
 pytestmark = pytest.mark.slow  # tens of seconds: left out of make test-fast
 
@@ -136,7 +137,7 @@ def test_hostile_tree(tmp_path):
         o = got[rel]
         if case.reason is None:
             assert o.skip is None, (rel, o.skip)
-            text = (root / rel).read_bytes().decode("utf-8")
+            text = prepared_text(rel, (root / rel).read_bytes())[0]
             check_document(text, o.doc, o.chunks)
             assert o.chunks or not text.strip(), rel
         else:
@@ -147,6 +148,8 @@ def test_hostile_tree(tmp_path):
     assert got["bad-date.md"].doc.frontmatter == {"date": "2020-02-30"}
     assert got["heading-spaces.md"].doc.problems[0].code == "limit"
     assert got["utf8-bom.md"].doc.title == "BOM"
+    assert got["utf16le.md"].doc.title == "T" and got["utf16le.md"].doc.problems[0].code == "encoding"
+    assert got["latin1.md"].doc.title == "caf\ufffd" and got["latin1.md"].doc.problems[0].code == "encoding"
     assert [r for r in got if r.startswith("to-root/")] == ["to-root/"]  # a linked folder is never walked,
     assert got["to-root/"].skip == LINKED_OUTSIDE  # and says so
 

@@ -53,7 +53,7 @@ def site(tmp_path_factory):
     )
     (root / "source/index.html.md").write_text(
         "# Manual\n\n- [Upgrade](guides/upgrade_bosh/)\n- [Status](/team/statuspage)\n"
-        "- [License](../LICENSE) and [images](images/)\n- [Gone](guides/not-there/)\n"
+        "- [License](../LICENSE) and [images](images/)\n- [Gone](guides/not-there/) and [[images]]\n"
     )
     (root / "source/images").mkdir()
     (root / "LICENSE").write_text("MIT\n")
@@ -111,7 +111,8 @@ def test_status_lists_only_links_that_are_really_broken(site):
     s, _ = site
     broken = {(b["path"], b["target"]) for b in s.workspace_status("kb")["broken_links"]}
     mine = {t for p, t in broken if p == "source/index.html.md"}
-    assert mine == {"guides/not-there"}  # ../LICENSE and images/ are there: files, not documents
+    # ../LICENSE and images/ are there: files, not documents; [[images]] names a note, and none is there
+    assert mine == {"guides/not-there", "images"}
     assert out(s, "source/index.html.md")["../LICENSE"] is None  # still no document
 
 

@@ -25,4 +25,7 @@ PER_DOCUMENT = 3
 RERANK_WINDOW = 40
 RERANK_WINDOW_MIN, RERANK_WINDOW_MAX = 10, 100
 MAX_FILE_BYTES = 2 * 1024 * 1024
+# The workspace option `markdown`: which files are Markdown (extensions, or globs such as
+# "*.html.md.erb" or ".github/**/*.md"); ingest/scan.py reads it.
+MARKDOWN_FILES = (".md", ".markdown", ".mdown", ".mkd", ".mdx")
 MAX_FRAME_BYTES = 16 * 1024 * 1024

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ..errors import InvalidParams
-from .defaults import MAX_FILE_BYTES, RRF_K, RRF_WEIGHTS, SECTION_TOKENS
+from .defaults import MARKDOWN_FILES, MAX_FILE_BYTES, RRF_K, RRF_WEIGHTS, SECTION_TOKENS
 
 log = logging.getLogger("autodoc.config")
 
@@ -36,6 +36,11 @@ class WorkspaceConfig:
     site_roots: list[str] = field(default_factory=lambda: list(SITE_ROOTS))
     page_suffixes: list[str] = field(default_factory=lambda: list(PAGE_SUFFIXES))
     max_file_bytes: int = MAX_FILE_BYTES
+    # which files are Markdown: extensions (".md") or globs ("*.html.md.erb", ".github/**/*.md");
+    # a hidden file or folder only through a glob that names it (ingest/scan.py)
+    markdown: list[str] = field(default_factory=lambda: list(MARKDOWN_FILES))
+    # mask API keys, tokens, private keys and passwords before they are indexed (ingest/secrets.py)
+    redact_secrets: bool = True
     # embedding: {"provider": "onnx"|"http"|"none", ...provider options}
     embedding: dict[str, Any] = field(default_factory=lambda: {"provider": "onnx"})
     # ranker: {"provider": "none"|"onnx"|"http", "window": 40, ...}
@@ -80,6 +85,8 @@ class WorkspaceConfig:
             changes["site_roots"] = check_site_roots(f"{prefix}.site_roots", changes["site_roots"])
         if "page_suffixes" in changes:
             changes["page_suffixes"] = check_page_suffixes(f"{prefix}.page_suffixes", changes["page_suffixes"])
+        if "markdown" in changes:
+            changes["markdown"] = check_markdown(f"{prefix}.markdown", changes["markdown"])
         return replace(self, **changes, chosen=self.chosen | set(changes))
 
 
@@ -102,6 +109,20 @@ def as_ints(key: str, value: Any) -> Any:
     if subs and isinstance(value, dict) and any(k in value for k in subs):
         return {k: _int(v) if k in subs else v for k, v in value.items()}
     return value
+
+
+def check_markdown(name: str, value: list[str]) -> list[str]:
+    """The `markdown` entries as stored: trimmed, duplicates dropped; an entry that could never
+    match a file inside the workspace is refused (the schema bounds their number and length)."""
+    out: list[str] = []
+    for i, raw in enumerate(value):
+        entry = raw.strip()
+        parts = entry.replace("\\", "/").split("/")
+        if not entry or entry in (".", "/") or ".." in parts or "\0" in entry:
+            raise InvalidParams(f"{name}[{i}]", "must be an extension such as .md or a glob such as *.html.md.erb")
+        if entry not in out:
+            out.append(entry)
+    return out
 
 
 def check_site_roots(name: str, value: list[str]) -> list[str]:

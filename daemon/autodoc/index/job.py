@@ -29,7 +29,7 @@ from typing import Any
 from ..config import WorkspaceConfig
 from ..errors import InvalidParams
 from ..ingest.readfile import FileRead
-from ..ingest.scan import OUTSIDE, ScanEntry, SkipFile, entry_for, is_markdown_path, read_file, scan_workspace
+from ..ingest.scan import OUTSIDE, LeftOut, MarkdownRule, ScanEntry, SkipFile, entry_for, read_file, scan_workspace
 from ..store import changes as changelog
 from ..store import documents as stored
 from ..store import reads
@@ -96,6 +96,7 @@ class IndexReport:
     renamed: int = 0
     unchanged: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
+    left_out: dict[str, Any] | None = None  # what looks like Markdown but the `markdown` option leaves out
     chunks: int = 0
     seconds: float = 0.0
 
@@ -149,6 +150,8 @@ class IndexJob:
                 "section_tokens": cfg.section_tokens,
                 "abstract_chunk": cfg.abstract_chunk,
                 "tokens": self._tokenizer_id(cfg.embedding),
+                # masked or not, the texts cut differ; a store from before masking is cut again once
+                "redact_secrets": cfg.redact_secrets,
             },
             sort_keys=True,
         )
@@ -180,12 +183,15 @@ class IndexJob:
             raise InvalidParams("workspace", f"the workspace root {ws.root} is not a folder any more")
         self.sync_schema(ws)
         cut = self.chunking(cfg)
-        entries = list(scan_workspace(root, max_bytes=cfg.max_file_bytes))
+        left_out = LeftOut()
+        rule = MarkdownRule.of(cfg.markdown)
+        entries = list(scan_workspace(root, max_bytes=cfg.max_file_bytes, rule=rule, left_out=left_out))
         with self.store.locked() as db:
             known = stored.file_states(db, ws.id)
             if chunking(db, ws.id) != cut:
                 full = True
         report = IndexReport(ws.name, scanned=sum(1 for e in entries if not e.relpath.endswith("/")))  # files
+        report.left_out = left_out.to_json()
         on_disk: set[str] = set()
         pending: list[Pending] = []
         skips: list[tuple[str, str]] = []
@@ -198,7 +204,7 @@ class IndexJob:
         # Every entry but the unchanged ones passes through the preparer, in scan order, so
         # batches, skips and document ids come out as an inline run makes them.
         preparer: Preparer[tuple[int, ScanEntry], str | Touched] = Preparer(
-            cfg.section_tokens, cfg.abstract_chunk, count, workers_for(changed, count)
+            cfg.section_tokens, cfg.abstract_chunk, count, workers_for(changed, count), cfg.redact_secrets
         )
 
         def take(drain: bool = False) -> None:
@@ -280,19 +286,20 @@ class IndexJob:
         if root.is_dir():
             self.sync_schema(ws)  # the watcher hands us _schema/frontmatter.yaml too
         report = IndexReport(ws.name)
+        rule = MarkdownRule.of(cfg.markdown)
         counter = functools.cache(lambda: self._token_counter(ws))  # once, and only if a file is parsed
         pending: list[Pending] = []
         gone: list[str] = []
         skips: list[tuple[str, str]] = []
         for rel in sorted(set(relpaths)):
-            if not is_markdown_path(rel) or is_session_path(rel):  # a session is never a file, even if one is there
+            if not rule.matches(rel) or is_session_path(rel):  # a session is never a file, even if one is there
                 continue
             report.scanned += 1
             if not (root / rel).exists():  # gone, or a symlink whose target is
                 gone.append(rel)
                 continue
             # what a scan would say of it (ingest/scan.py): ignored, or a skip (outside, too large, ...)
-            e = entry_for(root, rel, max_bytes=cfg.max_file_bytes)
+            e = entry_for(root, rel, max_bytes=cfg.max_file_bytes, rule=rule)
             if e is None:
                 continue
             if e.skip:
@@ -308,7 +315,9 @@ class IndexJob:
             except OSError:
                 gone.append(rel)
                 continue
-            parsed = prepare_or_reason(rel, got.data, cfg.section_tokens, cfg.abstract_chunk, counter())
+            parsed = prepare_or_reason(
+                rel, got.data, cfg.section_tokens, cfg.abstract_chunk, counter(), cfg.redact_secrets
+            )
             if isinstance(parsed, str):
                 skips.append((rel, parsed))
                 continue

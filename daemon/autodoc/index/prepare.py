@@ -37,6 +37,7 @@ from typing import Generic, TypeVar
 from ..config.settings import reader_processes
 from ..ingest.chunk import chunk_document
 from ..ingest.markdown import parse_markdown
+from ..ingest.text import prepared_text
 from ..ingest.types import Chunk, ParsedDocument
 
 log = logging.getLogger("autodoc.index")
@@ -61,10 +62,15 @@ class Parsed:
     inode: int | None = None
 
 
-def prepare(relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool, count: Count) -> Parsed:
-    """Parse and chunk one file's bytes."""
-    text = data.decode("utf-8")
+def prepare(
+    relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool, count: Count, redact: bool = True
+) -> Parsed:
+    """Parse and chunk one file's bytes: the text indexed is ingest/text.py's (decoded, bad bytes
+    replaced, secrets masked), and Parsed.data its UTF-8, which chunk offsets point into."""
+    text, problems = prepared_text(relpath, data, redact=redact)
+    data = text.encode("utf-8")
     doc = parse_markdown(text)
+    doc.problems = problems + doc.problems
     if not doc.title:  # no frontmatter title and no H1: the file name stands in, breadcrumbs too
         doc.title = relpath.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     chunks = chunk_document(text, doc, section_tokens=section_tokens, abstract_chunk=abstract_chunk, count_tokens=count)
@@ -72,11 +78,11 @@ def prepare(relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool
 
 
 def prepare_or_reason(
-    relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool, count: Count
+    relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool, count: Count, redact: bool = True
 ) -> Parsed | str:
     """One file never fails the rest: whatever goes wrong parsing it skips it, with the reason."""
     try:
-        return prepare(relpath, data, section_tokens, abstract_chunk, count)
+        return prepare(relpath, data, section_tokens, abstract_chunk, count, redact)
     except Exception as e:
         log.exception("%s could not be parsed", relpath)
         return f"could not be parsed ({type(e).__name__}: {e}); the log has the details"
@@ -117,8 +123,8 @@ def _start(count: Count, parent: int) -> None:
     sys.stdout = sys.stderr
 
 
-def _work(relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool) -> Parsed | str:
-    return prepare_or_reason(relpath, data, section_tokens, abstract_chunk, _count)
+def _work(relpath: str, data: bytes, section_tokens: int, abstract_chunk: bool, redact: bool) -> Parsed | str:
+    return prepare_or_reason(relpath, data, section_tokens, abstract_chunk, _count, redact)
 
 
 def workers_for(files: int, count: Count) -> int:
@@ -156,8 +162,9 @@ class _Ready(Generic[K, A]):
 class Preparer(Generic[K, A]):
     """Files in, Parsed (or a skip reason) out, in order: `add` one, and take what `ready` yields."""
 
-    def __init__(self, section_tokens: int, abstract_chunk: bool, count: Count, workers: int):
+    def __init__(self, section_tokens: int, abstract_chunk: bool, count: Count, workers: int, redact: bool = True):
         self.section_tokens, self.abstract_chunk, self.count = section_tokens, abstract_chunk, count
+        self.redact = redact
         self._pool: ProcessPoolExecutor | None = None
         if workers:
             self._pool = ProcessPoolExecutor(
@@ -173,7 +180,7 @@ class Preparer(Generic[K, A]):
         future = None
         if self._pool is not None:
             try:
-                future = self._pool.submit(_work, relpath, data, self.section_tokens, self.abstract_chunk)
+                future = self._pool.submit(_work, relpath, data, self.section_tokens, self.abstract_chunk, self.redact)
             except Exception as e:  # a broken pool (a worker died): this and later files run here
                 log.warning("a parsing worker failed (%s): the index job prepares the rest itself", e)
                 self._give_up()
@@ -206,7 +213,7 @@ class Preparer(Generic[K, A]):
                         "a parsing worker failed on %s (%s): the index job prepares the rest itself", relpath, e
                     )
                     self._give_up()
-        return prepare_or_reason(relpath, data, self.section_tokens, self.abstract_chunk, self.count)
+        return prepare_or_reason(relpath, data, self.section_tokens, self.abstract_chunk, self.count, self.redact)
 
     def _give_up(self) -> None:
         if self._pool is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config import WorkspaceConfig
 from ..errors import DocumentNotFound, InvalidParams
+from ..ingest.secrets import Masked, mask, placeholders
 from ..ingest.session import (
     Event,
     EventSpan,
@@ -35,6 +36,7 @@ from ..ingest.session import (
     render,
     time_text,
 )
+from ..ingest.text import secret_problems
 from ..ingest.types import Chunk
 from ..store import changes as changelog
 from ..store import documents as stored
@@ -74,7 +76,10 @@ class SessionIndex:
                 skipped[reason] = skipped.get(reason, 0) + 1
                 incoming.append((e["id"], None))
             else:
-                incoming.append((e["id"], Event(e["id"], kind, clean_text(e["text"]), time_text(e.get("time")))))
+                text = clean_text(e["text"])
+                if cfg.redact_secrets:  # masked before it is stored: a session's text is only what is stored
+                    text = mask(text)[0]
+                incoming.append((e["id"], Event(e["id"], kind, text, time_text(e.get("time")))))
         path = stored_sessions.session_path(session_id)
         counted = {"new": 0, "replaced": 0, "unchanged": 0, "removed": 0}
         change: dict | None = None
@@ -99,11 +104,21 @@ class SessionIndex:
                 kept[eid] = ev
             ordered = list(kept.values())
             name = one_line(title) if title and title.strip() else (old_title or derive_title(ordered, session_id))
+            if cfg.redact_secrets:
+                name = mask(name)[0]
             if not ordered:
                 change = stored.delete_document(db, ws, path) if current is not None else None
             else:
                 r = render(
                     name, ordered, section_tokens=cfg.section_tokens, count_tokens=count, chunking=chunking, reuse=reuse
+                )
+                # what was masked, this append's and earlier ones' alike: the placeholders in the text
+                r.doc.problems = secret_problems(
+                    [
+                        Masked(m.kind, sp.line_start + m.line - 1)
+                        for sp, ev in zip(r.spans, ordered, strict=True)
+                        for m in placeholders(ev.text)
+                    ]
                 )
                 # force: the same text may be cut anew (a new section budget); write_document
                 # still writes nothing when the chunks come out the same

@@ -9,9 +9,20 @@ FIFO would block the index forever), as is a name that is not valid UTF-8
 (it could not be stored or sent as text). The scan itself never raises: what
 it cannot look at becomes an entry with a reason. is_markdown_path,
 is_ignored and entry_for answer the same questions for a single path, for a
-file watcher. Hidden files and folders, .git, node_modules, the root's
-_schema/ folder (where the frontmatter schema lives) and whatever .gitignore
-files (root and nested) ignore are never yielded. Every file is read through
+file watcher.
+
+Which files are Markdown is the workspace option `markdown` (a MarkdownRule):
+extensions (".md", ".html.md.erb") or globs ("*.html.md.erb", "docs/**/*.txt",
+".github/**/*.md"), matched case-insensitively. A hidden name (a leading dot)
+is matched only by a glob segment that starts with a dot, as in a shell: so
+hidden files and folders stay out unless a glob names them, and a hidden
+folder is entered only when a glob could match inside it. Files that look like
+Markdown but the rule leaves out (a `.md.erb` page, a `.mdx` file the option
+dropped, a hidden folder not entered) are counted in a LeftOut, by extension,
+so status can say what was left out and which option changes it. .git,
+node_modules, the root's _schema/ folder (where the frontmatter schema lives),
+the root's .session/ (sessions' reserved paths) and whatever .gitignore files
+(root and nested) ignore are never yielded. Every file is read through
 ingest/readfile.py; a .gitignore it refuses (a FIFO, a device, over
 MAX_GITIGNORE_BYTES or MAX_GITIGNORE_LINES) ignores nothing and is yielded as
 a skip entry with its reason (and logged), and the scan goes on.
@@ -21,21 +32,26 @@ Runs on: the index job's thread (it reads the disk; nothing shared).
 
 from __future__ import annotations
 
-import codecs
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 import pathspec
 
+from ..config.defaults import MARKDOWN_FILES
 from .readfile import FileRead, Refused, not_regular, read_regular, too_large
+from .text import bom_encoding, invalid_utf8
 
-MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIP_DIRS = frozenset({".git", "node_modules"})
 SCHEMA_DIR = "_schema"  # the workspace's schema folder (autodoc.fmschema): configuration, not documents
+SESSION_DIR = ".session"  # sessions' reserved paths (store/sessions.py): no file may take one
+# Suffixes that make a name look like Markdown: a file that has one but the rule leaves out is counted.
+MARKDOWNISH = frozenset(MARKDOWN_FILES) | {".mkdn", ".mdwn", ".mdtext", ".mdtxt"}
+LEFT_OUT_EXAMPLES = 10
 OUTSIDE = "symlink points outside the workspace"
 DANGLING = "symlink target does not exist or loops"
 BAD_NAME = "file name is not valid UTF-8"
@@ -47,13 +63,9 @@ BINARY_PROBE = 8192
 # so the 200,000-line one took 85 s for 6 files. Real ones run to a few hundred lines.
 MAX_GITIGNORE_LINES = 1_000
 MAX_GITIGNORE_BYTES = 64 << 10
-# Checked longest first: a UTF-32LE mark starts with the UTF-16LE one.
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "UTF-32LE"),
-    (codecs.BOM_UTF32_BE, "UTF-32BE"),
-    (codecs.BOM_UTF16_LE, "UTF-16LE"),
-    (codecs.BOM_UTF16_BE, "UTF-16BE"),
-)
+# A file whose first BINARY_PROBE bytes are more than this share invalid UTF-8 is not text
+# (a Latin-1 note has a few percent: its accented letters); fewer are replaced (ingest/text.py).
+BINARY_INVALID_SHARE = 0.3
 
 
 log = logging.getLogger("autodoc.scan")
@@ -78,26 +90,156 @@ class ScanEntry:
     inode: int = 0
 
 
-def is_markdown_path(relpath: str) -> bool:
-    return PurePosixPath(relpath.replace("\\", "/")).suffix.lower() in MARKDOWN_SUFFIXES
+def _hidden(name: str) -> bool:
+    return name.startswith(".")
 
 
-def scan_workspace(root: Path, *, max_bytes: int) -> Iterator[ScanEntry]:
-    """Every Markdown file under root that is not ignored, sorted by relpath."""
+def _segment(pattern: str, name: str) -> bool:
+    """One path segment against one glob segment: a hidden name only against a pattern that starts with a dot."""
+    return (not _hidden(name) or pattern.startswith(".")) and fnmatchcase(name.lower(), pattern.lower())
+
+
+def _match(pats: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    """A whole path against a glob's segments; ** is zero or more segments, none hidden."""
+    if not pats:
+        return not parts
+    if pats[0] == "**":
+        return _match(pats[1:], parts) or (bool(parts) and not _hidden(parts[0]) and _match(pats, parts[1:]))
+    return bool(parts) and _segment(pats[0], parts[0]) and _match(pats[1:], parts[1:])
+
+
+def _inside(pats: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    """Whether the glob could match a path inside the folder `parts`."""
+    if not parts:
+        return bool(pats)
+    if not pats:
+        return False
+    if pats[0] == "**":
+        return _inside(pats[1:], parts) or (not _hidden(parts[0]) and _inside(pats, parts[1:]))
+    return _segment(pats[0], parts[0]) and _inside(pats[1:], parts[1:])
+
+
+@dataclass(frozen=True)
+class MarkdownRule:
+    """Which files are Markdown (the workspace option `markdown`; module docstring). An entry that
+    starts with a dot and has no slash or glob character is an extension; any other is a glob,
+    anchored at the root when it has a slash, else matched against the file name at any depth
+    (in folders that are not hidden)."""
+
+    patterns: tuple[str, ...] = MARKDOWN_FILES
+
+    @classmethod
+    def of(cls, patterns: object) -> MarkdownRule:
+        return cls(tuple(patterns)) if isinstance(patterns, (list, tuple)) else cls()
+
+    @property
+    def _parsed(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, ...], ...]]:
+        return _parse_rule(self.patterns)
+
+    def matches(self, relpath: str) -> bool:
+        """Whether the file at relpath is Markdown by this rule."""
+        parts = tuple(p for p in relpath.replace("\\", "/").split("/") if p)
+        if not parts:
+            return False
+        exts, names, paths = self._parsed
+        name = parts[-1]
+        if not any(_hidden(p) for p in parts[:-1]):
+            low = name.lower()
+            if not _hidden(name) and any(low.endswith(e) and len(low) > len(e) for e in exts):
+                return True
+            if any(_segment(g, name) for g in names):
+                return True
+        return any(_match(g, parts) for g in paths)
+
+    def enters(self, folder: str) -> bool:
+        """Whether a hidden folder (workspace-relative) is walked: some glob could match inside it."""
+        parts = tuple(p for p in folder.replace("\\", "/").split("/") if p)
+        return any(_inside(g, parts) for g in self._parsed[2])
+
+
+@lru_cache(maxsize=64)
+def _parse_rule(patterns: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """(extensions, file-name globs, path globs as segments) of a rule's entries."""
+    exts: list[str] = []
+    names: list[str] = []
+    paths: list[tuple[str, ...]] = []
+    for raw in patterns:
+        p = raw.strip().replace("\\", "/").lstrip("/")
+        if not p:
+            continue
+        if p.startswith(".") and "/" not in p and not any(c in p for c in "*?["):
+            exts.append(p.lower())
+        elif "/" in p:
+            paths.append(tuple(x for x in p.split("/") if x))
+        else:
+            names.append(p)
+    return tuple(exts), tuple(names), tuple(paths)
+
+
+DEFAULT_RULE = MarkdownRule()
+
+
+@dataclass
+class LeftOut:
+    """Files that look like Markdown (MARKDOWNISH) but the rule leaves out, and hidden folders not
+    entered: what workspace.status and `autodoc index` report under files.left_out."""
+
+    files: int = 0
+    by_extension: dict[str, int] = field(default_factory=dict)
+    hidden_folders: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, rel: str, key: str | None) -> None:
+        if key is None:
+            self.hidden_folders += 1
+        else:
+            self.files += 1
+            self.by_extension[key] = self.by_extension.get(key, 0) + 1
+        if len(self.examples) < LEFT_OUT_EXAMPLES:
+            self.examples.append(rel + ("/" if key is None else ""))
+
+    def to_json(self) -> dict:
+        return {
+            "files": self.files,
+            "by_extension": dict(sorted(self.by_extension.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "hidden_folders": self.hidden_folders,
+            "examples": sorted(self.examples),
+            "setting": "markdown",
+        }
+
+
+def markdownish(name: str) -> str | None:
+    """The compound extension that makes a file name look like Markdown (".md.erb"), or None."""
+    suffixes = [x.lower() for x in PurePosixPath(name.lstrip(".") or name).suffixes]
+    for i, x in enumerate(suffixes):
+        if x in MARKDOWNISH:
+            return "".join(suffixes[i:])
+    return None
+
+
+def is_markdown_path(relpath: str, rule: MarkdownRule = DEFAULT_RULE) -> bool:
+    return rule.matches(relpath)
+
+
+def scan_workspace(
+    root: Path, *, max_bytes: int, rule: MarkdownRule = DEFAULT_RULE, left_out: LeftOut | None = None
+) -> Iterator[ScanEntry]:
+    """Every Markdown file under root that is not ignored, sorted by relpath; `left_out` (when
+    given) counts what looks like Markdown but the rule leaves out."""
     root = Path(root)
     real_root = root.resolve()
     found: list[ScanEntry] = []
-    _walk(root, real_root, _specs_in(root, "", (), found), max_bytes, found)
+    _walk(root, real_root, _specs_in(root, "", (), found), max_bytes, found, rule=rule, left=left_out)
     found.sort(key=lambda e: e.relpath)
     yield from found
 
 
-def scan_folders(root: Path) -> list[Path]:
+def scan_folders(root: Path, rule: MarkdownRule = DEFAULT_RULE) -> list[Path]:
     """The folders scan_workspace walks: root and every readable, non-ignored,
     non-symlinked folder inside it. A file watcher watches exactly these, so it
     never follows a link out of the root nor watches what the scan skips."""
     folders: list[Path] = []
-    _walk(Path(root), Path(root).resolve(), _specs_in(Path(root), "", ()), 0, None, folders)
+    _walk(Path(root), Path(root).resolve(), _specs_in(Path(root), "", ()), 0, None, folders, rule=rule)
     return sorted(folders)
 
 
@@ -111,6 +253,9 @@ def _walk(
     max_bytes: int,
     out: list[ScanEntry] | None,
     folders: list[Path] | None = None,
+    *,
+    rule: MarkdownRule = DEFAULT_RULE,
+    left: LeftOut | None = None,
 ) -> None:
     """Folders from a stack, not by recursion: a tree 1,000 folders deep must not end the scan.
     out=None walks the folders only (into `folders`), without looking at a file."""
@@ -126,7 +271,7 @@ def _walk(
         if folders is not None:
             folders.append(d)
         for it in items:
-            if it.name.startswith(".") or it.name in SKIP_DIRS or (not rel and it.name == SCHEMA_DIR):
+            if it.name in SKIP_DIRS or (not rel and it.name in (SCHEMA_DIR, SESSION_DIR)):
                 continue
             r = f"{rel}/{it.name}" if rel else it.name
             try:
@@ -135,17 +280,23 @@ def _walk(
             except OSError:
                 link = folder = False
             if folder:
-                if not _ignored(specs, r, True):
+                if _hidden(it.name) and not rule.enters(r):
+                    if left is not None and not _ignored(specs, r, True):
+                        left.add(r, None)
+                elif not _ignored(specs, r, True):
                     todo.append((Path(it.path), r, _specs_in(Path(it.path), r, specs, out)))
             # Never descend into linked folders: outside ones leave the workspace,
             # inside ones are scanned under their real path anyway (and could loop). Say so.
             elif link and out is not None and (why := _linked_folder(Path(it.path), real_root)) is not None:
                 if not _ignored(specs, r, True):
                     out.append(ScanEntry(_display(r) + "/", Path(it.path), 0, 0, why))
-            elif out is not None and is_markdown_path(it.name) and not _ignored(specs, r, False):
-                got = _entry_or_reason(Path(it.path), r, real_root, max_bytes)
-                if got is not None:
-                    out.append(got)
+            elif out is not None and not _ignored(specs, r, False):
+                if rule.matches(r):
+                    got = _entry_or_reason(Path(it.path), r, real_root, max_bytes)
+                    if got is not None:
+                        out.append(got)
+                elif left is not None and (key := markdownish(it.name)) is not None:
+                    left.add(_display(r), key)
 
 
 def _linked_folder(path: Path, real_root: Path) -> str | None:
@@ -214,10 +365,10 @@ def _entry(path: Path, rel: str, real_root: Path, max_bytes: int) -> ScanEntry:
     return ScanEntry(rel, path, st.st_size, st.st_mtime_ns, skip, st.st_ctime_ns, st.st_ino)
 
 
-def entry_for(root: Path, relpath: str, *, max_bytes: int) -> ScanEntry | None:
+def entry_for(root: Path, relpath: str, *, max_bytes: int, rule: MarkdownRule = DEFAULT_RULE) -> ScanEntry | None:
     """The ScanEntry a scan would yield for relpath, or None (not Markdown, ignored, gone)."""
     relpath = relpath.replace("\\", "/").strip("/")
-    if not is_markdown_path(relpath) or is_ignored(root, relpath):
+    if not rule.matches(relpath) or is_ignored(root, relpath, rule):
         return None
     path = Path(root) / relpath
     try:
@@ -228,11 +379,16 @@ def entry_for(root: Path, relpath: str, *, max_bytes: int) -> ScanEntry | None:
     return _entry_or_reason(path, relpath, Path(root).resolve(), max_bytes)
 
 
-def is_ignored(root: Path, relpath: str) -> bool:
-    """Whether scan_workspace would never look at relpath (hidden, .git, node_modules, .gitignore)."""
+def is_ignored(root: Path, relpath: str, rule: MarkdownRule = DEFAULT_RULE) -> bool:
+    """Whether scan_workspace would never look at relpath (a hidden folder the rule does not
+    enter, a hidden file it does not match, .git, node_modules, .gitignore)."""
     parts = [p for p in relpath.replace("\\", "/").split("/") if p]
-    if any(p.startswith(".") or p in SKIP_DIRS for p in parts) or (parts and parts[0] == SCHEMA_DIR):
+    if any(p in SKIP_DIRS for p in parts) or (parts and parts[0] in (SCHEMA_DIR, SESSION_DIR)):
         return True
+    for i, p in enumerate(parts):
+        here = "/".join(parts[: i + 1])
+        if _hidden(p) and not rule.enters(here) and not (i == len(parts) - 1 and rule.matches(here)):
+            return True
     root = Path(root)
     specs = _specs_in(root, "", ())
     for i in range(1, len(parts) + 1):
@@ -291,7 +447,7 @@ def _load_spec(path: str, mtime_ns: int, size: int, inode: int) -> tuple[pathspe
 
 
 def read_document(path: Path, *, max_bytes: int) -> bytes:
-    """Raw bytes of a Markdown file, or SkipFile (not a regular file, too large, UTF-16/32, binary, not UTF-8).
+    """Raw bytes of a Markdown file, or SkipFile (not a regular file, too large, binary).
 
     OSError (vanished, unreadable) propagates: that is not a property of the file's content.
     """
@@ -311,14 +467,16 @@ def read_file(path: Path, *, max_bytes: int) -> FileRead:
 
 
 def _checked(data: bytes) -> bytes:
-    for bom, name in _BOMS:
-        if data.startswith(bom):
-            raise SkipFile(f"{name} text (byte-order mark); only UTF-8 is read")
+    """data, or SkipFile for a file that is not text. A UTF-16/32 byte-order mark makes it text
+    (its NULs are its encoding); otherwise a NUL, or mostly invalid UTF-8, in the first
+    BINARY_PROBE bytes makes it binary. A few invalid bytes do not: ingest/text.py replaces them."""
+    if bom_encoding(data) is not None:
+        return data
     nul = data.find(b"\0", 0, BINARY_PROBE)
     if nul >= 0:
         raise SkipFile(f"binary file (NUL byte at byte {nul})")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise SkipFile(f"not valid UTF-8 at byte {e.start}") from None
+    probe = data[:BINARY_PROBE]
+    bad = invalid_utf8(probe)
+    if bad > BINARY_INVALID_SHARE * len(probe) and bad > 3:  # 3: a character cut by the probe's end
+        raise SkipFile(f"binary file ({bad} of its first {len(probe)} bytes are not UTF-8)")
     return data

@@ -85,9 +85,9 @@ def skipped(db: apsw.Connection, ws_id: int) -> list[dict[str, str]]:
 
 def broken_links(db: apsw.Connection, ws_id: int) -> list[dict[str, Any]]:
     return [
-        {"path": s, "target": t, "line": ln}
-        for s, t, ln in db.execute(
-            "SELECT d.path, l.target, l.line FROM links l JOIN documents d ON d.id = l.source_id "
+        {"path": s, "target": t, "line": ln, "kind": k}
+        for s, t, ln, k in db.execute(
+            "SELECT d.path, l.target, l.line, l.kind FROM links l JOIN documents d ON d.id = l.source_id "
             "WHERE l.workspace_id=? AND l.target_path IS NULL ORDER BY d.path, l.line",
             (ws_id,),
         )
