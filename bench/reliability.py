@@ -1311,9 +1311,9 @@ class Harness:
         cfg = stored_config(self.store)
         if op == "index":
             self.folder.change()
-            return base + ["index", "kb"]
+            return base + ["index", "--wait", "kb"]  # embedded here, killed mid-way: no daemon takes it
         if op == "reindex":
-            return base + ["index", "--full", "kb"]
+            return base + ["index", "--full", "--wait", "kb"]
         if op == "embed":
             if cfg.get("embedding", {}).get("provider") != "onnx":
                 subprocess.run(
@@ -1322,7 +1322,7 @@ class Harness:
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
-            return base + ["index", "kb"]
+            return base + ["index", "--wait", "kb"]  # embedded here, killed mid-way: no daemon takes it
         if op == "switch":
             to = NONE if cfg.get("embedding", {}).get("provider") == "onnx" else ONNX
             return base + ["workspace", "configure", "kb", json.dumps({"embedding": to})]
@@ -1331,7 +1331,7 @@ class Harness:
             return base + ["workspace", "configure", "kb", json.dumps({"section_tokens": n})]
         if op == "schema":
             self.folder.change_schema()
-            return base + ["index", "kb"]
+            return base + ["index", "--wait", "kb"]  # embedded here, killed mid-way: no daemon takes it
         raise ValueError(op)
 
     def round(self) -> None:

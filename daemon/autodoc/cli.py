@@ -40,6 +40,7 @@ EXIT_FAILED = 1  # --call answered with an error; the daemon could not start; an
 EXIT_USAGE = 2  # what was asked cannot be done as asked: bad arguments, unknown workspace or file
 EXIT_INTERNAL = 70  # a bug (EX_SOFTWARE)
 EXIT_INTERRUPTED = 130
+DAEMON_START_S = 60.0  # how long `autodoc index` waits for the daemon it starts to answer
 
 _LINES = re.compile(r"^\s*(\d+)\s*(?:[-:]\s*(\d+)\s*)?$")
 
@@ -146,6 +147,11 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser("index", help="index a workspace (all when none is named)")
     i.add_argument("name", nargs="?")
     i.add_argument("--full", action="store_true", help="re-chunk every file")
+    i.add_argument(
+        "--wait",
+        action="store_true",
+        help="embed before returning (in this process when no daemon runs) instead of leaving it to a daemon",
+    )
 
     q = sub.add_parser("search", help="search a workspace")
     q.add_argument("query", nargs="+")
@@ -247,6 +253,66 @@ def _embedding_line(name: str, emb: dict[str, Any] | None, here: bool, seconds: 
     if left:
         return f"{name}: search by meaning covers {n} chunks; {left} more to embed ({emb.get('reason') or 'the daemon embeds them in the background'})"
     return f"{name}: search by meaning covers all {n} chunks"
+
+
+def _index(settings: Settings, name: str | None, *, full: bool, wait: bool) -> int:
+    """`autodoc index`: each workspace's index, its report and what it skipped first; then search by
+    meaning. A daemon embeds in the background: the one that runs, else one started here once the
+    words are indexed (issue 38: an in-process run kept a person at the prompt for most of an hour
+    embedding 30k chunks, with nothing said until it ended). `wait` embeds before returning, in
+    this process when no daemon runs (scripts that want every vector before they go on)."""
+    names = [name] if name else [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
+    here = daemon_socket(settings) is None
+    handed: list[str] = []
+    for n in names:
+        t0 = time.monotonic()
+        rep = call(
+            settings, "workspace.reindex" if full else "workspace.index", {"workspace": n}, progress=True, embed=wait
+        )
+        print(
+            f"{n}: {rep['added']} added, {rep['modified']} modified, {rep['renamed']} renamed, "
+            f"{rep['deleted']} deleted, {rep['unchanged']} unchanged, {len(rep['skipped'])} skipped; "
+            f"{rep['chunks']} chunks in {rep['seconds']} s",
+            flush=True,
+        )
+        for s in rep["skipped"]:
+            print(f"  skipped {s['path']}: {s['reason']}", file=sys.stderr)
+        for line in cliout.left_out_lines(n, rep.get("left_out")):
+            print(line, file=sys.stderr)
+        emb = rep.get("embedding") or {}
+        if here and not wait and emb.get("available") and emb.get("skipped"):
+            handed.append(n)
+        else:
+            print(_embedding_line(n, emb, here and wait, time.monotonic() - t0 - float(rep["seconds"])))
+    if handed:
+        _hand_off(settings, handed)
+    return EXIT_OK
+
+
+def _hand_off(settings: Settings, names: list[str]) -> None:
+    """Start a daemon for this store to embed what `names` lack, and say how to follow it; when
+    none can start, embed here as before (the reason on stderr)."""
+    from .connect import start_daemon
+
+    log_path = Path(str(settings.store) + ".daemon.log")
+    why = start_daemon(settings, log_path, wait_s=DAEMON_START_S)
+    if why is not None:
+        print(f"autodoc: no daemon to embed in the background ({why}); embedding here", file=sys.stderr)
+        for n in names:
+            t0 = time.monotonic()
+            rep = call(settings, "workspace.index", {"workspace": n}, progress=True)
+            print(_embedding_line(n, rep.get("embedding"), True, time.monotonic() - t0 - float(rep["seconds"])))
+        return
+    pid = call(settings, "server.info", {}).get("pid")
+    for n in names:
+        emb = call(settings, "workspace.status", {"workspace": n})["embedding"]
+        eta = emb.get("eta_seconds")
+        left = f", about {eta / 60:.0f} min left" if eta and eta >= 90 else (f", about {eta:.0f} s left" if eta else "")
+        print(
+            f"{n}: search by meaning fills in the background: the daemon (pid {pid}, log {log_path}) embeds "
+            f"{emb.get('pending', 0)} chunks{left}; searches answer meanwhile (by keywords, and by meaning "
+            f"where the instant tier or the vectors reach). Follow it: autodoc workspace status {n}"
+        )
 
 
 def _failed(e: AutodocError) -> int:
@@ -404,20 +470,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
 
     if args.cmd == "index":
-        names = [args.name] if args.name else [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
-        for name in names:
-            method = "workspace.reindex" if args.full else "workspace.index"
-            t0, here = time.monotonic(), daemon_socket(settings) is None
-            rep = call(settings, method, {"workspace": name}, progress=True)
-            print(
-                f"{name}: {rep['added']} added, {rep['modified']} modified, {rep['renamed']} renamed, "
-                f"{rep['deleted']} deleted, {rep['unchanged']} unchanged, {len(rep['skipped'])} skipped; "
-                f"{rep['chunks']} chunks in {rep['seconds']} s"
-            )
-            print(_embedding_line(name, rep.get("embedding"), here, time.monotonic() - t0 - float(rep["seconds"])))
-            for s in rep["skipped"]:
-                print(f"  skipped {s['path']}: {s['reason']}", file=sys.stderr)
-        return EXIT_OK
+        return _index(settings, args.name, full=args.full, wait=args.wait)
 
     if args.cmd == "search":
         names = _search_names(settings, args.workspace)

@@ -409,9 +409,10 @@ class Backend:
             log.debug("the embed queue stopped", exc_info=True)
 
 
-def call(settings: Settings, method: str, params: Any, *, progress: bool = False) -> Any:
+def call(settings: Settings, method: str, params: Any, *, progress: bool = False, embed: bool = True) -> Any:
     """One call, wherever it runs (the CLI's: chosen once, no daemon started). In-process, an
-    index run embeds what it indexed before answering (no daemon will), with a progress bar on stderr."""
+    index run embeds what it indexed before answering unless told not to (`embed`: the CLI then
+    hands the embedding to a daemon), with a progress bar on stderr."""
     sock = daemon_socket(settings)
     if sock is not None:
         return Remote(sock).call(method, params)
@@ -423,7 +424,7 @@ def call(settings: Settings, method: str, params: Any, *, progress: bool = False
 
         bar = ProgressBar() if sys.stderr.isatty() else ProgressLines()
     try:
-        return run_bound(local.service, m, bound, progress=bar, embed=True)
+        return run_bound(local.service, m, bound, progress=bar, embed=embed)
     finally:
         if bar:
             bar.close()

@@ -178,7 +178,7 @@ def test_wheel_installs_and_runs_outside_the_tree(short_tmp):
     kb = tmp / "kb"
     shutil.copytree(CORPUS, kb, symlinks=True, ignore=shutil.ignore_patterns("node_modules"))
     _run([autodoc, "workspace", "add", "kb", kb], cwd=work, env=env)
-    out = _run([autodoc, "index", "kb"], cwd=work, env=env, timeout=600).stdout
+    out = _run([autodoc, "index", "--wait", "kb"], cwd=work, env=env, timeout=600).stdout
     assert "added" in out
     answer = json.loads(
         _run([autodoc, "search", "-w", "kb", "--json", "how is the lease recovered"], cwd=work, env=env).stdout

@@ -47,7 +47,7 @@ def _make_store(base: Path) -> dict[str, str]:
     )
     shutil.copytree(CORPUS, base / "kb", symlinks=True)
     _cli(env, "workspace", "add", "kb", str(base / "kb"))
-    _cli(env, "index", "kb")
+    _cli(env, "index", "--wait", "kb")  # every vector before the tests (else a daemon embeds them)
     return env
 
 
