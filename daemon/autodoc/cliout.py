@@ -8,6 +8,7 @@ Runs on: the main thread of the CLI.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -42,6 +43,9 @@ def status_line(answer: dict[str, Any], hits: int) -> str:
         line += "; too few chunks had every word: those lead, then chunks with some of them"
     if hits and answer.get("answerable") is False:
         line += "; nothing relevant was found: these are only the closest"
+    if answer.get("held_back"):
+        n = answer["held_back"]
+        line += f"; {n} weak hit{'' if n == 1 else 's'} held back (--min-confidence 0 shows them)"
     if answer.get("truncated"):
         line += "; the token budget cut the last passages"
     return line
@@ -85,6 +89,25 @@ def _some(items: list[Any], show: Any) -> list[str]:
     return out
 
 
+def left_out_lines(name: str, left: dict[str, Any] | None) -> list[str]:
+    """What the `markdown` option left out (files.left_out), and the configure call that takes it in."""
+    if not left or not (left["files"] or left["hidden_folders"]):
+        return []
+    what = ", ".join(f"{n} {ext}" for ext, n in left["by_extension"].items())
+    hidden = [e for e in left["examples"] if e.endswith("/")]
+    n = left["files"]
+    parts = [f"{n} file{'s' if n > 1 else ''} that look{'' if n > 1 else 's'} like Markdown ({what})"] if n else []
+    if left["hidden_folders"]:
+        n = left["hidden_folders"]
+        parts.append(f"{n} hidden folder{'s' if n > 1 else ''} ({', '.join(hidden[:3])}{', …' if n > 3 else ''})")
+    more = [*(f"*{ext}" for ext in left["by_extension"]), *(f"{h}**/*.md" for h in hidden[:3])]
+    return [
+        f"  left out: {'; '.join(parts)}",
+        f"    to index them, add {', '.join(json.dumps(m) for m in more)} to the workspace option "
+        f"{left['setting']} (autodoc workspace configure {name} '{{\"{left['setting']}\": [...]}}')",
+    ]
+
+
 def print_status(st: dict[str, Any]) -> None:
     """workspace.status for a person: what is indexed, what was left out and why, what meaning covers."""
     files, emb, rank = st["files"], st.get("embedding") or {}, st.get("ranker") or {}
@@ -115,6 +138,8 @@ def print_status(st: dict[str, Any]) -> None:
         print(f"  frontmatter schema: {st['schema'].get('path')}")
     for s in _some(files["skipped"], lambda s: f"    skipped {s['path']}: {s['reason']}"):
         print(s)
+    for line in left_out_lines(st["name"], files.get("left_out")):
+        print(line)
     if st["problems"]:
         print(f"  problems: {len(st['problems'])}")
         for s in _some(st["problems"], lambda p: f"    {p['path']}:{p['line']}: {p['message']}"):

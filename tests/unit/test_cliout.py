@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from autodoc import cliout
 from autodoc.cliout import print_hits, semantic_state, status_line
 
 
@@ -36,3 +37,17 @@ def test_the_status_line_comes_first_on_stdout(capsys):
     out, err = capsys.readouterr()
     assert out.splitlines()[0] == status_line(a, 0) and out.splitlines()[0].startswith("kb: 0 hits; mode hybrid")
     assert "instant tier" in out.splitlines()[0] and err == ""
+
+
+def test_status_and_index_say_what_the_markdown_option_left_out_and_how_to_take_it_in():
+    left = {
+        "files": 2,
+        "by_extension": {".md.erb": 2},
+        "hidden_folders": 1,
+        "examples": [".github/", "source/a.html.md.erb", "source/b.html.md.erb"],
+        "setting": "markdown",
+    }
+    lines = cliout.left_out_lines("kb", left)
+    assert lines[0] == "  left out: 2 files that look like Markdown (2 .md.erb); 1 hidden folder (.github/)"
+    assert '"*.md.erb", ".github/**/*.md"' in lines[1] and "autodoc workspace configure kb" in lines[1]
+    assert cliout.left_out_lines("kb", {**left, "files": 0, "by_extension": {}, "hidden_folders": 0}) == []
