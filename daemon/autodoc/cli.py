@@ -409,7 +409,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return build_instant(settings) if args.build_instant else doctor(settings, as_json=args.json)
 
     if args.cmd == "lsp":
-        from .lsp.server import serve
+        from .lsp.fast import serve  # initialize answered before pygls is imported
 
         return serve(settings)
 

@@ -107,3 +107,20 @@ def test_the_mcp_servers_first_answers_need_no_sdk():
     assert out.returncode == 0, out.stderr
     loaded = set(json.loads(out.stdout))
     assert _heavy(loaded, SERVED | {"pydantic", "mcp_types"}, SERVED_MODULES | {"autodoc.mcp.server"}) == []
+
+
+def test_the_language_servers_first_answer_needs_no_pygls():
+    """`autodoc lsp` answers initialize from lsp/fast.py while pygls and lsprotocol load."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys, autodoc.cli, autodoc.lsp.fast; print(json.dumps(sorted(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    loaded = set(json.loads(out.stdout))
+    assert _heavy(loaded, SERVED | {"lsprotocol", "cattrs", "attrs"}, SERVED_MODULES | {"autodoc.lsp.server"}) == []

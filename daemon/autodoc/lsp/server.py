@@ -40,7 +40,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as T
@@ -448,9 +448,10 @@ def _cursor(ls: LanguageServer, uri: str, pos: T.Position) -> tuple[str, int]:
     return lines[pos.line].rstrip("\r\n"), col
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, streams: tuple[BinaryIO, BinaryIO] | None = None) -> int:
+    """pygls on stdio, or on `streams` (the pipes fast.py serves it on)."""
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         logging.getLogger("pygls").setLevel(logging.WARNING)  # each message at INFO: not a status line
     server = build_server(settings)
-    server.start_io()
+    server.start_io(*(streams or ()))
     return 0
