@@ -1273,6 +1273,16 @@ CASES = [
         _study("main_windows"),
         "What the semantic leg embeds: one vector per chunk or per window (issue 18).",
     ),
+    Case(
+        "links",
+        lambda argv: __import__("bench.links", fromlist=["main_links"]).main_links(argv),
+        "Link resolution on the real corpora: links written, resolved, unresolved, reported broken (issue 35).",
+    ),
+    Case(
+        "secrets",
+        lambda argv: __import__("bench.secrets", fromlist=["main_secrets"]).main_secrets(argv),
+        "Secrets masked before indexing: masks on the real corpora (each listed), planted recall and look-alikes (issue 35).",
+    ),
     Case("rrf", _study("main_rrf"), "Fusion alternatives measured on the product's own legs (scifact.md's study)."),
     Case(
         "instant-tier",
