@@ -65,13 +65,11 @@ _PEM_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]{20,}")
 _QUICK = re.compile(
     r"A[KSBCIRPN][A-Z]A[0-9A-Z]{16}|gh[pousr]_|github_pat_|xox[abposr]-|hooks\.slack\.com|eyJ|PRIVATE KEY"
 )
-# key = value, key: value, "key": "value", the value on the same line; the key's last word names a
-# credential (checked whole by _KEY, after extending it leftwards). Case folded by hand: (?i) over
-# an alternation costs three times as much per character.
-_ASSIGNED = re.compile(
-    r"(?:[kK][eE][yY]|[sS][eE][cC][rR][eE][tT]|[tT][oO][kK][eE][nN]|[pP][aA][sS][sS][wW](?:[oO][rR])?[dD])"
-    r"""(?![A-Za-z0-9])["']?[ \t]*[:=][ \t]*(["']?)([^\s"'`,;<>]+)\1"""
-)
+# key = value, key: value, "key": "value", the value on the same line: each `:` or `=` followed by a
+# value long enough to be a credential, then the key before it read backwards and checked whole by
+# _KEY (its last word names a credential). Anchoring on the sign is 4 times as fast as searching
+# for the key words case-insensitively at every position.
+_ASSIGNED = re.compile(r"""[:=][ \t]*(["']?)([^\s"'`,;<>]{8,})\1""")
 _KEY = re.compile(
     r"(?i)(?:aws_?secret_?(?:access_?)?key|secret_?access_?key|client_?secret|api_?key|apikey|access_?token"
     r"|auth_?token|private_?key|password|passwd|secret|token)$"
@@ -84,12 +82,19 @@ _NOT_A_VALUE = re.compile(
 )
 
 
-def _key_end(m: re.Match[str]) -> int:
-    """Where the key a _ASSIGNED match starts with ends (before its quote, spaces and : or =)."""
-    i = m.start()
-    while i < m.end() and m.string[i].isalnum():
-        i += 1
-    return i
+def _key_before(text: str, sign: int) -> str | None:
+    """The key that the `:` or `=` at `sign` assigns to (DB_PASSWORD, "apiKey"), when its name is a
+    credential's (_KEY), else None."""
+    j = sign
+    while j > 0 and text[j - 1] in " \t":
+        j -= 1
+    if j > 0 and text[j - 1] in "\"'":
+        j -= 1
+    k = j
+    while k > 0 and text[k - 1] in _KEY_CHARS and j - k < 80:
+        k -= 1
+    key = text[k:j]
+    return key if key and _KEY.search(key) else None
 
 
 def _kind_of(key: str) -> str:
@@ -141,11 +146,7 @@ def find(text: str) -> list[tuple[int, int, str]]:
             if any(_PEM_BODY_LINE.search(line) for line in body.splitlines()):
                 spans.append((m.start(3), m.end(3), "private-key"))
     for m in _ASSIGNED.finditer(text):
-        start = m.start()
-        while start > 0 and text[start - 1] in _KEY_CHARS:  # the whole key: DB_PASSWORD, PublicKeyToken
-            start -= 1
-        key = text[start : _key_end(m)]
-        if _KEY.search(key) and "public" not in key.lower() and credential_like(m.group(2)):
+        if (key := _key_before(text, m.start())) and "public" not in key.lower() and credential_like(m.group(2)):
             spans.append((m.start(2), m.end(2), _kind_of(key)))
     for m in _BEARER.finditer(text):
         if credential_like(m.group(1)):
