@@ -107,3 +107,15 @@ def test_the_cursor_on_a_reference_definition_or_use_is_on_a_link():
         (4, 15, "features/wikilinks.md")
     ]
     assert link_spans(use, 1) == []
+
+
+def test_headings_keep_their_id_as_anchor():
+    d = real(
+        "opentelemetry-docs/content/en/docs/contributing/pull-requests.md"
+    )  # "## Working locally {#fork-the-repo}"
+    locally = [h for h in d.headings if h.text == "Working locally"]
+    assert [h.anchor for h in locally] == ["fork-the-repo"]
+    j = real("jekyll/docs/_docs/history.md")  # "## 4.4.1 / 2025-01-29" then "{: #v4-4-1}"
+    assert [(h.text, h.anchor) for h in j.headings[:1]] == [("4.4.1 / 2025-01-29", "v4-4-1")]
+    p = parse_markdown("# Next steps: 2\n\n## A b\n\n## A b\n\n## Café & ü\n")
+    assert [h.anchor for h in p.headings] == ["next-steps-2", "a-b", "a-b-1", "café--ü"]

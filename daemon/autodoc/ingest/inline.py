@@ -274,6 +274,23 @@ def plain_text(s: str) -> str:
     return " ".join(s.split())
 
 
+_ATTR_ID = re.compile(r"\{:?[ \t]*#([^\s{}]+)[^{}]*\}[ \t]*$")
+_SLUG_DROP = re.compile(r"[^\w\- ]")
+
+
+def heading_id(raw: str) -> str | None:
+    """The explicit id of a heading line's text ("Next steps {#next-steps}") or of a kramdown
+    attribute line ("{: #v4-4-1}"), else None."""
+    m = _ATTR_ID.search(raw) if raw.rstrip().endswith("}") else None
+    return m.group(1) if m else None
+
+
+def slug(text: str) -> str:
+    """A heading's anchor as GitHub and Hugo make it: lowercased, punctuation dropped, spaces
+    to hyphens ("Next steps: 2" -> "next-steps-2")."""
+    return _SLUG_DROP.sub("", text.strip().lower()).replace(" ", "-")
+
+
 def _strip_attr(s: str) -> str:
     """Drop a trailing {#custom-id} attribute (a regex that allowed leading spaces was
     tried from every space of a long run, which made such a heading quadratic)."""

@@ -11,10 +11,11 @@ Runs on: any thread (pure: no I/O, no shared state).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from .frontmatter import read_frontmatter
-from .inline import block_links, line_tags, mask_code_spans, plain_text, reference_definitions
+from .inline import block_links, heading_id, line_tags, mask_code_spans, plain_text, reference_definitions, slug
 from .lines import SETEXT_LINE, ByteMap, Line, fence_mask, split_lines
 from .types import Heading, Link, ParsedDocument, Problem
 
@@ -77,6 +78,7 @@ def _parse(text: str) -> ParsedDocument:
     in_block = False  # inside a list/quote/table run, where --- never makes a heading
 
     over: list[int] = []  # lines of headings past MAX_HEADINGS (reported once)
+    anchors: dict[str, int] = {}  # anchor -> headings that had it: a repeat is "x-1", "x-2" (GitHub)
     # Runs of consecutive prose lines (code spans blanked), read for links and tags once the
     # whole document's reference definitions are known: a link's label may wrap onto the next line.
     blocks: list[tuple[int, list[str]]] = []  # (first line number, lines)
@@ -101,7 +103,11 @@ def _parse(text: str) -> ParsedDocument:
                 )
             over.append(ln.no)
             return
-        headings.append(Heading(level, _clip(plain_text(raw), ln.no, problems), ln.no, bmap.byte(ln.start)))
+        text = _clip(plain_text(raw), ln.no, problems)
+        anchor = heading_id(raw) or slug(text)
+        n = anchors.get(anchor, 0)
+        anchors[anchor] = n + 1
+        headings.append(Heading(level, text, ln.no, bmap.byte(ln.start), anchor if not n else f"{anchor}-{n}"))
 
     raw_until: str | None = None  # the closing tag of the raw HTML block we are in
     for i in range(fm.body_index, len(lines)):
@@ -144,6 +150,10 @@ def _parse(text: str) -> ParsedDocument:
             para_first = None
             end_block()
             continue
+        if headings and headings[-1].line == ln.no - 1 and s.lstrip().startswith("{:"):
+            own = heading_id(s)  # kramdown: "## 4.4.1 / 2025-01-29" then "{: #v4-4-1}"
+            if own:
+                headings[-1] = replace(headings[-1], anchor=own)
         atx = _atx(s)
         if atx or _thematic(s):
             end_block()  # a heading is a block of its own; a break ends one

@@ -49,6 +49,7 @@ def build_outline(data: bytes, headings: list[Heading] | None = None) -> list[di
         node = {
             "level": h.level,
             "title": h.text,
+            "anchor": h.anchor,
             "line_start": h.line,
             "line_end": line_end,
             "byte_start": h.byte_start,

@@ -35,6 +35,9 @@ class Heading:
     text: str  # heading text, markup stripped
     line: int  # 1-based
     byte_start: int  # offset of the heading line in the file
+    # what a link's #fragment names it by: its {#id} (Hugo, Pandoc, kramdown), else the
+    # slug GitHub, Hugo and Obsidian's Markdown export make of its text ("next-steps")
+    anchor: str = ""
 
 
 @dataclass

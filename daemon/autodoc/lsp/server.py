@@ -50,7 +50,7 @@ from .. import __version__
 from ..config import Settings
 from ..connect import Backend
 from ..errors import AutodocError, DocumentNotFound, WorkspaceNotFound
-from ..ingest.inline import link_spans, reference_definitions
+from ..ingest.inline import link_spans, reference_definitions, slug
 from ..ingest.readfile import Refused, read_regular
 
 log = logging.getLogger("autodoc.lsp")
@@ -200,8 +200,16 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         found = linked(ls, params.text_document.uri, params.position)
         if found is None:
             return None
-        _, root, link = found
-        return FileLines(ls).location(root / link["target_path"], 1, 1)
+        name, root, link = found
+        line = 1
+        if link["anchor"]:  # [x](guide.md#next-steps), [[Guide#Next steps]]: that heading
+            try:
+                line = _heading_line(
+                    ls.ws_call("document.outline", [name, link["target_path"]])["headings"], link["anchor"]
+                )
+            except DocumentNotFound:
+                pass
+        return FileLines(ls).location(root / link["target_path"], line, line)
 
     @server.feature(T.TEXT_DOCUMENT_HOVER)
     @server.thread()
@@ -392,6 +400,19 @@ def _tag_context(before: str) -> str | None:
         if at >= 0 and closer not in before[at:]:
             return None  # a link's destination or a wikilink's #anchor
     return t.group(1)
+
+
+def _heading_line(sections: list[dict[str, Any]], anchor: str) -> int:
+    """The line of the heading a #fragment names (its anchor, the slug of the fragment, or its
+    title), else 1."""
+    want = {anchor.lower(), slug(anchor)}
+    stack = list(reversed(sections))
+    while stack:
+        s = stack.pop()
+        if s["anchor"].lower() in want or s["title"].lower() == anchor.lower():
+            return int(s["line_start"])
+        stack.extend(reversed(s["children"]))
+    return 1
 
 
 def _span(ls: LanguageServer, uri: str, pos: T.Position, start_char: int) -> T.Range:
