@@ -30,13 +30,13 @@ def ref(workspace: str, path: str, line_start: int, line_end: int) -> str:
     return f"{workspace}:{path}#L{line_start}-{line_end}"
 
 
-def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
+def cut(entry: dict[str, Any], room: int, least: int = MIN_PASSAGE_TOKENS) -> dict[str, Any] | None:
     """The entry with its passage cut to fit `room` tokens: at a line end when one keeps at
     least half of what fits, else inside the line at a word, and then it ends with ELLIPSIS
-    (its last line is partial). line_end and ref follow the cut. None when not even
-    MIN_PASSAGE_TOKENS of text would fit."""
+    (its last line is partial). The ref (and line_end, when the entry has it) follow the cut.
+    None when not even `least` tokens of text would fit."""
     chars = (room - answer_tokens({**entry, "text": ""})) * 4
-    if chars < MIN_PASSAGE_TOKENS * 4:
+    if chars < max(1, least) * 4:
         return None
     text, limit = entry["text"].removesuffix(ELLIPSIS), chars
     while True:  # JSON escapes (quotes, newlines, backslashes) can make the text longer than its characters
@@ -56,30 +56,40 @@ def cut(entry: dict[str, Any], room: int) -> dict[str, Any] | None:
         limit = len(part) * 9 // 10
     if not part or part == ELLIPSIS:
         return None
-    line_end = entry["line_start"] + part.count("\n")
-    return {
-        **entry,
-        "text": part,
-        "line_end": line_end,
-        "ref": ref(entry["workspace"], entry["path"], entry["line_start"], line_end),
-    }
+    base, first = cited_lines(entry["ref"])
+    line_end = first + part.count("\n")
+    out = {**entry, "text": part, "ref": f"{base}#L{first}-{line_end}"}
+    if "line_end" in entry:
+        out["line_end"] = line_end
+    return out
+
+
+def cited_lines(cited: str) -> tuple[str, int]:
+    """A ref's `workspace:path` and first line: `kb:a.md#L10-25` → ("kb:a.md", 10)."""
+    base, _, lines = cited.rpartition("#L")
+    return base, int(lines.split("-")[0])
 
 
 def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: int) -> dict[str, Any]:
     """Passages in order within `budget` tokens. Every document listed keeps at least a cited
     first part: as many entries are kept as fit at that minimum (the rest dropped), and a passage
-    that would eat into what the later ones need is cut at a line end. The answer says when."""
+    that would eat into what the later ones need is cut at a line end. The first passage is kept
+    whatever the budget, cut to what is left of it (its heading line at least). `truncated` says
+    that something was cut or dropped, and only then."""
     answer["tokens"] = 9999  # the field's own digits count
     used = answer_tokens(answer)
     mins = [min(answer_tokens({**e, "text": ""}) + MIN_PASSAGE_TOKENS, answer_tokens(e)) + 1 for e in entries]
     keep = 0
     while keep < len(entries) and used + sum(mins[: keep + 1]) <= budget:
         keep += 1
+    keep = max(keep, min(1, len(entries)))  # the top passage, however small the budget
     answer["truncated"] = keep < len(entries)
     for i, e in enumerate(entries[:keep]):
         room = budget - used - sum(mins[i + 1 : keep]) - 1  # what the later entries need stays free
         if answer_tokens(e) > room:
-            part = cut(e, room)
+            # the first passage is cut to whatever is left rather than dropped: an answer with no
+            # passage said "nothing relevant found" of a question whose answer ranked first
+            part = cut(e, room, MIN_PASSAGE_TOKENS if i else 1)
             answer["truncated"] = True
             if part is None:
                 continue

@@ -100,3 +100,15 @@ def test_a_document_keeps_its_places_and_its_answer_takes_the_first():
     assert [f.chunk_id for f in choice.choose(far, doc_of, {10: 1.0})] == [10, 11]
     # nothing navigational: the same records, untouched
     assert choice.choose(fused, doc_of, {}) == fused
+
+
+@needs_corpora
+def test_link_reference_definitions_do_not_make_a_section_a_list():
+    """foam ends every note with a block of `[id]: target` lines, which fall into its last section:
+    embeds.md's Troubleshooting (the answer to a question of bench/answer_spans) scored 0.6."""
+    embeds = "foam-docs/docs/user/features/embeds.md"
+    lines = (CORPORA / embeds).read_text(encoding="utf-8").split("\n")
+    start = next(i for i, line in enumerate(lines) if line == "### Troubleshooting") + 1
+    assert choice.navigational(_lines(embeds, start, len(lines)), "Note Embeds › Image Sizing › Troubleshooting") == 0
+    refs = "\n".join(line for line in lines if line.startswith("[") and "]: " in line)
+    assert refs and choice.navigational(refs) == 1.0  # nothing but definitions: nothing to read

@@ -1,14 +1,16 @@
-"""How answers read to a model: the compact answers of several workspaces merged
-within one token budget, refs, numbered lines, a document's heading outline.
+"""How answers read to a model: a search's passages as a model reads them (each path said once,
+in its ref) within one token budget, the compact answers of several workspaces merged, refs,
+numbered lines, a document's heading outline.
 
 Runs on: the event loop (pure).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from ..budget import answer_tokens, cut
+from ..budget import answer_tokens, cut, fit_budget
 
 
 def ref(workspace: str, path: str, a: int | None = None, b: int | None = None) -> str:
@@ -35,6 +37,93 @@ def merge(answers: list[dict[str, Any]], limit: int, budget: int) -> tuple[list[
             break
         out.append(h)
     return out, truncated, tokens(out)
+
+
+def passage(h: dict[str, Any]) -> dict[str, Any]:
+    """A compact hit (search.query `answer: compact`) as the search tool shows it: its `ref` says the
+    workspace, path and lines once; the title, the section under it, the text and the confidence;
+    `superseded_by`, `changed` and a session's `origin` only where they say something."""
+    out = {
+        "ref": h["ref"],
+        "title": h["title"],
+        "section": h["section"],
+        "text": h["text"],
+        "confidence": h["confidence"],
+    }
+    if h.get("superseded_by"):
+        out["superseded_by"] = h["superseded_by"]
+    if h.get("changed"):
+        out["changed"] = True
+    origin = h.get("origin") or {}
+    if origin.get("kind") not in (None, "file"):
+        out["origin"] = origin
+    return out
+
+
+def fit(answer: dict[str, Any], hits: list[dict[str, Any]], budget: int) -> dict[str, Any]:
+    """The search tool's answer: `answer` (its fields but the hits, notes included, in the order
+    shown) given the passages in order, cut as search.query cuts its own (budget.py fit_budget: the
+    first passage always, cut to fit; later ones cut at a line end, dropped only when not even their
+    first lines fit) so that what the model reads (search_text) takes at most `budget` tokens.
+    `tokens` counts that text; `truncated` says that something was cut or dropped."""
+    entries = [passage(h) for h in hits]
+    # fit_budget counts the JSON, which costs more than the text (keys, escaped newlines): the
+    # JSON allowance grows until the text fills the budget (a few rounds; each is pure and quick)
+    allowance, best = budget, None
+    for _ in range(FIT_ROUNDS):
+        got = fit_budget({**answer, "hits": []}, entries, allowance)
+        used = text_tokens(search_text(got))
+        if used <= budget:
+            best = got
+            if not got["truncated"] or budget - used <= FIT_SLACK:
+                break
+            allowance += budget - used
+        else:
+            allowance -= used - budget + FIT_SLACK
+    if best is None:  # never seen: the text is shorter than its JSON
+        best = fit_budget({**answer, "hits": []}, entries, budget)
+    best["tokens"] = text_tokens(search_text(best))
+    return best
+
+
+NO_RANKER = "no ranker is configured for this workspace"  # search/rerank.py NO_RANKER_REASON
+FIT_ROUNDS = 6
+FIT_SLACK = 12  # tokens of the budget a fitted answer may leave unused
+
+
+def text_tokens(text: str) -> int:
+    """What a text costs its reader, counted as answers are (characters / 4)."""
+    return math.ceil(len(text) / 4)
+
+
+def search_text(answer: dict[str, Any]) -> str:
+    """The search answer as the model reads it: one line of what the answer is, then each passage
+    under a line with its ref, where it sits and its confidence, the text as it is in the file (not
+    a JSON string: no escaped newlines and quotes), so that most of what it reads is passages."""
+    hits = answer["hits"]
+    head = [
+        f"answerable: {'yes' if answer['answerable'] else 'no'} · {len(hits)} passage{'' if len(hits) == 1 else 's'}"
+        + (" · truncated: passages cut to fit budget_tokens" if answer["truncated"] else "")
+    ]
+    for ws, st in answer["stages"].items():
+        # a ranker that is not configured is the usual case, not news: said in `stages`, not here
+        skipped = {k: v for k, v in (st.get("skipped") or {}).items() if not (k == "rerank" and v == NO_RANKER)}
+        if skipped or not st["performed"]:
+            why = "".join(f"; {k} skipped: {v}" for k, v in skipped.items())
+            head.append(f"{ws}: {'+'.join(st['performed']) or 'no stage ran'}{why}")
+    head += [f"note: {n}" for n in answer.get("notes", [])]
+    blocks = ["\n".join(head)]
+    for i, h in enumerate(hits, 1):
+        where = h["section"] or h["title"]  # the ref's path names the document; the title is in `hits`
+        extra = "".join(f" · {k} {h[k]}" for k in ("superseded_by",) if h.get(k)) + (
+            " · changed on disk since indexed" if h.get("changed") else ""
+        )
+        conf = "" if h["confidence"] is None else f" · confidence {h['confidence']:.2f}"
+        origin = h.get("origin")
+        if origin:
+            extra += f" · session {origin.get('session_id')} event {origin.get('event_id')}"
+        blocks.append(f"[{i}] {h['ref']} · {where}{conf}{extra}\n{h['text']}")
+    return "\n\n".join(blocks)
 
 
 def tokens(obj: Any) -> int:

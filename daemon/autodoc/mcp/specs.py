@@ -70,9 +70,10 @@ TOOLS: list[dict[str, Any]] = [
                     "type": "integer",
                     "minimum": 300,
                     "maximum": 32000,
-                    "default": 2000,
-                    "description": "Most tokens the whole answer may take; the last passage is cut "
-                    "or dropped to fit (`truncated`).",
+                    "default": 800,
+                    "description": "Most tokens the whole answer may take. The first passage comes whole "
+                    "when it fits and is cut at a line end when it does not; later ones are cut to their "
+                    "first lines, or dropped, to fit (`truncated` then says so).",
                 },
                 "min_confidence": {
                     "type": "number",

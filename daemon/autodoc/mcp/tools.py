@@ -32,7 +32,8 @@ STAGES = ("lexical", "semantic", "rerank", "graph")
 # one it can is ~0.01 and off-topic. They cost an agent ~250 tokens each for nothing;
 # min_confidence: 0 brings them back.
 MIN_CONFIDENCE = 0.05
-NOTES_ROOM = 20  # tokens kept for the note a merged answer may still gain (weak hits left out)
+WHOLE = 32000  # each workspace's passages come whole: the answer is fitted to the budget here
+DEFAULT_BUDGET = 800  # tokens: the top passage whole, the next ones' first lines (docs/benchmarks/quality.md)
 
 
 # -- search -------------------------------------------------------------------------------
@@ -43,13 +44,13 @@ async def search(b: Backend, a: Args) -> Result:
     assert query is not None
     names = await b.workspace(a.str("workspace"), many=True)
     limit = a.int("limit", 5, 1, 50)
-    budget = a.int("budget_tokens", 2000, 300, 32000)
+    budget = a.int("budget_tokens", DEFAULT_BUDGET, 300, WHOLE)
     assert limit is not None and budget is not None
     opts: dict[str, Any] = {
         "answer": "compact",
         "limit": limit,
-        "budget_tokens": budget,
         "per_document": a.bool("per_document", True),
+        "budget_tokens": WHOLE,
         "scope": a.choice("scope", ["files", "sessions", "all"], "all"),
     }
     for key in ("paths", "tags"):
@@ -76,23 +77,9 @@ async def search(b: Backend, a: Args) -> Result:
     ran = {ws: _stages(g) for ws, g in zip(names, got)}
     ws_notes = [n for ws, g in zip(names, got) for n in _search_notes(ws, g)]
     if len(got) == 1:
-        hits, truncated = got[0]["hits"], got[0]["truncated"]
-    else:
-        # the budget is the whole answer's: what is not hits (names, stages, notes) comes off first
-        # (each workspace's own answer counted its envelope, not this one)
-        around = answers.tokens(
-            {
-                "query": query,
-                "workspaces": names,
-                "answerable": False,
-                "truncated": False,
-                "tokens": 9999,
-                "hits": [],
-                "stages": ran,
-                "notes": ws_notes + a.notes,
-            }
-        )
-        hits, truncated, _ = answers.merge(got, limit, max(0, budget - around - NOTES_ROOM))
+        hits = got[0]["hits"]
+    else:  # confidence is the one score the workspaces' hits share; equal ones keep each workspace's order
+        hits = sorted((h for g in got for h in g["hits"]), key=lambda h: -(h.get("confidence") or 0.0))
     floor = a.float("min_confidence", MIN_CONFIDENCE, 0.0, 1.0)
     # while vectors are pending a passage found by its words alone scores far lower than it will
     # (a note written a moment ago: 0.01, then 0.98): the floor waits for a ready semantic leg
@@ -100,14 +87,14 @@ async def search(b: Backend, a: Args) -> Result:
     weak = [
         h for h in hits if h.get("confidence") is not None and h["confidence"] < floor and h.get("workspace") in trusted
     ]
-    hits = [h for h in hits if h not in weak]
+    hits = [h for h in hits if h not in weak][:limit]
     out: dict[str, Any] = {
         "query": query,
         "workspaces": names,
         "answerable": any(g["answerable"] for g in got),
-        "truncated": truncated,
+        "truncated": False,
         "tokens": 0,
-        "hits": hits,
+        "hits": [],
         "stages": ran,
     }
     notes = [f"{ws} left out: {e.message}" for ws, e in failed] + ws_notes
@@ -121,8 +108,11 @@ async def search(b: Backend, a: Args) -> Result:
     if notes:
         out["notes"] = notes
     with_notes(out, a)
-    out["tokens"] = answers.tokens(out)  # the size of this answer, counted as search.query counts its own
-    return out, as_text(out)
+    # the passages are fitted here, to this answer's own fields (each workspace's search was asked for
+    # them whole): counted against search.query's envelope instead, a budget left hundreds of tokens
+    # unused, or at 300 no passage at all
+    out = answers.fit(out, hits, budget)
+    return out, answers.search_text(out)
 
 
 async def _or_error(call: Awaitable[Any]) -> Any:

@@ -51,8 +51,11 @@ _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _LINK = re.compile(
     r"!?\[([^\]]*)\]\([^)]*\)|\[\[[^\]]*\]\]|<https?://[^>]*>|https?://\S+|\[[^\]]*\]\[[^\]]*\]"
-    r"|<a\s[^>]*>.*?</a>|^\s*\[[^\]]+\]:\s*\S+"  # an HTML link; a link reference definition
+    r"|<a\s[^>]*>.*?</a>"  # an HTML link
 )
+# `[id]: target "title"`: not shown when the page renders; foam puts a block of them at the end
+# of every note, so they fall into its last section, which they must not make a list of links
+_REFDEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*\S+")
 _META = re.compile(r"^\s*(?:[-*+]\s+)?\**[A-Za-z][\w ./-]{0,30}\**\s*:\**\s+\S")  # "* Status: **Implemented**"
 _WORD = re.compile(r"\w+")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}")
@@ -77,7 +80,7 @@ def navigational(text: str, breadcrumb: str = "") -> float:
         return 1.0
     floor = ABOUT_NAV if last and _ABOUT.match(last) else 0.0
     body: list[str] = []
-    headings = 0
+    headings = refdefs = 0
     in_fence = False
     for raw in text.split("\n"):
         if _FENCE.match(raw):
@@ -90,6 +93,9 @@ def navigational(text: str, breadcrumb: str = "") -> float:
         line = raw.strip()
         if not line or _TABLE_RULE.match(line):
             continue
+        if _REFDEF.match(raw):
+            refdefs += 1
+            continue
         m = _HEADING.match(raw)
         if m:
             title = _LINK.sub(r"\1", m.group(2)).strip()
@@ -101,7 +107,7 @@ def navigational(text: str, breadcrumb: str = "") -> float:
             continue
         body.append(raw)
     if not body:
-        return 1.0 if headings else floor
+        return 1.0 if headings or refdefs else floor
     links = sum(1 for line in body if _link_line(line))
     meta = sum(1 for line in body if not _link_line(line) and _META.match(line) and len(_WORD.findall(line)) <= 8)
     nav = links + meta
