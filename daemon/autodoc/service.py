@@ -237,6 +237,11 @@ class Service:
         with self.store.read() as db:
             return {n: wsrows.get_workspace(db, n).root for n in wsrows.workspace_names(db)}
 
+    def workspace_markdown(self) -> dict[str, list[str]]:
+        """Each workspace's `markdown` option (which files are Markdown), for the live index."""
+        with self.store.read() as db:
+            return {n: _config(wsrows.get_workspace(db, n)).markdown for n in wsrows.workspace_names(db)}
+
     # -- indexing ----------------------------------------------------------------
 
     def index(

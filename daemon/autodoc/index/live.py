@@ -36,7 +36,7 @@ import anyio
 
 from ..errors import WorkspaceNotFound
 from ..fmschema import SCHEMA_DIR, SCHEMA_RELPATH
-from ..ingest.scan import is_ignored, is_markdown_path, scan_folders
+from ..ingest.scan import DEFAULT_RULE, MarkdownRule, is_ignored, scan_folders
 
 log = logging.getLogger("autodoc.index.live")
 
@@ -51,6 +51,10 @@ class Indexer(Protocol):
 
     def workspace_roots(self) -> dict[str, str]:
         """Each workspace's root folder by name."""
+        ...
+
+    def workspace_markdown(self) -> dict[str, list[str]]:
+        """Each workspace's `markdown` option (which files are Markdown) by name."""
         ...
 
     def index(self, name: Any) -> dict[str, Any]:
@@ -90,6 +94,8 @@ class LiveIndex:
         # there waited for the re-index behind it (2.6 s). A vanished folder or a new root walks all.
         self._more_folders: set[Path] = set()
         self._walk_all = True
+        # each workspace's `markdown` option: which files a change is about, which hidden folders are watched
+        self._rules: dict[str, MarkdownRule] = {}
 
     def roots_changed(self) -> None:
         self._walk_all = True
@@ -109,6 +115,10 @@ class LiveIndex:
 
     async def _roots(self) -> dict[str, Path]:
         listed = await self._read(self.service.workspace_roots)
+        rules = {n: MarkdownRule.of(r) for n, r in (await self._read(self.service.workspace_markdown)).items()}
+        if rules != self._rules:  # a configure changed a rule: walk again, its hidden folders may be in or out
+            self._rules = rules
+            self._walk_all = True
         return {name: Path(root) for name, root in listed.items() if Path(root).is_dir()}
 
     async def _catch_up(self) -> None:
@@ -138,7 +148,7 @@ class LiveIndex:
                 continue
             if self._walk_all or roots != watched:
                 self._walk_all = False
-                folders = await anyio.to_thread.run_sync(_folders, roots)
+                folders = await anyio.to_thread.run_sync(_folders, roots, dict(self._rules))
                 # Nothing watched while the folders were walked (seconds for a large tree): a
                 # file saved meanwhile in a workspace watched before is found by indexing it again
                 # (incremental: unchanged files cost a stat) once the new watcher runs.
@@ -199,7 +209,8 @@ class LiveIndex:
             root = (await self._roots()).get(name)
             if root is None:
                 continue
-            paths = await anyio.to_thread.run_sync(_markdown_under, root, sorted(rels))
+            rule = self._rules.get(name, DEFAULT_RULE)
+            paths = await anyio.to_thread.run_sync(_markdown_under, root, sorted(rels), rule)
             if not paths:
                 continue
             try:
@@ -219,16 +230,17 @@ class LiveIndex:
                 rel = _relative(raw, root)
                 if rel is None:
                     continue
-                if is_markdown_path(rel):
-                    if not is_ignored(root, rel):
+                rule = self._rules.get(name, DEFAULT_RULE)
+                if rule.matches(rel):
+                    if not is_ignored(root, rel, rule):
                         paths[name].add(rel)
                 elif rel == SCHEMA_RELPATH:  # index_paths applies a changed frontmatter schema
                     paths[name].add(rel)
                 elif rel == SCHEMA_DIR:  # the schema's folder came or went: watch it, then index (reads the schema)
                     rescan.add(name)
-                elif (root / rel).is_dir() and not (root / rel).is_symlink() and not is_ignored(root, rel):
+                elif (root / rel).is_dir() and not (root / rel).is_symlink() and not is_ignored(root, rel, rule):
                     fresh[name].add(rel)
-                elif _maybe_folder(root / rel) and not is_ignored(root, rel):
+                elif _maybe_folder(root / rel) and not is_ignored(root, rel, rule):
                     rescan.add(name)
         if rescan or fresh:  # re-watch; then index the new folders again, those workspaces whole
             self._refolder |= rescan
@@ -236,7 +248,12 @@ class LiveIndex:
                 self._walk_all = True
             else:
                 self._more_folders |= await anyio.to_thread.run_sync(
-                    _folders_under, [(roots[n], r) for n, rels in fresh.items() for r in sorted(rels)]
+                    _folders_under,
+                    [
+                        (roots[n], r, self._rules.get(n, DEFAULT_RULE))
+                        for n, rels in fresh.items()
+                        for r in sorted(rels)
+                    ],
                 )
             for name, rels in fresh.items():
                 self._new_folders[name] |= rels
@@ -252,15 +269,15 @@ class LiveIndex:
                 log.exception("live index of workspace %s failed", name)
 
 
-def _folders(roots: dict[str, Path]) -> list[Path]:
+def _folders(roots: dict[str, Path], rules: dict[str, MarkdownRule] | None = None) -> list[Path]:
     """Every folder to watch: the scanned ones and the schema's. A folder whose name
     is not valid UTF-8 is left out: the watcher could not be given it, and the
     scan skips every file in it."""
     out: list[Path] = []
-    for root in roots.values():
+    for name, root in roots.items():
         schema = root / SCHEMA_DIR
         extra = [schema] if schema.is_dir() and not schema.is_symlink() else []
-        for folder in scan_folders(root) + extra:
+        for folder in scan_folders(root, (rules or {}).get(name, DEFAULT_RULE)) + extra:
             try:
                 str(folder).encode("utf-8")
             except UnicodeEncodeError:
@@ -269,26 +286,30 @@ def _folders(roots: dict[str, Path]) -> list[Path]:
     return out
 
 
-def _folders_under(pairs: list[tuple[Path, str]]) -> set[Path]:
-    """The folders the scan would walk in these (root, folder) pairs, each folder included."""
+def _folders_under(pairs: list[tuple[Path, str, MarkdownRule]]) -> set[Path]:
+    """The folders the scan would walk in these (root, folder, rule) triples, each folder included."""
     out: set[Path] = set()
-    for root, folder in pairs:
+    for root, folder, rule in pairs:
         for d, dirs, _ in os.walk(root / folder):
             rel_d = Path(d).relative_to(root).as_posix()
-            dirs[:] = [x for x in dirs if not is_ignored(root, f"{rel_d}/{x}") and not Path(d, x).is_symlink()]
+            dirs[:] = [x for x in dirs if not is_ignored(root, f"{rel_d}/{x}", rule) and not Path(d, x).is_symlink()]
             out.add(Path(d))
     return out
 
 
-def _markdown_under(root: Path, folders: list[str]) -> list[str]:
+def _markdown_under(root: Path, folders: list[str], rule: MarkdownRule = DEFAULT_RULE) -> list[str]:
     """Workspace-relative paths of the Markdown files the scan would index under
     these folders (walked alone, not the whole root)."""
     out: set[str] = set()
     for folder in folders:
         for d, dirs, files in os.walk(root / folder):
             rel_d = Path(d).relative_to(root).as_posix()
-            dirs[:] = [x for x in dirs if not is_ignored(root, f"{rel_d}/{x}") and not Path(d, x).is_symlink()]
-            out.update(f"{rel_d}/{f}" for f in files if is_markdown_path(f) and not is_ignored(root, f"{rel_d}/{f}"))
+            dirs[:] = [x for x in dirs if not is_ignored(root, f"{rel_d}/{x}", rule) and not Path(d, x).is_symlink()]
+            out.update(
+                f"{rel_d}/{f}"
+                for f in files
+                if rule.matches(f"{rel_d}/{f}") and not is_ignored(root, f"{rel_d}/{f}", rule)
+            )
     return sorted(out)
 
 

@@ -96,7 +96,7 @@ class Methods:
     def _announce(self, op: str, result: dict) -> None:
         """Tell subscribed clients a workspace came, went or changed its
         configuration, so an open picker can re-run its query."""
-        if op in ("added", "removed"):
+        if op in ("added", "removed", "configured"):  # configured: its `markdown` option may watch other folders
             self.app.workspaces_changed()
         workspace = result["removed"] if op == "removed" else result["name"]
         config = None if op == "removed" else result["config"]
