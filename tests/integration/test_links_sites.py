@@ -134,3 +134,86 @@ def test_site_roots_setting_and_a_target_that_appears_later(tmp_path):
         assert out(s, "index.md")["/pages/later"] == "site/pages/later.md"
     finally:
         s.close()
+
+
+def test_live_saves_on_a_site_layout_agree_with_a_full_rebuild(tmp_path):
+    """A live save re-resolves only the links its names could change: on a Hugo/Jekyll layout
+    (pages by address, folder pages, permalinks, site roots) every link must still resolve as a
+    rebuild from scratch resolves it, whatever appears, moves or goes."""
+    import random
+
+    from autodoc.store.links import _tables_for
+    from autodoc.store.workspaces import get_workspace
+
+    rng = random.Random(11)
+    root = tmp_path / "ws"
+    names = [
+        "content/en/docs/signals/traces.md",
+        "content/en/docs/signals/_index.md",
+        "content/en/docs/signals/logs/index.md",
+        "content/en/docs/collector.md",
+        "source/team/statuspage.html.md",
+        "docs/_docs/history.md",
+        "notes/traces.md",
+    ]
+    targets = [
+        "traces",
+        "../traces/",
+        "logs/",
+        "../collector",
+        "/docs/signals/traces/",
+        "/docs/signals/",
+        "/docs/history/",
+        "/team/statuspage",
+        "statuspage.html",
+        "../../notes/traces.md",
+        "nothing-here/",
+    ]
+
+    def write(path: str) -> None:
+        permalink = rng.choice(["", "", "/docs/history/", "/docs/signals/traces/"])
+        fm = f"---\ntitle: Page {rng.randint(1, 3)}\n" + (f"permalink: {permalink}\n" if permalink else "") + "---\n"
+        links = " ".join(f"[l]({t})" for t in rng.sample(targets, 4))
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(f"{fm}\nSee {links}.\n")
+
+    for n in names[:3]:
+        write(n)
+    s = Service(Settings.from_env(store=tmp_path / "store" / "autodoc.db"))
+    try:
+        s.workspace_add("w", str(root), NO_MODEL)
+        s.index("w")
+        checked = 0
+        for step in range(40):
+            present = [n for n in names if (root / n).exists()]
+            op = rng.choice(["write", "write", "delete", "move"]) if present else "write"
+            if op == "write":
+                n = rng.choice(names)
+                write(n)
+                changed = [n]
+            elif op == "delete":
+                n = rng.choice(present)
+                (root / n).unlink()
+                changed = [n]
+            else:
+                a = rng.choice(present)
+                b = rng.choice([x for x in names if x != a])
+                (root / b).parent.mkdir(parents=True, exist_ok=True)
+                (root / a).replace(root / b)
+                changed = [a, b]
+            s.index_paths("w", changed)
+            db = s.store.reader()
+            with db:
+                ws = get_workspace(db, "w")
+                fresh = _tables_for(db, ws.id)
+                rows = db.execute(
+                    "SELECT d.path, l.target, l.target_path FROM links l JOIN documents d "
+                    "ON d.id = l.source_id WHERE l.workspace_id=?",
+                    (ws.id,),
+                ).fetchall()
+            checked += len(rows)
+            for src, target, got in rows:
+                assert got == fresh.resolve(src, target), (step, op, changed, src, target, got)
+        assert checked > 200
+    finally:
+        s.close()
