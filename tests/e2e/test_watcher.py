@@ -163,11 +163,11 @@ async def test_a_save_while_the_watcher_restarts_is_not_missed(short_tmp, monkey
     walks = []
     real_walk = live_mod._folders
 
-    def walk(roots):
+    def walk(roots, *rules):
         walks.append(sorted(roots))
         if len(walks) == 2:  # the restart's walk: no watcher runs now
             (kb / "gap.md").write_text("# Gap\n\nzebracorn saved while nothing watched\n")
-        return real_walk(roots)
+        return real_walk(roots, *rules)
 
     monkeypatch.setattr(live_mod, "_folders", walk)
     watching: list[list[str]] = []
