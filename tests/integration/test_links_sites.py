@@ -217,3 +217,27 @@ def test_live_saves_on_a_site_layout_agree_with_a_full_rebuild(tmp_path):
         assert checked > 200
     finally:
         s.close()
+
+
+def test_jekyll_pages_by_permalink_collection_post_and_link_tag(tmp_path):
+    root = tmp_path / "kb"
+    src = CORPORA / "jekyll" / "docs"
+    for rel in ("_docs/history.md", "_tutorials/navigation.md", "_posts/2016-04-19-jekyll-3-0-4-released.markdown"):
+        (root / "docs" / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src / rel, root / "docs" / rel)
+    (root / "docs" / "index.md").write_text(
+        "# Home\n\n[History](/docs/history/), [nav](/tutorials/navigation/),\n"
+        "[3.0.4](/news/2016/04/19/jekyll-3-0-4-released/) and [again]({% link _docs/history.md %}).\n"
+    )
+    s = Service(Settings.from_env(store=tmp_path / "s.db"))
+    try:
+        s.workspace_add("kb", str(root), NO_MODEL)
+        s.index("kb")
+        assert out(s, "docs/index.md") == {
+            "/docs/history": "docs/_docs/history.md",  # permalink: "/docs/history/"
+            "/tutorials/navigation": "docs/_tutorials/navigation.md",  # a collection's page
+            "/news/2016/04/19/jekyll-3-0-4-released": "docs/_posts/2016-04-19-jekyll-3-0-4-released.markdown",
+            "/_docs/history.md": "docs/_docs/history.md",  # {% link %}, from the site's root (docs/)
+        }
+    finally:
+        s.close()

@@ -26,9 +26,10 @@ _WIKI = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 # Possessive quantifiers (*+, ++) because backtracking between the spaces before
 # the destination, before the title and before ")" made "[a](" followed by
 # 20,000 spaces quadratic; nothing those give back could complete a match.
-# A label may wrap onto the next lines of its paragraph (a block never holds a blank line).
+# A label may wrap onto the next lines of its paragraph (a block never holds a blank line);
+# a destination may be a Liquid tag ({% link _docs/x.md %}), spaces and all.
 _MDLINK = re.compile(
-    r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])*+)\]\(\s*+(<[^<>\n]*>|[^\s()<>]*+)"
+    r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])*+)\]\(\s*+(<[^<>\n]*>|\{%[^%\n]*%\}|[^\s()<>]*+)"
     r"\s*+(?:(?:\"[^\"]*\"|'[^']*'|\([^()]*\))\s*+)?\)"
 )
 # [label]: destination "title" — a footnote ([^1]: text) is not one

@@ -12,9 +12,11 @@ page's address: from a page that is not a folder's index, the site renders
 it relative to the page's own address (docs/a/b.md is served at /docs/a/b/),
 so that base is tried before the file's folder.
 A site-absolute target ("/docs/concepts/") names a page from the workspace
-root or one of the workspace's `site_roots` (content/en, source, ...), or a
-page whose frontmatter `permalink`/`url` (or a Hugo alias) is that address,
-and nothing else: when no document is there it is broken.
+root or one of the workspace's `site_roots` (content/en, source, ...), a
+Jekyll collection's page (/tutorials/x from _tutorials/x.md) or post
+(/news/2016/04/19/title from _posts/2016-04-19-title.md), or a page whose
+frontmatter `permalink`/`url` (or a Hugo alias) is that address, and nothing
+else: when no document is there it is broken.
 After each write, links without a target are tried again, so a link written
 before its target existed resolves once the target appears. The name tables
 are kept per workspace and updated one document at a time: an edit to a body,
@@ -66,6 +68,8 @@ def _norm(s: str) -> str:
 
 _WORD = re.compile(r"\w+")
 _INDEX_NAMES = ("index", "_index", "readme")
+_POST_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}-")
+_POST_ADDRESS = re.compile(r"(?:^|/)(\d{4})/(\d{2})/(\d{2})/([^/]+?)(?:\.html?)?$")
 _PAGE_EXT = (".html", ".htm")
 # a target ending so names a file, relative to the file that links it
 _FILE_EXT = (".md", ".markdown", ".mdown", ".mkd", ".mdx")
@@ -125,6 +129,8 @@ class NameTables:
             ("stem", posixpath.splitext(posixpath.basename(p))[0].lower()),
             ("stem", posixpath.basename(page)),  # "ADR006-rds-broker.html.md" is ADR006-rds-broker
         }
+        if "/_posts/" in f"/{p}" and _POST_NAME.match(posixpath.basename(page)):
+            keys.add(("post", posixpath.basename(page)))
         for key in ("permalink", "url"):  # Jekyll's and Hugo's address of a page
             v = fm.get(key) if isinstance(fm, dict) else None
             if isinstance(v, str) and v.startswith("/") and ":" not in v:
@@ -210,6 +216,15 @@ class NameTables:
             rel = posixpath.normpath(t.strip("/"))
             for root in self.site_roots:
                 hit = self._at(posixpath.normpath(posixpath.join(root, rel)))
+                if hit:
+                    return hit
+            for root in self.site_roots:  # Jekyll: a collection's pages (_tutorials/x.md) are served at /tutorials/x/
+                hit = self._at(posixpath.normpath(posixpath.join(root, "_" + rel)))
+                if hit:
+                    return hit
+            post = _POST_ADDRESS.search(rel)  # Jekyll: _posts/2016-04-19-title.md at /news/2016/04/19/title/
+            if post:
+                hit = self._first("post", "-".join(post.groups()).lower())
                 if hit:
                     return hit
             return self._first("site", _address(t))
