@@ -130,11 +130,15 @@ def test_changing_the_markdown_rule_reindexes_what_it_takes_in_and_leaves_out(sv
         invoke(svc, "workspace.configure", ["kb", {"markdown": ["../x/*.md"]}])
 
 
-def test_masking_can_be_turned_off(svc):
+def test_masking_can_be_turned_off_and_on_again_masks_sessions_saved_meanwhile(svc):
     call(svc, "workspace.configure", ["kb", {"redact_secrets": False}])
     try:
         assert paths(svc, TOKEN) == ["notes.md"]
         assert all(r["path"] != "notes.md" for r in call(svc, "workspace.status", ["kb"])["files"]["redacted"])
+        call(svc, "session.append", {"workspace": "kb", "session_id": "off", "events": [
+            {"id": "1", "kind": "message", "text": f"pasted {TOKEN} while masking was off"}]})  # fmt: skip
+        assert sorted(paths(svc, TOKEN)) == [".session/off", "notes.md"]
     finally:
         call(svc, "workspace.configure", ["kb", {"redact_secrets": True}])
     assert paths(svc, TOKEN) == []
+    assert TOKEN not in call(svc, "document.read", ["kb", ".session/off"])["text"]

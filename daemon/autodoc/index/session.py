@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..config import WorkspaceConfig
@@ -57,9 +58,17 @@ class SessionIndex:
         self._written = written  # (workspace, change-log entries, touched document ids), after the commit
 
     def append(
-        self, ws: Workspace, session_id: str, events: list[dict[str, Any]], title: str | None = None
+        self,
+        ws: Workspace,
+        session_id: str,
+        events: list[dict[str, Any]],
+        title: str | None = None,
+        *,
+        remask: bool = False,
     ) -> dict[str, Any]:
-        """Index a session's conversation events (module docstring); the answer counts what happened."""
+        """Index a session's conversation events (module docstring); the answer counts what happened.
+        `remask` masks the stored events too (rechunk, after redact_secrets was turned on): an
+        append masks only the events it brings, so a long session is not scanned again per event."""
         cfg = WorkspaceConfig.from_json(ws.config)
         count = self._token_counter(ws)
         # what chunk boundaries depend on besides the event: stored chunks cut under other settings are cut again
@@ -93,6 +102,8 @@ class SessionIndex:
                 doc_id, old_title, content = current
                 stored_events = stored_sessions.events_of(db, doc_id)
                 kept, reuse = _stored(db, doc_id, content, stored_events)
+                if remask and cfg.redact_secrets:
+                    kept = {k: replace(ev, text=mask(ev.text)[0]) for k, ev in kept.items()}
             for eid, ev in incoming:
                 before = kept.get(eid)
                 if ev is None:
@@ -161,7 +172,7 @@ class SessionIndex:
         chunks come out the same keep their rows and vectors); how many sessions changed."""
         with self.store.locked() as db:
             ids = stored_sessions.session_ids(db, ws.id)
-        return sum(1 for sid in ids if self.append(ws, sid, [])["op"] is not None)
+        return sum(1 for sid in ids if self.append(ws, sid, [], remask=True)["op"] is not None)
 
     def remove(self, ws: Workspace, session_id: str) -> dict[str, Any]:
         """Delete a session: its document, chunks, vectors' claims and event spans."""
