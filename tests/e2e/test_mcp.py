@@ -548,6 +548,16 @@ def test_every_line_gets_an_answer_and_the_end_of_input_waits_for_them(store):
         j({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
         b'{"jsonrpc":"2.0","id":3,"result":null,"error":1}\n',  # a bad response of the client's: not answered
         b'{"jsonrpc":"2.0","method":"x/y","params":[1]}\n',  # a bad notification: not answered
+        # arguments sent as a JSON string: the object it holds is read, with a note (-32602, empty data, before)
+        j(
+            {
+                "jsonrpc": "2.0",
+                "id": 11,
+                "method": "tools/call",
+                "params": {"name": "read", "arguments": json.dumps({"ref": f"kb:{ADR12}#L1-2"})},
+            }
+        ),
+        j({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "read", "arguments": "ADR 12"}}),
         j(
             {
                 "jsonrpc": "2.0",
@@ -589,9 +599,14 @@ def test_every_line_gets_an_answer_and_the_end_of_input_waits_for_them(store):
             (None, -32700),
             (8, None),
             (9, None),
+            (11, None),
+            (12, -32602),
         ],
         key=str,
     )  # the order of two writers may vary
+    as_string = next(m for m in got if m["id"] == 11)["result"]["structuredContent"]
+    assert as_string["ref"] == f"kb:{ADR12}#L1-2" and "arguments sent as a JSON string" in as_string["notes"][0]
+    assert next(m for m in got if m["id"] == 12)["error"]["data"] == {"field": "arguments"}
     assert next(m for m in got if m["id"] == 7)["error"]["data"] == {"field": "params"}
     hits = next(m for m in got if m["id"] == 9)["result"]["structuredContent"]["hits"]
     assert hits and _path(hits[0]) == ADR12
@@ -617,3 +632,87 @@ async def test_a_search_of_every_workspace_keeps_to_the_budget(tmp_path):
             )
             assert not err and ans["workspaces"] == ["kb", "runbooks"] and ans["hits"]
             assert ans["tokens"] <= budget and ans["truncated"] is True, (budget, ans["tokens"])
+
+
+@pytest.fixture(scope="module")
+def two_workspaces():
+    """Workspaces a and b (no model: reading needs none), both with a README.md."""
+    base = Path(tempfile.mkdtemp(prefix="ad-mcp2-", dir="/tmp"))
+    env = dict(
+        os.environ,
+        AUTODOC_STORE=str(base / "store" / "a.db"),
+        AUTODOC_SOCKET=str(base / "d.sock"),
+        XDG_RUNTIME_DIR=str(base),
+    )
+    for name, files in {
+        "a": {"README.md": "# A\n\nline two\nline three\n", "only-a.md": "# Only in A\n\nA's own note.\n"},
+        "b": {"README.md": "# B\n\nthe b readme\n"},
+    }.items():
+        (base / name).mkdir()
+        for rel, text in files.items():
+            (base / name / rel).write_text(text, encoding="utf-8")
+        _cli(env, "workspace", "add", name, str(base / name), "--config", '{"embedding": {"provider": "none"}}')
+        _cli(env, "index", name)
+    try:
+        yield base, env
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_read_never_guesses_a_workspace_and_answers_standard_refs(two_workspaces):
+    """`read` took the first workspace that had README.md without a word, ignored a ref whose
+    workspace disagreed with `workspace`, and echoed an absolute path back as `b:/abs/path#L1-3`."""
+    base, env = two_workspaces
+    async with Client(_server(env, "--in-process")) as c:
+        ans, _, err = await _tool(c, "read", {"ref": "README.md"})
+        assert err and "several workspaces" in ans["error"] and ans["did_you_mean"] == ["a:README.md", "b:README.md"]
+        ans, _, err = await _tool(c, "read", {"ref": "only-a.md"})
+        assert not err and ans["ref"] == "a:only-a.md#L1-3"
+        assert "found in workspace 'a' (the only one of ['a', 'b'] that has it)" in ans["notes"]
+        ans, _, err = await _tool(c, "read", {"ref": "a:README.md", "workspace": "b"})
+        assert err and "names workspace 'a' and workspace is 'b'" in ans["error"]
+        ans, _, err = await _tool(c, "read", {"ref": "a:README.md", "workspace": "A"})  # the same, in another case
+        assert not err and ans["workspace"] == "a"
+        ans, text, err = await _tool(c, "read", {"ref": f"{base / 'b' / 'README.md'}#L1-2"})
+        assert not err and ans["ref"] == "b:README.md#L1-2" and ans["path"] == "README.md"
+        assert text.startswith("b:README.md#L1-2 ") and "read the absolute path as b:README.md" in ans["notes"]
+        ans, _, err = await _tool(c, "read", {"ref": str(base / "b" / "README.md"), "workspace": "a"})
+        assert err and "under the root of workspace 'b', not 'a'" in ans["error"]
+        ans, _, err = await _tool(c, "read", {"ref": "/etc/hostname"})
+        assert err and "under no workspace's root" in ans["error"] and set(ans["workspaces"]) == {"a", "b"}
+
+        # several refs in one call (a multi-get): each answered as one read answers it
+        ans, text, err = await _tool(c, "read", {"refs": ["a:README.md#L3-4", "b:only-a.md", "b:README.md"]})
+        assert not err and [d.get("ref") for d in ans["documents"]] == [
+            "a:README.md#L3-4",
+            "b:only-a.md",
+            "b:README.md#L1-3",
+        ]
+        assert (
+            ans["documents"][0]["text"] == "line two\nline three"
+            and "not an indexed document" in ans["documents"][1]["error"]
+        )
+        assert "3\u2502line two" in text and "b:only-a.md: " in text
+        ans, _, err = await _tool(c, "read", {"ref": ["a:README.md", "b:README.md"]})
+        assert not err and len(ans["documents"]) == 2 and "read the list given as 'ref' as 'refs'" in ans["notes"]
+        ans, _, err = await _tool(c, "read", {"refs": ["a:README.md"], "lines": "1-2"})
+        assert err and "give each ref its own lines" in ans["error"]
+
+        # one rule for what a model writes loosely: read as meant, and always said in a note
+        ans, _, err = await _tool(c, "read", {"ref": "a:README.md", "lines": "4-2"})
+        assert not err and (ans["line_start"], ans["line_end"]) == (2, 4)
+        assert "lines '4-2' ran backwards: read 2-4" in ans["notes"]
+        ans, _, err = await _tool(c, "read", {"ref": "a:README.md", "lines": "0-2"})
+        assert (
+            not err and ans["line_start"] == 1 and "lines '0-2' starts before line 1: read from line 1" in ans["notes"]
+        )
+        ans, _, err = await _tool(c, "read", {"ref": "a:README.md", "around": -5, "context": 1})
+        assert not err and any(n.startswith("around -5 is outside") for n in ans["notes"])
+        ans, _, err = await _tool(c, "list", {"workspace": "a", "limit": 1.7})
+        assert not err and len(ans["documents"]) == 2 and "limit 1.7 is not a whole number: used 2" in ans["notes"]
+        ans, _, err = await _tool(c, "list", {"workspace": "a", "limit": "1"})
+        assert not err and len(ans["documents"]) == 1 and "read limit '1' (a string) as the number 1" in ans["notes"]
+        ans, _, err = await _tool(c, "list", {"workspace": "a", "limit": 10_000})
+        assert not err and "limit 10000 is outside 1..200: used 200" in ans["notes"]
+        ans, _, err = await _tool(c, "list", {"workspace": "a", "limit": "many"})
+        assert err and "limit must be a whole number from 1 to 200, not 'many'" in ans["error"]

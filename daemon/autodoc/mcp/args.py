@@ -2,9 +2,13 @@
 
 A model nests options it saw in the RPC (`opts: {limit: 5}`), names a param
 the way another tool does (`k`, `top_k`, `file`), writes numbers as strings
-and asks for lines past the end. Each is taken as meant, with a note in the
-answer saying what was read; what cannot be read fails with a message saying
-what to send instead. References are the ones search answers carry:
+and asks for lines past the end. One rule for all of it: a value that means
+one thing is taken as meant — a number written as a string ("3"), a fraction
+where a whole number goes (1.7 → 2), a number past the range (clamped), a
+line range written backwards ("80-40" → 40-80) or starting before line 1, a
+boolean written as a string — and every such reading is said in the answer's
+`notes`; a value that means nothing ("five", "the middle") fails with a
+message saying what to send instead. Nothing is reinterpreted silently. References are the ones search answers carry:
 `workspace:path#L10-15` (also `path#L10-15`, `path:10-15`, `path`).
 
 Runs on: the event loop (pure).
@@ -13,6 +17,7 @@ Runs on: the event loop (pure).
 from __future__ import annotations
 
 import builtins
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +25,7 @@ from typing import Any
 from ..suggest import close_names
 from .backend import ToolError
 
+ARGUMENTS_WERE_A_STRING = "__arguments_were_a_json_string"  # set by stdio.py, as it names it
 NESTED = ("opts", "options", "params", "arguments", "args", "filters")
 ALIASES = {
     "k": "limit",
@@ -120,6 +126,9 @@ class Args:
         if not isinstance(raw, dict):
             raise ToolError(f"send the arguments as an object with the keys {known}")
         self.notes: list[str] = []
+        if raw.get(ARGUMENTS_WERE_A_STRING) is True:  # stdio.py parsed them
+            raw = {k: v for k, v in raw.items() if k != ARGUMENTS_WERE_A_STRING}
+            self.notes.append("read the arguments sent as a JSON string as the object it holds: send an object")
         self.values: dict[str, Any] = {}
         flat: dict[str, Any] = {}
         for key in NESTED:
@@ -172,16 +181,16 @@ class Args:
         if v is None:
             return default
         n: int | None = None
-        if isinstance(v, bool):
-            n = None
-        elif isinstance(v, int):
-            n = v
-        elif isinstance(v, float) and v.is_integer():
-            n = int(v)
-        elif isinstance(v, str) and re.fullmatch(r"\s*-?\d+\s*", v):
-            n = int(v)
+        x = _number(v)
+        if x is not None and x.is_integer():
+            n = int(x)
+        elif x is not None:
+            n = math.floor(x + 0.5)
+            self.notes.append(f"{name} {v!r} is not a whole number: used {n}")
         if n is None:
             raise ToolError(f"{name} must be a whole number from {lo} to {hi}, not {v!r}")
+        if isinstance(v, str) and x is not None and x.is_integer():
+            self.notes.append(f"read {name} {v!r} (a string) as the number {n}")
         if n < lo or n > hi:
             clamped = min(max(n, lo), hi)
             self.notes.append(f"{name} {n} is outside {lo}..{hi}: used {clamped}")
@@ -194,12 +203,11 @@ class Args:
         v = self.values.get(name)
         if v is None:
             return default
-        try:
-            x = float(v) if not isinstance(v, bool) else None
-        except (TypeError, ValueError):
-            x = None
-        if x is None or x != x:
+        x = _number(v)
+        if x is None:
             raise ToolError(f"{name} must be a number from {lo} to {hi}, not {v!r}")
+        if isinstance(v, str):
+            self.notes.append(f"read {name} {v!r} (a string) as the number {x:g}")
         if not lo <= x <= hi:
             self.notes.append(f"{name} {x} is outside {lo}..{hi}: used {min(max(x, lo), hi)}")
         return min(max(x, lo), hi)
@@ -210,8 +218,10 @@ class Args:
             return default
         if isinstance(v, bool):
             return v
-        if isinstance(v, str) and v.lower() in ("true", "yes", "1", "false", "no", "0"):
-            return v.lower() in ("true", "yes", "1")
+        if isinstance(v, str) and v.strip().lower() in ("true", "yes", "1", "false", "no", "0"):
+            b = v.strip().lower() in ("true", "yes", "1")
+            self.notes.append(f"read {name} {v!r} (a string) as {str(b).lower()}")
+            return b
         raise ToolError(f"{name} must be true or false, not {v!r}")
 
     def strings(self, name: builtins.str, example: builtins.str = "") -> list[builtins.str] | None:
@@ -258,11 +268,27 @@ class Args:
             raise ToolError(
                 f'{name} must be a line range like "10-25" (1-based, inclusive) or one line number, not {v!r}'
             )
-        a, b = max(1, pair[0]), max(1, pair[1])
+        a, b = pair
         if b < a:
-            self.notes.append(f"{name} {v!r} ran backwards: read {b}-{a}")
             a, b = b, a
+            self.notes.append(f"{name} {v!r} ran backwards: read {a}-{b}")
+        if a < 1:
+            self.notes.append(f"{name} {v!r} starts before line 1: read from line 1")
+            a, b = 1, max(1, b)
         return a, b
+
+
+def _number(v: Any) -> float | None:
+    """A number, or a string holding one; None for anything else (a boolean is no number)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        x = float(v)
+    elif isinstance(v, str) and re.fullmatch(r"\s*-?(?:\d+(?:\.\d*)?|\.\d+)\s*", v):
+        x = float(v)
+    else:
+        return None
+    return x if math.isfinite(x) else None
 
 
 def _kind(v: Any) -> str:

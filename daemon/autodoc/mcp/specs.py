@@ -105,11 +105,18 @@ TOOLS: list[dict[str, Any]] = [
         "description": (
             "Read a document, or part of it, with numbered lines. Give a search hit's `ref` to read that "
             'passage, or a path; narrow with `lines` ("40-80"), `around` a line, or a `section` heading. '
+            "Several documents at once: `refs`, a list of refs (each may carry its lines, `path#L40-80`). "
             "Out-of-range lines are clamped to the document; an unknown path answers with `did_you_mean`."
         ),
         "inputSchema": _obj(
             {
-                "ref": {**_STR, "description": REF},
+                "ref": {**_STR, "description": REF + " Required unless `refs` is given."},
+                "refs": {
+                    **_STRS,
+                    "maxItems": 20,
+                    "description": "Instead of `ref`: several refs read in one call, each answered in "
+                    "`documents` as `read` answers one (a ref that cannot be read gets its own `error`).",
+                },
                 "workspace": {**_STR, "description": WORKSPACE},
                 "lines": {**_STR, "description": 'Line range to read, 1-based and inclusive, e.g. "40-80".'},
                 "around": {"type": "integer", "minimum": 1, "description": "Read the lines around this line number."},
@@ -129,7 +136,6 @@ TOOLS: list[dict[str, Any]] = [
                     "description": "Most lines to return; the answer says where to continue.",
                 },
             },
-            ["ref"],
         ),
     },
     {

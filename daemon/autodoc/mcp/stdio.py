@@ -11,7 +11,11 @@ answers nothing: the client waits for ever (a trial found this, while
 with the request's id when it had one; a bad notification or a bad response of
 the client's is not answered, as JSON-RPC asks. (The SDK takes a request whose
 id is neither a string nor an integer, `1.5` or `true`, for a notification:
-that one is still not answered.) And at the end of input the SDK
+that one is still not answered.) A tools/call whose `arguments` is a string
+holding a JSON object (some clients send it so) is taken as that object, and
+the tool's answer says so in a note (args.py reads the marker); one whose string
+holds no object gets -32602 naming the field, where the SDK answered -32602 with
+empty data. And at the end of input the SDK
 cancels the requests still running and answers "Connection closed"; here the
 end of input waits for them (at most DRAIN_S), as `autodoc serve` does; a
 request the client cancelled is not waited for (the SDK does not answer it).
@@ -22,6 +26,7 @@ Runs on: the event loop of `autodoc mcp`.
 from __future__ import annotations
 
 import io
+import json
 import logging
 from collections import Counter
 from typing import Any, BinaryIO
@@ -33,6 +38,7 @@ from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
 log = logging.getLogger("autodoc.mcp")
+ARGUMENTS_WERE_A_STRING = "__arguments_were_a_json_string"  # the marker args.py turns into a note
 
 DRAIN_S = 30.0  # after the end of input, how long the requests already read may take to answer
 
@@ -82,6 +88,31 @@ def rejection(exc: Exception) -> types.JSONRPCError | None:
     )
 
 
+def arguments_as_object(msg: types.JSONRPCRequest) -> types.JSONRPCError | None:
+    """A tools/call's `arguments` sent as a JSON string: replaced (in place) by the object it
+    holds, marked for the note; the error to answer instead when it holds no object."""
+    params = msg.params
+    if msg.method != "tools/call" or not isinstance(params, dict) or not isinstance(params.get("arguments"), str):
+        return None
+    try:
+        parsed = json.loads(params["arguments"])
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        params["arguments"] = {**parsed, ARGUMENTS_WERE_A_STRING: True}
+        return None
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=msg.id,
+        error=types.ErrorData(
+            code=-32602,
+            message="invalid params: arguments must be an object of the tool's parameters by name, "
+            'e.g. {"query": "lease recovery"}, not a string',
+            data={"field": "arguments"},
+        ),
+    )
+
+
 async def serve(server: Any, options: Any, streams: tuple[BinaryIO, BinaryIO] | None = None) -> None:
     """Run the SDK's server on stdio (or on `streams`, the pipes fast.py serves it on), with the
     two guarantees above."""
@@ -110,6 +141,9 @@ async def serve(server: Any, options: Any, streams: tuple[BinaryIO, BinaryIO] | 
                             await sdk_write.send(SessionMessage(answer))
                         continue
                     msg = item.message
+                    if isinstance(msg, types.JSONRPCRequest) and (bad := arguments_as_object(msg)) is not None:
+                        await sdk_write.send(SessionMessage(bad))
+                        continue
                     if isinstance(msg, types.JSONRPCRequest):
                         pending[msg.id] += 1
                     elif isinstance(msg, types.JSONRPCNotification) and msg.method == "notifications/cancelled":

@@ -138,8 +138,49 @@ def _search_notes(ws: str, ans: dict[str, Any]) -> list[str]:
 # -- reading --------------------------------------------------------------------------------
 
 
+MAX_REFS = 20  # documents one `read` reads (`refs`); each keeps its own max_lines
+
+
 async def read(b: Backend, a: Args) -> Result:
-    ws, path, doc, ref_lines = await locate(b, a)
+    """One ref, or several (`refs`: a multi-get, each answered as one `read` answers it; a ref
+    that cannot be read is its entry's `error`, not the whole call's)."""
+    if isinstance(a.values.get("ref"), list) and not a.has("refs"):  # several refs sent as `ref`
+        a.values["refs"] = a.values.pop("ref")
+        a.notes.append("read the list given as 'ref' as 'refs'")
+    if not a.has("refs"):
+        return await _read_one(b, a)
+    raws = a.strings("refs", '["kb:adrs/0012-lease-recovery.md#L34-42", "kb:index.md"]') or []
+    if a.has("ref"):
+        raise ToolError("send ref (one document) or refs (several), not both")
+    for key in ("lines", "around", "section"):
+        if a.has(key):
+            raise ToolError(f"{key} narrows one document: with refs, give each ref its own lines (`path#L40-80`)")
+    if len(raws) > MAX_REFS:
+        a.notes.append(f"read the first {MAX_REFS} of {len(raws)} refs: send the rest in another call")
+        raws = raws[:MAX_REFS]
+    shared, a.notes = a.notes, []
+    documents: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for raw in raws:
+        try:
+            one, text = await _read_one(b, a, raw)
+        except ToolError as e:
+            one = {"ref": raw, "error": e.message, **e.data}
+            text = f"{raw}: {e.message}"
+        except AutodocError as e:
+            one, text = {"ref": raw, "error": e.message}, f"{raw}: {e.message}"
+        a.notes = []
+        documents.append(one)
+        texts.append(text)
+    out: dict[str, Any] = {"documents": documents}
+    if shared:
+        out["notes"] = shared
+    tail = "".join(f"\nnote: {n}" for n in shared)
+    return out, "\n\n".join(texts) + tail
+
+
+async def _read_one(b: Backend, a: Args, raw: str | None = None) -> Result:
+    ws, path, doc, ref_lines = await locate(b, a, raw)
     lines = doc["text"].split("\n")
     if lines and lines[-1] == "":
         lines.pop()
