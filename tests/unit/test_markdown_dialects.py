@@ -119,3 +119,12 @@ def test_headings_keep_their_id_as_anchor():
     assert [(h.text, h.anchor) for h in j.headings[:1]] == [("4.4.1 / 2025-01-29", "v4-4-1")]
     p = parse_markdown("# Next steps: 2\n\n## A b\n\n## A b\n\n## Café & ü\n")
     assert [h.anchor for h in p.headings] == ["next-steps-2", "a-b", "a-b-1", "café--ü"]
+
+
+def test_no_tag_is_offered_where_none_would_be_read():
+    from autodoc.lsp.server import _tag_context
+
+    assert parse_markdown("## Next steps {#next-steps\n").tags == []  # an id being written
+    assert _tag_context("## Next steps {#next") is None
+    assert _tag_context("see [fork](#fork-the") is None
+    assert _tag_context("filed under #sto") == "sto"

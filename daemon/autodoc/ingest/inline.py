@@ -45,8 +45,8 @@ _NOT_PROSE = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>|\{\{.*?\}\}|\{%.*?%\}|\{
 _URL = re.compile(r"<[A-Za-z][A-Za-z0-9+.-]*+:[^<>\s]*>|(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*+://\S+|\bwww\.\S+")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 # A tag starts at a word start with a letter (any script), then letters, digits, _ / -.
-# Not after a word char (foo.md#x, issue#1), '&' (&#123;), '\' (escaped), '#' or '/'.
-_TAG = re.compile(r"(?<![\w&#/\\])#([^\W\d_][\w/-]*)")
+# Not after a word char (foo.md#x, issue#1), '&' (&#123;), '\' (escaped), '#', '/' or '{' (an id).
+_TAG = re.compile(r"(?<![\w&#/\\{])#([^\W\d_][\w/-]*)")
 _DOC_EXT = (".md", ".markdown")
 # a site's page written by its address: "guide.html" is the page guide.md renders to
 _PAGE_EXT = (".html", ".htm")

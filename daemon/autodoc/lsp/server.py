@@ -62,7 +62,7 @@ HOVER_LINES = 12  # lines of the linked document a hover shows
 SAVE_WAIT = 3.0  # seconds a daemon gets to index a saved file before its diagnostics are read
 SAVED_MAX_BYTES = 64 << 20  # a saved file read to compare with the store: past any workspace's max_file_bytes
 _OPEN_WIKI = re.compile(r"\[\[([^\[\]\n|#]*)$")
-_OPEN_TAG = re.compile(r"(?<![\w&#/\\])#([\w/-]*)$")  # as ingest/inline.py reads a #tag
+_OPEN_TAG = re.compile(r"(?<![\w&#/\\{])#([\w/-]*)$")  # as ingest/inline.py reads a #tag
 
 
 def uri_path(uri: str) -> Path | None:
