@@ -142,7 +142,7 @@ def _daemon(settings: Settings) -> Iterator[Check]:
         )
         return
     try:
-        from autodoc_client import call_socket
+        from .connect import call_socket  # a blocking socket: no event loop to start for one call
 
         info = call_socket(sock, "server.info", {}, timeout=5.0)
     except Exception as e:  # refused, timed out, a bad answer: all mean "not answering"
