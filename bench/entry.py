@@ -309,6 +309,12 @@ def main_entry(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=str(DEFAULT_DATA))
     ap.add_argument("--embed-wait", type=float, default=3600.0, help="seconds to wait for the store's embedding")
     ap.add_argument("--no-index", action="store_true", help="skip the `autodoc index` case (it embeds a fresh store)")
+    ap.add_argument(
+        "--compare",
+        metavar="JSON",
+        help="an earlier run's JSON (the code before a change, run with PYTHONPATH and AUTODOC_BENCH_COMMIT as "
+        "README.md says): its p50 and × pass beside this run's",
+    )
     ap.add_argument("--out", default=str(RESULTS / "entry.md"))
     a = ap.parse_args(argv)
     corpus = Path(a.data) / "corpora" / a.corpus
@@ -371,6 +377,9 @@ def main_entry(argv: list[str] | None = None) -> int:
     finally:
         res["load_end"] = [round(x, 2) for x in os.getloadavg()]
         shutil.rmtree(tmp, ignore_errors=True)
+    if a.compare:
+        res["compare"] = json.loads(Path(a.compare).read_text())
+        res["compare"]["path"] = a.compare
     text = render(res)
     if a.out != "-":
         Path(a.out).write_text(text)
@@ -422,17 +431,28 @@ def render(res: dict[str, Any]) -> str:
         f"when quiet. Store: `{res['corpus']}`, {res.get('store', {}).get('files', {}).get('indexed', '?')} "
         f"files, {res.get('store', {}).get('chunks', '?')} chunks, fully embedded.",
         "",
-        "| entry | p50 ms | p90 ms | min ms | × pass | target ms |",
-        "|---|---:|---:|---:|---:|---:|",
     ]
+    before = res.get("compare")
+    if before:
+        bm = before["machine"]
+        lines += [
+            f"Beside it, the run of `{before['path']}`: commit {before['commit']}, {before['date']}, load average "
+            f"{bm['load']} at its start and {before['load_end']} at its end, {before['runs']} rounds.",
+            "",
+        ]
+    head = "| entry | p50 ms | p90 ms | min ms | × pass | target ms |"
+    rule = "|---|---:|---:|---:|---:|---:|"
+    if before:
+        head, rule = head + " before: p50 ms | before: × pass |", rule + "---:|---:|"
+    lines += [head, rule]
     for part in ("with_daemon", "no_daemon"):
         for label, s in res.get(part, {}).items():
-            if label == "pass" and part == "no_daemon":
-                label = "pass (no-daemon rounds)"
-            target = TARGETS_MS.get(label)
-            lines.append(
-                f"| {label} | {s['p50_ms']} | {s['p90_ms']} | {s['min_ms']} | {s['x_pass']} | {target or ''} |"
-            )
+            row = f"| {label if label != 'pass' or part == 'with_daemon' else 'pass (no-daemon rounds)'} | "
+            row += f"{s['p50_ms']} | {s['p90_ms']} | {s['min_ms']} | {s['x_pass']} | {TARGETS_MS.get(label) or ''} |"
+            if before:
+                b = before.get(part, {}).get(label)
+                row += f" {b['p50_ms']} | {b['x_pass']} |" if b else " | |"
+            lines.append(row)
     if "index" in res:
         ix = res["index"]
         lines += [
@@ -446,6 +466,17 @@ def render(res: dict[str, Any]) -> str:
             *ix["stdout"],
             "```",
         ]
+        bx = (before or {}).get("index")
+        if bx:
+            lines += [
+                "",
+                f"Before ({before['commit']}): it returned after {bx['seconds']} s, the embedding then "
+                f"{bx.get('embedding_after')}; it printed:",
+                "",
+                "```",
+                *bx["stdout"],
+                "```",
+            ]
     return "\n".join(lines) + "\n"
 
 
