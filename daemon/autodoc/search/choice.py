@@ -79,41 +79,46 @@ def navigational(text: str, breadcrumb: str = "") -> float:
     if last and _CONTENTS.match(last):
         return 1.0
     floor = ABOUT_NAV if last and _ABOUT.match(last) else 0.0
-    body: list[str] = []
-    headings = refdefs = 0
+    # one pass, each line classified once: content, a link line, or a metadata line
+    content = links = meta = headings = refdefs = 0
     in_fence = False
     for raw in text.split("\n"):
-        if _FENCE.match(raw):
+        if ("```" in raw or "~~~" in raw) and _FENCE.match(raw):
             in_fence = not in_fence
-            body.append("```")  # code is content, whatever it holds
+            content += 1  # code is content, whatever it holds
             continue
         if in_fence:
-            body.append("code")
+            content += 1
             continue
         line = raw.strip()
-        if not line or _TABLE_RULE.match(line):
+        if not line or (line[0] in "|:-" and _TABLE_RULE.match(line)):
             continue
-        if _REFDEF.match(raw):
+        if line[0] == "[" and _REFDEF.match(raw):
             refdefs += 1
             continue
-        m = _HEADING.match(raw)
-        if m:
-            title = _LINK.sub(r"\1", m.group(2)).strip()
-            if _CONTENTS.match(title):
-                return 1.0
-            if _ABOUT.match(title):
-                floor = max(floor, ABOUT_NAV)
-            headings += 1
-            continue
-        body.append(raw)
+        if line[0] == "#":
+            m = _HEADING.match(raw)
+            if m:
+                title = _LINK.sub(r"\1", m.group(2)).strip()
+                if _CONTENTS.match(title):
+                    return 1.0
+                if _ABOUT.match(title):
+                    floor = max(floor, ABOUT_NAV)
+                headings += 1
+                continue
+        if ("[" in line or "://" in line or "<a" in line) and _link_line(line):
+            links += 1
+        elif ":" in line and _META.match(line) and len(_WORD.findall(line)) <= 8:
+            meta += 1
+        else:
+            content += 1
+    body = content + links + meta
     if not body:
         return 1.0 if headings or refdefs else floor
-    links = sum(1 for line in body if _link_line(line))
-    meta = sum(1 for line in body if not _link_line(line) and _META.match(line) and len(_WORD.findall(line)) <= 8)
     nav = links + meta
-    if links < MIN_LIST_LINES and nav < len(body):
+    if links < MIN_LIST_LINES and nav < body:
         return floor
-    return max(floor, round(nav / len(body), 3))
+    return max(floor, round(nav / body, 3))
 
 
 def choose(

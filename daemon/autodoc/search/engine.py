@@ -278,8 +278,10 @@ def fuse(ctx: Context, plan: Plan, legs: Legs) -> tuple[list[F.Fused], dict[int,
 
 
 def _choose_passages(ctx: Context, plan: Plan, fused: list[F.Fused], doc_of: dict[int, int]) -> list[F.Fused]:
-    """Each shown document's passages re-slotted so that the one that answers leads (choice.py): only
-    the documents the page (or the ranker's window) can reach are weighed, their texts read for it."""
+    """Each shown document led by navigation (a table of contents, a list of links) gets its passages
+    re-slotted so that the one that answers leads (choice.py). Only the documents the page (or the
+    ranker's window) can reach are looked at, and first only their best passage's text: the rest of a
+    document's passages are read when that one is navigation (most are not: a search reads a few rows)."""
     docs: dict[int, list[int]] = {}
     for f in fused:
         d = doc_of[f.chunk_id]
@@ -288,10 +290,15 @@ def _choose_passages(ctx: Context, plan: Plan, fused: list[F.Fused], doc_of: dic
                 continue
             docs[d] = []
         docs[d].append(f.chunk_id)
-    several = [c for ids in docs.values() if len(ids) > 1 for c in ids]
+    several = [ids for ids in docs.values() if len(ids) > 1]
     if not several:
         return fused
-    nav = {c: choice.navigational(t, b) for c, (b, t) in stored_hits.chunk_heads(ctx.db, several).items()}
+    heads = stored_hits.chunk_heads(ctx.db, [ids[0] for ids in several])
+    nav = {c: choice.navigational(t, b) for c, (b, t) in heads.items()}
+    rest = [c for ids in several if nav.get(ids[0]) for c in ids[1:]]
+    if not rest:
+        return fused
+    nav.update({c: choice.navigational(t, b) for c, (b, t) in stored_hits.chunk_heads(ctx.db, rest).items()})
     return choice.choose(fused, doc_of, nav)
 
 
