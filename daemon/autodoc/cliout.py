@@ -90,17 +90,22 @@ def _some(items: list[Any], show: Any) -> list[str]:
 
 
 def left_out_lines(name: str, left: dict[str, Any] | None) -> list[str]:
-    """What the `markdown` option left out (files.left_out), and the configure call that takes it in."""
-    if not left or not (left["files"] or left["hidden_folders"]):
+    """What the `markdown` option left out (files.left_out), and the entries that take it in."""
+    if not left or not (left["files"] or left.get("hidden_files") or left["hidden_folders"]):
         return []
-    what = ", ".join(f"{n} {ext}" for ext, n in left["by_extension"].items())
-    hidden = [e for e in left["examples"] if e.endswith("/")]
-    n = left["files"]
-    parts = [f"{n} file{'s' if n > 1 else ''} that look{'' if n > 1 else 's'} like Markdown ({what})"] if n else []
-    if left["hidden_folders"]:
-        n = left["hidden_folders"]
-        parts.append(f"{n} hidden folder{'s' if n > 1 else ''} ({', '.join(hidden[:3])}{', …' if n > 3 else ''})")
-    more = [*(f"*{ext}" for ext in left["by_extension"]), *(f"{h}**/*.md" for h in hidden[:3])]
+    parts, more = [], [f"*{ext}" for ext in left["by_extension"]]
+    if n := left["files"]:
+        what = ", ".join(f"{k} {ext}" for ext, k in left["by_extension"].items())
+        parts.append(f"{n} file{'s' if n > 1 else ''} that look{'' if n > 1 else 's'} like Markdown ({what})")
+    shown = [e for e in left["examples"] if not e.endswith("/") and e.rsplit("/", 1)[-1].startswith(".")]
+    if n := left.get("hidden_files", 0):
+        parts.append(f"{n} hidden file{'s' if n > 1 else ''} ({', '.join(shown[:3])}{', …' if n > 3 else ''})")
+        names = [e.rsplit("/", 1)[-1].lstrip(".") for e in shown]
+        more += sorted({".*." + x.split(".", 1)[1] for x in names if "." in x})
+    folders = [e for e in left["examples"] if e.endswith("/")]
+    if n := left["hidden_folders"]:
+        parts.append(f"{n} hidden folder{'s' if n > 1 else ''} ({', '.join(folders[:3])}{', …' if n > 3 else ''})")
+        more += [f"{h}**/*.md" for h in folders[:3]]
     return [
         f"  left out: {'; '.join(parts)}",
         f"    to index them, add {', '.join(json.dumps(m) for m in more)} to the workspace option "

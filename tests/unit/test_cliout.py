@@ -43,11 +43,16 @@ def test_status_and_index_say_what_the_markdown_option_left_out_and_how_to_take_
     left = {
         "files": 2,
         "by_extension": {".md.erb": 2},
+        "hidden_files": 1,
         "hidden_folders": 1,
-        "examples": [".github/", "source/a.html.md.erb", "source/b.html.md.erb"],
+        "examples": [".github/", "notes/.draft.md", "source/a.html.md.erb", "source/b.html.md.erb"],
         "setting": "markdown",
     }
     lines = cliout.left_out_lines("kb", left)
-    assert lines[0] == "  left out: 2 files that look like Markdown (2 .md.erb); 1 hidden folder (.github/)"
-    assert '"*.md.erb", ".github/**/*.md"' in lines[1] and "autodoc workspace configure kb" in lines[1]
-    assert cliout.left_out_lines("kb", {**left, "files": 0, "by_extension": {}, "hidden_folders": 0}) == []
+    assert lines[0] == (
+        "  left out: 2 files that look like Markdown (2 .md.erb); 1 hidden file (notes/.draft.md); "
+        "1 hidden folder (.github/)"
+    )
+    assert '"*.md.erb", ".*.md", ".github/**/*.md"' in lines[1] and "autodoc workspace configure kb" in lines[1]
+    none = {**left, "files": 0, "by_extension": {}, "hidden_files": 0, "hidden_folders": 0}
+    assert cliout.left_out_lines("kb", none) == []

@@ -223,6 +223,7 @@ def test_the_rule_picks_files_enters_hidden_folders_and_counts_what_it_leaves_ou
             "source/runbook.html.md.erb": "",
             "source/layout.erb": "",  # not Markdown-looking: not counted
             "README.md.bak": "",
+            "notes/.draft.md": "",  # a hidden file: counted apart
             ".github/CONTRIBUTING.md": "",
             ".github/ISSUE_TEMPLATE/bug.md": "",
             ".obsidian/app.json": "",
@@ -234,15 +235,16 @@ def test_the_rule_picks_files_enters_hidden_folders_and_counts_what_it_leaves_ou
     got = [e.relpath for e in scan_workspace(root, max_bytes=BIG, left_out=left)]
     assert got == ["a.md", "b.mdx"]
     out = left.to_json()
-    assert out["files"] == 3 and out["by_extension"] == {".md.erb": 2, ".md.bak": 1}
+    assert out["files"] == 3 and out["by_extension"] == {".md.erb": 2, ".md.bak": 1} and out["hidden_files"] == 1
     assert out["hidden_folders"] == 2 and ".github/" in out["examples"] and out["setting"] == "markdown"
-    rule = MarkdownRule((".md", "*.html.md.erb", ".github/**/*.md", ".session/*.md"))
+    rule = MarkdownRule((".md", "*.html.md.erb", ".github/**/*.md", ".session/*.md", ".*.md"))
     left = LeftOut()
     got = [e.relpath for e in scan_workspace(root, max_bytes=BIG, rule=rule, left_out=left)]
     assert got == [
         ".github/CONTRIBUTING.md",
         ".github/ISSUE_TEMPLATE/bug.md",
         "a.md",
+        "notes/.draft.md",
         "source/incident.html.md.erb",
         "source/runbook.html.md.erb",
     ]

@@ -184,14 +184,17 @@ class LeftOut:
     """Files that look like Markdown (MARKDOWNISH) but the rule leaves out, and hidden folders not
     entered: what workspace.status and `autodoc index` report under files.left_out."""
 
-    files: int = 0
+    files: int = 0  # not hidden, an extension the rule does not take
     by_extension: dict[str, int] = field(default_factory=dict)
+    hidden_files: int = 0  # a Markdown-looking file whose own name is hidden (.draft.md)
     hidden_folders: int = 0
     examples: list[str] = field(default_factory=list)
 
     def add(self, rel: str, key: str | None) -> None:
         if key is None:
             self.hidden_folders += 1
+        elif _hidden(rel.rsplit("/", 1)[-1]):
+            self.hidden_files += 1
         else:
             self.files += 1
             self.by_extension[key] = self.by_extension.get(key, 0) + 1
@@ -202,6 +205,7 @@ class LeftOut:
         return {
             "files": self.files,
             "by_extension": dict(sorted(self.by_extension.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "hidden_files": self.hidden_files,
             "hidden_folders": self.hidden_folders,
             "examples": sorted(self.examples),
             "setting": "markdown",
