@@ -38,8 +38,10 @@ _REFDEF = re.compile(r"^ {0,3}\[(?!\^)([^\]\n]+)\]:[ \t]*(<[^<>\n]*>|\S+)[^\n]*"
 _REFUSE = re.compile(r"\[((?:[^\[\]]|\[[^\[\]]*\])*+)\](?:\[([^\[\]]*)\])?")
 # Jekyll's {% link path %}: the site's file at that path
 _LIQUID_LINK = re.compile(r"^\{%-?\s*link\s+(\S+?)\s*-?%\}$")
-# what is markup, not prose, for tags: HTML tags and comments, templates, attribute lists
-_NOT_PROSE = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>|\{\{.*?\}\}|\{%.*?%\}|\{:?[ \t]*[#.][^{}\n]*\}", re.S)
+# what is markup, not prose, for tags: HTML tags, templates, attribute lists (HTML comments:
+# _blank_comments). No part can run past a character that would start another match, so a
+# block of many unclosed "{{" or "<" stays linear (".*?" made 40,000 "{{" take 57 s).
+_NOT_PROSE = re.compile(r"</?[A-Za-z][^<>]*>|\{\{[^{}]*\}\}|\{%[^%]*%\}|\{:?[ \t]*[#.][^{}\n]*\}")
 # A bare scheme starts where a run of scheme characters starts: "a.a.a.…" would
 # otherwise be tried from every letter after a dot, each try reading to the end.
 _URL = re.compile(r"<[A-Za-z][A-Za-z0-9+.-]*+:[^<>\s]*>|(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*+://\S+|\bwww\.\S+")
@@ -127,6 +129,24 @@ def _blank(s: str) -> str:
     return re.sub(r"[^\n]", " ", s)
 
 
+def _blank_comments(s: str) -> str:
+    """<!-- HTML comments --> blanked, by search rather than a regex: one pass however many
+    comments are left open."""
+    start = s.find("<!--")
+    if start < 0:
+        return s
+    parts, pos = [], 0
+    while start >= 0:
+        end = s.find("-->", start + 4)
+        if end < 0:
+            break  # open to the end of the block: not closed here, so not a comment we know
+        parts += [s[pos:start], _blank(s[start : end + 3])]
+        pos = end + 3
+        start = s.find("<!--", pos)
+    parts.append(s[pos:])
+    return "".join(parts)
+
+
 def _ref_key(label: str) -> str:
     return " ".join(label.lower().split())  # CommonMark matches labels case- and space-insensitively
 
@@ -176,7 +196,7 @@ def block_links(masked: str, first_line: int = 1, defs: dict[str, str] | None = 
             return _blank(m.group(0))
 
         masked = _REFUSE.sub(use, masked)
-    masked = _NOT_PROSE.sub(lambda u: _blank(u.group(0)), masked)
+    masked = _NOT_PROSE.sub(lambda u: _blank(u.group(0)), _blank_comments(masked))
     masked = _URL.sub(lambda u: " " * len(u.group(0)), masked)
     found.sort(key=lambda t: t[0])
     return [link for _, _, link in found], masked
