@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import mcp_types as types
 import pytest
 from helpers.daemon import Daemon
@@ -652,10 +653,12 @@ def two_workspaces():
         for rel, text in files.items():
             (base / name / rel).write_text(text, encoding="utf-8")
         _cli(env, "workspace", "add", name, str(base / name), "--config", '{"embedding": {"provider": "none"}}')
-        _cli(env, "index", name)
+        _cli(env, "index", "--wait", name)
+    _cli(env, "workspace", "configure", "a", '{"description": "Team A: decisions and runbooks"}')
     try:
         yield base, env
     finally:
+        _stop_daemon(base / "d.sock")
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -716,3 +719,25 @@ async def test_read_never_guesses_a_workspace_and_answers_standard_refs(two_work
         assert not err and "limit 10000 is outside 1..200: used 200" in ans["notes"]
         ans, _, err = await _tool(c, "list", {"workspace": "a", "limit": "many"})
         assert err and "limit must be a whole number from 1 to 200, not 'many'" in ans["error"]
+
+
+async def test_tools_declare_their_answers_and_workspaces_say_what_they_hold(two_workspaces):
+    """Every tool declares an output schema (the SDK client checks each answer against it: every
+    call in these tests is checked), and a workspace's description, set by workspace.configure,
+    is shown to an agent choosing among several."""
+    _base, env = two_workspaces
+    async with Client(_server(env, "--in-process")) as c:
+        tools = (await c.list_tools()).tools
+        assert all(t.output_schema and t.output_schema["type"] == "object" for t in tools)
+        ans, _, err = await _tool(c, "status", {})
+        assert not err
+        assert {w["workspace"]: w["description"] for w in ans["workspaces"]} == {
+            "a": "Team A: decisions and runbooks",
+            "b": "",
+        }
+        ans, _, err = await _tool(c, "list", {})
+        assert err and ans["workspaces"] == ["a", "b"] and ans["about"] == {"a": "Team A: decisions and runbooks"}
+        for name, args in (("outline", {"ref": "a:README.md"}), ("links", {"ref": "a:README.md"})):
+            ans, _, err = await _tool(c, name, args)
+            assert not err
+            jsonschema.validate(ans, next(t.output_schema for t in tools if t.name == name))

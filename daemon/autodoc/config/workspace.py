@@ -29,6 +29,8 @@ PAGE_SUFFIXES = (".html.md.erb", ".html.markdown", ".html.md", ".md.erb", ".mark
 class WorkspaceConfig:
     """Per-workspace options (workspace.configure). Unknown keys are refused."""
 
+    # what the workspace holds, in a sentence, for an agent choosing among several (MCP `status`)
+    description: str = ""
     section_tokens: int = SECTION_TOKENS
     abstract_chunk: bool = True
     demote_superseded: bool = True

@@ -140,6 +140,11 @@ class Backend:
     async def workspaces(self) -> list[str]:
         return [w["name"] for w in (await self.call("workspace.list", {}))["workspaces"]]
 
+    async def descriptions(self) -> dict[str, str]:
+        """Each workspace's description (workspace.configure's `description`; "" when none)."""
+        listed = (await self.call("workspace.list", {}))["workspaces"]
+        return {w["name"]: (w.get("config") or {}).get("description", "") for w in listed}
+
     async def workspace(self, name: Any, *, many: bool = False) -> list[str]:
         """The workspaces a call is about: the one named (matched without regard to case),
         or, with no name, the only one there is, or with `many` every one."""
@@ -149,7 +154,8 @@ class Backend:
         if name in (None, "", "*", "all", "ALL"):
             if many or len(names) == 1:
                 return names
-            raise ToolError("name a workspace", workspaces=names)
+            about = {n: d for n, d in (await self.descriptions()).items() if d}
+            raise ToolError("name a workspace", workspaces=names, about=about or None)
         if not isinstance(name, str):
             raise ToolError(f"workspace must be a name (a string), one of {names}", workspaces=names)
         if name in names:

@@ -89,6 +89,7 @@ async def status(b: Backend, a: Args) -> Result:
     names = await b.workspace(a.str("workspace"), many=True) if await b.workspaces() else []
     info = await b.call("server.info", [])
     got = await gather([partial(b.call, "workspace.status", [ws]) for ws in names])
+    about = await b.descriptions()
     out = {
         "server": {
             "mode": b.mode,
@@ -100,7 +101,7 @@ async def status(b: Backend, a: Args) -> Result:
             "models": {kind: [m.get("name") for m in ms] for kind, ms in info["models"].items()},
             **({"semantic": info["semantic"]} if "semantic" in info else {}),
         },
-        "workspaces": [_ws_status(s) for s in got],
+        "workspaces": [_ws_status(s, about.get(s["name"], "")) for s in got],
     }
     if not names:
         out["notes"] = [no_workspace(b.settings)]
@@ -108,11 +109,12 @@ async def status(b: Backend, a: Args) -> Result:
     return out, as_text(out)
 
 
-def _ws_status(s: dict[str, Any]) -> dict[str, Any]:
+def _ws_status(s: dict[str, Any], description: str) -> dict[str, Any]:
     emb = s["embedding"]
     semantic = {k: emb[k] for k in emb if k not in ("fingerprint", "available", "skipped")}
     return {
         "workspace": s["name"],
+        "description": description,  # workspace.configure's, for an agent choosing among several
         "root": s["root"],
         "root_exists": s["root_exists"],
         "files": {

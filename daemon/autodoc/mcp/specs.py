@@ -1,4 +1,5 @@
-"""The tool list: names, descriptions and input schemas, written for a model.
+"""The tool list: names, descriptions and input schemas, written for a model (and each
+tool's output schema, outputs.py).
 
 tests/golden/mcp_tools.json holds what tools/list answers; a change here is a
 change to what every agent reads, so the golden file changes with it.
@@ -9,6 +10,8 @@ Runs on: the event loop (constants).
 from __future__ import annotations
 
 from typing import Any
+
+from .outputs import OUTPUTS
 
 REF = (
     "A document reference: a search hit's `ref` (`workspace:path#L10-15`), `workspace:path`, "
@@ -340,6 +343,9 @@ for _t in TOOLS:
         "openWorldHint": False,
         **({"idempotentHint": True, "destructiveHint": False} if _t["name"] in WRITES else {}),
     }
+
+for _t in TOOLS:  # what each answers (outputs.py): clients check answers against it
+    _t["outputSchema"] = OUTPUTS[_t["name"]]
 
 NAMES = [t["name"] for t in TOOLS]
 KNOWN_ARGS: dict[str, list[str]] = {t["name"]: list(t["inputSchema"]["properties"]) for t in TOOLS}
