@@ -241,3 +241,23 @@ def test_jekyll_pages_by_permalink_collection_post_and_link_tag(tmp_path):
         }
     finally:
         s.close()
+
+
+def test_a_translated_page_links_to_the_translation(tmp_path):
+    """Hugo serves /docs/x from a Japanese page as the Japanese page when there is one: content/ja
+    is tried first for a page under content/ja (a sibling of the site root content/en)."""
+    root = tmp_path / "kb"
+    for lang in ("en", "ja"):
+        for rel in ("concepts/observability-primer.md", "concepts/signals/traces.md"):
+            dest = root / "content" / lang / "docs" / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(CORPORA / "opentelemetry-docs" / "content" / lang / "docs" / rel, dest)
+    s = Service(Settings.from_env(store=tmp_path / "s.db"))
+    try:
+        s.workspace_add("kb", str(root), NO_MODEL)
+        s.index("kb")
+        for lang in ("en", "ja"):
+            got = out(s, f"content/{lang}/docs/concepts/observability-primer.md")
+            assert got["/docs/concepts/signals/traces"] == f"content/{lang}/docs/concepts/signals/traces.md"
+    finally:
+        s.close()

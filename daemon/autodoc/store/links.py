@@ -12,7 +12,8 @@ page's address: from a page that is not a folder's index, the site renders
 it relative to the page's own address (docs/a/b.md is served at /docs/a/b/),
 so that base is tried before the file's folder.
 A site-absolute target ("/docs/concepts/") names a page from the workspace
-root or one of the workspace's `site_roots` (content/en, source, ...), a
+root or one of the workspace's `site_roots` (content/en, source, ...; from a
+page under a sibling of a root, content/ja, that sibling first), a
 Jekyll collection's page (/tutorials/x from _tutorials/x.md) or post
 (/news/2016/04/19/title from _posts/2016-04-19-title.md), or a page whose
 frontmatter `permalink`/`url` (or a Hugo alias) is that address, and nothing
@@ -208,13 +209,26 @@ class NameTables:
         paths = self._table.get((kind, key))
         return paths[0] if paths else None
 
+    def _roots_for(self, source: str) -> list[str]:
+        """The site roots for a link written in source: first the sibling of a root that holds
+        the page (content/ja for a page under content/ja when content/en is a root: Hugo serves
+        a translated page's /docs/x as the translation when there is one), then the roots."""
+        first = []
+        for root in self.site_roots:
+            parent, _, _ = root.rpartition("/")
+            if parent and source.startswith(parent + "/"):
+                sibling = parent + "/" + source[len(parent) + 1 :].split("/", 1)[0]
+                if sibling != source and sibling not in first:
+                    first.append(sibling)
+        return first + [r for r in self.site_roots if r not in first]
+
     def resolve(self, source: str, target: str) -> str | None:
         t = target.strip()
         if not t:
             return None
         if t.startswith("/"):  # a site-absolute address: from the root or a site root, or a permalink
             rel = posixpath.normpath(t.strip("/"))
-            for root in self.site_roots:
+            for root in self._roots_for(source):
                 hit = self._at(posixpath.normpath(posixpath.join(root, rel)))
                 if hit:
                     return hit
