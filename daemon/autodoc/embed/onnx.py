@@ -145,18 +145,32 @@ def file_sha256(path: Path) -> str:
 # provider object (workspaces with the same model share the ~100 MB of weights
 # and arenas). InferenceSession.run is thread-safe.
 _session_lock = threading.Lock()
-_sessions: dict[tuple[str, int, str], Any] = {}
+_sessions: dict[tuple[str, int, str, int], Any] = {}
+
+
+def thread_nice() -> int:
+    """The calling thread's nice value (Linux keeps one a thread; 0 where it cannot be read)."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    except (AttributeError, OSError):
+        return 0
+
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 
 
 def get_session(model_path: Path, threads: int, opt_level: str = "all"):
-    """The shared session. opt_level "all" (onnxruntime's default) measured the
-    same as "basic"/"extended"/"disable" within noise on this model (the graph
-    has no fusable patterns left that help on CPU); kept for future models."""
+    """The shared session for the calling thread's priority. opt_level "all"
+    (onnxruntime's default) measured the same as "basic"/"extended"/"disable"
+    within noise on the shipped graph; kept for future models.
+
+    A thread of lowered priority (the daemon's embed queue, embed/queue.py) gets a
+    session of its own, made on that thread: onnxruntime's pool threads are
+    created with the session and inherit its priority, so the whole batch, not
+    only the calling thread, gives way to searches."""
     import onnxruntime as ort
 
-    key = (str(model_path), threads, opt_level)
+    key = (str(model_path), threads, opt_level, thread_nice())
     with _session_lock:
         sess = _sessions.get(key)
         if sess is not None:
@@ -282,6 +296,8 @@ class OnnxProvider(BaseProvider):
             built = fused.fused_graph(self.model_path, model_sha, fused.cache_dir(), self.tokenizer_path)
         self.graph = fused.RECIPE if built is not None else "shipped"
         self.graph_path = built or self.model_path
+        self._opt_level = opt_level
+        self._nice = thread_nice()
         self._session = get_session(self.graph_path, self.threads, opt_level)
         names = {i.name for i in self._session.get_inputs()}
         self._feed_types = "token_type_ids" in names
@@ -347,6 +363,10 @@ class OnnxProvider(BaseProvider):
         opts.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         self._embed([""], opts)
 
+    def _session_here(self):
+        """The session for a thread whose priority differs from the loading thread's (made here)."""
+        return get_session(self.graph_path, self.threads, self._opt_level)
+
     def _embed(self, texts: list[str], run_options=None) -> tuple[np.ndarray, int]:
         unique = list(dict.fromkeys(texts))
         if len(unique) < len(texts):  # identical texts (boilerplate sections, repeated notes) run once
@@ -367,6 +387,7 @@ class OnnxProvider(BaseProvider):
         lengths = np.fromiter((len(x) for x in windows), dtype=np.int64, count=len(windows))
         order = np.argsort(lengths, kind="stable")
         sums = np.empty((len(windows), self._dim), dtype=np.float32)
+        session = self._session if thread_nice() == self._nice else self._session_here()
         # The fused graph quantizes each MatMul's input with one scale for the whole tensor, so a
         # window batched with others would get a vector that depends on its batch-mates (cosine
         # 0.987 to its vector alone, measured): it runs each window alone, which pads nothing and
@@ -385,7 +406,7 @@ class OnnxProvider(BaseProvider):
             if self._feed_types:
                 feed["token_type_ids"] = np.zeros_like(input_ids)
             try:
-                hidden = self._session.run([self._output], feed, run_options)[0]
+                hidden = session.run([self._output], feed, run_options)[0]
             except Exception as e:
                 raise ProviderDown(f"onnxruntime failed: {e}", provider="onnx") from e
             sums[rows] = masked_sum(hidden, mask)

@@ -18,6 +18,7 @@ queue; steps take the store's write lock only to write a batch).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -48,6 +49,12 @@ RATE_WEIGHT = 0.3  # a new batch's share of the running rate: recent batches cou
 # the rate of steps of 256 on the same texts (24.8 against 30.3 chunks/s, bench.speed's
 # SciFact notes); the window gives small steps the sorted batches of large ones.
 LINE_TEXTS = 256
+# How much the daemon's embedding thread lowers its priority (nice) for its whole life: a search
+# or the user's own work then takes the cores first, and on a quiet machine the fill runs as fast.
+# Its model runs on a session made on that thread (embed/onnx.py get_session), so onnxruntime's
+# pool threads are lowered too. Only the endless loop (the daemon's); `autodoc index` waits for its
+# own fill and runs at full priority.
+BACKGROUND_NICE = 10
 INSTANT_BATCH = 4096  # instant-tier texts per step: a few seconds at its slowest measured speed
 
 # notify(workspace, {"embedded", "pending", "state", "reason", "instant"}): progress for clients
@@ -352,6 +359,8 @@ class EmbedQueue:
         otherwise wait for `wake` and go on until `stopping` is set. Each step
         runs inside `guard()` (the language server's lock). A provider that is
         down is retried with backoff; it never stops lexical work."""
+        if not until_idle:
+            lower_priority(BACKGROUND_NICE)
         backoff: dict[str, tuple[float, float]] = {}  # workspace → (retry at, current delay)
         total = 0
         while not self.stopping.is_set():
@@ -434,3 +443,14 @@ class EmbedQueue:
         self.request_stop()
         with self._stepping:
             pass
+
+
+def lower_priority(by: int) -> bool:
+    """Lower the calling thread's priority (Linux keeps a nice value a thread); whether it did."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
+    except (AttributeError, OSError) as e:  # not a Unix, or not allowed: the fill runs at full priority
+        log.debug("could not lower the embedding thread's priority: %s", e)
+        return False
+    return True
