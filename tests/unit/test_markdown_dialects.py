@@ -137,3 +137,14 @@ def test_unclosed_markup_in_a_long_paragraph_stays_linear(line):
     timeout is the bound."""
     d = parse_markdown(line * 60_000 + "#tag\n")
     assert d.tags == ["tag"]
+
+
+def test_indented_code_blocks_hold_no_tags_or_links_but_list_items_do():
+    d = real("swift-evolution/proposals/0022-objc-selectors.md")  # "    control.sendAction(#selector(…"
+    assert "selector" not in d.tags
+    p = parse_markdown(
+        "Text:\n\n    #if DEBUG [x](code.md)\n\n    #endif\n\n"
+        "1. Step one\n\n    See [the guide](guide.md) #ops\n\n\tmore #tabbed\n\nBack at the margin.\n\n    #code2\n"
+    )
+    assert [l.target for l in p.links] == ["guide.md"]
+    assert p.tags == ["ops", "tabbed"]

@@ -69,6 +69,7 @@ def _parse(text: str) -> ParsedDocument:
     fm = read_frontmatter(text, lines)
     bmap = ByteMap(text, lines)
     code = fence_mask(lines, fm.body_index)
+    indented = _indented_code(lines, fm.body_index, code)
     problems = list(fm.problems) + _text_problems(text, lines)
 
     headings: list[Heading] = []
@@ -122,6 +123,10 @@ def _parse(text: str) -> ParsedDocument:
             para_first, in_block = None, False
             continue
         if code[i]:
+            end_block()
+            para_first, in_block = None, False
+            continue
+        if indented[i]:  # code: no heading, link or #tag in it ("    #if DEBUG")
             end_block()
             para_first, in_block = None, False
             continue
@@ -217,6 +222,51 @@ def _parse(text: str) -> ParsedDocument:
         abstract_span=span,
         problems=_capped(problems),
     )
+
+
+_LIST_ITEM = re.compile(r"^ {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+
+
+def _indented_code(lines: list[Line], first: int, fenced: list[bool]) -> list[bool]:
+    """Which lines are an indented code block (CommonMark): 4+ columns of indent after a blank
+    line, outside any list (inside one, that indent continues an item), running on through
+    blank lines while the indent holds."""
+    out = [False] * len(lines)
+    in_list = False
+    in_code = False
+    blank_before = True
+    for i in range(first, len(lines)):
+        if fenced[i]:
+            in_code, blank_before = False, False
+            continue
+        t = lines[i].text
+        if not t.strip():
+            blank_before = True
+            continue
+        deep = _indent(t) >= 4
+        if deep and (in_code or (blank_before and not in_list)):
+            out[i] = in_code = True
+        else:
+            in_code = False
+            if _LIST_ITEM.match(t):
+                in_list = True
+            elif blank_before and _indent(t) < 2:
+                in_list = False  # a paragraph at the margin after a blank line ends the list
+        blank_before = False
+    return out
+
+
+def _indent(t: str) -> int:
+    """Columns of leading white space, a tab reaching the next multiple of 4."""
+    col = 0
+    for c in t:
+        if c == " ":
+            col += 1
+        elif c == "\t":
+            col += 4 - col % 4
+        else:
+            break
+    return col
 
 
 def _atx(s: str) -> tuple[int, str] | None:
