@@ -22,14 +22,13 @@ import json
 import logging
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from . import __version__, cliout, sessioncli
+from . import __version__, cliout, indexcli, sessioncli
 from .config import Settings
 from .config.logs import configure_logging
-from .connect import call, daemon_socket
+from .connect import call
 from .errors import AutodocError, InternalError, InvalidParams
 
 log = logging.getLogger("autodoc")
@@ -40,7 +39,6 @@ EXIT_FAILED = 1  # --call answered with an error; the daemon could not start; an
 EXIT_USAGE = 2  # what was asked cannot be done as asked: bad arguments, unknown workspace or file
 EXIT_INTERNAL = 70  # a bug (EX_SOFTWARE)
 EXIT_INTERRUPTED = 130
-DAEMON_START_S = 60.0  # how long `autodoc index` waits for the daemon it starts to answer
 
 _LINES = re.compile(r"^\s*(\d+)\s*(?:[-:]\s*(\d+)\s*)?$")
 
@@ -144,14 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("name")
     c.add_argument("options", help="JSON object of options")
 
-    i = sub.add_parser("index", help="index a workspace (all when none is named)")
-    i.add_argument("name", nargs="?")
-    i.add_argument("--full", action="store_true", help="re-chunk every file")
-    i.add_argument(
-        "--wait",
-        action="store_true",
-        help="embed before returning (in this process when no daemon runs) instead of leaving it to a daemon",
-    )
+    indexcli.add_parser(sub)
 
     q = sub.add_parser("search", help="search a workspace")
     q.add_argument("query", nargs="+")
@@ -238,81 +229,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
-
-
-def _embedding_line(name: str, emb: dict[str, Any] | None, here: bool, seconds: float) -> str:
-    """What the run did for search by meaning: in-process it embeds before answering (minutes on a
-    large workspace, which the index's own time leaves out); a daemon embeds in the background."""
-    emb = emb or {}
-    if not emb.get("available"):
-        return f"{name}: search by meaning is off: {emb.get('reason') or 'no embedding model'}"
-    n, left = emb.get("embedded", 0), emb.get("skipped", 0)
-    if here:
-        line = f"{name}: {n} chunks embedded in {max(0.0, seconds):.1f} s"
-        return f"{line}; {left} not embedded: {emb.get('reason')}" if left else line
-    if left:
-        return f"{name}: search by meaning covers {n} chunks; {left} more to embed ({emb.get('reason') or 'the daemon embeds them in the background'})"
-    return f"{name}: search by meaning covers all {n} chunks"
-
-
-def _index(settings: Settings, name: str | None, *, full: bool, wait: bool) -> int:
-    """`autodoc index`: each workspace's index, its report and what it skipped first; then search by
-    meaning. A daemon embeds in the background: the one that runs, else one started here once the
-    words are indexed (issue 38: an in-process run kept a person at the prompt for most of an hour
-    embedding 30k chunks, with nothing said until it ended). `wait` embeds before returning, in
-    this process when no daemon runs (scripts that want every vector before they go on)."""
-    names = [name] if name else [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
-    here = daemon_socket(settings) is None
-    handed: list[str] = []
-    for n in names:
-        t0 = time.monotonic()
-        rep = call(
-            settings, "workspace.reindex" if full else "workspace.index", {"workspace": n}, progress=True, embed=wait
-        )
-        print(
-            f"{n}: {rep['added']} added, {rep['modified']} modified, {rep['renamed']} renamed, "
-            f"{rep['deleted']} deleted, {rep['unchanged']} unchanged, {len(rep['skipped'])} skipped; "
-            f"{rep['chunks']} chunks in {rep['seconds']} s",
-            flush=True,
-        )
-        for s in rep["skipped"]:
-            print(f"  skipped {s['path']}: {s['reason']}", file=sys.stderr)
-        for line in cliout.left_out_lines(n, rep.get("left_out")):
-            print(line, file=sys.stderr)
-        emb = rep.get("embedding") or {}
-        if here and not wait and emb.get("available") and emb.get("skipped"):
-            handed.append(n)
-        else:
-            print(_embedding_line(n, emb, here and wait, time.monotonic() - t0 - float(rep["seconds"])))
-    if handed:
-        _hand_off(settings, handed)
-    return EXIT_OK
-
-
-def _hand_off(settings: Settings, names: list[str]) -> None:
-    """Start a daemon for this store to embed what `names` lack, and say how to follow it; when
-    none can start, embed here as before (the reason on stderr)."""
-    from .connect import start_daemon
-
-    log_path = Path(str(settings.store) + ".daemon.log")
-    why = start_daemon(settings, log_path, wait_s=DAEMON_START_S)
-    if why is not None:
-        print(f"autodoc: no daemon to embed in the background ({why}); embedding here", file=sys.stderr)
-        for n in names:
-            t0 = time.monotonic()
-            rep = call(settings, "workspace.index", {"workspace": n}, progress=True)
-            print(_embedding_line(n, rep.get("embedding"), True, time.monotonic() - t0 - float(rep["seconds"])))
-        return
-    pid = call(settings, "server.info", {}).get("pid")
-    for n in names:
-        emb = call(settings, "workspace.status", {"workspace": n})["embedding"]
-        eta = emb.get("eta_seconds")
-        left = f", about {eta / 60:.0f} min left" if eta and eta >= 90 else (f", about {eta:.0f} s left" if eta else "")
-        print(
-            f"{n}: search by meaning fills in the background: the daemon (pid {pid}, log {log_path}) embeds "
-            f"{emb.get('pending', 0)} chunks{left}; searches answer meanwhile (by keywords, and by meaning "
-            f"where the instant tier or the vectors reach). Follow it: autodoc workspace status {n}"
-        )
 
 
 def _failed(e: AutodocError) -> int:
@@ -470,7 +386,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
 
     if args.cmd == "index":
-        return _index(settings, args.name, full=args.full, wait=args.wait)
+        return indexcli.run(settings, args.name, full=args.full, wait=args.wait)
 
     if args.cmd == "search":
         names = _search_names(settings, args.workspace)

@@ -20,7 +20,7 @@ import pytest
 from conftest import CORPORA, NO_MODEL
 from helpers.daemon import Daemon
 
-from autodoc.mcp.fast import HANDSHAKE_VERSIONS, initialize_result
+from autodoc.mcp.handshake import HANDSHAKE_VERSIONS, initialize_result
 
 DEADLINE = 60.0
 

@@ -62,6 +62,7 @@ ALLOWED: dict[str, set[str]] = {
     "progress": {"errors", "config"},
     "doctor": {"errors", "config", "connect", "store", "embed"},
     "sessioncli": {"errors", "config", "connect", "ingest"},
+    "indexcli": {"config", "connect", "cliout"},  # `autodoc index`: the run, then the daemon that embeds
     "cliout": set(),  # the CLI's output for people: pure
     "lsp": {"autodoc", "errors", "config", "connect", "ingest"},
     "mcp": {"autodoc", "errors", "config", "budget", "connect", "api", "suggest"},
@@ -75,6 +76,7 @@ ALLOWED: dict[str, set[str]] = {
         "daemon",
         "doctor",
         "sessioncli",
+        "indexcli",
         "cliout",
         "lsp",
         "mcp",

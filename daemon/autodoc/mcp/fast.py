@@ -3,9 +3,8 @@
 An agent's client starts the server and waits for these two answers before it shows the tools;
 importing the SDK (mcp, mcp_types, pydantic, anyio) takes most of a second here, longer than
 everything else the server does before its first tool call (issue 37). Both answers are known
-before any of it runs: the handshake is the SDK's (the version negotiation of its
-`ServerRunner._negotiate_initialize`, the capabilities of `create_initialization_options`), and the
-tool list is specs.TOOLS, which the SDK sends as it is. So this module owns the wire:
+before any of it runs: the handshake is the SDK's (handshake.py), and the tool list is
+specs.TOOLS, which the SDK sends as it is. So this module owns the wire:
 
 - the main thread reads stdin. The first `initialize` whose params are a plain offer is answered
   here and still passed to the SDK, which must see it to serve the session; its own answer to that
@@ -30,45 +29,10 @@ import os
 import threading
 from typing import Any
 
-from .. import __version__
 from ..config import Settings
-from .specs import TOOLS
+from .handshake import initialize_result, tools_list_result
 
 log = logging.getLogger("autodoc.mcp")
-
-TITLE = "AutoDoc knowledge base"
-INSTRUCTIONS = (
-    "AutoDoc searches the user's local Markdown knowledge base (notes, ADRs, runbooks, design docs). "
-    "Use `search` first; cite hits by their `ref` (workspace:path#Lstart-end); `read` a ref for more context. "
-    "When `answerable` is false, say the knowledge base does not cover it. After writing a note, `reindex` it; "
-    "`save_session` keeps this conversation searchable for later sessions."
-)
-# mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS; the last is the SDK's answer to any other offer
-HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-# server.py's create_initialization_options(NotificationOptions(resources_changed=True)), as sent
-CAPABILITIES = {"resources": {"listChanged": True, "subscribe": True}, "tools": {"listChanged": False}}
-
-
-def initialize_result(params: Any) -> dict[str, Any] | None:
-    """The SDK's answer to `initialize` with these params (pure); None when they are not a plain
-    offer (a wrong type, a missing field): the SDK answers those itself, with its own error."""
-    if not isinstance(params, dict):
-        return None
-    version, caps, client = params.get("protocolVersion"), params.get("capabilities"), params.get("clientInfo")
-    if not (isinstance(version, str) and isinstance(caps, dict) and isinstance(client, dict)):
-        return None
-    if not (isinstance(client.get("name"), str) and isinstance(client.get("version"), str)):
-        return None
-    return {
-        "capabilities": CAPABILITIES,
-        "instructions": INSTRUCTIONS,
-        "protocolVersion": version if version in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1],
-        "serverInfo": {"name": "autodoc", "title": TITLE, "version": __version__},
-    }
-
-
-def tools_list_result() -> dict[str, Any]:
-    return {"tools": TOOLS}
 
 
 def run(settings: Settings, *, http: str | None = None, spawn: bool = True) -> int:

@@ -31,7 +31,7 @@ from ..config import Settings
 from ..errors import AutodocError, DocumentNotFound, PathOutsideWorkspace, WorkspaceNotFound
 from . import resources, stdio, tools
 from .backend import Backend, ToolError
-from .fast import INSTRUCTIONS, TITLE
+from .handshake import INSTRUCTIONS, TITLE
 from .specs import TOOLS
 
 log = logging.getLogger("autodoc.mcp")
