@@ -23,6 +23,7 @@ def test_definition_on_a_reference_definition_and_its_use(tmp_path):
     faq = root / "user" / "frequently-asked-questions.md"
     text = FAQ.read_text(encoding="utf-8") + (
         "\nRead [the wikilink docs][wikilinks] first.\n"
+        "Read [the wikilinks\npage](features/wikilinks.md) too.\n"
         "See [placeholders](features/wikilinks.md#placeholders) and [[wikilinks#Link syntax]].\n"
     )
     faq.write_text(text, encoding="utf-8")
@@ -43,8 +44,15 @@ def test_definition_on_a_reference_definition_and_its_use(tmp_path):
         want = (root / "user" / "features" / "wikilinks.md").resolve().as_uri()
         lines = text.splitlines()
         at_def = next(n for n, l in enumerate(lines) if l.startswith("[wikilinks]: features/wikilinks.md"))
-        use = len(lines) - 2
-        for line, col in ((at_def, 3), (at_def, 20), (use, lines[use].index("wikilink docs"))):
+        use = len(lines) - 4
+        wrapped = len(lines) - 2  # "page](features/wikilinks.md) too.": the label began a line above
+        for line, col in (
+            (at_def, 3),
+            (at_def, 20),
+            (use, lines[use].index("wikilink docs")),
+            (wrapped, 1),
+            (wrapped - 1, 7),
+        ):
             loc = client.request(
                 "textDocument/definition", {"textDocument": {"uri": uri}, "position": {"line": line, "character": col}}
             )

@@ -180,6 +180,13 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         # a [text][label] or [label] use is a link only where the document defines label
         defs = reference_definitions(ls.workspace.get_text_document(uri).source) if "[" in line else None
         under = [k for start, end, k in link_spans(line, position.line + 1, defs) if start <= col < end]
+        if not under and ("[" in line or "]" in line):  # a label wrapped onto the line before or after
+            near = ls.workspace.get_text_document(uri).lines
+            before = near[position.line - 1].rstrip("\r\n") if position.line > 0 else ""
+            after = near[position.line + 1].rstrip("\r\n") if position.line + 1 < len(near) else ""
+            at = len(before) + 1 + col
+            text = f"{before}\n{line}\n{after}"
+            under = [k for start, end, k in link_spans(text, position.line + 1, defs) if start <= at < end]
         if not under:
             return None
         link = under[0]
