@@ -441,23 +441,67 @@ def summarise(questions: list[dict[str, Any]], negatives: list[dict[str, Any]], 
     }
 
 
-def scifact_confidence(cache: Path, n: int | None) -> dict[str, Any]:
-    """SciFact test through bench/agents.py's probes (the default hybrid, one hit a document):
-    reliability of per-hit confidence against qrels relevance; answerable against SciFact (positives)
-    and against the Markdown corpora (negatives)."""
-    from .agents import Stores, pr, probe_sets
+class _Stores:
+    """bench/agents.py's Stores (what its probes read) over the stores this run uses: the corpora's
+    and one SciFact store."""
 
+    def __init__(self, paths: dict[str, tuple[Path, str]]):
+        from autodoc.config import Settings
+        from autodoc.service import Service
+
+        self._open = lambda p: Service(Settings.from_env(store=p), writer=False)
+        self.paths = paths
+        self._svc: dict[str, Any] = {}
+
+    def get(self, name: str) -> tuple[Any, str]:
+        if name not in self._svc:
+            self._svc[name] = self._open(self.paths[name][0])
+        return self._svc[name], self.paths[name][1]
+
+    def close(self) -> None:
+        for s in self._svc.values():
+            s.close()
+
+
+def scifact_store(given: Path | None) -> Path | None:
+    """The SciFact store to read: the one given, else the cached one (bench.quality builds it) made with
+    the embedding model this product runs (several may be cached while the model changes)."""
+    if given is not None:
+        return given
+    from autodoc.embed.onnx import OnnxProvider
+
+    fp = OnnxProvider().fingerprint
+    for d in sorted((cache_root() / "stores").glob("scifact-*"), key=lambda p: -p.stat().st_mtime):
+        meta = d / "bench-meta.json"
+        if (d / "autodoc.db").exists() and meta.exists() and json.loads(meta.read_text())["key"].get("model_fp") == fp:
+            return d / "autodoc.db"
+    return None
+
+
+def scifact_confidence(store: Path | None, corpora: dict[str, Path], n: int | None) -> dict[str, Any]:
+    """SciFact test through bench/agents.py's probes (hybrid and lexical, 10 documents): reliability of
+    per-hit confidence against qrels relevance; answerable against SciFact (positives) and against the
+    Markdown corpora (negatives, each query against one corpus in turn)."""
+    from .agents import pr, probe_sets
+    from .quality import WORKSPACE
+
+    if store is None:
+        return {"skipped": "no cached SciFact store made with this embedding model (python -m bench.quality builds it)"}
+    if set(corpora) != set(CORPORA):
+        return {"skipped": "needs the stores of all five corpora (the negatives)"}
+    stores = _Stores({"scifact": (store, WORKSPACE), **{c: (p, c) for c, p in corpora.items()}})
     try:
-        stores = Stores(cache)
-    except SystemExit as e:
-        return {"skipped": str(e)}
-    try:
-        sets = probe_sets(stores, "test", n, with_known=False)
+        sets = probe_sets(stores, "test", n, with_known=False)  # type: ignore[arg-type]
+    except Exception as e:  # bench/agents.py is another harness's code: its failure is a note here, not the run's end
+        return {"skipped": f"bench/agents.py probes failed: {type(e).__name__}: {e}"}
     finally:
         stores.close()
-    pos, neg = sets["scifact_pos/hybrid"], sets["scifact_neg/hybrid"]
-    items = [(h["conf"], bool(h["rel"])) for p in pos + neg for h in p["hits"]]
-    return {"queries": len(pos), "reliability": reliability(items), "answerable": pr(pos, neg)}
+    out: dict[str, Any] = {"store": str(store)}
+    for leg in ("hybrid", "lexical"):
+        pos, neg = sets[f"scifact_pos/{leg}"], sets[f"scifact_neg/{leg}"]
+        items = [(h["conf"], bool(h["rel"])) for p in pos + neg for h in p["hits"]]
+        out[leg] = {"queries": len(pos), "reliability": reliability(items), "answerable": pr(pos, neg)}
+    return out
 
 
 # ---------------------------------------------------------------- report
@@ -589,24 +633,23 @@ def render(doc: dict[str, Any]) -> str:
                 f"{m['fn']} | {m['tn']} |"
             )
     sf = doc.get("scifact")
-    if sf:
-        L += ["", "### SciFact test", ""]
-        if sf.get("skipped"):
-            L.append(f"Not run: {sf['skipped']}")
-        else:
-            r = sf["reliability"]
-            a = sf["answerable"]
+    if sf and not sf.get("skipped"):
+        L += ["", "### SciFact test", "", f"Store `{sf['store']}`."]
+        for leg in ("hybrid", "lexical"):
+            r, a = sf[leg]["reliability"], sf[leg]["answerable"]
             L += [
-                f"{sf['queries']} test queries (bench/agents.py probes, hybrid, 10 documents): per-hit ECE against qrels "
-                f"relevance **{_f(r['ece'], 3)}** over {r['n']} hits; answerable against SciFact vs the Markdown corpora: "
-                f"precision {_f(a.get('precision'))}, recall {_f(a.get('recall'))}.",
+                "",
+                f"{leg}: {sf[leg]['queries']} test queries (bench/agents.py probes, 10 documents): per-hit ECE against "
+                f"qrels relevance **{_f(r['ece'], 3)}** over {r['n']} hits; `answerable` against SciFact (positives) vs "
+                f"the Markdown corpora (negatives): precision {_f(a.get('precision'))}, recall {_f(a.get('recall'))}.",
                 "",
                 "| confidence | hits | mean confidence | share relevant |",
                 "|---|---:|---:|---:|",
             ]
             L += [f"| {b['bin']} | {b['n']} | {_f(b['confidence'], 3)} | {_f(b['correct'], 3)} |" for b in r["bins"]]
     else:
-        L += ["", "SciFact test: not run (`--scifact` runs it when the SciFact store is cached)."]
+        why = sf["skipped"] if sf else "`--scifact` runs it"
+        L += ["", f"SciFact test: not run ({why})."]
     misses = [
         (q, s["per_question"][q["id"]]["mcp_default"])
         for q in doc["questions_run"]
@@ -662,6 +705,7 @@ def main_run(argv: list[str] | None) -> int:
     ap.add_argument(
         "--scifact", type=int, nargs="?", const=0, default=None, help="add SciFact test (N queries, 0 = all)"
     )
+    ap.add_argument("--scifact-store", type=Path, default=None, help="the SciFact store (default: the cached one)")
     ap.add_argument("--out", default=str(RESULTS / "answers"), help="output stem, or - to print only")
     args = ap.parse_args(argv)
     from . import known_item
@@ -721,9 +765,7 @@ def main_run(argv: list[str] | None) -> int:
     }
     doc["summary"] = summarise(questions, negatives, runs)
     if args.scifact is not None:
-        doc["scifact"] = scifact_confidence(
-            cache.parent if cache.name == "known" else cache_root(), args.scifact or None
-        )
+        doc["scifact"] = scifact_confidence(scifact_store(args.scifact_store), stores, args.scifact or None)
     doc["seconds"] = round(time.monotonic() - t0, 1)
     doc["runs"] = runs
     md = render(doc)
