@@ -3,6 +3,7 @@
 
     python -m bench.agents                 # report on SciFact test: docs/benchmarks/agents.{md,json}
     python -m bench.agents --calibrate     # fit answerable's model on the train sets, print it
+                                           # (bench/confidence.py fits and reports it in full)
     python -m bench.agents --queries 40 --out -   # a small run, printed only
 
 Stores: the cached SciFact store (``<bench cache>/stores/scifact-*``, built by
@@ -79,13 +80,13 @@ def known_store(cache: Path, corpus: str) -> Path:
 class Stores:
     """One read-only Service per store, opened on first use."""
 
-    def __init__(self, cache: Path):
+    def __init__(self, cache: Path, corpora: list[str] | None = None, scifact: Path | None = None):
         from autodoc.config import Settings
         from autodoc.service import Service
 
         self._open = lambda p: Service(Settings.from_env(store=p), writer=False)
-        self.paths = {"scifact": (scifact_store(cache), WORKSPACE)}
-        for c in CORPORA:
+        self.paths = {"scifact": (scifact or scifact_store(cache), WORKSPACE)}
+        for c in CORPORA if corpora is None else corpora:
             self.paths[c] = (known_store(cache, c), c)
         self._svc: dict[str, Any] = {}
 
@@ -103,23 +104,11 @@ class Stores:
 
 
 def probe(stores: Stores, store: str, query: str, relevant: set[str], stages: list[str] | None) -> dict[str, Any]:
-    """One search as a default client makes it; each hit's signals and whether it is relevant."""
-    from autodoc.search import answerable as A
-    from autodoc.search.compact import hit_signals
+    """One search as a default client makes it; each hit's signals and whether it is relevant
+    (bench/confidence.py, where the model is fitted)."""
+    from .confidence import probe as signals_probe
 
-    svc, ws = stores.get(store)
-    opts: dict[str, Any] = {"limit": PROBE_LIMIT, "per_document": True}
-    if stages:
-        opts["stages"] = stages
-    a = svc.search(ws, query, fresh(opts))
-    with svc.store.read() as db:
-        sigs = list(hit_signals(db, a, a["hits"]))
-    hits = [
-        {"rel": h["path"] in relevant, "f": [s.coverage, s.cosine, s.both], "conf": A.confidence(s)}
-        for h, s in zip(a["hits"], sigs)
-        if s is not None
-    ]
-    return {"answerable": a["answerable"], "hits": hits}
+    return signals_probe(stores, store, query, relevant, stages)
 
 
 def probe_sets(stores: Stores, split: str, n: int | None, *, with_known: bool) -> dict[str, list[dict[str, Any]]]:
@@ -148,88 +137,11 @@ def probe_sets(stores: Stores, split: str, n: int | None, *, with_known: bool) -
     return out
 
 
-def fit_logistic(X: list[list[float]], y: list[int], w: list[float], l2: float = 1e-3) -> list[float]:
-    """Weighted logistic regression by Newton's method (a handful of features)."""
-    import numpy as np
-
-    Xa = np.array([[1.0, *x] for x in X])
-    ya, wa = np.array(y, float), np.array(w, float)
-    b = np.zeros(Xa.shape[1])
-    for _ in range(50):
-        p = 1 / (1 + np.exp(-Xa @ b))
-        g = Xa.T @ (wa * (p - ya)) + l2 * b
-        H = (Xa * (wa * p * (1 - p))[:, None]).T @ Xa + l2 * np.eye(len(b))
-        step = np.linalg.solve(H, g)
-        b -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return [round(float(v), 3) for v in b]
-
-
-def _x(leg: str, f: list) -> list[float]:
-    cov, cos, both = f
-    return [cov, cos or 0.0, float(both)] if leg == "hybrid" else [cov]
-
-
-def _coef(leg: str, b: list[float]) -> tuple[float, ...]:
-    return tuple(b) if leg == "hybrid" else (b[0], b[1], 0.0, 0.0)
-
-
-def _conf(coef, f) -> float:
-    cov, cos, both = f
-    z = coef[0] + coef[1] * cov + coef[2] * (cos or 0.0) + coef[3] * both
-    return 1 / (1 + math.exp(-z))
-
-
 def calibrate(sets: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """A hit's confidence is the probability that the query is answerable given that hit's
-    signals, fitted on each query's most telling hit: first a hit-level model (is this passage
-    relevant?) picks it, then the answer-level model is fitted on it and picks again, twice.
-    Each group (source × answerable or not) weighs the same. The threshold on the best hit's
-    confidence is the one that maximises balanced accuracy."""
-    from autodoc.search import answerable as A
+    """The per-hit model, threshold and floor, fitted as bench/confidence.py fits them."""
+    from .confidence import calibrate as fit
 
-    models: dict[str, Any] = {}
-    sets = {g: v for g, v in sets.items() if not g.startswith("markdown_")}
-    for leg in ("hybrid", "lexical"):
-        groups = [g for g in sets if g.endswith("/" + leg)]
-        X, y, w = [], [], []
-        for g in groups:
-            rows = [h for p in sets[g] for h in p["hits"]]
-            for h in rows:
-                X.append(_x(leg, h["f"]))
-                y.append(int(h["rel"]))
-                w.append(1.0 / max(1, len(rows)))
-        coef = _coef(leg, fit_logistic(X, y, w))
-        for _ in range(3):
-            X, y, w = [], [], []
-            for g in groups:
-                probes = [p for p in sets[g] if p["hits"]]
-                for p in probes:
-                    best = max(p["hits"], key=lambda h: _conf(coef, h["f"]))
-                    X.append(_x(leg, best["f"]))
-                    y.append(int("_pos/" in g))
-                    w.append(1.0 / max(1, len(probes)))
-            coef = _coef(leg, fit_logistic(X, y, w))
-        models[leg] = coef
-    scores: dict[str, list[float]] = {}
-    for g, probes in sets.items():
-        coef = models[g.split("/")[1]]
-        scores[g] = [max((_conf(coef, h["f"]) for h in p["hits"]), default=0.0) for p in probes]
-    best_t = (0.0, 0.5)
-    for t in [i / 100 for i in range(2, 99)]:
-        pos = [sum(s >= t for s in v) / len(v) for g, v in scores.items() if "_pos/" in g]
-        neg = [sum(s < t for s in v) / len(v) for g, v in scores.items() if "_neg/" in g]
-        bal = (statistics.mean(pos) + statistics.mean(neg)) / 2
-        if bal > best_t[0] + 1e-9 or (abs(bal - best_t[0]) < 1e-9 and abs(t - 0.5) < abs(best_t[1] - 0.5)):
-            best_t = (bal, t)
-    return {
-        "hybrid": models["hybrid"],
-        "lexical": models["lexical"],
-        "threshold": best_t[1],
-        "balanced_accuracy": round(best_t[0], 4),
-        "current": {"hybrid": A.HYBRID, "lexical": A.LEXICAL, "threshold": A.THRESHOLD},
-    }
+    return fit({g: v for g, v in sets.items() if not g.startswith("markdown_")})
 
 
 def pr(pos: list[dict[str, Any]], neg: list[dict[str, Any]]) -> dict[str, Any]:
@@ -393,9 +305,8 @@ def render(res: dict[str, Any]) -> str:
     if res.get("calibration"):
         c = res["calibration"]
         L += [
-            f"Fitted model (intercept, coverage, cosine, both legs): hybrid {c['hybrid']}, "
-            f"lexical {c['lexical']}, threshold {c['threshold']} (balanced accuracy {c['balanced_accuracy']} "
-            "on the calibration sets).",
+            f"Fitted model (intercept, {', '.join(c['features'])}): {c['model']}, threshold "
+            f"{c['threshold']} (balanced accuracy {c['balanced_accuracy']} on the calibration sets).",
             "",
         ]
     return "\n".join(L)

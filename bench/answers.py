@@ -30,7 +30,7 @@ expected calibration error (ECE) against "the passage holds the answer" and agai
 document is the answer's"; how often confidence falls along the order shown. `answerable`:
 precision and recall with the answerable questions as positives and the unanswerable as
 negatives, for the MCP answer and for search.query hybrid and lexical. ``--scifact`` adds SciFact
-test (bench/agents.py's probes) when its store is cached.
+test (bench/agents.py's queries and negatives) when its store is cached.
 
 The report is the generated section of ``answers.md`` (between its markers); the rest of the file
 (the baseline "before" figures) is kept. While another process builds or embeds a store
@@ -441,28 +441,6 @@ def summarise(questions: list[dict[str, Any]], negatives: list[dict[str, Any]], 
     }
 
 
-class _Stores:
-    """bench/agents.py's Stores (what its probes read) over the stores this run uses: the corpora's
-    and one SciFact store."""
-
-    def __init__(self, paths: dict[str, tuple[Path, str]]):
-        from autodoc.config import Settings
-        from autodoc.service import Service
-
-        self._open = lambda p: Service(Settings.from_env(store=p), writer=False)
-        self.paths = paths
-        self._svc: dict[str, Any] = {}
-
-    def get(self, name: str) -> tuple[Any, str]:
-        if name not in self._svc:
-            self._svc[name] = self._open(self.paths[name][0])
-        return self._svc[name], self.paths[name][1]
-
-    def close(self) -> None:
-        for s in self._svc.values():
-            s.close()
-
-
 def scifact_store(given: Path | None) -> Path | None:
     """The SciFact store to read: the one given, else the cached one (bench.quality builds it) made with
     the embedding model this product runs (several may be cached while the model changes)."""
@@ -479,28 +457,51 @@ def scifact_store(given: Path | None) -> Path | None:
 
 
 def scifact_confidence(store: Path | None, corpora: dict[str, Path], n: int | None) -> dict[str, Any]:
-    """SciFact test through bench/agents.py's probes (hybrid and lexical, 10 documents): reliability of
-    per-hit confidence against qrels relevance; answerable against SciFact (positives) and against the
-    Markdown corpora (negatives, each query against one corpus in turn)."""
-    from .agents import pr, probe_sets
-    from .quality import WORKSPACE
+    """SciFact test as bench/agents.py probes it (its queries, its negatives: each query against one
+    Markdown corpus in turn), asked through search.query's compact answer (10 documents, a budget that
+    never bites) so any product version answers it: reliability of per-hit confidence against qrels
+    relevance (a hit against another corpus is never relevant), answerable precision/recall."""
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    from .quality import WORKSPACE, doc_path, load_collection
 
     if store is None:
         return {"skipped": "no cached SciFact store made with this embedding model (python -m bench.quality builds it)"}
     if set(corpora) != set(CORPORA):
         return {"skipped": "needs the stores of all five corpora (the negatives)"}
-    stores = _Stores({"scifact": (store, WORKSPACE), **{c: (p, c) for c, p in corpora.items()}})
-    try:
-        sets = probe_sets(stores, "test", n, with_known=False)  # type: ignore[arg-type]
-    except Exception as e:  # bench/agents.py is another harness's code: its failure is a note here, not the run's end
-        return {"skipped": f"bench/agents.py probes failed: {type(e).__name__}: {e}"}
-    finally:
-        stores.close()
+    col = load_collection(DEFAULT_DATA / "scifact", splits=("test",))
+    queries = col.split_queries("test")
+    queries = queries[:n] if n else queries
+    where = {"scifact": (store, WORKSPACE), **{c: (p, c) for c, p in corpora.items()}}
+    svcs: dict[str, Any] = {}
+
+    def ask(name: str, query: str, stages: list[str] | None) -> dict[str, Any]:
+        if name not in svcs:
+            svcs[name] = Service(Settings.from_env(store=where[name][0]), writer=False)
+        opts: dict[str, Any] = {"answer": "compact", "budget_tokens": 32000, "limit": 10, "per_document": True}
+        return svcs[name].search(where[name][1], query, {**opts, **({"stages": stages} if stages else {})})
+
     out: dict[str, Any] = {"store": str(store)}
-    for leg in ("hybrid", "lexical"):
-        pos, neg = sets[f"scifact_pos/{leg}"], sets[f"scifact_neg/{leg}"]
-        items = [(h["conf"], bool(h["rel"])) for p in pos + neg for h in p["hits"]]
-        out[leg] = {"queries": len(pos), "reliability": reliability(items), "answerable": pr(pos, neg)}
+    try:
+        for leg, stages in (("hybrid", None), ("lexical", ["lexical"])):
+            pos, neg, items = [], [], []
+            for i, (qid, q) in enumerate(queries):
+                rel = {doc_path(d) for d in col.qrels["test"][qid]}
+                a = ask("scifact", q, stages)
+                items += [(h["confidence"], h["path"] in rel) for h in mcp_hits(a) if h["confidence"] is not None]
+                pos.append(bool(a.get("answerable")))
+                b = ask(CORPORA[i % len(CORPORA)], q, stages)
+                items += [(h["confidence"], False) for h in mcp_hits(b) if h["confidence"] is not None]
+                neg.append(bool(b.get("answerable")))
+            out[leg] = {
+                "queries": len(queries),
+                "reliability": reliability(items),
+                "answerable": precision_recall(pos, neg),
+            }
+    finally:
+        for s in svcs.values():
+            s.close()
     return out
 
 
@@ -639,7 +640,7 @@ def render(doc: dict[str, Any]) -> str:
             r, a = sf[leg]["reliability"], sf[leg]["answerable"]
             L += [
                 "",
-                f"{leg}: {sf[leg]['queries']} test queries (bench/agents.py probes, 10 documents): per-hit ECE against "
+                f"{leg}: {sf[leg]['queries']} test queries (compact answers, 10 documents): per-hit ECE against "
                 f"qrels relevance **{_f(r['ece'], 3)}** over {r['n']} hits; `answerable` against SciFact (positives) vs "
                 f"the Markdown corpora (negatives): precision {_f(a.get('precision'))}, recall {_f(a.get('recall'))}.",
                 "",

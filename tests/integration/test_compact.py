@@ -130,10 +130,12 @@ def test_answerable_tells_a_real_question_from_an_off_topic_one(kb, answer):
     assert on["answerable"] is True and on["hits"]
     for q in ("chemotherapy dosage for pediatric leukemia patients", "how do we bake sourdough bread at home"):
         off = _valid(svc.search("kb", q, {"answer": answer}))
-        assert off["hits"], "the off-topic query still gets its least bad hits"
         assert off["answerable"] is False, q
-        if answer == "compact":
-            assert max(h["confidence"] for h in off["hits"]) < max(h["confidence"] for h in on["hits"])
+        # the relevance floor holds most of the weak hits back and counts them; min_confidence 0 shows them
+        assert off["held_back"] > len(off["hits"]), q
+        weak = _valid(svc.search("kb", q, {"answer": answer, "min_confidence": 0}))
+        assert len(weak["hits"]) > len(off["hits"]) and weak["held_back"] == 0 and weak["answerable"] is False, q
+        assert max(h["confidence"] for h in weak["hits"]) < max(h["confidence"] for h in on["hits"])
 
 
 def test_answerable_in_chinese_and_japanese(kb):

@@ -4,9 +4,9 @@ On a real store (three real corpora from ../shared/data/corpora: notes with tags
 decision records, Chinese docs), for queries cut from the corpora themselves and
 for keyword, CJK, prefix, phrase, facet and stopword-only queries, each new
 computation is compared with the one it replaced, kept here as the reference:
-- `answerable`'s signals: the passage's stems without offsets (tokens.stems) give
-  the coverage tokenize gave, and the word weights read through FTS5's cached term
-  counts equal one fts5vocab lookup per stem (passages.word_weights);
+- `answerable`'s signals (search/evidence.py): the passage's stems without offsets
+  (tokens.stems) give the coverage tokenize gave, and the word weights read through
+  FTS5's cached term counts equal one fts5vocab lookup per stem (passages.word_weights);
 - the candidates' facts (store/hits.candidates) equal a json.loads per row.
 """
 
@@ -20,7 +20,8 @@ import pytest
 
 from autodoc.config import Settings
 from autodoc.search import answerable as A
-from autodoc.search import compact
+from autodoc.search import evidence
+from autodoc.search.lexical.tokens import stems as passage_stems
 from autodoc.search.lexical.tokens import tokenize
 from autodoc.service import Service
 from autodoc.store import hits as stored_hits
@@ -78,41 +79,31 @@ def _old_query_stems(query: str) -> list[str]:
     return list(dict.fromkeys(s for w in content for _, _, s in tokenize(fts_text(w))))
 
 
-def _old_signals(db, full: dict, hits: list[dict]) -> list:
-    """compact.hit_signals before issue 19's keyword-path work."""
-    if full["mode_used"] == "facet" or not hits:
-        return [None] * len(hits)
-    stems = _old_query_stems(full["query"])
-    weights = passages.word_weights(db, stems)
-    texts = stored_hits.chunk_texts(db, [h["chunk_id"] for h in hits])
-    semantic_ran = "semantic" in full["stages"]["performed"]
-    return [
-        A.signals(
-            h, A.coverage(stems, weights, h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""), tokenize), semantic_ran
-        )
-        for h in hits
-    ]
-
-
 def test_answerable_signals_as_before(store):
+    """The coverage search/evidence.py computes from a passage's stems without offsets equals the
+    coverage tokenize gave, with word weights read through FTS5's cached term counts equal to one
+    fts5vocab lookup per stem (passages.word_weights)."""
     checked = weighed = 0
     for name in WORKSPACES:
         with store.store.read() as db:
             ws = get_workspace(db, name)
             queries = _queries(db, ws.id)
         for q in queries:
-            full = store.search(name, q, {"stages": ["lexical"], "limit": 10, "answer": "full"})
+            full = store.search(name, q, {"stages": ["lexical"], "limit": 10, "answer": "full", "min_confidence": 0})
             with store.store.read() as db:
                 assert A.query_stems(q, tokenize) == _old_query_stems(q), q
-                want = _old_signals(db, full, full["hits"])
-                assert list(compact.hit_signals(db, full, full["hits"])) == want, q
-                words = A.query_words(q, tokenize)
-                stems = A.query_stems(q, tokenize)
-                assert compact.word_weights(db, words, stems) == passages.word_weights(db, stems), q
+                stems = _old_query_stems(q)
+                words = evidence.query_words(db, q)
+                old_weights = passages.word_weights(db, stems)
+                assert words.stems == stems and words.weights == pytest.approx(old_weights), q
+                texts = stored_hits.chunk_texts(db, [h["chunk_id"] for h in full["hits"]])
+                for h in full["hits"]:
+                    passage = h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], "")
+                    old = A.coverage(stems, old_weights, passage, tokenize)
+                    new = A.coverage_of(words.stems, words.weights, passage_stems(fts_text(passage)))
+                    assert new == pytest.approx(old), (q, h["path"])
                 weighed += len(stems)
             checked += bool(full["hits"])
-            # the answer's verdict, as the old signals give it
-            assert full["answerable"] == A.answerable(A.confidence(s) for s in want if s is not None), q
     assert checked >= 100 and weighed >= 300, (checked, weighed)
 
 

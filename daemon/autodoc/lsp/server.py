@@ -156,9 +156,9 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         files = FileLines(ls)
         for root, name in ls.workspaces_in_view():
             # a symbol is a place in a file: sessions (session.append) are not
+            # the server holds back hits that stop matching (the relevance floor): what is left are the
+            # symbols, whether or not the workspace's vectors are in yet
             answer = ls.ws_call("search.query", [name, query, {"limit": SYMBOL_LIMIT, "scope": "files"}])
-            if not answer.get("answerable", True):
-                continue  # nothing relevant: the nearest passages by meaning are not symbols of the query
             for h in answer["hits"]:
                 out.append(
                     T.SymbolInformation(

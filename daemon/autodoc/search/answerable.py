@@ -1,15 +1,34 @@
-"""Whether a search found anything relevant (pure): each hit's `confidence`
-and the answer's `answerable`.
+"""How sure a search is (pure): each hit's `confidence`, the answer's `answerable`, and the
+relevance floor that holds weak hits back.
 
-A hit's confidence is a logistic model over signals that mean the same on
-any corpus: how much of the query's informative words the passage holds
-(each word weighted by its inverse chunk frequency, so "how do we" counts
-for little and a rare term for much), the semantic leg's cosine for the
-passage, and whether both legs found it. BM25 scores and fused relevance are left out: they are
-relative to one corpus and one query. The coefficients and the threshold
-were fitted on SciFact train queries and the known-item questions, each
-against its own corpus (answerable) and against the other's (not), by
-bench/agent_tokens.py --calibrate; SciFact test queries only report.
+A hit's confidence is the probability that its passage is relevant to the query, from a
+logistic model over signals that mean the same on any corpus (search/evidence.py reads them):
+how much of the query's informative words the passage holds (each word weighted by its inverse
+chunk frequency, so "how do we" counts for little and a rare term for much), how rare the rarest
+of them is, how much of the query no passage of the store holds at all (a question about a
+product the corpus never names), the hit's place in the answer, and, where the semantic leg
+scored the passage, its cosine and how far below the page's best cosine it is. A passage with
+no vector yet (pending) or found by the words alone is scored from the words: it is not given
+a cosine of 0. BM25 scores and fused relevance are left out: they are relative to one corpus
+and one query. The coefficients were fitted per hit (relevant or not) on SciFact train queries
+and half the known-item questions, each against its own corpus and against another, by
+`python -m bench.agents --calibrate`; SciFact test queries only report (docs/benchmarks/agents.md).
+
+The answer shows confidences that never rise down the list: the hits' own probabilities are
+pooled where a later hit scores above an earlier one (pool-adjacent-violators), so a block's
+value is its hits' mean and the expected count of relevant hits is kept.
+
+`answerable` is true when a hit holds every informative word of the query and one of them is
+rare in the store (an exact match of rare words is never "nothing relevant", vectors or not),
+or else when a second logistic model, of the page (ANSWER_FEATURES), reaches THRESHOLD; it was
+fitted per query on the same sets plus the tune halves of the answer-span questions and of the
+unanswerable questions (bench/answer_spans/).
+
+The floor (PROTOCOL.md, search.query): a hit whose confidence is under the floor (FLOOR unless
+the caller sets `min_confidence`) is held back, unless it holds every informative word of the
+query; and where some hit holds every word (or no word of the query is in the store at all), a
+hit found by meaning alone is held back under WORDLESS_FLOOR. The answer counts what was held back. So the page stops
+where the matches stop.
 
 Runs on: any thread (pure: no I/O, no shared state).
 """
@@ -18,17 +37,26 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..store.lexical.ftstext import STOPWORDS, fts_text
 
-# (intercept, coverage, cosine, both legs): fitted by bench/agent_tokens.py --calibrate
-HYBRID = (-7.835, 6.181, 15.471, 0.837)
-# the same without a semantic leg (no model, or lexical asked for alone)
-LEXICAL = (-4.082, 11.331, 0.0, 0.0)
-THRESHOLD = 0.34  # answerable when the best hit's confidence reaches it (refitted after RRF k 10 / semantic 0.6)
+# intercept, then one coefficient per FEATURES entry: fitted by `python -m bench.agents --calibrate`
+FEATURES = ("coverage", "rare", "unknown", "log_position", "has_cosine", "cosine", "cosine_gap", "both", "missed")
+MODEL = (-1.682, 2.363, 0.589, -1.88, -1.426, -0.584, 0.629, -0.85, 0.942, -1.413)
+# answerable: a logistic model of the page (the best hit's log-odds, the share of the query's words
+# no chunk holds, the best word coverage, the best cosine, whether any cosine), fitted per query
+ANSWER_FEATURES = ("best_logit", "unknown", "best_coverage", "best_cosine", "has_cosine")
+ANSWER_MODEL = (0.351, 1.568, -3.233, 3.749, 1.862, -0.87)
+THRESHOLD = 0.49  # answerable when the answer model's probability reaches it
+FLOOR = 0.01  # a hit under this confidence is held back unless it holds every word of the query
+# beside a hit holding every word of the query, a hit found by meaning alone is held back under
+# this: SciFact train and the known-item questions had 0 relevant of 55 such hits
+WORDLESS_FLOOR = 0.1
+# a word is rare when at most this share of the store's chunks hold it (and at least RARE_CHUNKS may)
+RARE_SHARE = 0.02
+RARE_CHUNKS = 3
 
 _FACET = re.compile(r"(?:^|\s)-?[\w.-]+:\S+")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -39,8 +67,15 @@ Tokenize = Callable[[str], list[tuple[int, int, str]]]
 @dataclass(frozen=True)
 class Signals:
     coverage: float  # 0..1: weighted share of the query's informative words in the passage
-    cosine: float | None  # the semantic leg's score, None where that leg did not run
+    cosine: float | None  # the semantic leg's score, None where it did not score the passage
     both: bool  # found by the lexical and the semantic leg
+    rare: float = 0.0  # 0..1: the normalised inverse chunk frequency of the rarest query word held
+    unknown: float = 0.0  # 0..1: weighted share of the query's words that no chunk of the store holds
+    position: int = 0  # 0-based place in the answer's order
+    cosine_gap: float = 0.0  # the page's best cosine minus this one (0 without a cosine)
+    missed: bool = False  # the semantic leg ran over every vector and did not list the passage
+    exact: bool = False  # holds every informative query word, one of them rare in the store
+    lexical: bool = False  # found by the lexical leg (its words, or a fuzzy match of them)
 
 
 def query_stems(query: str, tokenize: Tokenize) -> list[str]:
@@ -51,7 +86,7 @@ def query_stems(query: str, tokenize: Tokenize) -> list[str]:
 
 def query_words(query: str, tokenize: Tokenize) -> list[tuple[str, list[str]]]:
     """(word, its stems) for each informative word of the query, in order: query_stems before the
-    words are merged (a word alone names its one stem to FTS5: search/compact.py reads its count so)."""
+    words are merged (a word alone names its one stem to FTS5: its chunk count is read so)."""
     text = _FACET.sub(" ", query)
     words = list(_WORD.findall(text))
     content = [w for w in words if w.lower() not in STOPWORDS] or words
@@ -73,25 +108,149 @@ def coverage_of(stems: list[str], weights: Mapping[str, float], present: set[str
     return sum(weights.get(s, 1.0) for s in stems if s in present) / total if total else 0.0
 
 
-def signals(hit: Mapping[str, Any], cov: float, semantic_ran: bool) -> Signals:
-    cos = hit["scores"].get("semantic")
-    via = hit.get("via") or []
+def weight(chunks_holding: int, total: int) -> float:
+    """A word's inverse chunk frequency, log(1 + N/(1 + n))."""
+    return math.log(1 + total / (1 + chunks_holding))
+
+
+def is_rare(chunks_holding: int, total: int) -> bool:
+    return 0 < chunks_holding <= max(RARE_CHUNKS, RARE_SHARE * total)
+
+
+@dataclass(frozen=True)
+class QueryWords:
+    """What the signals need of the query's words: their stems, weights and chunk counts."""
+
+    stems: list[str]
+    weights: dict[str, float]
+    counts: dict[str, int]
+    total: int  # the store's chunks
+
+    @property
+    def unknown(self) -> float:
+        """Weighted share of the stems that no chunk holds."""
+        all_w = sum(self.weights.values())
+        return sum(w for s, w in self.weights.items() if not self.counts.get(s)) / all_w if all_w else 0.0
+
+
+def passage_signals(
+    q: QueryWords,
+    present: set[str] | frozenset[str],
+    *,
+    cosine: float | None,
+    best_cosine: float | None,
+    both: bool,
+    missed: bool,
+    position: int,
+) -> Signals:
+    """One passage's signals from the stems it holds and its place in the answer."""
+    held = [s for s in q.stems if s in present]
+    top = math.log(1 + q.total) if q.total else 1.0
+    rare = max((q.weights[s] / top for s in held if q.counts.get(s)), default=0.0)
+    everything = bool(q.stems) and len(held) == len(q.stems)
     return Signals(
-        coverage=cov,
-        cosine=(float(cos) if cos is not None else (0.0 if semantic_ran else None)),
-        both="lexical" in via and "semantic" in via,
+        coverage=coverage_of(q.stems, q.weights, present),
+        cosine=cosine,
+        both=both,
+        rare=min(1.0, rare),
+        unknown=q.unknown,
+        position=position,
+        cosine_gap=max(0.0, (best_cosine or 0.0) - cosine) if cosine is not None else 0.0,
+        missed=missed,
+        exact=everything and any(is_rare(q.counts.get(s, 0), q.total) for s in held),
     )
 
 
-def confidence(s: Signals) -> float:
-    b = HYBRID if s.cosine is not None else LEXICAL
-    z = b[0] + b[1] * s.coverage + b[2] * (s.cosine or 0.0) + b[3] * s.both
-    return round(1.0 / (1.0 + math.exp(-z)), 4)
+def features(s: Signals) -> list[float]:
+    has = s.cosine is not None
+    return [
+        s.coverage,
+        s.rare,
+        s.unknown,
+        math.log1p(s.position),
+        float(has),
+        s.cosine or 0.0,
+        s.cosine_gap,
+        float(s.both),
+        float(s.missed),
+    ]
 
 
-def answerable(confidences: Iterable[float | None], *, facet_hits: bool = False) -> bool:
-    """Something relevant was found: the best hit is confident enough. A facet-only
-    query's listing is answerable when it lists anything (every file matched the filter)."""
+def probability(s: Signals, model: Sequence[float] = MODEL) -> float:
+    z = model[0] + sum(b * x for b, x in zip(model[1:], features(s)))
+    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+
+def confidence(s: Signals, model: Sequence[float] = MODEL) -> float:
+    return round(probability(s, model), 4)
+
+
+def monotone(values: Sequence[float]) -> list[float]:
+    """The closest non-increasing sequence (least squares, pool-adjacent-violators): a block of
+    hits where a later one scored higher shows their mean."""
+    blocks: list[list[float]] = []  # [sum, count]
+    for v in values:
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] < blocks[-1][0] / blocks[-1][1]:
+            s, n = blocks.pop()
+            blocks[-1][0] += s
+            blocks[-1][1] += n
+    out: list[float] = []
+    for s, n in blocks:
+        out.extend([round(s / n, 4)] * int(n))
+    return out
+
+
+def words_matched(signals: Sequence[Signals]) -> bool:
+    """Some hit holds every informative word of the query, or none of its words is in the store:
+    either way a hit found by meaning alone is padding unless it is confident."""
+    return any(s.coverage >= 1.0 for s in signals) or (bool(signals) and signals[0].unknown >= 1.0)
+
+
+def held_back(s: Signals, conf: float, floor: float, *, words_matched: bool) -> bool:
+    """Under the floor and not holding every informative word of the query; or, when
+    `words_matched`, found by meaning alone (no lexical match, none of the words) and under
+    WORDLESS_FLOOR (ten times the floor at most: min_confidence 0 keeps everything)."""
+    if s.coverage >= 1.0:
+        return False
+    if conf < floor:
+        return True
+    wordless = not s.lexical and s.coverage == 0.0
+    return words_matched and wordless and conf < min(floor * WORDLESS_FLOOR / FLOOR, WORDLESS_FLOOR)
+
+
+def answer_features(signals: Sequence[Signals], probabilities: Sequence[float]) -> list[float]:
+    """What `answerable` reads of the whole page (ANSWER_FEATURES)."""
+    best = min(max(probabilities, default=0.0), 1 - 1e-6)
+    cosines = [s.cosine for s in signals if s.cosine is not None]
+    return [
+        math.log(max(best, 1e-6) / (1 - best)),
+        signals[0].unknown if signals else 1.0,
+        max((s.coverage for s in signals), default=0.0),
+        max(cosines, default=0.0),
+        float(bool(cosines)),
+    ]
+
+
+def answer_probability(
+    signals: Sequence[Signals], probabilities: Sequence[float], model: Sequence[float] = ANSWER_MODEL
+) -> float:
+    z = model[0] + sum(b * x for b, x in zip(model[1:], answer_features(signals, probabilities)))
+    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+
+def answerable(
+    signals: Sequence[Signals],
+    probabilities: Sequence[float],
+    *,
+    facet_hits: bool = False,
+    model: Sequence[float] = ANSWER_MODEL,
+    threshold: float = THRESHOLD,
+) -> bool:
+    """Something relevant was found: an exact match of rare words, or the page's model says so. A
+    facet-only query's listing is answerable when it lists anything (every file matched the filter)."""
     if facet_hits:
         return True
-    return any(c is not None and c >= THRESHOLD for c in confidences)
+    if not signals:
+        return False
+    return any(s.exact for s in signals) or answer_probability(signals, probabilities, model) >= threshold

@@ -12,7 +12,8 @@ budget bites, the later passages are cut at a line end, or at a word within a
 long line, each listed document keeping at least its first lines; when even
 that does not fit, the last documents are dropped. `truncated` says so.
 
-Every answer, full or compact, gets `answerable` (search/answerable.py).
+Every answer, full or compact, carries the engine's `answerable`, `held_back` and each hit's
+`confidence` (search/answerable.py, search/shape.py).
 
 Runs on: the search's thread, on its read snapshot (store/passages.py); the
 shaping is pure, apart from one stat per cited file for `changed`.
@@ -20,23 +21,16 @@ shaping is pure, apart from one stat per cited file for `changed`.
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..budget import ELLIPSIS, fit_budget, ref
 from ..config import PER_DOCUMENT
-from ..store import hits as stored_hits
 from ..store import passages
 from ..store.interface import Snapshot
-from ..store.lexical import ftsterms
-from ..store.lexical.ftstext import fts_text
 from ..store.workspaces import Workspace
-from . import answerable as A
-from .lexical.tokens import stems as passage_stems
-from .lexical.tokens import tokenize
 
 DEFAULT_BUDGET = 1200
 DEFAULT_LIMIT = 10
@@ -77,59 +71,11 @@ def finish(db: Snapshot, ws: Workspace, full: dict[str, Any], req: Request) -> d
     hits = full["hits"]
     if req.per_document:
         hits = one_per_document(hits, req.limit)
-    facet = full["mode_used"] == "facet"
-    scored = (None if s is None else A.confidence(s) for s in hit_signals(db, full, hits))
     if not req.compact:
-        # a full answer needs only `answerable`: hits are scored until the first confident one
-        # (usually the first), not all of them, on the search's hot path
-        return {**full, "hits": hits, "answerable": A.answerable(scored, facet_hits=facet and bool(hits))}
-    confidences = list(scored)
-    found = A.answerable(confidences, facet_hits=facet and bool(hits))
+        return {**full, "hits": hits}
     docs = passages.documents(db, ws.id, [h["path"] for h in hits])
-    entries = [compact_hit(h, c, docs.get(h["path"]), ws.root) for h, c in zip(hits, confidences)]
-    return fit_budget(envelope(full, found), entries, req.budget)
-
-
-def hit_signals(db: Snapshot, full: dict[str, Any], hits: list[dict[str, Any]]) -> Iterator[A.Signals | None]:
-    """What the confidence model reads for each hit (None in a facet-only listing), hit by hit:
-    the reads are one batch, the word coverage (the costly part) is computed as they are taken."""
-    if full["mode_used"] == "facet" or not hits:
-        yield from [None] * len(hits)
-        return
-    words = A.query_words(full["query"], tokenize)
-    stems = list(dict.fromkeys(s for _, ws in words for s in ws))  # A.query_stems
-    weights = word_weights(db, words, stems)
-    texts = stored_hits.chunk_texts(db, [h["chunk_id"] for h in hits])
-    semantic_ran = "semantic" in full["stages"]["performed"]
-    instant = full.get("semantic_tier") == "instant"
-    for h in hits:
-        # the passage's stems without their offsets: the same set as A.coverage's tokenize gives, at
-        # less than half the cost (no offsets to make, none to map from bytes to characters)
-        passage = fts_text(h["breadcrumb"] + "\n" + texts.get(h["chunk_id"], ""))
-        cov = A.coverage_of(stems, weights, passage_stems(passage))
-        # the model was fitted on the full model's cosines; the instant tier's run lower and wider,
-        # so while it serves, confidence reads the words alone (the lexical-only model)
-        yield A.Signals(coverage=cov, cosine=None, both=False) if instant else A.signals(h, cov, semantic_ran)
-
-
-def word_weights(db: Snapshot, words: list[tuple[str, list[str]]], stems: list[str]) -> dict[str, float]:
-    """passages.word_weights(db, stems), the chunk counts of most stems read through FTS5's term
-    counts (store/lexical/ftsterms.py), which are cached per index state and which the lexical leg has
-    mostly just read for the same words: one fts5vocab lookup costs ~0.2 ms, 1.6 ms for a claim.
-    A query word that is one token alone, quoted, matches exactly the chunks holding that token."""
-    if not stems:
-        return {}
-    alone: dict[str, str] = {}  # stem → the FTS5 expression of a word that is that stem alone
-    for w, ws in words:
-        if len(ws) == 1 and ws[0] not in alone and fts_text(w) == w and '"' not in w:
-            alone[ws[0]] = f'"{w}"'
-    state = ftsterms.index_state(db)
-    docs = ftsterms.term_docs(db, list(alone.values()), state)
-    out = {s: math.log(1 + state.rows / (1 + docs[e])) for s, e in alone.items()}
-    rest = [s for s in stems if s not in alone]
-    if rest:
-        out.update(passages.word_weights(db, rest))
-    return {s: out[s] for s in stems}
+    entries = [compact_hit(h, h["confidence"], docs.get(h["path"]), ws.root) for h in hits]
+    return fit_budget(envelope(full, full["answerable"]), entries, req.budget)
 
 
 def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
@@ -152,6 +98,7 @@ def envelope(full: dict[str, Any], found: bool) -> dict[str, Any]:
         "query": full["query"],
         "answer": "compact",
         "answerable": found,
+        "held_back": full["held_back"],
         "truncated": False,
         "tokens": 0,
         "hits": [],

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import RERANK_WINDOW, RRF_K, RRF_WEIGHTS, WorkspaceConfig, normalise_fusion
+from .answerable import FLOOR
 
 STAGES = ("lexical", "semantic", "rerank")  # the default: graph is opt-in
 ALL_STAGES = ("lexical", "semantic", "graph", "rerank")  # every stage, in the order they run
@@ -30,6 +31,7 @@ class SearchOptions:
     facet_counts: tuple[str, ...] = ()  # fields whose per-value counts over the matching set are wanted
     scope: str = "all"  # files, sessions (session.append) or all
     after: str | None = None  # only documents whose path sorts after this one (paging a browse)
+    min_confidence: float = FLOOR  # hits under it are held back (answerable.py: the floor)
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -74,4 +76,5 @@ def parse_options(opts: dict[str, Any] | None, ws: WorkspaceConfig) -> SearchOpt
         facet_counts=counts,
         scope=opts.get("scope", "all"),
         after=opts.get("after"),
+        min_confidence=opts.get("min_confidence", FLOOR),
     )

@@ -16,17 +16,37 @@ from typing import Any
 from ..store import hits as stored_hits
 from ..store.counts import facet_counts
 from ..store.sessions import origin
+from . import answerable as A
+from . import evidence
 from . import fusion as F
 from .lexical.fts import build_match
 from .lexical.tokens import tokenize
+from .semantic.leg import TIER_INSTANT
 from .snippet import make_snippet, snippet_maker
 from .stages import Context, Legs, Plan, Ranked
 
 
 def shape_answer(ctx: Context, plan: Plan, legs: Legs, ranked: Ranked, rows: dict[int, dict]) -> dict[str, Any]:
-    """The search.query answer: the page's hits with their snippets, and the facet counts."""
+    """The search.query answer: the page's hits with their snippets and confidence, the weak ones
+    held back (answerable.py: the floor), and the facet counts."""
     fused, requested, performed = ranked.fused, plan.requested, legs.performed
     page = fused[: plan.opts.limit]
+    sem_performed = "semantic" in performed
+    sigs = evidence.hit_signals(
+        ctx.db,
+        plan.query,
+        page,
+        rows,
+        cosines_comparable=sem_performed and legs.semantic_tier != TIER_INSTANT,
+        every_vector=legs.semantic_state == "ready",
+    )
+    raw = [A.probability(s) for s in sigs]
+    found = A.answerable(sigs, raw)
+    matched = A.words_matched(sigs)
+    floor = plan.opts.min_confidence
+    kept = [i for i, (s, c) in enumerate(zip(sigs, raw)) if not A.held_back(s, c, floor, words_matched=matched)]
+    shown = A.monotone([raw[i] for i in kept])
+    page = [page[i] for i in kept]
     snippet = snippet_maker(plan.parsed.terms, tokenize)
     asked = sum(1 for s in requested if s in ("lexical", "semantic", "graph"))  # seed 001: over the legs requested
     hits = [
@@ -37,14 +57,15 @@ def shape_answer(ctx: Context, plan: Plan, legs: Legs, ranked: Ranked, rows: dic
             f,
             ranked.rank_scores.get(f.chunk_id),
             asked,
+            conf,
         )
-        for f in page
+        for f, conf in zip(page, shown)
     ]
     lexical_match = leg_match = legs.lexical_match  # what the leg ran (the counts cover its matches)
     if lexical_match == "mixed" and all(f.chunk_id in legs.strict for f in page if f.ranks.get("lexical") is not None):
         lexical_match = "all"  # the answer's lexical hits all held every word: the relaxed ones stayed below
     if "graph" in requested:  # the graph leg's rank and link count, beside the others'
-        for h, f in zip(hits, fused):
+        for h, f in zip(hits, page):
             h["scores"]["graph"], h["ranks"]["graph"] = f.scores.get("graph"), f.ranks.get("graph")
     counts = (
         facet_counts(
@@ -62,12 +83,13 @@ def shape_answer(ctx: Context, plan: Plan, legs: Legs, ranked: Ranked, rows: dic
         if plan.opts.facet_counts
         else {}
     )
-    sem_performed = "semantic" in performed
     mode_used = "hybrid" if ("lexical" in performed and sem_performed) else ("semantic" if sem_performed else "lexical")
     return {
         "workspace": ctx.ws.name,
         "query": plan.query,
         "hits": hits,
+        "answerable": found,
+        "held_back": len(sigs) - len(kept),
         "mode_used": mode_used,
         "lexical_match": lexical_match,
         "semantic": legs.semantic_state,
@@ -85,6 +107,7 @@ def hit(
     f: F.Fused | None = None,
     rank_score: float | None = None,
     asked: int = 0,
+    confidence: float | None = None,
 ) -> dict[str, Any]:
     """One hit of the answer, from its chunk's row (store/hits.py hit_rows) and its place in the
     fused order; without one (a query of facets only) it is a file listed by a facet."""
@@ -107,6 +130,7 @@ def hit(
         "ranks": {n: None if f is None else f.ranks.get(n) for n in ("lexical", "semantic")},
         "rank_score": None if rank_score is None else round(rank_score, 6),
         "compatibility": None if f is None else F.compatibility(f.ranks, asked),
+        "confidence": confidence,
         "generation": row["generation"],
         "superseded_by": None if f is None else f.superseded_by,
         "tags": row["tags"],
@@ -144,6 +168,8 @@ def browse_facets(ctx: Context, plan: Plan) -> dict[str, Any]:
         "workspace": ctx.ws.name,
         "query": plan.query,
         "hits": hits,
+        "answerable": bool(hits),
+        "held_back": 0,
         "mode_used": "facet",
         "lexical_match": None,
         "semantic": "off" if ctx.semantic is None else "ready",

@@ -1,0 +1,66 @@
+"""What the confidence model (answerable.py) reads for the hits of one answer: the query's words
+with their chunk counts, and each passage's stems, cosine and place.
+
+Input: the search's snapshot, the query, the page's fused records and their rows, and what the
+semantic leg did. Output: one answerable.Signals per hit, in order.
+
+Runs on: the search's thread, on its read snapshot (FTS5's term counts, cached per index state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..store.interface import Snapshot
+from ..store.lexical import ftsterms
+from ..store.lexical.ftstext import fts_text
+from . import answerable as A
+from . import fusion as F
+from .lexical.tokens import stems as passage_stems
+from .lexical.tokens import tokenize
+
+
+def query_words(db: Snapshot, query: str) -> A.QueryWords:
+    """The query's informative stems, with how many chunks of the store hold each (every workspace:
+    the counts only need to tell rare words from common ones and known ones from unknown)."""
+    stems = A.query_stems(query, tokenize)
+    state = ftsterms.index_state(db)
+    counts = ftsterms.token_docs(db, stems, state) if stems else {}
+    return A.QueryWords(stems, {s: A.weight(counts[s], state.rows) for s in stems}, counts, state.rows)
+
+
+def hit_signals(
+    db: Snapshot,
+    query: str,
+    page: Sequence[F.Fused],
+    rows: Mapping[int, Mapping[str, Any]],
+    *,
+    cosines_comparable: bool,
+    every_vector: bool,
+) -> list[A.Signals]:
+    """The signals of each hit of `page`. cosines_comparable: the semantic leg ran with the model
+    the confidence was fitted on (not the instant tier); every_vector: it scanned every passage's
+    vector (state ready), so a passage it did not list was scored lower than all it listed."""
+    q = query_words(db, query)
+    cos: list[float | None] = [
+        f.scores.get("semantic") if cosines_comparable and f.scores.get("semantic") is not None else None for f in page
+    ]
+    best = max((c for c in cos if c is not None), default=None)
+    out = []
+    for i, (f, c) in enumerate(zip(page, cos)):
+        row = rows[f.chunk_id]
+        present = passage_stems(fts_text(row["breadcrumb"] + "\n" + row["text"])) if q.stems else set()
+        via = f.via
+        s = A.passage_signals(
+            q,
+            present,
+            cosine=c,
+            best_cosine=best,
+            both="lexical" in via and "semantic" in via,
+            missed=cosines_comparable and every_vector and c is None,
+            position=i,
+        )
+        out.append(replace(s, lexical="lexical" in via))
+    return out
