@@ -119,11 +119,14 @@ def test_budget_implies_compact_and_stages_help_names_graph(kb_env):
 def test_workspace_status_is_a_summary_for_people_and_json_with_json(kb_env):
     human = ok(kb_env, "workspace", "status", "kb").stdout
     assert not human.lstrip().startswith("{"), human
-    assert "kb: " in human and "15 indexed" in human and "58 chunks" in human, human
+    # notes/bad-encoding.md is indexed, its bad bytes replaced, with a problem saying so (issue 35)
+    assert "kb: " in human and "16 indexed" in human and "59 chunks" in human, human
     assert "skipped notes/diagram-export.md: binary file" in human, human
-    assert "search by meaning: off" in human and "problems: 1" in human, human
+    assert "search by meaning: off" in human and "problems: 2" in human, human
+    # what the markdown option leaves out, and how to take it in (issue 35)
+    assert "  left out: 1 hidden file (notes/.scratch.md); 1 hidden folder (.obsidian/)" in human, human
     answer = json.loads(ok(kb_env, "workspace", "status", "kb", "--json").stdout)
-    assert answer["name"] == "kb" and answer["files"]["indexed"] == 15
+    assert answer["name"] == "kb" and answer["files"]["indexed"] == 16
 
 
 def test_session_import_skips_a_line_that_is_not_json_and_says_which(kb_env, short_tmp):
