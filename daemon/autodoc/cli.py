@@ -152,6 +152,12 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="print the answer exactly as the RPC returns it")
     q.add_argument("--compact", action="store_true", help="citable passages, one per document (opts.answer compact)")
     q.add_argument("--budget", type=int, help="the most tokens the answer may take (300..32000); implies --compact")
+    q.add_argument(
+        "--min-confidence",
+        type=float,
+        help="the relevance floor: hits under this confidence are held back unless they hold every "
+        "word (default 0.01; 0 shows every hit)",
+    )
 
     sub.add_parser(
         "lsp",
@@ -298,6 +304,7 @@ def _merged(got: list[dict[str, Any]], limit: int, budget: int | None) -> dict[s
         truncated = len(hits) > limit
         hits = hits[:limit]
     out.update(hits=hits, truncated=truncated, answerable=any(a.get("answerable") for a in got))
+    out["held_back"] = sum(a.get("held_back", 0) for a in got)
     out["answers"] = {a["workspace"]: {k: v for k, v in a.items() if k != "hits"} for a in got}
     return out
 
@@ -397,8 +404,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             opts["answer"] = "compact"
             if args.budget is not None:
                 opts["budget_tokens"] = args.budget
+        if args.min_confidence is not None:
+            opts["min_confidence"] = args.min_confidence
         typed = {"opts.limit": f"-n {args.limit}", "opts.stages": f"--stages {args.stages}"}
         typed["opts.budget_tokens"] = f"--budget {args.budget}"
+        typed["opts.min_confidence"] = f"--min-confidence {args.min_confidence}"
         try:
             got = [call(settings, "search.query", [name, " ".join(args.query), opts]) for name in names]
         except AutodocError as e:
