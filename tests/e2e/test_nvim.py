@@ -223,18 +223,19 @@ def test_search_with_a_query_argument_runs_at_once(nv):
 
 def test_stage_toggles_rerun_the_search_and_change_the_title(nv):
     nv.lua("require('autodoc.search').reset_toggles()")
+    nv.command("set columns=200")  # the whole status fits the footer (it is cut to fit at 80)
     open_search(nv)
     nv.input("lease")
     wait_answer(nv, "lease", EVERY_STAGE)
     st = state(nv)
     assert "[x]lexical [x]semantic [x]rerank" in st["title"]
     assert "re-ranked by tiny-ce" in st["title"]
-    assert "semantic skipped: no embedding model is configured" in st["title"]
+    assert "re-ranked by tiny-ce · no embedding model " in st["title"]
 
     nv.input("<M-r>")
     wait_answer(nv, "lease", ["lexical", "semantic"])
     st = state(nv)
-    assert "[ ]rerank" in st["title"] and "not re-ranked: rerank is off" in st["title"]
+    assert "[ ]rerank" in st["title"] and "rerank off" in st["title"]
 
     nv.input("<M-r>")
     wait_answer(nv, "lease", EVERY_STAGE)
@@ -402,9 +403,10 @@ def test_a_model_transition_runs_the_search_again(kb, nv_factory):
     kb.call("workspace.add", ["tinyws", str(tiny), NO_MODEL])
     kb.call("workspace.index", ["tinyws"])
     nv = nv_factory(options(kb.sock, workspace="tinyws"))
+    nv.command("set columns=200")
     open_search(nv, "wombats")
     wait_answer(nv, "wombats")
-    assert "semantic skipped: no embedding model" in state(nv)["title"]
+    assert "no embedding model" in state(nv)["title"]
     kb.call("workspace.configure", ["tinyws", {"embedding": {"provider": "onnx"}}])
     nv.wait_lua(
         f"local s = {CURRENT}.session; return s.answer and s.answer.semantic == 'ready' and s.inflight == nil",
@@ -540,6 +542,7 @@ def test_no_daemon_is_an_error_with_the_socket_named(nv_factory):
     try:
         sock = base / "none.sock"
         nv = nv_factory(options(sock))
+        nv.command("set columns=200")
         nv.command("AutodocSearch lease")
         note = nv.wait_lua("for _, n in ipairs(_G.__notes) do if n.msg:find('no daemon answers') then return n end end")
         assert note["level"] == 4
@@ -673,3 +676,44 @@ def test_help_file_has_its_tags(nv_factory):
     nv.command(f"set rtp+={base}")
     nv.command("help autodoc-options")
     assert nv.json("return vim.fn.expand('%:t')") == "autodoc.txt"
+
+
+def test_a_workspace_without_a_ranker_shows_rerank_unavailable_and_the_whole_status(nv_factory):
+    """No ranker configured: the box showed `[x]rerank`, checked, and the footer's status ("not
+    re-ranked: no ranker is configured for this workspace · semantic skipped: …") was cut off
+    at the window's edge. The box says it cannot run; the status is terse enough for the footer
+    of an 80-column screen, and what still does not fit ends in …"""
+    base = make_base("adnk-")
+    kb = base / "kb"
+    shutil.copytree(CORPUS, kb, symlinks=True)
+    d = plugin_daemon(base).start()
+    try:
+        d.call("workspace.add", ["kb", str(kb), NO_MODEL])
+        d.call("workspace.index", ["kb"])
+        nv = nv_factory(options(d.sock), cwd=kb)
+        nv.lua("require('autodoc.search').reset_toggles()")
+        open_search(nv, "lease")
+        wait_answer(nv, "lease", EVERY_STAGE)
+        st = state(nv)
+        assert "[x]lexical [x]semantic [-]rerank" in st["title"], st["title"]
+        got = nv.json(f"""
+            local p = {CURRENT}.picker
+            local cfg = vim.api.nvim_win_get_config(p.list_win)
+            local footer = ''
+            for _, ch in ipairs(cfg.footer) do footer = footer .. ch[1] end
+            return {{footer = footer, width = vim.api.nvim_win_get_width(p.list_win)}}
+        """)
+        footer = got["footer"]
+        assert footer == " no ranker · no embedding model " and len(footer) <= got["width"] == 34, got
+        fitted = nv.json(
+            "return require('autodoc.picker.builtin').fit({{' re-ranked ', 'A'}, {'· semantic ready ', 'B'}}, 16)"
+        )
+        assert fitted == [[" re-ranked ", "A"], ["· se…", "B"]]
+        # the box still toggles (what is asked for), and says so
+        nv.input("<M-r>")
+        wait_answer(nv, "lease", ["lexical", "semantic"])
+        assert "[ ]rerank" in state(nv)["title"]
+        nv.lua("require('autodoc.search').reset_toggles()")
+    finally:
+        d.stop()
+        shutil.rmtree(base, ignore_errors=True)

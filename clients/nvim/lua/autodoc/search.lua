@@ -72,10 +72,21 @@ local function has(list, x)
   return vim.tbl_contains(list or {}, x)
 end
 
+--- A daemon's reason, short enough for a footer: "no embedding model is configured for
+--- this workspace" → "no embedding model" (what follows a ";" or " (" is detail).
+local function short(reason)
+  local r = tostring(reason):gsub(" for this workspace", ""):gsub(" is configured", ""):gsub(" are configured", "")
+  r = r:gsub("; .*$", ""):gsub(" %(.*$", "")
+  return r
+end
+M.short = short
+
 --- What the picker says about a search: `title` (the toggles and the
 --- number of hits) and `status` (what the daemon did with the stages: why
 --- one was skipped, "re-ranked by <model>" or "not re-ranked: <why>", or the
---- error). ctx: {toggles, answer?, error?, query?}. Each a list of {text, hl} chunks.
+--- error). ctx: {toggles, answer?, error?, query?, ranker?}: ranker is the
+--- workspace's ranker state as last answered ("off": none is configured, so
+--- its box shows [-], on but unable to run). Each a list of {text, hl} chunks.
 function M.describe(ctx)
   local s = ctx.toggles
   local a = ctx.answer
@@ -83,9 +94,14 @@ function M.describe(ctx)
   local function add(list, text, hl)
     table.insert(list, { text, hl or "AutodocTitle" })
   end
+  local ranker = (a and a.rank and a.rank.state) or ctx.ranker
   add(title, " ")
   for _, stage in ipairs(M.ORDER) do
-    add(title, s[stage] and ("[x]" .. stage) or ("[ ]" .. stage), s[stage] and "AutodocStageOn" or "AutodocStageOff")
+    if stage == "rerank" and s.rerank and ranker == "off" then
+      add(title, "[-]rerank", "AutodocStageOff")
+    else
+      add(title, s[stage] and ("[x]" .. stage) or ("[ ]" .. stage), s[stage] and "AutodocStageOn" or "AutodocStageOff")
+    end
     add(title, " ")
   end
   if ctx.error then
@@ -104,25 +120,33 @@ function M.describe(ctx)
   local function part(text, hl)
     add(status, (#status == 0 and " " or "· ") .. text .. " ", hl)
   end
+  -- terse, to fit the footer: a reason that names what is missing ("no embedding model")
+  -- stands alone; another one says which stage it stopped
+  local function skipped_part(stage, reason)
+    local r = short(reason)
+    part(r:find("^no ") and r or (stage .. " skipped: " .. r), "AutodocWarn")
+  end
   -- rerank first: it decides the order the user sees
   local rank = a.rank or {}
   if has(performed, "rerank") then
     part("re-ranked by " .. tostring(rank.model or "?"), "AutodocStageOn")
   elseif not s.rerank then
-    part("not re-ranked: rerank is off")
+    part("rerank off")
+  elseif rank.state == "off" then
+    part("no ranker")
   else
     local why = skipped.rerank or (rank.error ~= "" and rank.error) or rank.state or "not performed"
-    part("not re-ranked: " .. tostring(why), "AutodocWarn")
+    part("not re-ranked: " .. short(why), "AutodocWarn")
   end
   if not s.semantic then
     part("semantic off")
   elseif has(performed, "semantic") then
     part("semantic " .. tostring(a.semantic or "ready"))
   elseif skipped.semantic then
-    part("semantic skipped: " .. skipped.semantic, "AutodocWarn")
+    skipped_part("semantic", skipped.semantic)
   end
   if s.lexical and skipped.lexical then
-    part("lexical skipped: " .. skipped.lexical, "AutodocWarn")
+    skipped_part("lexical", skipped.lexical)
   end
   return { title = title, status = status }
 end
@@ -155,6 +179,7 @@ function M.session(ws, handlers)
   self.error = nil
   self.items = {}
   self.semantic_state = nil
+  self.ranker_state = nil -- the workspace's ranker as last answered ("off": none configured)
   self.stats = { sent = 0, cancelled = 0, stale = 0, refreshed = 0 }
   self.last_notified = nil
   self.timer = uv.new_timer()
@@ -179,7 +204,13 @@ end
 function Session:view()
   return {
     items = self.items,
-    described = M.describe({ toggles = M.toggles(), answer = self.answer, error = self.error, query = self.query }),
+    described = M.describe({
+      toggles = M.toggles(),
+      answer = self.answer,
+      error = self.error,
+      query = self.query,
+      ranker = self.ranker_state,
+    }),
     answer = self.answer,
     error = self.error,
     query = self.query,
@@ -250,6 +281,7 @@ function Session:run()
       self.error, self.answer = nil, answer
       self.last_notified = nil
       self.semantic_state = answer.semantic
+      self.ranker_state = (answer.rank or {}).state
       local items = {}
       for _, hit in ipairs(answer.hits or {}) do
         table.insert(items, hits.item(hit, self.ws.root, query))

@@ -238,6 +238,34 @@ end
 
 local HAS_FOOTER = vim.fn.has("nvim-0.10") == 1
 
+--- These {text, hl} chunks cut to `width` display cells, the last one kept ending in "…"
+--- (a border shows what fits and drops the rest mid-word).
+local function fit(chunks, width)
+  local out, used = {}, 0
+  for _, c in ipairs(chunks) do
+    local w = vim.fn.strdisplaywidth(c[1])
+    if used + w <= width then
+      table.insert(out, c)
+      used = used + w
+    else
+      local room = width - used - 1
+      if room > 0 then
+        local cut = vim.fn.strcharpart(c[1], 0, room)
+        while vim.fn.strdisplaywidth(cut) > room do
+          cut = vim.fn.strcharpart(cut, 0, vim.fn.strchars(cut) - 1)
+        end
+        table.insert(out, { cut .. "…", c[2] })
+      elseif #out > 0 then
+        local last = out[#out]
+        out[#out] = { vim.fn.strcharpart(last[1], 0, vim.fn.strchars(last[1]) - 1) .. "…", last[2] }
+      end
+      break
+    end
+  end
+  return out
+end
+M.fit = fit
+
 --- Show these items under this title, with this status line (the border's
 --- footer; on Neovim 0.9, after the title). Both are lists of {text, hl} chunks.
 function Picker:set(items, title, status)
@@ -293,7 +321,7 @@ function Picker:set(items, title, status)
     local cfg = { title = title, title_pos = "left" }
     if status and #status > 0 then
       if HAS_FOOTER then
-        cfg.footer, cfg.footer_pos = status, "left"
+        cfg.footer, cfg.footer_pos = fit(status, api.nvim_win_get_width(self.list_win)), "left"
       else
         cfg.title = vim.list_extend(vim.deepcopy(title), status)
       end
