@@ -200,8 +200,7 @@ class Service:
                 new = wss.configured(old, options)
                 wsrows.set_config(db, ws, new.stored())
                 if (new.site_roots, new.page_suffixes) != (old.site_roots, old.page_suffixes):
-                    self.links.forget(ws.id)  # the name tables hold the old site layout
-                    self.links.update(db, ws.id, changed=None)
+                    self.links.reconfigure(db, ws.id)  # the name tables hold the old site layout
             if new.embedding != old.embedding:
                 self._forget(ws.id)
             if self.indexer.chunking(new) != self.indexer.chunking(old):

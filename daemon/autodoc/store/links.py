@@ -41,6 +41,7 @@ import apsw
 
 from ..config.workspace import WorkspaceConfig
 from ..fmschema.values import parse_int
+from .documents import next_generation
 from .facets import active_schema
 from .sessions import NOT_SESSION
 
@@ -318,6 +319,15 @@ class LinkResolver:
 
     def forget(self, workspace_id: int) -> None:
         self._cache.pop(workspace_id, None)
+
+    def reconfigure(self, db: apsw.Connection, workspace_id: int) -> int:
+        """Resolve every link again after the workspace's site layout (site_roots, page_suffixes)
+        changed, inside the caller's transaction; readers' caches move on if any link did."""
+        self.forget(workspace_id)
+        moved = self.update(db, workspace_id, changed=None)
+        if moved:
+            next_generation(db)  # supersede chains and other per-generation caches
+        return moved
 
     def check(self, workspace_id: int, path: str, title: str, aliases: list, fm: Any) -> None:
         """Raise when a document's names (title, aliases, frontmatter) cannot be keyed."""
