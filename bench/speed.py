@@ -2662,6 +2662,100 @@ def main_embed(argv: list[str] | None = None) -> int:
     return 0
 
 
+# ==== embed-memory (issue 37) ======================================================================
+
+DOC_EMBED_MEMORY = """Peak memory and wall time of the CLI's in-process fill (issue 37), fused graph
+against the shipped one: a child process indexes a mix of real Markdown files
+(../shared/data/corpora, files taken round-robin from the five projects) and
+embeds every chunk as `autodoc index` does without a daemon
+(`Service.index` then `Service.embed_pending`); this process samples the
+child's RSS every 100 ms. The shipped graph runs with AUTODOC_MODEL_CACHE=off
+(the provider's fallback). The two children run one after the other, fused
+first, on their own stores.
+
+    python -m bench.speed embed-memory --files 120
+"""
+
+_FILL_CHILD = """
+import json, sys, time
+from pathlib import Path
+from autodoc.config import Settings
+from autodoc.service import Service
+store, root = sys.argv[1], sys.argv[2]
+svc = Service(Settings.from_env(store=Path(store)))
+svc.workspace_add("t", root, {"embedding": {"provider": "onnx"}})
+t0 = time.perf_counter()
+rep = svc.index("t")
+t1 = time.perf_counter()
+emb = svc.embed_pending("t")
+t2 = time.perf_counter()
+graph = svc.providers.get({"provider": "onnx"}).graph
+svc.close()
+print(json.dumps({"chunks": rep["chunks"], "index_s": t1 - t0, "embed_s": t2 - t1, "graph": graph}))
+"""
+
+
+def measure_fill_memory(corpora: Path, n_files: int) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="adbench-mem-"))
+    out: dict[str, Any] = {"machine_start": machine_note(), "runs": []}
+    try:
+        projects = sorted(p for p in corpora.iterdir() if p.is_dir() and p.name != "manifests")
+        lists = [sorted(q for q in p.rglob("*.md") if q.is_file()) for p in projects]
+        picked: list[tuple[Path, Path]] = []
+        i = 0
+        while len(picked) < n_files and any(i < len(x) for x in lists):
+            for p, files in zip(projects, lists):
+                if i < len(files) and len(picked) < n_files:
+                    picked.append((p, files[i]))
+            i += 1
+        root = tmp / "kb"
+        for p, f in picked:
+            dest = root / p.name / f.relative_to(p)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, dest)
+        out["files"] = len(picked)
+        for graph in ("fused", "shipped"):
+            env = dict(os.environ)
+            if graph == "shipped":
+                env["AUTODOC_MODEL_CACHE"] = "off"
+            load = round(os.getloadavg()[0], 2)
+            child = subprocess.Popen(
+                [sys.executable, "-c", _FILL_CHILD, str(tmp / f"{graph}.db"), str(root)],
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            peak = 0.0
+            while child.poll() is None:
+                peak = max(peak, rss_mb(child.pid) or 0.0)
+                time.sleep(0.1)
+            res = json.loads(child.stdout.read() if child.stdout else "{}")
+            res.update({"peak_rss_mb": peak, "load": load, "load_end": round(os.getloadavg()[0], 2)})
+            res["chunks_per_s"] = round(res["chunks"] / res["embed_s"], 2)
+            out["runs"].append(res)
+            log(f"  [embed-memory] {graph}: {res}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out["machine_end"] = machine_note()
+    return out
+
+
+def main_embed_memory(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.speed embed-memory", description=DOC_EMBED_MEMORY.split("\n\n")[0]
+    )
+    ap.add_argument("--corpora", type=Path, default=DEFAULT_DATA / "corpora")
+    ap.add_argument("--files", type=int, default=120)
+    ap.add_argument("--json", default="-", help="raw results path ('-': print only)")
+    args = ap.parse_args(argv)
+    res = measure_fill_memory(args.corpora, args.files)
+    res["commit"] = git_commit()
+    if args.json != "-":
+        Path(args.json).write_text(json.dumps(res, indent=1, default=str))
+    print(json.dumps(res, indent=1, default=str))
+    return 0
+
+
 # ==== the harness ===================================================================================
 
 CASES = [
@@ -2673,6 +2767,7 @@ CASES = [
     Case("params", main_params, DOC_PARAMS),
     Case("ties", main_ties, DOC_TIES),
     Case("embed", main_embed, DOC_EMBED),
+    Case("embed-memory", main_embed_memory, DOC_EMBED_MEMORY),
 ]
 
 
