@@ -305,7 +305,7 @@ def main_entry(argv: list[str] | None = None) -> int:
     daemon, mcp and lsp to their first answers, the TUI's first frame, index's return."""
     ap = argparse.ArgumentParser(prog="python -m bench.entry", description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=15, help="rounds (each case once per round)")
-    ap.add_argument("--corpus", default="foam-docs", help="a folder of ../shared/data/corpora")
+    ap.add_argument("--corpus", default="foam-docs", help="a folder of ../shared/data/corpora, or a folder's path")
     ap.add_argument("--data", default=str(DEFAULT_DATA))
     ap.add_argument("--embed-wait", type=float, default=3600.0, help="seconds to wait for the store's embedding")
     ap.add_argument("--no-index", action="store_true", help="skip the `autodoc index` case (it embeds a fresh store)")
@@ -317,11 +317,11 @@ def main_entry(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=str(RESULTS / "entry.md"))
     a = ap.parse_args(argv)
-    corpus = Path(a.data) / "corpora" / a.corpus
+    corpus = Path(a.corpus) if os.sep in a.corpus else Path(a.data) / "corpora" / a.corpus
     if not corpus.is_dir():
         raise SystemExit(f"no corpus at {corpus}")
-    ws = re.sub(r"[^a-z0-9]+", "-", a.corpus.lower()).strip("-")[:40] or "kb"
-    store = cache_root() / "entry" / a.corpus / "autodoc.db"
+    ws = re.sub(r"[^a-z0-9]+", "-", corpus.name.lower()).strip("-")[:40] or "kb"
+    store = cache_root() / "entry" / corpus.name / "autodoc.db"
     tmp = Path(tempfile.mkdtemp(prefix="adentry-"))  # short: a socket path must fit in 104 bytes
     sock = tmp / "d.sock"
     env = {
@@ -338,7 +338,7 @@ def main_entry(argv: list[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": machine_note(),
         "runs": a.runs,
-        "corpus": a.corpus,
+        "corpus": corpus.name,
     }
     ad = autodoc_argv()
     py = [sys.executable, "-c", "pass"]

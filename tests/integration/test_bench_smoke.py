@@ -157,3 +157,31 @@ def test_speed_smoke(tmp_path):
     assert lx["exact"]["same_rows_and_order"] == lx["exact"]["of"] == 10
     assert lx["timings"]["hybrid"]["n"] == lx["timings"]["hybrid_before"]["n"] == 10
     assert "MaxScore" in speed.render_lexical({"command": "smoke", "commit": "x", "machine": {}, "sizes": [lx]})
+
+
+@needs_model
+def test_entry_smoke(tmp_path):
+    """bench/entry.py on tests/corpora/kb, one round: every entry point answers and is timed."""
+    import json
+    import os
+    import subprocess
+
+    out = tmp_path / "entry.md"
+    env = {**os.environ, "AUTODOC_BENCH_CACHE": str(tmp_path / "cache")}
+    kb = REPO / "tests" / "corpora" / "kb"
+    p = subprocess.run(
+        [sys.executable, "-m", "bench.entry", "--runs", "1", "--corpus", str(kb), "--out", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(out.with_suffix(".json").read_text())
+    for label in ("version", "search sentence (daemon)", "mcp tools/list (daemon)", "lsp initialize (daemon)"):
+        assert res["with_daemon"][label]["p50_ms"] > 0, label
+    assert res["with_daemon"]["tui first frame (daemon)"]["n"] == 1
+    assert res["no_daemon"]["mcp initialize (no daemon)"]["p50_ms"] > 0
+    assert res["index"]["rc"] == 0 and any("fills in the background" in line for line in res["index"]["stdout"])
+    assert "| search keywords (daemon) |" in out.read_text()
