@@ -123,7 +123,7 @@ def test_changing_the_markdown_rule_reindexes_what_it_takes_in_and_leaves_out(sv
     read = call(svc, "document.read", ["kb", "source/incident.html.md.erb"])
     assert "<%" not in read["text"] and read["text"].count("\n") == ERB_PAGE.count(b"\n")
     tags = call(svc, "workspace.tags", ["kb"])["tags"]
-    assert not any(t["tag"] == "a" for t in tags)
+    assert not any(t["tag"] == "tag" for t in tags)  # "<%# a comment, not a #tag %>" was blanked
     left = call(svc, "workspace.status", ["kb"])["files"]["left_out"]
     assert left["by_extension"] == {".mdx": 1} and left["hidden_folders"] == 0
     with pytest.raises(Exception, match="markdown"):
