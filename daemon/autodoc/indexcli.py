@@ -98,5 +98,5 @@ def _hand_off(settings: Settings, names: list[str]) -> None:
         print(
             f"{n}: search by meaning fills in the background: the daemon (pid {pid}, log {log_path}) embeds "
             f"{emb.get('pending', 0)} chunks{left}; searches answer meanwhile (by keywords, and by meaning "
-            f"where the instant tier or the vectors reach). Follow it: autodoc workspace status {n}"
+            f"where the instant tier or the vectors reach). Follow it, with an ETA: autodoc workspace status {n}"
         )

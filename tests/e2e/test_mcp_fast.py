@@ -110,16 +110,19 @@ def test_the_early_answers_are_the_sdks_and_each_request_is_answered_once(daemon
     assert s.answer(5)["result"] == early_tools  # the SDK's own list, equal to the one sent before it ran
     assert [t["name"] for t in early_tools["tools"]][:2] == ["search", "read"]
     offers = [*HANDSHAKE_VERSIONS, "2026-07-28", "1999-01-01"]
-    for i, version in enumerate(offers):  # the SDK answers each initialize after the first
+    for i, version in enumerate(offers):  # the SDK answers each initialize after the first, and its list
         sent = _init(version, 10 + i)
         s.send(sent)
         assert s.answer(10 + i)["result"] == initialize_result(sent["params"]), version
+        s.send({"jsonrpc": "2.0", "id": 40 + i, "method": "tools/list"})
+        assert s.answer(40 + i)["result"] == early_tools, version  # the same list in every protocol version
     assert early_init == initialize_result(_init("2025-06-18", 2)["params"])
     s.send({"jsonrpc": "2.0", "id": 30, "method": "tools/call", "params": {"name": "status", "arguments": {}}})
     assert s.answer(30)["result"]["isError"] is False
     every = s.finish()
     answers = [m["id"] for m in every if "method" not in m]
-    assert sorted(answers, key=str) == sorted([None, 1, 2, 3, 4, 5, *range(10, 10 + len(offers)), 30], key=str)
+    want = [None, 1, 2, 3, 4, 5, *range(10, 10 + len(offers)), *range(40, 40 + len(offers)), 30]
+    assert sorted(answers, key=str) == sorted(want, key=str)
     assert "differs" not in errlog.read_text()
 
 
