@@ -30,11 +30,53 @@ def ref(workspace: str, path: str, line_start: int, line_end: int) -> str:
     return f"{workspace}:{path}#L{line_start}-{line_end}"
 
 
-def cut(entry: dict[str, Any], room: int, least: int = MIN_PASSAGE_TOKENS) -> dict[str, Any] | None:
+def cut(
+    entry: dict[str, Any], room: int, least: int = MIN_PASSAGE_TOKENS, weights: list[int] | None = None
+) -> dict[str, Any] | None:
     """The entry with its passage cut to fit `room` tokens: at a line end when one keeps at
     least half of what fits, else inside the line at a word, and then it ends with ELLIPSIS
     (its last line is partial). The ref (and line_end, when the entry has it) follow the cut.
-    None when not even `least` tokens of text would fit."""
+    None when not even `least` tokens of text would fit. `weights` (one a line of the text: how
+    much of the query it holds) moves the cut to the run of whole lines that holds most of it,
+    when the first lines hold less (the answer at a passage's end was cut away)."""
+    first_lines = _cut_head(entry, room, least)
+    if first_lines is None or not weights or ELLIPSIS in (entry["text"][:1], entry["text"][-1:]):
+        return first_lines
+    return _cut_window(entry, room, weights, first_lines) or first_lines
+
+
+def _cut_window(entry: dict[str, Any], room: int, weights: list[int], head: dict[str, Any]) -> dict[str, Any] | None:
+    """The run of whole lines, no longer than the first-lines cut, that holds the most weight,
+    when it holds more than those first lines do (the earliest such run); None otherwise."""
+    lines = entry["text"].split("\n")
+    if len(weights) != len(lines):
+        return None
+    size = len(head["text"].removesuffix(ELLIPSIS))
+    kept = head["text"].count("\n") + 1
+    best, best_at, a, width, got = sum(weights[:kept]), None, 0, 0, 0
+    for b, line in enumerate(lines):  # two pointers over the lines, a window of at most `size` characters
+        width += len(line) + (1 if b > a else 0)
+        got += weights[b]
+        while width > size and a < b:
+            width -= len(lines[a]) + 1
+            got -= weights[a]
+            a += 1
+        if width <= size and got > best:
+            best, best_at = got, (a, b)
+    if best_at is None:
+        return None
+    a, b = best_at
+    while b > a and not lines[b].strip():
+        b -= 1
+    base, first = cited_lines(entry["ref"])
+    out = {**entry, "text": "\n".join(lines[a : b + 1]), "ref": f"{base}#L{first + a}-{first + b}"}
+    if "line_start" in entry:
+        out["line_start"], out["line_end"] = first + a, first + b
+    return out if answer_tokens(out) <= room else None
+
+
+def _cut_head(entry: dict[str, Any], room: int, least: int) -> dict[str, Any] | None:
+    """cut() to the passage's first lines."""
     chars = (room - answer_tokens({**entry, "text": ""})) * 4
     if chars < max(1, least) * 4:
         return None
@@ -70,12 +112,15 @@ def cited_lines(cited: str) -> tuple[str, int]:
     return base, int(lines.split("-")[0])
 
 
-def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: int) -> dict[str, Any]:
+def fit_budget(
+    answer: dict[str, Any], entries: list[dict[str, Any]], budget: int, weights: list[list[int]] | None = None
+) -> dict[str, Any]:
     """Passages in order within `budget` tokens. Every document listed keeps at least a cited
     first part: as many entries are kept as fit at that minimum (the rest dropped), and a passage
     that would eat into what the later ones need is cut at a line end. The first passage is kept
-    whatever the budget, cut to what is left of it (its heading line at least). `truncated` says
-    that something was cut or dropped, and only then."""
+    whatever the budget, cut to what is left of it (its heading line at least). `weights`, one list
+    an entry (cut()), keeps a cut passage's lines that hold the query. `truncated` says that
+    something was cut or dropped, and only then."""
     answer["tokens"] = 9999  # the field's own digits count
     used = answer_tokens(answer)
     mins = [min(answer_tokens({**e, "text": ""}) + MIN_PASSAGE_TOKENS, answer_tokens(e)) + 1 for e in entries]
@@ -89,7 +134,7 @@ def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: in
         if answer_tokens(e) > room:
             # the first passage is cut to whatever is left rather than dropped: an answer with no
             # passage said "nothing relevant found" of a question whose answer ranked first
-            part = cut(e, room, MIN_PASSAGE_TOKENS if i else 1)
+            part = cut(e, room, MIN_PASSAGE_TOKENS if i else 1, weights[i] if weights else None)
             answer["truncated"] = True
             if part is None:
                 continue

@@ -94,3 +94,29 @@ def test_the_usual_no_ranker_reason_is_the_one_search_gives():
     from autodoc.search.rerank import NO_RANKER_REASON
 
     assert answers.NO_RANKER == NO_RANKER_REASON
+
+
+def test_a_cut_passage_keeps_the_lines_that_hold_the_query():
+    """A passage whose answer is in its last lines lost it to a cut that kept the first ones
+    (an ADR's Security Implications, the replication role's SELECT grant at its end)."""
+    lines = ["## Security Implications", ""] + [
+        f"Filler line {n} about networks and peering in general." for n in range(30)
+    ]
+    lines += ["The replication role needs only SELECT on the source Oracle tables."]
+    h = {**_hit(0), "text": "\n".join(lines), "ref": f"kb:adr.md#L10-{9 + len(lines)}"}
+    out = answers.fit(_envelope(), [h], 300, query="Which Oracle permissions does the replication role need?")
+    kept = out["hits"][0]
+    assert kept["text"].endswith("SELECT on the source Oracle tables.") and out["truncated"] is True
+    first, last = (int(x) for x in kept["ref"].rsplit("#L", 1)[1].split("-"))
+    assert last == 9 + len(lines) and last - first == kept["text"].count("\n")  # the ref says the lines kept
+    # a query the first lines answer as well keeps them, heading included
+    head = answers.fit(_envelope(), [h], 300, query="security implications of peering")
+    assert head["hits"][0]["text"].startswith("## Security Implications")
+    # without a query: the first lines, as before
+    assert answers.fit(_envelope(), [h], 300)["hits"][0]["text"].startswith("## Security Implications")
+
+
+def test_query_words_and_line_weights():
+    words = answers.query_words("What permissions does the replication service need on the Oracle DB?")
+    assert words == {"permi", "repli", "servi", "oracl"}
+    assert answers.line_weights("Grant SELECT permission\nto the Oracle replication role", words) == [1, 2]

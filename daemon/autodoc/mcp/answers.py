@@ -8,6 +8,7 @@ Runs on: the event loop (pure).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ..budget import answer_tokens, cut, fit_budget
@@ -60,18 +61,22 @@ def passage(h: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def fit(answer: dict[str, Any], hits: list[dict[str, Any]], budget: int) -> dict[str, Any]:
+def fit(answer: dict[str, Any], hits: list[dict[str, Any]], budget: int, query: str = "") -> dict[str, Any]:
     """The search tool's answer: `answer` (its fields but the hits, notes included, in the order
     shown) given the passages in order, cut as search.query cuts its own (budget.py fit_budget: the
     first passage always, cut to fit; later ones cut at a line end, dropped only when not even their
     first lines fit) so that what the model reads (search_text) takes at most `budget` tokens.
-    `tokens` counts that text; `truncated` says that something was cut or dropped."""
+    `tokens` counts that text; `truncated` says that something was cut or dropped. A passage cut
+    keeps the run of its lines that holds most of the query's words (line_weights), its first
+    lines when they hold as much."""
     entries = [passage(h) for h in hits]
+    words = query_words(query)
+    weights = [line_weights(e["text"], words) for e in entries] if words else None
     # fit_budget counts the JSON, which costs more than the text (keys, escaped newlines): the
     # JSON allowance grows until the text fills the budget (a few rounds; each is pure and quick)
     allowance, best = budget, None
     for _ in range(FIT_ROUNDS):
-        got = fit_budget({**answer, "hits": []}, entries, allowance)
+        got = fit_budget({**answer, "hits": []}, entries, allowance, weights)
         used = text_tokens(search_text(got))
         if used <= budget:
             best = got
@@ -81,12 +86,32 @@ def fit(answer: dict[str, Any], hits: list[dict[str, Any]], budget: int) -> dict
         else:
             allowance -= used - budget + FIT_SLACK
     if best is None:  # never seen: the text is shorter than its JSON
-        best = fit_budget({**answer, "hits": []}, entries, budget)
+        best = fit_budget({**answer, "hits": []}, entries, budget, weights)
     best["tokens"] = text_tokens(search_text(best))
     return best
 
 
 NO_RANKER = "no ranker is configured for this workspace"  # search/rerank.py NO_RANKER_REASON
+# Words too common to tell one line of a passage from another (the search itself weighs words by
+# how rare they are; this only picks which lines of a passage to keep)
+COMMON = frozenset(
+    "about after also does from have into just need should that their them then there these they this "
+    "what when where which while will with would your".split()
+)
+_WORDS = re.compile(r"\w+")
+STEM = 5  # letters a word is compared by: "permissions" and "permission", "configure" and "configuring"
+
+
+def query_words(query: str) -> set[str]:
+    """The query's words that can tell lines apart: four letters or more, not COMMON, by their first STEM."""
+    return {w[:STEM] for w in _WORDS.findall(query.lower()) if len(w) >= 4 and w not in COMMON}
+
+
+def line_weights(text: str, words: set[str]) -> list[int]:
+    """For each line of a passage, how many of the query's words it holds."""
+    return [len(words & {w[:STEM] for w in _WORDS.findall(line.lower())}) for line in text.split("\n")]
+
+
 FIT_ROUNDS = 6
 FIT_SLACK = 12  # tokens of the budget a fitted answer may leave unused
 

@@ -111,7 +111,7 @@ async def search(b: Backend, a: Args) -> Result:
     # the passages are fitted here, to this answer's own fields (each workspace's search was asked for
     # them whole): counted against search.query's envelope instead, a budget left hundreds of tokens
     # unused, or at 300 no passage at all
-    out = answers.fit(out, hits, budget)
+    out = answers.fit(out, hits, budget, query)
     return out, answers.search_text(out)
 
 
