@@ -325,6 +325,8 @@ def test_lsp_on_its_own(kb, tmp_path):
     )
     msg = client.wait_note("window/showMessage")
     assert "no workspace" in msg["message"] and "stray.md" in msg["message"]
+    # …naming the store it looked in, and how that was chosen (an editor may not pass AUTODOC_STORE on)
+    assert f"of the store {store.resolve()} (given by --store)" in msg["message"]
 
     assert client.stop() == 0
     log = (tmp_path / "lsp.log").read_text()

@@ -119,7 +119,10 @@ class AutodocLanguageServer(LanguageServer):
             self.window_show_message(
                 T.ShowMessageParams(
                     type=T.MessageType.Info,
-                    message=f"AutoDoc: {path} is in no workspace (add one: autodoc workspace add NAME PATH)",
+                    # the store named: an editor that starts the server without the shell's
+                    # AUTODOC_STORE looks in another one, and every answer is then empty
+                    message=f"AutoDoc: {path} is in no workspace of the store {self.settings.store_named()} "
+                    "(add one: autodoc workspace add NAME PATH)",
                 )
             )
         return None
