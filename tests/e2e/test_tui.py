@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from helpers.daemon import NO_MODEL, Daemon, daemon_argv, wait_gone
+from textual import events
 
 from autodoc.config import Settings
 from autodoc.tui import render, state
@@ -244,6 +245,50 @@ async def test_each_box_searches_again_and_one_of_lexical_and_semantic_stays(kb,
         assert (s.box("lexical").value, s.box("semantic").value) == (True, False)
         answer = await search(pilot, again, "wombats")
         assert answer["stages"]["requested"] == ["lexical", "rerank"]
+
+
+async def terminal_key(pilot, key: str) -> None:
+    """A key as a terminal's driver posts it: Alt+L arrives as ESC l, parsed to `alt+l` *with* the
+    character `l` (Pilot's press gives none, so a field would not type it and the bug would hide)."""
+    pilot.app.post_message(events.Key(key, key.rpartition("+")[2]))
+    await pilot.pause()
+
+
+async def test_alt_keys_toggle_the_stages_while_the_query_field_has_focus(kb, tmp_path):
+    """Issue 38: Alt+L typed an `l` into the query (the field took the key before the screen's
+    binding); a person types the query and toggles a stage without leaving the field."""
+    app = make_app(kb, tmp_path, workspace="kb")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app)
+        s = app.pickers["search"]
+        field = s.query_one("#query")
+        assert field.has_focus
+        await search(pilot, app, "lease", keys=True)
+        assert s.box("lexical").value is True
+        n = s.stats["answered"]
+        await terminal_key(pilot, "alt+r")  # no ranker here: said, and nothing typed
+        await terminal_key(pilot, "alt+l")  # kb has no model: lexical stays (the one retrieval stage)
+        await pilot.pause(0.2)
+        assert field.value == "lease" and field.has_focus
+        assert s.stats["answered"] == n
+
+    sem = await asyncio.to_thread(small_workspace, kb, "altkeys", {})
+    app = make_app(kb, tmp_path, workspace=sem)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app)
+        s = app.pickers["search"]
+        await until(pilot, lambda: s.box("semantic").display, "the semantic box")
+        await search(pilot, app, "wombats", keys=True)
+        n = s.stats["answered"]
+        await terminal_key(pilot, "alt+s")
+        answer = await answered_again(pilot, s, n, "the search without semantic")
+        assert s.query_one("#query").value == "wombats" and s.query_one("#query").has_focus
+        assert answer["stages"]["requested"] == ["lexical", "rerank"]
+        n = s.stats["answered"]
+        await terminal_key(pilot, "alt+s")
+        answer = await answered_again(pilot, s, n, "the search with semantic again")
+        assert "semantic" in answer["stages"]["requested"]
+        assert s.query_one("#query").value == "wombats"
 
 
 async def test_a_ranker_or_a_model_arriving_brings_its_box_and_runs_the_query_again(kb, tmp_path):

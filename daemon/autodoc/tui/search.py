@@ -39,9 +39,11 @@ STAGE_KEYS = {"lexical": "alt+l", "semantic": "alt+s", "rerank": "alt+r"}
 
 class SearchScreen(PickerScreen):
     BINDINGS = [
-        Binding("alt+l", "toggle_stage('lexical')", "Lexical"),
-        Binding("alt+s", "toggle_stage('semantic')", "Semantic"),
-        Binding("alt+r", "toggle_stage('rerank')", "Rerank"),
+        # priority: a terminal sends Alt+L as ESC l, which arrives as `alt+l` carrying the
+        # character `l`, and the query field would type it before a plain binding is asked
+        Binding("alt+l", "toggle_stage('lexical')", "Lexical", priority=True),
+        Binding("alt+s", "toggle_stage('semantic')", "Semantic", priority=True),
+        Binding("alt+r", "toggle_stage('rerank')", "Rerank", priority=True),
         Binding("ctrl+y", "copy_ref", "Copy ref"),
         Binding("ctrl+s", "quickfix", "Quickfix"),
         Binding("ctrl+f", "next_facet", "Facet"),
