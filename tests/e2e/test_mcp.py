@@ -401,6 +401,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+async def _http_call(url: str, tool: str, arguments: Any) -> dict[str, Any]:
+    """One tools/call over streamable HTTP as a plain client posts it (a session, then the call)."""
+    import httpx
+
+    def answer(r: httpx.Response) -> dict[str, Any]:
+        if r.headers.get("content-type", "").startswith("text/event-stream"):
+            return json.loads(next(line[5:] for line in r.text.splitlines() if line.startswith("data:")))
+        return r.json()
+
+    hdr = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    async with httpx.AsyncClient(timeout=60) as h:
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+        r = await h.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, headers=hdr)
+        assert "result" in answer(r), r.text
+        if r.headers.get("mcp-session-id"):
+            hdr["mcp-session-id"] = r.headers["mcp-session-id"]
+        hdr["mcp-protocol-version"] = "2025-06-18"
+        await h.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hdr)
+        call = {"name": tool, "arguments": arguments}
+        r = await h.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}, headers=hdr)
+        got = answer(r)
+        assert "result" in got, got
+        return got["result"]
+
+
 async def test_streamable_http_on_localhost(store):
     _base, env = store
     port = _free_port()
@@ -423,6 +448,10 @@ async def test_streamable_http_on_localhost(store):
             assert [t.name for t in (await c.list_tools()).tools] == [t["name"] for t in json.loads(GOLDEN.read_text())]
             ans, _, err = await _tool(c, "search", {"query": "porter stemming", "limit": 2})
             assert not err and _path(ans["hits"][0]) == "adrs/0009-porter-stemming.md"
+        # arguments sent as a JSON string over HTTP too: read as the object, with a note (the SDK said -32602)
+        called = await _http_call(f"http://127.0.0.1:{port}/mcp", "read", json.dumps({"ref": f"kb:{ADR12}#L1-2"}))
+        assert called["structuredContent"]["ref"] == f"kb:{ADR12}#L1-2"
+        assert "arguments sent as a JSON string" in called["structuredContent"]["notes"][0]
     finally:
         proc.terminate()
         proc.wait(timeout=30)

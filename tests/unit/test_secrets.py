@@ -70,3 +70,10 @@ def test_prepared_text_decodes_blanks_erb_and_masks_with_problems_on_their_lines
     assert [(p.code, p.line) for p in problems] == [("encoding", 1), ("secret", 4)]
     assert prepared_text("page.md", data, redact=False)[0].startswith("# Caf\ufffd <%= title %>")
     assert decode("\ufeff# x\n".encode("utf-32-le"))[0] == "# x\n"
+
+
+def test_a_quoted_value_is_masked_whole_and_an_unusual_first_character_does_not_hide_it():
+    masked, found = mask('password: "p@ss,w0rd;9x"\napi_key = !Qz8mK2vL9x\n')
+    assert masked == 'password: "[redacted:password]"\napi_key = [redacted:api-key]\n'
+    assert [m.kind for m in found] == ["password", "api-key"]
+    assert find("token: ~/.config/tokens/deploy1.txt") == []  # a path to the secret, not the secret

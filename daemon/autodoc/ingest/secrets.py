@@ -60,7 +60,6 @@ _PEM = re.compile(
     re.M | re.S,
 )
 _PEM_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]{20,}")
-# key = value, key: value, "key": "value" — the key named like a credential, the value on the same line
 # A quick pass first: most documents hold none of these, and then the shapes are not searched.
 _QUICK = re.compile(
     r"A[KSBCIRPN][A-Z]A[0-9A-Z]{16}|gh[pousr]_|github_pat_|xox[abposr]-|hooks\.slack\.com|eyJ|PRIVATE KEY"
@@ -69,7 +68,7 @@ _QUICK = re.compile(
 # value long enough to be a credential, then the key before it read backwards and checked whole by
 # _KEY (its last word names a credential). Anchoring on the sign is 4 times as fast as searching
 # for the key words case-insensitively at every position.
-_ASSIGNED = re.compile(r"""[:=][ \t]*(["']?)([^\s"'`,;<>]{8,})\1""")
+_ASSIGNED = re.compile(r"""[:=][ \t]*(?:"([^"\s]{8,})"|'([^'\s]{8,})'|([^\s"'`,;<>]{8,}))""")
 _KEY = re.compile(
     r"(?i)(?:aws_?secret_?(?:access_?)?key|secret_?access_?key|client_?secret|api_?key|apikey|access_?token"
     r"|auth_?token|private_?key|password|passwd|secret|token)$"
@@ -114,8 +113,10 @@ def _kind_of(key: str) -> str:
 
 def credential_like(value: str) -> bool:
     """Whether an assigned value looks like a credential rather than a placeholder, a reference or a word."""
-    if len(value) < 8 or value[0] in "$<{[(%&*#@!?.~/\\" or "{{" in value or "${" in value:
-        return False
+    if len(value) < 8 or value[0] in "$<{[(%" or "{{" in value or "${" in value:
+        return False  # a reference or a template: ${TOKEN}, <your-token>, {{ .Values.token }}, %(token)s
+    if value.startswith(("/", "./", "../", "~/")):
+        return False  # a path: a file that holds the secret, not the secret
     if "..." in value or "\u2026" in value:  # elided: an example cut short, not a credential
         return False
     if re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", value) and not any(c.isdigit() for c in value):
@@ -146,8 +147,10 @@ def find(text: str) -> list[tuple[int, int, str]]:
             if any(_PEM_BODY_LINE.search(line) for line in body.splitlines()):
                 spans.append((m.start(3), m.end(3), "private-key"))
     for m in _ASSIGNED.finditer(text):
-        if (key := _key_before(text, m.start())) and "public" not in key.lower() and credential_like(m.group(2)):
-            spans.append((m.start(2), m.end(2), _kind_of(key)))
+        g = 1 if m.group(1) is not None else 2 if m.group(2) is not None else 3  # "quoted", 'quoted', bare
+        key = _key_before(text, m.start())
+        if key and "public" not in key.lower() and credential_like(m.group(g)):
+            spans.append((m.start(g), m.end(g), _kind_of(key)))
     for m in _BEARER.finditer(text):
         if credential_like(m.group(1)):
             spans.append((m.start(1), m.end(1), "bearer-token"))

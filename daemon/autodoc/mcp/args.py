@@ -24,8 +24,8 @@ from typing import Any
 
 from ..suggest import close_names
 from .backend import ToolError
+from .wire import ARGUMENTS_WERE_A_STRING
 
-ARGUMENTS_WERE_A_STRING = "__arguments_were_a_json_string"  # set by stdio.py, as it names it
 NESTED = ("opts", "options", "params", "arguments", "args", "filters")
 ALIASES = {
     "k": "limit",
@@ -126,7 +126,7 @@ class Args:
         if not isinstance(raw, dict):
             raise ToolError(f"send the arguments as an object with the keys {known}")
         self.notes: list[str] = []
-        if raw.get(ARGUMENTS_WERE_A_STRING) is True:  # stdio.py parsed them
+        if raw.get(ARGUMENTS_WERE_A_STRING) is True:  # wire.py parsed them
             raw = {k: v for k, v in raw.items() if k != ARGUMENTS_WERE_A_STRING}
             self.notes.append("read the arguments sent as a JSON string as the object it holds: send an object")
         self.values: dict[str, Any] = {}

@@ -135,8 +135,10 @@ async def serve_stdio(settings: Settings, spawn: bool, streams: tuple[BinaryIO, 
 async def serve_http(settings: Settings, spawn: bool, host: str, port: int) -> None:
     import uvicorn
 
+    from .wire import lenient
+
     async with _serving(settings, spawn) as server:
-        app = server.streamable_http_app(host=host)
+        app = lenient(server.streamable_http_app(host=host))  # string arguments read as their object
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         log.info("MCP over streamable HTTP on http://%s:%d/mcp", host, port)
         await uvicorn.Server(config).serve()

@@ -13,9 +13,8 @@ the client's is not answered, as JSON-RPC asks. (The SDK takes a request whose
 id is neither a string nor an integer, `1.5` or `true`, for a notification:
 that one is still not answered.) A tools/call whose `arguments` is a string
 holding a JSON object (some clients send it so) is taken as that object, and
-the tool's answer says so in a note (args.py reads the marker); one whose string
-holds no object gets -32602 naming the field, where the SDK answered -32602 with
-empty data. And at the end of input the SDK
+the tool's answer says so in a note (wire.py); one whose string holds no object
+gets -32602 naming the field, where the SDK answered -32602 with empty data. And at the end of input the SDK
 cancels the requests still running and answers "Connection closed"; here the
 end of input waits for them (at most DRAIN_S), as `autodoc serve` does; a
 request the client cancelled is not waited for (the SDK does not answer it).
@@ -26,7 +25,6 @@ Runs on: the event loop of `autodoc mcp`.
 from __future__ import annotations
 
 import io
-import json
 import logging
 from collections import Counter
 from typing import Any, BinaryIO
@@ -37,8 +35,9 @@ from mcp.server.stdio import stdio_server
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
+from .wire import NOT_AN_OBJECT, string_arguments
+
 log = logging.getLogger("autodoc.mcp")
-ARGUMENTS_WERE_A_STRING = "__arguments_were_a_json_string"  # the marker args.py turns into a note
 
 DRAIN_S = 30.0  # after the end of input, how long the requests already read may take to answer
 
@@ -90,26 +89,11 @@ def rejection(exc: Exception) -> types.JSONRPCError | None:
 
 def arguments_as_object(msg: types.JSONRPCRequest) -> types.JSONRPCError | None:
     """A tools/call's `arguments` sent as a JSON string: replaced (in place) by the object it
-    holds, marked for the note; the error to answer instead when it holds no object."""
-    params = msg.params
-    if msg.method != "tools/call" or not isinstance(params, dict) or not isinstance(params.get("arguments"), str):
-        return None
-    try:
-        parsed = json.loads(params["arguments"])
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        params["arguments"] = {**parsed, ARGUMENTS_WERE_A_STRING: True}
+    holds (wire.py); the error to answer instead when it holds no object."""
+    if string_arguments(msg.method, msg.params) is not False:
         return None
     return types.JSONRPCError(
-        jsonrpc="2.0",
-        id=msg.id,
-        error=types.ErrorData(
-            code=-32602,
-            message="invalid params: arguments must be an object of the tool's parameters by name, "
-            'e.g. {"query": "lease recovery"}, not a string',
-            data={"field": "arguments"},
-        ),
+        jsonrpc="2.0", id=msg.id, error=types.ErrorData(code=-32602, message=NOT_AN_OBJECT, data={"field": "arguments"})
     )
 
 
