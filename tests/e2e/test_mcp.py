@@ -349,6 +349,16 @@ async def test_two_agents_with_the_default_config_share_a_daemon_they_start(stor
     turns = [{"role": "user", "text": "How many quokkas?"}, {"role": "assistant", "text": "Forty-two quokkas."}]
     try:
         async with Client(_server(env)) as a, Client(_server(env)) as b:
+            # both at once: each starts a daemon, one takes the store, and both use that one
+            modes: list[str] = []
+
+            async def first(c: Client) -> None:
+                modes.append((await _tool(c, "status", {}))[0]["server"]["mode"])
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first, a)
+                tg.start_soon(first, b)
+            assert modes == ["daemon", "daemon"]
             for i, c in enumerate((a, b)):
                 ans, _, err = await _tool(c, "save_session", {"session_id": f"s-two-{i}", "turns": turns})
                 assert not err and ans["saved"] == 2, ans
