@@ -128,7 +128,8 @@ def test_a_store_written_before_path_words_upgrades(tmp_path, monkeypatch):
         s = Service(Settings.from_env(store=db_path))
         s.workspace_add("kb", str(root), NO_MODEL)
         s.index("kb")
-        assert s.search("kb", "entities v4", {"mode": "lexical"})["hits"] == []
+        old = s.search("kb", "entities v4", {"mode": "lexical"})
+        assert old["lexical_match"] == "any"  # no chunk held both words
         with s.store.write() as db:
             db.execute("PRAGMA user_version = 7")
         s.close()
@@ -136,6 +137,6 @@ def test_a_store_written_before_path_words_upgrades(tmp_path, monkeypatch):
     try:
         s.index("kb")  # an index job builds the postings in slices (a small store: all of it)
         a = s.search("kb", "entities v4", {"mode": "lexical"})
-        assert a["hits"] and a["hits"][0]["path"] == ENTITIES
+        assert a["lexical_match"] == "all" and a["hits"][0]["path"] == ENTITIES
     finally:
         s.close()

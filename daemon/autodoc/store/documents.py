@@ -19,7 +19,7 @@ import apsw
 from ..ingest.types import Chunk, ParsedDocument
 from .changes import entry
 from .facets import active_schema, write_facets
-from .lexical import postings
+from .lexical import ftstext, postings
 from .lexical.ftstext import fts_text
 from .sessions import NOT_SESSION, is_session_path
 from .sql import all_rows, scalar
@@ -45,10 +45,6 @@ def log_change(
         (workspace, path, op, generation, old_path, now),
     )
     return entry(db.last_insert_rowid(), workspace, path, op, generation, old_path, now)
-
-
-def _meta_text(doc: ParsedDocument) -> str:
-    return fts_text(" ".join([*doc.aliases, *doc.tags]))
 
 
 def write_document(
@@ -108,7 +104,7 @@ def write_document(
         ctime_ns,
         inode,
     )
-    meta_text = _meta_text(doc)
+    meta_text = ftstext.meta_text(doc.aliases, doc.tags, path)
     if row:
         doc_id = row[0]
         # a new title is in every chunk's FTS row too: kept chunks are re-indexed (they kept the old one)
@@ -251,7 +247,20 @@ def rename_document(db: apsw.Connection, ws: Workspace, old: str, new: str) -> d
     db.execute("DELETE FROM documents WHERE workspace_id=? AND path=?", (ws.id, new))
     gen = next_generation(db)
     db.execute("UPDATE documents SET path=?, generation=? WHERE id=?", (new, gen, row[0]))
+    _refresh_fts(db, row[0], new)  # the path's words are in every chunk's FTS row
     return log_change(db, ws.name, new, "rename", gen, old)
+
+
+def _refresh_fts(db: apsw.Connection, doc_id: int, path: str) -> None:
+    """Write the document's chunks' FTS rows again (and their postings), from the stored text."""
+    title, tags, aliases = db.execute("SELECT title, tags, aliases FROM documents WHERE id=?", (doc_id,)).fetchone()
+    meta = ftstext.meta_text(json.loads(aliases), json.loads(tags), path)
+    rows = all_rows(db, "SELECT id, breadcrumb, text FROM chunks WHERE document_id=? ORDER BY ordinal", (doc_id,))
+    for cid, _, _ in rows:
+        db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
+    postings.removed(db, [cid for cid, _, _ in rows])
+    for cid, crumb, text in rows:
+        _insert_fts(db, cid, (fts_text(title), fts_text(crumb), meta, fts_text(text)))
 
 
 def record_skip(db: apsw.Connection, ws: Workspace, path: str, reason: str) -> None:

@@ -251,6 +251,24 @@ def _m007_file_signal(db: apsw.Connection) -> None:
             db.execute(f"ALTER TABLE documents ADD COLUMN {column} INTEGER")
 
 
+def _m008_path_words(db: apsw.Connection) -> None:
+    """A document's path words are in its FTS rows' meta column (store/lexical/ftstext.path_words):
+    the postings are built again from chunk id 0, and the build rewrites each FTS row whose column
+    sizes differ from the store's text (postings.build_slice), so the rows gain their path words a
+    slice per index job, FTS5 serving until then. Instant at any size (three deletes)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name='postings_delta'").fetchone() is None:
+        return  # no postings tables (a store rewound past 5): nothing to rebuild from
+    db.execute("DELETE FROM postings")
+    db.execute("DELETE FROM postings_delta")
+    db.execute("DELETE FROM postings_dead")
+    empty = scalar(db, "SELECT NOT EXISTS (SELECT 1 FROM chunks)")
+    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('postings_built', ?)", ("complete" if empty else "0",))
+    db.execute(  # readers' caches of the postings are keyed by it (postread.cache_key)
+        "INSERT INTO meta(key, value) VALUES ('postings_gen', '1') "
+        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+    )
+
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _m001_initial,
     _m002_typed_facets,
@@ -259,6 +277,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _m005_postings,
     _m006_chosen_options,
     _m007_file_signal,
+    _m008_path_words,
 ]
 
 

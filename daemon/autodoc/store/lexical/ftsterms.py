@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import apsw
 
 from ..sql import scalar
-from .ftstext import fts_text
+from .ftstext import fts_text, meta_text
 
 # must name the tokenizer chunks_fts was created with (migrations.py; a test compares them)
 TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
@@ -167,12 +167,12 @@ def indexed_rows(db: apsw.Connection, chunk_ids: list[int]) -> dict[int, Row]:
     tok = _tokenizer(db)
     flags = apsw.FTS5_TOKENIZE_DOCUMENT
     out: dict[int, Row] = {}
-    for cid, title, crumb, tags, aliases, text in db.execute(
-        "SELECT c.id, d.title, c.breadcrumb, d.tags, d.aliases, c.text FROM chunks c "
+    for cid, title, crumb, tags, aliases, path, text in db.execute(
+        "SELECT c.id, d.title, c.breadcrumb, d.tags, d.aliases, d.path, c.text FROM chunks c "
         "JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(chunk_ids)),),
     ):
-        meta = " ".join([*json.loads(aliases), *json.loads(tags)])
+        meta = meta_text(json.loads(aliases), json.loads(tags), path)
         cols = tuple(
             tok(
                 (s if s.isascii() else fts_text(s)).encode("utf-8"),

@@ -36,3 +36,40 @@ def fts_text(text: str) -> str:
     if not CJK_RUN.search(text):
         return text
     return CJK_RUN.sub(lambda m: f" {_bigrams(m.group(0))} ", text)
+
+
+# A file's name and folders are words of its FTS row's meta column (with its aliases and tags, which
+# weighs below the title: store/lexical/matches.py), so `ADR-45-entities-v4.md` is found by
+# "entities v4". Extensions say nothing about a page ("md", "html" of `x.html.md.erb`); pure
+# numbers are dates and ids ("2023-07-19-…", SciFact's `12345.md`) that would match every query
+# holding a year or a count. A camelCase name is kept whole and in its parts.
+_EXTENSIONS = frozenset("md markdown mdown mkd mkdn mdx erb html htm txt rst adoc".split())
+_PATH_PART = re.compile(r"[^\W_]+", re.UNICODE)
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+SESSION_PREFIX = ".session/"  # store/sessions.py: a session's path is its id, not a name
+
+
+def path_words(path: str) -> str:
+    """The words of a document's path, as its FTS row's meta column holds them (space-separated)."""
+    if path.startswith(SESSION_PREFIX):
+        return ""
+    folders, _, name = path.rpartition("/")
+    parts = name.split(".")
+    while len(parts) > 1 and parts[-1].lower() in _EXTENSIONS:
+        parts.pop()
+    out: list[str] = []
+    seen: set[str] = set()
+    for piece in _PATH_PART.findall(folders + " " + " ".join(parts)):
+        camel = piece != piece.lower() and piece != piece.upper()
+        for w in [piece, *_CAMEL.findall(piece)] if camel else [piece]:
+            if w.isdigit() or w.lower() in seen:
+                continue
+            seen.add(w.lower())
+            out.append(w)
+    return " ".join(out)
+
+
+def meta_text(aliases: list[str], tags: list[str], path: str) -> str:
+    """The meta column of a document's FTS rows: its aliases, tags and path words. Written by
+    store/documents.py and rebuilt by postings.build_slice and ftsterms.indexed_rows: one rule."""
+    return fts_text(" ".join([*aliases, *tags, path_words(path)]).strip())

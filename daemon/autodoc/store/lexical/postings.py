@@ -38,7 +38,7 @@ import apsw
 import numpy as np
 
 from ..sql import all_rows, scalar
-from . import ftsterms
+from . import ftsterms, ftstext
 from .ftstext import fts_text
 
 log = logging.getLogger(__name__)
@@ -289,8 +289,8 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
     ids: list[int] = []
     lengths: list[int] = []
     mismatched = 0
-    for cid, doc_id, crumb, text, title, tags, aliases in db.execute(
-        "SELECT c.id, c.document_id, c.breadcrumb, c.text, d.title, d.tags, d.aliases FROM chunks c "
+    for cid, doc_id, crumb, text, title, tags, aliases, path in db.execute(
+        "SELECT c.id, c.document_id, c.breadcrumb, c.text, d.title, d.tags, d.aliases, d.path FROM chunks c "
         "JOIN documents d ON d.id = c.document_id WHERE c.id >= ? AND c.id < ? ORDER BY c.id",
         (lo, hi),
     ):
@@ -298,7 +298,7 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
             continue  # the delta holds its records (written since), or FTS5 has no row for it
         head = docs.get(doc_id)
         if head is None:
-            meta = fts_text(" ".join([*json.loads(aliases), *json.loads(tags)]))
+            meta = ftstext.meta_text(json.loads(aliases), json.loads(tags), path)
             head = docs[doc_id] = (
                 [code(t, len(vocab)) for t in _tokens(tok, fts_text(title))],
                 [code(t, len(vocab)) for t in _tokens(tok, meta)],
