@@ -253,7 +253,7 @@ def rename_document(db: apsw.Connection, ws: Workspace, old: str, new: str) -> d
 
 def _refresh_fts(db: apsw.Connection, doc_id: int, path: str) -> None:
     """Write the document's chunks' FTS rows again (and their postings), from the stored text."""
-    title, tags, aliases = db.execute("SELECT title, tags, aliases FROM documents WHERE id=?", (doc_id,)).fetchone()
+    ((title, tags, aliases),) = all_rows(db, "SELECT title, tags, aliases FROM documents WHERE id=?", (doc_id,))
     meta = ftstext.meta_text(json.loads(aliases), json.loads(tags), path)
     rows = all_rows(db, "SELECT id, breadcrumb, text FROM chunks WHERE document_id=? ORDER BY ordinal", (doc_id,))
     for cid, _, _ in rows:
