@@ -261,7 +261,7 @@ def floor_effect(sets, model, floor: float) -> dict[str, Any]:
             matched = A.words_matched([signals(h) for h in p["hits"]])
             for h in p["hits"]:
                 s = signals(h)
-                out = A.held_back(s, A.probability(s, model), floor, words_matched=matched)
+                out = A.held_back(s, A.match_probability(s, model), floor, words_matched=matched)
                 total += 1
                 held += out
                 if "_neg/" in g:
@@ -366,6 +366,32 @@ def report(sets: dict[str, list[dict[str, Any]]], model, answer_model, threshold
     return out
 
 
+def floor_quality(stores, split: str, n: int | None = None, limits: tuple[int, ...] = (10, 100)) -> dict[str, Any]:
+    """SciFact `split` through the default hybrid search, without the floor (min_confidence 0) and with
+    it (the default): nDCG@10, R@10, R@100 (bench/quality.py's evaluator) and the hits held back."""
+    from .quality import evaluate, path_doc
+
+    col = load_collection(DEFAULT_DATA / "scifact", splits=(split,))
+    queries = col.split_queries(split)
+    if n:
+        queries = queries[:: max(1, len(queries) // n)][:n]
+    qrels = {q: col.qrels[split][q] for q, _ in queries}
+    svc, ws = stores.get("scifact")
+    out: dict[str, Any] = {}
+    for limit in limits:
+        for name, extra in (("without the floor", {"min_confidence": 0}), ("with the floor", {})):
+            run: dict[str, list[str]] = {}
+            held = shown = 0
+            for qid, text in queries:
+                a = svc.search(ws, text, fresh({"limit": limit, **extra}))
+                run[qid] = list(dict.fromkeys(path_doc(h["path"]) for h in a["hits"]))
+                held += a["held_back"]
+                shown += len(a["hits"])
+            m = {k: round(v, 4) for k, v in evaluate(run, qrels).items()}
+            out[f"limit {limit}, {name}"] = {**m, "hits": shown, "held_back": held}
+    return out
+
+
 def render(res: dict[str, Any]) -> str:
     L = [
         "# Per-hit confidence, `answerable` and the relevance floor (issue 35)",
@@ -426,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m bench.confidence")
     ap.add_argument("--calibrate", action="store_true", help="fit on the train sets and print the model")
+    ap.add_argument(
+        "--floor", choices=["train", "test"], help="only SciFact nDCG/recall with and without the floor, on this split"
+    )
     ap.add_argument("--queries", type=int, default=None, help="at most this many SciFact queries a split")
     ap.add_argument("--cache", type=Path, default=None)
     ap.add_argument(
@@ -442,6 +471,12 @@ def main(argv: list[str] | None = None) -> int:
     corpora = built(cache)
     log(f"known-item corpora with a complete store: {corpora}")
     stores = Stores(cache, corpora, args.scifact)
+    if args.floor:
+        try:
+            print(json.dumps(floor_quality(stores, args.floor, args.queries), indent=1))
+        finally:
+            stores.close()
+        return 0
     probes: dict[str, Any] = {}
     if args.probes and args.probes.exists():
         probes = json.loads(args.probes.read_text())

@@ -156,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
         "--min-confidence",
         type=float,
         help="the relevance floor: hits under this confidence are held back unless they hold every "
-        "word (default 0.01; 0 shows every hit)",
+        "word (default 0.03; 0 shows every hit)",
     )
 
     sub.add_parser(

@@ -131,11 +131,14 @@ def test_answerable_tells_a_real_question_from_an_off_topic_one(kb, answer):
     for q in ("chemotherapy dosage for pediatric leukemia patients", "how do we bake sourdough bread at home"):
         off = _valid(svc.search("kb", q, {"answer": answer}))
         assert off["answerable"] is False, q
-        # the relevance floor holds most of the weak hits back and counts them; min_confidence 0 shows them
-        assert off["held_back"] > len(off["hits"]), q
+        # what the relevance floor holds back it counts; min_confidence 0 shows everything
         weak = _valid(svc.search("kb", q, {"answer": answer, "min_confidence": 0}))
-        assert len(weak["hits"]) > len(off["hits"]) and weak["held_back"] == 0 and weak["answerable"] is False, q
+        assert weak["held_back"] == 0 and weak["answerable"] is False, q
+        assert len(weak["hits"]) == len(off["hits"]) + off["held_back"] or answer == "compact", q
         assert max(h["confidence"] for h in weak["hits"]) < max(h["confidence"] for h in on["hits"])
+    # no word of this one is in the corpus: what meaning alone finds is held back
+    gone = _valid(svc.search("kb", "chemotherapy dosage for pediatric leukemia patients", {"answer": answer}))
+    assert gone["hits"] == [] and gone["held_back"] > 0
 
 
 def test_answerable_in_chinese_and_japanese(kb):

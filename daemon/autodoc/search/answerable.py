@@ -24,11 +24,12 @@ or else when a second logistic model, of the page (ANSWER_FEATURES), reaches THR
 fitted per query on the same sets plus the tune halves of the answer-span questions and of the
 unanswerable questions (bench/answer_spans/).
 
-The floor (PROTOCOL.md, search.query): a hit whose confidence is under the floor (FLOOR unless
-the caller sets `min_confidence`) is held back, unless it holds every informative word of the
-query; and where some hit holds every word (or no word of the query is in the store at all), a
-hit found by meaning alone is held back under WORDLESS_FLOOR. The answer counts what was held back. So the page stops
-where the matches stop.
+The floor (PROTOCOL.md, search.query): a hit is held back when its own match, its probability
+as if it were listed first, is under the floor (FLOOR unless the caller sets `min_confidence`),
+unless it holds every informative word of the query; and where some hit holds every word (or no
+word of the query is in the store at all), a hit found by meaning alone is held back under
+WORDLESS_FLOOR. Depth alone never holds a hit back: a deep page is not padding for that. The
+answer counts what was held back. So the page stops where the matches stop.
 
 Runs on: any thread (pure: no I/O, no shared state).
 """
@@ -38,7 +39,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..store.lexical.ftstext import STOPWORDS, fts_text
 
@@ -50,7 +51,7 @@ MODEL = (-1.682, 2.363, 0.589, -1.88, -1.426, -0.584, 0.629, -0.85, 0.942, -1.41
 ANSWER_FEATURES = ("best_logit", "unknown", "best_coverage", "best_cosine", "has_cosine")
 ANSWER_MODEL = (0.351, 1.568, -3.233, 3.749, 1.862, -0.87)
 THRESHOLD = 0.49  # answerable when the answer model's probability reaches it
-FLOOR = 0.01  # a hit under this confidence is held back unless it holds every word of the query
+FLOOR = 0.03  # a hit whose own match (its probability if listed first) is under this is held back
 # beside a hit holding every word of the query, a hit found by meaning alone is held back under
 # this: SciFact train and the known-item questions had 0 relevant of 55 such hits
 WORDLESS_FLOOR = 0.1
@@ -207,10 +208,16 @@ def words_matched(signals: Sequence[Signals]) -> bool:
     return any(s.coverage >= 1.0 for s in signals) or (bool(signals) and signals[0].unknown >= 1.0)
 
 
+def match_probability(s: Signals, model: Sequence[float] = MODEL) -> float:
+    """The hit's probability as if it were listed first: how well the passage itself matches, for the
+    floor (a deep hit is less likely relevant, but a deep page is not padding for that alone)."""
+    return probability(replace(s, position=0), model)
+
+
 def held_back(s: Signals, conf: float, floor: float, *, words_matched: bool) -> bool:
-    """Under the floor and not holding every informative word of the query; or, when
-    `words_matched`, found by meaning alone (no lexical match, none of the words) and under
-    WORDLESS_FLOOR (ten times the floor at most: min_confidence 0 keeps everything)."""
+    """`conf` (match_probability) under the floor and the hit not holding every informative word of
+    the query; or, when `words_matched`, found by meaning alone (no lexical match, none of the
+    words) and under WORDLESS_FLOOR (scaled down with a lower floor: min_confidence 0 keeps all)."""
     if s.coverage >= 1.0:
         return False
     if conf < floor:
