@@ -431,9 +431,7 @@ async def _http_call(url: str, tool: str, arguments: Any) -> dict[str, Any]:
         await h.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hdr)
         call = {"name": tool, "arguments": arguments}
         r = await h.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}, headers=hdr)
-        got = answer(r)
-        assert "result" in got, got
-        return got["result"]
+        return answer(r)
 
 
 async def test_streamable_http_on_localhost(store):
@@ -460,8 +458,11 @@ async def test_streamable_http_on_localhost(store):
             assert not err and _path(ans["hits"][0]) == "adrs/0009-porter-stemming.md"
         # arguments sent as a JSON string over HTTP too: read as the object, with a note (the SDK said -32602)
         called = await _http_call(f"http://127.0.0.1:{port}/mcp", "read", json.dumps({"ref": f"kb:{ADR12}#L1-2"}))
-        assert called["structuredContent"]["ref"] == f"kb:{ADR12}#L1-2"
-        assert "arguments sent as a JSON string" in called["structuredContent"]["notes"][0]
+        assert called["result"]["structuredContent"]["ref"] == f"kb:{ADR12}#L1-2"
+        assert "arguments sent as a JSON string" in called["result"]["structuredContent"]["notes"][0]
+        refused = await _http_call(f"http://127.0.0.1:{port}/mcp", "read", "ADR 12")
+        assert refused["id"] == 2 and refused["error"]["code"] == -32602
+        assert refused["error"]["data"] == {"field": "arguments"}
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -35,7 +35,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
-from .wire import NOT_AN_OBJECT, string_arguments
+from .wire import refusal, string_arguments
 
 log = logging.getLogger("autodoc.mcp")
 
@@ -92,9 +92,7 @@ def arguments_as_object(msg: types.JSONRPCRequest) -> types.JSONRPCError | None:
     holds (wire.py); the error to answer instead when it holds no object."""
     if string_arguments(msg.method, msg.params) is not False:
         return None
-    return types.JSONRPCError(
-        jsonrpc="2.0", id=msg.id, error=types.ErrorData(code=-32602, message=NOT_AN_OBJECT, data={"field": "arguments"})
-    )
+    return types.JSONRPCError.model_validate(refusal(msg.id))
 
 
 async def serve(server: Any, options: Any, streams: tuple[BinaryIO, BinaryIO] | None = None) -> None:

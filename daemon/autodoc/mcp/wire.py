@@ -2,7 +2,8 @@
 is a string holding a JSON object (some agent frameworks send it so). The SDK answered -32602
 with empty data; here it is taken as the object it holds, marked so that the tool's answer says
 so in a note (args.py), on both transports: stdio.py per message, `lenient` around the
-streamable HTTP app. A string that holds no object is refused naming the field (stdio.py).
+streamable HTTP app. A string that holds no object is refused naming the field (-32602,
+data.field "arguments"), on both.
 
 Runs on: the event loop (pure, and an ASGI wrapper).
 """
@@ -58,13 +59,29 @@ def lenient(app: ASGI) -> ASGI:
             msg = json.loads(body)
         except ValueError:
             msg = None
-        if isinstance(msg, dict) and string_arguments(msg.get("method"), msg.get("params")):
+        fixed = string_arguments(msg.get("method"), msg.get("params")) if isinstance(msg, dict) else None
+        if fixed is False and isinstance(msg, dict) and "id" in msg:  # answered here, naming the field
+            return await _json(send, refusal(msg["id"]))
+        if fixed:
             body = json.dumps(msg).encode()
             scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]}
             scope["headers"].append((b"content-length", str(len(body)).encode()))
         await app(scope, _replay([{"type": "http.request", "body": body, "more_body": False}], receive), send)
 
     return wrapped
+
+
+def refusal(rid: Any) -> dict[str, Any]:
+    """The answer to a tools/call whose string arguments hold no object."""
+    error = {"code": -32602, "message": NOT_AN_OBJECT, "data": {"field": "arguments"}}
+    return {"jsonrpc": "2.0", "id": rid, "error": error}
+
+
+async def _json(send: Callable[[Message], Awaitable[None]], obj: dict[str, Any]) -> None:
+    body = json.dumps(obj).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _replay(first: list[Message], receive: Callable[[], Awaitable[Message]]) -> Callable[[], Awaitable[Message]]:
