@@ -6,7 +6,7 @@ line span a client asked for; `check_generation` refuses a read of a
 generation the index no longer keeps; `not_found` is the error for a path
 that is not an indexed document, with the documents it might have meant
 (read on the caller's snapshot). Below them, the document methods' answers
-the service composes from them (document.read, document.outline).
+the service composes from them (document.read, document.outline, document.find).
 
 Runs on: any thread.
 """
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import fuzzy
 from .errors import DocumentNotFound, GenerationGone, InvalidParams, PathOutsideWorkspace
 from .ingest.outline import build_outline
 from .ingest.tokens import wordpiece_tokens
@@ -163,4 +164,30 @@ def outline_answer(ws: Workspace, rel: str, doc: reads.Content) -> dict[str, Any
         "total_bytes": len(doc.data),
         "tokens": wordpiece_tokens(doc.data.decode("utf-8", "replace")),
         "headings": build_outline(doc.data),
+    }
+
+
+def names_of(db: Snapshot, ws: Workspace) -> fuzzy.Names:
+    """Every document's path and title, ready for document.find."""
+    return fuzzy.Names([(p, t or "") for p, t, _ in reads.document_names(db, ws.id)])
+
+
+def find_answer(ws: Workspace, names: fuzzy.Names, pattern: str, limit: int) -> dict[str, Any]:
+    """document.find: the documents whose title or path the pattern fuzzy-matches, best first."""
+    found, matched = fuzzy.find(names, pattern, limit)
+    return {
+        "workspace": ws.name,
+        "pattern": pattern,
+        "total": len(names.rows),
+        "matched": matched,
+        "documents": [
+            {
+                "path": f.path,
+                "title": f.title,
+                "score": f.score,
+                "title_marks": f.title_marks,
+                "path_marks": f.path_marks,
+            }
+            for f in found
+        ],
     }

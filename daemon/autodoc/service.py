@@ -374,6 +374,15 @@ class Service:
     def document_read(self, name: str, path: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
         return docs.read_answer(*self._content(name, path), opts)
 
+    def document_find(self, name: str, pattern: str, limit: int) -> dict[str, Any]:
+        """The documents whose title or path the pattern fuzzy-matches, over every one of the
+        workspace (their names read once per store generation)."""
+        with self.store.read() as db:
+            ws = wss.find(db, name)
+            gen = wsrows.store_generation(db)
+            names = self._cached("names", ws, gen, lambda: docs.names_of(db, ws))
+        return docs.find_answer(ws, names, pattern, limit)
+
     def document_problems(self, name: str, path: str | None = None) -> dict[str, Any]:
         """{workspace, path, problems: [{path, line, message, code}]}: why a document (or every
         document, and the schema file) breaks the parser or the workspace schema."""

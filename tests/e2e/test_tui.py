@@ -24,6 +24,7 @@ import pytest
 from helpers.daemon import NO_MODEL, Daemon, daemon_argv, wait_gone
 from textual import events
 
+from autodoc import fuzzy
 from autodoc.config import Settings
 from autodoc.tui import render, state
 from autodoc.tui.app import AutodocApp
@@ -442,6 +443,51 @@ async def test_open_a_document_by_fuzzy_title_and_facet(kb, tmp_path, monkeypatc
         await until(pilot, lambda: app.workspace == names[(names.index("kb") + 1) % len(names)], "the next workspace")
 
 
+def many_documents(kb) -> str:
+    """451 documents: past the 200 a listing page held, a dated file and one found by its title."""
+    folder = kb.base / "many"
+    (folder / "notes").mkdir(parents=True, exist_ok=True)
+    for i in range(449):
+        (folder / "notes" / f"n{i:03}.md").write_text(f"# Note {i}\n\nFiller about topic {i}.\n")
+    (folder / "zz").mkdir(exist_ok=True)
+    (folder / "zz" / "2023-05-19-borrow-checker.md").write_text("# Fighting the borrow checker\n\nLifetimes.\n")
+    (folder / "zz" / "zh.md").write_text("# Zhang-Hu collision index\n\nHashing.\n")
+    if "many" not in {w["name"] for w in kb.call("workspace.list", {})["workspaces"]}:
+        kb.call("workspace.add", ["many", str(folder), NO_MODEL])
+        kb.call("workspace.index", ["many"])
+    return "many"
+
+
+async def test_the_document_picker_matches_every_document_not_the_first_200(kb, tmp_path):
+    """Issue 38: Ctrl+O matched only the first 200 paths (plus a word search): `0519borrow` and
+    `zhcollidx` found nothing and the header said "200 of 200 documents" in a larger workspace."""
+    ws = await asyncio.to_thread(many_documents, kb)
+    # the daemon's answer itself (its result schema checked: AUTODOC_CHECK_RESULTS)
+    found = await rpc(kb, "document.find", [ws, "0519borrow", 5])
+    assert found["total"] == 451 and found["matched"] == 1
+    assert found["documents"][0]["path"] == "zz/2023-05-19-borrow-checker.md"
+    assert found["documents"][0]["path_marks"][:4] == [8, 9, 11, 12]  # 0 5 1 9 of 05-19
+    every = await rpc(kb, "document.find", {"workspace": ws, "limit": 1000})
+    assert every["matched"] == 451 and [d["path"] for d in every["documents"]][-1] == "zz/zh.md"
+    assert (await rpc(kb, "document.find", [ws, "note 12", 3]))["documents"][0]["title"] == "Note 12"
+
+    app = make_app(kb, tmp_path, workspace=ws)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app)
+        await pilot.press("ctrl+o")
+        d = app.pickers["documents"]
+        await until(pilot, lambda: d.got["total"] == 451, "the workspace's documents")
+        assert "451 of 451 documents" in d.listing.border_title
+        assert d.query_one("#filter").has_focus
+        for typed, want in (("0519borrow", "zz/2023-05-19-borrow-checker.md"), ("zhcollidx", "zz/zh.md")):
+            d.query_one("#filter").value = ""
+            await pilot.pause()
+            await pilot.press(*typed)
+            await until(pilot, lambda: d.shown and d.got.get("matched") == 1, f"{typed!r} matched")
+            assert d.shown[0]["path"] == want
+            assert "1 of 451 documents" in d.listing.border_title
+
+
 async def test_add_a_workspace_indexes_it_with_progress(kb, tmp_path):
     folder = kb.base / "new-notes"
     (folder / "sub").mkdir(parents=True, exist_ok=True)
@@ -553,8 +599,8 @@ def test_stage_rules_titles_and_what_leaves_the_app(tmp_path):
     assert title == "1 hit"
     assert status == "not re-ranked: ranker m timed out · semantic partial: 18 chunks wait"
 
-    assert render.fuzzy("lrc", "Lease recovery")[1] == [0, 6, 8]
-    assert render.fuzzy("xyz", "Lease recovery") is None
+    assert fuzzy.score("lrc", "lease recovery")[1] == [0, 6, 8]
+    assert fuzzy.score("xyz", "lease recovery") is None
     assert render.find_words("The lease, leases and release.", ["lease"]) == [(4, 9)]
     assert render.find_words("The lease, leases and release.", ["lease*"]) == [(4, 9), (11, 17)]
     assert render.editor_argv("/k/a.md", 12, {"EDITOR": "code --wait"}) == ["code", "--wait", "+12", "/k/a.md"]

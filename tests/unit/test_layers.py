@@ -25,6 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"errors"},
     "suggest": {"errors"},
     "budget": set(),  # an answer's token budget: pure
+    "fuzzy": set(),  # fzf-like matching of titles and paths (document.find): pure
     # pure stages
     "ingest": {"errors", "config"},
     "fmschema": {"errors", "config", "ingest"},
@@ -35,7 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "index": {"errors", "config", "ingest", "fmschema", "store", "embed"},
     "search": {"errors", "config", "budget", "ingest", "fmschema", "store", "embed", "rerank"},
     # the facade that composes them, and the method table over it
-    "documents": {"errors", "config", "suggest", "ingest", "store"},
+    "documents": {"errors", "config", "suggest", "ingest", "store", "fuzzy"},
     "workspaces": {"errors", "config", "suggest", "ingest", "fmschema", "store", "embed", "rerank"},
     "service": {
         "autodoc",
@@ -66,7 +67,7 @@ ALLOWED: dict[str, set[str]] = {
     "cliout": set(),  # the CLI's output for people: pure
     "lsp": {"autodoc", "errors", "config", "connect", "ingest"},
     "mcp": {"autodoc", "errors", "config", "budget", "connect", "api", "suggest"},
-    "tui": {"errors", "config", "connect", "rpc"},
+    "tui": {"errors", "config", "connect", "rpc", "fuzzy"},
     "cli": {
         "autodoc",
         "errors",

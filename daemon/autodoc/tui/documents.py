@@ -5,11 +5,10 @@ pattern), the facet chooser, the workspace. Output: the matching documents,
 best first, the one under the cursor previewed from its top; Enter opens it
 in $EDITOR.
 
-The documents come from a facet-only search.query (the workspace's files in
-path order; at most BROWSE of them), and, once the pattern has a word of
-three letters or more, from a lexical search for those words as well, so
-that a document past the first BROWSE is still found by its title. The
-fuzzy match itself runs here, on every key.
+Without a facet the daemon matches (document.find: every document's title
+and path, however many there are), a moment after each key. With a facet
+the documents come from a facet-only search.query (at most BROWSE of them,
+in path order) and are matched here with the same rules (fuzzy.py).
 
 Runs on: the TUI's event loop; the searches on a worker thread.
 """
@@ -27,13 +26,15 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Button, Input, Select
 
+from .. import fuzzy
 from . import render
 from .facets import FacetSelect, WorkspaceSelect
 from .link import Cancelled, Pending
 from .picker import PickerScreen
 
 BROWSE = 200  # search.query's largest page
-FETCH_DEBOUNCE_S = 0.15
+FETCH_DEBOUNCE_S = 0.08
+SHOWN = 200  # the most documents listed (document.find's answer)
 _FACET = re.compile(r"^-?[\w.]+:.")
 
 
@@ -46,23 +47,11 @@ def split_filter(text: str) -> tuple[str, str]:
     return " ".join(facets), " ".join(words)
 
 
-def rank(docs: list[dict[str, Any]], pattern: str) -> list[tuple[dict[str, Any], list[int]]]:
-    """The documents every word of the pattern matches (fuzzy, over `title  path`), best first."""
-    out = []
-    for i, d in enumerate(docs):
-        hay = f"{d.get('title') or d['path']}  {d['path']}"
-        total, marks, ok = 0, [], True
-        for w in pattern.split():
-            m = render.fuzzy(w, hay)
-            if m is None:
-                ok = False
-                break
-            total += m[0]
-            marks += m[1]
-        if ok:
-            out.append((-total, i, d, marks))
-    out.sort(key=lambda t: (t[0], t[1]))
-    return [(d, marks) for _, _, d, marks in out]
+def rank(docs: list[dict[str, Any]], pattern: str) -> list[dict[str, Any]]:
+    """The documents every word of the pattern matches, best first, each with its marks."""
+    by_path = {d["path"]: d for d in docs}
+    found, _ = fuzzy.find([(d["path"], d.get("title") or "") for d in docs], pattern, len(docs))
+    return [{**by_path[f.path], "title_marks": f.title_marks, "path_marks": f.path_marks} for f in found]
 
 
 class DocumentScreen(PickerScreen):
@@ -74,6 +63,7 @@ class DocumentScreen(PickerScreen):
     def __init__(self) -> None:
         super().__init__(id="documents-screen")
         self.docs: list[dict[str, Any]] = []
+        self.got: dict[str, Any] = {"documents": [], "matched": 0, "total": 0, "local": True}
         self.shown: list[dict[str, Any]] = []
         self.fetched_for: tuple[str | None, str, str | None, str] | None = None
         self.pending: Pending | None = None
@@ -106,7 +96,8 @@ class DocumentScreen(PickerScreen):
         return self.query_one("#filter", Input).value
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        self.show()
+        if self.got["local"]:
+            self.show()  # matched here at once; the daemon's answer follows the pause
         if self._timer is not None:
             self._timer.stop()
         self._timer = self.set_timer(FETCH_DEBOUNCE_S, self.fetch)
@@ -130,62 +121,67 @@ class DocumentScreen(PickerScreen):
         if ws is None or self.autodoc.link is None:
             return
         facets, pattern = split_filter(self.filter_text())
-        words = " ".join(w for w in pattern.split() if len(w) >= 3)
         chosen = self.query_one(FacetSelect).facet()
         if chosen:
             facets = f"{facets} {chosen[0]}:{chosen[1]}".strip()
-        key = (ws, facets, words or None, str(chosen))
+        key = (ws, facets, None if facets else pattern, str(chosen))
         if key == self.fetched_for:
+            self.show()
             return
         self.fetched_for = key
         if self.pending is not None:
             self.pending.cancel()
         self.seq += 1
         self.pending = Pending()
-        self._fetch(self.seq, self.pending, ws, facets, words)
+        self._fetch(self.seq, self.pending, ws, facets, pattern)
 
     @work(thread=True, group="documents")
-    def _fetch(self, seq: int, pending: Pending, ws: str, facets: str, words: str) -> None:
+    def _fetch(self, seq: int, pending: Pending, ws: str, facets: str, pattern: str) -> None:
         try:
-            browse = self.autodoc.call("search.query", [ws, facets, {"limit": BROWSE}], pending=pending)
-            docs = {h["path"]: h for h in browse["hits"]}
-            if words:
-                found = self.autodoc.call(
-                    "search.query",
-                    [ws, f"{words} {facets}".strip(), {"limit": 50, "stages": ["lexical"]}],
-                    pending=pending,
-                )
-                for h in found["hits"]:
-                    docs.setdefault(h["path"], {**h, "line_start": 1, "kind": "document"})
+            if facets:
+                browse = self.autodoc.call("search.query", [ws, facets, {"limit": BROWSE}], pending=pending)
+                got = {"documents": browse["hits"], "matched": None, "total": len(browse["hits"]), "local": True}
+            else:
+                found = self.autodoc.call("document.find", [ws, pattern, SHOWN], pending=pending)
+                docs = [{**d, "workspace": ws} for d in found["documents"]]
+                got = {"documents": docs, "matched": found["matched"], "total": found["total"], "local": False}
         except Cancelled:
             return
         except Exception as e:
             self.app.call_from_thread(self._fetched, seq, None, getattr(e, "message", None) or str(e))
             return
-        self.app.call_from_thread(self._fetched, seq, sorted(docs.values(), key=lambda d: d["path"]), None)
+        self.app.call_from_thread(self._fetched, seq, got, None)
 
-    def _fetched(self, seq: int, docs: list[dict[str, Any]] | None, error: str | None) -> None:
+    def _fetched(self, seq: int, got: dict[str, Any] | None, error: str | None) -> None:
         if seq != self.seq:
             return
         self.pending = None
-        if error:
-            self.set_status(error)
-            self.docs = []
-        else:
-            self.docs = docs or []
-        self.show()
+        self.got = got or {"documents": [], "matched": 0, "total": 0, "local": True}
+        self.docs = self.got["documents"]
+        self.show(error)
 
-    def show(self) -> None:
-        """Filter and order what was fetched by the pattern typed (every key)."""
-        _, pattern = split_filter(self.filter_text())
-        ranked = rank(self.docs, pattern)
-        self.shown = [d for d, _ in ranked]
+    def show(self, error: str | None = None) -> None:
+        """What was fetched, matched by the pattern typed: here when it came from a facet
+        search (on every key), else as the daemon ranked it."""
+        got = self.got
+        if got["local"]:
+            _, pattern = split_filter(self.filter_text())
+            self.shown = rank(self.docs, pattern)
+            matched, total = len(self.shown), got["total"]
+        else:
+            self.shown = self.docs
+            matched, total = got["matched"], got["total"]
         ol = self.listing
-        ol.set_options([render.doc_label(d, marks) for d, marks in ranked])
-        n, total = len(self.shown), len(self.docs)
-        self.set_list_title(f"{self.autodoc.workspace or 'no workspace'} · {n} of {total} documents")
-        more = " (the first 200 in path order, and what a word search finds)" if total >= BROWSE else ""
-        self.set_status(f"Enter opens in $EDITOR · Ctrl+F facet · Ctrl+T workspace{more}")
+        ol.set_options([render.doc_label(d) for d in self.shown])
+        ws = self.autodoc.workspace or "no workspace"
+        if got["local"]:
+            capped = " (a facet lists at most the first 200 in path order)" if total >= BROWSE else ""
+            self.set_list_title(f"{ws} · {matched} of {total} documents with the facet")
+        else:
+            more = f", the best {len(self.shown)} shown" if matched > len(self.shown) else ""
+            self.set_list_title(f"{ws} · {matched} of {total} documents{more}")
+            capped = ""
+        self.set_status(error or f"Enter opens in $EDITOR · Ctrl+F facet · Ctrl+T workspace{capped}")
         if self.shown:
             ol.highlighted = 0
             self.show_preview(0)

@@ -123,18 +123,17 @@ def hit_label(hit: dict[str, Any]) -> Text:
     return Text("\n", no_wrap=True).join([t, body])
 
 
-def doc_label(doc: dict[str, Any], marks: list[int] | None = None) -> Text:
-    """Two lines: the title (or path), then the path; `marks` are the fuzzy-matched
-    positions in `title  path` (see fuzzy())."""
+def doc_label(doc: dict[str, Any]) -> Text:
+    """Two lines: the title (or path), then the path; the fuzzy-matched characters
+    (`title_marks`, `path_marks`: document.find's, or fuzzy.find's) marked."""
     title = doc.get("title") or doc["path"]
+    title_marks = (doc.get("title_marks") if doc.get("title") else doc.get("path_marks")) or []
     line1 = Text(title, "bold", no_wrap=True, overflow="ellipsis")
     line2 = Text("  " + doc["path"], DIM, no_wrap=True, overflow="ellipsis")
-    for m in marks or []:
-        if m < len(title):
-            line1.stylize(MATCH, m, m + 1)
-        elif m >= len(title) + 2:
-            k = m - len(title)  # the path's index, plus line 2's indent of 2
-            line2.stylize(MATCH, k, k + 1)
+    for m in title_marks:
+        line1.stylize(MATCH, m, m + 1)
+    for m in doc.get("path_marks") or []:
+        line2.stylize(MATCH, m + 2, m + 3)  # after line 2's indent
     return Text("\n", no_wrap=True).join([line1, line2])
 
 
@@ -158,29 +157,6 @@ def preview(text: str, first_line: int, span: tuple[int, int] | None, words: lis
         for a, b in find_words(line, words):
             out.stylize(MATCH, start + a, start + b)
     return out
-
-
-def fuzzy(pattern: str, text: str) -> tuple[int, list[int]] | None:
-    """fzf-like: every character of the pattern, in order, case-insensitive.
-    (score, positions): higher is better — runs of adjacent characters and
-    characters at word starts count more; None when it does not match."""
-    if not pattern:
-        return 0, []
-    low, pat = text.lower(), pattern.lower()
-    # the last occurrence of the first character whose rest still matches gives
-    # no better runs than the first one in general; scan once, greedily, from each start
-    best: tuple[int, list[int]] | None = None
-    for start in [i for i, ch in enumerate(low) if ch == pat[0]][:16]:
-        pos, j, score, prev = [], 0, 0, -2
-        for i in range(start, len(low)):
-            if j < len(pat) and low[i] == pat[j]:
-                score += 1 + (3 if i == prev + 1 else 0) + (2 if i == 0 or not low[i - 1].isalnum() else 0)
-                pos.append(i)
-                prev = i
-                j += 1
-        if j == len(pat) and (best is None or score > best[0]):
-            best = (score - (pos[-1] - pos[0]) // 8, pos)
-    return best
 
 
 def ref(hit: dict[str, Any]) -> str:
