@@ -761,6 +761,10 @@ def main_run(argv: list[str] | None) -> int:
             p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in (args.questions, args.unanswerable)
         },
         "mcp_calls": MCP_CALLS,
+        "counts": {
+            "questions": sum(q["id"] in runs for q in questions),
+            "unanswerable": sum(q["id"] in runs for q in negatives),
+        },
         "questions_run": [q for q in questions if q["id"] in runs],
         "negatives_run": [q for q in negatives if q["id"] in runs],
     }
