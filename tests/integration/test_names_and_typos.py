@@ -92,19 +92,26 @@ def test_misspelt_words_are_corrected_and_the_answer_says_so(svc, answer):
     a = _search(svc, "opentelemtry colector", answer=answer)
     assert a["lexical_match"] == "fuzzy"
     assert a["corrections"] == {"opentelemtry": "opentelemetry", "colector": "collector"}
-    paths = [h.get("path") or h["ref"] for h in a["hits"][:3]]
-    assert paths and all("otel/collector/" in p for p in paths), paths
+    right = _search(svc, "opentelemetry collector", answer=answer)
+    assert right["lexical_match"] == "all" and "corrections" not in right
+
+    def where(hits):
+        return [(h["path"], h["confidence"]) for h in hits]  # (a compact passage is cut to the budget left)
+
+    assert a["hits"] and where(a["hits"]) == where(right["hits"])  # the same answer as the words spelt right
+    assert "otel/collector/" in (a["hits"][0].get("path") or a["hits"][0]["ref"])
+    assert a["query"] == "opentelemtry colector"
 
 
 def test_one_misspelt_word_finds_the_one_document_that_holds_it(svc):
     a = _search(svc, "deboucing")
-    assert a["lexical_match"] == "fuzzy" and a["corrections"] == {"deboucing": "debouncing"}
+    assert a["lexical_match"] == "fuzzy" and a["corrections"] == {"deboucing": "debounce"}  # the word its text holds
     assert a["hits"][0]["path"] == DEBOUNCE
 
 
 def test_a_known_word_beside_a_misspelt_one_is_kept(svc):
     a = _search(svc, "deboucing clock")
-    assert a["corrections"] == {"deboucing": "debouncing"}
+    assert a["corrections"] == {"deboucing": "debounce"}  # the word its text holds
     assert a["hits"][0]["path"] == DEBOUNCE
 
 

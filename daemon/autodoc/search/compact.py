@@ -104,6 +104,7 @@ def envelope(full: dict[str, Any], found: bool) -> dict[str, Any]:
         "hits": [],
         "mode_used": full["mode_used"],
         "lexical_match": full["lexical_match"],
+        **({"corrections": full["corrections"]} if "corrections" in full else {}),
         "semantic": full["semantic"],
         "semantic_tier": full["semantic_tier"],
         "rank": full["rank"],

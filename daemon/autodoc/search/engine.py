@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..config import LEG_DEPTH, LEXICAL_TOP, PER_DOCUMENT, RRF_K, SEMANTIC_TOP
@@ -30,7 +31,7 @@ from ..store.filters import Filter, build_filter
 from . import choice, ties
 from . import fusion as F
 from .graph import run_graph
-from .lexical import legproc
+from .lexical import fuzzy, legproc
 from .lexical.leg import LexicalResult, run_lexical
 from .lexical.tokens import stem
 from .options import SearchOptions
@@ -55,7 +56,20 @@ def search(ctx: Context, query: str, opts: SearchOptions) -> dict[str, Any]:
     fused, doc_of = fuse(ctx, plan, legs)
     rows = stored_hits.hit_rows(ctx.db, [f.chunk_id for f in fused[: plan.shown]])
     ranked = rerank(ctx, plan, legs, fused, doc_of, rows)
-    return shape_answer(ctx, plan, legs, ranked, rows)
+    if not legs.corrections:
+        return shape_answer(ctx, plan, legs, ranked, rows)
+    # the words the lexical leg searched instead of those no chunk held: the answer's evidence,
+    # snippets and counts read them; it echoes the query as typed and says what was corrected
+    fixed = replace(
+        plan,
+        query=fuzzy.corrected(plan.query, legs.corrections),
+        parsed=replace(
+            plan.parsed, terms=[replace(t, text=legs.corrections.get(t.text, t.text)) for t in plan.parsed.terms]
+        ),
+    )
+    answer = shape_answer(ctx, fixed, legs, ranked, rows)
+    answer["query"], answer["corrections"] = plan.query, legs.corrections
+    return answer
 
 
 # -- stage 1: plan --------------------------------------------------------------------------
@@ -175,6 +189,7 @@ def _lexical_leg(
             ctx.db, ctx.ws.id, plan.parsed.terms, plan.filt, want=plan.opts.limit, top=plan.lex_top, weigh=weigh
         )
     legs.hits["lexical"], legs.lexical_match, legs.strict = lex.hits, lex.match, lex.strict
+    legs.corrections = lex.corrections
 
 
 def _semantic_leg(

@@ -66,6 +66,7 @@ class Legs:
     skipped: dict[str, str] = field(default_factory=dict)
     strict: set[int] = field(default_factory=set)  # the lexical hits that held every word
     lexical_match: str | None = None
+    corrections: dict[str, str] = field(default_factory=dict)  # the lexical leg's fuzzy corrections
     semantic_state: str = "off"
     semantic_tier: str | None = None
     cands: dict[int, stored_hits.Candidate] = field(default_factory=dict)  # every hit's facts, by chunk id

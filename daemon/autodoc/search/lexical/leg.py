@@ -5,7 +5,9 @@ Words are ANDed first; when that finds fewer chunks than the caller asked for
 stopwords dropped; the chunks that had every word stay on top, in their BM25
 order, and the relaxed matches follow. The caller learns which ran: "all"
 (every hit holds every word), "any" (no chunk held every word: every hit
-holds some), "mixed" (some chunks held every word and lead; the rest hold some).
+holds some), "mixed" (some chunks held every word and lead; the rest hold some),
+"fuzzy" (a word no chunk held was searched as the stored word nearest it: fuzzy.py;
+the corrections are reported).
 The relaxed query's rows are FTS5's own ranking of the OR, computed from the
 postings index (search/lexical/impact.py) when its words are single tokens, else by
 search/lexical/maxscore.py over FTS5; both score only the rows that can reach the top.
@@ -40,7 +42,7 @@ from ...store.lexical import ftsterms
 from ...store.lexical.matches import EQUAL_WEIGHTS, content_cut, matching_rowids, ranked, ranked_matches, sole_workspace
 from ..fusion import LegHit
 from ..query import Term
-from . import impact, maxscore
+from . import fuzzy, impact, maxscore
 from .fts import CJK_RUN, _key, build_match, coverage_terms, term_match
 from .tokens import stem_counts, stems, tokenize
 
@@ -51,13 +53,15 @@ TITLE_CREDIT = 0.5  # a word held only by the title/breadcrumb columns counts th
 REORDER = False  # order the leg by BM25 × coverage weight instead of strict matches first
 EQUAL_COLUMNS_ALONE = True  # without `weigh` (a lexical-only search) BM25 weighs every column alike
 STRICT_FIRST = True  # when relaxed, the chunks with every word lead; False: the relaxed query's BM25 order
+FUZZY = True  # a word no chunk holds is searched as the stored word nearest it (fuzzy.py)
 
 
 @dataclass
 class LexicalResult:
     hits: list[LegHit]
-    match: str | None  # "all" | "any" | "mixed" | None (nothing searchable)
+    match: str | None  # "all" | "any" | "mixed" | "fuzzy" | None (nothing searchable)
     strict: set[int] = field(default_factory=set)  # the chunks that held every word
+    corrections: dict[str, str] = field(default_factory=dict)  # word typed → word searched (fuzzy.py)
 
 
 def run_lexical(
@@ -73,7 +77,12 @@ def run_lexical(
     """Hits best first with positive scores, and (with `weigh`, i.e. when fused with another leg)
     their coverage weights; without, the columns weigh alike (store/lexical/matches.py)."""
     with impact.one_search():  # each word's postings read once for the AND, the OR and the coverage
-        return _run_lexical(db, workspace_id, terms, filt, want=want, top=top, weigh=weigh)
+        fixed, corrections = fuzzy.correct(db, terms) if FUZZY else (terms, {})
+        res = _run_lexical(db, workspace_id, fixed, filt, want=want, top=top, weigh=weigh)
+        if corrections and res.hits:  # words no chunk held, searched as the stored words nearest them
+            texts = chunk_texts(db, [h.chunk_id for h in res.hits[:5]])
+            res.match, res.corrections = "fuzzy", fuzzy.surfaces(db, corrections, list(texts.values()))
+        return res
 
 
 def _run_lexical(

@@ -1,0 +1,47 @@
+"""The index's vocabulary near a word, for the lexical leg's fuzzy fallback (search/lexical/fuzzy.py):
+the stored tokens that share the word's first letter and are within a few letters of its length.
+
+Read from the postings index's term column (an index range scan that reads no postings: the
+`postings_by_term` index covers it), the delta's terms beside it; a store whose postings are not
+complete reads fts5vocab instead, over the tokens sharing the word's first two letters (fts5vocab
+counts each term's doclist as it goes, so its range is kept narrow). Either way the read is bounded
+by the range, never the whole vocabulary.
+
+Runs on: the search's thread, on its snapshot.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from . import postings
+from .ftsterms import VOCAB_SQL
+
+MAX_TERMS = 20_000  # tokens read per word at most: a bound at any store size
+
+
+def _upper(prefix: str) -> str:
+    """The least string above every string starting with `prefix`."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+def near(db: apsw.Connection, token: str, slack: int) -> list[str]:
+    """Stored tokens starting with `token`'s first letter (its first two without complete
+    postings) whose length is within `slack` of its length, the token itself excluded."""
+    lo, hi = len(token) - slack, len(token) + slack
+    if postings.has_tables(db) and postings.complete(db):
+        prefix = token[:1]
+        sql = (
+            "SELECT term FROM (SELECT DISTINCT term FROM postings WHERE term >= ?1 AND term < ?2 "
+            "AND length(term) BETWEEN ?3 AND ?4 LIMIT ?5) UNION "
+            "SELECT DISTINCT term FROM postings_delta WHERE term >= ?1 AND term < ?2 AND length(term) BETWEEN ?3 AND ?4"
+        )
+    else:
+        prefix = token[:2]
+        db.execute(VOCAB_SQL)
+        sql = (
+            "SELECT term FROM temp.chunks_vocab WHERE term >= ?1 AND term < ?2 "
+            "AND length(term) BETWEEN ?3 AND ?4 LIMIT ?5"
+        )
+    rows = db.execute(sql, (prefix, _upper(prefix), lo, hi, MAX_TERMS)).fetchall()
+    return [str(t) for (t,) in rows if t != token]
