@@ -376,6 +376,30 @@ async def test_the_three_pickers_share_one_layout(kb, tmp_path, size, monkeypatc
             assert all(r.right <= size[0] and r.bottom <= size[1] for r in (fields, lst, right, buttons)), name
 
 
+async def test_stage_boxes_read_on_and_off_without_colour_and_the_preview_gets_a_fair_share(kb, tmp_path, monkeypatch):
+    """Issue 38: under NO_COLOR a checked and an unchecked box looked the same (only the X's colour
+    differed); at 80x45 the preview under the list was 5 lines."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app(kb, tmp_path, workspace="kb")
+    async with app.run_test(size=(80, 45)) as pilot:
+        await ready(pilot, app)
+        s = app.pickers["search"]
+        box = s.box("rerank")
+        box.value = True
+        await pilot.pause()
+        on = box.render().plain
+        box.value = False
+        await pilot.pause()
+        off = box.render().plain
+        assert on != off and on.replace("X", " ") == off
+        answer = await search(pilot, app, "lease recovery")
+        assert answer["hits"]
+        preview = s.query_one("#preview-scroll").region
+        listing = s.listing.region
+        assert preview.height >= 12, preview
+        assert listing.height >= 12, listing
+
+
 async def test_open_a_hit_in_the_editor_copy_its_ref_and_send_the_hits(kb, tmp_path, monkeypatch):
     record = tmp_path / "argv.json"
     editor = tmp_path / "editor.py"

@@ -22,6 +22,7 @@ from typing import Any
 from textual import work
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Select
@@ -35,6 +36,15 @@ DEBOUNCE_S = 0.12
 REFRESH_S = 0.15  # after a push, wait this long: several pushes come together
 LIMIT = 30
 STAGE_KEYS = {"lexical": "alt+l", "semantic": "alt+s", "rerank": "alt+r"}
+
+
+class StageBox(Checkbox):
+    """A stage's box: X when checked, blank when not, so it reads without colour (NO_COLOR)."""
+
+    @property
+    def _button(self) -> Content:
+        self.BUTTON_INNER = "X" if self.value else " "
+        return super()._button
 
 
 class SearchScreen(PickerScreen):
@@ -69,9 +79,9 @@ class SearchScreen(PickerScreen):
             yield Input(placeholder='search: words, "phrases", prefix*, field:value', id="query")
             yield WorkspaceSelect()
         with Horizontal(id="stages"):
-            yield Checkbox("Lexical", True, id="stage-lexical", compact=True)
-            yield Checkbox("Semantic", True, id="stage-semantic", compact=True)
-            yield Checkbox("Rerank", True, id="stage-rerank", compact=True)
+            yield StageBox("Lexical", True, id="stage-lexical", compact=True)
+            yield StageBox("Semantic", True, id="stage-semantic", compact=True)
+            yield StageBox("Rerank", True, id="stage-rerank", compact=True)
             yield FacetSelect()
 
     def compose_buttons(self) -> Iterable[Widget]:

@@ -2,9 +2,10 @@
 left, the file under the cursor on the right, the buttons beneath.
 
 Below 100 columns (`-narrow`, an 80×24 terminal) the preview moves under the
-list and shrinks, and the fields lose their spacing. Under NO_COLOR Textual
-renders in monochrome; the marks that matter (matched words, the hit's span,
-the checked boxes) are also bold, underlined or reversed (render.py).
+list and takes 40 % of the height (at least 7 lines), and the fields lose
+their spacing. Under NO_COLOR Textual renders in monochrome; the marks that
+matter (matched words, the hit's span) are also bold, underlined or reversed
+(render.py), and an unchecked stage box shows no X (search.py StageBox).
 
 Runs on: the TUI's event loop (read once when the app starts).
 """
@@ -33,7 +34,7 @@ Screen { layout: vertical; }
 #progress.-idle { display: none; }
 
 .-narrow #body { layout: vertical; }
-.-narrow #right { width: 100%; height: 7; border-left: none; border-top: solid $primary-darken-2; padding: 0; }
+.-narrow #right { width: 100%; height: 40%; min-height: 7; border-left: none; border-top: solid $primary-darken-2; padding: 0; }
 .-narrow #fields Select { width: 18; }
 .-narrow #status { max-height: 2; }
 .-narrow #buttons Button { min-width: 8; }
