@@ -49,7 +49,7 @@ from .common import (
 
 CORPORA = ["foam-docs", "simpler-grants-adr", "jekyll", "opentelemetry-docs", "swift-evolution"]
 QUESTIONS = REPO / "bench" / "known_items" / "questions.jsonl"
-STYLES = ["keywords", "sentence", "agent"]
+STYLES = ["keywords", "sentence", "agent", "typo", "filename"]  # the last two: typos.jsonl only
 LIMIT = 30
 KS = (1, 3, 10)
 LEGS = {

@@ -147,3 +147,10 @@ def test_a_store_written_before_path_words_upgrades(tmp_path, monkeypatch):
         assert a["lexical_match"] == "all" and a["hits"][0]["path"] == ENTITIES
     finally:
         s.close()
+
+
+def test_the_cli_says_which_words_it_searched(svc):
+    from autodoc.cliout import status_line
+
+    a = _search(svc, "deboucing")
+    assert "searched deboucing → debounce" in status_line(a, len(a["hits"]))

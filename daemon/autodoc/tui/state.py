@@ -192,6 +192,8 @@ def describe(
         parts.append("no chunk had every word: matched any")
     elif answer.get("lexical_match") == "mixed":
         parts.append("few chunks had every word: then some of them")
+    elif answer.get("lexical_match") == "fuzzy":
+        parts.append("searched " + ", ".join(f"{a} → {b}" for a, b in (answer.get("corrections") or {}).items()))
     return title, " · ".join(parts)
 
 
