@@ -104,9 +104,30 @@ def answer_spans(name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def built(cache: Path) -> list[str]:
-    """The known-item corpora whose store is complete (bench/known_item.py writes its meta last)."""
-    return [c for c in CORPORA if any((d / "bench-meta.json").exists() for d in (cache / "known").glob(f"{c}-*"))]
+def built(cache: Path, fp: str | None) -> dict[str, Path]:
+    """The known-item corpora whose store is complete (bench/known_item.py writes its meta last) and,
+    given `fp`, holds vectors of that model (the one the SciFact store was embedded with)."""
+    import sqlite3
+
+    out: dict[str, Path] = {}
+    for c in CORPORA:
+        for d in sorted((cache / "known").glob(f"{c}-*"), key=lambda d: d.stat().st_mtime):
+            if not (d / "bench-meta.json").exists():
+                continue
+            if fp is not None:
+                with sqlite3.connect(f"file:{d / 'autodoc.db'}?mode=ro", uri=True) as db:
+                    if not db.execute("SELECT 1 FROM vectors WHERE model_fp=? LIMIT 1", (fp,)).fetchone():
+                        continue
+            out[c] = d / "autodoc.db"
+    return out
+
+
+def model_fp(store: Path) -> str | None:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        row = db.execute("SELECT model_fp FROM vectors LIMIT 1").fetchone()
+    return row[0] if row else None
 
 
 def probe_sets(stores, split: str, n: int | None, corpora: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -468,9 +489,15 @@ def main(argv: list[str] | None = None) -> int:
     from autodoc.search import answerable as A
 
     cache = args.cache or cache_root()
-    corpora = built(cache)
-    log(f"known-item corpora with a complete store: {corpora}")
-    stores = Stores(cache, corpora, args.scifact)
+    from .agents import scifact_store
+
+    sf = args.scifact or scifact_store(cache)
+    found = built(cache, model_fp(sf))
+    corpora = list(found)
+    log(f"known-item stores, complete and of the SciFact store's model: {found}")
+    stores = Stores(cache, corpora, sf)
+    for c, path in found.items():
+        stores.paths[c] = (path, c)
     if args.floor:
         try:
             print(json.dumps(floor_quality(stores, args.floor, args.queries), indent=1))
