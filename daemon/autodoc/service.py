@@ -236,6 +236,11 @@ class Service:
         with self.store.read() as db:
             return {n: wsrows.get_workspace(db, n).root for n in wsrows.workspace_names(db)}
 
+    def workspace_indexed(self, name: Any) -> bool:
+        """Whether an index run of the workspace has ended (it records what its chunks were cut with)."""
+        with self.store.read() as db:
+            return wsrows.chunking(db, self._ws(name).id) is not None
+
     def workspace_markdown(self) -> dict[str, list[str]]:
         """Each workspace's `markdown` option (which files are Markdown), for the live index."""
         with self.store.read() as db:

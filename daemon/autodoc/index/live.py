@@ -65,6 +65,10 @@ class Indexer(Protocol):
         """Just these workspace-relative paths brought up to date: its report."""
         ...
 
+    def workspace_indexed(self, name: Any) -> bool:
+        """Whether an index run of the workspace has ended."""
+        ...
+
 
 class LiveIndex:
     def __init__(
@@ -133,11 +137,14 @@ class LiveIndex:
         from watchfiles import awatch
 
         rescan = False
+        covered: set[str] | None = None  # the workspaces _catch_up indexes (those there at the start)
         folders: list[Path] = []
         watched: dict[str, Path] = {}
         while not self._stopping:
             self._restart = anyio.Event()
             roots = await self._roots()
+            if covered is None:
+                covered = set(roots)
             if rescan:  # what changed while no watcher ran
                 rescan = False
                 self._refolder.update(roots)
@@ -155,6 +162,11 @@ class LiveIndex:
                 self._refolder.update(name for name in roots if name in watched)
             else:
                 folders = sorted(set(folders) | self._more_folders)
+            # A workspace added while the daemon runs gets its first index from workspace.index, which
+            # can end before this watcher is up (inside the walk above): a file saved in between had
+            # neither. Once watched, it is indexed again if that run has ended (incremental).
+            added = sorted(name for name in roots if name not in watched and name not in covered)
+            covered = set()
             self._more_folders = set()
             watched = roots
             try:
@@ -166,6 +178,8 @@ class LiveIndex:
                     if self._refolder:
                         tg.start_soon(self._index_all, sorted(self._refolder))
                         self._refolder = set()
+                    if added:
+                        tg.start_soon(self._index_if_indexed, added)
                     if self._new_folders:
                         tg.start_soon(self._index_folders, dict(self._new_folders))
                         self._new_folders = defaultdict(set)
@@ -201,6 +215,20 @@ class LiveIndex:
                 self.roots_changed()
             except Exception:
                 log.exception("live index of workspace %s failed", name)
+
+    async def _index_if_indexed(self, names: list[str]) -> None:
+        """Through the writer slot, so behind a workspace.index already queued or running: one
+        that has not started yet runs under this watcher, and a workspace never indexed is left
+        to its own first index (with the report and progress workspace.index gives)."""
+        for name in names:
+            try:
+                if await self._write(self.service.workspace_indexed, name):
+                    report = await self._write(self.service.index, name)
+                    log.debug("live index %s (added while serving): %s", name, _summary(report))
+            except WorkspaceNotFound:
+                self.roots_changed()
+            except Exception:
+                log.exception("live index of the added workspace %s failed", name)
 
     async def _index_folders(self, folders: dict[str, set[str]]) -> None:
         for name, rels in sorted(folders.items()):

@@ -1,0 +1,106 @@
+"""Issue 36 (found by tests/integration/test_files_property.py): a save in a workspace added
+while the daemon runs, made after its first index and before its first watcher, is not missed.
+
+Adding a workspace restarts the watcher, which walks every folder of every root first. A
+`workspace.index` of the new workspace can end inside that walk (a small workspace beside a
+large one); a file saved then had no watcher and no index after it, and stayed out of the
+index until the next `workspace.index` (the generative test saw it as a note saved right after
+the index never reaching the live index). The save is made inside the walk, as in
+test_watcher.py: deterministic, and real otherwise (a real Service, store, folders and
+watchfiles).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import anyio
+
+from autodoc.config import Settings
+from autodoc.index import live as live_mod
+from autodoc.service import Service
+
+NO_MODEL = {"embedding": {"provider": "none"}}
+DEADLINE = 20
+
+
+async def _wait(predicate) -> None:
+    with anyio.fail_after(DEADLINE):
+        while not await predicate():
+            await anyio.sleep(0.02)
+
+
+async def test_a_save_after_a_new_workspaces_index_and_before_its_watcher_is_not_missed(short_tmp, monkeypatch):
+    kb, other = short_tmp / "kb", short_tmp / "other"
+    kb.mkdir()
+    other.mkdir()
+    (kb / "a.md").write_text("# A\n\nalpha\n")
+    (other / "b.md").write_text("# B\n\nbeta\n")
+    svc = Service(Settings.from_env(store=short_tmp / "s.db"))
+    svc.workspace_add("kb", str(kb), NO_MODEL)
+    svc.index("kb")
+    walks: list[list[str]] = []
+    real_walk = live_mod._folders
+
+    def walk(roots, *rules):
+        walks.append(sorted(roots))
+        if len(walks) == 2:  # the walk after `other` was added: its index ends, then a save, unwatched
+            svc.index("other")
+            (other / "gap.md").write_text("# Gap\n\nzebracorn saved before the watcher\n")
+        return real_walk(roots, *rules)
+
+    monkeypatch.setattr(live_mod, "_folders", walk)
+    watching: list[list[str]] = []
+
+    async def run(fn, *args):
+        return await anyio.to_thread.run_sync(partial(fn, *args))
+
+    live = live_mod.LiveIndex(svc, read=run, write=run, set_watching=watching.append)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(live.run)
+            await _wait(lambda: _now(watching[-1:] == [["kb"]]))
+            svc.workspace_add("other", str(other), NO_MODEL)
+            live.roots_changed()
+            await _wait(lambda: _now(watching[-1:] == [["kb", "other"]]))
+
+            async def found() -> bool:
+                hits = (await run(svc.search, "other", "zebracorn", {"stages": ["lexical"]}))["hits"]
+                return [h["path"] for h in hits] == ["gap.md"]
+
+            await _wait(found)
+            assert walks[:2] == [["kb"], ["kb", "other"]]
+            live.stop()
+    finally:
+        svc.close()
+
+
+async def test_a_workspace_added_and_not_yet_indexed_is_left_to_its_index(short_tmp):
+    """The other side: the live index does not run a new workspace's first index by itself
+    (workspace.index does, with its report and progress); it only catches up one already indexed."""
+    kb = short_tmp / "kb"
+    kb.mkdir()
+    (kb / "a.md").write_text("# A\n\nalpha\n")
+    svc = Service(Settings.from_env(store=short_tmp / "s.db"))
+    watching: list[list[str]] = []
+
+    async def run(fn, *args):
+        return await anyio.to_thread.run_sync(partial(fn, *args))
+
+    live = live_mod.LiveIndex(svc, read=run, write=run, set_watching=watching.append)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(live.run)
+            await anyio.sleep(0.5)
+            svc.workspace_add("kb", str(kb), NO_MODEL)
+            live.roots_changed()
+            await _wait(lambda: _now(watching[-1:] == [["kb"]]))
+            await anyio.sleep(1.0)
+            assert svc.index("kb")["added"] == 1  # nobody indexed it before
+            live.stop()
+    finally:
+        svc.close()
+
+
+async def _now(value: bool) -> bool:
+    return value
