@@ -154,3 +154,23 @@ def test_the_cli_says_which_words_it_searched(svc):
 
     a = _search(svc, "deboucing")
     assert "searched deboucing → debounce" in status_line(a, len(a["hits"]))
+
+
+def test_a_moved_file_is_found_by_its_new_name_only(tmp_path):
+    root = tmp_path / "kb"
+    root.mkdir()
+    for p in sorted(ADR.glob("2023-07-*.md")):
+        shutil.copy(p, root / p.name)
+    shutil.copy(ADR / "2024-10-02-search-engine.md", root / "ADR-45-entities-v4.md")
+    s = Service(Settings.from_env(store=tmp_path / "s.db"))
+    try:
+        s.workspace_add("kb", str(root), NO_MODEL)
+        s.index("kb")
+        assert s.search("kb", "entities v4", {"mode": "lexical"})["lexical_match"] == "all"
+        (root / "ADR-45-entities-v4.md").rename(root / "ADR-46-relations-v5.md")
+        s.index("kb")
+        a = s.search("kb", "relations v5", {"mode": "lexical"})
+        assert a["lexical_match"] == "all" and a["hits"][0]["path"] == "ADR-46-relations-v5.md"
+        assert s.search("kb", "entities v4", {"mode": "lexical"})["lexical_match"] != "all"
+    finally:
+        s.close()
