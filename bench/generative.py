@@ -821,3 +821,297 @@ def check_ops_world(base: Path, steps: list[Op], seed_files: bool = True) -> lis
 
 def shrink_report(steps: list[Op]) -> str:
     return "; ".join(map(str, steps))
+
+
+def check_ops_world_live(sock: Path, base: Path, n: int, steps: list[Op], settle: float = LIVE_DEADLINE) -> list[str]:
+    """The same steps against a real daemon: its watcher is the live index ("live" lets it run a
+    moment), "index" is workspace.index. Afterwards the store must reach the disk within `settle`
+    seconds by the watcher alone, and hold it after one more workspace.index."""
+    from .reliability import differences, dump
+
+    name = f"o{n}"
+    work = base / name
+    if work.exists():
+        shutil.rmtree(work)
+    root, outside = work / "kb", work / "out"
+    root.mkdir(parents=True)
+    outside.mkdir()
+    (root / "a.md").write_text("# A\n\nlease [[b]]\n")
+    (root / "x").mkdir()
+    (root / "x" / "b.md").write_text("# B\n\nwal [a](../a.md)\n")
+    problems: list[str] = []
+    store = Path(str(call(sock, "server.info", {}).result["store"]))
+
+    def need(a: Answer, what: str) -> bool:
+        if not a.ok:
+            problems.append(f"{what}: {a.error or a.failure}")
+        return a.ok
+
+    try:
+        if not need(
+            call(sock, "workspace.add", {"name": name, "root": str(root), "config": NO_MODEL}), "workspace.add"
+        ):
+            return problems
+        need(call(sock, "workspace.index", [name]), "workspace.index")
+        for op in steps:
+            if op.kind == "index":
+                need(call(sock, "workspace.index", [name]), "workspace.index")
+            elif op.kind == "live":
+                time.sleep(0.2)
+            else:
+                apply(op, root, outside)
+        clean = clean_dump(root, work / "clean")
+
+        def found() -> list[str]:
+            return disk_differences(store, name, root) + differences(dump(store, name), clean)
+
+        deadline = time.monotonic() + settle
+        while (left := found()) and time.monotonic() < deadline:
+            time.sleep(0.25)
+        problems += [f"after the watcher settled ({settle:.0f} s): {d}" for d in left]
+        if need(call(sock, "workspace.index", [name]), "workspace.index"):
+            problems += [f"after a whole index: {d}" for d in found()]
+    finally:
+        call(sock, "workspace.remove", [name])
+        shutil.rmtree(work, ignore_errors=True)
+    return problems
+
+
+# ==== the long run: python -m bench.reliability generative =========================================
+
+DOC_GENERATIVE = """Generative file tests (issue 36) run long: hostile files of every kind against a real
+daemon, and file operations against whole and live index runs, on a real store and under a real
+daemon's watcher.
+
+    python -m bench.reliability generative --worlds 300 --sequences 300 --live 100
+
+`--worlds` hostile workspaces (bench/generative.py `files_worlds`, checked by
+`check_files_world` on one daemon), `--sequences` operation sequences checked in-process
+(`check_ops_world`: Service.index and Service.index_paths), `--live` sequences under the daemon's
+watcher (`check_ops_world_live`). Every problem is counted and the first ones are shown; the
+report goes to docs/benchmarks/reliability.md. tests/integration/test_files_property.py and
+test_ops_property.py run the same checks at a CI budget.
+"""
+
+
+@dataclass
+class Tally:
+    worlds: int = 0
+    worlds_failed: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    sequences: int = 0
+    ops: int = 0
+    sequences_failed: int = 0
+    live: int = 0
+    live_ops: int = 0
+    live_failed: int = 0
+    daemon_deaths: int = 0
+    examples: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def problem(self, what: str, problems: list[str]) -> None:
+        if len(self.examples) < 12:
+            self.examples.append(f"{what}: " + " | ".join(p[:300] for p in problems[:3]))
+
+
+class _Daemon:
+    """`autodoc serve --socket` on a temp store, restarted if a world kills it (counted)."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.sock = base / "run" / "autodoc.sock"
+        self.store = base / "store" / "autodoc.db"
+        self.proc: Any = None
+
+    def start(self) -> None:
+        import subprocess
+        import sys
+
+        from autodoc.rpc.transport import socket_answers
+
+        self.sock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.store.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "AUTODOC_CHECK_RESULTS": "1", "AUTODOC_LOG": "WARNING", "PYTHONUNBUFFERED": "1"}
+        env.setdefault("AUTODOC_INSTANT_DIR", "off")
+        env.setdefault("AUTODOC_READERS", "0")
+        self.log = open(self.base / "daemon.log", "ab")
+        argv = [sys.executable, "-m", "autodoc.cli", "--store", str(self.store), "serve", "--socket", str(self.sock)]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env
+        )
+        deadline = time.monotonic() + 120
+        while not (self.sock.exists() and socket_answers(self.sock)):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the daemon did not start: " + (self.base / "daemon.log").read_text()[-2000:])
+            time.sleep(0.05)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        self.proc.terminate()
+        try:
+            code = self.proc.wait(30)
+        except Exception:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.log.close()
+        return code
+
+
+def long_run(worlds: int, sequences: int, live: int, seed: int) -> Tally:
+    import tempfile
+
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as fixed_seed
+
+    t = Tally()
+    base = Path(tempfile.mkdtemp(prefix="ad-gen-", dir="/tmp"))
+    d = _Daemon(base)
+    d.start()
+    (base / "ctl").mkdir()
+    call(d.sock, "workspace.add", {"name": "ctl", "root": str(base / "ctl"), "config": NO_MODEL})
+
+    def budget(n: int) -> settings:
+        return settings(
+            max_examples=n,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+
+    def alive() -> None:
+        if not d.running():
+            t.daemon_deaths += 1
+            d.start()
+
+    try:
+
+        @budget(worlds)
+        @given(world=files_worlds())
+        def one_world(world: FilesWorld) -> None:
+            t.worlds += 1
+            for s in world.slots:
+                t.kinds[s.kind] = t.kinds.get(s.kind, 0) + 1
+            problems = check_files_world(d.sock, base, t.worlds, world, "ctl")
+            if not d.running():
+                problems.append("the daemon died")
+            if problems:
+                t.worlds_failed += 1
+                t.problem(world.describe(), problems)
+            alive()
+            if t.worlds % 50 == 0:
+                print(f"{t.worlds} worlds, {t.worlds_failed} failed", flush=True)
+
+        @budget(sequences)
+        @given(steps=op_lists())
+        def one_sequence(steps: list[Op]) -> None:
+            t.sequences += 1
+            t.ops += len(steps)
+            problems = check_ops_world(base / "ops", steps)
+            if problems:
+                t.sequences_failed += 1
+                t.problem(shrink_report(steps), problems)
+            if t.sequences % 50 == 0:
+                print(f"{t.sequences} sequences, {t.sequences_failed} failed", flush=True)
+
+        @budget(live)
+        @given(steps=op_lists(12))
+        def one_live(steps: list[Op]) -> None:
+            t.live += 1
+            t.live_ops += len(steps)
+            problems = check_ops_world_live(d.sock, base, t.live, steps)
+            if problems:
+                t.live_failed += 1
+                t.problem("live: " + shrink_report(steps), problems)
+            alive()
+            if t.live % 25 == 0:
+                print(f"{t.live} live sequences, {t.live_failed} failed", flush=True)
+
+        for what, fn, n in (
+            ("worlds", one_world, worlds),
+            ("sequences", one_sequence, sequences),
+            ("live", one_live, live),
+        ):
+            if n:
+                started = time.monotonic()
+                fixed_seed(seed)(fn)()
+                t.seconds[what] = time.monotonic() - started
+    finally:
+        code = d.stop()
+        if code != 0:
+            t.examples.append(f"the daemon's exit code after SIGTERM: {code}")
+        shutil.rmtree(base, ignore_errors=True)
+    return t
+
+
+def report(t: Tally, args: Any) -> str:
+    from .common import git_commit, machine_note
+
+    m = machine_note()
+    kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(t.kinds.items(), key=lambda kv: -kv[1]))
+    secs = {k: f"{v:.0f} s" for k, v in t.seconds.items()}
+    lines = [
+        "## Generative file tests",
+        "",
+        f"`python -m bench.reliability generative --worlds {args.worlds} --sequences {args.sequences} --live {args.live} "
+        f"--seed {args.seed}` (bench/generative.py): (b) hypothesis-built workspaces of three ordinary notes beside "
+        "hostile files of every kind the product reads — notes with generated frontmatter values (unicode digits, "
+        "numbers past int()'s 4,300 digits and a float's range, lone surrogates, deep nesting, odd YAML tags, dates, "
+        "long strings), `.gitignore` files, `_schema/frontmatter.yaml`, a session transcript — each a generated kind "
+        "(regular, invalid UTF-8, growing while read, FIFO, socket, symlink to /dev/zero or /dev/urandom, symlink "
+        "loop, dangling link, folder, unreadable, sparse 2 GiB), added to one real daemon and indexed; the ordinary "
+        "notes must be indexed, read and found, a note saved next to the hostile ones must reach the live index, the "
+        "transcript must be read or refused, another workspace must take a write, and nothing may answer -32603. "
+        "(c) sequences of create, edit, same-size rewrite keeping the mtime, rename of files and folders, delete, "
+        "mkdir, rmdir and moves in and out of the root, interleaved with whole (`Service.index`) and live "
+        "(`Service.index_paths` of the touched paths) index runs; then store == disk (paths, sha256, size) and the "
+        "store's dump (documents with hashes and line counts, chunks, facets, links and their targets) == a clean "
+        "index's, after the last live run and after one more whole run; and the same under a real daemon whose "
+        "watcher is the live index (it must reach the disk within 30 s by itself). tests/integration/"
+        "test_files_property.py and test_ops_property.py run them at a CI budget.",
+        "",
+        "| figure | value |",
+        "| --- | --- |",
+        f"| hostile workspaces (b) | {t.worlds:,} ({secs.get('worlds', '-')}) |",
+        f"| hostile files by kind | {kinds} |",
+        f"| workspaces with a problem | {t.worlds_failed:,} |",
+        f"| operation sequences, in-process whole and live runs (c) | {t.sequences:,} with {t.ops:,} steps ({secs.get('sequences', '-')}) |",
+        f"| sequences whose store differs from the disk or a clean index | {t.sequences_failed:,} |",
+        f"| operation sequences under the daemon's watcher (c) | {t.live:,} with {t.live_ops:,} steps ({secs.get('live', '-')}) |",
+        f"| of which the store did not reach the disk | {t.live_failed:,} |",
+        f"| daemon deaths | {t.daemon_deaths} |",
+        "",
+        f"Run on {time.strftime('%Y-%m-%d')} at {git_commit()} with Python {m.get('python', '')}, "
+        f"{m.get('nproc')} cores (load {m.get('load', [0])[0]}), shared with other jobs.",
+    ]
+    if t.examples:
+        lines += ["", "Problems found:", ""] + [f"- {e}" for e in t.examples]
+    return "\n".join(lines)
+
+
+def main_generative(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from .common import replace_section
+    from .reliability import REPORT
+
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.reliability generative", description=DOC_GENERATIVE.split("\n\n")[0]
+    )
+    ap.add_argument("--worlds", type=int, default=300)
+    ap.add_argument("--sequences", type=int, default=300)
+    ap.add_argument("--live", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=36)
+    ap.add_argument("--report", type=Path, default=REPORT)
+    args = ap.parse_args(argv)
+    t = long_run(args.worlds, args.sequences, args.live, args.seed)
+    replace_section(args.report, "bench.generative", report(t, args))
+    print(
+        f"{t.worlds} worlds ({t.worlds_failed} failed), {t.sequences} sequences ({t.sequences_failed} failed), "
+        f"{t.live} live ({t.live_failed} failed), {t.daemon_deaths} daemon deaths; report: {args.report}"
+    )
+    return 0 if not (t.worlds_failed or t.sequences_failed or t.live_failed or t.daemon_deaths) else 1

@@ -5,6 +5,7 @@ comparisons they check with.
     python -m bench.reliability fuzz --cases 100000
     python -m bench.reliability crash --kills 100
     python -m bench.reliability load --clients 32 --requests 1000
+    python -m bench.reliability generative --worlds 300 --sequences 300 --live 100
     python -m bench.reliability --help
 
 Each section below was a script of its own; its docstring is kept as
@@ -47,6 +48,7 @@ from autodoc.rpc.transport import socket_answers
 
 from .common import REPO, git_commit, harness, machine_note, percentile, replace_section, start_daemon, stop_daemon
 from .common import Case as BenchCase
+from .generative import DOC_GENERATIVE, main_generative
 
 # ==== fuzz (formerly bench/fuzz_protocol.py) ======================================================
 
@@ -2001,6 +2003,7 @@ CASES = [
     BenchCase("fuzz", main_fuzz, DOC_FUZZ),
     BenchCase("crash", main_crash, DOC_CRASH),
     BenchCase("load", main_load, DOC_LOAD),
+    BenchCase("generative", main_generative, DOC_GENERATIVE),
 ]
 
 

@@ -66,3 +66,34 @@ def test_a_folder_renamed_and_a_kept_mtime_rewrite(short_tmp):
 def test_store_equals_disk_after_any_interleaving(scratch, steps):
     problems = check_ops_world(scratch / "w", steps)
     assert problems == [], "; ".join(map(str, steps)) + "\n" + "\n".join(problems)
+
+
+LIVE_EXAMPLES = int(os.environ.get("AUTODOC_OPS_LIVE_EXAMPLES", "3"))
+
+
+@pytest.fixture(scope="module")
+def live_daemon(scratch):
+    from helpers.daemon import Daemon
+
+    d = Daemon(scratch / "d")
+    try:
+        d.start()
+        yield d
+        assert d.stop() == 0, d.log_text()[-3000:]
+    finally:
+        d.close()
+
+
+_LIVE = iter(range(1 << 30))
+
+
+@pytest.mark.slow
+@settings(max_examples=LIVE_EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(steps=op_lists(12))
+def test_the_daemons_watcher_reaches_the_disk(live_daemon, scratch, steps):
+    """The same operations under a real daemon: its watcher is the live index, workspace.index the whole one."""
+    from bench.generative import check_ops_world_live
+
+    problems = check_ops_world_live(live_daemon.sock, scratch, next(_LIVE), steps)
+    assert live_daemon.running(), live_daemon.log_text()[-3000:]
+    assert problems == [], "; ".join(map(str, steps)) + "\n" + "\n".join(problems)
