@@ -151,3 +151,22 @@ def fuzz_daemon():
         log = d.log_text()
         d.cleanup()
         assert code == 0, f"the daemon did not stop cleanly ({code}):\n{log[-3000:]}"
+
+
+@pytest.fixture(scope="session")
+def pg_uri():
+    """The URI of a private PostgreSQL 16 + pgvector server (tests/helpers/pg.py) for the whole run
+    (one per xdist worker), stopped cleanly at the end; skipped with the reason where pgserver has no
+    wheel (CPython 3.13). Each test makes its own database or schema on it."""
+    from helpers.pg import PgServer, missing_reason
+
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    base = Path(tempfile.mkdtemp(prefix="ad-pg-", dir="/tmp"))
+    server = PgServer(base / "pgdata")
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
