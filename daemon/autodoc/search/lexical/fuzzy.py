@@ -3,7 +3,7 @@
 (`lexical_match: "fuzzy"`, `corrections`).
 
 Nearest: the fewest edits (insert, delete, substitute, swap two neighbours) between the word's
-stem and a stored stem, at most 1 for a stem of 4 to 7 letters and 2 from 8 (shorter words are
+stem and a stored stem, at most 1 for a stem of 4 to 8 letters and 2 from 9 (shorter words are
 left alone: one edit from a three-letter word is another word); ties go to the stem more chunks
 hold. The candidates are the stored stems that share the word's first letter and are within that
 many letters of its length (store/lexical/vocab.py: an index range, bounded at any store size).
@@ -25,7 +25,7 @@ from ..query import Term
 from .fts import term_match
 
 MIN_LETTERS = 4  # a stem shorter than this is never corrected
-TWO_EDITS = 8  # a stem this long may be two edits away
+TWO_EDITS = 9  # a stem this long may be two edits away ("colector" is one from "collector", two from "cofactor")
 
 
 def allowed(stem: str) -> int:
