@@ -17,6 +17,7 @@ Runs on: the benchmark's main thread, its client threads, and the processes it s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -1076,6 +1077,9 @@ tests/e2e/test_crash.py runs a few rounds of the same code.
 """
 
 OPS = ("index", "reindex", "embed", "switch", "configure", "schema")
+# `live`: a daemon on the store (its catch-up index, its watcher, its embed queue when the model is
+# on) killed while the folder changes under it; chosen with --ops (issue 36)
+ALL_OPS = (*OPS, "live")
 # Kill delays (seconds after the process starts; its imports take ~1 s on the shared
 # machine, a full reindex of 120 files ~8 s, a model switch ~15 s): wide enough that
 # most kills land inside the operation, some after it ended.
@@ -1086,6 +1090,7 @@ DELAYS = {
     "switch": (0.5, 15.0),
     "configure": (0.5, 9.0),
     "schema": (0.5, 5.0),
+    "live": (1.0, 10.0),
 }
 NONE = {"provider": "none"}
 ONNX = {"provider": "onnx"}
@@ -1112,8 +1117,8 @@ SCHEMAS = (
 @dataclass
 class CrashTally:
     rounds: int = 0
-    kills: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
-    completed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
+    kills: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ALL_OPS, 0))
+    completed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ALL_OPS, 0))
     corrupt: int = 0  # problems() right after the kill
     stale_lease: int = 0
     after_index: int = 0  # problems() after the next index
@@ -1123,6 +1128,7 @@ class CrashTally:
     tie_cut: int = 0  # ... and agree with the lexical leg uncut: a tie straddled the leg's LIMIT
     references: int = 0
     cached_vectors_max: int = 0
+    orphans: int = 0  # kills after which a process the killed one started outlived it by ORPHAN_GRACE s
     examples: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -1140,6 +1146,7 @@ class CrashTally:
             + self.wrong_answers
             + self.tie_order
             + self.tie_cut
+            + self.orphans
         )
 
     def note(self, what: str) -> None:
@@ -1286,6 +1293,33 @@ def index_and_answer(store: Path, *, add: tuple[Path, dict] | None = None) -> li
         s.close()
 
 
+ORPHAN_GRACE = 10.0
+
+
+def _group_members(pgid: int) -> list[str]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat_ = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat_.rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, ...
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(f"{d.name} {stat_.split('(', 1)[1].rsplit(')', 1)[0]}")
+    return out
+
+
+def outlived(pgid: int) -> list[str]:
+    """The processes of a killed process's group still running ORPHAN_GRACE seconds on (parse
+    workers, multiprocessing's resource_tracker): each must die with its parent (issue 36 Low 9)."""
+    deadline = time.monotonic() + ORPHAN_GRACE
+    while (left := _group_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
 class Harness:
     def __init__(self, base: Path, files: int, seed: int, ops: tuple[str, ...] = OPS, verbose: bool = True):
         self.base, self.ops, self.verbose = base, ops, verbose
@@ -1334,7 +1368,15 @@ class Harness:
         if op == "schema":
             self.folder.change_schema()
             return base + ["index", "--wait", "kb"]  # embedded here, killed mid-way: no daemon takes it
+        if op == "live":  # the daemon, while _edit_burst changes the folder
+            (self.base / "run").mkdir(mode=0o700, exist_ok=True)
+            return base + ["serve", "--socket", str(self.base / "run" / "autodoc.sock")]
         raise ValueError(op)
+
+    def _edit_burst(self, stop: threading.Event) -> None:
+        """Edits, adds, deletes and renames every ~0.2 s until the daemon is killed."""
+        while not stop.wait(self.rng.uniform(0.05, 0.4)):
+            self.folder.change()
 
     def round(self) -> None:
         t = self.tally
@@ -1347,7 +1389,12 @@ class Harness:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env={**os.environ, "AUTODOC_LOG": "WARNING"},
+            start_new_session=True,  # its process group holds whatever it starts (parse workers, trackers)
         )
+        stop = threading.Event()
+        burst = threading.Thread(target=self._edit_burst, args=(stop,), daemon=True)
+        if op == "live":
+            burst.start()
         try:
             proc.wait(timeout=delay)
             t.completed[op] += 1
@@ -1360,10 +1407,19 @@ class Harness:
             proc.wait()
             t.kills[op] += 1
             killed = True
+        finally:
+            stop.set()
+            if burst.is_alive():
+                burst.join()
         if proc.stderr:
             proc.stderr.close()
         t.rounds += 1
         what = f"round {t.rounds} {op} ({'killed' if killed else 'completed'} at {delay:.2f} s)"
+        if left := outlived(proc.pid):
+            t.orphans += 1
+            t.note(f"{what}: {len(left)} process(es) it started still ran {ORPHAN_GRACE:.0f} s later: {left[:3]}")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
         if not lease_free(self.store):
             t.stale_lease += 1
             t.note(f"{what}: the lease is still held")
@@ -1422,16 +1478,19 @@ def run_crash(
 
 
 def report_crash(t: CrashTally, args: argparse.Namespace) -> str:
-    by_op = ", ".join(f"{op} {t.kills[op]}" for op in OPS)
-    done = ", ".join(f"{op} {t.completed[op]}" for op in OPS if t.completed[op])
+    by_op = ", ".join(f"{op} {t.kills[op]}" for op in ALL_OPS if op in args.ops or t.kills[op])
+    done = ", ".join(f"{op} {t.completed[op]}" for op in ALL_OPS if t.completed[op])
     m = machine_note()
     lines = [
         "## Crash harness",
         "",
-        f"`python -m bench.reliability crash --kills {args.kills} --files {args.files} --seed {args.seed}` (bench/reliability.py): "
+        f"`python -m bench.reliability crash --kills {args.kills} --files {args.files} --seed {args.seed}"
+        f"{'' if args.ops == ','.join(OPS) else ' --ops ' + args.ops}` (bench/reliability.py): "
         "SIGKILL of a real `autodoc` CLI process (in-process service on one store) at a random delay into "
         "index (after edits, adds, deletes, renames), full reindex, embed (bundled MiniLM), model switch "
-        "(none ↔ onnx), configure (section size) and a frontmatter-schema change. After each: the lease, "
+        "(none ↔ onnx), configure (section size) and a frontmatter-schema change, or (`live`) of a daemon "
+        "on the store (its catch-up index, watcher and embed queue) while the folder is edited every "
+        "~0.2 s, as chosen by --ops. After each: the lease, "
         "`PRAGMA integrity_check` and the row invariants of bench/reliability.py; then the next index, and "
         "its store compared table by table (documents, chunks with spans and token counts, facets, links, "
         "skips) and by the lexical answers to 5 queries (paths, spans, scores, order, the order of equal "
@@ -1453,6 +1512,7 @@ def report_crash(t: CrashTally, args: argparse.Namespace) -> str:
         f"starts with a renamed twin) | {t.tie_order} |",
         f"| answers differing only in the order of equal scores and agreeing once the lexical leg holds every "
         f"match (a tie straddling the leg's LIMIT: store/lexical/matches.py) | {t.tie_cut} |",
+        f"| kills after which a process the killed one started outlived it by {ORPHAN_GRACE:.0f} s (orphans) | {t.orphans} |",
         f"| clean reference indexes built | {t.references} |",
         f"| most cached vectors of texts no chunk has (kept on purpose) | {t.cached_vectors_max} |",
         f"| duration | {t.seconds:.0f} s |",
@@ -1470,9 +1530,13 @@ def main_crash(argv: list[str] | None = None) -> int:
     ap.add_argument("--kills", type=int, default=100)
     ap.add_argument("--files", type=int, default=120)
     ap.add_argument("--seed", type=int, default=16)
+    ap.add_argument("--ops", default=",".join(OPS), help=f"the operations killed, of {','.join(ALL_OPS)}")
     ap.add_argument("--report", type=Path, default=REPORT)
     args = ap.parse_args(argv)
-    t = run_crash(args.kills, args.files, args.seed)
+    ops = tuple(args.ops.split(","))
+    if unknown := set(ops) - set(ALL_OPS):
+        ap.error(f"unknown --ops: {', '.join(sorted(unknown))}")
+    t = run_crash(args.kills, args.files, args.seed, ops)
     # the report section keeps the name of the script that first wrote it
     replace_section(args.report, "bench.crash", report_crash(t, args))
     print(f"{t.rounds} rounds, {t.landed} kills, {t.failures} failures; report: {args.report}")
