@@ -132,7 +132,8 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         assert not err and {_path(h).split("/")[0] for h in ans["hits"]} == {"runbooks"}
         assert any("limit 999 is outside 1..50" in n for n in ans["notes"])
         ans, _, err = await _tool(c, "search", {"query": "chocolate cake recipe with strawberries"})
-        assert not err and ans["answerable"] is False and ans["hits"] == []
+        # only weak hits, if any: the floors (the server's and MCP's min_confidence) hold the rest back
+        assert not err and ans["answerable"] is False and all(h["confidence"] < 0.2 for h in ans["hits"])
         assert any("weak hits left out" in n for n in ans["notes"])
         ans, _, err = await _tool(
             c, "search", {"query": "chocolate cake recipe with strawberries", "min_confidence": 0, "limit": "3"}

@@ -27,10 +27,9 @@ from .specs import KNOWN_ARGS
 from .toolkit import Result, as_text, gather, locate, with_notes
 
 STAGES = ("lexical", "semantic", "rerank", "graph")
-# Hits under this confidence are left out of search answers (once the workspace's vectors are all
-# in): on the test corpus a query it cannot answer scores ~0.0003 everywhere, and the third hit of
-# one it can is ~0.01 and off-topic. They cost an agent ~250 tokens each for nothing;
-# min_confidence: 0 brings them back.
+# Hits under this confidence (the calibrated probability that the passage is relevant) are left
+# out of search answers, and the server's relevance floor holds back those whose own match is under
+# it: each costs an agent ~250 tokens for a 1-in-20 chance. min_confidence: 0 brings them back.
 MIN_CONFIDENCE = 0.05
 WHOLE = 32000  # each workspace's passages come whole: the answer is fitted to the budget here
 DEFAULT_BUDGET = 800  # tokens: the top passage whole, the next ones' first lines (docs/benchmarks/quality.md)
@@ -52,6 +51,8 @@ async def search(b: Backend, a: Args) -> Result:
         "per_document": a.bool("per_document", True),
         "budget_tokens": WHOLE,
         "scope": a.choice("scope", ["files", "sessions", "all"], "all"),
+        # the server's relevance floor too: min_confidence 0 brings back what it held back
+        "min_confidence": a.float("min_confidence", MIN_CONFIDENCE, 0.0, 1.0),
     }
     for key in ("paths", "tags"):
         if (v := a.strings(key, '["adrs/"]')) is not None:
@@ -80,14 +81,12 @@ async def search(b: Backend, a: Args) -> Result:
         hits = got[0]["hits"]
     else:  # confidence is the one score the workspaces' hits share; equal ones keep each workspace's order
         hits = sorted((h for g in got for h in g["hits"]), key=lambda h: -(h.get("confidence") or 0.0))
-    floor = a.float("min_confidence", MIN_CONFIDENCE, 0.0, 1.0)
-    # while vectors are pending a passage found by its words alone scores far lower than it will
-    # (a note written a moment ago: 0.01, then 0.98): the floor waits for a ready semantic leg
-    trusted = {ws for ws, g in zip(names, got) if g.get("semantic") == "ready"}
-    weak = [
-        h for h in hits if h.get("confidence") is not None and h["confidence"] < floor and h.get("workspace") in trusted
-    ]
+    floor = opts["min_confidence"]
+    # a passage with no vector yet is scored from its words (search/answerable.py), so the floor
+    # holds whether or not the workspace's vectors are in
+    weak = [h for h in hits if h.get("confidence") is not None and h["confidence"] < floor]
     hits = [h for h in hits if h not in weak][:limit]
+    held = len(weak) + sum(g.get("held_back", 0) for g in got)
     out: dict[str, Any] = {
         "query": query,
         "workspaces": names,
@@ -98,9 +97,9 @@ async def search(b: Backend, a: Args) -> Result:
         "stages": ran,
     }
     notes = [f"{ws} left out: {e.message}" for ws, e in failed] + ws_notes
-    if weak:
+    if held:
         notes.append(
-            f"{len(weak)} weak hit{'s' if len(weak) > 1 else ''} left out (confidence under {floor}); "
+            f"{held} weak hit{'s' if held > 1 else ''} left out (confidence under {floor}); "
             "min_confidence: 0 shows them"
         )
     if not hits:
