@@ -322,6 +322,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {"store.lexical.matches.BM25_WEIGHTS": (3.0, 1.0, 2.0, 1.0)},
         DEFAULT_FUSION,
     ),
+    "nofuzzy": (
+        "no fuzzy fallback: a word no chunk holds stays unmatched (before issue 35)",
+        {"search.lexical.leg.FUZZY": False},
+        DEFAULT_FUSION,
+    ),
     "later1": (
         "no discount of a document's later passages (before session 4)",
         {"search.fusion.LATER_PASSAGE": 1.0},
