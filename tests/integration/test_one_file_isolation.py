@@ -123,3 +123,45 @@ def test_a_lone_surrogate_escaped_in_yaml_is_replaced_not_a_skip(svc, short_tmp)
     doc = svc.document_problems("kb", "s.md")
     assert any("surrogate" in p["message"] for p in doc["problems"]), doc
     assert [h["path"] for h in svc.search("kb", "x\ufffdy")["hits"]] == ["s.md"]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "version: " + "9" * 5000 + "\ncommon:\n  adr: integer\n",
+        "version: 1\ncommon:\n  adr: {type: integer, minimum: " + "9" * 5000 + "}\n",
+        "version: 1\ncommon:\n  adr: " + "7" * 5000 + "\n",
+        "version: 1\ntype_field: " + "7" * 5000 + "\nstrict: " + "7" * 5000 + "\n",
+    ],
+    ids=["version", "spec-value", "spec", "type-field-and-strict"],
+)
+def test_a_schema_value_yaml_cannot_construct_is_a_schema_problem(svc, short_tmp, schema):
+    """Found by the generative files test (tests/integration/test_files_property.py): a
+    _schema/frontmatter.yaml whose value is past int()'s 4,300 digits raised ValueError out of
+    the schema loader and failed the whole index run (workspace.index answered -32603, nothing
+    indexed). The schema is the schema's problem, reported; the notes are indexed."""
+    kb = _kb(short_tmp / "kb", [])
+    (kb / "_schema").mkdir()
+    (kb / "_schema" / "frontmatter.yaml").write_text(schema)
+    svc.workspace_add("kb", str(kb), {"embedding": {"provider": "none"}})
+    report = svc.index("kb")
+    assert report["added"] == 1, report
+    problems = svc.document_problems("kb")["problems"]
+    assert any(p["path"] == "_schema/frontmatter.yaml" for p in problems), problems
+
+
+def test_any_exception_while_loading_the_schema_is_the_schemas_problem(svc, short_tmp, monkeypatch):
+    """Whatever the next such schema is: the loader raising anything is reported on the schema file."""
+    from autodoc.store import facets
+
+    def boom(text):
+        raise RuntimeError("a schema nobody foresaw")
+
+    monkeypatch.setattr(facets, "load_schema", boom)
+    kb = _kb(short_tmp / "kb", [])
+    (kb / "_schema").mkdir()
+    (kb / "_schema" / "frontmatter.yaml").write_text("version: 1\n")
+    svc.workspace_add("kb", str(kb), {"embedding": {"provider": "none"}})
+    assert svc.index("kb")["added"] == 1
+    problems = svc.document_problems("kb")["problems"]
+    assert any("RuntimeError" in p["message"] for p in problems), problems

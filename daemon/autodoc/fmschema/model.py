@@ -158,10 +158,20 @@ def _map_items(node: yaml.Node | None) -> list[tuple[yaml.Node, yaml.Node]]:
     return list(node.value) if isinstance(node, yaml.MappingNode) else []
 
 
+class _Unbuildable:
+    """A value YAML parsed but cannot build (a 5,000-digit int is past int()'s 4,300, a bad
+    !!binary): it fails every check below, so the key it is under gets that key's problem."""
+
+    def __repr__(self) -> str:
+        return "a value YAML cannot build"
+
+
 def _construct(node: yaml.Node) -> Any:
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, OverflowError, RecursionError):
+        return _Unbuildable()
     finally:
         loader.dispose()
 

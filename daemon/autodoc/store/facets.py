@@ -162,8 +162,18 @@ def sync_schema(db: apsw.Connection, workspace_id: int, root: Path) -> bool:
                     }
                 ]
             if text is not None:
-                schema, probs = load_schema(text)
-                file_problems = [p.to_json() for p in probs]
+                try:
+                    schema, probs = load_schema(text)
+                    file_problems = [p.to_json() for p in probs]
+                except Exception as e:  # whatever else a schema can hold: its own problem, never the index run's
+                    schema = None
+                    file_problems = [
+                        {
+                            "line": 1,
+                            "message": f"the schema could not be read ({type(e).__name__}: {str(e)[:200]}); ignored",
+                            "code": "schema.invalid",
+                        }
+                    ]
     db.execute(
         "INSERT INTO schemas(workspace_id, hash, schema, problems, loaded) VALUES (?,?,?,?,?) "
         "ON CONFLICT(workspace_id) DO UPDATE SET hash=excluded.hash, schema=excluded.schema, "
