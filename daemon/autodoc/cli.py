@@ -291,7 +291,7 @@ def _search_names(settings: Settings, given: str | None) -> list[str]:
 
 def _merged(got: list[dict[str, Any]], limit: int, budget: int | None) -> dict[str, Any]:
     """Several workspaces' answers as one list, as MCP's search merges them: compact passages by
-    confidence within the budget (mcp/answers.py merge), full hits by relevance; each workspace's
+    confidence within the budget (mcp/answers.py merge), full hits by confidence too; each workspace's
     own answer, without its hits, under `answers`."""
     from .mcp.answers import merge
 
@@ -300,7 +300,8 @@ def _merged(got: list[dict[str, Any]], limit: int, budget: int | None) -> dict[s
         hits, truncated, tokens = merge(got, limit, budget or 10**9)
         out.update(answer="compact", tokens=tokens)
     else:
-        hits = sorted((h for a in got for h in a["hits"]), key=lambda h: -(h.get("relevance") or 0.0))
+        # confidence is the one score the workspaces' hits share (relevance is each search's own)
+        hits = sorted((h for a in got for h in a["hits"]), key=lambda h: -(h.get("confidence") or 0.0))
         truncated = len(hits) > limit
         hits = hits[:limit]
     out.update(hits=hits, truncated=truncated, answerable=any(a.get("answerable") for a in got))

@@ -246,6 +246,7 @@ class FakeService:
             },
             "facet_counts": {},
             "answerable": bool(hits),
+            "held_back": 0,
         }
 
     def _hit(self, name: str, path: str) -> dict:
@@ -268,6 +269,7 @@ class FakeService:
             "ranks": {"lexical": 0, "semantic": None},
             "rank_score": None,
             "compatibility": 0.5,
+            "confidence": 0.5,
             "generation": 1,
             "superseded_by": None,
             "tags": [],

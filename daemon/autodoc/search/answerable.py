@@ -26,9 +26,9 @@ unanswerable questions (bench/answer_spans/).
 
 The floor (PROTOCOL.md, search.query): a hit is held back when its own match, its probability
 as if it were listed first, is under the floor (FLOOR unless the caller sets `min_confidence`),
-unless it holds every informative word of the query; and where some hit holds every word (or no
-word of the query is in the store at all), a hit found by meaning alone is held back under
-WORDLESS_FLOOR. Depth alone never holds a hit back: a deep page is not padding for that. The
+unless it holds every informative word of the query or reads as a paraphrase of it (its cosine
+at least PARAPHRASE_COSINE); and where some hit holds every word, a hit found by meaning alone is
+held back under WORDLESS_FLOOR. Depth alone never holds a hit back: a deep page is not padding for that. The
 answer counts what was held back. So the page stops where the matches stop.
 
 Runs on: any thread (pure: no I/O, no shared state).
@@ -55,6 +55,11 @@ FLOOR = 0.03  # a hit whose own match (its probability if listed first) is under
 # beside a hit holding every word of the query, a hit found by meaning alone is held back under
 # this: SciFact train and the known-item questions had 0 relevant of 55 such hits
 WORDLESS_FLOOR = 0.1
+# a passage this close to the query by meaning matches it as a paraphrase does (MiniLM: paraphrase
+# pairs 0.5-0.8, unrelated text under 0.2): the floor never holds it back, as it never holds back a
+# passage with every word of the query (the hit model weighs the cosine little: on its training sets
+# the lexical leg found nearly every relevant passage too)
+PARAPHRASE_COSINE = 0.4
 # a word is rare when at most this share of the store's chunks hold it (and at least RARE_CHUNKS may)
 RARE_SHARE = 0.02
 RARE_CHUNKS = 3
@@ -203,9 +208,9 @@ def monotone(values: Sequence[float]) -> list[float]:
 
 
 def words_matched(signals: Sequence[Signals]) -> bool:
-    """Some hit holds every informative word of the query, or none of its words is in the store:
-    either way a hit found by meaning alone is padding unless it is confident."""
-    return any(s.coverage >= 1.0 for s in signals) or (bool(signals) and signals[0].unknown >= 1.0)
+    """Some hit holds every informative word of the query: beside it a hit found by meaning alone
+    is padding unless it is confident."""
+    return any(s.coverage >= 1.0 for s in signals)
 
 
 def match_probability(s: Signals, model: Sequence[float] = MODEL) -> float:
@@ -215,10 +220,10 @@ def match_probability(s: Signals, model: Sequence[float] = MODEL) -> float:
 
 
 def held_back(s: Signals, conf: float, floor: float, *, words_matched: bool) -> bool:
-    """`conf` (match_probability) under the floor and the hit not holding every informative word of
-    the query; or, when `words_matched`, found by meaning alone (no lexical match, none of the
+    """`conf` (match_probability) under the floor and the hit neither holding every informative word
+    of the query nor a paraphrase of it (PARAPHRASE_COSINE); or, when `words_matched`, found by meaning alone (no lexical match, none of the
     words) and under WORDLESS_FLOOR (scaled down with a lower floor: min_confidence 0 keeps all)."""
-    if s.coverage >= 1.0:
+    if s.coverage >= 1.0 or (s.cosine is not None and s.cosine >= PARAPHRASE_COSINE):
         return False
     if conf < floor:
         return True
