@@ -9,7 +9,7 @@ whole search (Service.search, mode lexical, limit 10) for each, the ratio, the t
 vocabulary lookup and correction alone (search/lexical/fuzzy.correct), and how often the typo was
 corrected back to the word's own stem.
 
-    python -m bench.fuzzy_speed --size 100000 --queries 100 [--cache DIR]
+    python -m bench.fuzzy_speed --size 100000 --queries 100 [--cache DIR | --store PATH]
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scifact")
     ap.add_argument("--cache", type=Path, default=None)
+    ap.add_argument("--store", type=Path, default=None, help="an indexed speed store to read (built elsewhere)")
     args = ap.parse_args(argv)
 
     from autodoc.config import Settings
@@ -52,10 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     from autodoc.service import Service
     from autodoc.store.lexical import ftsterms
 
-    built = build_store(args.size, args.data, args.cache or cache_root())
-    svc = Service(Settings.from_env(store=Path(built["store"])))
+    store = args.store or Path(build_store(args.size, args.data, args.cache or cache_root())["store"])
+    svc = Service(Settings.from_env(store=store))
     try:
-        svc.index(WORKSPACE)  # an upgraded store finishes its postings build first (migration 8)
+        if args.store is None:
+            svc.index(WORKSPACE)  # an upgraded store finishes its postings build first (migration 8)
         db = svc.store.reader()
         pairs = []
         for w in _words(db, args.queries * 3, seed=35):

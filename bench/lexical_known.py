@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     out += ["", "| id | style | query | rank | lexical_match | corrections |", "|---|---|---|---:|---|---|"]
     out += [
-        f"| {i} | {s} | {q} | {r or '—'} | {m} | {c or ''} |" for i, s, q, r, m, c in rows if i[:4] in ("typo", "name")
+        f"| {i} | {s} | {q} | {r or '—'} | {m} | {c or ''} |"
+        for i, s, q, r, m, c in rows
+        if i[:4] in ("typo", "name") or c
     ]
     text = "\n".join(out) + "\n"
     if args.out == "-":
