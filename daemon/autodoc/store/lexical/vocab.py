@@ -1,5 +1,5 @@
 """The index's vocabulary near a word, for the lexical leg's fuzzy fallback (search/lexical/fuzzy.py):
-the stored tokens that share the word's first letter and are within a few letters of its length.
+the stored tokens that share the word's first letters and are within a few letters of its length.
 
 Read from the postings index's term column (an index range scan that reads no postings: the
 `postings_by_term` index covers it), the delta's terms beside it; a store whose postings are not
@@ -26,22 +26,28 @@ def _upper(prefix: str) -> str:
 
 
 def near(db: apsw.Connection, token: str, slack: int) -> list[str]:
-    """Stored tokens starting with `token`'s first letter (its first two without complete
-    postings) whose length is within `slack` of its length, the token itself excluded."""
+    """Stored tokens whose length is within `slack` of `token`'s, the token itself excluded: every
+    one sharing its first two letters, and those sharing its first letter as far as MAX_TERMS
+    reaches (a typo in the first two letters is found while that letter's range fits the bound).
+    Without complete postings, fts5vocab's, over the first two letters only."""
     lo, hi = len(token) - slack, len(token) + slack
     if postings.has_tables(db) and postings.complete(db):
-        prefix = token[:1]
         sql = (
             "SELECT term FROM (SELECT DISTINCT term FROM postings WHERE term >= ?1 AND term < ?2 "
             "AND length(term) BETWEEN ?3 AND ?4 LIMIT ?5) UNION "
             "SELECT DISTINCT term FROM postings_delta WHERE term >= ?1 AND term < ?2 AND length(term) BETWEEN ?3 AND ?4"
         )
+        prefixes = [token[:2], token[:1]] if len(token) > 1 else [token[:1]]
     else:
-        prefix = token[:2]
         db.execute(VOCAB_SQL)
         sql = (
             "SELECT term FROM temp.chunks_vocab WHERE term >= ?1 AND term < ?2 "
             "AND length(term) BETWEEN ?3 AND ?4 LIMIT ?5"
         )
-    rows = db.execute(sql, (prefix, _upper(prefix), lo, hi, MAX_TERMS)).fetchall()
-    return [str(t) for (t,) in rows if t != token]
+        prefixes = [token[:2]]
+    out: dict[str, None] = {}
+    for prefix in prefixes:
+        for (t,) in db.execute(sql, (prefix, _upper(prefix), lo, hi, MAX_TERMS)):
+            out[str(t)] = None
+    out.pop(token, None)
+    return list(out)
