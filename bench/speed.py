@@ -2434,10 +2434,6 @@ def measure_embed(data: Path, corpus: Path, corpus_files: int, n_scifact: int, r
             "over_256": int(sum(c > 256 for c in counts)),
             "windows": int(sum(max(1, math.ceil((c - 2) / 254)) for c in counts)),
         }
-        vec_raw = _raw_loop(sess, tok, texts, sort=False)
-        vec_prod = prov.embed(texts)
-        cos = (vec_raw * vec_prod).sum(axis=1)
-        out["agreement"] = {"cosine_mean": round(float(cos.mean()), 4), "cosine_min": round(float(cos.min()), 4)}
         warm = texts[:64]
         _raw_loop(sess, tok, warm, sort=False)
         prov.embed(warm)
@@ -2445,18 +2441,19 @@ def measure_embed(data: Path, corpus: Path, corpus_files: int, n_scifact: int, r
         out["rss_before_mb"] = base_rss
         arms = ["raw", "embedder", "raw sorted", "queue"]
         rows: list[dict[str, Any]] = []
+        vectors: dict[str, np.ndarray] = {}
         for r in range(rounds):
             order = arms if r % 2 == 0 else arms[::-1]
             for arm in order:
                 load = round(os.getloadavg()[0], 2)
                 with _PeakRss() as peak:
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     if arm == "raw":
-                        _raw_loop(sess, tok, texts, sort=False)
+                        vectors[arm] = _raw_loop(sess, tok, texts, sort=False)
                     elif arm == "raw sorted":
                         _raw_loop(sess, tok, texts, sort=True)
                     elif arm == "embedder":
-                        prov.embed(texts)
+                        vectors[arm] = prov.embed(texts)
                     else:
                         store = _copy_store(base, tmp / f"queue{r}.db")
                         s2 = Service(Settings.from_env(store=store))
@@ -2469,18 +2466,24 @@ def measure_embed(data: Path, corpus: Path, corpus_files: int, n_scifact: int, r
                             dt_q = time.perf_counter() - t0
                             s2.close()
                     dt = time.perf_counter() - t0 if arm != "queue" else dt_q
+                    cpu = time.process_time() - c0
                 rows.append(
                     {
                         "round": r,
                         "arm": arm,
                         "seconds": round(dt, 2),
                         "chunks_per_s": round(len(texts) / dt, 2),
+                        # CPU seconds of every thread of this process a chunk: what a fill costs the
+                        # machine, less bent by the load than wall time
+                        "cpu_ms_per_chunk": round(1000 * cpu / len(texts), 1),
                         "load": load,
                         "peak_rss_mb": peak.peak,
                     }
                 )
                 log(f"  [embed] round {r} {arm}: {len(texts) / dt:.1f} chunks/s (load {load})")
         out["rounds"] = rows
+        cos = (vectors["raw"] * vectors["embedder"]).sum(axis=1)
+        out["agreement"] = {"cosine_mean": round(float(cos.mean()), 4), "cosine_min": round(float(cos.min()), 4)}
 
         def rate(arm: str) -> float:
             xs = [x for x in rows if x["arm"] == arm]
@@ -2581,14 +2584,15 @@ def render_embed(res: dict[str, Any], command: str) -> str:
         f"`{res['fingerprint'][:16]}…`. Its vectors against the raw loop's on these texts: cosine mean "
         f"{res['agreement']['cosine_mean']}, min {res['agreement']['cosine_min']}.",
         "",
-        "| arm | chunks/s (all rounds) | × raw | rounds: chunks/s (load) | peak RSS MB |",
-        "|---|---|---|---|---|",
+        "| arm | chunks/s (all rounds) | × raw | rounds: chunks/s (load) | CPU ms a chunk | peak RSS MB |",
+        "|---|---|---|---|---|---|",
     ]
     for arm in ("raw", "raw sorted", "embedder", "queue"):
         xs = [x for x in res["rounds"] if x["arm"] == arm]
         per = " · ".join(f"{x['chunks_per_s']} ({x['load']})" for x in xs)
         ratio_ = "1" if arm == "raw" else f"**{ratios[arm]}**" if arm != "raw sorted" else str(ratios[arm])
-        L.append(f"| {arm} | {rates[arm]} | {ratio_} | {per} | {max(x['peak_rss_mb'] for x in xs)} |")
+        cpu = " · ".join(str(x.get("cpu_ms_per_chunk", "")) for x in xs)
+        L.append(f"| {arm} | {rates[arm]} | {ratio_} | {per} | {cpu} | {max(x['peak_rss_mb'] for x in xs)} |")
     L += [
         "",
         f"Embedder over the raw loop, round by round: {', '.join(map(str, res['paired']))}; over the raw loop "
