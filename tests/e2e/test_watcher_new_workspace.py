@@ -104,3 +104,56 @@ async def test_a_workspace_added_and_not_yet_indexed_is_left_to_its_index(short_
 
 async def _now(value: bool) -> bool:
     return value
+
+
+async def test_a_save_while_the_watcher_restarts_for_nothing_new_is_not_missed(short_tmp):
+    """Seen by the generative files test one world in ten: a roots_changed that lands while the
+    loop reads the roots (after it reset its restart event, before it cleared its walk flag) is
+    already in that watch set, yet restarts the watcher once more; the restart after it saw the
+    same roots and no new folder, so it re-indexed nothing, and a file saved while no watcher
+    ran was never indexed. Here the read of the roots does both at the exact points."""
+    kb = short_tmp / "kb"
+    kb.mkdir()
+    (kb / "a.md").write_text("# A\n\nalpha\n")
+    svc = Service(Settings.from_env(store=short_tmp / "s.db"))
+    svc.workspace_add("kb", str(kb), NO_MODEL)
+    svc.index("kb")
+    watching: list[list[str]] = []
+    reads: list[str] = []
+    plan: list[str] = []  # what the next reads of the roots do, in order
+
+    async def run(fn, *args):
+        return await anyio.to_thread.run_sync(partial(fn, *args))
+
+    async def read(fn, *args):
+        out = await run(fn, *args)
+        if fn == svc.workspace_roots:
+            reads.append("roots")
+            step = plan.pop(0) if plan else None
+            if step == "restart":  # a listener's roots_changed, inside this read
+                live.roots_changed()
+            elif step == "save":  # the watcher stopped for the restart and the next one is not up
+                (kb / "gap.md").write_text("# Gap\n\nzebracorn saved between two watchers\n")
+        return out
+
+    live = live_mod.LiveIndex(svc, read=read, write=run, set_watching=watching.append)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(live.run)
+            await _wait(lambda: _now(watching[-1:] == [["kb"]]))
+            await anyio.sleep(0.5)
+            plan += ["restart", "save"]
+            live.roots_changed()
+
+            async def found() -> bool:
+                hits = (await run(svc.search, "kb", "zebracorn", {"stages": ["lexical"]}))["hits"]
+                return [h["path"] for h in hits] == ["gap.md"]
+
+            try:
+                await _wait(found)
+            except TimeoutError:
+                raise AssertionError(f"gap.md never indexed (reads {reads}, steps left {plan})") from None
+            assert not plan, plan
+            live.stop()
+    finally:
+        svc.close()

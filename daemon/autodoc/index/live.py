@@ -161,6 +161,11 @@ class LiveIndex:
                 # (incremental: unchanged files cost a stat) once the new watcher runs.
                 self._refolder.update(name for name in roots if name in watched)
             else:
+                if not self._more_folders:
+                    # A restart that watches nothing new: a roots_changed already in this watch set
+                    # (it came while the roots were read). The watcher stopped for it all the same,
+                    # so what was saved meanwhile is found by indexing again, as after a walk.
+                    self._refolder.update(roots)
                 folders = sorted(set(folders) | self._more_folders)
             # A workspace added while the daemon runs gets its first index from workspace.index, which
             # can end before this watcher is up (inside the walk above): a file saved in between had
