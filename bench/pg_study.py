@@ -1,0 +1,248 @@
+"""What PostgreSQL's own search gives against the product's (issue 34, docs/dev/postgres.md): the
+figures the design of the PostgreSQL store chooses by.
+
+    python -m bench.pg_study lexical [--store PATH] [--queries N]   # SciFact train nDCG@10
+    python -m bench.pg_study vectors [--store PATH] [--size N]      # pgvector HNSW vs exact numpy
+
+Both read a built SciFact store (bench.quality's cache; --store names one, else the newest under
+the cache's stores/ whose name starts with "scifact-"): it is copied first (SQLite's backup API) so
+another run's lease on it does not matter, and a private server is started with pgserver in a temp
+folder (PostgreSQL 16 + pgvector 0.6; the test extra installs it).
+
+lexical: every chunk of the store (its document's title, its breadcrumb, its text) goes into one
+Postgres table with a tsvector (title weight A, breadcrumb B, text D; the `english` configuration)
+and a GIN index; each SciFact train query runs as an OR of its words (the product's lexical leg
+relaxes to OR too) ranked by ts_rank / ts_rank_cd (normalisations 0 and 1), top 100 chunks folded to
+documents, and the product's own lexical leg (`Service.search` with stages ["lexical"], BM25 over its
+postings) on the same copy and queries. nDCG@10 / R@100 by bench.quality's evaluator (ir-measures).
+
+vectors: the store's float32 vectors (real, MiniLM 384-d), grown to --size with bench.common.synthetic,
+into a vector(384) column with an HNSW index (vector_cosine_ops, m 16, ef_construction 64: pgvector's
+defaults); 200 synthetic queries: recall@10 against the exact top 10 (numpy, float32 dot products over
+normalised rows: the product's exact search), and per-query latency of each (p50/p95).
+
+Prints one JSON object. Runs on: the benchmark's main thread."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .common import cache_root, command_line, git_commit, log, machine_note, summary_ms, synthetic
+
+
+def newest_store() -> Path:
+    stores = sorted((cache_root() / "stores").glob("scifact-*/autodoc.db"), key=lambda p: p.stat().st_mtime)
+    if not stores:
+        sys.exit("no SciFact store in the bench cache: run `python -m bench.quality` once (or pass --store)")
+    return stores[-1]
+
+
+def copy_store(src: Path, dest: Path) -> Path:
+    import apsw
+
+    target = apsw.Connection(str(dest))
+    source = apsw.Connection(str(src), flags=apsw.SQLITE_OPEN_READONLY)
+    with target.backup("main", source, "main") as b:
+        b.step(-1)
+    source.close()
+    target.close()
+    return dest
+
+
+def start_server(base: Path) -> tuple[Any, str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
+        import pgserver
+
+    server = pgserver.get_server(base / "pgdata", cleanup_mode="stop")
+    return server, server.get_uri()
+
+
+OR_QUERY = "replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery"
+RANKERS = {
+    "ts_rank": "ts_rank(tsv, q)",
+    "ts_rank norm 1 (÷ 1+log length)": "ts_rank(tsv, q, 1)",
+    "ts_rank_cd": "ts_rank_cd(tsv, q)",
+    "ts_rank_cd norm 1": "ts_rank_cd(tsv, q, 1)",
+}
+
+
+def fold(paths: list[str]) -> list[str]:
+    from .quality import path_doc
+
+    out: list[str] = []
+    for p in paths:
+        d = path_doc(p)
+        if d not in out:
+            out.append(d)
+    return out
+
+
+def lexical(store: Path, uri: str, n_queries: int | None) -> dict[str, Any]:
+    import apsw
+    import psycopg
+
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    from .quality import DEFAULT_DATA, WORKSPACE, evaluate, load_collection, run_queries
+
+    col = load_collection(DEFAULT_DATA / "scifact", splits=("train",))
+    queries = col.split_queries("train")[:n_queries]
+    qrels = col.qrels["train"]
+    out: dict[str, Any] = {"queries": len(queries)}
+
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    rows = db.execute(
+        "SELECT c.id, d.path, d.title, c.breadcrumb, c.text FROM chunks c JOIN documents d ON d.id = c.document_id"
+    ).fetchall()
+    db.close()
+    out["chunks"] = len(rows)
+
+    with psycopg.connect(uri, autocommit=True) as pg:
+        pg.execute("DROP TABLE IF EXISTS lex")
+        pg.execute("CREATE TABLE lex (id bigint PRIMARY KEY, path text, title text, breadcrumb text, body text)")
+        t0 = time.perf_counter()
+        with pg.cursor().copy("COPY lex (id, path, title, breadcrumb, body) FROM STDIN") as cp:
+            for r in rows:
+                cp.write_row(r)
+        pg.execute(
+            "ALTER TABLE lex ADD COLUMN tsv tsvector GENERATED ALWAYS AS ("
+            "setweight(to_tsvector('english', title), 'A') || setweight(to_tsvector('english', breadcrumb), 'B')"
+            " || setweight(to_tsvector('english', body), 'D')) STORED"
+        )
+        pg.execute("CREATE INDEX lex_tsv ON lex USING gin (tsv)")
+        pg.execute("ANALYZE lex")
+        out["pg_load_seconds"] = round(time.perf_counter() - t0, 2)
+        variants: list[dict[str, Any]] = []
+        for name, rank in RANKERS.items():
+            sql = f"SELECT path FROM lex, (SELECT {OR_QUERY} AS q) x WHERE tsv @@ q ORDER BY {rank} DESC, id LIMIT 100"
+            run: dict[str, list[str]] = {}
+            lat: list[float] = []
+            for qid, text in queries:
+                t0 = time.perf_counter()
+                paths = [p for (p,) in pg.execute(sql, (text,)).fetchall()]
+                lat.append(time.perf_counter() - t0)
+                run[qid] = fold(paths)
+            m = evaluate(run, qrels)
+            variants.append({"name": f"postgres {name}", "metrics": _round(m), "latency_ms": summary_ms(lat)})
+            log(f"{name}: nDCG@10 {m['nDCG@10']:.4f}")
+
+    svc = Service(Settings.from_env(store=store))
+    try:
+        svc.search(WORKSPACE, "warm up", {"stages": ["lexical"]})
+        r = run_queries(svc, queries, {"stages": ["lexical"], "limit": 100})
+    finally:
+        svc.close()
+    m = evaluate(r["run"], qrels)
+    variants.append(
+        {
+            "name": "autodoc lexical leg (BM25 over its postings)",
+            "metrics": _round(m),
+            "latency_ms": summary_ms(r["latency"]),
+            "lexical_match": r["lexical_match"],
+        }
+    )
+    log(f"autodoc lexical: nDCG@10 {m['nDCG@10']:.4f}")
+    out["variants"] = variants
+    return out
+
+
+def vectors(store: Path, uri: str, size: int) -> dict[str, Any]:
+    import apsw
+    import psycopg
+
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    fp = db.execute("SELECT active_fp FROM embed_state WHERE active_fp IS NOT NULL").fetchone()[0]
+    blobs = [bytes(b) for (b,) in db.execute("SELECT f32 FROM vectors WHERE model_fp = ?", (fp,)).fetchall()]
+    db.close()
+    real = np.stack([np.frombuffer(b, dtype=np.float32) for b in blobs])
+    real /= np.linalg.norm(real, axis=1, keepdims=True)
+    dim = real.shape[1]
+    base = real if size <= len(real) else np.concatenate([real, synthetic(real, size - len(real), seed=0)])
+    base = np.ascontiguousarray(base[:size], dtype=np.float32)
+    queries = synthetic(real, 200, seed=1)
+    out: dict[str, Any] = {"size": len(base), "real": len(real), "dim": dim, "queries": len(queries)}
+
+    exact: list[np.ndarray] = []
+    lat_np: list[float] = []
+    for q in queries:
+        t0 = time.perf_counter()
+        s = base @ q
+        top = np.argpartition(-s, 10)[:10]
+        top = top[np.argsort(-s[top])]
+        lat_np.append(time.perf_counter() - t0)
+        exact.append(top)
+    out["numpy_exact"] = {"latency_ms": summary_ms(lat_np), "matrix_mb": round(base.nbytes / 2**20, 1)}
+
+    with psycopg.connect(uri, autocommit=True) as pg:
+        pg.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        pg.execute("DROP TABLE IF EXISTS vec")
+        pg.execute(f"CREATE TABLE vec (id int PRIMARY KEY, v vector({dim}))")
+        t0 = time.perf_counter()
+        with pg.cursor().copy("COPY vec (id, v) FROM STDIN") as cp:
+            for i, row in enumerate(base):
+                cp.write_row((i, "[" + ",".join(f"{x:.7g}" for x in row) + "]"))
+        out["pg_copy_seconds"] = round(time.perf_counter() - t0, 2)
+        pg.execute("SET maintenance_work_mem = '512MB'")
+        t0 = time.perf_counter()
+        pg.execute("CREATE INDEX vec_hnsw ON vec USING hnsw (v vector_cosine_ops)")
+        out["hnsw_build_seconds"] = round(time.perf_counter() - t0, 2)
+        pg.execute("ANALYZE vec")
+        for ef in (40, 100):
+            pg.execute(f"SET hnsw.ef_search = {ef}")
+            lat: list[float] = []
+            hits = 0
+            for q, want in zip(queries, exact):
+                lit = "[" + ",".join(f"{x:.7g}" for x in q) + "]"
+                t0 = time.perf_counter()
+                got = [i for (i,) in pg.execute("SELECT id FROM vec ORDER BY v <=> %s::vector LIMIT 10", (lit,))]
+                lat.append(time.perf_counter() - t0)
+                hits += len(set(got) & set(want.tolist()))
+            out[f"pgvector_hnsw_ef{ef}"] = {
+                "recall@10": round(hits / (10 * len(queries)), 4),
+                "latency_ms": summary_ms(lat),
+            }
+            log(f"hnsw ef {ef}: recall@10 {hits / (10 * len(queries)):.4f}, p50 {summary_ms(lat)}")
+        plan = pg.execute("EXPLAIN SELECT id FROM vec ORDER BY v <=> %s::vector LIMIT 10", (lit,)).fetchall()
+        out["plan_uses_hnsw"] = any("vec_hnsw" in r[0] for r in plan)
+    return out
+
+
+def _round(m: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in m.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.pg_study", description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=["lexical", "vectors"])
+    ap.add_argument("--store", type=Path, help="a built SciFact store (default: the newest in the bench cache)")
+    ap.add_argument("--queries", type=int, help="lexical: only the first N train queries")
+    ap.add_argument("--size", type=int, default=50_000, help="vectors: rows (real ones, then synthetic)")
+    args = ap.parse_args(argv)
+    src = args.store or newest_store()
+    res: dict[str, Any] = {"what": args.what, "command": command_line(), "commit": git_commit()}
+    res["machine"] = machine_note()
+    res["source_store"] = str(src)
+    with tempfile.TemporaryDirectory(prefix="ad-pgstudy-", dir="/tmp") as tmp:
+        store = copy_store(src, Path(tmp) / "autodoc.db")
+        server, uri = start_server(Path(tmp))
+        try:
+            res.update(lexical(store, uri, args.queries) if args.what == "lexical" else vectors(store, uri, args.size))
+        finally:
+            server.cleanup()
+    print(json.dumps(res, indent=1, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
