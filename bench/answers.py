@@ -731,11 +731,13 @@ def main_run(argv: list[str] | None) -> int:
     not_run = []
     for c in names:
         if args.no_build:
-            found = sorted(cache.glob(f"{c}-*/autodoc.db"))
-            if found:
-                stores[c] = max(found, key=lambda p: p.stat().st_mtime)
+            # the store keyed as known_item keys it (this embedding model, this chunking): another model's
+            # store may sit beside it
+            store = known_item.store_dir(cache, corpora, c)[0] / "autodoc.db"
+            if store.exists():
+                stores[c] = store
             else:
-                not_run.append(c)
+                not_run.append(f"{c} (no store {store})")
         else:
             stores[c] = Path(known_item.build(corpora, c, cache)["store"])
     runs: dict[str, Any] = {}
