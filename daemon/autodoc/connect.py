@@ -313,6 +313,12 @@ class Backend:
                 time.sleep(0.1)
         return self.current()
 
+    def choose_again(self, why: str) -> Target:
+        """The daemon chosen last went away (a lasting connection saw it close): choose again,
+        which finds one started since, or starts one when this backend may."""
+        cur = self.current()
+        return self._choose_again(cur, why) if isinstance(cur, Remote) else cur
+
     @property
     def socket(self) -> Path | None:
         """The daemon's socket when calls go to one (as last chosen; nothing is chosen here)."""

@@ -26,6 +26,7 @@ from textual import events
 
 from autodoc import fuzzy
 from autodoc.config import Settings
+from autodoc.connect import call_socket
 from autodoc.tui import render, state
 from autodoc.tui.app import AutodocApp
 
@@ -510,6 +511,52 @@ async def test_the_document_picker_matches_every_document_not_the_first_200(kb, 
             await until(pilot, lambda: d.shown and d.got.get("matched") == 1, f"{typed!r} matched")
             assert d.shown[0]["path"] == want
             assert "1 of 451 documents" in d.listing.border_title
+
+
+async def test_it_reconnects_when_the_daemon_restarts(tmp_path):
+    """Issue 38: after the daemon restarted, the app's searches failed ("the daemon closed the
+    connection") until it was restarted too; it must reconnect, and keep hearing the pushes."""
+    base = Path(tempfile.mkdtemp(prefix="adtui-re-", dir="/tmp"))
+    folder = base / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Wombats\n\nWombats dig burrows.\n")
+    d = checked_daemon(base)
+    await asyncio.to_thread(d.start)
+    try:
+        await asyncio.to_thread(d.call, "workspace.add", ["notes", str(folder), NO_MODEL])
+        await asyncio.to_thread(d.call, "workspace.index", ["notes"])
+        app = AutodocApp(
+            Settings(store=d.store, socket=d.sock), start_daemon=True, state_file=tmp_path / "s" / "tui.json"
+        )
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot, app)
+            assert (await search(pilot, app, "wombats"))["hits"]
+            first_pid = d.proc.pid
+            await asyncio.to_thread(d.stop)
+            await asyncio.to_thread(d.start)
+            s = app.pickers["search"]
+            answer = await search(pilot, app, "burrows")
+            assert answer["hits"] and s.error is None, s.error
+            seen = len(app.notes_seen)
+            (folder / "b.md").write_text("# Echidnas\n\nEchidnas lay eggs.\n")
+            await asyncio.to_thread(d.call, "workspace.index", ["notes"])
+            await until(pilot, lambda: len(app.notes_seen) > seen, "a push from the new daemon")
+            assert ("$/reconnected", {"socket": str(d.sock)}) in app.notes_seen
+
+            # the daemon stops and nothing restarts it: the app starts one, as it does at its start
+            await asyncio.to_thread(d.stop)
+            try:
+                answer = await search(pilot, app, "echidnas")
+            except AssertionError:
+                raise AssertionError(f"{s.error} {s.answer and s.answer['query']}") from None
+            assert answer["hits"] and s.error is None, s.error
+            started = await asyncio.to_thread(call_socket, d.sock, "server.info", {})
+            assert started["pid"] not in (first_pid, d.proc.pid)
+            await asyncio.to_thread(call_socket, d.sock, "server.shutdown", {})
+            await asyncio.to_thread(wait_gone, started["pid"])
+    finally:
+        await asyncio.to_thread(d.stop)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 async def test_add_a_workspace_indexes_it_with_progress(kb, tmp_path):

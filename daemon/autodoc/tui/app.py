@@ -9,7 +9,8 @@ The daemon's pushes arrive on the link's thread and are posted to the app
 as `DaemonNote` messages: `workspace.changed` (a model or ranker switch, a
 workspace added or removed) refreshes what the workspace can do and runs the
 open query again, as do `embedding.progress` (when the semantic state
-changes) and `changes.changed` (a saved file).
+changes), `changes.changed` (a saved file) and the link's own
+`$/reconnected` (a daemon restarted: link.py found it again).
 
 Runs on: the app's event loop (the main thread); every RPC call on a
 Textual worker thread.
@@ -244,7 +245,10 @@ class AutodocApp(App):
     def on_daemon_note(self, note: DaemonNote) -> None:
         p = note.params if isinstance(note.params, dict) else {}
         self.notes_seen.append((note.method, p))
-        if note.method == "workspace.changed":
+        if note.method == "$/reconnected":  # a new daemon: what it holds may differ from the last one's
+            self.notify("reconnected to the daemon")
+            self.refresh_workspace(reload_list=True, rerun="reconnected")
+        elif note.method == "workspace.changed":
             # a model or ranker switch, a workspace added or removed: what the boxes
             # offer may change, and the open query's answer with it
             mine = p.get("workspace") == self.workspace

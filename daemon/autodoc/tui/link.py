@@ -11,7 +11,11 @@ this process its answer is dropped when it comes.
 Over the socket one connection stays open (a persistent async client on
 its own thread and event loop), so that `changes.subscribe` holds and the
 daemon's pushes (workspace.changed, embedding.progress, changes.changed,
-$/progress) reach the app.
+$/progress) reach the app. When the daemon goes away (stopped, restarted,
+crashed), the next call asks the Backend again where the daemon is — one
+started since, or one it starts when the app may start one — connects
+there, subscribes again and makes the call; the app hears `$/reconnected`
+and reads its workspaces again.
 
 Runs on: the caller's thread (the app's worker threads); the socket's
 reader on the link's own thread ("autodoc-tui-rpc").
@@ -36,6 +40,7 @@ log = logging.getLogger("autodoc.tui")
 Notify = Callable[[str, Any], None]  # (method, params), called on the link's thread
 Progress = Callable[[int, int, str], None]
 START_TIMEOUT_S = 20.0
+READS = ("search.", "document.", "workspace.list", "workspace.status", "workspace.tags", "changes.")
 
 
 class Cancelled(Exception):
@@ -68,8 +73,9 @@ class SocketLink:
 
     mode = "daemon"
 
-    def __init__(self, socket: Path, notify: Notify):
+    def __init__(self, socket: Path, notify: Notify, backend: Backend | None = None):
         self.socket = socket
+        self.backend = backend  # where to look for the daemon again once it went away
         self._notify = notify
         self._progress: dict[int, Progress] = {}
         self._loop = asyncio.new_event_loop()
@@ -89,13 +95,30 @@ class SocketLink:
         with self._lock:
             if self._client is not None and not self._client.closed:
                 return self._client
+            again = self._client is not None
+            if again:
+                self._find_daemon()
             client = self._run(Client.connect_socket(self.socket)).result(START_TIMEOUT_S)
             client.on_notification(self._on_note)
             self._run(client.listen())  # the one reader: answers to their calls, pushes to _on_note
             self._client = client
             if self._subscribed:
-                self._run(client.call("changes.subscribe", [None]))
-            return client
+                self._run(client.call("changes.subscribe", [None])).result(START_TIMEOUT_S)
+        if again:
+            log.warning("reconnected to the daemon at %s", self.socket)
+            self._notify("$/reconnected", {"socket": str(self.socket)})
+        return client
+
+    def _find_daemon(self) -> None:
+        """(under the lock) The daemon this link talked to is gone: the Backend's next choice,
+        which may start one. Working in-process from here would change what the app is: refused."""
+        if self.backend is None:
+            return
+        target = self.backend.choose_again("the daemon went away")
+        if not isinstance(target, Remote):
+            why = self.backend.why_local or "no daemon serves the store now"
+            raise OSError(f"the daemon went away and none could be started ({why}); restart autodoc tui")
+        self.socket = target.socket
 
     def _on_note(self, note: Any) -> None:
         if note.method == "$/progress" and isinstance(note.params, dict):
@@ -117,6 +140,16 @@ class SocketLink:
     def call(
         self, method: str, params: Any, *, pending: Pending | None = None, progress: Progress | None = None
     ) -> Any:
+        try:
+            return self._call_once(method, params, pending, progress)
+        except ConnectionError:
+            if not method.startswith(READS):
+                raise
+            # the daemon went away just before (its close not seen yet): a read may simply go again
+            log.info("the daemon closed the connection during %s: once more", method)
+            return self._call_once(method, params, pending, progress)
+
+    def _call_once(self, method: str, params: Any, pending: Pending | None, progress: Progress | None) -> Any:
         from autodoc_client import ConnectionClosed, RemoteError
 
         from ..errors import from_rpc
@@ -189,10 +222,10 @@ Link = SocketLink | LocalLink
 def open_link(settings: Settings, notify: Notify, *, start: bool, daemon_log: Path) -> Link:
     """The daemon's socket when it runs (or, with `start`, once it is started), else in-process."""
     starter = partial(start_daemon, log_path=daemon_log, wait_s=START_TIMEOUT_S) if start else None
-    backend = Backend(settings, start=starter, reconnect_on=(), name="tui")
+    backend = Backend(settings, start=starter, reconnect_on=(), stop_wait_s=5.0, name="tui")
     target = backend.current()
     if isinstance(target, Remote):
-        return SocketLink(target.socket, notify)
+        return SocketLink(target.socket, notify, backend)
     why = backend.why_local
     if not start:
         why = "not asked to start a daemon (--in-process)"
