@@ -52,6 +52,7 @@ test-install: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.quality
 	$(BIN)/python -m bench.known_item
+	$(BIN)/python -m bench.answers
 	$(BIN)/python -m bench.agents
 	$(BIN)/python -m bench.speed
 	$(BIN)/python -m bench.concurrency
