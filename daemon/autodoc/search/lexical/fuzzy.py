@@ -70,7 +70,7 @@ def nearest(stem: str, candidates: list[str], docs: dict[str, int]) -> list[str]
 def correct(db: apsw.Connection, terms: list[Term]) -> tuple[list[Term], dict[str, str]]:
     """The terms with each unknown word replaced by its nearest stored stem, and {word typed: stem}."""
     state = ftsterms.index_state(db)
-    words: dict[int, str] = {}  # term index → its one stem
+    words: dict[int, tuple[str, str]] = {}  # term index → its expression and its one stem
     for i, t in enumerate(terms):
         if t.phrase or t.prefix or CJK_RUN.search(t.text) or not t.text.isalpha():
             continue
@@ -79,13 +79,14 @@ def correct(db: apsw.Connection, terms: list[Term]) -> tuple[list[Term], dict[st
             continue
         toks = ftsterms.parse_expr(db, expr).tokens
         if len(toks) == 1 and allowed(toks[0]):
-            words[i] = toks[0]
+            words[i] = (expr, toks[0])
     if not words:
         return terms, {}
-    known = ftsterms.token_docs(db, list(words.values()), state)
+    # counted by expression: the leg's own counts (coverage, MaxScore) then come from the same cache
+    known = ftsterms.term_docs(db, [e for e, _ in words.values()], state)
     out, fixed = list(terms), {}
-    for i, stem in words.items():
-        if known[stem]:
+    for i, (expr, stem) in words.items():
+        if known[expr]:
             continue
         cands = vocab.near(db, stem, allowed(stem))
         if not cands:
