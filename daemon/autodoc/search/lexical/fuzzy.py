@@ -5,8 +5,8 @@
 Nearest: the fewest edits (insert, delete, substitute, swap two neighbours) between the word's
 stem and a stored stem, at most 1 for a stem of 4 to 8 letters and 2 from 9 (shorter words are
 left alone: one edit from a three-letter word is another word); ties go to the stem more chunks
-hold. The candidates are the stored stems that share the word's first letter and are within that
-many letters of its length (store/lexical/vocab.py: an index range, bounded at any store size).
+hold. The candidates are the stored stems that share the word's first letters and are within that
+many letters of its length (store/lexical/vocab.py: index ranges, bounded at any store size).
 A word the index holds is never corrected, nor a phrase, a prefix, a number or a CJK run.
 
 Runs on: the search's thread, on its snapshot.
@@ -104,7 +104,8 @@ def correct(db: apsw.Connection, terms: list[Term]) -> tuple[list[Term], dict[st
 
 def surfaces(db: apsw.Connection, fixed: dict[str, str], texts: list[str]) -> dict[str, str]:
     """word typed → the word of the hits' texts, stemmed to its correction, nearest to what was
-    typed (lowercased): "debouncing" rather than the index's "debounc" or the text's "debounce"."""
+    typed (lowercased): what the page says ("debounce" for "deboucing"), never the index's stem
+    ("debounc"); of "debounce" and "debouncing" both in the hits, "debouncing"."""
     tok = ftsterms._tokenizer(db)
     stems = set(fixed.values())
     seen: dict[str, set[str]] = {}
