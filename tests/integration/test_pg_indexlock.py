@@ -1,0 +1,105 @@
+"""store/pg/indexlock.py on a real PostgreSQL (the pg_uri fixture): one indexer per workspace, a second
+refused with the holder named, and a SIGKILLed holder's lock taken over (issue 34; docs/dev/postgres.md,
+section 5). The holder is a real separate process, as another machine's indexer would be."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+from helpers.pg import missing_reason
+
+pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+HOLDER = textwrap.dedent(
+    """
+    import os, sys, time, psycopg
+    from autodoc.store.pg.indexlock import IndexerLock
+    conn = psycopg.connect(sys.argv[1], autocommit=True, application_name="autodoc index test-host:%d" % os.getpid())
+    lock = IndexerLock(conn, int(sys.argv[3]), schema=sys.argv[2])
+    lock.acquire({"host": "test-host", "pid": os.getpid(), "socket": "/tmp/x.sock"})
+    print("held", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.fixture
+def migrated(pg_uri):
+    """(uri, schema, workspace id): a fresh migrated schema with one workspace; dropped afterwards."""
+    import psycopg
+
+    from autodoc.store.pg.schema import migrate
+
+    schema = f"t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        migrate(conn, schema)
+        (wid,) = conn.execute(
+            f"INSERT INTO \"{schema}\".workspaces(name, root, config, created) VALUES ('kb', '/kb', '{{}}', 0) RETURNING id"
+        ).fetchone()
+    yield pg_uri, schema, wid
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_a_second_indexer_is_refused_naming_the_holder_until_it_releases(migrated):
+    import psycopg
+
+    from autodoc.errors import StoreLocked
+    from autodoc.store.pg.indexlock import IndexerLock
+
+    uri, schema, wid = migrated
+    with psycopg.connect(uri, autocommit=True) as a, psycopg.connect(uri, autocommit=True) as b:
+        first, second = IndexerLock(a, wid, schema=schema), IndexerLock(b, wid, schema=schema)
+        first.acquire({"host": "ci-runner", "pid": 4242})
+        with pytest.raises(
+            StoreLocked, match=r"being indexed by another AutoDoc \(host ci-runner, pid 4242, backend pid \d+\)"
+        ):
+            second.acquire({"host": "laptop", "pid": 7})
+        # another workspace is not held
+        (other,) = b.execute(
+            f"INSERT INTO \"{schema}\".workspaces(name, root, config, created) VALUES ('kb2', '/kb2', '{{}}', 0) RETURNING id"
+        ).fetchone()
+        assert IndexerLock(b, other, schema=schema).try_acquire({"host": "laptop"})
+        first.release()
+        second.acquire({"host": "laptop", "pid": 7})
+        assert second.holder()["row"]["host"] == "laptop"
+
+
+def test_a_sigkilled_holder_is_taken_over_within_10_s(migrated):
+    import psycopg
+
+    from autodoc.errors import StoreLocked
+    from autodoc.store.pg.indexlock import IndexerLock
+
+    uri, schema, wid = migrated
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, uri, schema, str(wid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "held", proc.stderr.read() if proc.stderr else ""
+        with psycopg.connect(uri, autocommit=True) as conn:
+            lock = IndexerLock(conn, wid, schema=schema)
+            with pytest.raises(StoreLocked) as refused:
+                lock.acquire({"host": "laptop"})
+            holder = refused.value.data["holder"]
+            assert holder["row"]["pid"] == proc.pid
+            assert holder["session"]["application_name"] == f"autodoc index test-host:{proc.pid}"
+
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            t0 = time.monotonic()
+            lock.acquire({"host": "laptop", "pid": os.getpid()}, wait=10)
+            assert time.monotonic() - t0 < 10
+            assert lock.holder()["row"]["pid"] == os.getpid()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
