@@ -14,6 +14,8 @@ import json
 import math
 from typing import Any
 
+from . import refs
+
 ELLIPSIS = "…"  # where a passage begins or ends inside a line
 MIN_PASSAGE_TOKENS = 40  # what a cut passage keeps at least: its heading and first lines, enough to judge it
 
@@ -27,7 +29,7 @@ def answer_tokens(obj: Any) -> int:
 
 
 def ref(workspace: str, path: str, line_start: int, line_end: int) -> str:
-    return f"{workspace}:{path}#L{line_start}-{line_end}"
+    return refs.ref(workspace, path, line_start, line_end)
 
 
 def cut(

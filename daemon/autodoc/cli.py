@@ -30,6 +30,7 @@ from .config import Settings
 from .config.logs import configure_logging
 from .connect import call
 from .errors import AutodocError, InternalError, InvalidParams
+from .refs import parse as parse_ref
 
 log = logging.getLogger("autodoc")
 
@@ -197,9 +198,12 @@ def _parser() -> argparse.ArgumentParser:
         help="do not start a daemon when none runs: serve the store in this process (one agent at a time writes)",
     )
     m.add_argument("--spawn-daemon", action="store_true", help=argparse.SUPPRESS)  # the default now; old configs
-    rd = sub.add_parser("read", help="print a document or a line span of it")
-    rd.add_argument("name")
-    rd.add_argument("path")
+    rd = sub.add_parser(
+        "read",
+        help="print a document or a line span of it: a ref as search prints it (WS:PATH#L10-15), or NAME PATH",
+    )
+    rd.add_argument("name", metavar="REF|NAME")
+    rd.add_argument("path", nargs="?")
     rd.add_argument("--lines", help="START-END or START:END (1-based, inclusive), or one line")
     sessioncli.add_parser(sub)
     return p
@@ -275,6 +279,23 @@ def _read(settings: Settings, ws: str, path: str, lines: str | None) -> dict[str
         note = f"lines clamped to the document's {total} lines (printed {start}-{end})"
     print(f"autodoc: note: --lines {lines}: {note}", file=sys.stderr)
     return call(settings, "document.read", [ws, path, {"line_start": start, "line_end": end}])
+
+
+def _read_target(settings: Settings, name: str, path: str | None, lines: str | None) -> tuple[str, str, str | None]:
+    """`read REF` (refs.py: what search prints and the TUI copies) or `read NAME PATH`; --lines
+    wins over the ref's lines. A ref without its workspace names one only when there is one."""
+    if path is not None:
+        return name, path, lines
+    r = parse_ref(name)
+    span = lines or (f"{r.lines[0]}-{r.lines[1]}" if r.lines else None)
+    if r.workspace:
+        return r.workspace, r.path, span
+    names = [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
+    if len(names) == 1:
+        return names[0], r.path, span
+    raise UsageError(
+        f"{name!r} names no workspace: write it as WORKSPACE:{r.path} (workspaces: {', '.join(names) or 'none yet'})"
+    )
 
 
 def _search_names(settings: Settings, given: str | None) -> list[str]:
@@ -422,7 +443,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
 
     if args.cmd == "read":
-        sys.stdout.write(_read(settings, args.name, args.path, args.lines)["text"])
+        ws, path, lines = _read_target(settings, args.name, args.path, args.lines)
+        sys.stdout.write(_read(settings, ws, path, lines)["text"])
         return EXIT_OK
 
     if args.cmd == "session":

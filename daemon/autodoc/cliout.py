@@ -12,6 +12,8 @@ import json
 import sys
 from typing import Any
 
+from .refs import ref, shown
+
 SHOWN_SKIPS = 20  # a workspace's status lists this many skipped files and problems, then counts the rest
 
 
@@ -64,16 +66,16 @@ def print_hits(answers: list[dict[str, Any]], hits: list[dict[str, Any]]) -> Non
                 print(f"  {stage} skipped: {why}")
     if not hits:
         print("no hits")
-    many = len(answers) > 1
     compact = any(a.get("answer") == "compact" for a in answers)
     for i, h in enumerate(hits, 1):
         if compact:  # citable passages, whole
             conf = "" if h["confidence"] is None else f"  {h['confidence']:.2f}"
-            print(f"{i:>2}. {h['ref']}{conf}" + ("  (changed on disk since indexed)" if h.get("changed") else ""))
+            print(
+                f"{i:>2}. {shown(h['ref'])}{conf}" + ("  (changed on disk since indexed)" if h.get("changed") else "")
+            )
             print("    " + h["text"].replace("\n", "\n    "))
             continue
-        loc = f"{h['workspace']}:" if many and h.get("workspace") else ""
-        loc += f"{h['path']}:{h['line_start']}-{h['line_end']}"
+        loc = shown(ref(h.get("workspace") or answers[0]["workspace"], h["path"], h["line_start"], h["line_end"]))
         rel = "" if h.get("relevance") is None else f"  {h['relevance']:.2f}"
         print(f"{i:>2}. {loc}{rel}  [{','.join(h.get('via', []))}]")
         print(f"    {h['breadcrumb']}")

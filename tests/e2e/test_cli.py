@@ -60,7 +60,7 @@ def test_people_commands_in_process(env):
     listed = run(env, "workspace", "list").stdout
     assert listed.startswith("kb\t") and "documents" in listed
     human = run(env, "search", "-w", "kb", "reclaimBatch", "-n", "2").stdout
-    assert "«reclaimBatch»" in human and ".md:" in human
+    assert "«reclaimBatch»" in human and ".md#L" in human
     answer = json.loads(run(env, "search", "-w", "kb", "--json", "reclaimBatch").stdout)
     assert answer["stages"]["performed"] == ["lexical"] and answer["hits"]
     h = answer["hits"][0]

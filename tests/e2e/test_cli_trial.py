@@ -179,7 +179,7 @@ def test_search_every_workspace_or_a_list(two_env, pick):
     human = ok(two_env, "search", *pick, "lease").stdout
     lines = human.splitlines()
     assert lines[0].startswith("kb: ") and lines[[x.startswith("small: ") for x in lines].index(True)]
-    assert "small:lease-notes.md:1-3" in human, human
+    assert "small:lease-notes.md#L1-3" in human, human
 
 
 def test_search_a_list_compact_and_a_wrong_name(two_env):
@@ -188,3 +188,37 @@ def test_search_a_list_compact_and_a_wrong_name(two_env):
     assert answer["tokens"] <= 600
     p = run(two_env, "search", "-w", "kb,smal", "lease")
     assert p.returncode == 2 and "no workspace named 'smal'" in p.stderr and "did you mean: small" in p.stderr
+
+
+def test_one_ref_format_quoted_when_needed_and_read_takes_it_back(kb_env, short_tmp):
+    """Issue 38: the TUI copied `adr/…md:174-210`, --compact printed `notes:adr/…explorers copy.md#L194-196`
+    (a space, unquoted); one format everywhere (`WS:PATH#LA-B`), shell-quoted when needed, and `read`
+    takes it back."""
+    notes = short_tmp / "notes"
+    (notes / "adr").mkdir(parents=True)
+    (notes / "adr" / "explorers copy.md").write_text(
+        "# Explorers\n\nintro\n\n## Wombat burrows\n\nWombats dig burrows in the bush.\nThey sleep by day.\n"
+    )
+    ok(kb_env, "workspace", "add", "notes", str(notes), "--config", '{"embedding": {"provider": "none"}}')
+    ok(kb_env, "index", "notes")
+    compact = ok(kb_env, "search", "-w", "notes", "--compact", "wombats burrows").stdout
+    line = next(x for x in compact.splitlines() if x.startswith(" 1. "))
+    printed = line[4:].split("  ")[0]
+    assert printed.startswith("'notes:adr/explorers copy.md#L") and printed.endswith("'"), line
+    full = ok(kb_env, "search", "-w", "notes", "wombats burrows").stdout
+    assert " 1. 'notes:adr/explorers copy.md#L" in full, full
+    ref = printed[1:-1]  # what the shell hands `read` for the quoted word
+    text = ok(kb_env, "read", ref).stdout
+    assert "Wombats dig burrows in the bush." in text and "# Explorers" not in text, text
+    whole = ok(kb_env, "read", "notes:adr/explorers copy.md").stdout
+    assert whole.startswith("# Explorers"), whole
+    # the two-argument form still works, and a ref without a workspace is refused with the names
+    assert (
+        ok(kb_env, "read", "notes", "adr/explorers copy.md", "--lines", "7").stdout
+        == "Wombats dig burrows in the bush.\n"
+    )
+    p = run(kb_env, "read", "adr/explorers copy.md#L7")
+    assert p.returncode == 2 and "kb, notes" in p.stderr, p.stderr
+    # a name needing no quotes is printed bare
+    plain = ok(kb_env, "search", "-w", "kb", "--compact", "lease recovery").stdout
+    assert " 1. kb:" in plain and "#L" in plain, plain

@@ -422,7 +422,8 @@ async def test_open_a_hit_in_the_editor_copy_its_ref_and_send_the_hits(kb, tmp_p
         assert app.screen is s  # back to the picker
 
         await pilot.press("ctrl+y")
-        assert app.copied == f"{hit['path']}:{hit['line_start']}-{hit['line_end']}"
+        # the ref as the CLI prints it and `autodoc read` takes it (issue 38: it had no workspace, `:` not `#L`)
+        assert app.copied == f"kb:{hit['path']}#L{hit['line_start']}-{hit['line_end']}"
         await pilot.press("ctrl+s")
         lines = (tmp_path / "state" / "quickfix.txt").read_text().splitlines()
         assert len(lines) == len(answer["hits"])
@@ -675,6 +676,14 @@ def test_stage_rules_titles_and_what_leaves_the_app(tmp_path):
     assert render.find_words("The lease, leases and release.", ["lease"]) == [(4, 9)]
     assert render.find_words("The lease, leases and release.", ["lease*"]) == [(4, 9), (11, 17)]
     assert render.editor_argv("/k/a.md", 12, {"EDITOR": "code --wait"}) == ["code", "--wait", "+12", "/k/a.md"]
-    hit = {"path": "a.md", "line_start": 3, "line_end": 5, "breadcrumb": "A › B", "snippet": "the «lease» file"}
-    assert render.ref(hit) == "a.md:3-5"
+    hit = {
+        "workspace": "k",
+        "path": "a.md",
+        "line_start": 3,
+        "line_end": 5,
+        "breadcrumb": "A › B",
+        "snippet": "the «lease» file",
+    }
+    assert render.ref(hit) == "k:a.md#L3-5"
+    assert render.ref({**hit, "path": "adr/explorers copy.md"}) == "'k:adr/explorers copy.md#L3-5'"
     assert render.quickfix_lines([hit], "/k") == ["/k/a.md:3:1: A › B  the lease file"]

@@ -24,7 +24,8 @@ ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "config": {"errors"},
     "suggest": {"errors"},
-    "budget": set(),  # an answer's token budget: pure
+    "refs": set(),  # the one citable ref (WS:PATH#LA-B), shell-quoted when needed: pure
+    "budget": {"refs"},  # an answer's token budget: pure
     "fuzzy": set(),  # fzf-like matching of titles and paths (document.find): pure
     # pure stages
     "ingest": {"errors", "config"},
@@ -64,10 +65,10 @@ ALLOWED: dict[str, set[str]] = {
     "doctor": {"errors", "config", "connect", "store", "embed"},
     "sessioncli": {"errors", "config", "connect", "ingest"},
     "indexcli": {"config", "connect", "cliout"},  # `autodoc index`: the run, then the daemon that embeds
-    "cliout": set(),  # the CLI's output for people: pure
+    "cliout": {"refs"},  # the CLI's output for people: pure
     "lsp": {"autodoc", "errors", "config", "connect", "ingest"},
     "mcp": {"autodoc", "errors", "config", "budget", "connect", "api", "suggest"},
-    "tui": {"errors", "config", "connect", "rpc", "fuzzy"},
+    "tui": {"errors", "config", "connect", "rpc", "fuzzy", "refs"},
     "cli": {
         "autodoc",
         "errors",
@@ -79,6 +80,7 @@ ALLOWED: dict[str, set[str]] = {
         "sessioncli",
         "indexcli",
         "cliout",
+        "refs",
         "lsp",
         "mcp",
         "tui",

@@ -21,6 +21,8 @@ from typing import Any
 
 from rich.text import Text
 
+from .. import refs
+
 OPEN, CLOSE = "«", "»"
 MATCH = "bold underline #ffd75f"
 SPAN = "on #303a4a"
@@ -160,9 +162,9 @@ def preview(text: str, first_line: int, span: tuple[int, int] | None, words: lis
 
 
 def ref(hit: dict[str, Any]) -> str:
-    """What `autodoc read` and the CLI's output use: path:start-end."""
+    """The hit's ref as the CLI prints it and `autodoc read` takes it (refs.py), shell-quoted when needed."""
     start, end = hit.get("line_start") or 1, hit.get("line_end") or hit.get("line_start") or 1
-    return f"{hit['path']}:{start}-{end}" if end != start else f"{hit['path']}:{start}"
+    return refs.shown(refs.ref(hit["workspace"], hit["path"], start, end))
 
 
 def quickfix_lines(hits: list[dict[str, Any]], root: str) -> list[str]:
