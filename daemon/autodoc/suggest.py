@@ -29,6 +29,7 @@ from .errors import WorkspaceNotFound
 
 LIMIT = 5
 CUTOFF = 0.6
+NEAR_BEST = 0.1  # a path is suggested when it scores within this of the best one
 SCAN_ALL = 300  # up to this many documents, every one is compared; beyond, the CANDIDATES sharing most pieces
 CANDIDATES = 100
 PIECES = 16
@@ -112,7 +113,11 @@ def close_documents(guess: str, documents: Iterable[tuple[str, str, list[str]]],
             score = max(score, 0.8 + (0.1 if words and all(w in text for w in words) else 0.0))
         elif named:
             score *= 0.8  # it names another number: ADR 100 is not ADR 10, however alike the strings
+        if folder and posixpath.dirname(p) != posixpath.dirname(g):
+            score *= 0.9  # the guess names a folder this document is not in: less likely what was meant
         if score >= CUTOFF:
             scored.append((score, path))
     scored.sort(key=lambda x: (-x[0], x[1]))
-    return [p for _, p in scored[:limit]]
+    # only the close ones: a guess one letter off its file gets that file, not four that pass CUTOFF
+    best = scored[0][0] if scored else 0.0
+    return [p for s, p in scored[:limit] if s >= best - NEAR_BEST]

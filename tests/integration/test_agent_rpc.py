@@ -264,6 +264,15 @@ def test_a_large_workspace_narrows_candidates_first_and_still_finds_them(kb, mon
         assert meant in e.data["did_you_mean"][:2], (guess, e.data)
 
 
+def test_only_close_matches_are_suggested(kb):
+    """Issue 38: a mistyped path got the right file plus 4 unrelated ones."""
+    e = error_of(kb, "document.read", {"workspace": "kb", "path": "runbooks/lease-recovry.md"})
+    assert e.data["did_you_mean"] == ["runbooks/lease-recovery.md"], e.data
+    # two documents as near as each other are both said
+    e = error_of(kb, "document.read", {"workspace": "kb", "path": "lease-recovery.md"})
+    assert set(e.data["did_you_mean"]) == {"runbooks/lease-recovery.md", "adrs/0012-lease-recovery.md"}, e.data
+
+
 def test_a_number_is_not_suggested_for_another_number(kb):
     e = error_of(kb, "document.read", {"workspace": "kb", "path": "ADR-13"})
     assert not any("0012" in p for p in e.data["did_you_mean"]), e.data
