@@ -64,13 +64,14 @@ def model() -> OnnxProvider:
 def test_table_slice_shape_and_determinism(model):
     vocab = model._count_tok.get_vocab_size()
     cls_id, sep_id = model._open[0], model._close[0]
-    a = distil_table(model._session, model._output, vocab, cls_id, sep_id, start=2000, stop=2100, batch=64)
-    b = distil_table(model._session, model._output, vocab, cls_id, sep_id, start=2000, stop=2100, batch=64)
+    batch = 64 if model.run_batch > 1 else 1  # as instant.build_table distils with this graph
+    a = distil_table(model._session, model._output, vocab, cls_id, sep_id, start=2000, stop=2100, batch=batch)
+    b = distil_table(model._session, model._output, vocab, cls_id, sep_id, start=2000, stop=2100, batch=batch)
     assert a.shape == (100, model.dim) and a.dtype == np.float16
     assert a.tobytes() == b.tobytes()
     assert np.all(np.linalg.norm(a.astype(np.float32), axis=1) > 0)
     # a token's row is its own: rows differ, and picking ids gives the same rows as the range
-    picked = distil_table(model._session, model._output, vocab, cls_id, sep_id, ids=[2050, 2001], batch=64)
+    picked = distil_table(model._session, model._output, vocab, cls_id, sep_id, ids=[2050, 2001], batch=batch)
     assert np.abs(picked.astype(np.float32) - a[[50, 1]].astype(np.float32)).max() < 2e-2
     assert not np.array_equal(a[0], a[1])
 

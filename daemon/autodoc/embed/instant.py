@@ -32,7 +32,15 @@ from typing import Any
 import numpy as np
 
 from .base import BaseProvider, ProviderDown
-from .static import TIER_INSTANT, StaticEmbedder, distil_table, has_ranked_vocab, tier_fingerprint, zipf_weights
+from .static import (
+    DISTIL_BATCH,
+    TIER_INSTANT,
+    StaticEmbedder,
+    distil_table,
+    has_ranked_vocab,
+    tier_fingerprint,
+    zipf_weights,
+)
 
 log = logging.getLogger("autodoc.embed")
 
@@ -125,6 +133,9 @@ def build_table(model: Any, cache_dir: Path) -> Path:
         model._open[0],
         model._close[0],
         feed_types=model._feed_types,
+        # a graph that runs one text at a time (embed/graph.py) distils one token at a time: batched,
+        # a token's row would depend on the tokens beside it
+        batch=DISTIL_BATCH if getattr(model, "run_batch", 2) > 1 else 1,
     )
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:

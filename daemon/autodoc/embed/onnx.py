@@ -295,6 +295,9 @@ class OnnxProvider(BaseProvider):
         if graph == "fused" and model_sha == MODEL_SHA256:
             built = fused.fused_graph(self.model_path, model_sha, fused.cache_dir(), self.tokenizer_path)
         self.graph = fused.RECIPE if built is not None else "shipped"
+        # rows a model run takes at once: 1 for the fused graph, whose batches would tie a text's
+        # vector to its batch-mates (see _embed); the instant tier distils with it too
+        self.run_batch = self.batch_size if built is None else 1
         self.graph_path = built or self.model_path
         self._opt_level = opt_level
         self._nice = thread_nice()
@@ -392,7 +395,7 @@ class OnnxProvider(BaseProvider):
         # window batched with others would get a vector that depends on its batch-mates (cosine
         # 0.987 to its vector alone, measured): it runs each window alone, which pads nothing and
         # measured as fast as batches of 32 (embed/graph.py).
-        bs = self.batch_size if self.graph == "shipped" else 1
+        bs = self.run_batch
         for start in range(0, len(order), bs):
             rows = order[start : start + bs]
             width = int(lengths[rows].max())
