@@ -29,6 +29,7 @@ from autodoc.config import Settings
 from autodoc.connect import call_socket
 from autodoc.tui import render, state
 from autodoc.tui.app import AutodocApp
+from autodoc.tui.facets import FacetPicker
 
 CORPUS = Path(__file__).parents[1] / "corpora" / "kb"
 DEADLINE = 30.0
@@ -459,10 +460,20 @@ async def test_open_a_document_by_fuzzy_title_and_facet(kb, tmp_path, monkeypatc
         await until(pilot, record.exists, "the editor")
         assert json.loads(record.read_text())[-2:] == ["+1", str(kb.kb / d.shown[0]["path"])]
 
-        # Ctrl+F walks the facet values; Ctrl+T the workspaces
+        # Ctrl+F picks a facet value (counts shown, typing narrows them); Ctrl+T the workspaces
         d.query_one("#filter").value = ""
         await pilot.press("ctrl+f")
-        assert d.query_one("FacetSelect").value == "tag:search"  # the most used tag first
+        await until(pilot, lambda: isinstance(app.screen, FacetPicker), "the facet picker")
+        picker = app.screen
+        labels = [str(picker.query_one("#facet-list").get_option_at_index(i).prompt) for i in range(3)]
+        assert labels[0] == "tag:search  (4)", labels  # the most used tag first, with its documents
+        await pilot.press(*"runbook")
+        await pilot.pause()
+        assert picker.shown == ["tag:runbook", "type:runbook"], picker.shown  # only what matches
+        await pilot.press("backspace", "backspace", "backspace", "backspace", "backspace", "backspace", "backspace")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.screen is d, "back to the documents")
+        assert d.query_one("FacetSelect").value == "tag:search"
         await until(pilot, lambda: len(d.docs) == 4, "the documents tagged search")
         names = [w["name"] for w in app.workspaces]
         await pilot.press("ctrl+t")

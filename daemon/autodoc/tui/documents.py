@@ -214,7 +214,7 @@ class DocumentScreen(PickerScreen):
             self.autodoc.copy(self.shown[i]["path"])
 
     def action_next_facet(self) -> None:
-        self.query_one(FacetSelect).cycle()
+        self.query_one(FacetSelect).pick()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         {

@@ -292,7 +292,7 @@ class SearchScreen(PickerScreen):
             self.notify("no hits to send")
 
     def action_next_facet(self) -> None:
-        self.query_one(FacetSelect).cycle()
+        self.query_one(FacetSelect).pick()
 
     def normal_key(self, key: str, event: Any) -> None:
         actions = {"y": self.action_copy_ref, "o": lambda: self.activate(self.listing.highlighted or 0)}
