@@ -54,13 +54,18 @@ class IndexerLock:
         if not (got and got[0]):
             return False
         self.held = True
-        self.conn.execute(
-            sql.SQL(
-                "INSERT INTO {}.indexer(workspace_id, holder, since) VALUES (%s, %s, %s) "
-                "ON CONFLICT(workspace_id) DO UPDATE SET holder = excluded.holder, since = excluded.since"
-            ).format(sql.Identifier(self.schema)),
-            (self.workspace_id, json.dumps(holder, sort_keys=True), time.time()),
-        )
+        try:
+            self.conn.execute(
+                sql.SQL(
+                    "INSERT INTO {}.indexer(workspace_id, holder, since) VALUES (%s, %s, %s) "
+                    "ON CONFLICT(workspace_id) DO UPDATE SET holder = excluded.holder, since = excluded.since"
+                ).format(sql.Identifier(self.schema)),
+                (self.workspace_id, json.dumps(holder, sort_keys=True), time.time()),
+            )
+        except BaseException:
+            # a role that may not write (a reader, store/pg/roles.py) must not keep the lock it took
+            self.release()
+            raise
         return True
 
     def acquire(self, holder: dict[str, Any], *, wait: float = 0.0, poll: float = 0.2) -> None:
