@@ -3,6 +3,7 @@ figures the design of the PostgreSQL store chooses by.
 
     python -m bench.pg_study lexical [--store PATH] [--queries N]   # SciFact train nDCG@10
     python -m bench.pg_study vectors [--store PATH] [--size N]      # pgvector HNSW vs exact numpy
+    python -m bench.pg_study notify [--edits N]                     # commit → LISTEN delivery latency
 
 Both read a built SciFact store (bench.quality's cache; --store names one, else the newest under
 the cache's stores/ whose name starts with "scifact-"): it is copied first (SQLite's backup API) so
@@ -20,6 +21,11 @@ vectors: the store's float32 vectors (real, MiniLM 384-d), grown to --size with 
 into a vector(384) column with an HNSW index (vector_cosine_ops, m 16, ef_construction 64: pgvector's
 defaults); 200 synthetic queries: recall@10 against the exact top 10 (numpy, float32 dot products over
 normalised rows: the product's exact search), and per-query latency of each (p50/p95).
+
+notify: one connection commits N transactions, each inserting a row and calling pg_notify with its
+id (as an indexed edit will); another, in another process, LISTENs and records when each arrives: the
+latency from just before COMMIT to delivery, p50/p95 (the floor under "an edit indexed by one daemon
+is searchable through another within 1 s").
 
 Prints one JSON object. Runs on: the benchmark's main thread."""
 
@@ -218,26 +224,74 @@ def vectors(store: Path, uri: str, size: int) -> dict[str, Any]:
     return out
 
 
+LISTENER = """
+import sys, time, psycopg
+conn = psycopg.connect(sys.argv[1], autocommit=True)
+conn.execute("LISTEN autodoc_study")
+print("ready", flush=True)
+n = int(sys.argv[2])
+for note in conn.notifies(stop_after=n, timeout=120):
+    print(note.payload, time.time(), flush=True)
+"""
+
+
+def notify(uri: str, edits: int) -> dict[str, Any]:
+    import subprocess
+
+    import psycopg
+
+    with psycopg.connect(uri, autocommit=True) as pg:
+        pg.execute("DROP TABLE IF EXISTS edits")
+        pg.execute("CREATE TABLE edits (id int PRIMARY KEY, body text)")
+        listener = subprocess.Popen(
+            [sys.executable, "-c", LISTENER, uri, str(edits)], stdout=subprocess.PIPE, text=True
+        )
+        assert listener.stdout is not None
+        assert listener.stdout.readline().strip() == "ready"
+        sent: dict[str, float] = {}
+        for i in range(edits):
+            with pg.transaction():
+                pg.execute("INSERT INTO edits VALUES (%s, %s)", (i, "x" * 1000))
+                pg.execute("SELECT pg_notify('autodoc_study', %s)", (str(i),))
+                sent[str(i)] = time.time()  # the COMMIT follows as the block ends
+            time.sleep(0.01)
+        got = {}
+        for line in listener.stdout:
+            key, at = line.split()
+            got[key] = float(at)
+        listener.wait(30)
+    lat = [got[k] - sent[k] for k in sent if k in got]
+    return {"edits": edits, "delivered": len(got), "in_order": list(got) == list(sent), "latency_ms": summary_ms(lat)}
+
+
 def _round(m: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in m.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.pg_study", description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["lexical", "vectors"])
+    ap.add_argument("what", choices=["lexical", "vectors", "notify"])
     ap.add_argument("--store", type=Path, help="a built SciFact store (default: the newest in the bench cache)")
     ap.add_argument("--queries", type=int, help="lexical: only the first N train queries")
     ap.add_argument("--size", type=int, default=50_000, help="vectors: rows (real ones, then synthetic)")
+    ap.add_argument("--edits", type=int, default=100, help="notify: transactions")
     args = ap.parse_args(argv)
-    src = args.store or newest_store()
     res: dict[str, Any] = {"what": args.what, "command": command_line(), "commit": git_commit()}
     res["machine"] = machine_note()
-    res["source_store"] = str(src)
     with tempfile.TemporaryDirectory(prefix="ad-pgstudy-", dir="/tmp") as tmp:
-        store = copy_store(src, Path(tmp) / "autodoc.db")
+        store = Path(tmp) / "autodoc.db"
+        if args.what != "notify":
+            src = args.store or newest_store()
+            res["source_store"] = str(src)
+            copy_store(src, store)
         server, uri = start_server(Path(tmp))
         try:
-            res.update(lexical(store, uri, args.queries) if args.what == "lexical" else vectors(store, uri, args.size))
+            if args.what == "lexical":
+                res.update(lexical(store, uri, args.queries))
+            elif args.what == "vectors":
+                res.update(vectors(store, uri, args.size))
+            else:
+                res.update(notify(uri, args.edits))
         finally:
             server.cleanup()
     print(json.dumps(res, indent=1, ensure_ascii=False))
