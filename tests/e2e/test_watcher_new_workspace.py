@@ -157,3 +157,52 @@ async def test_a_save_while_the_watcher_restarts_for_nothing_new_is_not_missed(s
             live.stop()
     finally:
         svc.close()
+
+
+async def test_a_folder_made_during_the_walk_is_watched(short_tmp, monkeypatch):
+    """Seen by bench.reliability generative (live sequences: mkdir z, then z/c.md 0.2 s later,
+    right after a workspace was added): a folder made after the walk passed its parent and
+    before the watcher came up was in no watch set, so nothing saved in it was indexed until the
+    next walk. The folder is made inside the walk, after it listed the folders; the note in it
+    is saved once the watcher runs."""
+    kb = short_tmp / "kb"
+    kb.mkdir()
+    (kb / "a.md").write_text("# A\n\nalpha\n")
+    svc = Service(Settings.from_env(store=short_tmp / "s.db"))
+    svc.workspace_add("kb", str(kb), NO_MODEL)
+    svc.index("kb")
+    real_walk = live_mod._folders
+    walks: list[int] = []
+
+    def walk(roots, *rules):
+        out = real_walk(roots, *rules)
+        walks.append(len(out))
+        if len(walks) == 1:
+            (kb / "z").mkdir()  # made after the walk listed the folders
+        return out
+
+    monkeypatch.setattr(live_mod, "_folders", walk)
+    watching: list[list[str]] = []
+
+    async def run(fn, *args):
+        return await anyio.to_thread.run_sync(partial(fn, *args))
+
+    live = live_mod.LiveIndex(svc, read=run, write=run, set_watching=watching.append)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(live.run)
+            await _wait(lambda: _now(watching[-1:] == [["kb"]]))
+            await anyio.sleep(1.0)
+            (kb / "z" / "c.md").write_text("# C\n\nzebracorn in a late folder\n")
+
+            async def found() -> bool:
+                hits = (await run(svc.search, "kb", "zebracorn", {"stages": ["lexical"]}))["hits"]
+                return [h["path"] for h in hits] == ["z/c.md"]
+
+            try:
+                await _wait(found)
+            except TimeoutError:
+                raise AssertionError(f"z/c.md never indexed (walks {walks})") from None
+            live.stop()
+    finally:
+        svc.close()

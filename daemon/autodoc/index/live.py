@@ -142,6 +142,7 @@ class LiveIndex:
         watched: dict[str, Path] = {}
         while not self._stopping:
             self._restart = anyio.Event()
+            walked = False
             roots = await self._roots()
             if covered is None:
                 covered = set(roots)
@@ -156,6 +157,7 @@ class LiveIndex:
             if self._walk_all or roots != watched:
                 self._walk_all = False
                 folders = await anyio.to_thread.run_sync(_folders, roots, dict(self._rules))
+                walked = True
                 # Nothing watched while the folders were walked (seconds for a large tree): a
                 # file saved meanwhile in a workspace watched before is found by indexing it again
                 # (incremental: unchanged files cost a stat) once the new watcher runs.
@@ -185,6 +187,8 @@ class LiveIndex:
                         self._refolder = set()
                     if added:
                         tg.start_soon(self._index_if_indexed, added)
+                    if walked:
+                        tg.start_soon(self._watch_late_folders, roots, set(folders))
                     if self._new_folders:
                         tg.start_soon(self._index_folders, dict(self._new_folders))
                         self._new_folders = defaultdict(set)
@@ -220,6 +224,21 @@ class LiveIndex:
                 self.roots_changed()
             except Exception:
                 log.exception("live index of workspace %s failed", name)
+
+    async def _watch_late_folders(self, roots: dict[str, Path], watched: set[Path]) -> None:
+        """A folder made while the walk ran, after it passed the parent, is in no watch set and gets
+        no event of its own: walk once more now that the watcher runs, and handle any such
+        folder as one that appeared (watched, then its Markdown indexed)."""
+        now = await anyio.to_thread.run_sync(_folders_again, roots, dict(self._rules))
+        late = set(now) - watched
+        if not late or self._stopping:
+            return
+        for name, root in roots.items():
+            rels = {f.relative_to(root).as_posix() for f in late if f.is_relative_to(root) and f != root}
+            if rels:
+                self._new_folders[name] |= rels
+        self._more_folders |= late
+        self._restart.set()
 
     async def _index_if_indexed(self, names: list[str]) -> None:
         """Through the writer slot, so behind a workspace.index already queued or running: one
@@ -317,6 +336,9 @@ def _folders(roots: dict[str, Path], rules: dict[str, MarkdownRule] | None = Non
                 continue
             out.append(folder)
     return out
+
+
+_folders_again = _folders  # the same walk, named apart from the restart's (tests hook that one)
 
 
 def _folders_under(pairs: list[tuple[Path, str, MarkdownRule]]) -> set[Path]:
