@@ -92,3 +92,27 @@ def test_a_settled_file_is_not_read_again_and_a_racy_one_is(svc, short_tmp, monk
     (kb / "b.md").write_text("# b\n\nBRAVO\n")
     os.utime(kb / "b.md", ns=(os.stat(kb / "a.md").st_atime_ns, os.stat(kb / "a.md").st_mtime_ns))
     assert svc.index("kb")["modified"] == 1
+
+
+def test_a_file_indexed_with_other_bytes_than_its_own_is_not_read_again(svc, short_tmp, monkeypatch):
+    """A masked secret or a replaced bad byte makes the indexed text differ from the file: its
+    stored size must still be the file's, or every scan takes it for changed and reads it again."""
+    from autodoc.index import job
+
+    read: list[str] = []
+    real = scan.read_regular
+
+    def counting(path, **kw):
+        read.append(os.path.basename(path))
+        return real(path, **kw)
+
+    monkeypatch.setattr(scan, "read_regular", counting)
+    monkeypatch.setattr(job, "RACY_NS", 0)  # as if written long ago
+    kb = _ws(svc, short_tmp)
+    (kb / "key.md").write_text("# key\n\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ8vR3kLmN\n")
+    (kb / "bytes.md").write_bytes(b"# bytes\n\ncaf\xe9 au lait\n")
+    svc.index("kb")
+    assert "wJalrXUtnFEMI" not in svc.document_read("kb", "key.md")["text"]  # masked: other bytes
+    read.clear()
+    assert svc.index("kb")["unchanged"] == 4
+    assert read == []

@@ -56,6 +56,7 @@ class Touched:
     mtime_ns: int
     ctime_ns: int | None = None
     inode: int | None = None
+    size: int | None = None
 
 
 Pending = Parsed | Touched
@@ -198,6 +199,7 @@ class IndexJob:
         renamed: set[str] = set()  # paths whose names changed in this job's earlier batches
         failures: list[tuple[str, str]] = []  # documents that could not be written
         read_stat: dict[int, tuple[int, int | None, int | None]] = {}  # entry index -> _signal of its read
+        read_size: dict[int, int] = {}  # entry index -> the read file's size (not its indexed text's)
         total = len(entries)
         count = self._token_counter(ws)
         changed = sum(1 for e in entries if not e.skip and not _unchanged(known.get(e.relpath), e, full))
@@ -211,6 +213,7 @@ class IndexJob:
             nonlocal pending, renamed
             for (i, e), got in preparer.ready(drain):
                 signal = read_stat.pop(i, (e.mtime_ns, None, None))
+                size = read_size.pop(i, None)
                 if isinstance(got, str):
                     skips.append((e.relpath, got))
                     on_disk.discard(e.relpath)
@@ -220,6 +223,7 @@ class IndexJob:
                     pending.append(got)
                     continue
                 got.mtime_ns, got.ctime_ns, got.inode = signal
+                got.size = size
                 pending.append(got)
                 if len(pending) >= WRITE_BATCH:
                     renamed |= self._flush(ws, _Batch(pending), report, full, failures, defer_links=True)
@@ -247,9 +251,10 @@ class IndexJob:
                     preparer.add_ready(key, f"unreadable: {err.strerror or err}")
                 else:
                     if old and not full and old[0] == stored.content_hash(got.data):
-                        preparer.add_ready(key, Touched(e.relpath, *_signal(got)))
+                        preparer.add_ready(key, Touched(e.relpath, *_signal(got), got.size))
                     else:
                         read_stat[i] = _signal(got)  # the read file's own, taken before its bytes
+                        read_size[i] = got.size
                         preparer.add(key, e.relpath, got.data)
                 take()
             take(drain=True)
@@ -324,6 +329,7 @@ class IndexJob:
             # the stat of the descriptor the bytes were read from, taken before the read: the
             # stored mtime is never a newer version's, and a file gone since costs nothing
             parsed.mtime_ns, parsed.ctime_ns, parsed.inode = _signal(got)
+            parsed.size = got.size
             pending.append(parsed)
         failures: list[tuple[str, str]] = []
         self._flush(ws, _Batch(pending, gone=gone or None, skips=skips or None), report, False, failures)
@@ -400,7 +406,7 @@ class IndexJob:
                         names_changed.add(path)
             for p in batch.pending:
                 if isinstance(p, Touched):
-                    stored.touch_stat(db, ws.id, p.path, p.mtime_ns, p.ctime_ns, p.inode)
+                    stored.touch_stat(db, ws.id, p.path, p.mtime_ns, p.ctime_ns, p.inode, p.size)
                     continue
                 try:
                     with db:  # a savepoint: one document that cannot be written leaves the rest
@@ -417,6 +423,7 @@ class IndexJob:
                             mtime_ns=p.mtime_ns,
                             ctime_ns=p.ctime_ns,
                             inode=p.inode,
+                            size=p.size,
                             force=full or p.path in retitled,
                         )
                 except Exception as e:

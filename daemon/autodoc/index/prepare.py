@@ -60,6 +60,7 @@ class Parsed:
     mtime_ns: int
     ctime_ns: int | None = None  # the rest of the file's change signal (None: not known)
     inode: int | None = None
+    size: int | None = None  # the file's own bytes (None: len(data)); data is the indexed text
 
 
 def prepare(

@@ -58,12 +58,15 @@ def write_document(
     mtime_ns: int,
     ctime_ns: int | None = None,
     inode: int | None = None,
+    size: int | None = None,
     old_path: str | None = None,
     force: bool = False,
 ) -> dict | None:
     """Write a new generation of `path` (or its first). Returns the change, or
     None when the content is unchanged (its file's stat is still recorded).
-    ctime_ns/inode: the rest of the file's change signal (None: not known).
+    ctime_ns/inode: the rest of the file's change signal (None: not known); size: the file's own
+    byte count, which the change signal compares (None: len(data); the indexed text differs from
+    the file's bytes where a secret was masked or a bad byte replaced).
     Caller holds the transaction."""
     chash = content_hash(data)
     row = db.execute(
@@ -72,7 +75,7 @@ def write_document(
     ).fetchone()
     if row and row[1] == chash:
         if not force:
-            touch_stat(db, ws.id, path, mtime_ns, ctime_ns, inode)
+            touch_stat(db, ws.id, path, mtime_ns, ctime_ns, inode, size)
             return None
         old_sig = all_rows(
             db,
@@ -80,7 +83,7 @@ def write_document(
             (row[0],),
         )
         if old_sig == [(c.text_hash, c.kind, c.byte_start, c.byte_end, c.tokens) for c in chunks]:
-            touch_stat(db, ws.id, path, mtime_ns, ctime_ns, inode)
+            touch_stat(db, ws.id, path, mtime_ns, ctime_ns, inode, size)
             return None
     gen = next_generation(db)
     title = doc.title or path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
@@ -88,7 +91,7 @@ def write_document(
     fields = (
         gen,
         chash,
-        len(data),
+        len(data) if size is None else size,
         mtime_ns,
         title,
         doc.status,
@@ -312,11 +315,18 @@ def names_of(db: apsw.Connection, ws_id: int, path: str) -> tuple[str, list, dic
 
 
 def touch_stat(
-    db: apsw.Connection, ws_id: int, path: str, mtime_ns: int, ctime_ns: int | None, inode: int | None
+    db: apsw.Connection,
+    ws_id: int,
+    path: str,
+    mtime_ns: int,
+    ctime_ns: int | None,
+    inode: int | None,
+    size: int | None = None,
 ) -> None:
-    """A file whose stat changed but not its bytes: only its change signal is stored."""
+    """A file whose stat changed but not its bytes: only its change signal is stored (its size
+    too when given: a store written before sizes were the file's own held the indexed text's)."""
     db.execute(
-        "UPDATE documents SET mtime_ns=?, ctime_ns=?, inode=? WHERE workspace_id=? AND path=? "
-        "AND (mtime_ns, ctime_ns, inode) IS NOT (?, ?, ?)",
-        (mtime_ns, ctime_ns, inode, ws_id, path, mtime_ns, ctime_ns, inode),
+        "UPDATE documents SET mtime_ns=?, ctime_ns=?, inode=?, size=coalesce(?, size) WHERE workspace_id=? AND path=? "
+        "AND (mtime_ns, ctime_ns, inode, size) IS NOT (?, ?, ?, coalesce(?, size))",
+        (mtime_ns, ctime_ns, inode, size, ws_id, path, mtime_ns, ctime_ns, inode, size),
     )
