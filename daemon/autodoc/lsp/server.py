@@ -52,6 +52,7 @@ from ..connect import Backend
 from ..errors import AutodocError, DocumentNotFound, WorkspaceNotFound
 from ..ingest.inline import link_spans, reference_definitions, slug
 from ..ingest.readfile import Refused, read_regular
+from ..ingest.text import prepared_text
 
 log = logging.getLogger("autodoc.lsp")
 
@@ -354,14 +355,19 @@ def _await_index(ls: AutodocLanguageServer, name: str, rel: str, uri: str) -> No
     """A daemon indexes a saved file from its own watcher: wait (a little) until the
     store holds what is on disk, so the diagnostics are the saved file's."""
     path = uri_path(uri)
-    try:
-        want = read_regular(path, max_bytes=SAVED_MAX_BYTES).data.decode("utf-8") if path else None
-    except (OSError, UnicodeDecodeError, Refused):  # a FIFO or device is never waited on (ingest/readfile.py)
+    if not path:
         return
+    try:
+        data = read_regular(path, max_bytes=SAVED_MAX_BYTES).data
+    except (OSError, Refused):  # a FIFO or device is never waited on (ingest/readfile.py)
+        return
+    # the store holds the indexed text (bad bytes replaced, secrets masked when the workspace
+    # masks them), not the file's bytes: either form means the save is in
+    want = {prepared_text(rel, data, redact=r)[0] for r in (True, False)}
     deadline = time.monotonic() + SAVE_WAIT
     while time.monotonic() < deadline:
         try:
-            if ls.ws_call("document.read", [name, rel])["text"] == want:
+            if ls.ws_call("document.read", [name, rel])["text"] in want:
                 return
         except AutodocError:
             pass  # not indexed yet (a new file)
