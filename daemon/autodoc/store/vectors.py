@@ -68,13 +68,21 @@ def coverage(db: apsw.Connection, ws_id: int, fp: str) -> tuple[int, int]:
 
 
 def pending_texts(db: apsw.Connection, ws_id: int, fp: str, limit: int) -> list[tuple[str, str]]:
-    """(text hash, breadcrumb + newline + text) of texts without a vector for fp, oldest chunk first."""
+    """(text hash, breadcrumb + newline + text) of texts without a vector for fp, in the order
+    people search them: every document's first passage (its title and abstract) before any later
+    one, and within each, the most recently changed document first (a file by its mtime, a
+    session by when it was written), then the oldest chunk."""
     return all_rows(
         db,
         """SELECT c.text_hash, MIN(c.breadcrumb || char(10) || c.text) FROM chunks c
+           JOIN documents d ON d.id = c.document_id
            WHERE c.workspace_id=? AND NOT EXISTS (SELECT 1 FROM vectors v INDEXED BY vectors_keys WHERE v.workspace_id=c.workspace_id
              AND v.model_fp=? AND v.text_hash=c.text_hash)
-           GROUP BY c.text_hash ORDER BY MIN(c.id) LIMIT ?""",
+           GROUP BY c.text_hash
+           ORDER BY MIN(c.ordinal > 0 AND c.kind != 'abstract'),
+                    MAX(CASE WHEN d.mtime_ns > 0 THEN d.mtime_ns ELSE CAST(d.indexed_at * 1e9 AS INTEGER) END) DESC,
+                    MIN(c.id)
+           LIMIT ?""",
         (ws_id, fp, limit),
     )
 
