@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import WorkspaceNotFound
 from ..store import vectors as stored
 from ..store.interface import StoreInterface
 from ..store.workspaces import Workspace, get_workspace, workspace_names
@@ -362,6 +363,7 @@ class EmbedQueue:
         if not until_idle:
             lower_priority(BACKGROUND_NICE)
         backoff: dict[str, tuple[float, float]] = {}  # workspace → (retry at, current delay)
+        names = list(names) if names is not None else None
         total = 0
         while not self.stopping.is_set():
             self.wake.clear()  # before the steps, so a write during them is not missed
@@ -381,7 +383,12 @@ class EmbedQueue:
                         # a run that waits for every vector (the CLI's index, the LSP's save) has no
                         # searches to answer meanwhile: the tier would only cost it the table and a fill
                         step = self.step(ws, batch, instant=not until_idle)
-                except Exception as e:  # a removed workspace, a store hiccup: log, keep serving
+                except WorkspaceNotFound:  # removed since the names were read: nothing is left to embed
+                    log.debug("workspace %s is gone; no more embedding for it", name)
+                    if names is not None:
+                        names = [n for n in names if n != name]
+                    continue
+                except Exception as e:  # a store hiccup: log, keep serving
                     log.warning("embed step for %s failed: %s", name, e)
                     failed += 1
                     continue
