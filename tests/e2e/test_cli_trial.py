@@ -174,8 +174,8 @@ def test_search_every_workspace_or_a_list(two_env, pick):
     found = {h["workspace"] for h in answer["hits"]}
     assert found == {"kb", "small"}, found
     assert len(answer["hits"]) <= 20 and set(answer["answers"]) == {"kb", "small"}
-    rel = [h["relevance"] for h in answer["hits"]]
-    assert rel == sorted(rel, reverse=True)  # one list, the most relevant first, as MCP merges
+    conf = [h["confidence"] for h in answer["hits"]]
+    assert conf == sorted(conf, reverse=True)  # one list, the most confident first, as MCP merges
     human = ok(two_env, "search", *pick, "lease").stdout
     lines = human.splitlines()
     assert lines[0].startswith("kb: ") and lines[[x.startswith("small: ") for x in lines].index(True)]

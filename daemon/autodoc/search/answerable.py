@@ -28,7 +28,8 @@ The floor (PROTOCOL.md, search.query): a hit is held back when its own match, it
 as if it were listed first, is under the floor (FLOOR unless the caller sets `min_confidence`),
 unless it holds every informative word of the query or reads as a paraphrase of it (its cosine
 at least PARAPHRASE_COSINE); and where some hit holds every word, a hit found by meaning alone is
-held back under WORDLESS_FLOOR. Depth alone never holds a hit back: a deep page is not padding for that. The
+held back under WORDLESS_FLOOR. A search by meaning alone holds back only hits whose cosine is
+under UNRELATED_COSINE. Depth alone never holds a hit back: a deep page is not padding for that. The
 answer counts what was held back. So the page stops where the matches stop.
 
 Runs on: any thread (pure: no I/O, no shared state).
@@ -59,7 +60,10 @@ WORDLESS_FLOOR = 0.1
 # pairs 0.5-0.8, unrelated text under 0.2): the floor never holds it back, as it never holds back a
 # passage with every word of the query (the hit model weighs the cosine little: on its training sets
 # the lexical leg found nearly every relevant passage too)
-PARAPHRASE_COSINE = 0.4
+PARAPHRASE_COSINE = 0.3
+# a search by meaning alone (no lexical leg) has no words to weigh: the floor holds back only what
+# reads as unrelated text
+UNRELATED_COSINE = 0.2
 # a word is rare when at most this share of the store's chunks hold it (and at least RARE_CHUNKS may)
 RARE_SHARE = 0.02
 RARE_CHUNKS = 3
@@ -217,6 +221,11 @@ def match_probability(s: Signals, model: Sequence[float] = MODEL) -> float:
     """The hit's probability as if it were listed first: how well the passage itself matches, for the
     floor (a deep hit is less likely relevant, but a deep page is not padding for that alone)."""
     return probability(replace(s, position=0), model)
+
+
+def held_back_by_meaning(s: Signals, floor: float) -> bool:
+    """The floor of a search without a lexical leg: unrelated by meaning (min_confidence 0 keeps all)."""
+    return floor > 0 and s.cosine is not None and s.cosine < UNRELATED_COSINE
 
 
 def held_back(s: Signals, conf: float, floor: float, *, words_matched: bool) -> bool:
