@@ -11,6 +11,7 @@ import pytest
 from autodoc.ingest.chunk import chunk_document
 from autodoc.ingest.markdown import parse_markdown
 from autodoc.ingest.scan import SkipFile, read_document, scan_workspace
+from autodoc.ingest.text import prepared_text
 from autodoc.ingest.tokens import wordpiece_tokens
 
 CORPORA = Path(__file__).parents[1] / "corpora"
@@ -55,7 +56,7 @@ def test_calibration_against_minilm_tokenizer():
     texts = []
     for e in scan_workspace(kb, max_bytes=1 << 20):
         try:
-            text = read_document(e.path, max_bytes=1 << 20).decode()
+            text = prepared_text(e.path.name, read_document(e.path, max_bytes=1 << 20))[0]
         except SkipFile:
             continue
         if e.skip is None:
