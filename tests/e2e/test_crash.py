@@ -25,6 +25,14 @@ def test_sigkill_mid_operation_resumes_to_a_clean_index():
     assert t.failures == 0 and t.tie_order == 0, t.examples
 
 
+def test_sigkill_of_a_daemon_under_live_edits_resumes_to_a_clean_index():
+    """Issue 36: the `live` operation kills a daemon on the store (catch-up index, watcher) while
+    the folder is edited; nothing it started may outlive it (orphans count as failures)."""
+    t = reliability.run_crash(kills=2, files=12, seed=8, ops=("live",), verbose=False, max_rounds=2)
+    assert t.kills["live"] == 2, t
+    assert t.failures == 0 and t.orphans == 0, t.examples
+
+
 def test_a_wal_recovered_after_a_kill_is_information_not_a_warning(tmp_path):
     """The first process to open a store whose writer was killed recovers its WAL, and SQLite
     logs a notice of it, which apsw passed on as a warning: a command run after a killed
