@@ -44,12 +44,17 @@ def shape_answer(ctx: Context, plan: Plan, legs: Legs, ranked: Ranked, rows: dic
     found = A.answerable(sigs, raw)
     matched = A.words_matched(sigs)
     floor = plan.opts.min_confidence
+    # a hit the graph leg (opt-in) brought is linked from the hits that matched: asked for, and
+    # never padding by its own words or meaning
+    linked = {i for i, f in enumerate(page) if f.ranks.get("graph") is not None}
     if "lexical" in performed:
         kept = [
-            i for i, s in enumerate(sigs) if not A.held_back(s, A.match_probability(s), floor, words_matched=matched)
+            i
+            for i, s in enumerate(sigs)
+            if i in linked or not A.held_back(s, A.match_probability(s), floor, words_matched=matched)
         ]
     else:  # by meaning alone: no words to weigh
-        kept = [i for i, s in enumerate(sigs) if not A.held_back_by_meaning(s, floor)]
+        kept = [i for i, s in enumerate(sigs) if i in linked or not A.held_back_by_meaning(s, floor)]
     shown = A.monotone([raw[i] for i in kept])
     page = [page[i] for i in kept]
     snippet = snippet_maker(plan.parsed.terms, tokenize)
