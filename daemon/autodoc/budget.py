@@ -71,7 +71,7 @@ def _cut_window(entry: dict[str, Any], room: int, weights: list[int], head: dict
     while b > a and not lines[b].strip():
         b -= 1
     base, first = cited_lines(entry["ref"])
-    out = {**entry, "text": "\n".join(lines[a : b + 1]), "ref": f"{base}#L{first + a}-{first + b}"}
+    out = {**entry, "text": "\n".join(lines[a : b + 1]), "ref": _span(base, first + a, first + b)}
     if "line_start" in entry:
         out["line_start"], out["line_end"] = first + a, first + b
     return out if answer_tokens(out) <= room else None
@@ -102,10 +102,16 @@ def _cut_head(entry: dict[str, Any], room: int, least: int) -> dict[str, Any] | 
         return None
     base, first = cited_lines(entry["ref"])
     line_end = first + part.count("\n")
-    out = {**entry, "text": part, "ref": f"{base}#L{first}-{line_end}"}
+    out = {**entry, "text": part, "ref": _span(base, first, line_end)}
     if "line_end" in entry:
         out["line_end"] = line_end
     return out
+
+
+def _span(base: str, line_start: int, line_end: int) -> str:
+    """`workspace:path` and lines as the one ref format (refs.py: `#L5` for one line)."""
+    workspace, _, path = base.partition(":")
+    return refs.ref(workspace, path, line_start, line_end)
 
 
 def cited_lines(cited: str) -> tuple[str, int]:
