@@ -5,6 +5,7 @@ answer checked against search.query's result schema."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -138,3 +139,19 @@ def test_a_facet_listing_holds_nothing_back(svc):
     a = _valid(svc.search("ready", "tag:sqlite", {}))
     assert a["mode_used"] == "facet" and a["hits"] and a["held_back"] == 0 and a["answerable"] is True
     assert all(h["confidence"] is None for h in a["hits"])
+
+
+@pytest.mark.parametrize("ws", ["ready", "pending"])
+def test_a_prefix_match_is_a_match(svc, ws):
+    """`lea*` (the LSP's `[[lea` completion asks it so) matches every passage with a word that
+    begins with it: none is held back for lacking the letters `lea` as a word."""
+    every = _valid(svc.search(ws, "lea*", {"limit": 20, "scope": "files", "min_confidence": 0}))
+    kept = _valid(svc.search(ws, "lea*", {"limit": 20, "scope": "files"}))
+    assert every["hits"] and "adrs/0012-lease-recovery.md" in [h["path"] for h in kept["hits"]]
+    texts = {h["chunk_id"]: svc.document_read(ws, h["path"])["text"] for h in every["hits"]}
+    holding = {
+        h["chunk_id"]
+        for h in every["hits"]
+        if re.search(r"\blea", "\n".join(texts[h["chunk_id"]].splitlines()[h["line_start"] - 1 : h["line_end"]]), re.I)
+    }
+    assert holding and holding <= {h["chunk_id"] for h in kept["hits"]}  # only hits found by meaning may go

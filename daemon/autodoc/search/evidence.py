@@ -9,6 +9,7 @@ Runs on: the search's thread, on its read snapshot (FTS5's term counts, cached p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -20,6 +21,14 @@ from . import answerable as A
 from . import fusion as F
 from .lexical.tokens import stems as passage_stems
 from .lexical.tokens import tokenize
+
+_PREFIX = re.compile(r"(\w+)\*")  # a trailing `prefix*` (search/query.py)
+
+
+def prefix_stems(query: str) -> set[str]:
+    """The stems of the query's `prefix*` words: a passage holds one when any of its stems begins
+    with it (`lea*` is in a passage about leases, whose stem is `leas`)."""
+    return {s for m in _PREFIX.finditer(query) for _, _, s in tokenize(fts_text(m.group(1)))}
 
 
 def query_words(db: Snapshot, query: str) -> A.QueryWords:
@@ -44,6 +53,7 @@ def hit_signals(
     the confidence was fitted on (not the instant tier); every_vector: it scanned every passage's
     vector (state ready), so a passage it did not list was scored lower than all it listed."""
     q = query_words(db, query)
+    prefixes = prefix_stems(query) & set(q.stems)
     cos: list[float | None] = [
         f.scores.get("semantic") if cosines_comparable and f.scores.get("semantic") is not None else None for f in page
     ]
@@ -52,6 +62,8 @@ def hit_signals(
     for i, (f, c) in enumerate(zip(page, cos)):
         row = rows[f.chunk_id]
         present = passage_stems(fts_text(row["breadcrumb"] + "\n" + row["text"])) if q.stems else set()
+        if prefixes:
+            present = set(present) | {p for p in prefixes if any(w.startswith(p) for w in present)}
         via = f.via
         s = A.passage_signals(
             q,
