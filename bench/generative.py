@@ -910,6 +910,7 @@ class Tally:
     seconds: dict[str, float] = field(default_factory=dict)
 
     def problem(self, what: str, problems: list[str]) -> None:
+        print(f"problem: {what}: " + " | ".join(p[:500] for p in problems[:3]), flush=True)
         if len(self.examples) < 12:
             self.examples.append(f"{what}: " + " | ".join(p[:300] for p in problems[:3]))
 
