@@ -484,34 +484,7 @@ def measure_throughput(data: Path, cache: Path, files_lex: int, files_emb: int) 
         def raw_embed(texts, sort=True):
             # the same work as the product: a text over 256 tokens runs as consecutive
             # 256-token windows ([CLS] 254 [SEP]), pooled over all of its tokens
-            encs = tok.encode_batch(texts)
-            ids, owner = [], []
-            for t, e in enumerate(encs):
-                x = e.ids
-                if len(x) <= 256:
-                    ids.append(x)
-                    owner.append(t)
-                    continue
-                for s0 in range(1, len(x) - 1, 254):
-                    ids.append([x[0], *x[s0 : min(s0 + 254, len(x) - 1)], x[-1]])
-                    owner.append(t)
-            order = sorted(range(len(ids)), key=lambda i: len(ids[i])) if sort else list(range(len(ids)))
-            sums = np.zeros((len(texts), 384), np.float32)
-            counts = np.zeros(len(texts), np.float32)
-            for s in range(0, len(order), 32):
-                rows = order[s : s + 32]
-                w = max(len(ids[i]) for i in rows)
-                ii = np.zeros((len(rows), w), np.int64)
-                mm = np.zeros((len(rows), w), np.int64)
-                for r, i in enumerate(rows):
-                    ii[r, : len(ids[i])] = ids[i]
-                    mm[r, : len(ids[i])] = 1
-                h = sess.run(None, {"input_ids": ii, "attention_mask": mm, "token_type_ids": np.zeros_like(ii)})[0]
-                for r, i in enumerate(rows):
-                    sums[owner[i]] += h[r, : len(ids[i])].sum(axis=0)
-                    counts[owner[i]] += len(ids[i])
-            res = sums / counts[:, None]
-            return res / np.linalg.norm(res, axis=1, keepdims=True)
+            return _raw_loop(sess, tok, texts, sort)
 
         # Round 0 is a warm-up, not counted: whichever kind ran first in a cold process paid
         # the session's first runs and the arena's growth (9.2 s against 7.1 s for the same

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 _SAFE = re.compile(r"^[\w@%+=:,./#-]+$")  # what a POSIX shell leaves as it is
 _REF = re.compile(
     r"^(?:(?P<ws>[A-Za-z0-9][A-Za-z0-9._-]{0,63}):(?!\d))?(?P<path>[^#]*?)"
-    r"(?:#L(?P<a>\d+)(?:-L?(?P<b>\d+))?|:(?P<c>\d+)(?:-(?P<d>\d+))?)?$"
+    r"(?:#L?(?P<a>\d+)(?:-L?(?P<b>\d+))?|:(?P<c>\d+)(?:-(?P<d>\d+))?)?$"
 )
 
 
@@ -41,8 +41,8 @@ class Ref:
 
 
 def parse(text: str) -> Ref:
-    """`ws:path#L10-15`, `ws:path#L10`, `ws:path`, `path#L10-15`, `path:10-15` (after a
-    Markdown file name) or a bare path; quotes around it (a ref pasted quoted) are dropped."""
+    """`ws:path#L10-15`, `ws:path#L10`, `ws:path`, `path#L10-15` (the `L` optional), `path:10-15`
+    (after a Markdown file name) or a bare path; quotes around it (a ref pasted quoted) are dropped."""
     text = text.strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
         text = text[1:-1]

@@ -67,7 +67,7 @@ ALLOWED: dict[str, set[str]] = {
     "indexcli": {"config", "connect", "cliout"},  # `autodoc index`: the run, then the daemon that embeds
     "cliout": {"refs"},  # the CLI's output for people: pure
     "lsp": {"autodoc", "errors", "config", "connect", "ingest"},
-    "mcp": {"autodoc", "errors", "config", "budget", "connect", "api", "suggest"},
+    "mcp": {"autodoc", "errors", "config", "budget", "connect", "api", "suggest", "refs"},
     "tui": {"errors", "config", "connect", "rpc", "fuzzy", "refs"},
     "cli": {
         "autodoc",

@@ -19,9 +19,10 @@ from __future__ import annotations
 import builtins
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from .. import refs
+from ..refs import Ref
 from ..suggest import close_names
 from .backend import ToolError
 from .wire import ARGUMENTS_WERE_A_STRING
@@ -86,35 +87,16 @@ ALIASES = {
     "session": "session_id",
 }
 _LINES = re.compile(r"^\s*L?(\d+)\s*(?:(?:-|:|–|\.\.)\s*L?(\d+)\s*)?$", re.I)
-_REF = re.compile(
-    r"^(?:(?P<ws>[A-Za-z0-9][A-Za-z0-9._-]{0,63}):(?!\d))?(?P<path>[^#]*?)"
-    r"(?:#L?(?P<a>\d+)(?:-L?(?P<b>\d+))?|:(?P<c>\d+)(?:-(?P<d>\d+))?)?$"
-)
-
-
-@dataclass
-class Ref:
-    workspace: str | None
-    path: str
-    lines: tuple[int, int] | None
 
 
 def parse_ref(text: str) -> Ref:
-    """`ws:path#L10-15`, `path#L10-15`, `path:10-15`, `autodoc://ws/path` or a bare path."""
+    """`autodoc://ws/path` (a resource's address), else the one ref format (refs.py): `ws:path#L10-15`,
+    `path#L10-15`, `path:10-15` or a bare path."""
     text = text.strip()
     if text.startswith("autodoc://"):
         ws, _, path = text[len("autodoc://") :].partition("/")
         return Ref(ws or None, path, None)
-    m = _REF.match(text)
-    if not m or not m.group("path"):
-        return Ref(None, text, None)
-    path = m.group("path")
-    if m.group("c") and not path.lower().endswith((".md", ".markdown")):
-        # `:N` is a line only after a file name: `.session/2026-12-01T10:30` is a session's path
-        return Ref(m.group("ws"), text[text.index(":") + 1 :] if m.group("ws") else text, None)
-    a, b = m.group("a") or m.group("c"), m.group("b") or m.group("d")
-    lines = (int(a), int(b or a)) if a else None
-    return Ref(m.group("ws"), path, lines)
+    return refs.parse(text)
 
 
 class Args:
