@@ -45,7 +45,7 @@ def status_line(answer: dict[str, Any], hits: int) -> str:
         line += "; too few chunks had every word: those lead, then chunks with some of them"
     elif answer.get("lexical_match") == "fuzzy":
         fixed = ", ".join(f"{a} → {b}" for a, b in (answer.get("corrections") or {}).items())
-        line += f"; a word no chunk holds was searched as the nearest one: {fixed}"
+        line += f"; searched {fixed} (no chunk holds the word typed)"
     if hits and answer.get("answerable") is False:
         line += "; nothing relevant was found: these are only the closest"
     if answer.get("held_back"):
