@@ -84,6 +84,7 @@ class SocketLink:
         self._client: Any = None
         self._lock = threading.Lock()
         self._subscribed = False
+        self._closed = False  # the app is gone: no call may reconnect, let alone start a daemon
         self._connect()
 
     def _run(self, coro: Any) -> concurrent.futures.Future:
@@ -93,6 +94,8 @@ class SocketLink:
         from autodoc_client import Client
 
         with self._lock:
+            if self._closed:
+                raise OSError("the app has closed its connection")
             if self._client is not None and not self._client.closed:
                 return self._client
             again = self._client is not None
@@ -179,6 +182,8 @@ class SocketLink:
         return response.get("result")
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         client = self._client
         if client is not None:
             try:
