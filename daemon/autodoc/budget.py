@@ -28,10 +28,6 @@ def answer_tokens(obj: Any) -> int:
     return math.ceil(len(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))) / 4)
 
 
-def ref(workspace: str, path: str, line_start: int, line_end: int) -> str:
-    return refs.ref(workspace, path, line_start, line_end)
-
-
 def cut(
     entry: dict[str, Any], room: int, least: int = MIN_PASSAGE_TOKENS, weights: list[int] | None = None
 ) -> dict[str, Any] | None:

@@ -35,7 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "embed": {"errors", "config", "store"},
     "rerank": {"errors", "config", "embed"},
     "index": {"errors", "config", "ingest", "fmschema", "store", "embed"},
-    "search": {"errors", "config", "budget", "ingest", "fmschema", "store", "embed", "rerank"},
+    "search": {"errors", "config", "budget", "refs", "ingest", "fmschema", "store", "embed", "rerank"},
     # the facade that composes them, and the method table over it
     "documents": {"errors", "config", "suggest", "ingest", "store", "fuzzy"},
     "workspaces": {"errors", "config", "suggest", "ingest", "fmschema", "store", "embed", "rerank"},

@@ -12,13 +12,7 @@ import re
 from typing import Any
 
 from ..budget import answer_tokens, cut, fit_budget
-
-
-def ref(workspace: str, path: str, a: int | None = None, b: int | None = None) -> str:
-    base = f"{workspace}:{path}"
-    if a is None:
-        return base
-    return f"{base}#L{a}" if b in (None, a) else f"{base}#L{a}-{b}"
+from ..refs import ref as ref  # the one ref format; mcp/ calls it as answers.ref
 
 
 def merge(answers: list[dict[str, Any]], limit: int, budget: int) -> tuple[list[dict[str, Any]], bool, int]:

@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..budget import ELLIPSIS, fit_budget, ref
+from ..budget import ELLIPSIS, fit_budget
 from ..config import PER_DOCUMENT
+from ..refs import ref
 from ..store import passages
 from ..store.interface import Snapshot
 from ..store.workspaces import Workspace
