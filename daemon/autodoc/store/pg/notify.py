@@ -1,0 +1,170 @@
+"""Change notifications between daemons that share one PostgreSQL store (docs/dev/postgres.md, section 6).
+
+The writing transaction calls `notify` once per change-log row it inserts (store/documents.py:
+log_change): `pg_notify('autodoc_changes', '<cursor>')`, which Postgres delivers at commit, never
+before the rows are visible. Every daemon keeps one `ChangeFeed`: a thread with an autocommit
+connection that LISTENs and, on each wake-up (and on every (re)connect, when it may have missed
+some), reads `changes` after the last cursor it handed on and hands the rows to its daemon, which
+marks those documents dirty in its caches and tells its subscribers (service.py: _changed_elsewhere).
+
+The notification is only the wake-up: the change log is the truth, so a lost notification (a dropped
+connection, a server restart) delays a daemon's view but never loses a change, and the payload is
+read by nobody. Reading "after the last cursor" skips nothing because cursors are handed out in
+commit order: a change row is inserted only after its transaction holds the `meta` row `generation`
+(store/documents.py: next_generation, then log_change), so writers of every daemon are serialised
+there and allocation order is commit order.
+
+A daemon also hears its own changes; the service drops those it already told (the cursors it emitted).
+A feed whose cursor predates what the log has trimmed (a daemon cut off for longer than the log
+keeps) hands on None: anything may have changed.
+
+Runs on: `notify` on the writing thread, in its transaction; `ChangeFeed` on its own thread
+(autodoc-changes), calling `deliver` there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..changes import entry
+
+if TYPE_CHECKING:  # the type only: a SQLite daemon never loads psycopg
+    import psycopg
+
+log = logging.getLogger("autodoc.store.notify")
+
+CHANNEL = "autodoc_changes"
+PAGE = 1000  # change rows read per query while catching up
+POLL = 0.25  # seconds between looks at the stop flag while nothing arrives
+RETRY_MAX = 5.0  # the longest pause between reconnect attempts
+
+# (changes in cursor order) or None ("anything may have changed": the log was trimmed past our cursor)
+Deliver = Callable[[list[dict[str, Any]] | None], None]
+
+
+def notify(db: Any, cursor: int) -> None:
+    """In the writing transaction: wake every daemon's feed at commit (a Snapshot whose dialect is postgres)."""
+    db.execute("SELECT pg_notify(?, ?)", (CHANNEL, str(cursor)))
+
+
+def head(conn: psycopg.Connection, schema: str) -> int:
+    """The newest cursor in the log (0 when empty)."""
+    row = conn.execute(f'SELECT COALESCE(MAX(cursor), 0) FROM "{schema}".changes').fetchone()
+    return int(row[0]) if row else 0
+
+
+def read_after(conn: psycopg.Connection, schema: str, cursor: int, limit: int = PAGE) -> list[dict[str, Any]]:
+    """Change rows after `cursor`, every workspace's, in cursor order."""
+    rows = conn.execute(
+        f'SELECT cursor, workspace, path, op, generation, old_path, time FROM "{schema}".changes '
+        "WHERE cursor > %s ORDER BY cursor LIMIT %s",
+        (cursor, limit),
+    ).fetchall()
+    return [entry(*r) for r in rows]
+
+
+def trimmed_through(conn: psycopg.Connection, schema: str) -> int:
+    row = conn.execute(f"SELECT value FROM \"{schema}\".meta WHERE key = 'changes_trimmed_through'").fetchone()
+    return int(row[0]) if row else 0
+
+
+class ChangeFeed:
+    """One daemon's LISTEN connection, on a thread of its own, handing on every change committed
+    after `cursor` (default: the log's head when the feed first connects) exactly once, in order."""
+
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection],
+        schema: str,
+        deliver: Deliver,
+        *,
+        cursor: int | None = None,
+        poll: float = POLL,
+    ) -> None:
+        self._connect = connect  # a new autocommit connection each call
+        self.schema = schema
+        self._deliver = deliver
+        self.cursor = cursor
+        self._poll = poll
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._conn: psycopg.Connection | None = None
+        self.connected = threading.Event()  # set while LISTENing (tests wait on it)
+        self.connects = 0  # how many times it has (re)connected
+        self.backend_pid: int | None = None  # the server process of the LISTEN session
+
+    def start(self) -> ChangeFeed:
+        self._thread = threading.Thread(target=self._run, name="autodoc-changes", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        pause = 0.1
+        while not self._stop.is_set():
+            try:
+                with self._connect() as conn:
+                    self._listen(conn)
+                pause = 0.1
+            except Exception as e:  # the server restarted or the connection dropped: reconnect, then catch up
+                self.connected.clear()
+                if self._stop.is_set():
+                    break
+                log.warning("change feed: %s; reconnecting in %.1f s", _one_line(e), pause)
+                self._stop.wait(pause)
+                pause = min(RETRY_MAX, pause * 2)
+
+    def _listen(self, conn: psycopg.Connection) -> None:
+        conn.execute(f"LISTEN {CHANNEL}")
+        self.backend_pid = conn.info.backend_pid
+        # LISTEN first, then read: a change committed in between is both read and notified (read twice
+        # is harmless: the cursor skips it), never neither
+        if self.cursor is None:
+            self.cursor = head(conn, self.schema)
+        self.connects += 1
+        self._catch_up(conn)
+        self.connected.set()
+        while not self._stop.is_set():
+            woke = False
+            for _ in conn.notifies(timeout=self._poll, stop_after=1):
+                woke = True
+            if woke:
+                for _ in conn.notifies(timeout=0.0):  # drain what is queued: one read covers them all
+                    pass
+                self._catch_up(conn)
+            elif conn.closed or conn.broken:
+                raise ConnectionError("the change feed's connection closed")
+
+    def _catch_up(self, conn: psycopg.Connection) -> None:
+        assert self.cursor is not None
+        if 0 < self.cursor < trimmed_through(conn, self.schema):
+            log.warning("change feed: the log was trimmed past cursor %d; every cache is stale", self.cursor)
+            self.cursor = head(conn, self.schema)
+            self._hand_on(None)
+            return
+        while True:
+            rows = read_after(conn, self.schema, self.cursor)
+            if rows:
+                self.cursor = rows[-1]["cursor"]
+                self._hand_on(rows)
+            if len(rows) < PAGE:
+                return
+
+    def _hand_on(self, rows: list[dict[str, Any]] | None) -> None:
+        try:
+            self._deliver(rows)
+        except Exception:  # the daemon's handler failing must not stop the feed
+            log.exception("change feed: handing on changes failed")
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"

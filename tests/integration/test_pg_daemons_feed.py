@@ -1,0 +1,183 @@
+"""store/pg/notify.py on a real PostgreSQL (the pg_uri fixture): the change feed every daemon sharing
+one database keeps (issue 34; docs/dev/postgres.md, section 6). Writers here are other connections
+doing what a writing transaction does (the generation row, a change row, pg_notify), so the feed is
+tested apart from the daemon; test_pg_daemons.py runs it inside real daemons."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+
+import pytest
+from helpers.pg import missing_reason
+
+pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+
+@pytest.fixture
+def schema(pg_uri):
+    import psycopg
+
+    from autodoc.store.pg.schema import migrate
+
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        migrate(conn, name)
+    yield name
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def write_change(conn, schema: str, path: str, hold: float = 0.0) -> int:
+    """One writing transaction as store/documents.py makes it: the generation row first (which
+    serialises writers), then the change row and its notification."""
+    from autodoc.store.pg.notify import CHANNEL
+
+    with conn.transaction():
+        (gen,) = conn.execute(
+            f"UPDATE \"{schema}\".meta SET value = (value::bigint + 1)::text WHERE key = 'generation' RETURNING value"
+        ).fetchone()
+        (cursor,) = conn.execute(
+            f'INSERT INTO "{schema}".changes(workspace, path, op, generation, old_path, time) '
+            "VALUES ('kb', %s, 'modify', %s, NULL, 0) RETURNING cursor",
+            (path, int(gen)),
+        ).fetchone()
+        conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(cursor)))
+        if hold:
+            time.sleep(hold)  # other writers queue on the generation row meanwhile
+    return int(cursor)
+
+
+class Collected:
+    def __init__(self) -> None:
+        self.rows: list[dict | None] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, rows):
+        with self.cond:
+            self.rows.extend(rows if rows is not None else [None])
+            self.cond.notify_all()
+
+    def wait_for(self, n: int, timeout: float = 10.0) -> list:
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.rows) >= n, timeout), f"{len(self.rows)} of {n} arrived"
+            return list(self.rows)
+
+
+def feed_on(pg_uri, schema, got, **kw):
+    import psycopg
+
+    from autodoc.store.pg.notify import ChangeFeed
+
+    feed = ChangeFeed(lambda: psycopg.connect(pg_uri, autocommit=True), schema, got, **kw).start()
+    assert feed.connected.wait(10)
+    return feed
+
+
+def test_the_feed_hands_on_each_committed_change_once_in_order_and_nothing_uncommitted(pg_uri, schema):
+    import psycopg
+
+    with psycopg.connect(pg_uri, autocommit=True) as w:
+        before = write_change(w, schema, "old.md")  # before the feed: not handed on
+        got = Collected()
+        feed = feed_on(pg_uri, schema, got)
+        try:
+            assert feed.cursor == before
+            cursors = [write_change(w, schema, f"d{i}.md") for i in range(5)]
+            assert [r["cursor"] for r in got.wait_for(5)] == cursors
+            assert [r["path"] for r in got.rows] == [f"d{i}.md" for i in range(5)]
+            assert got.rows[0].keys() >= {"cursor", "workspace", "path", "op", "generation", "old_path", "time"}
+
+            # an open transaction's change is neither read nor notified until it commits
+            w.execute("BEGIN")
+            (gen,) = w.execute(
+                f"UPDATE \"{schema}\".meta SET value = (value::bigint + 1)::text WHERE key='generation' RETURNING value"
+            ).fetchone()
+            w.execute(
+                f"INSERT INTO \"{schema}\".changes(workspace, path, op, generation, time) VALUES ('kb','late.md','add',%s,0)",
+                (int(gen),),
+            )
+            w.execute("SELECT pg_notify('autodoc_changes', 'x')")
+            time.sleep(0.5)
+            assert len(got.rows) == 5
+            w.execute("COMMIT")
+            assert got.wait_for(6)[-1]["path"] == "late.md"
+        finally:
+            feed.stop()
+    assert len(got.rows) == 6
+
+
+def test_changes_committed_while_the_feed_was_cut_off_arrive_after_it_reconnects(pg_uri, schema):
+    import psycopg
+
+    got = Collected()
+    feed = feed_on(pg_uri, schema, got)
+    try:
+        with psycopg.connect(pg_uri, autocommit=True) as w:
+            first = write_change(w, schema, "a.md")
+            got.wait_for(1)
+            # the server ends the feed's session (as a restart or a dropped connection would), then
+            # changes commit while it has none: their notifications are lost, the log is not
+            assert w.execute("SELECT pg_terminate_backend(%s)", (feed.backend_pid,)).fetchone() == (True,)
+            later = [write_change(w, schema, f"b{i}.md") for i in range(3)]
+            rows = got.wait_for(4)
+        assert [r["cursor"] for r in rows] == [first, *later]
+        assert feed.connects >= 2
+    finally:
+        feed.stop()
+
+
+def test_concurrent_writers_cursors_reach_the_feed_in_commit_order_with_none_skipped(pg_uri, schema):
+    """Four writers on their own connections, each holding its transaction a random while: the
+    generation row serialises them, so the cursor order is the commit order and reading "after the
+    last cursor" on each wake-up never skips a change that commits later with a smaller cursor."""
+    import psycopg
+
+    got = Collected()
+    feed = feed_on(pg_uri, schema, got)
+    written: list[int] = []
+    lock = threading.Lock()
+
+    def writer(k: int) -> None:
+        rnd = random.Random(k)
+        with psycopg.connect(pg_uri, autocommit=True) as w:
+            for i in range(10):
+                c = write_change(w, schema, f"w{k}-{i}.md", hold=rnd.random() * 0.02)
+                with lock:
+                    written.append(c)
+
+    try:
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        rows = got.wait_for(40)
+    finally:
+        feed.stop()
+    cursors = [r["cursor"] for r in rows]
+    assert cursors == sorted(written)
+    assert len(set(cursors)) == 40
+    gens = [r["generation"] for r in rows]
+    assert gens == sorted(gens) and len(set(gens)) == 40  # one generation each, in the same order
+
+
+def test_a_feed_behind_the_trimmed_log_says_anything_may_have_changed(pg_uri, schema):
+    import psycopg
+
+    with psycopg.connect(pg_uri, autocommit=True) as w:
+        a = write_change(w, schema, "a.md")
+        b = write_change(w, schema, "b.md")
+        write_change(w, schema, "c.md")
+        w.execute(f'DELETE FROM "{schema}".changes WHERE cursor <= %s', (b,))
+        w.execute(f"UPDATE \"{schema}\".meta SET value = %s WHERE key = 'changes_trimmed_through'", (str(b),))
+        got = Collected()
+        feed = feed_on(pg_uri, schema, got, cursor=a)  # a daemon that last read `a`: b is gone for good
+        try:
+            assert got.wait_for(1) == [None]
+            after = write_change(w, schema, "d.md")
+            assert got.wait_for(2)[-1]["cursor"] == after
+        finally:
+            feed.stop()
