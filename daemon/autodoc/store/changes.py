@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import time
 
-import apsw
-
 from ..errors import CursorExpired
+from .interface import Snapshot
 from .sessions import is_session_path, session_id_of
 from .sql import scalar
 
@@ -42,15 +41,15 @@ def _row(r) -> dict:
     return entry(*r)
 
 
-def head(db: apsw.Connection) -> int:
+def head(db: Snapshot) -> int:
     return scalar(db, "SELECT COALESCE(MAX(cursor), 0) FROM changes") or _trimmed(db)
 
 
-def _trimmed(db: apsw.Connection) -> int:
+def _trimmed(db: Snapshot) -> int:
     return int(scalar(db, "SELECT value FROM meta WHERE key='changes_trimmed_through'"))
 
 
-def since(db: apsw.Connection, workspace: str, cursor: int, limit: int) -> dict:
+def since(db: Snapshot, workspace: str, cursor: int, limit: int) -> dict:
     """Entries after `cursor`. Cursor 0 (a client that never read any) starts from the oldest
     entry kept; a cursor some trimmed entries came after must resync (CursorExpired)."""
     if 0 < cursor < _trimmed(db):
@@ -72,7 +71,7 @@ def since(db: apsw.Connection, workspace: str, cursor: int, limit: int) -> dict:
 
 
 def trim(
-    db: apsw.Connection,
+    db: Snapshot,
     *,
     now: float | None = None,
     keep_days: float = CHANGELOG_KEEP_DAYS,

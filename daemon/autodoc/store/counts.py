@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import json
 
-import apsw
-
 from .filters import CHUNKLESS_ROWS, Filter
+from .interface import Snapshot
 from .sql import all_rows
 
 
 def facet_counts(
-    db: apsw.Connection,
+    db: Snapshot,
     workspace_id: int,
     fields: tuple[str, ...],
     filt: Filter,

@@ -14,11 +14,10 @@ import hashlib
 import json
 import time
 
-import apsw
-
 from ..ingest.types import Chunk, ParsedDocument
 from .changes import entry
 from .facets import active_schema, write_facets
+from .interface import Snapshot
 from .lexical import ftstext, postings
 from .lexical.ftstext import fts_text
 from .sessions import NOT_SESSION, is_session_path
@@ -26,7 +25,7 @@ from .sql import all_rows, scalar
 from .workspaces import Workspace
 
 
-def next_generation(db: apsw.Connection) -> int:
+def next_generation(db: Snapshot) -> int:
     gen = int(scalar(db, "SELECT value FROM meta WHERE key='generation'")) + 1
     db.execute("UPDATE meta SET value=? WHERE key='generation'", (str(gen),))
     return gen
@@ -36,19 +35,18 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def log_change(
-    db: apsw.Connection, workspace: str, path: str, op: str, generation: int, old_path: str | None = None
-) -> dict:
+def log_change(db: Snapshot, workspace: str, path: str, op: str, generation: int, old_path: str | None = None) -> dict:
     now = time.time()
-    db.execute(
-        "INSERT INTO changes(workspace, path, op, generation, old_path, time) VALUES (?,?,?,?,?,?)",
+    cursor = scalar(
+        db,
+        "INSERT INTO changes(workspace, path, op, generation, old_path, time) VALUES (?,?,?,?,?,?) RETURNING cursor",
         (workspace, path, op, generation, old_path, now),
     )
-    return entry(db.last_insert_rowid(), workspace, path, op, generation, old_path, now)
+    return entry(cursor, workspace, path, op, generation, old_path, now)
 
 
 def write_document(
-    db: apsw.Connection,
+    db: Snapshot,
     ws: Workspace,
     path: str,
     *,
@@ -120,14 +118,14 @@ def write_document(
         )
         op = "modify"
     else:
-        db.execute(
+        doc_id = scalar(
+            db,
             """INSERT INTO documents(generation, content_hash, size, mtime_ns, title, status, tags, aliases,
                frontmatter, supersedes, superseded_by, problems, line_count, content, indexed_at, ctime_ns, inode,
                workspace_id, path)
-               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id""",
             (*fields, ws.id, path),
         )
-        doc_id = db.last_insert_rowid()
         meta_changed = False
         op = "rename" if old_path else "add"
 
@@ -147,7 +145,7 @@ def write_document(
 
 
 def _write_chunks(
-    db: apsw.Connection,
+    db: Snapshot,
     ws: Workspace,
     doc_id: int,
     gen: int,
@@ -181,9 +179,11 @@ def _write_chunks(
                 postings.removed(db, [cid])
                 _insert_fts(db, cid, (title_fts, fts_text(c.breadcrumb), meta_text, fts_text(c.text)))
             continue
-        db.execute(
+        cid = scalar(
+            db,
             """INSERT INTO chunks(document_id, workspace_id, generation, ordinal, kind, breadcrumb, text,
-               byte_start, byte_end, line_start, line_end, text_hash, tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+               byte_start, byte_end, line_start, line_end, text_hash, tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+               RETURNING id""",
             (
                 doc_id,
                 ws.id,
@@ -200,7 +200,6 @@ def _write_chunks(
                 c.tokens,
             ),
         )
-        cid = db.last_insert_rowid()
         _insert_fts(db, cid, (title_fts, fts_text(c.breadcrumb), meta_text, fts_text(c.text)))
     stale = [r[0] for rows in old.values() for r in rows]
     for cid in stale:
@@ -210,13 +209,13 @@ def _write_chunks(
         db.executemany("DELETE FROM chunks WHERE id=?", [(cid,) for cid in stale])
 
 
-def _insert_fts(db: apsw.Connection, cid: int, texts: tuple[str, str, str, str]) -> None:
+def _insert_fts(db: Snapshot, cid: int, texts: tuple[str, str, str, str]) -> None:
     """The chunk's FTS row and its postings (store/lexical/postings.py), in the same transaction."""
     db.execute("INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)", (cid, *texts))
     postings.added(db, cid, texts)
 
 
-def delete_document(db: apsw.Connection, ws: Workspace, path: str) -> dict | None:
+def delete_document(db: Snapshot, ws: Workspace, path: str) -> dict | None:
     row = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws.id, path)).fetchone()
     if not row:
         return None
@@ -230,7 +229,7 @@ def delete_document(db: apsw.Connection, ws: Workspace, path: str) -> dict | Non
     return log_change(db, ws.name, path, "delete", gen)
 
 
-def rename_document(db: apsw.Connection, ws: Workspace, old: str, new: str) -> dict | None:
+def rename_document(db: Snapshot, ws: Workspace, old: str, new: str) -> dict | None:
     """A move with the same content keeps its rows (and vectors): only the path changes."""
     row = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws.id, old)).fetchone()
     if not row:
@@ -254,7 +253,7 @@ def rename_document(db: apsw.Connection, ws: Workspace, old: str, new: str) -> d
     return log_change(db, ws.name, new, "rename", gen, old)
 
 
-def _refresh_fts(db: apsw.Connection, doc_id: int, path: str) -> None:
+def _refresh_fts(db: Snapshot, doc_id: int, path: str) -> None:
     """Write the document's chunks' FTS rows again (and their postings), from the stored text."""
     ((title, tags, aliases),) = all_rows(db, "SELECT title, tags, aliases FROM documents WHERE id=?", (doc_id,))
     meta = ftstext.meta_text(json.loads(aliases), json.loads(tags), path)
@@ -266,7 +265,7 @@ def _refresh_fts(db: apsw.Connection, doc_id: int, path: str) -> None:
         _insert_fts(db, cid, (fts_text(title), fts_text(crumb), meta, fts_text(text)))
 
 
-def record_skip(db: apsw.Connection, ws: Workspace, path: str, reason: str) -> None:
+def record_skip(db: Snapshot, ws: Workspace, path: str, reason: str) -> None:
     db.execute(
         "INSERT INTO skipped(workspace_id, path, reason) VALUES (?,?,?) "
         "ON CONFLICT(workspace_id, path) DO UPDATE SET reason=excluded.reason",
@@ -274,7 +273,7 @@ def record_skip(db: apsw.Connection, ws: Workspace, path: str, reason: str) -> N
     )
 
 
-def clear_skips_except(db: apsw.Connection, ws: Workspace, keep: set[str]) -> None:
+def clear_skips_except(db: Snapshot, ws: Workspace, keep: set[str]) -> None:
     """Forget the skip records of files that are no longer skipped."""
     for (p,) in all_rows(db, "SELECT path FROM skipped WHERE workspace_id=?", (ws.id,)):
         if p not in keep:
@@ -287,7 +286,7 @@ def clear_skips_except(db: apsw.Connection, ws: Workspace, keep: set[str]) -> No
 FileState = tuple[str, int, int, int | None, int | None]
 
 
-def file_states(db: apsw.Connection, ws_id: int) -> dict[str, FileState]:
+def file_states(db: Snapshot, ws_id: int) -> dict[str, FileState]:
     """path → (content hash, size, mtime_ns, ctime_ns, inode) of every indexed file (ctime_ns and
     inode None when not known; sessions are not on disk: the disk diff must never see them, or it
     would delete them)."""
@@ -301,12 +300,12 @@ def file_states(db: apsw.Connection, ws_id: int) -> dict[str, FileState]:
     }
 
 
-def stored_hash(db: apsw.Connection, ws_id: int, path: str) -> str | None:
+def stored_hash(db: Snapshot, ws_id: int, path: str) -> str | None:
     row = db.execute("SELECT content_hash FROM documents WHERE workspace_id=? AND path=?", (ws_id, path)).fetchone()
     return None if row is None else row[0]
 
 
-def names_of(db: apsw.Connection, ws_id: int, path: str) -> tuple[str, list, dict] | None:
+def names_of(db: Snapshot, ws_id: int, path: str) -> tuple[str, list, dict] | None:
     """(title, aliases, frontmatter): what links resolve against."""
     row = db.execute(
         "SELECT title, aliases, frontmatter FROM documents WHERE workspace_id=? AND path=?", (ws_id, path)
@@ -315,7 +314,7 @@ def names_of(db: apsw.Connection, ws_id: int, path: str) -> tuple[str, list, dic
 
 
 def touch_stat(
-    db: apsw.Connection,
+    db: Snapshot,
     ws_id: int,
     path: str,
     mtime_ns: int,

@@ -23,11 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import apsw
-
 from ..fmschema import SCHEMA_RELPATH, Schema, derive, load_schema, problems
 from ..fmschema.derive import FieldLines
 from ..ingest.readfile import Refused, read_regular, too_large
+from .interface import Snapshot
 from .sessions import NOT_SESSION
 from .sql import all_rows
 
@@ -49,7 +48,7 @@ def _parsed(text: str) -> Schema:
         return s
 
 
-def schema_row(db: apsw.Connection, workspace_id: int) -> tuple[str, Schema | None, list[dict]] | None:
+def schema_row(db: Snapshot, workspace_id: int) -> tuple[str, Schema | None, list[dict]] | None:
     """(hash, schema or None, problems with the file) as last applied, or None if never recorded."""
     row = db.execute("SELECT hash, schema, problems FROM schemas WHERE workspace_id=?", (workspace_id,)).fetchone()
     if row is None:
@@ -57,7 +56,7 @@ def schema_row(db: apsw.Connection, workspace_id: int) -> tuple[str, Schema | No
     return row[0], (_parsed(row[1]) if row[1] else None), json.loads(row[2])
 
 
-def active_schema(db: apsw.Connection, workspace_id: int) -> Schema | None:
+def active_schema(db: Snapshot, workspace_id: int) -> Schema | None:
     got = schema_row(db, workspace_id)
     return got[1] if got else None
 
@@ -82,7 +81,7 @@ def field_lines_of(content: bytes) -> FieldLines | None:
 
 
 def write_facets(
-    db: apsw.Connection,
+    db: Snapshot,
     workspace_id: int,
     doc_id: int,
     frontmatter: dict[str, Any],
@@ -105,7 +104,7 @@ def write_facets(
     return probs
 
 
-def _content(db: apsw.Connection, doc_id: int) -> bytes:
+def _content(db: Snapshot, doc_id: int) -> bytes:
     row = db.execute("SELECT content FROM documents WHERE id=?", (doc_id,)).fetchone()
     return row[0] if row else b""
 
@@ -131,7 +130,7 @@ def schema_hash(data: bytes | None) -> str:
     return hashlib.sha256(DERIVE_VERSION.encode() + b"\0" + (data if data is not None else b"\0none")).hexdigest()
 
 
-def sync_schema(db: apsw.Connection, workspace_id: int, root: Path) -> bool:
+def sync_schema(db: Snapshot, workspace_id: int, root: Path) -> bool:
     """Apply the schema file if it changed since it was last applied; True if facets were derived again."""
     data = read_schema_file(root)
     h = schema_hash(data)
@@ -184,7 +183,7 @@ def sync_schema(db: apsw.Connection, workspace_id: int, root: Path) -> bool:
     return True
 
 
-def rederive_all(db: apsw.Connection, workspace_id: int, schema: Schema | None) -> int:
+def rederive_all(db: Snapshot, workspace_id: int, schema: Schema | None) -> int:
     """Derive every document's facets and problems again from the stored frontmatter and tags."""
     docs = all_rows(
         db, f"SELECT id, frontmatter, tags FROM documents WHERE workspace_id=? AND {NOT_SESSION}", (workspace_id,)

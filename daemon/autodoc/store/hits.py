@@ -10,9 +10,8 @@ import heapq
 import json
 from typing import NamedTuple
 
-import apsw
-
 from .filters import CHUNKLESS_ROWS, Filter
+from .interface import Snapshot
 from .sessions import chunk_events, is_session_path, origin
 from .sql import all_rows
 
@@ -29,7 +28,7 @@ class Candidate(NamedTuple):
     ordinal: int = 0  # the chunk's place in its document: with path, what orders equal scores (search/ties.py)
 
 
-def candidates(db: apsw.Connection, ids: list[int]) -> dict[int, Candidate]:
+def candidates(db: Snapshot, ids: list[int]) -> dict[int, Candidate]:
     """chunk id → what boosts, the per-document cap and demotion need; whole
     rows are read for the page only. A chunk retired since a leg found it is absent."""
     if not ids:
@@ -50,7 +49,7 @@ def candidates(db: apsw.Connection, ids: list[int]) -> dict[int, Candidate]:
     return out
 
 
-def hit_rows(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
+def hit_rows(db: Snapshot, ids: list[int]) -> dict[int, dict]:
     """chunk id → the chunk and its document as a hit shows them, with its origin (a file, or a
     session's event: store/sessions.py)."""
     if not ids:
@@ -89,20 +88,20 @@ def hit_rows(db: apsw.Connection, ids: list[int]) -> dict[int, dict]:
     return out
 
 
-def document_paths(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
+def document_paths(db: Snapshot, ids: list[int]) -> dict[int, str]:
     """document id → path."""
     if not ids:
         return {}
     return dict(db.execute("SELECT id, path FROM documents WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),)))
 
 
-def chunk_texts(db: apsw.Connection, ids: list[int]) -> dict[int, str]:
+def chunk_texts(db: Snapshot, ids: list[int]) -> dict[int, str]:
     if not ids:
         return {}
     return dict(db.execute("SELECT id, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),)))
 
 
-def chunk_heads(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
+def chunk_heads(db: Snapshot, ids: list[int]) -> dict[int, tuple[str, str]]:
     """chunk id → (breadcrumb, text): what tells a table of contents from a section (search/choice.py)."""
     if not ids:
         return {}
@@ -114,14 +113,14 @@ def chunk_heads(db: apsw.Connection, ids: list[int]) -> dict[int, tuple[str, str
     }
 
 
-def chunk_documents(db: apsw.Connection, ids: list[int]) -> dict[int, int]:
+def chunk_documents(db: Snapshot, ids: list[int]) -> dict[int, int]:
     """chunk id → document id."""
     return dict(
         db.execute("SELECT id, document_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),))
     )
 
 
-def filtered_chunk_ids(db: apsw.Connection, workspace_id: int, filt: Filter) -> list[int]:
+def filtered_chunk_ids(db: Snapshot, workspace_id: int, filt: Filter) -> list[int]:
     """Every chunk of the workspace the filter admits."""
     return [
         cid
@@ -131,7 +130,7 @@ def filtered_chunk_ids(db: apsw.Connection, workspace_id: int, filt: Filter) -> 
     ]
 
 
-def inbound_links(db: apsw.Connection, workspace_id: int, path_to_doc: dict[str, int]) -> dict[int, int]:
+def inbound_links(db: Snapshot, workspace_id: int, path_to_doc: dict[str, int]) -> dict[int, int]:
     """Distinct documents linking (wiki or markdown) to each candidate document."""
     if not path_to_doc:
         return {}
@@ -146,7 +145,7 @@ def inbound_links(db: apsw.Connection, workspace_id: int, path_to_doc: dict[str,
     return out
 
 
-def successors(db: apsw.Connection, workspace_id: int) -> tuple[dict[int, int], dict[int, str]]:
+def successors(db: Snapshot, workspace_id: int) -> tuple[dict[int, int], dict[int, str]]:
     """Direct successor of each document (superseded_by, or the reverse of supersedes), and their paths."""
     rows = all_rows(
         db,
@@ -167,7 +166,7 @@ def successors(db: apsw.Connection, workspace_id: int) -> tuple[dict[int, int], 
     return successor, path_of
 
 
-def link_edges(db: apsw.Connection, workspace_id: int, doc_ids: list[int]) -> list[tuple[int, int]]:
+def link_edges(db: Snapshot, workspace_id: int, doc_ids: list[int]) -> list[tuple[int, int]]:
     """(source document, target document) of every resolved link touching one of doc_ids."""
     ids = _ids(doc_ids)
     return all_rows(
@@ -180,7 +179,7 @@ def link_edges(db: apsw.Connection, workspace_id: int, doc_ids: list[int]) -> li
     )
 
 
-def first_chunks(db: apsw.Connection, workspace_id: int, doc_ids: list[int], filt: Filter) -> dict[int, int]:
+def first_chunks(db: Snapshot, workspace_id: int, doc_ids: list[int], filt: Filter) -> dict[int, int]:
     """document id → its first chunk the filter admits."""
     where = f" AND {filt.sql}" if filt.sql else ""
     first: dict[int, int] = {}
@@ -194,7 +193,7 @@ def first_chunks(db: apsw.Connection, workspace_id: int, doc_ids: list[int], fil
     return first
 
 
-def matching_documents(db: apsw.Connection, workspace_id: int, filt: Filter, limit: int) -> list[tuple]:
+def matching_documents(db: Snapshot, workspace_id: int, filt: Filter, limit: int) -> list[tuple]:
     """(path, title, generation, tags JSON, size, line count, first chunk id) of the documents the
     filter admits, in path order: a query of facets only. A document with no chunk (frontmatter
     and no body) is listed too, with no first chunk (None)."""

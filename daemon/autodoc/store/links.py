@@ -37,12 +37,11 @@ import re
 from bisect import insort
 from typing import Any
 
-import apsw
-
 from ..config.workspace import WorkspaceConfig
 from ..fmschema.values import parse_int
 from .documents import next_generation
 from .facets import active_schema
+from .interface import Snapshot
 from .sessions import NOT_SESSION
 
 log = logging.getLogger("autodoc.links")
@@ -278,7 +277,7 @@ class NameTables:
 _NAMES_SQL = f"SELECT path, title, aliases, frontmatter FROM documents WHERE workspace_id=? AND {NOT_SESSION}"
 
 
-def _tables_for(db: apsw.Connection, workspace_id: int) -> NameTables:
+def _tables_for(db: Snapshot, workspace_id: int) -> NameTables:
     schema = active_schema(db, workspace_id)
     row = db.execute("SELECT config FROM workspaces WHERE id=?", (workspace_id,)).fetchone()
     cfg = WorkspaceConfig.from_json(json.loads(row[0]) if row else None)
@@ -288,11 +287,11 @@ def _tables_for(db: apsw.Connection, workspace_id: int) -> NameTables:
     return tables
 
 
-def _resolver_for(db: apsw.Connection, workspace_id: int):
+def _resolver_for(db: Snapshot, workspace_id: int):
     return _tables_for(db, workspace_id).resolve
 
 
-def _apply(db: apsw.Connection, resolve, rows) -> int:
+def _apply(db: Snapshot, resolve, rows) -> int:
     updates = []
     for rowid, source, target, current in rows:
         new = resolve(source, target)
@@ -320,7 +319,7 @@ class LinkResolver:
     def forget(self, workspace_id: int) -> None:
         self._cache.pop(workspace_id, None)
 
-    def reconfigure(self, db: apsw.Connection, workspace_id: int) -> int:
+    def reconfigure(self, db: Snapshot, workspace_id: int) -> int:
         """Resolve every link again after the workspace's site layout (site_roots, page_suffixes)
         changed, inside the caller's transaction; readers' caches move on if any link did."""
         self.forget(workspace_id)
@@ -333,7 +332,7 @@ class LinkResolver:
         """Raise when a document's names (title, aliases, frontmatter) cannot be keyed."""
         (self._cache.get(workspace_id) or NameTables()).check(path, title, aliases, fm)
 
-    def update(self, db: apsw.Connection, workspace_id: int, *, changed: set[str] | None) -> int:
+    def update(self, db: Snapshot, workspace_id: int, *, changed: set[str] | None) -> int:
         """Bring links up to date after a write. `changed`: the paths whose names
         (path, title, aliases, frontmatter) changed, old and new paths of a move;
         None when unknown (every name is read again and every link resolved)."""

@@ -11,8 +11,7 @@ import json
 import math
 from dataclasses import dataclass
 
-import apsw
-
+from .interface import Snapshot
 from .lexical import ftsterms
 from .lexical.matches import chunk_total
 
@@ -24,7 +23,7 @@ class Indexed:
     mtime_ns: int
 
 
-def documents(db: apsw.Connection, ws_id: int, paths: list[str]) -> dict[str, Indexed]:
+def documents(db: Snapshot, ws_id: int, paths: list[str]) -> dict[str, Indexed]:
     if not paths:
         return {}
     return {
@@ -37,7 +36,7 @@ def documents(db: apsw.Connection, ws_id: int, paths: list[str]) -> dict[str, In
     }
 
 
-def word_weights(db: apsw.Connection, stems: list[str]) -> dict[str, float]:
+def word_weights(db: Snapshot, stems: list[str]) -> dict[str, float]:
     """stem → inverse chunk frequency, log(1 + N/(1 + n)), over the whole FTS index
     (every workspace: the weights only need to tell rare words from common ones)."""
     if not stems:

@@ -9,8 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
-
+from .interface import Snapshot
 from .sql import scalar
 
 
@@ -22,7 +21,7 @@ class Content:
     title: str = ""
 
 
-def content(db: apsw.Connection, ws_id: int, path: str) -> Content | None:
+def content(db: Snapshot, ws_id: int, path: str) -> Content | None:
     row = db.execute(
         "SELECT content, generation, line_count, title FROM documents WHERE workspace_id=? AND path=?", (ws_id, path)
     ).fetchone()
@@ -30,7 +29,7 @@ def content(db: apsw.Connection, ws_id: int, path: str) -> Content | None:
 
 
 def document_names(
-    db: apsw.Connection, ws_id: int, pieces: list[str] | None = None, limit: int = -1
+    db: Snapshot, ws_id: int, pieces: list[str] | None = None, limit: int = -1
 ) -> list[tuple[str, str, list[str]]]:
     """(path, title, aliases) of the workspace's documents, by path; with `pieces` (lowercase),
     only those whose path, title or aliases contain the most of them (at most `limit`)."""
@@ -50,16 +49,16 @@ def document_names(
     return [(p, t, json.loads(a)) for p, t, a in rows]
 
 
-def document_count(db: apsw.Connection, ws_id: int) -> int:
+def document_count(db: Snapshot, ws_id: int) -> int:
     return scalar(db, "SELECT COUNT(*) FROM documents WHERE workspace_id=?", (ws_id,))
 
 
-def document_id(db: apsw.Connection, ws_id: int, path: str) -> int | None:
+def document_id(db: Snapshot, ws_id: int, path: str) -> int | None:
     row = db.execute("SELECT id FROM documents WHERE workspace_id=? AND path=?", (ws_id, path)).fetchone()
     return None if row is None else row[0]
 
 
-def document_problems(db: apsw.Connection, ws_id: int, path: str | None = None) -> list[dict[str, Any]]:
+def document_problems(db: Snapshot, ws_id: int, path: str | None = None) -> list[dict[str, Any]]:
     """Each document's problems (parse, then schema by line), by path: [{path, line, message, code}]."""
     sql = (
         "SELECT path, problems, schema_problems FROM documents WHERE workspace_id=? "
@@ -76,14 +75,14 @@ def document_problems(db: apsw.Connection, ws_id: int, path: str | None = None) 
     return out
 
 
-def skipped(db: apsw.Connection, ws_id: int) -> list[dict[str, str]]:
+def skipped(db: Snapshot, ws_id: int) -> list[dict[str, str]]:
     return [
         {"path": p, "reason": r}
         for p, r in db.execute("SELECT path, reason FROM skipped WHERE workspace_id=? ORDER BY path", (ws_id,))
     ]
 
 
-def broken_links(db: apsw.Connection, ws_id: int) -> list[dict[str, Any]]:
+def broken_links(db: Snapshot, ws_id: int) -> list[dict[str, Any]]:
     return [
         {"path": s, "target": t, "line": ln, "kind": k}
         for s, t, ln, k in db.execute(
@@ -94,7 +93,7 @@ def broken_links(db: apsw.Connection, ws_id: int) -> list[dict[str, Any]]:
     ]
 
 
-def links_of(db: apsw.Connection, doc_id: int) -> list[dict[str, Any]]:
+def links_of(db: Snapshot, doc_id: int) -> list[dict[str, Any]]:
     """Outgoing links in file order; target_path (and its title) null when broken."""
     return [
         {"target": t, "kind": k, "line": ln, "label": lb, "anchor": an, "target_path": tp, "target_title": tt}
@@ -107,7 +106,7 @@ def links_of(db: apsw.Connection, doc_id: int) -> list[dict[str, Any]]:
     ]
 
 
-def backlinks_of(db: apsw.Connection, ws_id: int, path: str) -> list[dict[str, Any]]:
+def backlinks_of(db: Snapshot, ws_id: int, path: str) -> list[dict[str, Any]]:
     """Links that resolve to `path`, by source path and line."""
     return [
         {"source_path": sp, "source_title": st, "target": t, "kind": k, "line": ln, "label": lb, "anchor": an}

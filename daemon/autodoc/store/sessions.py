@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
-
+from .interface import Snapshot
 from .sql import one
 
 SESSION_PREFIX = ".session/"
@@ -51,7 +50,7 @@ class StoredEvent:
     chunk_key: str  # what the event's chunks were cut from (ingest/session.py chunk_key)
 
 
-def session_ids(db: apsw.Connection, ws_id: int) -> list[str]:
+def session_ids(db: Snapshot, ws_id: int) -> list[str]:
     return [
         session_id_of(p)
         for (p,) in db.execute(
@@ -60,7 +59,7 @@ def session_ids(db: apsw.Connection, ws_id: int) -> list[str]:
     ]
 
 
-def document_of(db: apsw.Connection, ws_id: int, session_id: str) -> tuple[int, str, bytes] | None:
+def document_of(db: Snapshot, ws_id: int, session_id: str) -> tuple[int, str, bytes] | None:
     """(document id, title, rendered content) of a session, or None."""
     row = db.execute(
         "SELECT id, title, content FROM documents WHERE workspace_id=? AND path=?", (ws_id, session_path(session_id))
@@ -68,7 +67,7 @@ def document_of(db: apsw.Connection, ws_id: int, session_id: str) -> tuple[int, 
     return None if row is None else (row[0], row[1], row[2])
 
 
-def events_of(db: apsw.Connection, doc_id: int) -> list[StoredEvent]:
+def events_of(db: Snapshot, doc_id: int) -> list[StoredEvent]:
     return [
         StoredEvent(*r)
         for r in db.execute(
@@ -79,7 +78,7 @@ def events_of(db: apsw.Connection, doc_id: int) -> list[StoredEvent]:
     ]
 
 
-def write_events(db: apsw.Connection, doc_id: int, events: list[StoredEvent]) -> None:
+def write_events(db: Snapshot, doc_id: int, events: list[StoredEvent]) -> None:
     """Replace a session's event spans. Caller holds the transaction."""
     db.execute("DELETE FROM session_events WHERE document_id=?", (doc_id,))
     db.executemany(
@@ -103,7 +102,7 @@ def write_events(db: apsw.Connection, doc_id: int, events: list[StoredEvent]) ->
     )
 
 
-def chunks_of(db: apsw.Connection, doc_id: int) -> list[tuple]:
+def chunks_of(db: Snapshot, doc_id: int) -> list[tuple]:
     """(ordinal, kind, breadcrumb, text, byte_start, byte_end, line_start, line_end, text_hash, tokens)
     of a session's chunks, in order."""
     return db.execute(
@@ -113,7 +112,7 @@ def chunks_of(db: apsw.Connection, doc_id: int) -> list[tuple]:
     ).fetchall()
 
 
-def document_counts(db: apsw.Connection, doc_id: int) -> tuple[int, int, int]:
+def document_counts(db: Snapshot, doc_id: int) -> tuple[int, int, int]:
     """(events, chunks, generation) of one session's document."""
     events, chunks, generation = one(
         db,
@@ -124,7 +123,7 @@ def document_counts(db: apsw.Connection, doc_id: int) -> tuple[int, int, int]:
     return events, chunks, generation
 
 
-def listed(db: apsw.Connection, ws_id: int, after: str | None, limit: int) -> list[tuple]:
+def listed(db: Snapshot, ws_id: int, after: str | None, limit: int) -> list[tuple]:
     """(session id, title, generation, events, chunks, first event time, last event time) of up to
     `limit` sessions whose id sorts after `after`, in id order (a range over the path index)."""
     low = session_path(after) if after is not None else SESSION_PREFIX
@@ -143,7 +142,7 @@ def listed(db: apsw.Connection, ws_id: int, after: str | None, limit: int) -> li
     ]
 
 
-def counts(db: apsw.Connection, ws_id: int) -> dict[str, int]:
+def counts(db: Snapshot, ws_id: int) -> dict[str, int]:
     """{sessions, events, chunks} of a workspace."""
     sessions, chunks = one(
         db,
@@ -175,7 +174,7 @@ def origin(path: str, title: str, event: tuple[str, str, str | None] | None = No
     }
 
 
-def chunk_events(db: apsw.Connection, chunks: list[tuple[int, int, int]]) -> dict[int, tuple[str, str, str | None]]:
+def chunk_events(db: Snapshot, chunks: list[tuple[int, int, int]]) -> dict[int, tuple[str, str, str | None]]:
     """chunk id → (event id, event kind, time) for the (chunk id, document id, byte start) of session chunks."""
     out: dict[int, tuple[str, str, str | None]] = {}
     for cid, doc_id, byte_start in chunks:

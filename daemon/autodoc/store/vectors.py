@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
-
+from .interface import Snapshot
 from .sql import all_rows, scalar
 from .workspaces import chunk_count
 
@@ -28,7 +27,7 @@ class ActiveModel:
     name: str | None
 
 
-def active_model(db: apsw.Connection, ws_id: int) -> ActiveModel | None:
+def active_model(db: Snapshot, ws_id: int) -> ActiveModel | None:
     row = db.execute(
         "SELECT active_fp, active_config, active_name FROM embed_state WHERE workspace_id=?", (ws_id,)
     ).fetchone()
@@ -37,7 +36,7 @@ def active_model(db: apsw.Connection, ws_id: int) -> ActiveModel | None:
     return ActiveModel(fingerprint=row[0], config=json.loads(row[1]) if row[1] else None, name=row[2])
 
 
-def activate(db: apsw.Connection, ws_id: int, fp: str, config: dict[str, Any], name: str) -> None:
+def activate(db: Snapshot, ws_id: int, fp: str, config: dict[str, Any], name: str) -> None:
     db.execute(
         "INSERT INTO embed_state(workspace_id, active_fp, active_config, active_name) VALUES (?,?,?,?) "
         "ON CONFLICT(workspace_id) DO UPDATE SET active_fp=excluded.active_fp, "
@@ -46,16 +45,16 @@ def activate(db: apsw.Connection, ws_id: int, fp: str, config: dict[str, Any], n
     )
 
 
-def drop_other_models(db: apsw.Connection, ws_id: int, fp: str) -> None:
+def drop_other_models(db: Snapshot, ws_id: int, fp: str) -> None:
     db.execute("DELETE FROM vectors WHERE workspace_id=? AND model_fp != ?", (ws_id, fp))
 
 
-def drop_model(db: apsw.Connection, ws_id: int, fp: str) -> None:
+def drop_model(db: Snapshot, ws_id: int, fp: str) -> None:
     """Delete one model's vectors (the instant tier's, once the model has filled)."""
     db.execute("DELETE FROM vectors WHERE workspace_id=? AND model_fp=?", (ws_id, fp))
 
 
-def coverage(db: apsw.Connection, ws_id: int, fp: str) -> tuple[int, int]:
+def coverage(db: Snapshot, ws_id: int, fp: str) -> tuple[int, int]:
     """(chunks with a vector for fp, chunks without)."""
     total = chunk_count(db, ws_id)
     done = scalar(
@@ -67,7 +66,7 @@ def coverage(db: apsw.Connection, ws_id: int, fp: str) -> tuple[int, int]:
     return done, total - done
 
 
-def pending_texts(db: apsw.Connection, ws_id: int, fp: str, limit: int) -> list[tuple[str, str]]:
+def pending_texts(db: Snapshot, ws_id: int, fp: str, limit: int) -> list[tuple[str, str]]:
     """(text hash, breadcrumb + newline + text) of texts without a vector for fp, in the order
     people search them: every document's first passage (its title and abstract) before any later
     one, and within each, the most recently changed document first (a file by its mtime, a
@@ -87,7 +86,7 @@ def pending_texts(db: apsw.Connection, ws_id: int, fp: str, limit: int) -> list[
     )
 
 
-def still_pending(db: apsw.Connection, ws_id: int, fp: str, hashes: list[str]) -> set[str]:
+def still_pending(db: Snapshot, ws_id: int, fp: str, hashes: list[str]) -> set[str]:
     """Which of these text hashes some chunk still has, without a vector for fp."""
     return {
         h
@@ -101,11 +100,11 @@ def still_pending(db: apsw.Connection, ws_id: int, fp: str, hashes: list[str]) -
     }
 
 
-def workspace_exists(db: apsw.Connection, ws_id: int) -> bool:
+def workspace_exists(db: Snapshot, ws_id: int) -> bool:
     return db.execute("SELECT 1 FROM workspaces WHERE id=?", (ws_id,)).fetchone() is not None
 
 
-def write_vectors(db: apsw.Connection, ws_id: int, fp: str, rows: list[tuple[str, bytes, bytes]]) -> None:
+def write_vectors(db: Snapshot, ws_id: int, fp: str, rows: list[tuple[str, bytes, bytes]]) -> None:
     """rows: (text hash, float32 bytes, sign-code bytes)."""
     db.executemany(
         "INSERT OR REPLACE INTO vectors(workspace_id, model_fp, text_hash, f32, bits) VALUES (?,?,?,?,?)",
@@ -113,7 +112,7 @@ def write_vectors(db: apsw.Connection, ws_id: int, fp: str, rows: list[tuple[str
     )
 
 
-def documents_with_texts(db: apsw.Connection, ws_id: int, hashes: list[str]) -> list[int]:
+def documents_with_texts(db: Snapshot, ws_id: int, hashes: list[str]) -> list[int]:
     return [
         d
         for (d,) in db.execute(
@@ -124,7 +123,7 @@ def documents_with_texts(db: apsw.Connection, ws_id: int, hashes: list[str]) -> 
 
 
 def complete_vectors(
-    db: apsw.Connection, ws_id: int, fp: str, doc_ids: list[int] | None
+    db: Snapshot, ws_id: int, fp: str, doc_ids: list[int] | None
 ) -> Iterator[tuple[int, int, bytes, bytes]]:
     """(chunk id, document id, f32, bits) of the documents whose every chunk has a
     vector for fp (all of them, or those of doc_ids), by chunk id."""
@@ -146,7 +145,7 @@ def complete_vectors(
     )
 
 
-def document_vectors(db: apsw.Connection, ws_id: int, fp: str, doc_id: int) -> list[tuple[int, int, bytes]]:
+def document_vectors(db: Snapshot, ws_id: int, fp: str, doc_id: int) -> list[tuple[int, int, bytes]]:
     """(chunk id, tokens, f32) of one document's chunks that have a vector for fp, by chunk id."""
     return all_rows(
         db,

@@ -11,9 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
-
 from ..errors import InvalidParams, WorkspaceExists, WorkspaceNotFound
+from .interface import Snapshot
 from .lexical import postings
 from .sessions import NOT_SESSION
 from .sql import one, scalar
@@ -28,7 +27,7 @@ class Workspace:
     created: float
 
 
-def get_workspace(db: apsw.Connection, name: Any, field: str = "workspace") -> Workspace:
+def get_workspace(db: Snapshot, name: Any, field: str = "workspace") -> Workspace:
     """The workspace named `name`. Unknown, a plain WorkspaceNotFound: the names it might have
     meant are added above the store (workspaces.find), which answers clients."""
     if not isinstance(name, str) or not name:
@@ -40,16 +39,16 @@ def get_workspace(db: apsw.Connection, name: Any, field: str = "workspace") -> W
     return Workspace(id=wid, name=wname, root=root, config=json.loads(config), created=created)
 
 
-def workspace_names(db: apsw.Connection) -> list[str]:
+def workspace_names(db: Snapshot) -> list[str]:
     return [name for (name,) in db.execute("SELECT name FROM workspaces ORDER BY name")]
 
 
-def workspace_roots(db: apsw.Connection) -> list[tuple[str, str]]:
+def workspace_roots(db: Snapshot) -> list[tuple[str, str]]:
     """(name, root) of every workspace, by name (doctor checks each root)."""
     return [(name, root) for name, root in db.execute("SELECT name, root FROM workspaces ORDER BY name")]
 
 
-def add_workspace(db: apsw.Connection, name: str, root: str, config: dict[str, Any]) -> Workspace:
+def add_workspace(db: Snapshot, name: str, root: str, config: dict[str, Any]) -> Workspace:
     if db.execute("SELECT 1 FROM workspaces WHERE name=?", (name,)).fetchone():
         raise WorkspaceExists(f"a workspace named {name!r} already exists", {"workspace": name})
     db.execute(
@@ -59,7 +58,7 @@ def add_workspace(db: apsw.Connection, name: str, root: str, config: dict[str, A
     return get_workspace(db, name)
 
 
-def remove_workspace(db: apsw.Connection, ws: Workspace) -> int:
+def remove_workspace(db: Snapshot, ws: Workspace) -> int:
     """Delete the workspace and everything in it; returns how many documents it had."""
     documents: int = scalar(db, "SELECT COUNT(*) FROM documents WHERE workspace_id=?", (ws.id,))
     # chunks_fts is an external-content table: its rows go by hand, before the chunks they index
@@ -75,20 +74,20 @@ def _chunking_key(ws_id: int) -> str:
     return f"chunking:{ws_id}"
 
 
-def chunking(db: apsw.Connection, ws_id: int) -> str | None:
+def chunking(db: Snapshot, ws_id: int) -> str | None:
     """What the workspace's stored chunks were cut with (index/job.py), None before the first index."""
     row = db.execute("SELECT value FROM meta WHERE key=?", (_chunking_key(ws_id),)).fetchone()
     return row[0] if row else None
 
 
-def set_chunking(db: apsw.Connection, ws_id: int, value: str) -> None:
+def set_chunking(db: Snapshot, ws_id: int, value: str) -> None:
     db.execute(
         "INSERT INTO meta(key, value) VALUES (?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
         (_chunking_key(ws_id), value),
     )
 
 
-def set_config(db: apsw.Connection, ws: Workspace, config: dict[str, Any]) -> None:
+def set_config(db: Snapshot, ws: Workspace, config: dict[str, Any]) -> None:
     db.execute("UPDATE workspaces SET config=? WHERE id=?", (json.dumps(config), ws.id))
 
 
@@ -99,7 +98,7 @@ class Counts:
     generation: int  # the newest generation of any of its documents (0: none yet)
 
 
-def counts(db: apsw.Connection, ws: Workspace) -> Counts:
+def counts(db: Snapshot, ws: Workspace) -> Counts:
     documents, chunks, generation = one(
         db,
         f"SELECT COALESCE(SUM({NOT_SESSION}), 0) AS documents, "
@@ -110,11 +109,11 @@ def counts(db: apsw.Connection, ws: Workspace) -> Counts:
     return Counts(documents=documents, chunks=chunks, generation=generation)
 
 
-def chunk_count(db: apsw.Connection, ws_id: int) -> int:
+def chunk_count(db: Snapshot, ws_id: int) -> int:
     return scalar(db, "SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws_id,))
 
 
-def tag_counts(db: apsw.Connection, ws: Workspace, prefix: str, limit: int) -> list[tuple[str, int]]:
+def tag_counts(db: Snapshot, ws: Workspace, prefix: str, limit: int) -> list[tuple[str, int]]:
     """(tag, documents carrying it), most used first, for tags starting with `prefix` (lowercase)."""
     return [
         (tag, n)
@@ -127,11 +126,11 @@ def tag_counts(db: apsw.Connection, ws: Workspace, prefix: str, limit: int) -> l
     ]
 
 
-def known_fields(db: apsw.Connection, ws_id: int) -> set[str]:
+def known_fields(db: Snapshot, ws_id: int) -> set[str]:
     """Every frontmatter field some document of the workspace has."""
     return {f for (f,) in db.execute("SELECT DISTINCT field FROM facets WHERE workspace_id=?", (ws_id,))}
 
 
-def store_generation(db: apsw.Connection) -> int:
+def store_generation(db: Snapshot) -> int:
     """Bumped by every write that changes what a reader could derive (the one cache key)."""
     return int(scalar(db, "SELECT value FROM meta WHERE key='generation'"))

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import apsw
 
+from ...store.interface import Snapshot
 from ...store.lexical import ftsterms, vocab
 from ...store.lexical.ftstext import CJK_RUN
 from ..query import Term
@@ -67,7 +68,7 @@ def nearest(stem: str, candidates: list[str], docs: dict[str, int]) -> list[str]
     return [c for _, _, c in sorted(scored)]
 
 
-def correct(db: apsw.Connection, terms: list[Term]) -> tuple[list[Term], dict[str, str]]:
+def correct(db: Snapshot, terms: list[Term]) -> tuple[list[Term], dict[str, str]]:
     """The terms with each unknown word replaced by its nearest stored stem, and {word typed: stem}."""
     state = ftsterms.index_state(db)
     words: dict[int, tuple[str, str]] = {}  # term index → its expression and its one stem
@@ -102,7 +103,7 @@ def correct(db: apsw.Connection, terms: list[Term]) -> tuple[list[Term], dict[st
     return out, fixed
 
 
-def surfaces(db: apsw.Connection, fixed: dict[str, str], texts: list[str]) -> dict[str, str]:
+def surfaces(db: Snapshot, fixed: dict[str, str], texts: list[str]) -> dict[str, str]:
     """word typed → the word of the hits' texts, stemmed to its correction, nearest to what was
     typed (lowercased): what the page says ("debounce" for "deboucing"), never the index's stem
     ("debounc"); of "debounce" and "debouncing" both in the hits, "debouncing"."""

@@ -19,9 +19,11 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import cast
 
 import apsw
 
+from ..interface import Snapshot
 from ..sql import scalar
 from .ftstext import fts_text, meta_text
 
@@ -54,7 +56,7 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
     return v, i  # pragma: no cover (the loop returns)
 
 
-def index_state(db: apsw.Connection) -> IndexState:
+def index_state(db: Snapshot) -> IndexState:
     blocks = dict(db.execute("SELECT id, block FROM chunks_fts_data WHERE id IN (?, ?)", (_AVERAGES_ID, _STRUCTURE_ID)))
     avg = blocks.get(_AVERAGES_ID) or b""
     rows, tokens, i = 0, 0, 0
@@ -63,10 +65,10 @@ def index_state(db: apsw.Connection) -> IndexState:
         while i < len(avg):
             n, i = _varint(avg, i)
             tokens += n
-    return IndexState((db.filename, bytes(blocks.get(_STRUCTURE_ID) or b""), bytes(avg)), rows, tokens)
+    return IndexState((_sqlite(db).filename, bytes(blocks.get(_STRUCTURE_ID) or b""), bytes(avg)), rows, tokens)
 
 
-def chunk_total(db: apsw.Connection) -> int:
+def chunk_total(db: Snapshot) -> int:
     """How many chunks the store holds (every workspace): FTS5 keeps the count, so it is one read."""
     return index_state(db).rows
 
@@ -81,11 +83,15 @@ _lock = threading.Lock()
 _docs: OrderedDict[tuple, dict[str, int]] = OrderedDict()
 
 
-def _tokenizer(db: apsw.Connection):
-    return db.fts5_tokenizer(*TOKENIZER)  # under a microsecond: made per call, never kept past its connection
+def _sqlite(db: Snapshot) -> apsw.Connection:
+    return cast(apsw.Connection, db)  # FTS5 is SQLite's alone: these readers run on the SQLite store only
 
 
-def parse_expr(db: apsw.Connection, expr: str) -> Expr:
+def _tokenizer(db: Snapshot):
+    return _sqlite(db).fts5_tokenizer(*TOKENIZER)  # under a microsecond: made per call, never kept past its connection
+
+
+def parse_expr(db: Snapshot, expr: str) -> Expr:
     """A term as FTS5 reads it: the quoted string's tokens, the last a prefix when a `*` follows."""
     prefix = expr.endswith("*")
     body = expr[:-1] if prefix else expr
@@ -95,7 +101,7 @@ def parse_expr(db: apsw.Connection, expr: str) -> Expr:
     return Expr(tuple(toks), prefix)
 
 
-def term_docs(db: apsw.Connection, exprs: list[str], state: IndexState | None = None) -> dict[str, int]:
+def term_docs(db: Snapshot, exprs: list[str], state: IndexState | None = None) -> dict[str, int]:
     """expression → how many chunks match it (every workspace: BM25's IDF counts them all).
     A single token is one fts5vocab row; a phrase or a prefix is counted by FTS5 itself."""
     state = state or index_state(db)
@@ -134,7 +140,7 @@ def _remember(state: IndexState, counts: dict[str, int]) -> None:
             _docs.popitem(last=False)
 
 
-def token_docs(db: apsw.Connection, tokens: list[str], state: IndexState | None = None) -> dict[str, int]:
+def token_docs(db: Snapshot, tokens: list[str], state: IndexState | None = None) -> dict[str, int]:
     """token, as the tokenizer gave it (already stemmed) → how many chunks hold it. Not through
     term_docs: it would stem the token again, and the stemmer is not idempotent ("decis" →
     "deci"). Cached beside term_docs' expressions, under keys no expression has."""
@@ -159,7 +165,7 @@ class Row:
     vocab: frozenset[str]  # every token of the row
 
 
-def indexed_rows(db: apsw.Connection, chunk_ids: list[int]) -> dict[int, Row]:
+def indexed_rows(db: Snapshot, chunk_ids: list[int]) -> dict[int, Row]:
     """chunk id → its FTS row's tokens, from the text it was indexed with (store/documents.py
     writes the same four fields through fts_text; the tokenizer is FTS5's own)."""
     if not chunk_ids:

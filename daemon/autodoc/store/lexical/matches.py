@@ -19,10 +19,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-import apsw
-
 from ..filters import Filter
 from ..hits import candidates
+from ..interface import Snapshot
 from ..sql import all_rows, scalar
 from . import ftsterms
 
@@ -58,9 +57,7 @@ def _keep_sql(filt: Filter) -> str:
     return f"SELECT c.id FROM chunks c WHERE c.id IN (SELECT value FROM json_each(?)) AND c.workspace_id = ?{where}"
 
 
-def ranked(
-    db: apsw.Connection, match: str, limit: int, columns: tuple[float, ...] | None = None
-) -> list[tuple[int, float]]:
+def ranked(db: Snapshot, match: str, limit: int, columns: tuple[float, ...] | None = None) -> list[tuple[int, float]]:
     """FTS5's own ranking of a MATCH: (rowid, bm25) best first, ties by rowid, at most `limit`."""
     return all_rows(db, ranked_sql(columns), (match, limit))
 
@@ -69,7 +66,7 @@ Rank = Callable[[str, int], list[tuple[int, float]]]
 
 
 def ranked_matches(
-    db: apsw.Connection,
+    db: Snapshot,
     match: str,
     workspace_id: int,
     filt: Filter,
@@ -90,9 +87,7 @@ def ranked_matches(
 TIE_PLACES = 6
 
 
-def content_cut(
-    db: apsw.Connection, fetch: Callable[[int], list[tuple[int, float]]], top: int
-) -> list[tuple[int, float]]:
+def content_cut(db: Snapshot, fetch: Callable[[int], list[tuple[int, float]]], top: int) -> list[tuple[int, float]]:
     """fetch(top), except that a run of equal scores straddling the cut keeps its members
     first in content order (document path, chunk ordinal), as search/ties.py orders them:
     FTS5 orders ties by rowid, and rowids follow the store's history (issue 16)."""
@@ -115,7 +110,7 @@ def content_cut(
 
 
 def _filtered(
-    db: apsw.Connection,
+    db: Snapshot,
     rank: Rank,
     match: str,
     workspace_id: int,
@@ -137,7 +132,7 @@ def _filtered(
     return all_rows(db, lexical_sql(filt, columns), (match, workspace_id, *filt.params, top))
 
 
-def sole_workspace(db: apsw.Connection, workspace_id: int) -> bool:
+def sole_workspace(db: Snapshot, workspace_id: int) -> bool:
     """True when every chunk in the store belongs to this workspace."""
     return scalar(db, "SELECT COUNT(*) = 1 AND MIN(id) = ? FROM workspaces", (workspace_id,)) == 1
 
@@ -147,7 +142,7 @@ def sole_workspace(db: apsw.Connection, workspace_id: int) -> bool:
 MATCHING_SQL = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
 
 
-def matching_rowids(db: apsw.Connection, match: str) -> list[int]:
+def matching_rowids(db: Snapshot, match: str) -> list[int]:
     return [r[0] for r in db.execute(MATCHING_SQL, (match,))]
 
 

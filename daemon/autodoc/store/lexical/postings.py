@@ -37,6 +37,7 @@ from collections import Counter
 import apsw
 import numpy as np
 
+from ..interface import Snapshot
 from ..sql import all_rows, scalar
 from . import ftsterms, ftstext
 from .ftstext import fts_text
@@ -70,24 +71,24 @@ CREATE TABLE postings_dead(chunk INTEGER PRIMARY KEY);
 """
 
 
-def create(db: apsw.Connection) -> None:
+def create(db: Snapshot) -> None:
     """The tables (store/migrations.py); an empty store is complete at once, a filled one builds lazily."""
     db.execute(SCHEMA)
     empty = scalar(db, "SELECT NOT EXISTS (SELECT 1 FROM chunks)")
     db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('postings_built', ?)", (COMPLETE if empty else "0",))
 
 
-def has_tables(db: apsw.Connection) -> bool:
+def has_tables(db: Snapshot) -> bool:
     return db.execute("SELECT 1 FROM sqlite_master WHERE name='postings_delta'").fetchone() is not None
 
 
-def built(db: apsw.Connection) -> str | None:
+def built(db: Snapshot) -> str | None:
     """COMPLETE, the next chunk id to build from, or None when the store has no postings tables."""
     row = db.execute("SELECT value FROM meta WHERE key='postings_built'").fetchone()
     return row[0] if row else None
 
 
-def complete(db: apsw.Connection) -> bool:
+def complete(db: Snapshot) -> bool:
     return built(db) == COMPLETE
 
 
@@ -113,7 +114,7 @@ def row_terms(tok, columns: tuple[list[str], ...]) -> dict[str, list[int]]:
 # -- the write hooks (store/documents.py, store/workspaces.py) ------------------------------------
 
 
-def added(db: apsw.Connection, chunk_id: int, texts: tuple[str, str, str, str]) -> None:
+def added(db: Snapshot, chunk_id: int, texts: tuple[str, str, str, str]) -> None:
     """A chunk's FTS row was inserted with these four column strings: its records go to the delta,
     unless the ids from the build's cursor on are the build's (an older store, or a large batch's tail)."""
     state = built(db)
@@ -128,7 +129,7 @@ def added(db: apsw.Connection, chunk_id: int, texts: tuple[str, str, str, str]) 
     )
 
 
-def removed(db: apsw.Connection, chunk_ids: list[int]) -> None:
+def removed(db: Snapshot, chunk_ids: list[int]) -> None:
     """These chunks' FTS rows were deleted: their delta rows go, their main records are dead. Ids
     from the build's cursor on have no main records: marking them dead would kill the records the
     build writes when such an id is used again."""
@@ -141,12 +142,12 @@ def removed(db: apsw.Connection, chunk_ids: list[int]) -> None:
     db.executemany("INSERT OR IGNORE INTO postings_dead(chunk) VALUES (?)", [(c,) for c in chunk_ids])
 
 
-def removed_workspace(db: apsw.Connection, workspace_id: int) -> None:
+def removed_workspace(db: Snapshot, workspace_id: int) -> None:
     if has_tables(db):
         removed(db, [r[0] for r in db.execute("SELECT id FROM chunks WHERE workspace_id=?", (workspace_id,))])
 
 
-def open_tail(db: apsw.Connection) -> bool:
+def open_tail(db: Snapshot) -> bool:
     """Before a large batch writes its chunks (in its transaction): the ids it is about to use are left
     to build_slice, which `close_tail` runs before the transaction ends, so readers never see the
     tail open. Building a batch's records in one sort costs a quarter of writing them row by row to
@@ -162,7 +163,7 @@ def open_tail(db: apsw.Connection) -> bool:
     return True
 
 
-def close_tail(db: apsw.Connection) -> None:
+def close_tail(db: Snapshot) -> None:
     """Build the records of the chunks written since `open_tail` (the same transaction)."""
     while not build_slice(db, 1 << SEG_BITS):
         pass
@@ -190,7 +191,7 @@ def _widen(rec: np.ndarray) -> np.ndarray:
     return out
 
 
-def _write_seg(db: apsw.Connection, term: str, seg: int, rec: np.ndarray) -> None:
+def _write_seg(db: Snapshot, term: str, seg: int, rec: np.ndarray) -> None:
     if not len(rec):
         db.execute("DELETE FROM postings WHERE term=? AND seg=?", (term, seg))
         return
@@ -202,7 +203,7 @@ def _write_seg(db: apsw.Connection, term: str, seg: int, rec: np.ndarray) -> Non
     )
 
 
-def _fold(db: apsw.Connection, seg: int, terms: list[str], rec: np.ndarray, starts: np.ndarray) -> None:
+def _fold(db: Snapshot, seg: int, terms: list[str], rec: np.ndarray, starts: np.ndarray) -> None:
     """Append records to segment `seg`'s rows: `rec` (WIDE) holds terms[i]'s records from starts[i]
     to starts[i + 1], each term's sorted by id. A term new to the segment is one bulk insert; only
     the others read and rewrite their row (per-term numpy calls were most of a build)."""
@@ -264,7 +265,7 @@ def _counted(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a[starts], np.diff(np.r_[starts, len(a)])
 
 
-def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
+def build_slice(db: Snapshot, size: int = BUILD_SLICE) -> bool:
     """Build the next `size` chunk ids' records (caller's transaction). True when complete."""
     state = built(db)
     if state is None or state == COMPLETE:
@@ -363,7 +364,7 @@ def build_slice(db: apsw.Connection, size: int = BUILD_SLICE) -> bool:
     return done
 
 
-def build_all(db: apsw.Connection) -> None:
+def build_all(db: Snapshot) -> None:
     """Every remaining slice, one transaction each (the benchmark; a daemon builds through maintain)."""
     while True:
         with db:
@@ -374,11 +375,11 @@ def build_all(db: apsw.Connection) -> None:
 # -- merge and compaction (the index job's end) ------------------------------------------------
 
 
-def _dead(db: apsw.Connection) -> np.ndarray:
+def _dead(db: Snapshot) -> np.ndarray:
     return np.array([r[0] for r in db.execute("SELECT chunk FROM postings_dead")], dtype=np.int64)
 
 
-def compact(db: apsw.Connection) -> None:
+def compact(db: Snapshot) -> None:
     """Remove dead chunks' records from every segment holding any (caller's transaction)."""
     dead = _dead(db)
     if not len(dead):
@@ -393,7 +394,7 @@ def compact(db: apsw.Connection) -> None:
     _bump(db)
 
 
-def merge(db: apsw.Connection) -> int:
+def merge(db: Snapshot) -> int:
     """Fold the delta rows of live (not dead) chunks into the segments (caller's transaction)."""
     # While an older store builds, the ids from its cursor on are the build's: it skips those the
     # delta holds, so their rows stay in the delta (merged into the segments they would duplicate)
@@ -424,9 +425,7 @@ def merge(db: apsw.Connection) -> int:
     return len(rows)
 
 
-def maintain(
-    db: apsw.Connection, *, force: bool = False, budget: float = BUILD_BUDGET, size: int = BUILD_SLICE
-) -> None:
+def maintain(db: Snapshot, *, force: bool = False, budget: float = BUILD_BUDGET, size: int = BUILD_SLICE) -> None:
     """After an index job's batch (the writer, outside a transaction): compact when many chunks are
     dead, merge when the delta is large (one transaction), and build slices of a store that predates
     the postings for about `budget` seconds (a transaction each, so saves wait at most one slice)."""
@@ -447,7 +446,7 @@ def maintain(
             break
 
 
-def _bump(db: apsw.Connection) -> None:
+def _bump(db: Snapshot) -> None:
     """A maintenance step changed the tables without touching FTS5: readers' caches must not survive it."""
     db.execute(
         "INSERT INTO meta(key, value) VALUES ('postings_gen', '1') "

@@ -11,9 +11,9 @@ import json
 import threading
 from collections import OrderedDict
 
-import apsw
 import numpy as np
 
+from ..interface import Snapshot
 from ..sql import all_rows, scalar
 from .postings import NARROW, SEG_BITS, WIDE, _dead, _widen, decode
 
@@ -21,14 +21,14 @@ _lock = threading.Lock()
 _dead_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
 
 
-def cache_key(db: apsw.Connection, fts_key: tuple) -> tuple:
+def cache_key(db: Snapshot, fts_key: tuple) -> tuple:
     """What a reader's caches of the postings are keyed by: FTS5's state (every write changes it) and
     the maintenance generation (a merge, compaction or build slice changes the tables, not FTS5)."""
     row = db.execute("SELECT value FROM meta WHERE key='postings_gen'").fetchone()
     return (*fts_key, row[0] if row else "0")
 
 
-def dead_ids(db: apsw.Connection, key: tuple) -> np.ndarray:
+def dead_ids(db: Snapshot, key: tuple) -> np.ndarray:
     """The dead list, sorted, cached per FTS index state (every delete changes it)."""
     with _lock:
         got = _dead_cache.get(key)
@@ -41,7 +41,7 @@ def dead_ids(db: apsw.Connection, key: tuple) -> np.ndarray:
     return got
 
 
-def read_terms(db: apsw.Connection, terms: list[str], key: tuple) -> dict[str, np.ndarray]:
+def read_terms(db: Snapshot, terms: list[str], key: tuple) -> dict[str, np.ndarray]:
     """token → its live records (WIDE dtype or NARROW, sorted by id): segments minus dead, plus delta.
     A term's narrow segments are joined as bytes (one copy; concatenating structured arrays cost
     more than reading them at 1M chunks), the dead found by searchsorted and the delta inserted in
@@ -63,7 +63,7 @@ def read_terms(db: apsw.Connection, terms: list[str], key: tuple) -> dict[str, n
     return {t: _live(segs, dead, delta.get(t)) for t, segs in parts.items()}
 
 
-def read_at(db: apsw.Connection, term: str, ids: np.ndarray, key: tuple) -> np.ndarray:
+def read_at(db: Snapshot, term: str, ids: np.ndarray, key: tuple) -> np.ndarray:
     """A token's live records in the segments holding these ids only (a common word checked for a
     few rows reads a few of its segments, not its whole list)."""
     segs = json.dumps(sorted({int(i) >> SEG_BITS for i in ids}))
@@ -80,7 +80,7 @@ def read_at(db: apsw.Connection, term: str, ids: np.ndarray, key: tuple) -> np.n
     return _live(rows, dead_ids(db, key).astype(np.uint32), delta or None)
 
 
-def counts(db: apsw.Connection, terms: list[str]) -> dict[str, int]:
+def counts(db: Snapshot, terms: list[str]) -> dict[str, int]:
     """token → its records in the segments (the delta and dead aside: an order, not a statistic),
     from the blobs' lengths, which SQLite reads without their content."""
     got = dict(
@@ -93,7 +93,7 @@ def counts(db: apsw.Connection, terms: list[str]) -> dict[str, int]:
     return {t: int(got.get(t) or 0) for t in terms}
 
 
-def live_count(db: apsw.Connection, term: str, key: tuple) -> int:
+def live_count(db: Snapshot, term: str, key: tuple) -> int:
     """How many live chunks hold a token (what FTS5 counts for its IDF) without reading its
     records: the segments' lengths, less its dead records (the dead ids' segments read), plus its
     delta rows (a deleted chunk's leave the delta with it)."""

@@ -12,8 +12,7 @@ Runs on: the search's thread, on its snapshot.
 
 from __future__ import annotations
 
-import apsw
-
+from ..interface import Snapshot
 from . import postings
 from .ftsterms import VOCAB_SQL
 
@@ -25,7 +24,7 @@ def _upper(prefix: str) -> str:
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
-def near(db: apsw.Connection, token: str, slack: int) -> list[str]:
+def near(db: Snapshot, token: str, slack: int) -> list[str]:
     """Stored tokens whose length is within `slack` of `token`'s, the token itself excluded: every
     one sharing its first two letters, and those sharing its first letter as far as MAX_TERMS
     reaches (a typo in the first two letters is found while that letter's range fits the bound).
