@@ -100,7 +100,7 @@ def similar(
             f"similar documents are unavailable for {path} until it has vectors", why, "partial", pending=waiting
         )
     q = centroid(rows)
-    vectors = cache.get(db, ws.id, active.fingerprint, q.shape[0], since)
+    vectors = cache.searchable(db, ws.id, active.fingerprint, q.shape[0], since)
     filt = build_filter(ws.id, facets=[], opt_facets={}, tags=opts.tags, paths=opts.paths, include_abstract=True)
     allowed = None if filt.empty else np.array(stored_hits.filtered_chunk_ids(db, ws.id, filt), dtype=np.int64)
     own = vectors.doc_chunks.get(doc_id)

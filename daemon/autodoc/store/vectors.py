@@ -5,19 +5,32 @@ texts share one row and an unchanged text is never embedded twice. A chunk
 is pending exactly when no vector exists for its key under the configured
 model. `embed_state` names the model whose vectors serve searches.
 
+One SQL text serves both stores (docs/dev/postgres.md, section 1) but for SQLite's
+`INDEXED BY` hints (its planner otherwise picks the wide primary key; Postgres's chooses well)
+and, on PostgreSQL with pgvector, the `v` column and the per-model HNSW index that let the store
+search vectors itself (store/pg/vectors.py; `store_search` says whether it can).
+
 Runs on: the caller's thread, on the connection it passes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .interface import Snapshot
-from .sql import all_rows, scalar
+from .pg import vectors as pg
+from .pg.vectors import EF_SEARCH_MAX
+from .sql import POSTGRES, all_rows, dialect, in_ids, scalar
 from .workspaces import chunk_count
+
+__all__ = ["EF_SEARCH_MAX"]
+
+PAGE_ROWS = 10_000  # rows of a PostgreSQL read of every vector fetched at once (the client holds a whole result)
 
 
 @dataclass(frozen=True)
@@ -25,6 +38,10 @@ class ActiveModel:
     fingerprint: str
     config: dict[str, Any] | None
     name: str | None
+
+
+def _hint(db: Snapshot, index: str) -> str:
+    return "" if dialect(db) == POSTGRES else f" INDEXED BY {index}"
 
 
 def active_model(db: Snapshot, ws_id: int) -> ActiveModel | None:
@@ -47,11 +64,21 @@ def activate(db: Snapshot, ws_id: int, fp: str, config: dict[str, Any], name: st
 
 def drop_other_models(db: Snapshot, ws_id: int, fp: str) -> None:
     db.execute("DELETE FROM vectors WHERE workspace_id=? AND model_fp != ?", (ws_id, fp))
+    if dialect(db) == POSTGRES:
+        pg.drop_indexes(db, ws_id, keep=fp)
 
 
 def drop_model(db: Snapshot, ws_id: int, fp: str) -> None:
     """Delete one model's vectors (the instant tier's, once the model has filled)."""
     db.execute("DELETE FROM vectors WHERE workspace_id=? AND model_fp=?", (ws_id, fp))
+    if dialect(db) == POSTGRES:
+        pg.drop_indexes(db, ws_id, only=fp)
+
+
+def drop_workspace(db: Snapshot, ws_id: int) -> None:
+    """A removed workspace's search indexes (its rows go with it by the foreign key)."""
+    if dialect(db) == POSTGRES:
+        pg.drop_indexes(db, ws_id)
 
 
 def coverage(db: Snapshot, ws_id: int, fp: str) -> tuple[int, int]:
@@ -59,7 +86,7 @@ def coverage(db: Snapshot, ws_id: int, fp: str) -> tuple[int, int]:
     total = chunk_count(db, ws_id)
     done = scalar(
         db,
-        "SELECT COUNT(*) FROM chunks c WHERE c.workspace_id=? AND EXISTS (SELECT 1 FROM vectors v INDEXED BY vectors_keys "
+        f"SELECT COUNT(*) FROM chunks c WHERE c.workspace_id=? AND EXISTS (SELECT 1 FROM vectors v{_hint(db, 'vectors_keys')} "
         "WHERE v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash)",
         (ws_id, fp),
     )
@@ -71,15 +98,17 @@ def pending_texts(db: Snapshot, ws_id: int, fp: str, limit: int) -> list[tuple[s
     people search them: every document's first passage (its title and abstract) before any later
     one, and within each, the most recently changed document first (a file by its mtime, a
     session by when it was written), then the oldest chunk."""
+    # every chunk of a group has the same breadcrumb and text (the hash is theirs): MIN picks any
+    newline = "chr(10)" if dialect(db) == POSTGRES else "char(10)"
     return all_rows(
         db,
-        """SELECT c.text_hash, MIN(c.breadcrumb || char(10) || c.text) FROM chunks c
+        f"""SELECT c.text_hash, MIN(c.breadcrumb || {newline} || c.text) FROM chunks c
            JOIN documents d ON d.id = c.document_id
-           WHERE c.workspace_id=? AND NOT EXISTS (SELECT 1 FROM vectors v INDEXED BY vectors_keys WHERE v.workspace_id=c.workspace_id
+           WHERE c.workspace_id=? AND NOT EXISTS (SELECT 1 FROM vectors v{_hint(db, "vectors_keys")} WHERE v.workspace_id=c.workspace_id
              AND v.model_fp=? AND v.text_hash=c.text_hash)
            GROUP BY c.text_hash
-           ORDER BY MIN(c.ordinal > 0 AND c.kind != 'abstract'),
-                    MAX(CASE WHEN d.mtime_ns > 0 THEN d.mtime_ns ELSE CAST(d.indexed_at * 1e9 AS INTEGER) END) DESC,
+           ORDER BY MIN(CASE WHEN c.ordinal > 0 AND c.kind != 'abstract' THEN 1 ELSE 0 END),
+                    MAX(CASE WHEN d.mtime_ns > 0 THEN d.mtime_ns ELSE CAST(d.indexed_at * 1e9 AS BIGINT) END) DESC,
                     MIN(c.id)
            LIMIT ?""",
         (ws_id, fp, limit),
@@ -88,14 +117,15 @@ def pending_texts(db: Snapshot, ws_id: int, fp: str, limit: int) -> list[tuple[s
 
 def still_pending(db: Snapshot, ws_id: int, fp: str, hashes: list[str]) -> set[str]:
     """Which of these text hashes some chunk still has, without a vector for fp."""
+    among, arg = in_ids(db, "c.text_hash", hashes)
     return {
         h
         for (h,) in db.execute(
-            """SELECT DISTINCT c.text_hash FROM chunks c INDEXED BY chunks_by_hash
-           WHERE c.workspace_id=? AND c.text_hash IN (SELECT value FROM json_each(?))
-             AND NOT EXISTS (SELECT 1 FROM vectors v INDEXED BY vectors_keys WHERE v.workspace_id=c.workspace_id
+            f"""SELECT DISTINCT c.text_hash FROM chunks c{_hint(db, "chunks_by_hash")}
+           WHERE c.workspace_id=? AND {among}
+             AND NOT EXISTS (SELECT 1 FROM vectors v{_hint(db, "vectors_keys")} WHERE v.workspace_id=c.workspace_id
                AND v.model_fp=? AND v.text_hash=c.text_hash)""",
-            (ws_id, json.dumps(hashes), fp),
+            (ws_id, arg, fp),
         )
     }
 
@@ -105,21 +135,39 @@ def workspace_exists(db: Snapshot, ws_id: int) -> bool:
 
 
 def write_vectors(db: Snapshot, ws_id: int, fp: str, rows: list[tuple[str, bytes, bytes]]) -> None:
-    """rows: (text hash, float32 bytes, sign-code bytes)."""
+    """rows: (text hash, float32 bytes, sign-code bytes). On PostgreSQL with pgvector, also the
+    vector column and the (workspace, model)'s HNSW index (store/pg/vectors.py)."""
+    if dialect(db) == POSTGRES and (schema := pg.extension(db)) is not None:
+        pg.write(db, schema, ws_id, fp, rows)
+        return
     db.executemany(
-        "INSERT OR REPLACE INTO vectors(workspace_id, model_fp, text_hash, f32, bits) VALUES (?,?,?,?,?)",
+        "INSERT INTO vectors(workspace_id, model_fp, text_hash, f32, bits) VALUES (?,?,?,?,?) "
+        "ON CONFLICT(workspace_id, model_fp, text_hash) DO UPDATE SET f32=excluded.f32, bits=excluded.bits",
         [(ws_id, fp, h, f32, bits) for h, f32, bits in rows],
     )
 
 
 def documents_with_texts(db: Snapshot, ws_id: int, hashes: list[str]) -> list[int]:
+    among, arg = in_ids(db, "text_hash", hashes)
     return [
         d
         for (d,) in db.execute(
-            "SELECT DISTINCT document_id FROM chunks WHERE workspace_id=? AND text_hash IN (SELECT value FROM json_each(?))",
-            (ws_id, json.dumps(hashes)),
+            f"SELECT DISTINCT document_id FROM chunks WHERE workspace_id=? AND {among}",
+            (ws_id, arg),
         )
     ]
+
+
+def _complete(db: Snapshot, scope: str) -> str:
+    """(chunk id, document id, f32, bits) of the chunks of documents whose every chunk has a vector;
+    parameters: fp, workspace, the scope's, workspace, fp."""
+    return f"""SELECT c.id, c.document_id, v.f32, v.bits FROM chunks c
+            JOIN vectors v ON v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash
+            WHERE c.workspace_id=?{scope} AND c.document_id NOT IN (
+              SELECT c2.document_id FROM chunks c2 WHERE c2.workspace_id=? AND NOT EXISTS (
+                SELECT 1 FROM vectors v2{_hint(db, "vectors_keys")} WHERE v2.workspace_id=c2.workspace_id AND v2.model_fp=?
+                AND v2.text_hash=c2.text_hash))
+            ORDER BY c.id"""
 
 
 def complete_vectors(
@@ -127,22 +175,35 @@ def complete_vectors(
 ) -> Iterator[tuple[int, int, bytes, bytes]]:
     """(chunk id, document id, f32, bits) of the documents whose every chunk has a
     vector for fp (all of them, or those of doc_ids), by chunk id."""
-    scope = ""
-    params: list[Any] = [fp, ws_id]
     if doc_ids is not None:
-        scope = " AND c.document_id IN (SELECT value FROM json_each(?))"
-        params.append(json.dumps(doc_ids))
-    params += [ws_id, fp]
-    return db.execute(
-        f"""SELECT c.id, c.document_id, v.f32, v.bits FROM chunks c
-            JOIN vectors v ON v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash
-            WHERE c.workspace_id=?{scope} AND c.document_id NOT IN (
-              SELECT c2.document_id FROM chunks c2 WHERE c2.workspace_id=? AND NOT EXISTS (
-                SELECT 1 FROM vectors v2 INDEXED BY vectors_keys WHERE v2.workspace_id=c2.workspace_id AND v2.model_fp=?
-                AND v2.text_hash=c2.text_hash))
-            ORDER BY c.id""",
-        params,
-    )
+        among, arg = in_ids(db, "c.document_id", doc_ids)
+        return iter(db.execute(_complete(db, f" AND {among}"), [fp, ws_id, arg, ws_id, fp]))
+    if dialect(db) != POSTGRES:
+        return iter(db.execute(_complete(db, ""), [fp, ws_id, ws_id, fp]))
+    return _pages(db, ws_id, fp)
+
+
+def _pages(db: Snapshot, ws_id: int, fp: str) -> Iterator[tuple[int, int, bytes, bytes]]:
+    """Every complete row, PAGE_ROWS at a time by chunk id: psycopg holds a statement's whole
+    result in memory (1.6 GB of rows at 1M chunks), where SQLite steps through its rows."""
+    after = -1
+    while True:
+        page = db.execute(
+            _complete(db, " AND c.id > ?") + " LIMIT ?", [fp, ws_id, after, ws_id, fp, PAGE_ROWS]
+        ).fetchall()
+        yield from (tuple(r) for r in page)
+        if len(page) < PAGE_ROWS:
+            return
+        after = page[-1][0]
+
+
+def chunk_vectors(db: Snapshot, ws_id: int, fp: str, chunk_ids: Iterable[int]) -> list[tuple[int, bytes, bytes]]:
+    """(chunk id, f32, bits) of these chunks, where their document has every vector for fp."""
+    among, arg = in_ids(db, "c.id", list(chunk_ids))
+    return [
+        (int(r[0]), bytes(r[2]), bytes(r[3]))
+        for r in db.execute(_complete(db, f" AND {among}"), [fp, ws_id, arg, ws_id, fp])
+    ]
 
 
 def document_vectors(db: Snapshot, ws_id: int, fp: str, doc_id: int) -> list[tuple[int, int, bytes]]:
@@ -154,3 +215,21 @@ def document_vectors(db: Snapshot, ws_id: int, fp: str, doc_id: int) -> list[tup
            WHERE c.workspace_id=? AND c.document_id=? ORDER BY c.id""",
         (fp, ws_id, doc_id),
     )
+
+
+def store_search(db: Snapshot, ws_id: int, fp: str) -> str | None:
+    """Whether the store searches this workspace's vectors of fp itself: the schema pgvector lives
+    in when it does (PostgreSQL with the extension and the HNSW index), None when they are searched
+    in memory (SQLite; or PostgreSQL without either)."""
+    if dialect(db) != POSTGRES:
+        return None
+    schema = pg.extension(db)
+    return schema if schema is not None and pg.has_index(db, ws_id, fp) else None
+
+
+def nearest(
+    db: Snapshot, schema: str, ws_id: int, fp: str, q: np.ndarray, k: int, allowed: list[int] | None
+) -> tuple[list[tuple[int, bytes, bytes]], int]:
+    """The store's nearest k texts to q, as their chunks' (id, f32, bits), and how many texts
+    the index answered (store/pg/vectors.py: nearest)."""
+    return pg.nearest(db, schema, ws_id, fp, q, k, allowed)

@@ -31,7 +31,7 @@ from ...store.filters import Filter
 from ...store.interface import Snapshot
 from ...store.workspaces import Workspace
 from ..fusion import CONVEX_WEIGHTS, LegHit
-from .vector_cache import VectorCache, WorkspaceVectors
+from .vector_cache import Searchable, VectorCache
 
 NO_MODEL_REASON = "no embedding model is configured for this workspace"
 SWITCHING_REASON = "a new embedding model is filling"
@@ -98,7 +98,7 @@ class Prepared:
 
     leg: SemanticLeg
     provider: QueryModel
-    vectors: WorkspaceVectors
+    vectors: Searchable  # in memory, or the store's own search (vector_cache.py: searchable)
     allowed: np.ndarray | None
     state: str  # ready | partial | switching
     tier: str = TIER_FULL
@@ -199,7 +199,7 @@ class SemanticLeg:
             fast = self.instant.get(provider, build=False)
             if fast is not None:
                 fp, provider, tier = fast.fingerprint, fast, TIER_INSTANT
-        vectors = self.cache.get(db, ws.id, fp, provider.dim, since)
+        vectors = self.cache.searchable(db, ws.id, fp, provider.dim, since)
         allowed = None
         if not filt.empty:
             allowed = np.array(stored_hits.filtered_chunk_ids(db, ws.id, filt), dtype=np.int64)

@@ -30,6 +30,9 @@ copy); once its delta outgrows twice the merge threshold, or when it has no
 base to borrow and more than ``private_rows`` chunks to load, the call raises
 NotShared and the daemon runs it, which merges or loads and shares anew.
 
+On a PostgreSQL store with pgvector, `searchable` answers the store's own search instead
+(store_side.py): nothing is loaded or held here, and a reader process holds no vectors.
+
 Runs on: any thread. One lock guards the table; loads and refreshes read on
 the connection the caller passes (the search's own snapshot).
 """
@@ -41,7 +44,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -50,9 +53,24 @@ from ...store import vectors as stored
 from ...store.interface import Snapshot
 from ...store.workspaces import chunk_count
 from . import vectors as vector_math
+from .store_side import StoreVectors
 from .vectors import VectorIndex
 
 MODELS_PER_WORKSPACE = 2
+MEMORY = "memory"  # how a search's semantic leg was answered (store_side.MODE otherwise)
+
+
+class Searchable(Protocol):
+    """What a search reads of a workspace's vectors: WorkspaceVectors (in memory) or StoreVectors."""
+
+    mode: str  # "memory" | "pgvector"
+
+    @property
+    def doc_chunks(self) -> Any: ...  # .get(document id) → its chunk ids, when all have vectors
+
+    def __len__(self) -> int: ...
+
+    def search(self, q: np.ndarray, top: int, allowed_ids: np.ndarray | None) -> list[tuple[int, float]]: ...
 
 
 class NotShared(Exception):
@@ -124,6 +142,7 @@ class WorkspaceVectors:
     alive: np.ndarray | None = None  # bool mask over base rows; None while nothing is dead
     shared: VectorIndex | None = None  # the daemon: the base it last shared (merges replace it)
     borrowed: bool = False  # a reader: the base is the daemon's shared one, never merged here
+    mode: str = MEMORY
 
     def __len__(self) -> int:
         return len(self.base) - len(self.dead) + len(self.delta)
@@ -344,6 +363,18 @@ class VectorCache:
                 release_free_heap()
         if self.sharing is not None:
             self.sharing.drop(ws_id, fp)
+
+    def searchable(self, db: Snapshot, ws_id: int, fp: str, dim: int, since: int | None = None) -> Searchable:
+        """What a search of the workspace's vectors for fp reads: the store's own search where it has
+        one (PostgreSQL with pgvector: a copy held here would only cost memory, and goes), else
+        get()'s vectors in memory."""
+        schema = stored.store_search(db, ws_id, fp)
+        if schema is None:
+            return self.get(db, ws_id, fp, dim, since)
+        with self._lock:
+            if self._by_key.pop((ws_id, fp), None) is not None:
+                release_free_heap()
+        return StoreVectors(db, ws_id, fp, dim, schema)
 
     def get(self, db: Snapshot, ws_id: int, fp: str, dim: int, since: int | None = None) -> WorkspaceVectors:
         """The workspace's vectors for model fp, brought up to date on `db`. ``since``: the

@@ -1,0 +1,181 @@
+"""Vectors searched by PostgreSQL itself: pgvector's HNSW (docs/dev/postgres.md, section 3).
+
+Where the `vector` extension exists (meta `vector_extension` names the schema it lives in), every
+vector row carries `v`, the same float32 values as its `f32` bytes, and each (workspace, model)
+whose vectors are written gets a partial expression index of its own:
+
+    CREATE INDEX vectors_hnsw_<ws>_<fp hash> ON vectors
+        USING hnsw ((v::public.vector(DIM)) public.vector_cosine_ops)
+        WHERE workspace_id = <ws> AND model_fp = '<fp>'
+
+`v` is untyped (a model's dimension is known at run time); the cast types it for the index. One
+index per workspace and model, not per model: HNSW filters after it walks the graph, so a model
+shared by several workspaces would hand one workspace's search the others' neighbours and leave
+it short. The index is made with the model's first vectors (so a model filling behind the active
+one is indexed row by row as it fills, and its activation costs nothing) and dropped with them.
+
+A search asks the index for the nearest `k` texts with `hnsw.ef_search` at least `k`, joins them to
+their chunks (of documents whose every chunk has a vector, as the in-memory index holds), and
+answers their float32 bytes: the caller rescores exactly (search/semantic/store_side.py), so every
+cosine is the one the SQLite store's in-memory index computes.
+
+Without the extension (or without the privilege to create the index) nothing here is used: the
+store's vectors are searched in memory, loaded from the `f32` rows (search/semantic/vector_cache.py).
+
+Runs on: the caller's thread, on the snapshot it passes (store.pg.snapshot.PgSnapshot).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ..interface import Snapshot
+
+log = logging.getLogger(__name__)
+
+ABSENT = "absent"
+# pgvector's ceiling for hnsw.ef_search: a search never asks the index for more texts than this
+EF_SEARCH_MAX = 1000
+# serialises index creation between daemons (one key of the single-bigint advisory lock space;
+# the migration and indexer locks use the two-int4 space)
+LOCK_INDEX = int.from_bytes(b"adochnsw", "big") & 0x7FFF_FFFF_FFFF_FFFF
+_NAME = re.compile(r"^vectors_hnsw_(\d+)_[0-9a-f]+$")
+
+
+def extension(db: Snapshot) -> str | None:
+    """The schema pgvector lives in, or None where the store was made without it."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'vector_extension'").fetchone()
+    return None if row is None or row[0] == ABSENT else str(row[0])
+
+
+def index_name(ws_id: int, fp: str) -> str:
+    """The HNSW index of one workspace's vectors of one model (a fingerprint may be any text)."""
+    return f"vectors_hnsw_{int(ws_id)}_{hashlib.sha1(fp.encode()).hexdigest()[:20]}"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def literal(vec: np.ndarray) -> str:
+    """pgvector's text form of a float32 vector; each value printed so that it parses back to the
+    very same float32 (Python's shortest repr of the float64 that holds it exactly)."""
+    return "[" + ",".join(repr(x) for x in np.asarray(vec, dtype=np.float32).tolist()) + "]"
+
+
+def write(db: Snapshot, schema: str, ws_id: int, fp: str, rows: Sequence[tuple[str, bytes, bytes]]) -> None:
+    """Insert or replace vector rows with their `v` (rows: text hash, float32 bytes, sign codes), and
+    make the workspace's index for this model if it has none yet."""
+    if not rows:
+        return
+    dim = len(rows[0][1]) // 4
+    db.executemany(
+        f"INSERT INTO vectors(workspace_id, model_fp, text_hash, f32, bits, v) "
+        f"VALUES (?,?,?,?,?,?::{_ident(schema)}.vector) ON CONFLICT(workspace_id, model_fp, text_hash) "
+        "DO UPDATE SET f32=excluded.f32, bits=excluded.bits, v=excluded.v",
+        [(ws_id, fp, h, f32, bits, literal(np.frombuffer(f32, dtype="<f4"))) for h, f32, bits in rows],
+    )
+    ensure_index(db, schema, ws_id, fp, dim)
+
+
+def has_index(db: Snapshot, ws_id: int, fp: str) -> bool:
+    row = db.execute("SELECT to_regclass(?) IS NOT NULL", (index_name(ws_id, fp),)).fetchone()
+    return bool(row and row[0])
+
+
+def ensure_index(db: Snapshot, schema: str, ws_id: int, fp: str, dim: int) -> bool:
+    """Make the HNSW index of (workspace, model) unless it exists; False when this role may not (it
+    does not own the table): that workspace's vectors are then searched in memory."""
+    if has_index(db, ws_id, fp):
+        return True
+    ext = _ident(schema)
+    try:
+        with db:  # a savepoint: a refusal must not end the writer's transaction
+            db.execute("SELECT pg_advisory_xact_lock(?)", (LOCK_INDEX,))
+            db.execute(
+                f"CREATE INDEX IF NOT EXISTS {_ident(index_name(ws_id, fp))} ON vectors "
+                f"USING hnsw ((v::{ext}.vector({int(dim)})) {ext}.vector_cosine_ops) "
+                f"WHERE workspace_id = {int(ws_id)} AND model_fp = {_string(fp)}"
+            )
+    except Exception as e:  # psycopg's InsufficientPrivilege, named loosely: this module imports no driver
+        if type(e).__name__ != "InsufficientPrivilege":
+            raise
+        log.warning("no HNSW index for workspace %s (%s): %s; its vectors are searched in memory", ws_id, fp[:12], e)
+        return False
+    return True
+
+
+def _indexes(db: Snapshot, ws_id: int) -> list[str]:
+    """The HNSW indexes of a workspace's vectors in this store's schema."""
+    names = [
+        str(n)
+        for (n,) in db.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'vectors'"
+        )
+    ]
+    return [n for n in names if (m := _NAME.match(n)) and int(m.group(1)) == ws_id]
+
+
+def drop_indexes(db: Snapshot, ws_id: int, *, only: str | None = None, keep: str | None = None) -> None:
+    """Drop a workspace's HNSW indexes: the one of model `only`, or every one but model `keep`'s."""
+    for name in _indexes(db, ws_id):
+        if (only is not None and name != index_name(ws_id, only)) or (
+            keep is not None and name == index_name(ws_id, keep)
+        ):
+            continue
+        db.execute(f"DROP INDEX IF EXISTS {_ident(name)}")
+
+
+def nearest(
+    db: Snapshot, schema: str, ws_id: int, fp: str, q: np.ndarray, k: int, allowed: Iterable[int] | None = None
+) -> tuple[list[tuple[int, bytes, bytes]], int]:
+    """The chunks holding the `k` texts nearest `q` by the index (of complete documents, and among
+    `allowed` chunk ids when given): ([(chunk id, f32, bits)], how many texts the index answered)."""
+    ext = _ident(schema)
+    dim = int(np.asarray(q).shape[0])
+    db.execute("SELECT set_config('hnsw.ef_search', ?, true)", (str(min(EF_SEARCH_MAX, max(40, k))),))
+    scope, args = "", []
+    if allowed is not None:
+        scope, args = " AND c.id = ANY(?)", [list(allowed)]
+    rows = db.execute(
+        f"""WITH near AS MATERIALIZED (
+              SELECT text_hash, f32, bits FROM vectors WHERE workspace_id = ? AND model_fp = ?
+              ORDER BY v::{ext}.vector({dim}) OPERATOR({ext}.<=>) ?::{ext}.vector({dim}) LIMIT ?)
+            SELECT c.id, near.f32, near.bits, (SELECT count(*) FROM near) FROM near
+            JOIN chunks c ON c.workspace_id = ? AND c.text_hash = near.text_hash
+            WHERE NOT EXISTS (SELECT 1 FROM chunks c2 WHERE c2.document_id = c.document_id AND NOT EXISTS (
+                SELECT 1 FROM vectors v2 WHERE v2.workspace_id = c2.workspace_id AND v2.model_fp = ?
+                AND v2.text_hash = c2.text_hash)){scope}""",
+        [ws_id, fp, literal(q), k, ws_id, fp, *args],
+    ).fetchall()
+    if not rows:
+        found = db.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM vectors WHERE workspace_id = ? AND model_fp = ? "
+            f"ORDER BY v::{ext}.vector({dim}) OPERATOR({ext}.<=>) ?::{ext}.vector({dim}) LIMIT ?) n",
+            (ws_id, fp, literal(q), k),
+        ).fetchone()
+        return [], int(found[0]) if found else 0
+    return [(int(r[0]), bytes(r[1]), bytes(r[2])) for r in rows], int(rows[0][3])
+
+
+def plan(db: Snapshot, schema: str, ws_id: int, fp: str, q: np.ndarray, k: int) -> list[str]:
+    """EXPLAIN of the index's part of `nearest` (what tests and `doctor` look at)."""
+    ext = _ident(schema)
+    dim = int(np.asarray(q).shape[0])
+    return [
+        str(r[0])
+        for r in db.execute(
+            f"EXPLAIN SELECT text_hash FROM vectors WHERE workspace_id = ? AND model_fp = ? "
+            f"ORDER BY v::{ext}.vector({dim}) OPERATOR({ext}.<=>) ?::{ext}.vector({dim}) LIMIT ?",
+            (ws_id, fp, literal(q), k),
+        )
+    ]
