@@ -29,14 +29,14 @@ from . import __version__, cliout, indexcli, sessioncli
 from .config import Settings
 from .config.logs import configure_logging
 from .connect import call
-from .errors import AutodocError, InternalError, InvalidParams
+from .errors import AutodocError, InternalError, InvalidParams, StoreReadOnly, StoreUnreachable
 from .refs import parse as parse_ref
 
 log = logging.getLogger("autodoc")
 
 # Exit codes (README, "Exit codes")
 EXIT_OK = 0
-EXIT_FAILED = 1  # --call answered with an error; the daemon could not start; an OS error
+EXIT_FAILED = 1  # --call answered with an error; the daemon could not start; an OS error; the store's database unreachable or read-only
 EXIT_USAGE = 2  # what was asked cannot be done as asked: bad arguments, unknown workspace or file
 EXIT_INTERNAL = 70  # a bug (EX_SOFTWARE)
 EXIT_INTERRUPTED = 130
@@ -249,6 +249,11 @@ def _failed(e: AutodocError) -> int:
         print(f"autodoc: internal error: {e.message} ({e.code}); see {where}, and please report it", file=sys.stderr)
         return EXIT_INTERNAL
     print(f"autodoc: {e.message} ({e.code})", file=sys.stderr)
+    if isinstance(e, StoreUnreachable):  # not the command's fault: the system's, as a refused socket is
+        print("autodoc: `autodoc doctor` checks the connection and says what to fix", file=sys.stderr)
+        return EXIT_FAILED
+    if isinstance(e, StoreReadOnly):
+        return EXIT_FAILED
     near = e.data.get("did_you_mean") if isinstance(e.data, dict) else None
     if isinstance(near, list) and near:
         print("autodoc: did you mean: " + ", ".join(str(x) for x in near), file=sys.stderr)
@@ -381,7 +386,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             if args.if_missing:
                 existing = (
                     {w["name"] for w in call(settings, "workspace.list", {})["workspaces"]}
-                    if settings.store.exists()
+                    if not isinstance(settings.store, Path) or settings.store.exists()
                     else set()
                 )
                 if args.name in existing:

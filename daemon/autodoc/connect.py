@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -197,22 +198,16 @@ def start_daemon(
     stops waiting when the daemon exits first."""
     from .rpc.transport import socket_answers
 
-    argv = [
-        sys.executable,
-        "-m",
-        "autodoc.cli",
-        "--store",
-        str(settings.store),
-        "--socket",
-        str(settings.socket),
-        "serve",
-        "--socket",
-    ]
-    log.info("starting a daemon: %s", " ".join(argv))
+    # a database's connection string goes in the environment, never in argv: a command line is
+    # anyone's to read (ps, /proc/PID/cmdline) and the string may hold a password
+    store = ["--store", str(settings.store)] if isinstance(settings.store, Path) else []
+    env = None if isinstance(settings.store, Path) else {**os.environ, "AUTODOC_STORE": settings.store}
+    argv = [sys.executable, "-m", "autodoc.cli", *store, "--socket", str(settings.socket), "serve", "--socket"]
+    log.info("starting a daemon on %s: %s", settings.store_shown, " ".join(argv))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as err:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env=env
         )
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
@@ -285,9 +280,9 @@ class Backend:
         except StoreLocked as e:  # a writer without a socket (a stdio daemon, `autodoc index`) holds it
             if not self.fall_back_to_reader:
                 raise
-            log.info("calls run in this process on %s, read only: %s", self.settings.store, e.message)
+            log.info("calls run in this process on %s, read only: %s", self.settings.store_shown, e.message)
             return Local(self.settings, writer=False)
-        log.info("calls run in this process on %s (no daemon serves it)", self.settings.store)
+        log.info("calls run in this process on %s (no daemon serves it)", self.settings.store_shown)
         for fn in self._listeners:
             local.on_changes(fn)
         if self.embed_all and local.writable:

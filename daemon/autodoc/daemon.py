@@ -3,6 +3,9 @@ the embed queue, in one task group.
 
 Input: Settings and which transports to serve. Output: a process exit status.
 
+- The store is a file or a PostgreSQL database (Settings.store); a database reached as
+  a role that may not write is served read-only: searches and reads, no watching,
+  embedding nor indexing (the indexer, e.g. CI, does those).
 - The Service takes the store's writer lease; if another daemon holds it, a
   stdio-only daemon becomes a bridge to that daemon's socket (rpc/bridge.py);
   otherwise, or when the holder has no socket, it exits 1 naming the holder
@@ -110,7 +113,7 @@ async def serve_daemon(
     except StoreLocked as exc:
         held = (exc.data or {}).get("holder") or {}
         if stdio and socket_path is None and held.get("socket"):  # another daemon serves this store: share it
-            return await bridge_stdio(Path(held["socket"]), held.get("pid"), stdio_fds, settings.store)
+            return await bridge_stdio(Path(held["socket"]), held.get("pid"), stdio_fds, settings.store_shown)
         print(f"autodoc: error: {exc.message}", file=sys.stderr)
         return EXIT_FAILED
     except AutodocError as exc:
@@ -138,7 +141,7 @@ async def serve_daemon(
             log.info(
                 "serving (pid %d, store %s%s%s)",
                 os.getpid(),
-                settings.store,
+                settings.store_shown,
                 f", socket {socket_path}" if socket_path else "",
                 ", stdio" if stdio else "",
             )
@@ -153,10 +156,13 @@ async def serve_daemon(
                     set_watching=partial(setattr, server, "watching"),
                 )
                 server.workspace_listeners.append(live.roots_changed)
-                if watch:
+                # a daemon that may not write (a PostgreSQL store reached as a reader role) serves
+                # searches and reads only: what it would watch, embed or build is the indexer's
+                if watch and service.writable:
                     aux.start_soon(live.run)
-                aux.start_soon(run_embed_queue, server)
-                aux.start_soon(build_postings, server)
+                if service.writable:
+                    aux.start_soon(run_embed_queue, server)
+                    aux.start_soon(build_postings, server)
                 aux.start_soon(pool.run)
                 await server.shutdown_requested.wait()
                 # Release the threads they wait in now, not at their next timeout:

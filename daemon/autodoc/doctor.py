@@ -42,6 +42,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _store(settings: Settings) -> Iterator[Check]:
+    if isinstance(settings.store, str):
+        yield from _database(settings.store)
+        return
     from .store.db import open_reader
     from .store.migrations import MIGRATIONS, schema_version
     from .store.workspaces import workspace_roots
@@ -99,18 +102,108 @@ def _store(settings: Settings) -> Iterator[Check]:
             yield Check(f"workspace {name}", True, f"root {root}")
 
 
+def _database(target: str) -> Iterator[Check]:
+    """A PostgreSQL store: whether it connects (and if not, why and what to fix), the server's
+    version, pgvector, the schema's version, and what this role may do. Read-only, as every check:
+    it never creates the schema nor the extension."""
+    from .config.pguri import redact
+
+    shown = redact(target)
+    try:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    except ImportError as e:
+        yield Check(
+            "store",
+            False,
+            f"{shown} is a PostgreSQL store, and psycopg does not import: {e}",
+            "pip install 'autodoc[postgres]'",
+        )
+        return
+    from .store.pg.reach import cause_of, fix_for
+    from .store.pg.roles import can_write
+    from .store.pg.schema import MIGRATIONS, SCHEMA, schema_version
+
+    try:
+        given = conninfo_to_dict(target)
+        # a doctor that hangs on a dead host helps nobody: 5 s unless the string says otherwise
+        conninfo = make_conninfo(target, **({} if "connect_timeout" in given else {"connect_timeout": 5}))
+        conn = psycopg.connect(conninfo, autocommit=True, application_name="autodoc doctor")
+    except Exception as e:  # the driver's every failure to connect: the cause and the fix, no traceback
+        cause = cause_of(target, e)
+        yield Check("store", False, f"cannot connect to {shown}: {cause}", fix_for(cause))
+        return
+    with conn:
+        version = conn.execute("SHOW server_version").fetchone()
+        role = conn.execute("SELECT current_user").fetchone()
+        yield Check(
+            "store",
+            True,
+            f"{shown}: connected, PostgreSQL {version[0] if version else '?'}, as role {role[0] if role else '?'}",
+        )
+        ext = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        offered = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+        if ext:
+            yield Check("pgvector", True, f"{ext[0]}: vectors are searched in the database (HNSW)")
+        elif offered:
+            yield Check(
+                "pgvector",
+                True,
+                "offered by the server, not yet created in this database: the first "
+                "migration creates it (a role allowed to: CREATE EXTENSION vector)",
+            )
+        else:
+            yield Check(
+                "pgvector",
+                True,
+                "absent: each daemon searches vectors itself, in memory "
+                "(install pgvector on the server to search them in the database)",
+            )
+        have, want = schema_version(conn, SCHEMA), len(MIGRATIONS)
+        if have == 0:
+            yield Check(
+                "schema",
+                True,
+                f"{SCHEMA} not created yet: the first indexer (a role that may create in this database) creates it",
+            )
+            return
+        if have > want:
+            yield Check(
+                "schema",
+                False,
+                f"{SCHEMA} is version {have}, newer than this AutoDoc understands ({want})",
+                "upgrade autodoc on this machine",
+            )
+            return
+        behind = f" (the next writer migrates it to {want})" if have < want else ""
+        yield Check("schema", True, f"{SCHEMA}, version {have}{behind}")
+        if can_write(conn, SCHEMA):
+            yield Check("role", True, f"{role[0] if role else '?'} may index (reads and writes the rows)")
+        else:
+            yield Check(
+                "role",
+                True,
+                f"{role[0] if role else '?'} reads only: searches and reads answer, "
+                "indexing is refused (an indexer role indexes: README, For a team)",
+            )
+        rows = conn.execute(f'SELECT name, root FROM "{SCHEMA}".workspaces ORDER BY name').fetchall()
+    if not rows:
+        yield Check("workspaces", True, "none yet (autodoc workspace add NAME FOLDER, by an indexer)")
+    for name, root in rows:
+        # a root is a folder on the indexer's machine: reading never opens it (documents come from the
+        # database), so its absence here is no fault
+        here = "present here" if Path(root).is_dir() else "not on this machine: documents are read from the database"
+        yield Check(f"workspace {name}", True, f"root {root} (the indexer's; {here})")
+
+
 def _daemon(settings: Settings) -> Iterator[Check]:
     from .store.lease import read_holder
 
+    lease = settings.lease
     try:
-        holder = read_holder(settings.store) if settings.store.exists() else None
+        holder = read_holder(settings.store) if lease.exists() else None
     except OSError as e:
-        yield Check(
-            "lease",
-            False,
-            f"cannot read {settings.store}.lease: {e}",
-            f"check the permissions of {settings.store.parent}",
-        )
+        yield Check("lease", False, f"cannot read {lease}: {e}", f"check the permissions of {lease.parent}")
         return
     if holder is None:
         yield Check("lease", True, "free (no daemon holds the store; commands run in-process)")

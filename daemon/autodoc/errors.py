@@ -106,6 +106,22 @@ class StoreTooNew(AutodocError):
     code, name = -32011, "store.schema_too_new"
 
 
+class StoreUnreachable(AutodocError):
+    """The store's database cannot be reached or refuses the connection (a PostgreSQL store:
+    down, a wrong host, port, database, user or password). The message names the store with
+    its password masked and says the cause; `data.store` is that masked name."""
+
+    code, name = -32012, "store.unreachable"
+
+
+class StoreReadOnly(AutodocError, RuntimeError):
+    """A write on a store this process may only read: a PostgreSQL store reached as a role that
+    cannot write (`data.role`). Searches and reads answer; indexing, adding a workspace and saving a
+    session do not. A RuntimeError too, as a store opened read-only has always refused writes."""
+
+    code, name = -32013, "store.read_only"
+
+
 class ShuttingDown(AutodocError):
     code, name = -32020, "server.shutting_down"
 
@@ -143,6 +159,8 @@ ALL_ERRORS: tuple[type[AutodocError], ...] = (
     CursorExpired,
     StoreLocked,
     StoreTooNew,
+    StoreUnreachable,
+    StoreReadOnly,
     ShuttingDown,
     Overloaded,
     Unsupported,

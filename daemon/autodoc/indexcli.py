@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from . import cliout
@@ -81,7 +80,7 @@ def run(settings: Settings, name: str | None, *, full: bool, wait: bool) -> int:
 def _hand_off(settings: Settings, names: list[str]) -> None:
     """Start a daemon for this store to embed what `names` lack, and say how to follow it; when
     none can start, embed here as before (the reason on stderr)."""
-    log_path = Path(str(settings.store) + ".daemon.log")
+    log_path = settings.daemon_log
     why = start_daemon(settings, log_path, wait_s=DAEMON_START_S)
     if why is not None:
         print(f"autodoc: no daemon to embed in the background ({why}); embedding here", file=sys.stderr)

@@ -51,12 +51,13 @@ from .search.rerank import rank_step
 from .search.semantic.leg import SemanticLeg
 from .search.semantic.vector_cache import VectorCache
 from .search.similar import SimilarOptions, similar
-from .store import Store, reads
 from .store import changes as changelog
 from .store import hits as stored_hits
+from .store import open_store, reads
 from .store import workspaces as wsrows
 from .store.facets import active_schema
 from .store.interface import Snapshot, StoreInterface
+from .store.lease import Lease
 from .store.links import LinkResolver
 from .store.workspaces import Workspace
 
@@ -75,7 +76,16 @@ class Service:
     def __init__(self, settings: Settings, *, writer: bool = True, holder: dict[str, Any] | None = None):
         self.settings = settings
         self.store_path = settings.store
-        self.store: StoreInterface = Store(settings.store, writer=writer, holder=holder)
+        # a database has no file beside it for the store to lease: a writer here takes the lease this
+        # machine's clients find its daemon by (config/settings.py lease_file); the database itself
+        # keeps its writers apart (store/pg/indexlock.py)
+        self._lease = Lease(settings.store, holder) if writer and isinstance(settings.store, str) else None
+        try:
+            self.store: StoreInterface = open_store(settings.store, writer=writer, holder=holder)
+        except BaseException:
+            if self._lease is not None:
+                self._lease.release()
+            raise
         self.closed = False
         self._listeners: list[ChangeListener] = []
         # (what, workspace) → (store generation, value): facts readers derive once per generation
@@ -118,6 +128,8 @@ class Service:
 
     def set_holder(self, holder: dict[str, Any]) -> None:
         self.store.set_holder(holder)
+        if self._lease is not None:
+            self._lease.update(holder)
 
     def add_change_listener(self, fn: ChangeListener) -> None:
         self._listeners.append(fn)
@@ -165,6 +177,8 @@ class Service:
             self.lexical_helper.close()
         self.rankers.close()
         self.store.close()
+        if self._lease is not None:
+            self._lease.release()
 
     def _ws(self, name: Any, field: str = "workspace") -> Workspace:
         with self.store.read() as db:
@@ -443,7 +457,7 @@ class Service:
             "name": "autodoc",
             "version": __version__,
             "protocol_version": PROTOCOL_VERSION,
-            "store": str(self.store_path),
+            "store": self.settings.store_shown,  # a connection string without its password
             "pid": os.getpid(),
             "writable": self.writable,
             "stages": {

@@ -1,6 +1,12 @@
 """Process-wide settings: where the store and the socket are, and every
 environment variable the daemon reads (AUTODOC_*), read here and nowhere else.
 
+The store is a file (a resolved Path) or a PostgreSQL database (the connection string as
+given, config/pguri.py): `Settings.store` is one or the other, and whatever shows it to a
+person shows `store_shown` (the password masked). A database has no file beside it for the
+lease that lets clients find its daemon: that lease lives in the runtime dir, named after
+the redacted connection string (`lease_file`).
+
 Built once at start (defaults < environment < command-line flags), frozen,
 and passed explicitly.
 
@@ -9,12 +15,14 @@ Runs on: the main thread, once at start.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .defaults import MAX_FRAME_BYTES
+from .pguri import is_postgres, redact
 
 log = logging.getLogger("autodoc")
 
@@ -36,6 +44,22 @@ def default_socket_path() -> Path:
     return Path("/tmp") / f"autodoc-{os.getuid()}" / "autodoc.sock"
 
 
+def runtime_dir() -> Path:
+    """The per-user folder of the default socket (the runtime dir, else /tmp/autodoc-UID)."""
+    return default_socket_path().parent
+
+
+def lease_file(store: Path | str) -> Path:
+    """Where the writer lease of `store` is (store/lease.py): beside a store file; for a database,
+    in the runtime dir under a name made from its redacted connection string, so that every
+    process of this user on this machine finds the one daemon serving it, and the file names no
+    password (nor anything made from one)."""
+    if isinstance(store, Path):
+        return Path(str(store) + ".lease")
+    digest = hashlib.sha256(redact(store).strip().encode()).hexdigest()[:16]
+    return runtime_dir() / f"pg-{digest}.lease"
+
+
 def default_instant_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "autodoc", "instant")
@@ -43,7 +67,9 @@ def default_instant_dir() -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    store: Path
+    # a store file, or a PostgreSQL connection string as given (it may hold a password: a message,
+    # log line or answer shows `store_shown`, never this)
+    store: Path | str
     socket: Path
     # where the instant tier keeps its distilled tables (embed/instant.py); None: the tier is off.
     # $AUTODOC_INSTANT_DIR names it ("off" turns the tier off); default the XDG cache dir.
@@ -58,11 +84,36 @@ class Settings:
         k = socket or os.environ.get("AUTODOC_SOCKET") or default_socket_path()
         i = os.environ.get("AUTODOC_INSTANT_DIR") or default_instant_dir()
         return cls(
-            store=Path(s).expanduser().resolve(),
+            store=str(s).strip() if is_postgres(str(s)) else Path(s).expanduser().resolve(),
             socket=Path(k).expanduser(),
             instant_dir=None if i == "off" else Path(i).expanduser(),
             store_from="--store" if store else "AUTODOC_STORE" if os.environ.get("AUTODOC_STORE") else "default",
         )
+
+    def __repr__(self) -> str:  # a traceback or a debug line must not print the password either
+        return f"Settings(store={self.store_shown!r}, socket={str(self.socket)!r}, store_from={self.store_from!r})"
+
+    @property
+    def postgres(self) -> bool:
+        """Whether the store is a PostgreSQL database rather than a file."""
+        return isinstance(self.store, str)
+
+    @property
+    def store_shown(self) -> str:
+        """The store as a message, log line or answer names it: a path, or the connection string
+        with its password masked."""
+        return redact(self.store) if isinstance(self.store, str) else str(self.store)
+
+    @property
+    def lease(self) -> Path:
+        """The writer lease's file, where clients find the daemon serving this store."""
+        return lease_file(self.store)
+
+    @property
+    def daemon_log(self) -> Path:
+        """Where a daemon started in the background (connect.start_daemon) writes its log: beside
+        the store file, or beside a database's lease."""
+        return Path(str(self.store) + ".daemon.log") if isinstance(self.store, Path) else self.lease.with_suffix(".log")
 
     def store_named(self) -> str:
         """The store and how it was chosen, as a message names it."""
@@ -70,7 +121,7 @@ class Settings:
             "--store": "given by --store",
             "AUTODOC_STORE": "from AUTODOC_STORE",
         }.get(self.store_from, "the default: neither --store nor AUTODOC_STORE was set")
-        return f"{self.store} ({how})"
+        return f"{self.store_shown} ({how})"
 
 
 @dataclass(frozen=True)

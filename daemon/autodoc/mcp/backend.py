@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 
 from ..config import Settings
+from ..config.pguri import redact
 from ..connect import Backend as Link
 from ..connect import read_holder, start_daemon
 from ..errors import ShuttingDown
@@ -56,7 +57,8 @@ def holder_named(held: dict[str, Any]) -> str:
     pid = held.get("pid")
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        cmd = " ".join(a.decode(errors="replace") for a in argv if a)
+        # a connection string typed after --store may hold a password: shown masked
+        cmd = " ".join(redact(a.decode(errors="replace")) for a in argv if a)
     except (OSError, ValueError):
         cmd = ""
     if "autodoc.cli" in cmd:  # `python -m autodoc.cli mcp …` reads as the command a person typed
@@ -82,7 +84,7 @@ def _spawn(settings: Settings) -> str | None:
     held = read_holder(settings.store)
     if held and not held.get("socket"):
         return f"the store is held by {holder_named(held)}, which serves no socket to share"
-    log_path = Path(str(settings.store) + ".daemon.log")
+    log_path = settings.daemon_log
     return start_daemon(settings, log_path, wait_s=SPAWN_WAIT_S, poll_s=0.1, until_answers=False, watch_exit=False)
 
 
@@ -123,7 +125,7 @@ class Backend:
             held = read_holder(self.settings.store)
             who = holder_named(held) if held else "another process"
             raise ToolError(
-                f"cannot write the store {self.settings.store}: {who} holds it without a socket to share it. "
+                f"cannot write the store {self.settings.store_shown}: {who} holds it without a socket to share it. "
                 "Stop that process or wait for it to finish; the next write then starts a daemon that every "
                 "agent shares (or start one yourself: `autodoc serve --socket`)",
                 holder=held or None,
@@ -150,7 +152,7 @@ class Backend:
         or, with no name, the only one there is, or with `many` every one."""
         names = await self.workspaces()
         if not names:
-            raise ToolError(no_workspace(self.settings), store=str(self.settings.store))
+            raise ToolError(no_workspace(self.settings), store=self.settings.store_shown)
         if name in (None, "", "*", "all", "ALL"):
             if many or len(names) == 1:
                 return names

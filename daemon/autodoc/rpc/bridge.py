@@ -52,8 +52,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-async def bridge_stdio(socket_path: Path, pid: int | None, stdio_fds: tuple[int, int], store: Path) -> int:
-    """Relay stdio to the daemon's socket until either side ends; the exit status."""
+async def bridge_stdio(socket_path: Path, pid: int | None, stdio_fds: tuple[int, int], store: str) -> int:
+    """Relay stdio to the daemon's socket until either side ends; the exit status. `store` is the
+    store as it may be shown (Settings.store_shown: a connection string without its password)."""
     remote = await _connect(socket_path, pid)
     if remote is None:
         print(

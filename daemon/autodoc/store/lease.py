@@ -1,4 +1,5 @@
-"""The writer lease: an exclusive flock on a file beside the store.
+"""The writer lease: an exclusive flock on a file beside the store (for a PostgreSQL
+database, a file in the runtime dir named after it: config/settings.py `lease_file`).
 
 A second writer fails at once, naming the holder (pid, socket) recorded in the
 lease file, instead of waiting on SQLite's busy timeout or racing the first.
@@ -16,13 +17,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..config.pguri import redact
+from ..config.settings import lease_file
 from ..errors import StoreLocked
 
 
 class Lease:
-    def __init__(self, store_path: Path, holder: dict[str, Any] | None = None):
-        self.path = Path(str(store_path) + ".lease")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, store_path: Path | str, holder: dict[str, Any] | None = None):
+        self.path = lease_file(store_path)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -35,7 +38,8 @@ class Lease:
             # only a holder with a socket can be talked to (a stdio server, an editor's LSP cannot)
             what = "talk to that daemon, or stop it first" if info.get("socket") else "stop it first, or wait for it"
             raise StoreLocked(
-                f"the store {store_path} is held by another AutoDoc writer ({who}); {what}", {"holder": info}
+                f"the store {redact(str(store_path))} is held by another AutoDoc writer ({who}); {what}",
+                {"holder": info},
             ) from None
         self._fd: int | None = fd
         self.update(holder or {})
@@ -65,9 +69,9 @@ def _read_holder(fd: int) -> dict[str, Any]:
         return {}
 
 
-def read_holder(store_path: Path) -> dict[str, Any] | None:
+def read_holder(store_path: Path | str) -> dict[str, Any] | None:
     """Who holds the lease now, or None when nobody does (used to find a daemon)."""
-    path = Path(str(store_path) + ".lease")
+    path = lease_file(store_path)
     if not path.exists():
         return None
     fd = os.open(path, os.O_RDONLY)

@@ -21,7 +21,10 @@ legs. In a second process the lexical leg runs beside the semantic one.
   (the kernel closes the pipe either way).
 - ``AUTODOC_READERS=0`` turns it off with the reader processes (readers/pool.py).
 
-    python -m autodoc.search.lexical.legproc FD STORE
+    python -m autodoc.search.lexical.legproc FD
+
+  (the store comes as the pipe's first message, never in argv: a PostgreSQL connection
+  string may hold a password, and a command line is anyone's to read)
 
 Runs on: the search's thread (one call at a time, under a lock; a busy helper
 is skipped, not waited for); the helper is a process of its own.
@@ -53,7 +56,7 @@ def enabled() -> bool:
 
 
 class LexicalHelper:
-    def __init__(self, store: Path):
+    def __init__(self, store: Path | str):
         self.store = store
         self._lock = threading.Lock()
         self._conn: Connection | None = None
@@ -127,7 +130,7 @@ class LexicalHelper:
             # no PR_SET_PDEATHSIG: it fires when the starting *thread* ends, and a search's
             # thread may be retired; the helper ends when its pipe closes instead
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "autodoc.search.lexical.legproc", str(theirs.fileno()), str(self.store)],
+                [sys.executable, "-m", "autodoc.search.lexical.legproc", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -140,6 +143,13 @@ class LexicalHelper:
             return
         finally:
             theirs.close()
+        try:
+            ours.send(self.store)  # buffered in the socket until the helper reads it
+        except OSError as exc:
+            log.warning("the lexical helper could not start (%s); lexical legs run here", exc)
+            self._gone = True
+            ours.close()
+            return
         self._conn = ours
 
     def close(self) -> None:
@@ -162,11 +172,15 @@ class LexicalHelper:
             self._proc = None
 
 
-def serve(conn: Connection, store_path: Path) -> int:
-    from ...store.store import Store
+def serve(conn: Connection) -> int:
+    from ...store import open_store
     from .leg import LexicalResult, run_lexical
 
-    store = Store(store_path, writer=False)
+    try:
+        target = conn.recv()
+    except (EOFError, OSError):
+        return 0
+    store = open_store(target, writer=False)
     conn.send("ready")
     while True:
         try:
@@ -194,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon's Ctrl-C is the daemon's to handle
-    return serve(Connection(int(argv[0])), Path(argv[1]))
+    return serve(Connection(int(argv[0])))
 
 
 if __name__ == "__main__":
