@@ -103,3 +103,47 @@ def test_a_sigkilled_holder_is_taken_over_within_10_s(migrated):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_indexer_locks_are_reentrant_within_a_daemon_and_refuse_another(migrated):
+    """What the index job holds (index/job.py): a nested run and a second thread of the same daemon
+    wait their turn on the process's own lock; another daemon (here another IndexerLocks, as another
+    process's would be) is refused naming the holder; release closes the dedicated connection."""
+    import threading
+
+    import psycopg
+
+    from autodoc.errors import StoreLocked
+    from autodoc.store.pg.indexlock import IndexerLocks
+
+    uri, schema, wid = migrated
+    opened: list[psycopg.Connection] = []
+
+    def connect() -> psycopg.Connection:
+        opened.append(psycopg.connect(uri, autocommit=True))
+        return opened[-1]
+
+    here = IndexerLocks(connect, schema, lambda: {"host": "ci", "pid": 1, "socket": "/run/a.sock"})
+    there = IndexerLocks(connect, schema, lambda: {"host": "laptop", "pid": 2})
+    order: list[str] = []
+    with here.hold(wid):
+        with here.hold(wid):  # a live index that turned into a whole run
+            order.append("nested")
+        with pytest.raises(StoreLocked, match=r"host ci, pid 1, socket /run/a.sock"):
+            with there.hold(wid):
+                pass
+        second = threading.Thread(target=lambda: _hold_once(here, wid, order))
+        second.start()
+        second.join(0.5)
+        assert second.is_alive()  # the daemon's second indexer of the workspace waits, not refused
+        order.append("first done")
+    second.join(10)
+    assert order == ["nested", "first done", "second"]
+    with there.hold(wid):  # everything released: the other daemon takes it
+        order.append("there")
+    assert all(c.closed for c in opened)
+
+
+def _hold_once(locks, wid, order):
+    with locks.hold(wid):
+        order.append("second")

@@ -11,6 +11,12 @@ stay). Links are resolved once per job, after its last batch: resolving after
 every batch re-read every document's names each time, quadratic in the
 workspace.
 
+On a PostgreSQL store shared by several daemons, a whole run holds the workspace's indexer lock
+(store/pg/indexlock.py): one indexer per workspace at a time, a second one refused naming the
+holder (StoreLocked, as the SQLite lease refuses a second writer). A run cut short (its daemon
+killed) leaves only whole documents behind, and the next run, by any daemon, writes just what is
+missing: files are compared by content with what the store holds.
+
 Runs on: the thread that calls it, holding the store's write lock only
 while a batch is written (the daemon's single writer slot).
 """
@@ -20,8 +26,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +123,16 @@ class _Batch:
     every_skip: bool = False  # skips is the whole workspace's list (a full scan): forget the others
 
 
+def _indexer_locks(store: StoreInterface) -> Any:
+    """The indexer locks of a PostgreSQL store, else None (no PgStore exists unless its module is
+    loaded: a SQLite daemon imports no psycopg, which may not even be installed)."""
+    if "autodoc.store.pg.store" not in sys.modules:
+        return None
+    from ..store.pg.indexlock import indexer_locks
+
+    return indexer_locks(store)
+
+
 class IndexJob:
     def __init__(
         self,
@@ -129,6 +147,7 @@ class IndexJob:
         self._token_counter = token_counter
         self._tokenizer_id = tokenizer_id  # an `embedding` config → what its token_counter counts with
         self._written = written  # (workspace, change-log entries, touched document ids), after each commit
+        self._locks = _indexer_locks(store)  # a shared PostgreSQL store's per-workspace indexer locks; None on SQLite
 
     def build_postings(self) -> bool:
         """One small slice of the postings index of a store that predates it (the daemon calls this
@@ -177,6 +196,10 @@ class IndexJob:
         """Scan the workspace and bring the store in line with the disk. `full`
         re-chunks every file even when its bytes are unchanged (after a chunking
         setting changed); unchanged chunks still keep their rows."""
+        with self._locks.hold(ws.id) if self._locks is not None else nullcontext():
+            return self._run(ws, full, progress)
+
+    def _run(self, ws: Workspace, full: bool, progress: Progress | None) -> IndexReport:
         started = time.monotonic()
         cfg = WorkspaceConfig.from_json(ws.config)
         root = Path(ws.root)

@@ -11,21 +11,38 @@ Postgres ends a session whose client is gone (its socket closes when the process
 SIGKILL; across a network, TCP keepalives notice), and the lock goes with it: another indexer takes
 over without anyone clearing a stale lease. The row a dead holder left is simply overwritten.
 
-Runs on: the index job's thread, on the dedicated autocommit connection it passes (not yet wired:
-nothing outside store/pg/ imports this module).
+`IndexerLocks` is what the index job (index/job.py: IndexJob.run) holds around a whole-workspace run:
+one dedicated connection per workspace being indexed, re-entrant within the daemon. The live index's
+few paths do not take it: each document is its own transaction, serialised across daemons by the
+generation row, and writing a file whose bytes are stored already is a no-op.
+
+Runs on: the index job's thread, on the dedicated autocommit connection it passes.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import socket
+import sys
+import threading
 import time
-from typing import Any
-
-import psycopg
-from psycopg import sql
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreLocked
 from .schema import LOCK_CLASS, SCHEMA
+
+if TYPE_CHECKING:  # a SQLite daemon (psycopg is an optional extra) imports this module without it
+    import psycopg
+
+log = logging.getLogger("autodoc.store.indexlock")
+
+# TCP keepalives (docs/dev/postgres.md, section 5): a holder cut off by the network is noticed in ~6 s,
+# so its lock is taken over within the issue's 10 s (a Unix socket ignores them)
+KEEPALIVES: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 3, "keepalives_interval": 1, "keepalives_count": 3}
 
 _HOLDER_SESSION = """
 SELECT a.pid, a.application_name, host(a.client_addr)
@@ -50,6 +67,8 @@ class IndexerLock:
 
     def try_acquire(self, holder: dict[str, Any]) -> bool:
         """Take the lock if nobody holds it, and say who holds it now; False when another does."""
+        from psycopg import sql
+
         got = self.conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self.workspace_id)).fetchone()
         if not (got and got[0]):
             return False
@@ -85,6 +104,8 @@ class IndexerLock:
     def holder(self) -> dict[str, Any]:
         """Who holds the lock: the holder's own row (`row`) and Postgres's view of its session
         (`session`: backend pid, application_name, client address); empty when nobody does."""
+        from psycopg import sql
+
         out: dict[str, Any] = {}
         session = self.conn.execute(_HOLDER_SESSION, (LOCK_CLASS, self.workspace_id)).fetchone()
         if session is None:
@@ -114,3 +135,78 @@ def describe(info: dict[str, Any]) -> str:
     if session.get("backend_pid") is not None:
         parts.append(f"backend pid {session['backend_pid']}")
     return ", ".join(parts) or "unknown holder"
+
+
+class IndexerLocks:
+    """The indexer locks one process holds on a PostgreSQL store (store/pg/store.py: PgStore), for the
+    index job (index/job.py). Re-entrant per workspace within the process: the job's own nested calls
+    (a live index that turns into a whole run) and a second thread of the same daemon wait on a
+    thread lock rather than being refused by their own session; another daemon is refused, naming
+    this one. Each held workspace has its own autocommit connection, closed when it is released."""
+
+    def __init__(self, connect: Callable[[], psycopg.Connection], schema: str, holder: Callable[[], dict[str, Any]]):
+        self._connect = connect
+        self.schema = schema
+        self._holder = holder
+        self._lock = threading.Lock()
+        self._held: dict[int, _Held] = {}
+
+    @contextmanager
+    def hold(self, workspace_id: int, *, wait: float = 0.0) -> Iterator[None]:
+        with self._lock:
+            held = self._held.setdefault(workspace_id, _Held())
+        with held.mutex:
+            if held.depth == 0:
+                conn = self._connect()
+                try:
+                    lock = IndexerLock(conn, workspace_id, schema=self.schema)
+                    lock.acquire(self._holder(), wait=wait)
+                except BaseException:
+                    conn.close()
+                    raise
+                held.lock = lock
+            held.depth += 1
+            try:
+                yield
+            finally:
+                held.depth -= 1
+                if held.depth == 0 and held.lock is not None:
+                    lock, held.lock = held.lock, None
+                    try:
+                        lock.release()
+                    except Exception:  # the connection is gone, and the lock with it
+                        log.debug("indexer lock release failed", exc_info=True)
+                    finally:
+                        lock.conn.close()
+
+
+class _Held:
+    def __init__(self) -> None:
+        self.mutex = threading.RLock()
+        self.depth = 0
+        self.lock: IndexerLock | None = None
+
+
+def indexer_locks(store: Any) -> IndexerLocks | None:
+    """The indexer locks of a PostgreSQL store; None for a SQLite store, whose lease already makes its
+    holder the one writer (and so the one indexer) of every workspace in it."""
+    mod = sys.modules.get("autodoc.store.pg.store")  # loaded whenever a PgStore exists: no import for SQLite
+    if mod is None or not isinstance(store, mod.PgStore):
+        return None
+    host = socket.gethostname()
+
+    def holder() -> dict[str, Any]:
+        return {**getattr(store, "_holder", {}), "host": host, "pid": os.getpid()}
+
+    return IndexerLocks(lambda: dedicated(store, "index"), store.schema, holder)
+
+
+def dedicated(store: Any, role: str) -> psycopg.Connection:
+    """A connection of its own to a PgStore's database, autocommit, named `autodoc <role> host:pid` in
+    pg_stat_activity, with the store's keepalives (a holder cut off is noticed in seconds)."""
+    import psycopg
+
+    target: str = store.target
+    keepalives = {k: v for k, v in KEEPALIVES.items() if k not in target.lower()}  # unless the target sets its own
+    name = f"autodoc {role} {socket.gethostname()}:{os.getpid()}"
+    return psycopg.connect(target, autocommit=True, application_name=name[:63], **keepalives)

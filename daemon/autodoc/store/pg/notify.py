@@ -25,6 +25,7 @@ Runs on: `notify` on the writing thread, in its transaction; `ChangeFeed` on its
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -168,3 +169,14 @@ class ChangeFeed:
 def _one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def follow(store: Any, deliver: Deliver) -> ChangeFeed | None:
+    """Start the change feed of a PostgreSQL store (store/pg/store.py: PgStore), from the log's head;
+    None for a SQLite store, where this process is the one writer and tells its own listeners."""
+    mod = sys.modules.get("autodoc.store.pg.store")  # loaded whenever a PgStore exists: no import for SQLite
+    if mod is None or not isinstance(store, mod.PgStore):
+        return None
+    from .indexlock import dedicated
+
+    return ChangeFeed(lambda: dedicated(store, "listen"), store.schema, deliver).start()
