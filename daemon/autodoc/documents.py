@@ -1,7 +1,9 @@
 """Workspace paths and document spans (pure, but for resolving symlinks).
 
 `safe_relpath` turns what a client sends into a workspace-relative path that
-cannot leave the root; `slice_span` cuts a stored document to the byte or
+cannot leave the root (`relpath`: on a PostgreSQL store by the path's text alone, as
+the root is a folder on the indexer's machine, never opened here: a read returns the
+stored text); `slice_span` cuts a stored document to the byte or
 line span a client asked for; `check_generation` refuses a read of a
 generation the index no longer keeps; `not_found` is the error for a path
 that is not an indexed document, with the documents it might have meant
@@ -13,8 +15,9 @@ Runs on: any thread.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import fuzzy
@@ -23,6 +26,7 @@ from .ingest.outline import build_outline
 from .ingest.tokens import wordpiece_tokens
 from .store import reads
 from .store.interface import Snapshot
+from .store.sql import dialect
 from .store.workspaces import Workspace
 from .suggest import CANDIDATES, SCAN_ALL, close_documents, pieces
 
@@ -56,6 +60,28 @@ def safe_relpath(root: str, path: str) -> str:
     return (
         lexical.relative_to(base).as_posix() if lexical.is_relative_to(base) else resolved.relative_to(base).as_posix()
     )
+
+
+def stored_relpath(root: str, path: str) -> str:
+    """safe_relpath by the text alone: for a workspace whose root is a folder on another machine
+    (a PostgreSQL store's, indexed elsewhere), where nothing on this machine may be resolved."""
+    if ".." in PurePosixPath(path).parts:
+        raise PathOutsideWorkspace(f"{path} leaves the workspace", {"path": path})
+    base = PurePosixPath(posixpath.normpath(root))
+    p = PurePosixPath(posixpath.normpath(path))
+    if p.is_absolute():
+        if not p.is_relative_to(base):
+            raise PathOutsideWorkspace(f"{path} is outside the workspace root {base}", {"path": path})
+        p = p.relative_to(base)
+    return p.as_posix()
+
+
+def relpath(db: Snapshot, ws: Workspace, path: str) -> str:
+    """The workspace-relative path a client's `path` names, checked to stay inside the root: resolved
+    on this machine for a store file, by its text for a database (whose roots are the indexer's)."""
+    if dialect(db) == "sqlite":
+        return safe_relpath(ws.root, path)
+    return stored_relpath(ws.root, path)
 
 
 SPAN_KEYS = ("byte_start", "byte_end", "line_start", "line_end")
@@ -119,7 +145,7 @@ def not_found(db: Snapshot, ws: Workspace, rel: str) -> DocumentNotFound:
 
 def content(db: Snapshot, ws: Workspace, path: str) -> tuple[str, reads.Content]:
     """The stored document at `path` (workspace-relative once checked), or DocumentNotFound."""
-    rel = safe_relpath(ws.root, path)
+    rel = relpath(db, ws, path)
     doc = reads.content(db, ws.id, rel)
     if doc is None:
         raise not_found(db, ws, rel)
@@ -128,7 +154,7 @@ def content(db: Snapshot, ws: Workspace, path: str) -> tuple[str, reads.Content]
 
 def document_id(db: Snapshot, ws: Workspace, path: str) -> tuple[int, str]:
     """(id, workspace-relative path) of the indexed document at `path`, or DocumentNotFound."""
-    rel = safe_relpath(ws.root, path)
+    rel = relpath(db, ws, path)
     doc_id = reads.document_id(db, ws.id, rel)
     if doc_id is None:
         raise not_found(db, ws, rel)

@@ -34,7 +34,6 @@ from . import PROTOCOL_VERSION, __version__
 from . import documents as docs
 from . import workspaces as wss
 from .config import Settings, WorkspaceConfig
-from .documents import safe_relpath
 from .embed.instant import InstantTiers
 from .embed.providers import Providers
 from .embed.queue import EmbedQueue
@@ -59,9 +58,12 @@ from .store.facets import active_schema
 from .store.interface import Snapshot, StoreInterface
 from .store.lease import Lease
 from .store.links import LinkResolver
+from .store.pg.notify import follow
 from .store.workspaces import Workspace
 
 log = logging.getLogger("autodoc.service")
+
+TOLD_KEEP = 10_000  # change cursors remembered as told: a change reaches listeners once, whoever reports it first
 
 ChangeListener = Callable[[str, list[dict[str, Any]]], None]
 
@@ -118,6 +120,10 @@ class Service:
         )
         self.sessions = SessionIndex(self.store, counter, self._written)
         self._pool = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="autodoc-leg")
+        self._told: dict[int, None] = {}  # cursors listeners were told of, oldest first
+        self._told_lock = threading.Lock()
+        # what every daemon sharing a PostgreSQL store commits (store/pg/notify.py); None on SQLite
+        self._feed = follow(self.store, self._changed_elsewhere)
         self.lexical_helper = LexicalHelper(settings.store) if legproc.enabled() else None  # search/lexical/legproc.py
 
     # -- plumbing ------------------------------------------------------------
@@ -143,11 +149,45 @@ class Service:
         if not changes:
             return
         self._vectors_changed(ws.id, documents)
+        self._tell(ws.name, changes)
+
+    def _tell(self, workspace: str, changes: list[dict]) -> None:
+        """Listeners hear of each change once: a shared store's feed also reports this daemon's own."""
+        with self._told_lock:
+            fresh = [c for c in changes if c["cursor"] not in self._told]
+            self._told.update((c["cursor"], None) for c in fresh)
+            while len(self._told) > TOLD_KEEP:
+                del self._told[next(iter(self._told))]
+        if not fresh:
+            return
         for fn in list(self._listeners):
             try:
-                fn(ws.name, changes)
+                fn(workspace, fresh)
             except Exception:  # a listener's failure must not undo a committed write
                 log.exception("change listener failed")
+
+    def _changed_elsewhere(self, changes: list[dict[str, Any]] | None) -> None:
+        """What the shared store's change feed read (its thread; store/pg/notify.py): changes another
+        daemon committed (and this one's, again) mark their documents in the caches, here and in the
+        readers, and reach the listeners. None: anything may have changed."""
+        if changes is not None:
+            with self._told_lock:  # this daemon's own, already handled when it wrote them
+                changes = [c for c in changes if c["cursor"] not in self._told]
+            if not changes:
+                return
+        with self.store.read() as db:
+            names = wsrows.workspace_names(db)
+            for name in names if changes is None else sorted({c["workspace"] for c in changes}):
+                if name not in names:
+                    continue  # removed since
+                ws = wsrows.get_workspace(db, name)
+                mine = [c for c in changes or () if c["workspace"] == name]
+                ids = [reads.document_id(db, ws.id, c["path"]) for c in mine]
+                known = sorted({i for i in ids if i is not None})
+                # a deleted document's id is gone with it: its vectors are found by reloading them all
+                self._vectors_changed(ws.id, None if changes is None or len(known) < len(ids) else known)
+                if mine:
+                    self._tell(name, mine)
 
     def _searching(self) -> bool:
         """A search is using a core now, here or in a reader: the embed queue yields to it."""
@@ -171,6 +211,8 @@ class Service:
         if self.closed:
             return
         self.closed = True
+        if self._feed is not None:
+            self._feed.stop()
         self.embed_queue.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
         if self.lexical_helper is not None:
@@ -409,7 +451,7 @@ class Service:
             ws = wss.find(db, name)
             rel = None
             if path is not None:
-                rel = safe_relpath(ws.root, path)
+                rel = docs.relpath(db, ws, path)
                 if rel != SCHEMA_RELPATH and reads.document_id(db, ws.id, rel) is None:
                     raise docs.not_found(db, ws, rel)
             return {"workspace": ws.name, "path": rel, "problems": wss.problems(db, ws, rel)}

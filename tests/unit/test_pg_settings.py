@@ -95,3 +95,18 @@ def test_a_percent_encoded_password_is_hidden_decoded_too():
 )
 def test_each_failure_to_connect_says_what_to_fix(cause, fix):
     assert fix in fix_for(cause)
+
+
+def test_a_database_workspace_path_is_checked_by_its_text_alone(tmp_path):
+    # the root is the indexer's folder: nothing here is resolved, not even a symlink of the same name
+    from autodoc.documents import stored_relpath
+    from autodoc.errors import PathOutsideWorkspace
+
+    (tmp_path / "link").symlink_to("/etc")
+    root = str(tmp_path)
+    assert stored_relpath(root, "adr/./0001.md") == "adr/0001.md"
+    assert stored_relpath(root, f"{root}/adr/0001.md") == "adr/0001.md"
+    assert stored_relpath(root, "link/passwd") == "link/passwd"  # a stored path, not this machine's /etc
+    for bad in ("../x.md", "adr/../../x.md", "/etc/passwd"):
+        with pytest.raises(PathOutsideWorkspace):
+            stored_relpath(root, bad)
