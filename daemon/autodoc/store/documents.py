@@ -20,8 +20,9 @@ from .facets import active_schema, write_facets
 from .interface import Snapshot
 from .lexical import ftstext, postings
 from .lexical.ftstext import fts_text
+from .pg.notify import notify
 from .sessions import NOT_SESSION, is_session_path
-from .sql import all_rows, scalar
+from .sql import all_rows, dialect, scalar
 from .workspaces import Workspace
 
 
@@ -42,6 +43,8 @@ def log_change(db: Snapshot, workspace: str, path: str, op: str, generation: int
         "INSERT INTO changes(workspace, path, op, generation, old_path, time) VALUES (?,?,?,?,?,?) RETURNING cursor",
         (workspace, path, op, generation, old_path, now),
     )
+    if dialect(db) == "postgres":
+        notify(db, cursor)  # every daemon sharing the store hears of it at commit (store/pg/notify.py)
     return entry(cursor, workspace, path, op, generation, old_path, now)
 
 
