@@ -155,3 +155,33 @@ def test_a_prefix_match_is_a_match(svc, ws):
         if re.search(r"\blea", "\n".join(texts[h["chunk_id"]].splitlines()[h["line_start"] - 1 : h["line_end"]]), re.I)
     }
     assert holding and holding <= {h["chunk_id"] for h in kept["hits"]}  # only hits found by meaning may go
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        # a product the corpus never names, the rest of the question on topic: answerable true
+        "Does the embedding queue run on Redis?",
+        "How does the daemon store the lease in Consul?",
+        # the fuzzy fallback searched 'Consul' as 'consume' (a word of two passages): the correction
+        # made the name look held, and the answer answerable
+        "Can Consul hold the writer lease?",
+    ],
+)
+def test_a_question_naming_what_the_corpus_never_names_is_not_answerable(svc, q):
+    a = _valid(svc.search("ready", q, {"answer": "compact"}))
+    assert a["hits"], q  # the closest passages are still shown
+    assert a["answerable"] is False, (q, a.get("corrections"))
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        "How does SQLite WAL mode handle the lease?",  # names the corpus holds, in the passages shown
+        "How do we recover a stale lease after the Daemn crashed?",  # a typo of a common word, corrected to it
+        RARE,
+    ],
+)
+def test_a_question_naming_what_the_passages_hold_stays_answerable(svc, q):
+    a = _valid(svc.search("ready", q, {"answer": "compact"}))
+    assert a["answerable"] is True, (q, a.get("corrections"))

@@ -18,11 +18,18 @@ The answer shows confidences that never rise down the list: the hits' own probab
 pooled where a later hit scores above an earlier one (pool-adjacent-violators), so a block's
 value is its hits' mean and the expected count of relevant hits is kept.
 
-`answerable` is true when a hit holds every informative word of the query and one of them is
-rare in the store (an exact match of rare words is never "nothing relevant", vectors or not),
-or else when a second logistic model, of the page (ANSWER_FEATURES), reaches THRESHOLD; it was
-fitted per query on the same sets plus the tune halves of the answer-span questions and of the
-unanswerable questions (bench/answer_spans/).
+`answerable` is false when the query asks about something by name (a word written as one: a
+capital inside it, all capitals, digits, or a capital initial away from a sentence's start) that
+no chunk holds, or that few chunks hold and none of the answer's passages (missing_names): "How
+do I rotate the MongoDB Atlas API keys?" against a manual without MongoDB. A name the fuzzy
+fallback corrected counts as held only when corrected to a common word the first passage holds
+(a typo), and a name corrected otherwise stays unknown to the hit model too. Otherwise it is true
+when a hit holds every informative word of the query and one of them is rare in the store (an
+exact match of rare words is never "nothing relevant", vectors or not), or else when a second
+logistic model, of the page (ANSWER_FEATURES), reaches THRESHOLD; it was fitted per query on the
+same sets plus the tune halves of the answer-span questions and of the unanswerable questions
+(bench/answer_spans/). The names rule took `answerable` precision on the tune questions from 0.61
+to 0.78 at the same recall (0.96; docs/benchmarks/answers.md).
 
 The floor (PROTOCOL.md, search.query): a hit is held back when its own match, its probability
 as if it were listed first, is under the floor (FLOOR unless the caller sets `min_confidence`),
@@ -86,6 +93,7 @@ class Signals:
     missed: bool = False  # the semantic leg ran over every vector and did not list the passage
     exact: bool = False  # holds every informative query word, one of them rare in the store
     lexical: bool = False  # found by the lexical leg (its words, or a fuzzy match of them)
+    missing: bool = False  # the query names something the answer's passages do not (missing_names)
 
 
 def query_stems(query: str, tokenize: Tokenize) -> list[str]:
@@ -128,6 +136,16 @@ def is_rare(chunks_holding: int, total: int) -> bool:
 
 
 @dataclass(frozen=True)
+class Name:
+    """A query word written as a name (name_words), with its stems as the search read them."""
+
+    word: str
+    stems: tuple[str, ...]
+    absent: bool  # no chunk holds the word as typed (a fuzzy correction to a common word is a typo: held)
+    corrected: bool = False  # the fuzzy fallback searched it as the stored word nearest it (`stems`)
+
+
+@dataclass(frozen=True)
 class QueryWords:
     """What the signals need of the query's words: their stems, weights and chunk counts."""
 
@@ -135,12 +153,65 @@ class QueryWords:
     weights: dict[str, float]
     counts: dict[str, int]
     total: int  # the store's chunks
+    # stems the fuzzy fallback searched for a typed word no chunk holds, the stem itself rare: a
+    # guess at an unknown word ('Consul' searched as 'consume'), not a typo's fix: unknown
+    guessed: frozenset[str] = frozenset()
+    names: tuple[Name, ...] = ()
 
     @property
     def unknown(self) -> float:
-        """Weighted share of the stems that no chunk holds."""
+        """Weighted share of the stems that no chunk holds (or that stand for a word none holds)."""
         all_w = sum(self.weights.values())
-        return sum(w for s, w in self.weights.items() if not self.counts.get(s)) / all_w if all_w else 0.0
+        gone = sum(w for s, w in self.weights.items() if not self.counts.get(s) or s in self.guessed)
+        return gone / all_w if all_w else 0.0
+
+
+_NAME_PART = re.compile(r"[^\W_]+", re.UNICODE)
+_SENTENCE_END = (".", "?", "!", ":", ";")
+
+
+def _written_as_name(word: str, *, initial: bool) -> bool:
+    """A capital inside (OpenAI, ClamAV), all capitals (COBOL), letters with digits (Decimal128),
+    or, with `initial`, a capital first letter (Evernote)."""
+    letters = [c for c in word if c.isalpha()]
+    if len(letters) < 2:  # 'I', 'R', the 's' of "Java's"
+        return False
+    if any(c.isdigit() for c in word) or any(c.isupper() for c in word[1:]):
+        return True
+    return initial and word[0].isupper()
+
+
+def name_words(query: str) -> list[str]:
+    """The query's informative words written as names: what a question asks about by name (a
+    product, a tool, a language), which a corpus that can answer it names too. A capital first
+    letter counts away from a sentence's start, and not in a query whose every word has one
+    (Title Case says nothing then)."""
+    parts: list[tuple[str, bool]] = []  # (word, at a sentence's start)
+    start = True
+    for token in _FACET.sub(" ", query).split():
+        for w in _NAME_PART.findall(token):
+            parts.append((w, start))
+            start = False
+        start = start or token.endswith(_SENTENCE_END)
+    words = [(w, st) for w, st in parts if w.lower() not in STOPWORDS and sum(c.isalpha() for c in w) >= 2]
+    title_case = all(w[0].isupper() for w, _ in words)
+    return list(dict.fromkeys(w for w, st in words if _written_as_name(w, initial=not st and not title_case)))
+
+
+def missing_names(q: QueryWords, held: set[str] | frozenset[str], first: set[str] | frozenset[str]) -> list[str]:
+    """The names of the query (name_words) that no chunk holds, or that few chunks hold (is_rare)
+    and none of the passages `held` (the page's stems): the corpus, or at least the answer, says
+    nothing about what the question asks about by name ("How do I rotate the MongoDB Atlas API
+    keys?" against a manual without MongoDB). A name the fuzzy fallback corrected to a common word
+    reads as a typo of it only when the first passage (`first`) holds that word ('Daemn' for
+    'daemon'; 'Consul' searched as 'consume' is not)."""
+    return [
+        n.word
+        for n in q.names
+        if n.absent
+        or any(s not in held and is_rare(q.counts.get(s, 0), q.total) for s in n.stems)
+        or (n.corrected and any(s not in first for s in n.stems))
+    ]
 
 
 def passage_signals(
@@ -272,6 +343,6 @@ def answerable(
     facet-only query's listing is answerable when it lists anything (every file matched the filter)."""
     if facet_hits:
         return True
-    if not signals:
+    if not signals or signals[0].missing:
         return False
     return any(s.exact for s in signals) or answer_probability(signals, probabilities, model) >= threshold

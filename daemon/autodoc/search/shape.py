@@ -39,6 +39,7 @@ def shape_answer(ctx: Context, plan: Plan, legs: Legs, ranked: Ranked, rows: dic
         rows,
         cosines_comparable=sem_performed and legs.semantic_tier != TIER_INSTANT,
         every_vector=legs.semantic_state == "ready",
+        corrections=legs.corrections,
     )
     raw = [A.probability(s) for s in sigs]
     found = A.answerable(sigs, raw)
