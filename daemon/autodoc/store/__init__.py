@@ -13,7 +13,7 @@ Runs on: any thread (importing; `Store` itself says how it is shared).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from .pg.uri import is_postgres
 
@@ -30,7 +30,7 @@ def open_store(target: str | Path, *, writer: bool = True, holder: dict[str, Any
     if isinstance(target, str) and is_postgres(target):
         from .pg.store import PgStore
 
-        return cast("StoreInterface", PgStore(target, writer=writer, holder=holder))
+        return PgStore(target, writer=writer, holder=holder)
     from .store import Store
 
     return Store(Path(target), writer=writer, holder=holder)

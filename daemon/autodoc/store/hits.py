@@ -13,11 +13,7 @@ from typing import NamedTuple
 from .filters import CHUNKLESS_ROWS, Filter
 from .interface import Snapshot
 from .sessions import chunk_events, is_session_path, origin
-from .sql import all_rows
-
-
-def _ids(ids) -> str:
-    return json.dumps(list(ids))
+from .sql import all_rows, in_ids
 
 
 class Candidate(NamedTuple):
@@ -37,10 +33,11 @@ def candidates(db: Snapshot, ids: list[int]) -> dict[int, Candidate]:
         str, list[str]
     ] = {}  # each distinct tags text parsed once (most are "[]"; a document's chunks share one)
     out: dict[int, Candidate] = {}
+    cond, arg = in_ids(db, "c.id", ids)
     for cid, did, path, tags, ordinal in db.execute(
-        """SELECT c.id, c.document_id, d.path, d.tags, c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id
-           WHERE c.id IN (SELECT value FROM json_each(?))""",
-        (_ids(ids),),
+        f"""SELECT c.id, c.document_id, d.path, d.tags, c.ordinal FROM chunks c JOIN documents d ON d.id = c.document_id
+           WHERE {cond}""",
+        (arg,),
     ):
         parsed = tags_of.get(tags)
         if parsed is None:
@@ -56,11 +53,12 @@ def hit_rows(db: Snapshot, ids: list[int]) -> dict[int, dict]:
         return {}
     out: dict[int, dict] = {}
     tags: dict[int, list[str]] = {}
+    cond, arg = in_ids(db, "c.id", ids)
     for r in db.execute(
-        """SELECT c.id, c.document_id, c.kind, c.breadcrumb, c.byte_start, c.byte_end, c.line_start,
+        f"""SELECT c.id, c.document_id, c.kind, c.breadcrumb, c.byte_start, c.byte_end, c.line_start,
            c.line_end, d.path, d.title, d.generation, d.tags, c.text
-           FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT value FROM json_each(?))""",
-        (_ids(ids),),
+           FROM chunks c JOIN documents d ON d.id = c.document_id WHERE {cond}""",
+        (arg,),
     ):
         t = tags.get(r[1])
         if t is None:
@@ -92,32 +90,29 @@ def document_paths(db: Snapshot, ids: list[int]) -> dict[int, str]:
     """document id → path."""
     if not ids:
         return {}
-    return dict(db.execute("SELECT id, path FROM documents WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),)))
+    cond, arg = in_ids(db, "id", ids)
+    return dict(db.execute(f"SELECT id, path FROM documents WHERE {cond}", (arg,)))
 
 
 def chunk_texts(db: Snapshot, ids: list[int]) -> dict[int, str]:
     if not ids:
         return {}
-    return dict(db.execute("SELECT id, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),)))
+    cond, arg = in_ids(db, "id", ids)
+    return dict(db.execute(f"SELECT id, text FROM chunks WHERE {cond}", (arg,)))
 
 
 def chunk_heads(db: Snapshot, ids: list[int]) -> dict[int, tuple[str, str]]:
     """chunk id → (breadcrumb, text): what tells a table of contents from a section (search/choice.py)."""
     if not ids:
         return {}
-    return {
-        r[0]: (r[1], r[2])
-        for r in db.execute(
-            "SELECT id, breadcrumb, text FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),)
-        )
-    }
+    cond, arg = in_ids(db, "id", ids)
+    return {r[0]: (r[1], r[2]) for r in db.execute(f"SELECT id, breadcrumb, text FROM chunks WHERE {cond}", (arg,))}
 
 
 def chunk_documents(db: Snapshot, ids: list[int]) -> dict[int, int]:
     """chunk id → document id."""
-    return dict(
-        db.execute("SELECT id, document_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),))
-    )
+    cond, arg = in_ids(db, "id", ids)
+    return dict(db.execute(f"SELECT id, document_id FROM chunks WHERE {cond}", (arg,)))
 
 
 def filtered_chunk_ids(db: Snapshot, workspace_id: int, filt: Filter) -> list[int]:
@@ -135,11 +130,12 @@ def inbound_links(db: Snapshot, workspace_id: int, path_to_doc: dict[str, int]) 
     if not path_to_doc:
         return {}
     out: dict[int, int] = {}
+    cond, arg = in_ids(db, "l.target_path", path_to_doc)
     for target, n in db.execute(
-        """SELECT l.target_path, COUNT(DISTINCT l.source_id) FROM links l JOIN documents s ON s.id = l.source_id
-           WHERE l.workspace_id=? AND l.kind IN ('wiki','markdown') AND l.target_path IN (SELECT value FROM json_each(?))
+        f"""SELECT l.target_path, COUNT(DISTINCT l.source_id) FROM links l JOIN documents s ON s.id = l.source_id
+           WHERE l.workspace_id=? AND l.kind IN ('wiki','markdown') AND {cond}
            AND s.path != l.target_path GROUP BY l.target_path""",
-        (workspace_id, _ids(path_to_doc)),
+        (workspace_id, arg),
     ):
         out[path_to_doc[target]] = n
     return out
@@ -168,14 +164,14 @@ def successors(db: Snapshot, workspace_id: int) -> tuple[dict[int, int], dict[in
 
 def link_edges(db: Snapshot, workspace_id: int, doc_ids: list[int]) -> list[tuple[int, int]]:
     """(source document, target document) of every resolved link touching one of doc_ids."""
-    ids = _ids(doc_ids)
+    source, arg = in_ids(db, "l.source_id", doc_ids)
+    target, _ = in_ids(db, "t.id", doc_ids)
     return all_rows(
         db,
-        """SELECT l.source_id, t.id FROM links l
+        f"""SELECT l.source_id, t.id FROM links l
            JOIN documents t ON t.workspace_id = l.workspace_id AND t.path = l.target_path
-           WHERE l.workspace_id = ? AND l.target_path IS NOT NULL
-             AND (l.source_id IN (SELECT value FROM json_each(?)) OR t.id IN (SELECT value FROM json_each(?)))""",
-        (workspace_id, ids, ids),
+           WHERE l.workspace_id = ? AND l.target_path IS NOT NULL AND ({source} OR {target})""",
+        (workspace_id, arg, arg),
     )
 
 
@@ -183,11 +179,12 @@ def first_chunks(db: Snapshot, workspace_id: int, doc_ids: list[int], filt: Filt
     """document id → its first chunk the filter admits."""
     where = f" AND {filt.sql}" if filt.sql else ""
     first: dict[int, int] = {}
+    cond, arg = in_ids(db, "c.document_id", doc_ids)
     for cid, doc in db.execute(
         f"""SELECT c.id, c.document_id FROM chunks c
-            WHERE c.workspace_id = ? AND c.document_id IN (SELECT value FROM json_each(?)){where}
+            WHERE c.workspace_id = ? AND {cond}{where}
             ORDER BY c.document_id, c.ordinal""",
-        (workspace_id, _ids(doc_ids), *filt.params),
+        (workspace_id, arg, *filt.params),
     ):
         first.setdefault(doc, cid)
     return first

@@ -43,6 +43,7 @@ from .documents import next_generation
 from .facets import active_schema
 from .interface import Snapshot
 from .sessions import NOT_SESSION
+from .sql import dialect, in_ids, row_key
 
 log = logging.getLogger("autodoc.links")
 
@@ -297,14 +298,16 @@ def _apply(db: Snapshot, resolve, rows) -> int:
         new = resolve(source, target)
         if new != current:
             updates.append((new, rowid))
-    db.executemany("UPDATE links SET target_path=? WHERE rowid=?", updates)
+    db.executemany(f"UPDATE links SET target_path=? WHERE {row_key(db)}=?", updates)
     return len(updates)
 
 
-_LINKS_SQL = (
-    "SELECT l.rowid, d.path, l.target, l.target_path FROM links l JOIN documents d ON d.id = l.source_id "
-    "WHERE l.workspace_id=?"
-)
+def _links_sql(db: Snapshot, ws: str = "?") -> str:
+    """Every link of a workspace (`ws`: its placeholder), as (row id, source path, target, resolved path)."""
+    return (
+        f"SELECT l.{row_key(db)}, d.path, l.target, l.target_path FROM links l JOIN documents d ON d.id = l.source_id "
+        f"WHERE l.workspace_id={ws}"
+    )
 
 
 class LinkResolver:
@@ -339,33 +342,43 @@ class LinkResolver:
         tables = self._cache.get(workspace_id)
         if tables is None or changed is None or len(changed) > self.INCREMENTAL_MAX:
             tables = self._cache[workspace_id] = _tables_for(db, workspace_id)
-            return _apply(db, tables.resolve, db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
+            return _apply(db, tables.resolve, db.execute(_links_sql(db), (workspace_id,)).fetchall())
         if not changed:  # rewritten links start unresolved; broken ones get another try
             return _apply(
-                db, tables.resolve, db.execute(_LINKS_SQL + " AND l.target_path IS NULL", (workspace_id,)).fetchall()
+                db,
+                tables.resolve,
+                db.execute(_links_sql(db) + " AND l.target_path IS NULL", (workspace_id,)).fetchall(),
             )
         # the longest word of each changed document's names, before and after (None: a name has none)
         named: list[set[str] | None] = [tables.words(p) for p in changed]
         for p in changed:
             tables.remove(p)
-        paths = json.dumps(sorted(changed))
-        for p, t, a, f in db.execute(
-            _NAMES_SQL + " AND path IN (SELECT value FROM json_each(?))", (workspace_id, paths)
-        ):
+        cond, paths = in_ids(db, "path", sorted(changed))
+        for p, t, a, f in db.execute(_NAMES_SQL + f" AND {cond}", (workspace_id, paths)):
             tables.add(p, t, json.loads(a), json.loads(f))
             named.append(tables.words(p))
         known = [ws for ws in named if ws is not None]
         if len(known) < len(named) or not all(w.isascii() for ws in known for w in ws):  # LIKE folds ASCII case only
-            return _apply(db, tables.resolve, db.execute(_LINKS_SQL, (workspace_id,)).fetchall())
+            return _apply(db, tables.resolve, db.execute(_links_sql(db), (workspace_id,)).fetchall())
         words: set[str] = set().union(*known)
         # A link can change its answer only if it is unresolved, points at a changed document, is
         # written in a changed (moved) document, or names one of the changed keys, whose longest
         # word its target then contains. A target with any non-ASCII character is always tried:
         # Python folds some (fullwidth digits, the Kelvin sign) to ASCII, LIKE does not.
+        patterns: Any = [f"%{w}%" for w in sorted(words)]
+        if dialect(db) == "postgres":
+            # the same test: a character outside printable ASCII, ILIKE (the words are ASCII; LIKE in
+            # SQLite folds ASCII case only, and a target with anything else is taken by the first test)
+            others = "l.target ~ '[^ -~]' OR l.target ILIKE ANY(:patterns)"
+            sets = "l.target_path = ANY(:paths) OR d.path = ANY(:paths)"
+        else:
+            others = (
+                "l.target GLOB '*[^ -~]*' OR EXISTS (SELECT 1 FROM json_each(:patterns) w WHERE l.target LIKE w.value)"
+            )
+            sets = "l.target_path IN (SELECT value FROM json_each(:paths)) OR d.path IN (SELECT value FROM json_each(:paths))"
+            patterns = json.dumps(patterns)
         rows = db.execute(
-            _LINKS_SQL + " AND (l.target_path IS NULL OR l.target_path IN (SELECT value FROM json_each(?2))"
-            " OR d.path IN (SELECT value FROM json_each(?2)) OR l.target GLOB '*[^ -~]*'"
-            " OR EXISTS (SELECT 1 FROM json_each(?3) w WHERE l.target LIKE w.value))",
-            (workspace_id, paths, json.dumps([f"%{w}%" for w in sorted(words)])),
+            _links_sql(db, ":ws") + f" AND (l.target_path IS NULL OR {sets} OR {others})",
+            {"ws": workspace_id, "paths": paths, "patterns": patterns},
         ).fetchall()
         return _apply(db, tables.resolve, rows)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .interface import Snapshot
-from .sql import scalar
+from .sql import dialect, no_limit, row_key, scalar
 
 
 @dataclass(frozen=True)
@@ -37,14 +37,21 @@ def document_names(
         return [
             (p, t, json.loads(a))
             for p, t, a in db.execute(
-                "SELECT path, title, aliases FROM documents WHERE workspace_id=? ORDER BY path LIMIT ?", (ws_id, limit)
+                "SELECT path, title, aliases FROM documents WHERE workspace_id=? ORDER BY path LIMIT ?",
+                (ws_id, no_limit(db, limit)),
             )
         ]
-    hits = " + ".join(["(instr(lower(path || ' ' || title || ' ' || aliases), ?) > 0)"] * len(pieces))
+    # SQLite's lower() folds ASCII letters only: Postgres's folds every script, so it is spelt out
+    names = "path || ' ' || title || ' ' || aliases"
+    if dialect(db) == "postgres":
+        lowered = f"strpos(translate({names}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), ?)"
+    else:
+        lowered = f"instr(lower({names}), ?)"
+    hits = " + ".join([f"(CASE WHEN {lowered} > 0 THEN 1 ELSE 0 END)"] * len(pieces))
     rows = db.execute(
         f"""SELECT path, title, aliases FROM (SELECT path, title, aliases, {hits} AS n FROM documents
-            WHERE workspace_id=?) WHERE n > 0 ORDER BY n DESC, path LIMIT ?""",
-        (*pieces, ws_id, limit),
+            WHERE workspace_id=?) AS named WHERE n > 0 ORDER BY n DESC, path LIMIT ?""",
+        (*pieces, ws_id, no_limit(db, limit)),
     )
     return [(p, t, json.loads(a)) for p, t, a in rows]
 
@@ -98,9 +105,9 @@ def links_of(db: Snapshot, doc_id: int) -> list[dict[str, Any]]:
     return [
         {"target": t, "kind": k, "line": ln, "label": lb, "anchor": an, "target_path": tp, "target_title": tt}
         for t, k, ln, lb, an, tp, tt in db.execute(
-            """SELECT l.target, l.kind, l.line, l.label, l.anchor, l.target_path, d.title FROM links l
+            f"""SELECT l.target, l.kind, l.line, l.label, l.anchor, l.target_path, d.title FROM links l
                LEFT JOIN documents d ON d.workspace_id = l.workspace_id AND d.path = l.target_path
-               WHERE l.source_id=? ORDER BY l.line, l.rowid""",
+               WHERE l.source_id=? ORDER BY l.line, l.{row_key(db)}""",
             (doc_id,),
         )
     ]
@@ -111,9 +118,9 @@ def backlinks_of(db: Snapshot, ws_id: int, path: str) -> list[dict[str, Any]]:
     return [
         {"source_path": sp, "source_title": st, "target": t, "kind": k, "line": ln, "label": lb, "anchor": an}
         for sp, st, t, k, ln, lb, an in db.execute(
-            """SELECT s.path, s.title, l.target, l.kind, l.line, l.label, l.anchor FROM links l
+            f"""SELECT s.path, s.title, l.target, l.kind, l.line, l.label, l.anchor FROM links l
                JOIN documents s ON s.id = l.source_id
-               WHERE l.workspace_id=? AND l.target_path=? ORDER BY s.path, l.line, l.rowid""",
+               WHERE l.workspace_id=? AND l.target_path=? ORDER BY s.path, l.line, l.{row_key(db)}""",
             (ws_id, path),
         )
     ]

@@ -36,6 +36,25 @@ def in_ids(db: Snapshot, column: str, ids: Iterable[Any]) -> tuple[str, Any]:
     return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(list(ids))
 
 
+def id_rows(db: Snapshot, ids: Iterable[Any]) -> tuple[str, Any]:
+    """A one-column table of `ids` (a subquery: `SELECT ... FROM (<sql>) AS x(value)` style use is not
+    needed, its column is `value`), and the value to bind to its one `?`."""
+    if dialect(db) == POSTGRES:
+        return "SELECT unnest(?) AS value", list(ids)
+    return "SELECT value FROM json_each(?)", json.dumps(list(ids))
+
+
+def row_key(db: Snapshot) -> str:
+    """The name of an ordinary table's own row id (`links`): SQLite's implicit rowid, Postgres's
+    explicit `id` column (store/pg/schema.py)."""
+    return "id" if dialect(db) == POSTGRES else "rowid"
+
+
+def no_limit(db: Snapshot, limit: int) -> int | None:
+    """A LIMIT argument: SQLite reads a negative one as none; Postgres refuses it and reads NULL so."""
+    return None if limit < 0 and dialect(db) == POSTGRES else limit
+
+
 def one(db: Snapshot, sql: str, args: Any = ()) -> tuple[Any, ...]:
     """The single row a query always answers."""
     row = db.execute(sql, args).fetchone()

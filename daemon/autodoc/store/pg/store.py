@@ -1,18 +1,243 @@
-"""The PostgreSQL store (docs/dev/postgres.md): StoreInterface over psycopg connections.
+"""The PostgreSQL store: StoreInterface (store/interface.py) over psycopg connections, the second
+backend beside the SQLite file (docs/dev/postgres.md, sections 1, 4, 5, 7).
 
-Not built yet: opening one refuses with a clear error naming the target without its password.
+- `read()`: this thread's own connection, one REPEATABLE READ, READ ONLY transaction (one snapshot,
+  as a SQLite read transaction is); a read inside a read joins it (a savepoint of the same snapshot).
+- `write()`: the one writer connection under this process's re-entrant lock, one transaction (a
+  savepoint when nested). Across daemons, writers are serialized by the `meta` row `generation`
+  (store/documents.py next_generation) that every indexing transaction updates (section 6).
+- `locked()`: the process's write lock and the writer connection, outside a transaction.
+- `writable`: False when opened with writer=False, or when the role may not write (store/pg/roles.py):
+  a reader role's daemon searches and reads, and indexing refuses with a clear error.
 
-Runs on: any thread.
+The schema (store/pg/schema.py) is migrated when a writer opens the store. Every connection's
+search_path is the store's schema (`autodoc`, or the first of the target's own `search_path`
+option), then `public` (where pgvector lives). `path` is the target with its password redacted:
+what every message shows; a psycopg failure to connect is re-raised as the product's own error
+naming that, never the password.
+
+Runs on: any thread. Each thread reads on a connection of its own (opened on first use, closed when
+the thread is gone); writes go through the single writer connection under one re-entrant lock.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from ...errors import Unsupported
-from .uri import redact
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from ...errors import StoreReadOnly, StoreTooNew, StoreUnreachable, WorkspaceNotFound
+from .roles import can_write
+from .schema import MIGRATIONS, SCHEMA, migrate, schema_version
+from .snapshot import PgSnapshot, prepare
+from .uri import MASK, redact
+
+# TCP keepalives both ways (section 5): a peer cut off by the network is noticed in ~6 s, so an
+# indexer's lock is released and taken over within the issue's 10 s. Unix sockets ignore them.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 3, "keepalives_interval": 1, "keepalives_count": 3}
+SERVER_KEEPALIVES = ("tcp_keepalives_idle = 3", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 3")
+CONNECT_TIMEOUT_S = 10
+
+_SEARCH_PATH = re.compile(r"-c\s*search_path\s*=\s*([^\s,]+)")
+
+
+def schema_of(options: str) -> str:
+    """The AutoDoc schema a target names through its `options` (`-csearch_path=team,public`: team),
+    else `autodoc`."""
+    m = _SEARCH_PATH.search(options or "")
+    return m.group(1).strip('"') if m else SCHEMA
 
 
 class PgStore:
-    def __init__(self, target: str, *, writer: bool = True, holder: dict[str, Any] | None = None):
-        raise Unsupported(f"{redact(target)}: the PostgreSQL store is not built yet (issue 34)")
+    """A store in a PostgreSQL database: the same rows as the SQLite file's, many daemons at once."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        writer: bool = True,
+        holder: dict[str, Any] | None = None,
+        schema: str | None = None,
+    ):
+        self.target = target
+        self.path = redact(target)
+        self._holder = dict(holder or {})
+        self._write_lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[tuple[threading.Thread, PgSnapshot]] = []
+        self._readers_lock = threading.Lock()
+        self._db: PgSnapshot | None = None
+        first = self._connect("write" if writer else "read")
+        try:
+            self.schema = schema or schema_of(first.conn.info.get_parameters().get("options", ""))
+            if writer:
+                migrate(first.conn, self.schema)
+            self._set_search_path(first)
+            self._check_schema(first)
+            if writer and can_write(first.conn, self.schema):
+                self._db = first
+            else:
+                first.close()
+        except BaseException:
+            first.close()
+            raise
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _connect(self, role: str) -> PgSnapshot:
+        """A new autocommit connection (transactions are explicit), named in pg_stat_activity."""
+        name = f"autodoc {role} {socket.gethostname()}:{os.getpid()}"
+        try:
+            conn = psycopg.connect(
+                self.target,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                application_name=name[:63],
+                **_keepalives(self.target),
+            )
+        except psycopg.Error as e:
+            raise StoreUnreachable(
+                f"cannot connect to the PostgreSQL store {self.path}: {_reason(e, self.target)}", {"store": self.path}
+            ) from None
+        prepare(conn)
+        for setting in SERVER_KEEPALIVES:
+            conn.execute(f"SET {setting}")
+        return PgSnapshot(conn)
+
+    def _set_search_path(self, snap: PgSnapshot) -> None:
+        snap.conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema)))
+
+    def _check_schema(self, snap: PgSnapshot) -> None:
+        version = schema_version(snap.conn, self.schema)
+        if version == 0:
+            raise WorkspaceNotFound(
+                f"no AutoDoc store in {self.path} (schema {self.schema}): index a workspace into it first"
+            )
+        if version > len(MIGRATIONS):
+            raise StoreTooNew(
+                f"the database's AutoDoc schema ({self.schema}) is version {version}, newer than this AutoDoc "
+                f"understands ({len(MIGRATIONS)}); upgrade AutoDoc on this machine"
+            )
+
+    def _open(self, role: str) -> PgSnapshot:
+        snap = self._connect(role)
+        try:
+            self._set_search_path(snap)
+        except BaseException:
+            snap.close()
+            raise
+        return snap
+
+    def reader(self) -> PgSnapshot:
+        """This thread's read connection: each transaction on it is REPEATABLE READ, READ ONLY."""
+        snap: PgSnapshot | None = getattr(self._local, "db", None)
+        if snap is not None and snap.conn.closed:
+            snap = None  # the server ended it (a restart): the next read connects again
+        if snap is None:
+            snap = self._open("read")
+            snap.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            snap.conn.read_only = True
+            self._local.db = snap
+            me = threading.current_thread()
+            with self._readers_lock:
+                alive = []
+                for t, other in self._readers:
+                    if t.is_alive() and t is not me:
+                        alive.append((t, other))
+                    else:
+                        _close_quietly(other)
+                alive.append((me, snap))
+                self._readers = alive
+        return snap
+
+    # -- StoreInterface ----------------------------------------------------------------------
+
+    @property
+    def writable(self) -> bool:
+        return self._db is not None
+
+    @contextmanager
+    def read(self) -> Iterator[PgSnapshot]:
+        """One read snapshot (nests: an inner read joins the outer one)."""
+        snap = self.reader()
+        with _translated(self), snap:
+            yield snap
+
+    def writer(self) -> PgSnapshot:
+        """The writer connection, for a caller that holds `locked()`."""
+        if self._db is None:
+            raise StoreReadOnly(f"the store {self.path} was opened read-only: it can be searched and read, not indexed")
+        return self._db
+
+    def check_writable(self) -> None:
+        self.writer()
+
+    @contextmanager
+    def locked(self) -> Iterator[PgSnapshot]:
+        """The write lock without a transaction: for work that spans several."""
+        db = self.writer()
+        with self._write_lock, _translated(self):
+            yield db
+
+    @contextmanager
+    def write(self) -> Iterator[PgSnapshot]:
+        """The write lock and one transaction (a savepoint when nested)."""
+        db = self.writer()
+        with self._write_lock, _translated(self), db:
+            yield db
+
+    def set_holder(self, holder: dict[str, Any]) -> None:
+        # who indexes is named by the indexer lock's row (store/pg/indexlock.py), not by a lease
+        self._holder.update(holder)
+
+    def close(self) -> None:
+        with self._readers_lock:
+            for _, snap in self._readers:
+                _close_quietly(snap)
+            self._readers.clear()
+        if self._db is not None:
+            with self._write_lock:
+                _close_quietly(self._db)
+                self._db = None
+
+
+def _keepalives(target: str) -> dict[str, Any]:
+    """The keepalive parameters, unless the target sets its own."""
+    lowered = target.lower()
+    return {k: v for k, v in KEEPALIVES.items() if k not in lowered}
+
+
+def _reason(e: psycopg.Error, target: str) -> str:
+    """psycopg's first line, with the password masked should libpq ever quote it."""
+    text = (str(e).strip() or type(e).__name__).splitlines()[0]
+    try:
+        password = conninfo_to_dict(target).get("password")
+    except psycopg.Error:
+        password = None
+    return text.replace(str(password), MASK) if password else text
+
+
+@contextmanager
+def _translated(store: PgStore) -> Iterator[None]:
+    """A lost connection (server restart, network) as the product's error naming the store."""
+    try:
+        yield
+    except psycopg.OperationalError as e:
+        raise StoreUnreachable(
+            f"the PostgreSQL store {store.path} went away: {_reason(e, store.target)}", {"store": store.path}
+        ) from e
+
+
+def _close_quietly(snap: PgSnapshot) -> None:
+    try:
+        snap.close()
+    except Exception:
+        pass
