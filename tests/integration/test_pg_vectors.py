@@ -246,3 +246,19 @@ def test_a_models_index_goes_with_its_vectors(pg_uri, stores):
     finally:
         conn.execute(f'DROP SCHEMA "{name}" CASCADE')
         conn.close()
+
+
+def test_workspace_status_says_who_searches_the_vectors(stores):
+    from autodoc.embed.status import vector_search
+    from autodoc.rpc import schemas
+
+    st = stores["svc"].workspace_status("adr")
+    assert st["embedding"]["search"] == "memory"  # SQLite: the daemon loads them
+    assert schemas.result_errors("workspace.status", st) == []
+    assert vector_search(stores["pgvector"], stores["ws"]) == "pgvector"
+    assert vector_search(stores["absent"], stores["ws"]) == "memory"
+    with pytest.raises(LookupError), stores["pgvector"] as db:  # rolled back by the raise
+        db.execute("DELETE FROM embed_state")
+        assert vector_search(db, stores["ws"]) is None  # no model has vectors yet
+        raise LookupError
+    assert vector_search(stores["pgvector"], stores["ws"]) == "pgvector"

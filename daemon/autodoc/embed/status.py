@@ -92,10 +92,21 @@ def embedding_status(
     load: bool = True,
 ) -> dict[str, Any]:
     """{available, state, model, embedded, pending, skipped, total, reason, model_state, rate, eta_seconds,
-    instant}."""
+    instant, search}."""
     out = _status(db, ws, cfg, providers, queue, load)
     out.setdefault("instant", None)
+    out["search"] = vector_search(db, ws.id)
     return out
+
+
+def vector_search(db: Snapshot, ws_id: int) -> str | None:
+    """Who searches the serving model's vectors: "pgvector" (a PostgreSQL store, by its HNSW index:
+    the daemon holds none of them), "memory" (the daemon, from a copy it loads); None before a model
+    has vectors."""
+    active = stored.active_model(db, ws_id)
+    if active is None:
+        return None
+    return "pgvector" if stored.store_search(db, ws_id, active.fingerprint) is not None else "memory"
 
 
 def _status(
