@@ -1,9 +1,11 @@
 """What the FTS index knows about itself and about a query's terms, read
 without walking the index: how many rows it holds (the averages record bm25
 reads, not a COUNT over a million chunks), a key that changes with every
-write to it, each term's document count (fts5vocab, cached per key), and
+write to it, each term's document count (fts5vocab, cached per key; on the
+PostgreSQL store, which has no FTS5, the postings' and bm25.py's), and
 whether a given chunk holds a term (the FTS5 tokenizer over the text the
 chunk was indexed with, instead of a pass over the term's whole doclist).
+The reading of text and of the index's state is fts5.py's.
 
 Each term is one FTS5 expression as search/lexical/fts.py writes them: a quoted
 string, its tokens a phrase, a trailing `*` making the last a prefix.
@@ -15,90 +17,31 @@ ever reads counts of its own state).
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import cast
-
-import apsw
 
 from ..interface import Snapshot
-from ..sql import scalar
-from .ftstext import fts_text, meta_text
+from ..sql import POSTGRES, dialect, scalar
+from . import bm25, postread
 
-# must name the tokenizer chunks_fts was created with (migrations.py; a test compares them)
-TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
+# FTS5's own reading of text and of its index (a leaf module the others share), under their old names here
+from .fts5 import TOKENIZER as TOKENIZER
+from .fts5 import Expr as Expr
+from .fts5 import IndexState as IndexState
+from .fts5 import Row as Row
+from .fts5 import _tokenizer as _tokenizer
+from .fts5 import chunk_total as chunk_total
+from .fts5 import index_state as index_state
+from .fts5 import indexed_rows as indexed_rows
+from .fts5 import parse_expr as parse_expr
+
 VOCAB_SQL = "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, 'chunks_fts', 'row')"
-_AVERAGES_ID, _STRUCTURE_ID = 1, 10  # fts5_index.c: FTS5_AVERAGES_ROWID, FTS5_STRUCTURE_ROWID
 _KEEP = 8  # index states whose counts stay cached (one per store a process has open, and a few behind)
 _TERMS = 50_000  # terms a state keeps counted: a daemon that never writes still asks for new words
 
 
-@dataclass(frozen=True)
-class IndexState:
-    key: tuple  # changes with every write to chunks_fts: the structure record changes with each
-    rows: int  # FTS5's own row count: the N of its bm25 IDF (one row per chunk)
-    tokens: int  # every column's tokens, all rows
-
-
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    """SQLite's varint (what FTS5's records use): 7 bits a byte, high bit first, a 9th byte whole."""
-    v = 0
-    for n in range(9):
-        b = buf[i]
-        i += 1
-        if n == 8:
-            return (v << 8) | b, i
-        v = (v << 7) | (b & 0x7F)
-        if b < 0x80:
-            return v, i
-    return v, i  # pragma: no cover (the loop returns)
-
-
-def index_state(db: Snapshot) -> IndexState:
-    blocks = dict(db.execute("SELECT id, block FROM chunks_fts_data WHERE id IN (?, ?)", (_AVERAGES_ID, _STRUCTURE_ID)))
-    avg = blocks.get(_AVERAGES_ID) or b""
-    rows, tokens, i = 0, 0, 0
-    if avg:
-        rows, i = _varint(avg, 0)
-        while i < len(avg):
-            n, i = _varint(avg, i)
-            tokens += n
-    return IndexState((_sqlite(db).filename, bytes(blocks.get(_STRUCTURE_ID) or b""), bytes(avg)), rows, tokens)
-
-
-def chunk_total(db: Snapshot) -> int:
-    """How many chunks the store holds (every workspace): FTS5 keeps the count, so it is one read."""
-    return index_state(db).rows
-
-
-@dataclass(frozen=True)
-class Expr:
-    tokens: tuple[str, ...]  # as the index holds them (stemmed)
-    prefix: bool  # the last token is a prefix
-
-
 _lock = threading.Lock()
 _docs: OrderedDict[tuple, dict[str, int]] = OrderedDict()
-
-
-def _sqlite(db: Snapshot) -> apsw.Connection:
-    return cast(apsw.Connection, db)  # FTS5 is SQLite's alone: these readers run on the SQLite store only
-
-
-def _tokenizer(db: Snapshot):
-    return _sqlite(db).fts5_tokenizer(*TOKENIZER)  # under a microsecond: made per call, never kept past its connection
-
-
-def parse_expr(db: Snapshot, expr: str) -> Expr:
-    """A term as FTS5 reads it: the quoted string's tokens, the last a prefix when a `*` follows."""
-    prefix = expr.endswith("*")
-    body = expr[:-1] if prefix else expr
-    inner = body[1:-1].replace('""', '"') if len(body) >= 2 and body[0] == body[-1] == '"' else body
-    flags = apsw.FTS5_TOKENIZE_QUERY | (apsw.FTS5_TOKENIZE_PREFIX if prefix else 0)
-    toks = _tokenizer(db)(inner.encode("utf-8"), flags, None, include_offsets=False, include_colocated=False)
-    return Expr(tuple(toks), prefix)
 
 
 def term_docs(db: Snapshot, exprs: list[str], state: IndexState | None = None) -> dict[str, int]:
@@ -112,7 +55,10 @@ def term_docs(db: Snapshot, exprs: list[str], state: IndexState | None = None) -
         if known:
             _docs.move_to_end(state.key)
     missing = [e for e in wanted if e not in got]
-    if missing:
+    if missing and dialect(db) == POSTGRES:
+        got.update(_pg_docs(db, missing, state))
+        _remember(state, {e: got[e] for e in missing})
+    elif missing:
         vocab = False
         for e in missing:
             p = parse_expr(db, e)
@@ -150,7 +96,10 @@ def token_docs(db: Snapshot, tokens: list[str], state: IndexState | None = None)
         known = _docs.get(state.key) or {}
         got = {t: known[k] for t, k in keys.items() if k in known}
     missing = [t for t in keys if t not in got]
-    if missing:
+    if missing and dialect(db) == POSTGRES:
+        got.update(_pg_token_docs(db, missing, state))
+        _remember(state, {keys[t]: got[t] for t in missing})
+    elif missing:
         db.execute(VOCAB_SQL)
         for t in missing:
             row = db.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (t,)).fetchone()
@@ -159,38 +108,17 @@ def token_docs(db: Snapshot, tokens: list[str], state: IndexState | None = None)
     return {t: got[t] for t in tokens}
 
 
-@dataclass(frozen=True)
-class Row:
-    columns: tuple[list[str], ...]  # the tokens of title, breadcrumb, meta, body
-    vocab: frozenset[str]  # every token of the row
+def _pg_token_docs(db: Snapshot, tokens: list[str], state: IndexState) -> dict[str, int]:
+    """What fts5vocab counts, from the postings (the PostgreSQL store has no FTS5)."""
+    return postread.live_counts(db, tokens, postread.cache_key(db, state.key))
 
 
-def indexed_rows(db: Snapshot, chunk_ids: list[int]) -> dict[int, Row]:
-    """chunk id → its FTS row's tokens, from the text it was indexed with (store/documents.py
-    writes the same four fields through fts_text; the tokenizer is FTS5's own)."""
-    if not chunk_ids:
-        return {}
-    tok = _tokenizer(db)
-    flags = apsw.FTS5_TOKENIZE_DOCUMENT
-    out: dict[int, Row] = {}
-    for cid, title, crumb, tags, aliases, path, text in db.execute(
-        "SELECT c.id, d.title, c.breadcrumb, d.tags, d.aliases, d.path, c.text FROM chunks c "
-        "JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(chunk_ids)),),
-    ):
-        meta = meta_text(json.loads(aliases), json.loads(tags), path)
-        cols = tuple(
-            tok(
-                (s if s.isascii() else fts_text(s)).encode("utf-8"),
-                flags,
-                None,
-                include_offsets=False,
-                include_colocated=False,
-            )
-            for s in (title, crumb, meta, text)
-        )
-        out[cid] = Row(cols, frozenset(cols[3]).union(cols[0], cols[1], cols[2]))
-    return out
+def _pg_docs(db: Snapshot, exprs: list[str], state: IndexState) -> dict[str, int]:
+    """term_docs without FTS5: a word from its postings, a phrase or a prefix from its rows (bm25.py)."""
+    parsed = {e: parse_expr(db, e) for e in exprs}
+    single = {e: p.tokens[0] for e, p in parsed.items() if len(p.tokens) == 1 and not p.prefix}
+    counts = _pg_token_docs(db, list(dict.fromkeys(single.values())), state) if single else {}
+    return {e: counts[single[e]] if e in single else bm25.docs(db, e, state) for e in exprs}
 
 
 def holds(row: Row, expr: Expr) -> bool:

@@ -16,14 +16,13 @@ Runs on: the caller's thread, on the read snapshot it passes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from ..filters import Filter
 from ..hits import candidates
 from ..interface import Snapshot
-from ..sql import all_rows, scalar
-from . import ftsterms
+from ..sql import POSTGRES, all_rows, dialect, in_ids, scalar
+from . import bm25, ftsterms
 
 BM25_WEIGHTS = (3.0, 2.0, 2.0, 1.0)
 # A lexical-only search weighs the columns alike: seed 001 rejects a global title > body weight,
@@ -51,14 +50,17 @@ def lexical_sql(filt: Filter, columns: tuple[float, ...] | None = None) -> str:
     )
 
 
-def _keep_sql(filt: Filter) -> str:
+def _keep_sql(db: Snapshot, filt: Filter) -> str:
     # one statement text whatever the window's size, so SQLite's statement cache serves it
     where = f" AND {filt.sql}" if filt.sql else ""
-    return f"SELECT c.id FROM chunks c WHERE c.id IN (SELECT value FROM json_each(?)) AND c.workspace_id = ?{where}"
+    return f"SELECT c.id FROM chunks c WHERE {in_ids(db, 'c.id', [])[0]} AND c.workspace_id = ?{where}"
 
 
 def ranked(db: Snapshot, match: str, limit: int, columns: tuple[float, ...] | None = None) -> list[tuple[int, float]]:
-    """FTS5's own ranking of a MATCH: (rowid, bm25) best first, ties by rowid, at most `limit`."""
+    """FTS5's own ranking of a MATCH: (rowid, bm25) best first, ties by rowid, at most `limit`
+    (on PostgreSQL, the same computed from the postings: store/lexical/bm25.py)."""
+    if dialect(db) == POSTGRES:
+        return bm25.ranked(db, match, limit, columns or BM25_WEIGHTS)
     return all_rows(db, ranked_sql(columns), (match, limit))
 
 
@@ -121,15 +123,22 @@ def _filtered(
     window = top
     for _ in range(WINDOW_STEPS + 1):
         ranked_rows = rank(match, window)
-        keep = {
-            r[0]
-            for r in db.execute(_keep_sql(filt), (json.dumps([r[0] for r in ranked_rows]), workspace_id, *filt.params))
-        }
-        rows = [(cid, s) for cid, s in ranked_rows if cid in keep][:top]
+        rows = _kept(db, ranked_rows, workspace_id, filt)[:top]
         if len(rows) >= top or len(ranked_rows) < window:  # enough, or FTS5 had no more matches
             return rows
         window *= WINDOW_FACTOR
+    if dialect(db) == POSTGRES:  # every match ranked already (bm25.py), and kept when it passes
+        return _kept(db, ranked(db, match, 1 << 62, columns), workspace_id, filt)[:top]
     return all_rows(db, lexical_sql(filt, columns), (match, workspace_id, *filt.params, top))
+
+
+def _kept(
+    db: Snapshot, ranked_rows: list[tuple[int, float]], workspace_id: int, filt: Filter
+) -> list[tuple[int, float]]:
+    """The ranked rows of this workspace that pass the filter, in their order."""
+    ids = in_ids(db, "c.id", [r[0] for r in ranked_rows])[1]
+    keep = {r[0] for r in db.execute(_keep_sql(db, filt), (ids, workspace_id, *filt.params))}
+    return [(cid, s) for cid, s in ranked_rows if cid in keep]
 
 
 def sole_workspace(db: Snapshot, workspace_id: int) -> bool:
@@ -143,7 +152,21 @@ MATCHING_SQL = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
 
 
 def matching_rowids(db: Snapshot, match: str) -> list[int]:
+    if dialect(db) == POSTGRES:
+        return bm25.matching(db, match)
     return [r[0] for r in db.execute(MATCHING_SQL, (match,))]
+
+
+def matching_chunks(db: Snapshot, match: str) -> tuple[str, object]:
+    """`SELECT c.document_id FROM … c WHERE <the chunks matching>` and the value its one `?` takes:
+    a caller appends its own `AND …` conditions on `c` (store/counts.py)."""
+    if dialect(db) == POSTGRES:
+        cond, ids = in_ids(db, "c.id", bm25.matching(db, match))
+        return f"SELECT c.document_id FROM chunks c WHERE {cond}", ids
+    return (
+        "SELECT c.document_id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH ?",
+        match,
+    )
 
 
 # How many chunks the store holds: FTS5's own count (store/lexical/ftsterms.py), one read instead of a

@@ -38,8 +38,8 @@ import apsw
 import numpy as np
 
 from ..interface import Snapshot
-from ..sql import all_rows, scalar
-from . import ftsterms, ftstext
+from ..sql import POSTGRES, all_rows, dialect, in_ids, scalar
+from . import fts5, ftstext
 from .ftstext import fts_text
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,8 @@ def create(db: Snapshot) -> None:
 
 
 def has_tables(db: Snapshot) -> bool:
+    if dialect(db) == POSTGRES:
+        return True  # made with its schema (store/pg/schema.py)
     return db.execute("SELECT 1 FROM sqlite_master WHERE name='postings_delta'").fetchone() is not None
 
 
@@ -114,19 +116,22 @@ def row_terms(tok, columns: tuple[list[str], ...]) -> dict[str, list[int]]:
 # -- the write hooks (store/documents.py, store/workspaces.py) ------------------------------------
 
 
-def added(db: Snapshot, chunk_id: int, texts: tuple[str, str, str, str]) -> None:
+def added(db: Snapshot, chunk_id: int, texts: tuple[str, str, str, str]) -> list[int] | None:
     """A chunk's FTS row was inserted with these four column strings: its records go to the delta,
-    unless the ids from the build's cursor on are the build's (an older store, or a large batch's tail)."""
+    unless the ids from the build's cursor on are the build's (an older store, or a large batch's tail).
+    Returns the columns' sizes in tokens when it wrote the records."""
     state = built(db)
     if state is None or (state != COMPLETE and chunk_id >= int(state)):
-        return
-    tok = ftsterms._tokenizer(db)
+        return None
+    tok = fts5._tokenizer(db)
     cols = tuple(_tokens(tok, s) for s in texts)
     d = sum(len(c) for c in cols)
     db.executemany(
-        "INSERT OR REPLACE INTO postings_delta(term, chunk, d, t0, t1, t2, t3) VALUES (?,?,?,?,?,?,?)",
+        "INSERT INTO postings_delta(term, chunk, d, t0, t1, t2, t3) VALUES (?,?,?,?,?,?,?) ON CONFLICT(term, chunk) "
+        "DO UPDATE SET d=excluded.d, t0=excluded.t0, t1=excluded.t1, t2=excluded.t2, t3=excluded.t3",
         [(t, chunk_id, d, *v) for t, v in row_terms(tok, cols).items()],
     )
+    return [len(c) for c in cols]
 
 
 def removed(db: Snapshot, chunk_ids: list[int]) -> None:
@@ -139,7 +144,7 @@ def removed(db: Snapshot, chunk_ids: list[int]) -> None:
     db.executemany("DELETE FROM postings_delta WHERE chunk=?", [(c,) for c in chunk_ids])
     if state != COMPLETE:
         chunk_ids = [c for c in chunk_ids if c < int(state)]
-    db.executemany("INSERT OR IGNORE INTO postings_dead(chunk) VALUES (?)", [(c,) for c in chunk_ids])
+    db.executemany("INSERT INTO postings_dead(chunk) VALUES (?) ON CONFLICT DO NOTHING", [(c,) for c in chunk_ids])
 
 
 def removed_workspace(db: Snapshot, workspace_id: int) -> None:
@@ -151,8 +156,9 @@ def open_tail(db: Snapshot) -> bool:
     """Before a large batch writes its chunks (in its transaction): the ids it is about to use are left
     to build_slice, which `close_tail` runs before the transaction ends, so readers never see the
     tail open. Building a batch's records in one sort costs a quarter of writing them row by row to
-    the delta and merging that later. False (nothing opened) unless the postings are complete."""
-    if built(db) != COMPLETE:
+    the delta and merging that later. False (nothing opened) unless the postings are complete, and on
+    PostgreSQL (its build has no FTS5 rows to read the sizes from: every chunk goes by the delta)."""
+    if dialect(db) == POSTGRES or built(db) != COMPLETE:
         return False
     # past every id with records: a chunk's (dead ones' too), so the ids a batch takes from SQLite
     # (one above the largest chunk id) below that keep to the delta and their dead records stay dead
@@ -199,7 +205,7 @@ def _write_seg(db: Snapshot, term: str, seg: int, rec: np.ndarray) -> None:
     db.execute(
         "INSERT INTO postings(term, seg, wide, data) VALUES (?,?,?,?) "
         "ON CONFLICT(term, seg) DO UPDATE SET wide=excluded.wide, data=excluded.data",
-        (term, seg, wide, data),
+        (term, seg, int(wide), data),  # (an integer column on both stores)
     )
 
 
@@ -215,19 +221,16 @@ def _fold(db: Snapshot, seg: int, terms: list[str], rec: np.ndarray, starts: np.
     )
     narrow = np.empty(len(rec), NARROW)
     narrow["id"], narrow["d"], narrow["tf"] = rec["id"], rec["d"], rec["tf"]  # wide terms' rows unused
+    cond, arg = in_ids(db, "term", terms)
     old = {
-        t: (w, d)
-        for t, w, d in db.execute(
-            "SELECT term, wide, data FROM postings WHERE seg=? AND term IN (SELECT value FROM json_each(?))",
-            (seg, json.dumps(terms)),
-        )
+        t: (w, d) for t, w, d in db.execute(f"SELECT term, wide, data FROM postings WHERE seg=? AND {cond}", (seg, arg))
     }
     fresh, rewritten = [], []
     for i, term in enumerate(terms):
         a, b, w = int(bounds[i]), int(bounds[i + 1]), bool(wide[i])
         row = old.get(term)
         if row is None:
-            fresh.append((term, seg, w, (rec if w else narrow)[a:b].tobytes()))
+            fresh.append((term, seg, int(w), (rec if w else narrow)[a:b].tobytes()))
             continue
         have = decode(*row)
         if (len(have) and int(have["id"][-1]) < int(rec["id"][a])) and (have.dtype == WIDE) >= w:
@@ -237,7 +240,7 @@ def _fold(db: Snapshot, seg: int, terms: list[str], rec: np.ndarray, starts: np.
         both = np.concatenate([_widen(have), rec[a:b]])
         both = both[np.argsort(both["id"], kind="stable")]
         w, data = _records(both["id"], both["d"], both["tf"])
-        rewritten.append((term, seg, w, data))
+        rewritten.append((term, seg, int(w), data))
     db.executemany(
         "INSERT INTO postings(term, seg, wide, data) VALUES (?,?,?,?) ON CONFLICT(term, seg) DO UPDATE "
         "SET wide=excluded.wide, data=excluded.data",
@@ -251,7 +254,7 @@ def _fold(db: Snapshot, seg: int, terms: list[str], rec: np.ndarray, starts: np.
 def _sizes(blob: bytes) -> list[int]:
     out, i = [], 0
     while i < len(blob):
-        v, i = ftsterms._varint(blob, i)
+        v, i = fts5._varint(blob, i)
         out.append(v)
     return out
 
@@ -276,7 +279,7 @@ def build_slice(db: Snapshot, size: int = BUILD_SLICE) -> bool:
         db.execute("UPDATE meta SET value=? WHERE key='postings_built'", (COMPLETE,))
         return True
     hi = min(lo + size, ((lo >> SEG_BITS) + 1) << SEG_BITS)  # a slice never spans two segments
-    tok = ftsterms._tokenizer(db)
+    tok = fts5._tokenizer(db)
     in_delta = {
         r[0] for r in db.execute("SELECT DISTINCT chunk FROM postings_delta WHERE chunk >= ? AND chunk < ?", (lo, hi))
     }

@@ -7,14 +7,13 @@ Runs on: the search's thread, on its snapshot.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 
 import numpy as np
 
 from ..interface import Snapshot
-from ..sql import all_rows, scalar
+from ..sql import all_rows, in_ids
 from .postings import NARROW, SEG_BITS, WIDE, _dead, _widen, decode
 
 _lock = threading.Lock()
@@ -46,19 +45,15 @@ def read_terms(db: Snapshot, terms: list[str], key: tuple) -> dict[str, np.ndarr
     A term's narrow segments are joined as bytes (one copy; concatenating structured arrays cost
     more than reading them at 1M chunks), the dead found by searchsorted and the delta inserted in
     place, never a sort of the whole list."""
-    wanted = json.dumps(list(dict.fromkeys(terms)))
+    cond, wanted = in_ids(db, "term", dict.fromkeys(terms))
     parts: dict[str, list[tuple[int, bytes]]] = {t: [] for t in terms}
     for term, wide, data in db.execute(
-        "SELECT term, wide, data FROM postings WHERE term IN (SELECT value FROM json_each(?)) ORDER BY term, seg",
-        (wanted,),
+        f"SELECT term, wide, data FROM postings WHERE {cond} ORDER BY term, seg", (wanted,)
     ):
         parts[term].append((wide, data))
     dead = dead_ids(db, key).astype(np.uint32)
     delta: dict[str, list[tuple]] = {}
-    for r in db.execute(
-        "SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE term IN (SELECT value FROM json_each(?))",
-        (wanted,),
-    ):
+    for r in db.execute(f"SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE {cond}", (wanted,)):
         delta.setdefault(r[0], []).append(r[1:])
     return {t: _live(segs, dead, delta.get(t)) for t, segs in parts.items()}
 
@@ -66,16 +61,12 @@ def read_terms(db: Snapshot, terms: list[str], key: tuple) -> dict[str, np.ndarr
 def read_at(db: Snapshot, term: str, ids: np.ndarray, key: tuple) -> np.ndarray:
     """A token's live records in the segments holding these ids only (a common word checked for a
     few rows reads a few of its segments, not its whole list)."""
-    segs = json.dumps(sorted({int(i) >> SEG_BITS for i in ids}))
-    rows = all_rows(
-        db,
-        "SELECT wide, data FROM postings WHERE term=? AND seg IN (SELECT value FROM json_each(?)) ORDER BY seg",
-        (term, segs),
-    )
+    segs = sorted({int(i) >> SEG_BITS for i in ids})
+    in_segs, arg = in_ids(db, "seg", segs)
+    rows = all_rows(db, f"SELECT wide, data FROM postings WHERE term=? AND {in_segs} ORDER BY seg", (term, arg))
+    in_segs, arg = in_ids(db, f"(chunk >> {SEG_BITS})", segs)
     delta = db.execute(
-        f"SELECT chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE term=? AND chunk >> {SEG_BITS} IN "
-        "(SELECT value FROM json_each(?))",
-        (term, segs),
+        f"SELECT chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE term=? AND {in_segs}", (term, arg)
     ).fetchall()
     return _live(rows, dead_ids(db, key).astype(np.uint32), delta or None)
 
@@ -83,11 +74,12 @@ def read_at(db: Snapshot, term: str, ids: np.ndarray, key: tuple) -> np.ndarray:
 def counts(db: Snapshot, terms: list[str]) -> dict[str, int]:
     """token → its records in the segments (the delta and dead aside: an order, not a statistic),
     from the blobs' lengths, which SQLite reads without their content."""
+    cond, arg = in_ids(db, "term", dict.fromkeys(terms))
     got = dict(
         db.execute(
-            "SELECT term, SUM(LENGTH(data) / CASE WHEN wide THEN ? ELSE ? END) FROM postings "
-            "WHERE term IN (SELECT value FROM json_each(?)) GROUP BY term",
-            (WIDE.itemsize, NARROW.itemsize, json.dumps(list(dict.fromkeys(terms)))),
+            "SELECT term, SUM(LENGTH(data) / CASE WHEN wide <> 0 THEN ? ELSE ? END) FROM postings "
+            f"WHERE {cond} GROUP BY term",
+            (WIDE.itemsize, NARROW.itemsize, arg),
         )
     )
     return {t: int(got.get(t) or 0) for t in terms}
@@ -97,15 +89,24 @@ def live_count(db: Snapshot, term: str, key: tuple) -> int:
     """How many live chunks hold a token (what FTS5 counts for its IDF) without reading its
     records: the segments' lengths, less its dead records (the dead ids' segments read), plus its
     delta rows (a deleted chunk's leave the delta with it)."""
-    n = counts(db, [term])[term]
+    return live_counts(db, [term], key)[term]
+
+
+def live_counts(db: Snapshot, terms: list[str], key: tuple) -> dict[str, int]:
+    """live_count of each token, in three reads whatever their number (fts5vocab's counts, on a
+    store that has no FTS5: store/lexical/ftsterms.py)."""
+    n = counts(db, terms)
+    cond, arg = in_ids(db, "term", dict.fromkeys(terms))
     dead = dead_ids(db, key).astype(np.uint32)
     if len(dead):
-        segs = json.dumps(sorted({int(i) >> SEG_BITS for i in dead}))
-        for wide, data in db.execute(
-            "SELECT wide, data FROM postings WHERE term=? AND seg IN (SELECT value FROM json_each(?))", (term, segs)
+        in_segs, segs = in_ids(db, "seg", sorted({int(i) >> SEG_BITS for i in dead}))
+        for term, wide, data in db.execute(
+            f"SELECT term, wide, data FROM postings WHERE {cond} AND {in_segs}", (arg, segs)
         ):
-            n -= int(np.isin(decode(wide, data)["id"], dead).sum())
-    return n + scalar(db, "SELECT COUNT(*) FROM postings_delta WHERE term=?", (term,))
+            n[term] -= int(np.isin(decode(wide, data)["id"], dead).sum())
+    for term, c in db.execute(f"SELECT term, COUNT(*) FROM postings_delta WHERE {cond} GROUP BY term", (arg,)):
+        n[term] += int(c)
+    return n
 
 
 def _live(segs: list[tuple[int, bytes]], dead: np.ndarray, delta: list[tuple] | None) -> np.ndarray:

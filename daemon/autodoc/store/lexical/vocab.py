@@ -13,6 +13,8 @@ Runs on: the search's thread, on its snapshot.
 from __future__ import annotations
 
 from ..interface import Snapshot
+from ..pg import lexical as pg_lexical
+from ..sql import POSTGRES, dialect
 from . import postings
 from .ftsterms import VOCAB_SQL
 
@@ -30,7 +32,10 @@ def near(db: Snapshot, token: str, slack: int) -> list[str]:
     reaches (a typo in the first two letters is found while that letter's range fits the bound).
     Without complete postings, fts5vocab's, over the first two letters only."""
     lo, hi = len(token) - slack, len(token) + slack
-    if postings.has_tables(db) and postings.complete(db):
+    if dialect(db) == POSTGRES:  # the same range, in term order as SQLite's index gives it (LIMIT keeps the same)
+        sql = pg_lexical.NEAR_SQL
+        prefixes = [token[:2], token[:1]] if len(token) > 1 else [token[:1]]
+    elif postings.has_tables(db) and postings.complete(db):
         sql = (
             "SELECT term FROM (SELECT DISTINCT term FROM postings WHERE term >= ?1 AND term < ?2 "
             "AND length(term) BETWEEN ?3 AND ?4 LIMIT ?5) UNION "

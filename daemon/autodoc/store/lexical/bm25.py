@@ -1,0 +1,282 @@
+"""FTS5's MATCH and its bm25() computed from the postings index, for the PostgreSQL store, which
+has no FTS5 (docs/dev/postgres.md, section 2): the rows a query matches, their scores and their
+order as FTS5 gives them on the SQLite store, to the bit.
+
+The queries are the ones search/lexical/fts.py and maxscore.py write: phrases (quoted strings, a
+trailing `*` making the last token a prefix) joined by AND, OR and NOT, with parentheses; NOT binds
+tightest, then AND, then OR, as in FTS5. Each phrase's rows and its instances per column:
+
+- one token: its live records (store/lexical/postread.py);
+- a prefix (`"wo"*`): every stored token in the range [wo, wp) (the terms compare bytewise on both
+  stores), their counts summed per row (each position holds one token, so this is FTS5's count of
+  the phrase's instances);
+- several tokens: the rows holding each of them (the necessary condition), then each candidate's
+  columns tokenized as they were indexed (fts5.indexed_rows: FTS5's tokenizer over the same
+  strings) and the phrase's occurrences counted by position, within a column, as FTS5 matches it.
+
+The score is fts5_aux.c's fts5Bm25Function as search/lexical/impact.py computes it, with N and the
+average length from the index's statistics (store/pg/lexical.py), every phrase's IDF from the rows
+holding it in the whole index, and the per-phrase terms added in phrase order (a phrase a row does
+not hold adds 0.0, which changes no bit). Rows rank by score, then id.
+
+Runs on: the search's thread, on its snapshot (the caches are keyed by the index's state).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..interface import Snapshot
+from . import fts5, postread
+
+K1, B = 1.2, 0.75  # fts5_aux.c
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A phrase's rows in the whole index: ids (sorted), the row's length, its instances per column."""
+
+    ids: np.ndarray  # int64
+    d: np.ndarray  # int64
+    tf: np.ndarray  # int64, (rows, 4)
+
+
+_EMPTY = Phrase(np.empty(0, np.int64), np.empty(0, np.int64), np.empty((0, 4), np.int64))
+
+# -- the query -----------------------------------------------------------------------------------
+
+_LEX = re.compile(r'\s*(?:(?P<q>"(?:[^"]|"")*"\*?)|(?P<op>AND|OR|NOT)(?![\w"])|(?P<p>[()]))')
+
+Node = tuple  # ("phrase", text) | ("and" | "or" | "not", left, right)
+
+
+def parse(match: str) -> Node:
+    """A MATCH expression as FTS5 reads the ones this product writes (ValueError for any other)."""
+    toks: list[tuple[str, str]] = []
+    i = 0
+    while i < len(match):
+        m = _LEX.match(match, i)
+        if m is None or m.end() == i:
+            if match[i:].strip():
+                raise ValueError(f"not a query this store evaluates: {match!r}")
+            break
+        kind = m.lastgroup or ""
+        toks.append((kind, m.group(kind)))
+        i = m.end()
+    pos = 0
+
+    def peek() -> tuple[str, str] | None:
+        return toks[pos] if pos < len(toks) else None
+
+    def take() -> tuple[str, str]:
+        nonlocal pos
+        pos += 1
+        return toks[pos - 1]
+
+    def primary() -> Node:
+        t = take() if peek() else ("", "")
+        if t == ("p", "("):
+            node = either()
+            if take() != ("p", ")"):
+                raise ValueError(f"unbalanced parentheses: {match!r}")
+            return node
+        if t[0] != "q":
+            raise ValueError(f"a phrase expected: {match!r}")
+        return ("phrase", t[1])
+
+    def binary(op: str, sub) -> Node:
+        node = sub()
+        while peek() == ("op", op):
+            take()
+            node = (op.lower(), node, sub())
+        return node
+
+    def negated() -> Node:
+        return binary("NOT", primary)
+
+    def both() -> Node:
+        return binary("AND", negated)
+
+    def either() -> Node:
+        return binary("OR", both)
+
+    node = either()
+    if pos != len(toks):
+        raise ValueError(f"not a query this store evaluates: {match!r}")
+    return node
+
+
+def phrases(node: Node) -> list[str]:
+    """The phrases in the order FTS5 numbers them (left to right)."""
+    if node[0] == "phrase":
+        return [node[1]]
+    return phrases(node[1]) + phrases(node[2])
+
+
+def _rows(node: Node, got: dict[str, Phrase]) -> np.ndarray:
+    if node[0] == "phrase":
+        return got[node[1]].ids
+    a, b = _rows(node[1], got), _rows(node[2], got)
+    if node[0] == "and":
+        return np.intersect1d(a, b, assume_unique=True)
+    if node[0] == "or":
+        return np.union1d(a, b)
+    return np.setdiff1d(a, b, assume_unique=True)
+
+
+# -- a phrase's rows -----------------------------------------------------------------------------
+
+
+def _of(rec: np.ndarray) -> Phrase:
+    return Phrase(rec["id"].astype(np.int64), rec["d"].astype(np.int64), rec["tf"].astype(np.int64))
+
+
+def _upper(prefix: str) -> str:
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+def _prefixed(db: Snapshot, prefix: str, key: tuple) -> Phrase:
+    """Every stored token beginning with `prefix`, as one phrase: each row's counts summed."""
+    terms = [
+        r[0]
+        for r in db.execute(
+            "SELECT DISTINCT term FROM postings WHERE term >= ? AND term < ? "
+            "UNION SELECT DISTINCT term FROM postings_delta WHERE term >= ? AND term < ?",
+            (prefix, _upper(prefix), prefix, _upper(prefix)),
+        )
+    ]
+    recs = [_of(r) for r in postread.read_terms(db, terms, key).values() if len(r)]
+    if not recs:
+        return _EMPTY
+    ids = np.concatenate([r.ids for r in recs])
+    order = np.argsort(ids, kind="stable")
+    ids, d, tf = ids[order], np.concatenate([r.d for r in recs])[order], np.concatenate([r.tf for r in recs])[order]
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    return Phrase(ids[starts], d[starts], np.add.reduceat(tf, starts, axis=0))
+
+
+def _token(db: Snapshot, token: str, prefix: bool, key: tuple) -> Phrase:
+    if prefix:
+        return _prefixed(db, token, key)
+    return _of(postread.read_terms(db, [token], key)[token])
+
+
+def _instances(col: list[str], want: tuple[str, ...], prefix: bool) -> int:
+    """How many positions of a column the phrase starts at (FTS5's instances of it there)."""
+    m, head, last, n = len(want), list(want[:-1]), want[-1], 0
+    for i in range(len(col) - m + 1):
+        if col[i] == head[0] and col[i : i + m - 1] == head:
+            tail = col[i + m - 1]
+            if tail.startswith(last) if prefix else tail == last:
+                n += 1
+    return n
+
+
+def phrase(db: Snapshot, expr: str, key: tuple) -> Phrase:
+    """The rows of the whole index holding one phrase (a quoted string, perhaps with `*`)."""
+    cache = (key, expr)
+    with _lock:
+        got = _phrases.get(cache)
+    if got is not None:
+        return got
+    p = fts5.parse_expr(db, expr)
+    if not p.tokens:
+        got = _EMPTY
+    elif len(p.tokens) == 1:
+        got = _token(db, p.tokens[0], p.prefix, key)
+    else:
+        parts = [_token(db, t, p.prefix and i == len(p.tokens) - 1, key) for i, t in enumerate(p.tokens)]
+        cand = parts[0].ids
+        for part in parts[1:]:
+            cand = np.intersect1d(cand, part.ids, assume_unique=True)
+        rows = fts5.indexed_rows(db, cand.tolist())
+        keep, tfs = [], []
+        for cid in cand.tolist():
+            row = rows.get(cid)
+            counts = [_instances(col, p.tokens, p.prefix) for col in row.columns] if row else [0, 0, 0, 0]
+            if any(counts):
+                keep.append(cid)
+                tfs.append(counts)
+        ids = np.array(keep, np.int64)
+        first = parts[0]
+        got = Phrase(ids, first.d[np.searchsorted(first.ids, ids)], np.array(tfs, np.int64).reshape(-1, 4))
+    with _lock:
+        _phrases[cache] = got
+        while len(_phrases) > _KEEP_PHRASES:
+            _phrases.popitem(last=False)
+    return got
+
+
+# -- matching and ranking -----------------------------------------------------------------------
+
+_lock = threading.Lock()
+_KEEP_PHRASES = 256
+_KEEP_RANKINGS = 32
+_phrases: OrderedDict[tuple, Phrase] = OrderedDict()
+_rankings: OrderedDict[tuple, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+
+
+def _key(db: Snapshot, state: fts5.IndexState | None = None) -> tuple[fts5.IndexState, tuple]:
+    state = state or fts5.index_state(db)
+    return state, postread.cache_key(db, state.key)
+
+
+def docs(db: Snapshot, expr: str, state: fts5.IndexState | None = None) -> int:
+    """How many rows of the whole index hold this phrase (FTS5's count of a MATCH of it)."""
+    return len(phrase(db, expr, _key(db, state)[1]).ids)
+
+
+def matching(db: Snapshot, match: str) -> list[int]:
+    """The ids of the rows the query matches, ascending (FTS5's rowids of the MATCH)."""
+    key = _key(db)[1]
+    node = parse(match)
+    return _rows(node, {p: phrase(db, p, key) for p in phrases(node)}).tolist()
+
+
+def ranking(db: Snapshot, match: str, weights: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Every row the query matches, best first, and its bm25 (negative: lower is better), ties by id."""
+    state, key = _key(db)
+    cache = (key, match, weights)
+    with _lock:
+        got = _rankings.get(cache)
+    if got is not None:
+        return got
+    node = parse(match)
+    order = phrases(node)
+    rows = {p: phrase(db, p, key) for p in order}
+    ids = _rows(node, rows)
+    s = np.zeros(len(ids))
+    if len(ids):
+        avgdl = float(state.tokens) / float(state.rows)
+        w = np.array([float(x) for x in weights])
+        for p in order:
+            r = rows[p]
+            n = len(r.ids)
+            idf = math.log((state.rows - n + 0.5) / (n + 0.5))
+            idf = 1e-6 if idf <= 0.0 else idf
+            if not n:
+                continue
+            pos = np.minimum(np.searchsorted(r.ids, ids), n - 1)
+            hit = r.ids[pos] == ids
+            f = r.tf[pos[hit]].astype(np.float64) @ w  # integer weights: exact in any order
+            d = r.d[pos[hit]].astype(np.float64)
+            s[hit] += idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / avgdl)))
+    best = np.lexsort((ids, -s))
+    got = (ids[best], -s[best])
+    with _lock:
+        _rankings[cache] = got
+        while len(_rankings) > _KEEP_RANKINGS:
+            _rankings.popitem(last=False)
+    return got
+
+
+def ranked(db: Snapshot, match: str, limit: int, weights: tuple[float, ...]) -> list[tuple[int, float]]:
+    """FTS5's `SELECT rowid, bm25(...) ... MATCH ? ORDER BY bm25, rowid LIMIT ?`: (id, bm25) best first."""
+    ids, scores = ranking(db, match, weights)
+    return list(zip(ids[:limit].tolist(), scores[:limit].tolist()))
