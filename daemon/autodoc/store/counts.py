@@ -20,6 +20,7 @@ import json
 
 from .filters import CHUNKLESS_ROWS, Filter
 from .interface import Snapshot
+from .lexical.matches import matching_chunks
 from .sql import all_rows
 
 
@@ -45,11 +46,9 @@ def facet_counts(
         parts.append(f"SELECT c.document_id FROM ({CHUNKLESS_ROWS}) c WHERE c.workspace_id = ?{where}")
         params += [workspace_id, workspace_id, *filt.params]
     elif match is not None:
-        parts.append(
-            "SELECT c.document_id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-            f"WHERE chunks_fts MATCH ? AND c.workspace_id = ?{where}"
-        )
-        params += [match, workspace_id, *filt.params]
+        matched, arg = matching_chunks(db, match)  # FTS5's MATCH, or the postings' (store/lexical/matches.py)
+        parts.append(f"{matched} AND c.workspace_id = ?{where}")
+        params += [arg, workspace_id, *filt.params]
     if extra_docs:
         parts.append("SELECT value FROM json_each(?)")
         params.append(json.dumps(sorted(extra_docs)))

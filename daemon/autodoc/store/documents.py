@@ -18,7 +18,8 @@ from ..ingest.types import Chunk, ParsedDocument
 from .changes import entry
 from .facets import active_schema, write_facets
 from .interface import Snapshot
-from .lexical import ftstext, postings
+from .lexical import ftstext
+from .lexical import writes as lexical_rows
 from .lexical.ftstext import fts_text
 from .pg.notify import notify
 from .sessions import NOT_SESSION, is_session_path
@@ -178,8 +179,7 @@ def _write_chunks(
                     (*new_place, cid),
                 )
             if refresh_fts:
-                db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
-                postings.removed(db, [cid])
+                lexical_rows.delete(db, [cid])
                 _insert_fts(db, cid, (title_fts, fts_text(c.breadcrumb), meta_text, fts_text(c.text)))
             continue
         cid = scalar(
@@ -205,17 +205,15 @@ def _write_chunks(
         )
         _insert_fts(db, cid, (title_fts, fts_text(c.breadcrumb), meta_text, fts_text(c.text)))
     stale = [r[0] for rows in old.values() for r in rows]
-    for cid in stale:
-        db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
-    postings.removed(db, stale)
+    lexical_rows.delete(db, stale)
     if stale:
         db.executemany("DELETE FROM chunks WHERE id=?", [(cid,) for cid in stale])
 
 
 def _insert_fts(db: Snapshot, cid: int, texts: tuple[str, str, str, str]) -> None:
-    """The chunk's FTS row and its postings (store/lexical/postings.py), in the same transaction."""
-    db.execute("INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)", (cid, *texts))
-    postings.added(db, cid, texts)
+    """The chunk's lexical row (FTS5 and postings, or postings alone: store/lexical/writes.py), in the same
+    transaction."""
+    lexical_rows.insert(db, cid, texts)
 
 
 def delete_document(db: Snapshot, ws: Workspace, path: str) -> dict | None:
@@ -224,9 +222,7 @@ def delete_document(db: Snapshot, ws: Workspace, path: str) -> dict | None:
         return None
     doc_id = row[0]
     gone = [r[0] for r in all_rows(db, "SELECT id FROM chunks WHERE document_id=?", (doc_id,))]
-    for cid in gone:
-        db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
-    postings.removed(db, gone)
+    lexical_rows.delete(db, gone)
     db.execute("DELETE FROM documents WHERE id=?", (doc_id,))  # chunks, facets, links cascade
     gen = next_generation(db)
     return log_change(db, ws.name, path, "delete", gen)
@@ -246,9 +242,7 @@ def rename_document(db: Snapshot, ws: Workspace, old: str, new: str) -> dict | N
             (ws.id, new),
         )
     ]
-    for cid in gone:
-        db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
-    postings.removed(db, gone)
+    lexical_rows.delete(db, gone)
     db.execute("DELETE FROM documents WHERE workspace_id=? AND path=?", (ws.id, new))
     gen = next_generation(db)
     db.execute("UPDATE documents SET path=?, generation=? WHERE id=?", (new, gen, row[0]))
@@ -261,9 +255,7 @@ def _refresh_fts(db: Snapshot, doc_id: int, path: str) -> None:
     ((title, tags, aliases),) = all_rows(db, "SELECT title, tags, aliases FROM documents WHERE id=?", (doc_id,))
     meta = ftstext.meta_text(json.loads(aliases), json.loads(tags), path)
     rows = all_rows(db, "SELECT id, breadcrumb, text FROM chunks WHERE document_id=? ORDER BY ordinal", (doc_id,))
-    for cid, _, _ in rows:
-        db.execute("DELETE FROM chunks_fts WHERE rowid=?", (cid,))
-    postings.removed(db, [cid for cid, _, _ in rows])
+    lexical_rows.delete(db, [cid for cid, _, _ in rows])
     for cid, crumb, text in rows:
         _insert_fts(db, cid, (fts_text(title), fts_text(crumb), meta, fts_text(text)))
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from .interface import Snapshot
 from .lexical import ftsterms
-from .lexical.matches import chunk_total
 
 
 @dataclass(frozen=True)
@@ -41,11 +40,7 @@ def word_weights(db: Snapshot, stems: list[str]) -> dict[str, float]:
     (every workspace: the weights only need to tell rare words from common ones)."""
     if not stems:
         return {}
-    # fts5vocab reads the FTS index itself; a temp table, so a read-only snapshot can have it
-    db.execute(ftsterms.VOCAB_SQL)
-    total = chunk_total(db)
-    out: dict[str, float] = {}
-    for s in dict.fromkeys(stems):
-        row = db.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (s,)).fetchone()
-        out[s] = math.log(1 + total / (1 + (row[0] if row else 0)))
-    return out
+    # fts5vocab's counts (the postings' on a store without FTS5), cached per index state
+    state = ftsterms.index_state(db)
+    docs = ftsterms.token_docs(db, list(dict.fromkeys(stems)), state)
+    return {s: math.log(1 + state.rows / (1 + docs[s])) for s in dict.fromkeys(stems)}

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import InvalidParams, WorkspaceExists, WorkspaceNotFound
 from .interface import Snapshot
-from .lexical import postings
+from .lexical import writes as lexical_rows
 from .sessions import NOT_SESSION
 from .sql import one, scalar
 
@@ -61,9 +61,7 @@ def add_workspace(db: Snapshot, name: str, root: str, config: dict[str, Any]) ->
 def remove_workspace(db: Snapshot, ws: Workspace) -> int:
     """Delete the workspace and everything in it; returns how many documents it had."""
     documents: int = scalar(db, "SELECT COUNT(*) FROM documents WHERE workspace_id=?", (ws.id,))
-    # chunks_fts is an external-content table: its rows go by hand, before the chunks they index
-    db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE workspace_id=?)", (ws.id,))
-    postings.removed_workspace(db, ws.id)
+    lexical_rows.delete_workspace(db, ws.id)  # before the chunks they index (FTS5's is an external-content table)
     db.execute("DELETE FROM chunks WHERE workspace_id=?", (ws.id,))
     db.execute("DELETE FROM workspaces WHERE id=?", (ws.id,))
     db.execute("DELETE FROM meta WHERE key=?", (_chunking_key(ws.id),))

@@ -189,6 +189,14 @@ def _m001_initial(conn: psycopg.Connection) -> None:
         );
         CREATE INDEX postings_delta_by_chunk ON postings_delta(chunk);
         CREATE TABLE postings_dead(chunk bigint PRIMARY KEY);
+        -- what FTS5 keeps beside its doclists on SQLite: each chunk's tokens per column and the
+        -- totals (bm25's N and average length); (born, version) names the index's state (store/pg/lexical.py)
+        CREATE TABLE lexical_sizes(chunk bigint PRIMARY KEY, t0 integer NOT NULL, t1 integer NOT NULL,
+                                   t2 integer NOT NULL, t3 integer NOT NULL);
+        CREATE TABLE lexical_stats(id integer PRIMARY KEY CHECK (id = 1), chunks bigint NOT NULL,
+                                   t0 bigint NOT NULL, t1 bigint NOT NULL, t2 bigint NOT NULL, t3 bigint NOT NULL,
+                                   version bigint NOT NULL, born text NOT NULL);
+        INSERT INTO lexical_stats VALUES (1, 0, 0, 0, 0, 0, 0, md5(random()::text || clock_timestamp()::text));
         CREATE TABLE indexer(
             workspace_id bigint PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
             holder text NOT NULL,
