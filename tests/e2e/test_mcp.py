@@ -132,9 +132,9 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         assert not err and {_path(h).split("/")[0] for h in ans["hits"]} == {"runbooks"}
         assert any("limit 999 is outside 1..50" in n for n in ans["notes"])
         ans, _, err = await _tool(c, "search", {"query": "chocolate cake recipe with strawberries"})
-        # only weak hits, if any: the floors (the server's and MCP's min_confidence) hold the rest back
+        # only weak hits, if any: the relevance floor holds the rest back, and says how many
         assert not err and ans["answerable"] is False and all(h["confidence"] < 0.2 for h in ans["hits"])
-        assert any("weak hits left out" in n for n in ans["notes"])
+        assert ans["held_back"] and any(f"{ans['held_back']} held back" in n for n in ans["notes"])
         ans, _, err = await _tool(
             c, "search", {"query": "chocolate cake recipe with strawberries", "min_confidence": 0, "limit": "3"}
         )
@@ -784,3 +784,34 @@ async def test_tools_declare_their_answers_and_workspaces_say_what_they_hold(two
             ans, _, err = await _tool(c, name, args)
             assert not err
             jsonschema.validate(ans, next(t.output_schema for t in tools if t.name == name))
+
+
+async def test_search_holds_back_what_the_relevance_floor_holds_back_and_says_how_many(store):
+    """MCP left out hits under its own 0.05 on top of the server's relevance floor (0.03 on the
+    hit's own match): two floors, two rules. Its search now keeps what search.query keeps, in the
+    same order, and reports `held_back` as search.query does."""
+    _base, env = store
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    svc = Service(Settings.from_env(store=Path(env["AUTODOC_STORE"])), writer=False)
+    try:
+        async with Client(_server(env, "--in-process")) as c:
+            seen_weak = 0
+            for q in ("chocolate cake recipe with strawberries", "lease", "how are tags written in notes"):
+                ans, text, err = await _tool(c, "search", {"query": q})
+                opts = {"answer": "compact", "limit": 5, "per_document": True, "budget_tokens": 32000}
+                rpc = svc.search("kb", q, opts)
+                shown = [_path(h) for h in ans["hits"]]  # refs: a passage cut to the budget says fewer lines
+                kept = [_path(h) for h in rpc["hits"]][:5]
+                assert not err and shown == kept[: len(shown)], q
+                assert len(shown) == len(kept) or ans["truncated"], q
+                assert ans["held_back"] == rpc["held_back"], q
+                if rpc["held_back"]:
+                    assert f"{rpc['held_back']} held back" in text, text
+                seen_weak += sum(h["confidence"] < 0.05 for h in rpc["hits"])
+                every, _, err = await _tool(c, "search", {"query": q, "min_confidence": 0})
+                assert not err and every["held_back"] == 0 and len(every["hits"]) >= len(ans["hits"])
+            assert seen_weak  # a hit the server's floor keeps under 0.05: MCP dropped it
+    finally:
+        svc.close()

@@ -75,6 +75,7 @@ OUTPUTS: dict[str, dict[str, Any]] = {
             "truncated": _BOOL,
             "tokens": _INT,
             "hits": {"type": "array", "items": _HIT},
+            "held_back": {**_INT, "description": "passages the relevance floor held back (min_confidence)"},
             "stages": {"type": "object", "additionalProperties": _OBJ, "description": "per workspace"},
             "notes": _NOTES,
         },

@@ -82,8 +82,10 @@ TOOLS: list[dict[str, Any]] = [
                     "type": "number",
                     "minimum": 0,
                     "maximum": 1,
-                    "default": 0.05,
-                    "description": "Leave out hits less confident than this; 0 keeps every hit.",
+                    "default": 0.03,
+                    "description": "The relevance floor: hold back passages whose own match is less "
+                    "confident than this (never one holding every word of the query); `held_back` counts "
+                    "them; 0 keeps every hit.",
                 },
                 "per_document": {
                     "type": "boolean",

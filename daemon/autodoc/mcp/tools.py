@@ -27,10 +27,6 @@ from .specs import KNOWN_ARGS
 from .toolkit import Result, as_text, gather, locate, with_notes
 
 STAGES = ("lexical", "semantic", "rerank", "graph")
-# Hits under this confidence (the calibrated probability that the passage is relevant) are left
-# out of search answers, and the server's relevance floor holds back those whose own match is under
-# it: each costs an agent ~250 tokens for a 1-in-20 chance. min_confidence: 0 brings them back.
-MIN_CONFIDENCE = 0.05
 WHOLE = 32000  # each workspace's passages come whole: the answer is fitted to the budget here
 DEFAULT_BUDGET = 800  # tokens: the top passage whole, the next ones' first lines (docs/benchmarks/quality.md)
 
@@ -51,9 +47,11 @@ async def search(b: Backend, a: Args) -> Result:
         "per_document": a.bool("per_document", True),
         "budget_tokens": WHOLE,
         "scope": a.choice("scope", ["files", "sessions", "all"], "all"),
-        # the server's relevance floor too: min_confidence 0 brings back what it held back
-        "min_confidence": a.float("min_confidence", MIN_CONFIDENCE, 0.0, 1.0),
     }
+    # the one relevance floor is the server's (search.query min_confidence, PROTOCOL.md): what it
+    # holds back is counted in held_back; 0 brings it back
+    if a.has("min_confidence"):
+        opts["min_confidence"] = a.float("min_confidence", 0.0, 0.0, 1.0)
     for key in ("paths", "tags"):
         if (v := a.strings(key, '["adrs/"]')) is not None:
             opts[key] = v
@@ -81,12 +79,8 @@ async def search(b: Backend, a: Args) -> Result:
         hits = got[0]["hits"]
     else:  # confidence is the one score the workspaces' hits share; equal ones keep each workspace's order
         hits = sorted((h for g in got for h in g["hits"]), key=lambda h: -(h.get("confidence") or 0.0))
-    floor = opts["min_confidence"]
-    # a passage with no vector yet is scored from its words (search/answerable.py), so the floor
-    # holds whether or not the workspace's vectors are in
-    weak = [h for h in hits if h.get("confidence") is not None and h["confidence"] < floor]
-    hits = [h for h in hits if h not in weak][:limit]
-    held = len(weak) + sum(g.get("held_back", 0) for g in got)
+    hits = hits[:limit]
+    held = sum(g.get("held_back", 0) for g in got)
     out: dict[str, Any] = {
         "query": query,
         "workspaces": names,
@@ -94,12 +88,13 @@ async def search(b: Backend, a: Args) -> Result:
         "truncated": False,
         "tokens": 0,
         "hits": [],
+        "held_back": held,
         "stages": ran,
     }
     notes = [f"{ws} left out: {e.message}" for ws, e in failed] + ws_notes
     if held:
         notes.append(
-            f"{held} weak hit{'s' if held > 1 else ''} left out (confidence under {floor}); "
+            f"{held} held back by the relevance floor (passages that stopped matching the query); "
             "min_confidence: 0 shows them"
         )
     if not hits:
