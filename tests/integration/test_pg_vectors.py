@@ -243,6 +243,11 @@ def test_a_models_index_goes_with_its_vectors(pg_uri, stores):
             stored.drop_other_models(db, 7, "model-b")
         assert [pgv.has_index(db, 7, fp) for fp in ("model-a", "model-b")] == [False, True]
         assert db.execute("SELECT DISTINCT model_fp FROM vectors").fetchall() == [("model-b",)]
+        with db:  # a removed workspace's index goes when the next one is made
+            db.execute("DELETE FROM workspaces WHERE id = 7")
+            db.execute("INSERT INTO workspaces(id, name, root, config, created) VALUES (8, 'v', '/', '{}', 0)")
+            stored.write_vectors(db, 8, "model-b", [("h1", vec.tobytes(), b"\xff" * (stores["dim"] // 8))])
+        assert [pgv.has_index(db, ws, "model-b") for ws in (7, 8)] == [False, True]
     finally:
         conn.execute(f'DROP SCHEMA "{name}" CASCADE')
         conn.close()

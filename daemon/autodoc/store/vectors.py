@@ -75,12 +75,6 @@ def drop_model(db: Snapshot, ws_id: int, fp: str) -> None:
         pg.drop_indexes(db, ws_id, only=fp)
 
 
-def drop_workspace(db: Snapshot, ws_id: int) -> None:
-    """A removed workspace's search indexes (its rows go with it by the foreign key)."""
-    if dialect(db) == POSTGRES:
-        pg.drop_indexes(db, ws_id)
-
-
 def coverage(db: Snapshot, ws_id: int, fp: str) -> tuple[int, int]:
     """(chunks with a vector for fp, chunks without)."""
     total = chunk_count(db, ws_id)

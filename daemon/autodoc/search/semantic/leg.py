@@ -6,8 +6,9 @@ query; when none can, the leg says why instead of answering.
 
 Runs on: `prepare` on the search's thread, reading the search's one
 snapshot (which model is active, the vectors, the filter's chunks); `run`
-on a leg thread (the query's embedding and the vector scan touch no
-connection), beside the lexical leg.
+on a leg thread, beside the lexical leg: the query's embedding and an
+in-memory scan touch no connection; on a PostgreSQL store with pgvector the
+scan is the store's, a query on the search's own snapshot (store_side.py).
 """
 
 from __future__ import annotations

@@ -101,6 +101,7 @@ def ensure_index(db: Snapshot, schema: str, ws_id: int, fp: str, dim: int) -> bo
     try:
         with db:  # a savepoint: a refusal must not end the writer's transaction
             db.execute("SELECT pg_advisory_xact_lock(?)", (LOCK_INDEX,))
+            _drop_orphans(db)
             db.execute(
                 f"CREATE INDEX IF NOT EXISTS {_ident(index_name(ws_id, fp))} ON vectors "
                 f"USING hnsw ((v::{ext}.vector({int(dim)})) {ext}.vector_cosine_ops) "
@@ -114,15 +115,30 @@ def ensure_index(db: Snapshot, schema: str, ws_id: int, fp: str, dim: int) -> bo
     return True
 
 
-def _indexes(db: Snapshot, ws_id: int) -> list[str]:
-    """The HNSW indexes of a workspace's vectors in this store's schema."""
-    names = [
+def _all_indexes(db: Snapshot) -> list[str]:
+    """The HNSW indexes of this store's schema (every workspace's)."""
+    return [
         str(n)
         for (n,) in db.execute(
             "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'vectors'"
         )
+        if _NAME.match(str(n))
     ]
-    return [n for n in names if (m := _NAME.match(n)) and int(m.group(1)) == ws_id]
+
+
+def _indexes(db: Snapshot, ws_id: int) -> list[str]:
+    """The HNSW indexes of a workspace's vectors in this store's schema."""
+    return [n for n in _all_indexes(db) if (m := _NAME.match(n)) and int(m.group(1)) == ws_id]
+
+
+def _drop_orphans(db: Snapshot) -> None:
+    """The indexes of workspaces removed since (their rows went with them by the foreign key; an
+    empty index is only clutter, swept when the next one is made)."""
+    live = {int(i) for (i,) in db.execute("SELECT id FROM workspaces")}
+    for name in _all_indexes(db):
+        m = _NAME.match(name)
+        if m and int(m.group(1)) not in live:
+            db.execute(f"DROP INDEX IF EXISTS {_ident(name)}")
 
 
 def drop_indexes(db: Snapshot, ws_id: int, *, only: str | None = None, keep: str | None = None) -> None:
