@@ -82,9 +82,17 @@ class PgStore:
                 migrate(first.conn, self.schema)
             self._set_search_path(first)
             self._check_schema(first)
+            self.role = str(first.conn.info.user)
+            # why writes are refused, said by StoreReadOnly (None: they are not)
+            self._read_only: str | None = "it was opened read-only here"
             if writer and can_write(first.conn, self.schema):
-                self._db = first
+                self._db, self._read_only = first, None
             else:
+                if writer:
+                    self._read_only = (
+                        f"the role {self.role} may only read it: search and read, not index (connect as an "
+                        "indexer role to index: README, For a team)"
+                    )
                 first.close()
         except BaseException:
             first.close()
@@ -172,9 +180,16 @@ class PgStore:
             yield snap
 
     def writer(self) -> PgSnapshot:
-        """The writer connection, for a caller that holds `locked()`."""
+        """The writer connection, for a caller that holds `locked()`; connected again when the server
+        ended the last one (a restart: the transaction it cut short was rolled back there)."""
         if self._db is None:
-            raise StoreReadOnly(f"the store {self.path} was opened read-only: it can be searched and read, not indexed")
+            raise StoreReadOnly(
+                f"cannot write the store {self.path}: {self._read_only}", {"store": self.path, "role": self.role}
+            )
+        if self._db.conn.closed:
+            with self._write_lock:
+                if self._db.conn.closed:
+                    self._db = self._open("write")
         return self._db
 
     def check_writable(self) -> None:
