@@ -16,12 +16,10 @@ Runs on: the search's thread, on its snapshot.
 
 from __future__ import annotations
 
-import json
-
 from .filters import CHUNKLESS_ROWS, Filter
 from .interface import Snapshot
 from .lexical.matches import matching_chunks
-from .sql import all_rows
+from .sql import all_rows, id_rows
 
 
 def facet_counts(
@@ -50,8 +48,9 @@ def facet_counts(
         parts.append(f"{matched} AND c.workspace_id = ?{where}")
         params += [arg, workspace_id, *filt.params]
     if extra_docs:
-        parts.append("SELECT value FROM json_each(?)")
-        params.append(json.dumps(sorted(extra_docs)))
+        table, arg = id_rows(db, sorted(extra_docs))
+        parts.append(table)
+        params.append(arg)
     out: dict[str, dict[str, int]] = {f: {} for f in fields}
     if not parts:
         return out

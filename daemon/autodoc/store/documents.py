@@ -28,9 +28,15 @@ from .workspaces import Workspace
 
 
 def next_generation(db: Snapshot) -> int:
-    gen = int(scalar(db, "SELECT value FROM meta WHERE key='generation'")) + 1
-    db.execute("UPDATE meta SET value=? WHERE key='generation'", (str(gen),))
-    return gen
+    """The next generation, taken by one statement that also locks the row until commit: on a
+    shared PostgreSQL store that lock is what serializes the writers of every daemon (and, as the
+    change log's cursor is taken after it, keeps cursor order commit order: docs/dev/postgres.md §6)."""
+    return int(
+        scalar(
+            db,
+            "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key='generation' RETURNING value",
+        )
+    )
 
 
 def content_hash(data: bytes) -> str:
@@ -321,6 +327,6 @@ def touch_stat(
     too when given: a store written before sizes were the file's own held the indexed text's)."""
     db.execute(
         "UPDATE documents SET mtime_ns=?, ctime_ns=?, inode=?, size=coalesce(?, size) WHERE workspace_id=? AND path=? "
-        "AND (mtime_ns, ctime_ns, inode, size) IS NOT (?, ?, ?, coalesce(?, size))",
+        "AND (mtime_ns, ctime_ns, inode, size) IS DISTINCT FROM (?, ?, ?, coalesce(?, size))",
         (mtime_ns, ctime_ns, inode, size, ws_id, path, mtime_ns, ctime_ns, inode, size),
     )

@@ -7,12 +7,12 @@ Runs on: the caller's thread, on the search's one read snapshot.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
 from .interface import Snapshot
 from .lexical import ftsterms
+from .sql import in_ids
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,12 @@ class Indexed:
 def documents(db: Snapshot, ws_id: int, paths: list[str]) -> dict[str, Indexed]:
     if not paths:
         return {}
+    cond, arg = in_ids(db, "path", sorted(set(paths)))
     return {
         p: Indexed(data=d, size=s, mtime_ns=m)
         for p, d, s, m in db.execute(
-            "SELECT path, content, size, mtime_ns FROM documents WHERE workspace_id=? "
-            "AND path IN (SELECT value FROM json_each(?))",
-            (ws_id, json.dumps(sorted(set(paths)))),
+            f"SELECT path, content, size, mtime_ns FROM documents WHERE workspace_id=? AND {cond}",
+            (ws_id, arg),
         )
     }
 

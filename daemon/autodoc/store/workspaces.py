@@ -99,7 +99,7 @@ class Counts:
 def counts(db: Snapshot, ws: Workspace) -> Counts:
     documents, chunks, generation = one(
         db,
-        f"SELECT COALESCE(SUM({NOT_SESSION}), 0) AS documents, "
+        f"SELECT COALESCE(SUM(CASE WHEN {NOT_SESSION} THEN 1 ELSE 0 END), 0) AS documents, "
         "(SELECT COUNT(*) FROM chunks WHERE workspace_id=?) AS chunks, "
         "COALESCE(MAX(generation), 0) AS generation FROM documents WHERE workspace_id=?",
         (ws.id, ws.id),
@@ -117,9 +117,9 @@ def tag_counts(db: Snapshot, ws: Workspace, prefix: str, limit: int) -> list[tup
         (tag, n)
         for tag, n in db.execute(
             """SELECT value AS tag, COUNT(DISTINCT document_id) AS documents FROM facets
-               WHERE workspace_id=? AND field='tag' AND substr(value, 1, length(?)) = ?
+               WHERE workspace_id=? AND field='tag' AND substr(value, 1, ?) = ?
                GROUP BY value ORDER BY documents DESC, value LIMIT ?""",
-            (ws.id, prefix, prefix, limit),
+            (ws.id, len(prefix), prefix, limit),
         )
     ]
 
