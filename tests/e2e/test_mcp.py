@@ -815,3 +815,16 @@ async def test_search_holds_back_what_the_relevance_floor_holds_back_and_says_ho
             assert seen_weak  # a hit the server's floor keeps under 0.05: MCP dropped it
     finally:
         svc.close()
+
+
+async def test_the_fuzzy_fallback_is_said_in_the_text_the_model_reads(store):
+    """search.query reported the fuzzy fallback's `corrections`, but MCP's text did not: an agent
+    read passages about 'daemon' for a question about 'Daemn' without being told."""
+    _base, env = store
+    async with Client(_server(env, "--in-process")) as c:
+        ans, text, err = await _tool(c, "search", {"query": "How do we recover a stale lease after the Daemn crashed?"})
+        assert not err and ans["hits"]
+        assert 'searched "daemon" for "Daemn"' in text, text.split("\n\n")[0]
+        assert any('searched "daemon" for "Daemn"' in n for n in ans["notes"])
+        _, text, err = await _tool(c, "search", {"query": "recover the lease after a crashed writer"})
+        assert not err and "searched" not in text.split("\n\n")[0]

@@ -123,10 +123,15 @@ def _stages(ans: dict[str, Any]) -> dict[str, Any]:
 
 
 def _search_notes(ws: str, ans: dict[str, Any]) -> list[str]:
-    """Notes a model should read beyond `stages`, which says what ran and why any did not."""
+    """Notes a model should read beyond `stages`, which says what ran and why any did not: the
+    fuzzy fallback's corrections (the passages are about the word searched, not the word typed)."""
+    notes = [
+        f'{ws}: searched "{to}" for "{typed}" (no passage holds the word typed)'
+        for typed, to in (ans.get("corrections") or {}).items()
+    ]
     if ans.get("semantic") in ("partial", "switching"):
-        return [f"{ws}: semantic search is still filling ({ans['semantic']}); hits may improve shortly"]
-    return []
+        notes.append(f"{ws}: semantic search is still filling ({ans['semantic']}); hits may improve shortly")
+    return notes
 
 
 # -- reading --------------------------------------------------------------------------------
