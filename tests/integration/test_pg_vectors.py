@@ -223,6 +223,24 @@ def test_the_embed_queues_store_calls_answer_as_on_sqlite(stores):
             ]
 
 
+def test_every_vector_read_by_pages_leaves_out_documents_still_waiting(stores, monkeypatch):
+    from autodoc.store import vectors as stored
+
+    ws, fp = stores["ws"], stores["fp"]
+    monkeypatch.setattr(stored, "PAGE_ROWS", 7)
+    with stores["svc"].store.read() as lite:
+        want = [tuple(r) for r in stored.complete_vectors(lite, ws, fp, None)]
+    db = stores["pgvector"]
+    assert list(stored.complete_vectors(db, ws, fp, None)) == want
+    with pytest.raises(LookupError), db:  # rolled back by the raise
+        doc, text_hash = db.execute(
+            "SELECT document_id, text_hash FROM chunks ORDER BY id LIMIT 1 OFFSET 40"
+        ).fetchone()
+        db.execute("DELETE FROM vectors WHERE text_hash = ?", (text_hash,))
+        assert list(stored.complete_vectors(db, ws, fp, None)) == [r for r in want if r[1] != doc]
+        raise LookupError
+
+
 def test_a_models_index_goes_with_its_vectors(pg_uri, stores):
     from autodoc.store import vectors as stored
     from autodoc.store.pg import vectors as pgv

@@ -179,13 +179,26 @@ def complete_vectors(
 
 def _pages(db: Snapshot, ws_id: int, fp: str) -> Iterator[tuple[int, int, bytes, bytes]]:
     """Every complete row, PAGE_ROWS at a time by chunk id: psycopg holds a statement's whole
-    result in memory (1.6 GB of rows at 1M chunks), where SQLite steps through its rows."""
+    result in memory (1.6 GB of rows at 1M chunks), where SQLite steps through its rows. The
+    documents still waiting for a vector are read once (few), not by every page."""
+    waiting = {
+        int(d)
+        for (d,) in db.execute(
+            "SELECT DISTINCT c2.document_id FROM chunks c2 WHERE c2.workspace_id=? AND NOT EXISTS ("
+            "SELECT 1 FROM vectors v2 WHERE v2.workspace_id=c2.workspace_id AND v2.model_fp=? "
+            "AND v2.text_hash=c2.text_hash)",
+            (ws_id, fp),
+        )
+    }
     after = -1
     while True:
         page = db.execute(
-            _complete(db, " AND c.id > ?") + " LIMIT ?", [fp, ws_id, after, ws_id, fp, PAGE_ROWS]
+            """SELECT c.id, c.document_id, v.f32, v.bits FROM chunks c
+               JOIN vectors v ON v.workspace_id=c.workspace_id AND v.model_fp=? AND v.text_hash=c.text_hash
+               WHERE c.workspace_id=? AND c.id > ? ORDER BY c.id LIMIT ?""",
+            (fp, ws_id, after, PAGE_ROWS),
         ).fetchall()
-        yield from (tuple(r) for r in page)
+        yield from ((r[0], r[1], r[2], r[3]) for r in page if r[1] not in waiting)
         if len(page) < PAGE_ROWS:
             return
         after = page[-1][0]
