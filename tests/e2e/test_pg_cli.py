@@ -1,0 +1,276 @@
+"""Every entry point on a PostgreSQL store (issue 34), as real processes against the `pg_uri` server:
+the CLI in-process and through a real daemon, `doctor` on a reachable and an unreachable database,
+credentials never shown, a read-only role that searches and reads but never indexes, and reading a
+document whose workspace root is not on the reader's machine.
+
+One database per module (its owner a role with a password, so that a leak has something to show);
+the corpus is a copy of tests/corpora/kb that is deleted once indexed: the roots are the indexer's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+from helpers.daemon import Daemon, isolated_env
+from helpers.pg import missing_reason
+
+pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpora" / "kb"
+NO_MODEL = json.dumps({"embedding": {"provider": "none"}})
+TRACEBACK = "Traceback (most recent call last)"
+
+
+def as_role(uri: str, user: str, password: str, dbname: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    host = conninfo_to_dict(uri)["host"]
+    return f"postgresql://{user}:{password}@/{dbname}?host={host}"
+
+
+class Team:
+    """One database, an indexer (its owner) and a reader role, each with a password, and a folder per
+    simulated machine (its own XDG dirs: its own runtime dir, so its own daemon)."""
+
+    def __init__(self, pg_uri: str, base: Path):
+        import psycopg
+
+        from autodoc.store.pg.roles import grant
+
+        tag = uuid.uuid4().hex[:8]
+        self.base = base
+        self.db = f"team_{tag}"
+        self.password = f"Pw-{uuid.uuid4().hex}"  # what no output may ever show
+        self.reader_password = f"Rd-{uuid.uuid4().hex}"
+        self.owner, self.reader = f"indexer_{tag}", f"reader_{tag}"
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE {self.owner} LOGIN PASSWORD '{self.password}'")
+            conn.execute(f"CREATE ROLE {self.reader} LOGIN PASSWORD '{self.reader_password}'")
+            conn.execute(f"CREATE DATABASE {self.db} OWNER {self.owner}")
+        with psycopg.connect(as_role(pg_uri, "postgres", "", self.db), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")  # a superuser's to create
+        self.uri = as_role(pg_uri, self.owner, self.password, self.db)
+        self.reader_uri = as_role(pg_uri, self.reader, self.reader_password, self.db)
+        self._grant = grant
+        self.outputs: list[str] = []  # every stdout and stderr a process gave, checked for the passwords
+
+    def grant_reader(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.uri, autocommit=True) as conn:
+            self._grant(conn, readers=[self.reader])
+
+    def env(self, machine: str, store: str | None = None, **extra: str) -> dict[str, str]:
+        env = isolated_env(self.base / machine, extra={"AUTODOC_READERS": "0", **extra})
+        env.pop("AUTODOC_SOCKET", None)
+        env["AUTODOC_STORE"] = store or self.uri
+        for name in ("XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+            Path(env[name]).mkdir(parents=True, exist_ok=True, mode=0o700)
+        return env
+
+    def run(
+        self, env: dict[str, str], *args: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [sys.executable, "-m", "autodoc.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
+        )
+        self.outputs += [proc.stdout, proc.stderr]
+        if check:
+            assert proc.returncode == 0, f"autodoc {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}"
+        assert TRACEBACK not in proc.stderr, proc.stderr
+        return proc
+
+    def daemon(self, machine: str, store: str | None = None, **extra: str) -> Daemon:
+        base = self.base / machine
+        sock = base / "run" / "autodoc.sock"
+        env = self.env(machine, store, **extra)
+        d = Daemon(base, sock=sock, argv=[sys.executable, "-m", "autodoc.cli", "serve", "--socket", str(sock)], env=env)
+        d.env["AUTODOC_STORE"] = env["AUTODOC_STORE"]  # Daemon's own default store is a file
+        return d.start()
+
+
+@pytest.fixture(scope="module")
+def team(pg_uri):
+    base = Path(tempfile.mkdtemp(prefix="ad-pgc-", dir="/tmp"))
+    try:
+        t = Team(pg_uri, base)
+        # the indexer's folder: a copy, indexed, then gone, as CI's checkout is gone from a laptop
+        root = base / "ci-checkout" / "kb"
+        shutil.copytree(CORPUS, root, symlinks=True)
+        ci = t.env("ci")
+        t.run(ci, "workspace", "add", "kb", str(root), "--config", NO_MODEL)
+        t.run(ci, "index", "kb")
+        t.grant_reader()  # after the migration made the tables (roles.grant: run after each migration)
+        t.root = root
+        shutil.rmtree(root.parent)
+        yield t
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def laptop(team):
+    """A daemon on another 'machine' (its own XDG dirs), as the indexer role."""
+    d = team.daemon("laptop")
+    try:
+        yield d
+    finally:
+        code = d.stop()
+        team.outputs.append(d.log_text())
+        assert code == 0, d.log_text()
+
+
+@pytest.fixture(scope="module")
+def reader(team):
+    """A daemon connected as the read-only role, on a third 'machine'."""
+    d = team.daemon("reader", team.reader_uri)
+    try:
+        yield d
+    finally:
+        d.stop()
+        team.outputs.append(d.log_text())
+
+
+def test_commands_go_to_the_daemon_serving_the_database(team, laptop):
+    env = team.env("laptop")
+    info = json.loads(team.run(env, "--call", "server.info", "{}").stdout)
+    assert info["pid"] == laptop.pid  # found through the lease in this machine's runtime dir
+    assert info["store"] == f"postgresql://{team.owner}:***@/{team.db}?host={team.uri.split('host=')[1]}"
+    assert info["writable"] is True
+    out = team.run(env, "search", "-w", "kb", "lease").stdout
+    assert "kb:runbooks/lease-recovery.md" in out
+    listed = team.run(env, "workspace", "list").stdout
+    assert listed.startswith(f"kb\t{team.root}\t16 documents")
+    status = json.loads(team.run(env, "workspace", "status", "kb", "--json").stdout)
+    assert status["files"]["indexed"] == 16 and status["root_exists"] is False
+
+
+def test_read_returns_the_stored_text_with_the_root_gone(team, laptop):
+    env = team.env("laptop")
+    assert not team.root.exists()
+    text = team.run(env, "read", "kb", "runbooks/lease-recovery.md").stdout
+    assert text == (CORPUS / "runbooks" / "lease-recovery.md").read_text()
+    lines = team.run(env, "read", "kb:runbooks/lease-recovery.md#L1-2").stdout
+    assert lines == "".join((CORPUS / "runbooks" / "lease-recovery.md").read_text().splitlines(True)[:2])
+    gone = team.run(env, "read", "kb", "../../etc/passwd", check=False)
+    assert gone.returncode == 2 and "leaves the workspace" in gone.stderr
+
+
+def test_in_process_commands_work_without_a_daemon(team):
+    env = team.env("desk")  # no daemon on this machine
+    out = json.loads(team.run(env, "search", "-w", "kb", "--json", "frontmatter").stdout)
+    assert out["hits"] and all(h["path"].endswith(".md") for h in out["hits"])
+    assert team.run(env, "read", "kb", "index.md").stdout == (CORPUS / "index.md").read_text()
+
+
+def test_doctor_on_the_database(team):
+    proc = team.run(team.env("desk"), "doctor", "--json", check=False)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)}
+    assert checks["store"]["ok"] and "PostgreSQL 16" in checks["store"]["detail"]
+    assert f"as role {team.owner}" in checks["store"]["detail"] and "***" in checks["store"]["detail"]
+    assert checks["pgvector"]["ok"] and checks["pgvector"]["detail"].startswith("0.")
+    assert checks["schema"]["detail"].startswith("autodoc, version 1")
+    assert "may index" in checks["role"]["detail"]
+    assert "not on this machine" in checks["workspace kb"]["detail"] and checks["workspace kb"]["ok"]
+    as_reader = json.loads(team.run(team.env("desk", team.reader_uri), "doctor", "--json", check=False).stdout)
+    assert "reads only" in next(c for c in as_reader if c["name"] == "role")["detail"]
+
+
+def test_an_unreachable_database_says_so_and_what_to_fix(team, tmp_path):
+    nowhere = f"postgresql://{team.owner}:{team.password}@/{team.db}?host={tmp_path}"  # a socket dir, no server
+    env = team.env("desk", nowhere)
+    doctor = team.run(env, "doctor", check=False)
+    assert doctor.returncode == 1
+    line = next(l for l in doctor.stdout.splitlines() if l.startswith("FAIL  store:"))
+    assert f"cannot connect to postgresql://{team.owner}:***@/{team.db}?host={tmp_path}" in line
+    assert "No such file or directory" in line and "fix: start PostgreSQL" in line
+    for args in (("search", "-w", "kb", "lease"), ("workspace", "list"), ("index", "kb"), ("read", "kb", "index.md")):
+        proc = team.run(env, *args, check=False)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert f"postgresql://{team.owner}:***@/{team.db}" in proc.stderr and "(-32012)" in proc.stderr
+        assert "autodoc doctor" in proc.stderr
+    serve = subprocess.run(
+        [sys.executable, "-m", "autodoc.cli", "serve", "--socket", str(tmp_path / "s.sock")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    team.outputs += [serve.stdout, serve.stderr]
+    assert serve.returncode == 1 and TRACEBACK not in serve.stderr
+    assert "cannot connect to the PostgreSQL store" in serve.stderr or "cannot reach" in serve.stderr
+    assert f"postgresql://{team.owner}:***@/{team.db}" in serve.stderr
+
+
+def test_a_reader_role_searches_and_reads_and_never_indexes(team, reader):
+    env = team.env("reader", team.reader_uri)
+    info = json.loads(team.run(env, "--call", "server.info", "{}").stdout)
+    assert info["pid"] == reader.pid and info["writable"] is False
+    assert "kb:runbooks/lease-recovery.md" in team.run(env, "search", "-w", "kb", "lease").stdout
+    assert team.run(env, "read", "kb", "index.md").stdout == (CORPUS / "index.md").read_text()
+    for args in (("index", "kb"), ("workspace", "add", "other", str(team.base))):
+        proc = team.run(env, *args, check=False)
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        assert "(-32013)" in proc.stderr and f"the role {team.reader} may only read" in proc.stderr, proc.stderr
+    answer = json.loads(
+        team.run(
+            env,
+            "--call",
+            "session.append",
+            json.dumps(
+                {"workspace": "kb", "session_id": "s1", "events": [{"id": "e1", "kind": "message", "text": "hello"}]}
+            ),
+            check=False,
+        ).stdout
+    )
+    assert answer["error"]["code"] == -32013 and answer["error"]["data"]["name"] == "store.read_only"
+    assert answer["error"]["data"]["role"] == team.reader
+    from autodoc.rpc import schemas
+
+    assert schemas.error_errors(answer["error"]) == []
+    # and what server.info answers is its schema's
+    assert schemas.result_errors("server.info", info) == []
+
+
+def test_a_spawned_daemon_gets_the_password_through_its_environment(team):
+    """connect.start_daemon (what `autodoc mcp` and `autodoc index`'s hand-off run): the connection
+    string is not on the daemon's command line, which any user of the machine can read."""
+    from autodoc.config import Settings
+    from autodoc.connect import start_daemon
+    from autodoc.store.lease import read_holder
+
+    env = team.env("spawn")
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        settings = Settings.from_env()
+        why = start_daemon(settings, settings.daemon_log, wait_s=60)
+        assert why is None, why
+        holder = read_holder(settings.store)
+        assert holder and holder.get("pid")
+        pid = holder["pid"]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode()
+        assert team.password not in cmdline and "postgresql" not in cmdline
+        proc = team.run(env, "--call", "server.shutdown", "{}")
+        assert proc.returncode == 0
+        from helpers.daemon import wait_gone
+
+        wait_gone(pid)
+        team.outputs.append(settings.daemon_log.read_text(errors="replace"))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_no_output_ever_showed_a_password(team, laptop, reader):
+    """Last in the module: everything the processes above printed, and both daemons' logs so far."""
+    seen = "\n".join([*team.outputs, laptop.log_text(), reader.log_text()])
+    assert team.password not in seen and team.reader_password not in seen
+    assert f"{team.owner}:***@" in seen  # the outputs did name the store, masked
