@@ -147,3 +147,35 @@ def test_indexer_locks_are_reentrant_within_a_daemon_and_refuse_another(migrated
 def _hold_once(locks, wid, order):
     with locks.hold(wid):
         order.append("second")
+
+
+def test_one_daemon_embeds_a_workspace_at_a_time_and_a_dead_ones_claim_passes_on(migrated):
+    """EmbedClaims (the embed queue's, embed/queue.py): a claim is kept while its holder fills the
+    workspace, refused to another daemon, passed on when released or when the holder's session ends."""
+    import psycopg
+
+    from autodoc.store.pg.indexlock import EmbedClaims
+
+    uri, _, wid = migrated
+    conns: list[psycopg.Connection] = []
+
+    def connect() -> psycopg.Connection:
+        conns.append(psycopg.connect(uri, autocommit=True))
+        return conns[-1]
+
+    a, b = EmbedClaims(connect), EmbedClaims(connect)
+    assert a.claim(wid) and a.claim(wid)  # kept across steps
+    assert not b.claim(wid)
+    assert b.claim(wid + 1000)  # another workspace is free
+    a.release(wid)
+    assert b.claim(wid) and not a.claim(wid)
+    with psycopg.connect(uri, autocommit=True) as admin:  # b's daemon dies: its session ends
+        pid = conns[1].info.backend_pid
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        deadline = time.monotonic() + 10
+        while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    assert a.claim(wid)
+    a.close()
+    b.close()

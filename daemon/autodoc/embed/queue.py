@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -74,6 +75,16 @@ def _by_length(rows: list[tuple[str, str]], count_tokens: Callable[[list[str]], 
     return [row for _, row in sorted(zip(counts, rows), key=lambda pair: pair[0])]
 
 
+def _embed_claims(store: StoreInterface) -> Any:
+    """A shared PostgreSQL store's embed claims (store/pg/indexlock.py: one daemon fills a workspace at a
+    time), else None: no PgStore exists unless its module is loaded, and a SQLite daemon loads no psycopg."""
+    if "autodoc.store.pg.store" not in sys.modules:
+        return None
+    from ..store.pg.indexlock import embed_claims
+
+    return embed_claims(store)
+
+
 class EmbedQueue:
     def __init__(
         self,
@@ -110,6 +121,7 @@ class EmbedQueue:
         self._instant_wrote: set[int] = set()  # workspaces with instant vectors from this fill
         # (workspace, fingerprint) → the window's texts not yet embedded, shortest first
         self._line: dict[tuple[int, str], deque[tuple[str, str]]] = {}
+        self._claims = _embed_claims(store)  # None but on a PostgreSQL store several daemons share
 
     # -- what changed --------------------------------------------------------------
 
@@ -188,6 +200,10 @@ class EmbedQueue:
             # Nothing changed since a step found nothing to embed: finding that out again is a
             # scan of every chunk, which an idle daemon ran every IDLE_POLL_S (seconds at 1M chunks).
             return {"embedded": 0, "remaining": 0, "state": "ready", "reason": None}
+        if self._claims is not None and not self._claims.claim(ws.id):
+            # another daemon sharing the store fills this workspace now: its vectors are the store's, and
+            # the claim passes to this daemon when that one settles or dies (docs/dev/postgres.md section 5)
+            return {"embedded": 0, "remaining": None, "state": "filling", "reason": None}
         if self.instant is not None and instant:
             # first, and alone in its step: the tier answers once it has every chunk, and at ~200×
             # the model's speed it holds the model back by under one per cent of the fill
@@ -203,6 +219,8 @@ class EmbedQueue:
             with self._lock:
                 self._settled[(ws.id, fp)] = version
                 drained, self._embedded_since_release = self._embedded_since_release, False
+            if self._claims is not None:
+                self._claims.release(ws.id)  # nothing pending: another daemon may fill what comes next
             if drained and hasattr(provider, "release_memory"):
                 try:
                     provider.release_memory()  # the queue drained: hand the batches' arena back
@@ -449,7 +467,8 @@ class EmbedQueue:
         """End `work` loops and wait for a step in progress (at most one batch)."""
         self.request_stop()
         with self._stepping:
-            pass
+            if self._claims is not None:
+                self._claims.close()
 
 
 def lower_priority(by: int) -> bool:

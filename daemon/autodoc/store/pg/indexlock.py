@@ -210,3 +210,59 @@ def dedicated(store: Any, role: str) -> psycopg.Connection:
     keepalives = {k: v for k, v in KEEPALIVES.items() if k not in target.lower()}  # unless the target sets its own
     name = f"autodoc {role} {socket.gethostname()}:{os.getpid()}"
     return psycopg.connect(target, autocommit=True, application_name=name[:63], **keepalives)
+
+
+# pg_try_advisory_lock(EMBED_CLASS, workspace id): who embeds a workspace's pending chunks now
+EMBED_CLASS = int.from_bytes(b"adem", "big")
+
+
+class EmbedClaims:
+    """Which workspaces this daemon embeds on a shared PostgreSQL store (docs/dev/postgres.md, section
+    5): one daemon at a time fills a workspace's vectors, so two never embed the same texts. A claim is
+    a session-level advisory lock on one connection of the daemon's own, taken before a step and kept
+    while the workspace has pending chunks; released when its queue settles, and by Postgres when the
+    daemon dies, whereupon another daemon's next step claims it. Runs on: the embed queue's thread."""
+
+    def __init__(self, connect: Callable[[], psycopg.Connection]):
+        self._connect = connect
+        self._conn: psycopg.Connection | None = None
+        self._held: set[int] = set()
+        self._lock = threading.Lock()
+
+    def claim(self, workspace_id: int) -> bool:
+        """True when this daemon embeds the workspace (now, or already); False when another does."""
+        with self._lock:
+            if workspace_id in self._held and self._conn is not None and not self._conn.closed:
+                return True
+            if self._conn is None or self._conn.closed or self._conn.broken:
+                self._conn = self._connect()  # a new session: whatever the old one held went with it
+                self._held.clear()
+            got = self._conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (EMBED_CLASS, workspace_id)).fetchone()
+            if got and got[0]:
+                self._held.add(workspace_id)
+                return True
+            return False
+
+    def release(self, workspace_id: int) -> None:
+        with self._lock:
+            if workspace_id in self._held and self._conn is not None:
+                self._held.discard(workspace_id)
+                try:
+                    self._conn.execute("SELECT pg_advisory_unlock(%s, %s)", (EMBED_CLASS, workspace_id))
+                except Exception:  # the session is gone, and its locks with it
+                    log.debug("embed claim release failed", exc_info=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._held.clear()
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def embed_claims(store: Any) -> EmbedClaims | None:
+    """The embed claims of a PostgreSQL store; None for a SQLite store (its one writer embeds all)."""
+    mod = sys.modules.get("autodoc.store.pg.store")
+    if mod is None or not isinstance(store, mod.PgStore):
+        return None
+    return EmbedClaims(lambda: dedicated(store, "embed"))
