@@ -162,3 +162,39 @@ def test_an_unreachable_database_is_named_without_its_password(tmp_path):
         open_store(target)
     assert "hunter2-secret" not in str(err.value) and "***" in str(err.value)
     assert err.value.data == {"store": "postgresql://someone:***@/autodoc?host=" + str(tmp_path) + "&port=5999"}
+
+
+def test_writers_of_two_stores_take_distinct_generations_in_commit_order(target):
+    """Two daemons' stores writing at once: each generation is taken once, and the change log's cursor
+    order is their commit order (the meta row `generation` serializes writers: postgres.md §6)."""
+    from autodoc.store import open_store
+    from autodoc.store import workspaces as ws_rows
+    from autodoc.store.documents import log_change, next_generation
+
+    stores = [open_store(target), open_store(target)]
+    try:
+        with stores[0].write() as db:
+            ws_rows.add_workspace(db, "kb", "/nowhere", {})
+        start = threading.Barrier(4)
+
+        def write(store, who: str) -> None:
+            start.wait()
+            for i in range(15):
+                with store.write() as db:
+                    gen = next_generation(db)
+                    db.execute("SELECT pg_sleep(0.002)")  # a document's rows take a while
+                    log_change(db, "kb", f"{who}-{i}.md", "add", gen)
+
+        threads = [threading.Thread(target=write, args=(s, f"{n}{k}")) for n, s in enumerate(stores) for k in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with stores[1].read() as db:
+            rows = db.execute("SELECT cursor, generation FROM changes ORDER BY cursor").fetchall()
+        generations = [g for _, g in rows]
+        assert len(rows) == 60 and len(set(generations)) == 60
+        assert generations == sorted(generations)  # cursor order is generation order is commit order
+    finally:
+        for s in stores:
+            s.close()

@@ -150,6 +150,11 @@ class PgSnapshot:
             cur.executemany(text, [_args(a, numbered) for a in seq])
 
     @property
+    def depth(self) -> int:
+        """How many `with snap:` blocks are open on it (0: none; 2: a savepoint inside a transaction)."""
+        return len(self._tx)
+
+    @property
     def in_transaction(self) -> bool:
         return self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 

@@ -26,8 +26,8 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import psycopg
@@ -175,8 +175,9 @@ class PgStore:
     @contextmanager
     def read(self) -> Iterator[PgSnapshot]:
         """One read snapshot (nests: an inner read joins the outer one)."""
-        snap = self.reader()
-        with _translated(self), snap:
+        with _translated(self), ExitStack() as stack:
+            snap = _entered(self.reader)
+            stack.push(snap.__exit__)
             yield snap
 
     def writer(self) -> PgSnapshot:
@@ -205,8 +206,10 @@ class PgStore:
     @contextmanager
     def write(self) -> Iterator[PgSnapshot]:
         """The write lock and one transaction (a savepoint when nested)."""
-        db = self.writer()
-        with self._write_lock, _translated(self), db:
+        self.writer()  # a read-only store refuses before it waits for the lock
+        with self._write_lock, _translated(self), ExitStack() as stack:
+            db = _entered(self.writer)
+            stack.push(db.__exit__)
             yield db
 
     def set_holder(self, holder: dict[str, Any]) -> None:
@@ -249,6 +252,23 @@ def _translated(store: PgStore) -> Iterator[None]:
         raise StoreUnreachable(
             f"the PostgreSQL store {store.path} went away: {_reason(e, store.target)}", {"store": store.path}
         ) from e
+
+
+def _entered(connection: Callable[[], PgSnapshot]) -> PgSnapshot:
+    """`with snap:` entered on the connection `connection()` gives. A connection the server ended
+    while it sat idle (a restart, an idle timeout) fails at that BEGIN, before anything was read or
+    written: it is replaced once (`connection()` connects again when its last one is closed), so a
+    restart costs the next request nothing. Within a transaction nothing is retried."""
+    snap = connection()
+    try:
+        snap.__enter__()
+    except psycopg.OperationalError:
+        if snap.depth:
+            raise
+        _close_quietly(snap)
+        snap = connection()
+        snap.__enter__()
+    return snap
 
 
 def _close_quietly(snap: PgSnapshot) -> None:
