@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -237,6 +239,74 @@ def test_a_reader_role_searches_and_reads_and_never_indexes(team, reader):
     assert schemas.error_errors(answer["error"]) == []
     # and what server.info answers is its schema's
     assert schemas.result_errors("server.info", info) == []
+
+
+def _lsp_frame(msg: dict) -> bytes:
+    body = json.dumps(msg).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def test_an_agent_and_an_editor_on_the_database(team, laptop):
+    """`autodoc mcp` and `autodoc lsp` with AUTODOC_STORE=postgresql://…: both use this machine's daemon."""
+    env = team.env("laptop")
+    line = lambda o: (json.dumps(o) + "\n").encode()  # noqa: E731
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+    frames = [
+        line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}),
+        line({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "status", "arguments": {}}}),
+        line(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": "lease recovery", "workspace": "kb"}},
+            }
+        ),
+    ]
+    mcp = subprocess.run(
+        [sys.executable, "-m", "autodoc.cli", "mcp"], input=b"".join(frames), env=env, capture_output=True, timeout=120
+    )
+    team.outputs += [mcp.stdout.decode(), mcp.stderr.decode()]
+    assert mcp.returncode == 0, mcp.stderr.decode()[-2000:]
+    got = {m.get("id"): m for m in map(json.loads, mcp.stdout.splitlines())}
+    status = got[1]["result"]["structuredContent"]["server"]
+    assert status["mode"] == "daemon" and status["store"].startswith(f"postgresql://{team.owner}:***@")
+    hits = got[2]["result"]["structuredContent"]["hits"]
+    assert hits and "lease-recovery" in json.dumps(hits[0])
+
+    lsp_in = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"processId": None, "rootUri": None, "capabilities": {}},
+        },
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "workspace/symbol", "params": {"query": "lease"}},
+    ]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "autodoc.cli", "lsp"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert p.stdin is not None and p.stdout is not None
+    p.stdin.write(b"".join(map(_lsp_frame, lsp_in)))
+    p.stdin.flush()
+    got_b = b""
+    deadline = time.monotonic() + 60
+    while b'"id": 2' not in got_b and b'"id":2' not in got_b:
+        assert select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))[0], "no symbols"
+        got_b += os.read(p.stdout.fileno(), 1 << 16)
+    p.stdin.write(_lsp_frame({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}))
+    p.stdin.write(_lsp_frame({"jsonrpc": "2.0", "method": "exit"}))
+    p.stdin.flush()
+    rest, err = p.communicate(timeout=60)
+    team.outputs += [(got_b + rest).decode(errors="replace"), err.decode(errors="replace")]
+    assert p.returncode == 0, err.decode()[-2000:]
+    assert b"runbooks/lease-recovery.md" in got_b
 
 
 def test_a_spawned_daemon_gets_the_password_through_its_environment(team):
