@@ -185,3 +185,32 @@ def test_a_question_naming_what_the_corpus_never_names_is_not_answerable(svc, q)
 def test_a_question_naming_what_the_passages_hold_stays_answerable(svc, q):
     a = _valid(svc.search("ready", q, {"answer": "compact"}))
     assert a["answerable"] is True, (q, a.get("corrections"))
+
+
+OTEL = Path(__file__).parents[3] / "shared" / "data" / "corpora" / "opentelemetry-docs" / "content" / "en" / "docs"
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    """Two workspaces in one store, by their words only: the test corpus, and the OpenTelemetry
+    Collector's docs (42 pages naming OpenTelemetry and the Collector on nearly every one)."""
+    base = tmp_path_factory.mktemp("two")
+    s = Service(Settings.from_env(store=base / "s.db"))
+    s.workspace_add("kb", str(_tree(base / "kb")))
+    s.index("kb")
+    s.workspace_add("otel", str(OTEL / "collector"))
+    s.index("otel")
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize(
+    "q", ["How does the OpenTelemetry Collector recover a stale lease?", "OpenTelemetry lease recovery"]
+)
+def test_a_name_only_another_workspace_holds_is_missing_from_this_one(two, q):
+    """The chunk counts that tell rare and unknown words spanned every workspace: a name on every
+    page of another workspace read as a common word of this one, and the question as answerable."""
+    a = _valid(two.search("kb", q, {"answer": "compact"}))
+    assert a["hits"] and a["answerable"] is False, q
+    # in the workspace that names it, the same counts make it common, and the question answerable
+    assert _valid(two.search("otel", "How does the OpenTelemetry Collector batch telemetry?", {}))["answerable"]

@@ -40,6 +40,7 @@ def shape_answer(ctx: Context, plan: Plan, legs: Legs, ranked: Ranked, rows: dic
         cosines_comparable=sem_performed and legs.semantic_tier != TIER_INSTANT,
         every_vector=legs.semantic_state == "ready",
         corrections=legs.corrections,
+        workspace_id=ctx.ws.id,
     )
     raw = [A.probability(s) for s in sigs]
     found = A.answerable(sigs, raw)

@@ -111,6 +111,11 @@ def chunk_count(db: Snapshot, ws_id: int) -> int:
     return scalar(db, "SELECT COUNT(*) FROM chunks WHERE workspace_id=?", (ws_id,))
 
 
+def chunk_ids(db: Snapshot, ws_id: int) -> list[int]:
+    """Every chunk id of the workspace, ascending (search/evidence.py counts a word's chunks in it)."""
+    return [r[0] for r in db.execute("SELECT id FROM chunks WHERE workspace_id=? ORDER BY id", (ws_id,))]
+
+
 def tag_counts(db: Snapshot, ws: Workspace, prefix: str, limit: int) -> list[tuple[str, int]]:
     """(tag, documents carrying it), most used first, for tags starting with `prefix` (lowercase)."""
     return [
