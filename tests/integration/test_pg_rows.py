@@ -84,6 +84,16 @@ def answers(svc) -> dict[str, object]:
         out[f"{ws}.sessions"] = _strip(svc.session_list(ws))
         for name in ("read", "link", "adr", "zzz-nothing"):
             out[f"{ws}.find.{name}"] = svc.document_find(ws, name, 20)
+    # facet-only queries: the filters, the listing of documents with and without chunks, the counts
+    for ws, query, opts in (
+        ("kb", "type:adr", {"facet_counts": ["status", "type", "tags"]}),
+        ("kb", "type:adr status:deprecated", {}),
+        ("kb", "date:>=2024-06-01 -status:deprecated", {"facet_counts": ["type"]}),
+        ("kb", "tag:storage", {"limit": 50}),
+        ("foam", "", {"paths": ["user/features"], "limit": 200, "facet_counts": ["tags"]}),
+        ("foam", "", {"limit": 5, "after": "user/features/graph-view.md"}),
+    ):
+        out[f"{ws}.search {query!r} {opts}"] = _strip(svc.search(ws, query, opts))
     for path in ("index.md", "user/getting-started/navigation.md", "user/features/link-reference-definitions.md"):
         if (FOAM / "docs" / path).exists():
             out[f"read {path}"] = svc.document_read("foam", path)
@@ -188,5 +198,8 @@ def _diff(a: list[tuple], b: list[tuple]) -> str:
 def test_the_read_side_answers_the_same(both):
     sqlite, pg = both["answers"]
     assert sqlite.keys() == pg.keys()
+    searches = [k for k in sqlite if ".search " in k]
+    assert len(searches) == 6 and all(sqlite[k]["hits"] for k in searches)  # type: ignore[index]
+    assert sqlite["kb.search 'type:adr' {'facet_counts': ['status', 'type', 'tags']}"]["facet_counts"]["status"]  # type: ignore[index]
     for key in sqlite:
         assert sqlite[key] == pg[key], key
