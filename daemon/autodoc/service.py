@@ -123,7 +123,7 @@ class Service:
         self._told: dict[int, None] = {}  # cursors listeners were told of, oldest first
         self._told_lock = threading.Lock()
         # what every daemon sharing a PostgreSQL store commits (store/pg/notify.py); None on SQLite
-        self._feed = follow(self.store, self._changed_elsewhere)
+        self._feed = follow(self.store, self._changed_elsewhere, self._vectors_changed)
         self.lexical_helper = LexicalHelper(settings.store) if legproc.enabled() else None  # search/lexical/legproc.py
 
     # -- plumbing ------------------------------------------------------------

@@ -181,3 +181,43 @@ def test_a_feed_behind_the_trimmed_log_says_anything_may_have_changed(pg_uri, sc
             assert got.wait_for(2)[-1]["cursor"] == after
         finally:
             feed.stop()
+
+
+def test_vectors_written_elsewhere_reach_on_vectors_and_a_reconnect_says_anything_may_have_changed(pg_uri, schema):
+    """Vector writes make no change-log row: their transaction's notify_vectors is handed to on_vectors
+    (workspace, documents; None past the payload limit), and a feed that was cut off, which cannot
+    read lost ones back, hands on None to its daemon once it is back."""
+    import psycopg
+
+    from autodoc.store.pg.notify import notify_vectors
+
+    got = Collected()
+    vectors: list[tuple[int, list[int] | None]] = []
+    feed = feed_on(pg_uri, schema, got, on_vectors=lambda ws, docs: vectors.append((ws, docs)))
+    try:
+        with psycopg.connect(pg_uri, autocommit=True) as w:
+            with w.transaction():
+                notify_vectors(_Percent(w), 7, [3, 5, 8])
+                time.sleep(0.3)
+                assert vectors == []  # nothing before commit
+            with w.transaction():
+                notify_vectors(_Percent(w), 7, list(range(100_000, 102_000)))  # too many to name
+            deadline = time.monotonic() + 10
+            while len(vectors) < 2:
+                assert time.monotonic() < deadline, vectors
+                time.sleep(0.02)
+            assert vectors == [(7, [3, 5, 8]), (7, None)]
+            assert w.execute("SELECT pg_terminate_backend(%s)", (feed.backend_pid,)).fetchone() == (True,)
+            assert got.wait_for(1) == [None]
+    finally:
+        feed.stop()
+
+
+class _Percent:
+    """A raw psycopg connection taking `?` placeholders, as the store's PgSnapshot does."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    def execute(self, sql, args=()):
+        return self.conn.execute(sql.replace("?", "%s"), args)

@@ -32,6 +32,7 @@ import numpy as np
 from ..errors import WorkspaceNotFound
 from ..store import vectors as stored
 from ..store.interface import StoreInterface
+from ..store.pg.notify import notify_vectors
 from ..store.workspaces import Workspace, get_workspace, workspace_names
 from .base import ProviderDown
 from .codes import sign_codes
@@ -255,6 +256,8 @@ class EmbedQueue:
                 # the first model a workspace ever has needs no switch
                 stored.activate(w, ws.id, fp, self.providers.config_of(provider), provider.name)
             docs = stored.documents_with_texts(w, ws.id, [h for h, _ in rows])
+            if self._claims is not None:  # the other daemons' vectors in memory, if any (store/pg/notify.py)
+                notify_vectors(w, ws.id, docs)
         with self._lock:
             self._embedded_since_release = True
             self._observe(fp, len(rows), time.monotonic() - started)
@@ -330,6 +333,8 @@ class EmbedQueue:
                 [(h, vecs[i].tobytes(), codes[i].tobytes()) for i, (h, _) in enumerate(rows)],
             )
             docs = stored.documents_with_texts(w, ws.id, [h for h, _ in rows])
+            if self._claims is not None:  # the other daemons' vectors in memory, if any (store/pg/notify.py)
+                notify_vectors(w, ws.id, docs)
         self._instant_wrote.add(ws.id)
         with self._lock:
             self._observe(tier.fingerprint, len(rows), time.monotonic() - started)

@@ -14,6 +14,12 @@ commit order: a change row is inserted only after its transaction holds the `met
 (store/documents.py: next_generation, then log_change), so writers of every daemon are serialised
 there and allocation order is commit order.
 
+Vectors written by a daemon's embed queue make no change-log row: the writing transaction sends
+`notify_vectors` (`v <workspace id> <document ids>`) instead, and the feed hands those to
+`on_vectors`, so a daemon that searches vectors in its own memory (a store without pgvector,
+docs/dev/postgres.md section 3) refreshes those documents. Such a notification lost while the feed
+was cut off cannot be read back: after a reconnect the feed hands on None as well.
+
 A daemon also hears its own changes; the service drops those it already told (the cursors it emitted).
 A feed whose cursor predates what the log has trimmed (a daemon cut off for longer than the log
 keeps) hands on None: anything may have changed.
@@ -42,13 +48,33 @@ PAGE = 1000  # change rows read per query while catching up
 POLL = 0.25  # seconds between looks at the stop flag while nothing arrives
 RETRY_MAX = 5.0  # the longest pause between reconnect attempts
 
-# (changes in cursor order) or None ("anything may have changed": the log was trimmed past our cursor)
+# (changes in cursor order) or None ("anything may have changed": the log was trimmed past our cursor,
+# or vector notifications may have been missed while the feed was cut off)
 Deliver = Callable[[list[dict[str, Any]] | None], None]
+OnVectors = Callable[[int, list[int] | None], None]  # (workspace id, its documents whose vectors changed, or None)
+VECTORS_PAYLOAD_MAX = 7900  # pg_notify's payload must stay under 8000 bytes: past it, "any document"
 
 
 def notify(db: Any, cursor: int) -> None:
     """In the writing transaction: wake every daemon's feed at commit (a Snapshot whose dialect is postgres)."""
     db.execute("SELECT pg_notify(?, ?)", (CHANNEL, str(cursor)))
+
+
+def notify_vectors(db: Any, workspace_id: int, documents: list[int] | None) -> None:
+    """In the transaction that writes a workspace's vectors: wake the other daemons' feeds at commit."""
+    payload = f"v {workspace_id}"
+    if documents is not None:
+        full = payload + "".join(f" {d}" for d in documents)
+        payload = full if len(full) <= VECTORS_PAYLOAD_MAX else payload
+    db.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload))
+
+
+def parse_vectors(payload: str) -> tuple[int, list[int] | None] | None:
+    """(workspace id, documents or None) of a `notify_vectors` payload; None for any other payload."""
+    parts = payload.split()
+    if len(parts) < 2 or parts[0] != "v" or not all(p.isdigit() for p in parts[1:]):
+        return None
+    return int(parts[1]), [int(p) for p in parts[2:]] or None
 
 
 def head(conn: psycopg.Connection, schema: str) -> int:
@@ -84,10 +110,12 @@ class ChangeFeed:
         *,
         cursor: int | None = None,
         poll: float = POLL,
+        on_vectors: OnVectors | None = None,
     ) -> None:
         self._connect = connect  # a new autocommit connection each call
         self.schema = schema
         self._deliver = deliver
+        self._on_vectors = on_vectors
         self.cursor = cursor
         self._poll = poll
         self._stop = threading.Event()
@@ -132,15 +160,21 @@ class ChangeFeed:
             self.cursor = head(conn, self.schema)
         self.connects += 1
         self._catch_up(conn)
+        if self.connects > 1 and self._on_vectors is not None:
+            self._hand_on(None)  # vector notifications sent while the feed was cut off are lost
         self.connected.set()
         while not self._stop.is_set():
-            woke = False
-            for _ in conn.notifies(timeout=self._poll, stop_after=1):
-                woke = True
-            if woke:
-                for _ in conn.notifies(timeout=0.0):  # drain what is queued: one read covers them all
-                    pass
+            notes = list(conn.notifies(timeout=self._poll, stop_after=1))
+            if notes:
+                notes += conn.notifies(timeout=0.0)  # drain what is queued: one read covers them all
                 self._catch_up(conn)
+                for note in notes:
+                    got = parse_vectors(note.payload)
+                    if got is not None and self._on_vectors is not None:
+                        try:
+                            self._on_vectors(*got)
+                        except Exception:
+                            log.exception("change feed: handing on vectors failed")
             elif conn.closed or conn.broken:
                 raise ConnectionError("the change feed's connection closed")
 
@@ -171,7 +205,7 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0] if text else ''}"
 
 
-def follow(store: Any, deliver: Deliver) -> ChangeFeed | None:
+def follow(store: Any, deliver: Deliver, on_vectors: OnVectors | None = None) -> ChangeFeed | None:
     """Start the change feed of a PostgreSQL store (store/pg/store.py: PgStore), from the log's head;
     None for a SQLite store, where this process is the one writer and tells its own listeners."""
     mod = sys.modules.get("autodoc.store.pg.store")  # loaded whenever a PgStore exists: no import for SQLite
@@ -179,4 +213,4 @@ def follow(store: Any, deliver: Deliver) -> ChangeFeed | None:
         return None
     from .indexlock import dedicated
 
-    return ChangeFeed(lambda: dedicated(store, "listen"), store.schema, deliver).start()
+    return ChangeFeed(lambda: dedicated(store, "listen"), store.schema, deliver, on_vectors=on_vectors).start()
