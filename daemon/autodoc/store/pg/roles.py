@@ -7,8 +7,8 @@ themselves, with their passwords, are the administrator's to create); `can_write
 which kind it connected as, so that a reader's daemon opens the store read-only instead of failing
 mid-index.
 
-Runs on: the caller's thread, on the (autocommit) connection it passes (not yet wired: nothing
-outside store/pg/ imports this module).
+Runs on: the caller's thread, on the (autocommit) connection it passes (`can_write`: the thread that
+opens the store, store/pg/store.py).
 """
 
 from __future__ import annotations

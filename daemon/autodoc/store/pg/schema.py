@@ -16,8 +16,8 @@ other things. `migrate` runs the missing migrations in one transaction under a t
 advisory lock: daemons that start together migrate once, and DDL being transactional, a failure
 leaves nothing half-made. A database whose version is beyond this list is refused (StoreTooNew).
 
-Runs on: the thread that opens the store, on a connection it passes (not yet wired: nothing outside
-store/pg/ imports this module).
+Runs on: the thread that opens the store (store/pg/store.py: a writer migrates, a reader only checks
+the version), on the autocommit connection it passes.
 """
 
 from __future__ import annotations
