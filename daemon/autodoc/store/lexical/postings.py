@@ -453,5 +453,5 @@ def _bump(db: Snapshot) -> None:
     """A maintenance step changed the tables without touching FTS5: readers' caches must not survive it."""
     db.execute(
         "INSERT INTO meta(key, value) VALUES ('postings_gen', '1') "
-        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        "ON CONFLICT(key) DO UPDATE SET value = CAST(meta.value AS INTEGER) + 1"
     )
