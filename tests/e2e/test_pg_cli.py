@@ -44,30 +44,28 @@ class Team:
     def __init__(self, pg_uri: str, base: Path):
         import psycopg
 
-        from autodoc.store.pg.roles import grant
-
         tag = uuid.uuid4().hex[:8]
         self.base = base
         self.db = f"team_{tag}"
         self.password = f"Pw-{uuid.uuid4().hex}"  # what no output may ever show
         self.reader_password = f"Rd-{uuid.uuid4().hex}"
         self.owner, self.reader = f"indexer_{tag}", f"reader_{tag}"
+        # README, "For a team": the roles, the database, pgvector, the schema and the reader's grants,
+        # statement for statement (names made unique to this run)
         with psycopg.connect(pg_uri, autocommit=True) as conn:
             conn.execute(f"CREATE ROLE {self.owner} LOGIN PASSWORD '{self.password}'")
             conn.execute(f"CREATE ROLE {self.reader} LOGIN PASSWORD '{self.reader_password}'")
             conn.execute(f"CREATE DATABASE {self.db} OWNER {self.owner}")
         with psycopg.connect(as_role(pg_uri, "postgres", "", self.db), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")  # a superuser's to create
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+            conn.execute(f"CREATE SCHEMA autodoc AUTHORIZATION {self.owner}")
+            conn.execute(f"GRANT USAGE ON SCHEMA autodoc TO {self.reader}")
+            conn.execute(
+                f"ALTER DEFAULT PRIVILEGES FOR ROLE {self.owner} IN SCHEMA autodoc GRANT SELECT ON TABLES TO {self.reader}"
+            )
         self.uri = as_role(pg_uri, self.owner, self.password, self.db)
         self.reader_uri = as_role(pg_uri, self.reader, self.reader_password, self.db)
-        self._grant = grant
         self.outputs: list[str] = []  # every stdout and stderr a process gave, checked for the passwords
-
-    def grant_reader(self) -> None:
-        import psycopg
-
-        with psycopg.connect(self.uri, autocommit=True) as conn:
-            self._grant(conn, readers=[self.reader])
 
     def env(self, machine: str, store: str | None = None, **extra: str) -> dict[str, str]:
         env = isolated_env(self.base / machine, extra={"AUTODOC_READERS": "0", **extra})
@@ -109,7 +107,6 @@ def team(pg_uri):
         ci = t.env("ci")
         t.run(ci, "workspace", "add", "kb", str(root), "--config", NO_MODEL)
         t.run(ci, "index", "kb")
-        t.grant_reader()  # after the migration made the tables (roles.grant: run after each migration)
         t.root = root
         shutil.rmtree(root.parent)
         yield t
