@@ -127,3 +127,44 @@ def test_still_identical_after_edits_renames_and_deletes(services):
     for query in ("graph", "daily planning", '"daily notes"', "plan*", "journal", "数据库", "graph notes wikilinks"):
         for workspace in ("notes", "foam"):
             _same(lite, pg, workspace, query, {"limit": 20})
+
+
+# MATCH expressions as search/lexical/fts.py and maxscore.py write them, and their edge cases: a
+# phrase with no token ("_"), a diacritic, a hyphenated prefix, CJK bigrams, NOT and parentheses
+EXPRESSIONS = [
+    '"graph"',
+    '"graph" AND "note"',
+    '"graph" OR "note" OR "daily"',
+    '"daily note"',
+    '"note templates"*',
+    '"wo"*',
+    '"wiki-li"*',
+    '"_"',
+    '"graph" AND "_"',
+    '"graph" OR "_"',
+    '"naïve" OR "Straße" OR "graph"',
+    '("graph" OR "daily") NOT ("note")',
+    '("graph" OR "daily") AND ("note" OR "templates")',
+    '"数据 据库"',
+    '"迁"*',
+    '"graph" OR "daily note" OR "temp"*',
+]
+
+
+@pytest.mark.parametrize("columns", [None, (1.0, 1.0, 1.0, 1.0)])
+def test_match_and_bm25_agree_with_fts5(services, columns):
+    """store/lexical/matches.py's ranking and matching, FTS5's on SQLite and the postings' on Postgres:
+    the same rows, order and scores to the bit, and the same document counts."""
+    from autodoc.store.lexical import ftsterms, matches
+
+    lite, pg, _ = services
+    with lite.store.read() as a, pg.store.read() as b:
+        assert ftsterms.index_state(a).rows == ftsterms.index_state(b).rows
+        assert ftsterms.index_state(a).tokens == ftsterms.index_state(b).tokens
+        for e in EXPRESSIONS:
+            want = matches.ranked(a, e, 10_000, columns)
+            assert matches.ranked(b, e, 10_000, columns) == want, e
+            assert matches.matching_rowids(b, e) == sorted(matches.matching_rowids(a, e)), e
+        terms = [e for e in EXPRESSIONS if not any(op in e for op in (" AND ", " OR ", " NOT "))]
+        assert ftsterms.term_docs(b, terms) == ftsterms.term_docs(a, terms)
+        assert all(matches.ranked(a, e, 5) for e in EXPRESSIONS[:7])  # (the set finds something)
