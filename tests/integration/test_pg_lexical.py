@@ -168,3 +168,22 @@ def test_match_and_bm25_agree_with_fts5(services, columns):
         terms = [e for e in EXPRESSIONS if not any(op in e for op in (" AND ", " OR ", " NOT "))]
         assert ftsterms.term_docs(b, terms) == ftsterms.term_docs(a, terms)
         assert all(matches.ranked(a, e, 5) for e in EXPRESSIONS[:7])  # (the set finds something)
+
+
+def test_still_identical_once_the_delta_is_merged_and_the_dead_compacted(services):
+    """An index job's end folds the delta into the segments and purges dead records (postings.maintain):
+    after it, the Postgres store reads its segments alone, and answers as before."""
+    from autodoc.store.lexical import postings
+    from autodoc.store.sql import scalar
+
+    lite, pg, _ = services
+    for s in (lite, pg):
+        with s.store.locked() as db:
+            postings.maintain(db, force=True)
+    with pg.store.read() as db:
+        assert scalar(db, "SELECT COUNT(*) FROM postings_delta") == 0
+        assert scalar(db, "SELECT COUNT(*) FROM postings_dead") == 0
+        assert scalar(db, "SELECT COUNT(*) FROM postings") > 0
+    for query in QUERIES + ["daily planning", '"daily notes"', "plan*", "graph notes wikilinks"]:
+        for workspace in ("notes", "foam"):
+            _same(lite, pg, workspace, query, {"limit": 20})
