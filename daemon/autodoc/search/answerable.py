@@ -20,7 +20,8 @@ value is its hits' mean and the expected count of relevant hits is kept.
 
 `answerable` is false when the query asks about something by name (a word written as one: a
 capital inside it, all capitals, digits, or a capital initial away from a sentence's start) that
-no chunk holds, or that few chunks hold and none of the answer's passages (missing_names): "How
+no chunk holds, or that few chunks hold and no passage of the answer holds beside a fifth of the
+rest of the question (NAME_CONTEXT: named in passing is not answered; missing_names): "How
 do I rotate the MongoDB Atlas API keys?" against a manual without MongoDB. A name the fuzzy
 fallback corrected counts as held only when corrected to a common word the first passage holds
 (a typo), and a name corrected otherwise stays unknown to the hit model too. Otherwise it is true
@@ -29,7 +30,7 @@ exact match of rare words is never "nothing relevant", vectors or not), or else 
 logistic model, of the page (ANSWER_FEATURES), reaches THRESHOLD; it was fitted per query on the
 same sets plus the tune halves of the answer-span questions and of the unanswerable questions
 (bench/answer_spans/). The names rule took `answerable` precision on the tune questions from 0.61
-to 0.78 at the same recall (0.96; docs/benchmarks/answers.md).
+to 0.82 at the same recall (0.96; docs/benchmarks/answers.md).
 
 The floor (PROTOCOL.md, search.query): a hit is held back when its own match, its probability
 as if it were listed first, is under the floor (FLOOR unless the caller sets `min_confidence`),
@@ -74,6 +75,10 @@ UNRELATED_COSINE = 0.2
 # a word is rare when at most this share of the store's chunks hold it (and at least RARE_CHUNKS may)
 RARE_SHARE = 0.02
 RARE_CHUNKS = 3
+# a rare name of the query is held when a passage holds it beside at least this share (weighted) of
+# the rest of the query: on the tune questions the answerable ones' passages held 0.33 and more, the
+# unanswerable ones' named it in passing (a Rust mention in an ADR about PDFs: 0.02)
+NAME_CONTEXT = 0.2
 
 _FACET = re.compile(r"(?:^|\s)-?[\w.-]+:\S+")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -198,20 +203,25 @@ def name_words(query: str) -> list[str]:
     return list(dict.fromkeys(w for w, st in words if _written_as_name(w, initial=not st and not title_case)))
 
 
-def missing_names(q: QueryWords, held: set[str] | frozenset[str], first: set[str] | frozenset[str]) -> list[str]:
-    """The names of the query (name_words) that no chunk holds, or that few chunks hold (is_rare)
-    and none of the passages `held` (the page's stems): the corpus, or at least the answer, says
-    nothing about what the question asks about by name ("How do I rotate the MongoDB Atlas API
-    keys?" against a manual without MongoDB). A name the fuzzy fallback corrected to a common word
-    reads as a typo of it only when the first passage (`first`) holds that word ('Daemn' for
+def missing_names(q: QueryWords, passages: Sequence[set[str] | frozenset[str]]) -> list[str]:
+    """The names of the query (name_words) the answer does not hold: "How do I rotate the MongoDB
+    Atlas API keys?" against a manual without MongoDB. `passages`: the stems of the answer's
+    passages, in order. Missing: a name no chunk holds; a name few chunks hold (is_rare) that no
+    passage holds beside at least NAME_CONTEXT of the rest of the query (weighted: a passage that
+    names it in passing, about something else, does not answer a question about it); a name the
+    fuzzy fallback corrected unless the first passage holds the correction (a typo: 'Daemn' for
     'daemon'; 'Consul' searched as 'consume' is not)."""
-    return [
-        n.word
-        for n in q.names
-        if n.absent
-        or any(s not in held and is_rare(q.counts.get(s, 0), q.total) for s in n.stems)
-        or (n.corrected and any(s not in first for s in n.stems))
-    ]
+    first = passages[0] if passages else frozenset()
+    out = []
+    for n in q.names:
+        if n.absent or (n.corrected and any(s not in first for s in n.stems)):
+            out.append(n.word)
+        elif any(is_rare(q.counts.get(s, 0), q.total) for s in n.stems):
+            rest = [s for s in q.stems if s not in n.stems]
+            beside = [coverage_of(rest, q.weights, p) if rest else 1.0 for p in passages if set(n.stems) <= p]
+            if max(beside, default=0.0) < NAME_CONTEXT:
+                out.append(n.word)
+    return out
 
 
 def passage_signals(

@@ -136,16 +136,13 @@ def hit_signals(
     ]
     best = max((c for c in cos if c is not None), default=None)
     out = []
-    held: set[str] = set()  # every stem the page's passages hold, for the names the query asks about
-    first: set[str] = set()
+    held: list[set[str]] = []  # each passage's stems, for the names the query asks about
     for i, (f, c) in enumerate(zip(page, cos)):
         row = rows[f.chunk_id]
         present = passage_stems(fts_text(row["breadcrumb"] + "\n" + row["text"])) if q.stems else set()
         if prefixes:
             present = set(present) | {p for p in prefixes if any(w.startswith(p) for w in present)}
-        held.update(present)
-        if i == 0:
-            first = set(present)
+        held.append(set(present))
         via = f.via
         s = A.passage_signals(
             q,
@@ -157,6 +154,6 @@ def hit_signals(
             position=i,
         )
         out.append(replace(s, lexical="lexical" in via))
-    if q.names and A.missing_names(q, held, first):
+    if q.names and A.missing_names(q, held):
         out = [replace(s, missing=True) for s in out]
     return out
