@@ -209,12 +209,48 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# set for the process `_out_of_sight` starts again: its AUTODOC_STORE was typed after --store
+MOVED = "_AUTODOC_STORE_MOVED"
+
+
+def _out_of_sight(argv: list[str], store: str) -> None:
+    """A password typed after --store is on this process's command line, which every user of the
+    machine can read (ps, /proc/PID/cmdline), for as long as a daemon runs: start again at once, the
+    same pid and stdio, with the connection string in the environment instead."""
+    from .config.pguri import passwords
+
+    if not passwords(store) or os.environ.get(MOVED):
+        return
+    rest, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--store" and i + 1 < len(argv) and argv[i + 1] == store:
+            i += 2
+            continue
+        if argv[i] == f"--store={store}":
+            i += 1
+            continue
+        rest.append(argv[i])
+        i += 1
+    if any(store in a for a in rest):  # typed some other way (an abbreviation): leave it be
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(
+        sys.executable, [sys.executable, "-m", "autodoc.cli", *rest], {**os.environ, "AUTODOC_STORE": store, MOVED: "1"}
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(_words_last(parser, sys.argv[1:] if argv is None else argv))
+    if argv is None and args.store:
+        _out_of_sight(sys.argv[1:], args.store)
+    store = args.store
+    if store is None and os.environ.pop(MOVED, ""):
+        store = os.environ.get("AUTODOC_STORE")  # as typed after --store, and said so (Settings.store_from)
     # a server's log is its status; a command's output is its answer
     configure_logging(logging.INFO if args.cmd in ("serve", "lsp", "mcp") else logging.WARNING, verbose=args.verbose)
-    settings = Settings.from_env(args.store, args.socket_path)
+    settings = Settings.from_env(store, args.socket_path)
     try:
         return _run(args, settings)
     except AutodocError as e:

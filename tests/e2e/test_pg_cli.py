@@ -87,12 +87,17 @@ class Team:
         assert TRACEBACK not in proc.stderr, proc.stderr
         return proc
 
-    def daemon(self, machine: str, store: str | None = None, **extra: str) -> Daemon:
+    def daemon(self, machine: str, store: str | None = None, *, typed: bool = False) -> Daemon:
+        """`autodoc serve --socket` with the store in AUTODOC_STORE, or (`typed`) after --store."""
         base = self.base / machine
         sock = base / "run" / "autodoc.sock"
-        env = self.env(machine, store, **extra)
-        d = Daemon(base, sock=sock, argv=[sys.executable, "-m", "autodoc.cli", "serve", "--socket", str(sock)], env=env)
+        env = self.env(machine, store)
+        flag = ["--store", env["AUTODOC_STORE"]] if typed else []
+        argv = [sys.executable, "-m", "autodoc.cli", *flag, "serve", "--socket", str(sock)]
+        d = Daemon(base, sock=sock, argv=argv, env=env)
         d.env["AUTODOC_STORE"] = env["AUTODOC_STORE"]  # Daemon's own default store is a file
+        if typed:
+            del d.env["AUTODOC_STORE"]
         return d.start()
 
 
@@ -116,8 +121,9 @@ def team(pg_uri):
 
 @pytest.fixture(scope="module")
 def laptop(team):
-    """A daemon on another 'machine' (its own XDG dirs), as the indexer role."""
-    d = team.daemon("laptop")
+    """A daemon on another 'machine' (its own XDG dirs), as the indexer role, the connection string
+    (with its password) typed after --store."""
+    d = team.daemon("laptop", typed=True)
     try:
         yield d
     finally:
@@ -141,6 +147,8 @@ def test_commands_go_to_the_daemon_serving_the_database(team, laptop):
     env = team.env("laptop")
     info = json.loads(team.run(env, "--call", "server.info", "{}").stdout)
     assert info["pid"] == laptop.pid  # found through the lease in this machine's runtime dir
+    # typed on its command line, the password left it at once (the same process, started again)
+    assert team.password not in Path(f"/proc/{laptop.pid}/cmdline").read_text()
     assert info["store"] == f"postgresql://{team.owner}:***@/{team.db}?host={team.uri.split('host=')[1]}"
     assert info["writable"] is True
     out = team.run(env, "search", "-w", "kb", "lease").stdout
