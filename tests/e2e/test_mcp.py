@@ -106,7 +106,10 @@ async def test_every_tool_on_a_real_corpus_over_stdio(store):
         assert not err and ans["answerable"] is True and 1 <= len(ans["hits"]) <= 5
         top = ans["hits"][0]
         assert _path(top) == ADR12 and top["ref"].startswith(f"kb:{ADR12}#L")
-        assert len({_path(h) for h in ans["hits"]}) == len(ans["hits"])
+        # one hit a document but the leading one's, whose passages that a leg ranks at the top follow it
+        paths = [_path(h) for h in ans["hits"]]
+        rest = paths[next((i for i, p in enumerate(paths) if p != ADR12), len(paths)) :]
+        assert len(set(rest)) == len(rest) and ADR12 not in rest
         # each path said once, in the ref: no workspace, path, lines or file origin beside it (issue 35)
         assert set(top) == {"ref", "title", "section", "text", "confidence"} and top["confidence"] > 0.5
         # the model reads the passages as they are in the files, each under its ref, once

@@ -47,7 +47,8 @@ def test_compact_hits_cite_exact_lines_once_per_document(kb):
     assert a["answer"] == "compact" and a["truncated"] is False and a["hits"]
     assert a["tokens"] == answer_tokens(a)
     paths = [h["path"] for h in a["hits"]]
-    assert len(paths) == len(set(paths)) <= 4
+    lead = next((i for i, p in enumerate(paths) if p != paths[0]), len(paths))  # the leading document's run
+    assert len(paths[lead:]) == len(set(paths[lead:])) <= 3 and paths[0] not in paths[lead:]
     for h in a["hits"]:
         m = REF.match(h["ref"])
         assert m and m["ws"] == "kb" and m["path"] == h["path"]
@@ -64,10 +65,12 @@ def test_per_document_fills_limit_with_distinct_documents_in_answer_order(kb):
     full = _valid(svc.search("kb", q, {"limit": 12}))
     first = list(dict.fromkeys(h["path"] for h in full["hits"]))[:4]
     assert len({h["path"] for h in full["hits"]}) < len(full["hits"])  # the full answer repeats documents
+    # one passage a document; the leading one also its passages a leg ranks at the top (search/choice.py)
     compact = _valid(svc.search("kb", q, {"answer": "compact", "limit": 4, "budget_tokens": 32000}))
-    assert [h["path"] for h in compact["hits"]] == first
+    assert list(dict.fromkeys(h["path"] for h in compact["hits"])) == first
+    assert len(compact["hits"]) == len(first) + sum(h["path"] == first[0] for h in compact["hits"][1:])
     per_doc = _valid(svc.search("kb", q, {"limit": 4, "per_document": True}))
-    assert [h["path"] for h in per_doc["hits"]] == first
+    assert [h["path"] for h in per_doc["hits"]] == [h["path"] for h in compact["hits"]]
     several = _valid(
         svc.search("kb", q, {"answer": "compact", "limit": 6, "per_document": False, "budget_tokens": 32000})
     )

@@ -112,3 +112,51 @@ def test_link_reference_definitions_do_not_make_a_section_a_list():
     assert choice.navigational(_lines(embeds, start, len(lines)), "Note Embeds › Image Sizing › Troubleshooting") == 0
     refs = "\n".join(line for line in lines if line.startswith("[") and "]: " in line)
     assert refs and choice.navigational(refs) == 1.0  # nothing but definitions: nothing to read
+
+
+def _legs(cid: int, score: float, lexical: int | None, semantic: int | None) -> F.Fused:
+    ranks = {"lexical": lexical, "semantic": semantic}
+    return F.Fused(cid, score, ranks, {"lexical": None, "semantic": None}, relevance=score, via=[])
+
+
+def test_the_leading_documents_top_passages_by_either_leg_follow_its_first():
+    """bench/answer_spans swift-05 ("Can a function declare that it throws one of two specific error
+    types...?"), as fused over swift-evolution: 0413-typed-throws.md (document 1) leads with "When to use
+    typed throws" (BM25's first, the embedding's 35th); the answer, "Alternatives considered › Multiple
+    thrown error types", is the embedding's first of all passages but fused third of its document, behind
+    0235-add-result.md (document 2): one passage a document never showed it."""
+    fused = [
+        _legs(1, 0.109, 0, 35),  # When to use typed throws
+        _legs(20, 0.090, 1, 3),  # 0235-add-result.md
+        _legs(2, 0.066, 4, 9),  # Effect on API resilience
+        _legs(3, 0.062, 44, 0),  # Multiple thrown error types: the answer
+        _legs(4, 0.061, 11, 1),  # Throwing within a function that declares a typed error
+        _legs(21, 0.050, 2, None),  # 0235-add-result.md again
+        _legs(5, 0.041, 30, 7),
+    ]
+    doc_of = {1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 20: 2, 21: 2}
+    assert choice.leads(fused, doc_of) == [3, 4]  # the embedding's first and second; BM25's first leads already
+    out = choice.follow(fused, choice.leads(fused, doc_of))
+    assert [f.chunk_id for f in out] == [1, 3, 4, 20, 2, 21, 5]
+    assert out[1] is fused[3]  # the records as fused: their own scores and ranks
+    # another document's top passages (21: BM25's third) stay where fusion put them
+    assert 21 not in choice.leads(fused, doc_of)
+    # one leg alone: its first passage is the fused first, nothing to add
+    alone = [F.Fused(f.chunk_id, f.score, {"lexical": f.ranks["lexical"]}, {"lexical": None}) for f in fused]
+    assert choice.leads(alone, doc_of) == []
+    assert choice.follow(fused, []) == fused
+
+
+def test_one_passage_a_document_keeps_the_leading_documents_run():
+    from autodoc.search.compact import one_per_document
+
+    def h(path: str, line: int) -> dict:
+        return {"workspace": "kb", "path": path, "line_start": line}
+
+    hits = [h("a.md", 1), h("a.md", 40), h("a.md", 90), h("b.md", 5), h("a.md", 200), h("c.md", 7), h("b.md", 9)]
+    got = [(x["path"], x["line_start"]) for x in one_per_document(hits, 2)]
+    assert got == [("a.md", 1), ("a.md", 40), ("a.md", 90), ("b.md", 5)]  # a.md's later passage: after b.md's
+    assert [(x["path"], x["line_start"]) for x in one_per_document(hits, 3)][-1] == ("c.md", 7)
+    # a later document's second passage is never kept, even right behind its first
+    later = [h("a.md", 1), h("b.md", 5), h("b.md", 9), h("c.md", 7)]
+    assert [x["path"] for x in one_per_document(later, 3)] == ["a.md", "b.md", "c.md"]

@@ -90,7 +90,8 @@ TOOLS: list[dict[str, Any]] = [
                 "per_document": {
                     "type": "boolean",
                     "default": True,
-                    "description": "true: one passage per document, its best; false: a document may "
+                    "description": "true: one passage per document, its best (the first document also "
+                    "the passages that the words or the meaning match best of all); false: a document may "
                     "give several passages.",
                 },
                 "scope": {

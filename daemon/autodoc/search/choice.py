@@ -10,8 +10,18 @@ such navigation; `choose` reorders each document's passages by their fused score
 it, and hands them the document's own fused scores in that order: the document keeps its place
 (so which documents are found does not change), and its first passage is the one that answers.
 
+The legs often disagree on which passage of the leading document answers: BM25 favours the
+passage holding the most of the query's words (an overview that names every option), the
+embedding the one that says what was asked (the section on the option, the rejected
+alternative a "why not" question is about). On the answer-span questions (bench/answers.py,
+tune) the answer was the semantic leg's first passage of all in 6 of the 8 where the right
+document's fused choice missed it. With one passage a document (search/compact.py), `leads`
+names the leading document's other passages that a leg ranks among its first LEAD_RANK of
+all, and `follow` moves them up behind its first: the answer then shows them, in the order its
+confidence is computed on (made monotone: search/answerable.py).
+
 Input: the fused order (fusion.py), each candidate's document and text. Output: the same
-records, each document's passages re-slotted.
+records, each document's passages re-slotted; the leading document's top passages by either leg.
 
 Runs on: the search's thread (pure: no I/O, no shared state).
 """
@@ -142,3 +152,36 @@ def choose(
         for slot, i in zip(places, preferred):
             out[slot] = replace(fused[i], score=fused[slot].score, relevance=fused[slot].relevance)
     return out
+
+
+LEAD_LEGS = ("semantic", "lexical")  # the legs whose top passages of the leading document are shown
+# a leg's passage ranked this high among all passages (0-based, below it) is shown with the
+# leading document: lower, a leg's best of one document can be its 40th of all, a weak match
+# that would pull down the confidence of the passages shown after it
+LEAD_RANK = 3
+LEAD_NAV = 0.5  # nor one this navigational (`choose` demoted it; engine.py reads its text for this)
+
+
+def leads(fused: list[F.Fused], doc_of: Mapping[int, int], legs: tuple[str, ...] | None = None) -> list[int]:
+    """Chunk ids of the leading document's passages, the first one's aside, that a leg ranks
+    among its first LEAD_RANK of all passages, in fused order. Only when legs were fused (every
+    record names them all): alone, a leg's order is the fused order already."""
+    legs = LEAD_LEGS if legs is None else legs
+    if len(fused) < 2 or len(fused[0].ranks) < 2:
+        return []
+    lead = doc_of[fused[0].chunk_id]
+    return [
+        f.chunk_id
+        for f in fused[1:]
+        if doc_of[f.chunk_id] == lead and any((r := f.ranks.get(leg)) is not None and r < LEAD_RANK for leg in legs)
+    ]
+
+
+def follow(fused: list[F.Fused], ids: list[int]) -> list[F.Fused]:
+    """`ids` (passages of the first one's document) moved up behind the first, in their order;
+    the rest keep theirs."""
+    if not ids:
+        return fused
+    wanted = set(ids)
+    moved = [f for f in fused[1:] if f.chunk_id in wanted]
+    return [fused[0], *moved, *(f for f in fused[1:] if f.chunk_id not in wanted)]

@@ -62,6 +62,7 @@ def request(opts: Mapping[str, Any] | None) -> Request:
 def engine_opts(opts: Mapping[str, Any] | None, req: Request) -> dict[str, Any]:
     """The engine keeps at most PER_DOCUMENT chunks a document, so this many hits fill `limit` documents."""
     out = dict(opts or {})
+    out["per_document"] = req.per_document  # the engine leads with the leading document's top passages
     if req.per_document:
         out["limit"] = req.limit * PER_DOCUMENT
     return out
@@ -80,16 +81,20 @@ def finish(db: Snapshot, ws: Workspace, full: dict[str, Any], req: Request) -> d
 
 
 def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
-    """Each document's first (best) hit, in answer order, up to `limit` documents."""
+    """Each document's first (best) hit, in answer order, up to `limit` documents; the leading
+    document's hits that directly follow its first stay with it (the engine puts there its passages
+    that a leg ranks at the top of all: search/choice.py `leads`)."""
     seen: set[tuple[str, str]] = set()
     out = []
-    for h in hits:
+    for i, h in enumerate(hits):
         key = (h["workspace"], h["path"])
         if key not in seen:
+            if len(seen) == limit:
+                break
             seen.add(key)
             out.append(h)
-            if len(out) == limit:
-                break
+        elif len(seen) == 1 and len(out) == i:  # the leading document's run
+            out.append(h)
     return out
 
 

@@ -289,7 +289,17 @@ def fuse(ctx: Context, plan: Plan, legs: Legs) -> tuple[list[F.Fused], dict[int,
     if plan.opts.demote_superseded:
         successor, path_of = ctx.successors() if ctx.successors else stored_hits.successors(ctx.db, ctx.ws.id)
         fused = F.demote_superseded(fused, doc_of, successor, path_of)
-    return fused, doc_of
+    return (_lead_passages(ctx, fused, doc_of) if plan.opts.per_document else fused), doc_of
+
+
+def _lead_passages(ctx: Context, fused: list[F.Fused], doc_of: dict[int, int]) -> list[F.Fused]:
+    """With one passage a document: the leading document's passages that a leg ranks at the top of
+    all follow its first (choice.py `leads`), unless navigation (their text read for that alone)."""
+    ids = choice.leads(fused, doc_of)
+    if ids:
+        heads = stored_hits.chunk_heads(ctx.db, ids)
+        ids = [c for c in ids if c in heads and choice.navigational(heads[c][1], heads[c][0]) < choice.LEAD_NAV]
+    return choice.follow(fused, ids)
 
 
 def _choose_passages(ctx: Context, plan: Plan, fused: list[F.Fused], doc_of: dict[int, int]) -> list[F.Fused]:

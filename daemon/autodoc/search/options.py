@@ -32,6 +32,9 @@ class SearchOptions:
     scope: str = "all"  # files, sessions (session.append) or all
     after: str | None = None  # only documents whose path sorts after this one (paging a browse)
     min_confidence: float = FLOOR  # hits under it are held back (answerable.py: the floor)
+    # one passage a document will be shown (search/compact.py): the leading document's passages a
+    # leg ranks at the top follow its first (search/choice.py `leads`)
+    per_document: bool = False
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -77,4 +80,5 @@ def parse_options(opts: dict[str, Any] | None, ws: WorkspaceConfig) -> SearchOpt
         scope=opts.get("scope", "all"),
         after=opts.get("after"),
         min_confidence=opts.get("min_confidence", FLOOR),
+        per_document=opts.get("per_document", False),
     )
