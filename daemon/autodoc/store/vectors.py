@@ -236,7 +236,12 @@ def store_search(db: Snapshot, ws_id: int, fp: str) -> str | None:
 
 def nearest(
     db: Snapshot, schema: str, ws_id: int, fp: str, q: np.ndarray, k: int, allowed: list[int] | None
-) -> tuple[list[tuple[int, bytes, bytes]], int]:
-    """The store's nearest k texts to q, as their chunks' (id, f32, bits), and how many texts
-    the index answered (store/pg/vectors.py: nearest)."""
+) -> tuple[list[tuple[int, str, float]], int]:
+    """The store's nearest k texts to q, as their chunks' (id, text hash, the index's cosine
+    distance), nearest first, and how many texts the index answered (store/pg/vectors.py: nearest)."""
     return pg.nearest(db, schema, ws_id, fp, q, k, allowed)
+
+
+def text_vectors(db: Snapshot, ws_id: int, fp: str, hashes: Iterable[str]) -> dict[str, tuple[bytes, bytes]]:
+    """text hash → (f32, bits) of these texts' vectors for fp."""
+    return pg.rows(db, ws_id, fp, hashes)

@@ -1,8 +1,9 @@
 """A workspace's vectors searched by the store itself: PostgreSQL with pgvector (store/pg/vectors.py).
 
 The store answers candidates, this module decides: the nearest max(CANDIDATES_MIN,
-CANDIDATES_FACTOR × top) texts by the HNSW index, each with its float32 bytes, rescored exactly
-here as the in-memory index scores every row (rounded to float16 precision, a float32 dot
+CANDIDATES_FACTOR × top) texts by the HNSW index, with the index's own distance; the float32 bytes
+of those that can reach the top (within MARGIN of the top-th distance: a few past `top`, not all
+of them) are fetched and rescored exactly here as the in-memory index scores every row (rounded to float16 precision, a float32 dot
 product, ties by chunk id: vector_cache.py, vectors.py). A cosine reported is therefore the very
 one the SQLite store's search reports for that chunk; only a neighbour the graph walk misses can
 differ, which the SciFact bench measures (docs/benchmarks/postgres.md).
@@ -35,6 +36,10 @@ CANDIDATES_MIN = 100
 CANDIDATES_FACTOR = 4
 FILTER_EXACT_BELOW = 5_000  # a filter of at most this many chunks is scanned exactly
 SCAN_ROWS = 20_000  # rows rescored at once when scanning a workspace
+# How far past the index's top-th distance a candidate is still fetched and rescored: the exact
+# cosine is of the float16-rounded vector (≤ 2^-11 relative per component, so within 4.9e-4 of
+# the float32 one) and pgvector's is float32 arithmetic (~1e-6); twice their sum.
+MARGIN = 2e-3
 
 
 def _half_precision(vecs: np.ndarray) -> np.ndarray:
@@ -93,13 +98,22 @@ class StoreVectors:
         if top <= k // 2:
             while True:
                 ids = None if allowed is None else allowed.tolist()
-                rows, answered = stored.nearest(self.db, self.schema, self.ws_id, self.fp, q, k, ids)
-                if len(rows) >= top or answered < k:  # enough, or the index has nothing more
-                    return rescore(rows, q, top, self.dim)
+                near, answered = stored.nearest(self.db, self.schema, self.ws_id, self.fp, q, k, ids)
+                if len(near) >= top or answered < k:  # enough, or the index has nothing more
+                    return rescore(self._survivors(near, top), q, top, self.dim)
                 if k >= stored.EF_SEARCH_MAX:
                     break
                 k = min(stored.EF_SEARCH_MAX, k * CANDIDATES_FACTOR)
         return self._scan(q, top, allowed)
+
+    def _survivors(self, near: list[tuple[int, str, float]], top: int) -> list[tuple[int, bytes, bytes]]:
+        """The rows of the candidates that can be in the exact top `top`: those the index puts within
+        MARGIN of its top-th distance (its order and the exact one differ by less: see MARGIN)."""
+        if len(near) > top:
+            cut = near[top - 1][2] + MARGIN
+            near = [n for n in near if n[2] <= cut]
+        vecs = stored.text_vectors(self.db, self.ws_id, self.fp, {h for _, h, _ in near})
+        return [(cid, *vecs[h]) for cid, h, _ in near if h in vecs]
 
     def _scan(self, q: np.ndarray, top: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         """Exact over every complete document's rows, a block at a time (rare: see the module's docstring)."""

@@ -153,34 +153,44 @@ def drop_indexes(db: Snapshot, ws_id: int, *, only: str | None = None, keep: str
 
 def nearest(
     db: Snapshot, schema: str, ws_id: int, fp: str, q: np.ndarray, k: int, allowed: Iterable[int] | None = None
-) -> tuple[list[tuple[int, bytes, bytes]], int]:
+) -> tuple[list[tuple[int, str, float]], int]:
     """The chunks holding the `k` texts nearest `q` by the index (of complete documents, and among
-    `allowed` chunk ids when given): ([(chunk id, f32, bits)], how many texts the index answered)."""
+    `allowed` chunk ids when given), nearest first: ([(chunk id, text hash, the index's cosine
+    distance)], how many texts the index answered). The vectors themselves stay in the database
+    (`rows`: only those the caller rescores travel)."""
     ext = _ident(schema)
     dim = int(np.asarray(q).shape[0])
     db.execute("SELECT set_config('hnsw.ef_search', ?, true)", (str(min(EF_SEARCH_MAX, max(40, k))),))
     scope, args = "", []
     if allowed is not None:
         scope, args = " AND c.id = ANY(?)", [list(allowed)]
+    distance = f"v::{ext}.vector({dim}) OPERATOR({ext}.<=>) ?::{ext}.vector({dim})"
+    text = literal(q)
     rows = db.execute(
         f"""WITH near AS MATERIALIZED (
-              SELECT text_hash, f32, bits FROM vectors WHERE workspace_id = ? AND model_fp = ?
-              ORDER BY v::{ext}.vector({dim}) OPERATOR({ext}.<=>) ?::{ext}.vector({dim}) LIMIT ?)
-            SELECT c.id, near.f32, near.bits, (SELECT count(*) FROM near) FROM near
-            JOIN chunks c ON c.workspace_id = ? AND c.text_hash = near.text_hash
-            WHERE NOT EXISTS (SELECT 1 FROM chunks c2 WHERE c2.document_id = c.document_id AND NOT EXISTS (
+              SELECT text_hash, {distance} AS d FROM vectors WHERE workspace_id = ? AND model_fp = ?
+              ORDER BY {distance} LIMIT ?)
+            SELECT c.id, near.text_hash, near.d FROM near
+            LEFT JOIN chunks c ON c.workspace_id = ? AND c.text_hash = near.text_hash{scope}
+              AND NOT EXISTS (SELECT 1 FROM chunks c2 WHERE c2.document_id = c.document_id AND NOT EXISTS (
                 SELECT 1 FROM vectors v2 WHERE v2.workspace_id = c2.workspace_id AND v2.model_fp = ?
-                AND v2.text_hash = c2.text_hash)){scope}""",
-        [ws_id, fp, literal(q), k, ws_id, fp, *args],
+                AND v2.text_hash = c2.text_hash))
+            ORDER BY near.d, c.id""",
+        [text, ws_id, fp, text, k, ws_id, *args, fp],
     ).fetchall()
-    if not rows:
-        found = db.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM vectors WHERE workspace_id = ? AND model_fp = ? "
-            f"ORDER BY v::{ext}.vector({dim}) OPERATOR({ext}.<=>) ?::{ext}.vector({dim}) LIMIT ?) n",
-            (ws_id, fp, literal(q), k),
-        ).fetchone()
-        return [], int(found[0]) if found else 0
-    return [(int(r[0]), bytes(r[1]), bytes(r[2])) for r in rows], int(rows[0][3])
+    answered = len({r[1] for r in rows})
+    return [(int(r[0]), str(r[1]), float(r[2])) for r in rows if r[0] is not None], answered
+
+
+def rows(db: Snapshot, ws_id: int, fp: str, hashes: Iterable[str]) -> dict[str, tuple[bytes, bytes]]:
+    """text hash → (f32, bits) of these texts' vectors."""
+    return {
+        str(h): (bytes(f), bytes(b))
+        for h, f, b in db.execute(
+            "SELECT text_hash, f32, bits FROM vectors WHERE workspace_id = ? AND model_fp = ? AND text_hash = ANY(?)",
+            (ws_id, fp, list(hashes)),
+        )
+    }
 
 
 def plan(db: Snapshot, schema: str, ws_id: int, fp: str, q: np.ndarray, k: int) -> list[str]:
