@@ -216,6 +216,21 @@ def test_an_unreachable_database_says_so_and_what_to_fix(team, tmp_path):
     assert f"postgresql://{team.owner}:***@/{team.db}" in serve.stderr
 
 
+def test_a_reader_role_on_a_database_without_the_store_says_so(team, pg_uri, tmp_path):
+    """A reader's daemon started before any indexer ran: it may not create the schema, and says what to do
+    (it was an internal error, exit 70: the migration's permission denied)."""
+    import psycopg
+
+    empty = f"{team.db}_empty"
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {empty}")
+    env = team.env("early", as_role(pg_uri, team.reader, team.reader_password, empty))
+    serve = team.run(env, "serve", "--socket", str(tmp_path / "s.sock"), check=False)
+    assert serve.returncode == 1, serve.stderr
+    assert f"no AutoDoc store in postgresql://{team.reader}:***@/{empty}" in serve.stderr
+    assert "index a workspace into it first" in serve.stderr
+
+
 def test_a_reader_role_searches_and_reads_and_never_indexes(team, reader):
     env = team.env("reader", team.reader_uri)
     info = json.loads(team.run(env, "--call", "server.info", "{}").stdout)

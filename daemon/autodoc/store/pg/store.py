@@ -79,7 +79,10 @@ class PgStore:
         try:
             self.schema = schema or schema_of(first.conn.info.get_parameters().get("options", ""))
             if writer:
-                migrate(first.conn, self.schema)
+                try:
+                    migrate(first.conn, self.schema)
+                except psycopg.errors.InsufficientPrivilege:
+                    pass  # a role that may not migrate (a reader): a schema up to date is all it needs, said below
             self._set_search_path(first)
             self._check_schema(first)
             self.role = str(first.conn.info.user)
@@ -133,6 +136,14 @@ class PgStore:
             raise StoreTooNew(
                 f"the database's AutoDoc schema ({self.schema}) is version {version}, newer than this AutoDoc "
                 f"understands ({len(MIGRATIONS)}); upgrade AutoDoc on this machine"
+            )
+        if version < len(MIGRATIONS):
+            role = snap.conn.info.user
+            raise StoreReadOnly(
+                f"the database's AutoDoc schema ({self.schema}) is version {version}, older than this AutoDoc's "
+                f"({len(MIGRATIONS)}), and the role {role} may not migrate it: run this AutoDoc once as the "
+                "schema's owner (autodoc index), or an older AutoDoc here",
+                {"store": self.path, "role": role},
             )
 
     def _open(self, role: str) -> PgSnapshot:
