@@ -149,7 +149,7 @@ def _prefixed(db: Snapshot, prefix: str, key: tuple) -> Phrase:
             "SELECT DISTINCT term FROM postings WHERE term >= ? AND term < ? "
             "UNION SELECT DISTINCT term FROM postings_delta WHERE term >= ? AND term < ?",
             (prefix, _upper(prefix), prefix, _upper(prefix)),
-        )
+        ).fetchall()
     ]
     recs = [_of(r) for r in postread.read_terms(db, terms, key).values() if len(r)]
     if not recs:

@@ -121,7 +121,7 @@ def indexed_rows(db: Snapshot, chunk_ids: list[int]) -> dict[int, Row]:
         "SELECT c.id, d.title, c.breadcrumb, d.tags, d.aliases, d.path, c.text FROM chunks c "
         f"JOIN documents d ON d.id = c.document_id WHERE {ids_in}",
         (ids,),
-    ):
+    ).fetchall():
         meta = meta_text(json.loads(aliases), json.loads(tags), path)
         cols = tuple(
             tok(

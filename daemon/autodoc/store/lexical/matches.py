@@ -137,7 +137,7 @@ def _kept(
 ) -> list[tuple[int, float]]:
     """The ranked rows of this workspace that pass the filter, in their order."""
     ids = in_ids(db, "c.id", [r[0] for r in ranked_rows])[1]
-    keep = {r[0] for r in db.execute(_keep_sql(db, filt), (ids, workspace_id, *filt.params))}
+    keep = {r[0] for r in db.execute(_keep_sql(db, filt), (ids, workspace_id, *filt.params)).fetchall()}
     return [(cid, s) for cid, s in ranked_rows if cid in keep]
 
 
@@ -154,7 +154,7 @@ MATCHING_SQL = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
 def matching_rowids(db: Snapshot, match: str) -> list[int]:
     if dialect(db) == POSTGRES:
         return bm25.matching(db, match)
-    return [r[0] for r in db.execute(MATCHING_SQL, (match,))]
+    return [r[0] for r in db.execute(MATCHING_SQL, (match,)).fetchall()]
 
 
 def matching_chunks(db: Snapshot, match: str) -> tuple[str, object]:

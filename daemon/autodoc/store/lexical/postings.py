@@ -149,7 +149,9 @@ def removed(db: Snapshot, chunk_ids: list[int]) -> None:
 
 def removed_workspace(db: Snapshot, workspace_id: int) -> None:
     if has_tables(db):
-        removed(db, [r[0] for r in db.execute("SELECT id FROM chunks WHERE workspace_id=?", (workspace_id,))])
+        removed(
+            db, [r[0] for r in db.execute("SELECT id FROM chunks WHERE workspace_id=?", (workspace_id,)).fetchall()]
+        )
 
 
 def open_tail(db: Snapshot) -> bool:
@@ -223,7 +225,10 @@ def _fold(db: Snapshot, seg: int, terms: list[str], rec: np.ndarray, starts: np.
     narrow["id"], narrow["d"], narrow["tf"] = rec["id"], rec["d"], rec["tf"]  # wide terms' rows unused
     cond, arg = in_ids(db, "term", terms)
     old = {
-        t: (w, d) for t, w, d in db.execute(f"SELECT term, wide, data FROM postings WHERE seg=? AND {cond}", (seg, arg))
+        t: (w, d)
+        for t, w, d in db.execute(
+            f"SELECT term, wide, data FROM postings WHERE seg=? AND {cond}", (seg, arg)
+        ).fetchall()
     }
     fresh, rewritten = [], []
     for i, term in enumerate(terms):
@@ -379,7 +384,7 @@ def build_all(db: Snapshot) -> None:
 
 
 def _dead(db: Snapshot) -> np.ndarray:
-    return np.array([r[0] for r in db.execute("SELECT chunk FROM postings_dead")], dtype=np.int64)
+    return np.array([r[0] for r in db.execute("SELECT chunk FROM postings_dead").fetchall()], dtype=np.int64)
 
 
 def compact(db: Snapshot) -> None:

@@ -49,11 +49,13 @@ def read_terms(db: Snapshot, terms: list[str], key: tuple) -> dict[str, np.ndarr
     parts: dict[str, list[tuple[int, bytes]]] = {t: [] for t in terms}
     for term, wide, data in db.execute(
         f"SELECT term, wide, data FROM postings WHERE {cond} ORDER BY term, seg", (wanted,)
-    ):
+    ).fetchall():
         parts[term].append((wide, data))
     dead = dead_ids(db, key).astype(np.uint32)
     delta: dict[str, list[tuple]] = {}
-    for r in db.execute(f"SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE {cond}", (wanted,)):
+    for r in db.execute(
+        f"SELECT term, chunk, d, t0, t1, t2, t3 FROM postings_delta WHERE {cond}", (wanted,)
+    ).fetchall():
         delta.setdefault(r[0], []).append(r[1:])
     return {t: _live(segs, dead, delta.get(t)) for t, segs in parts.items()}
 
@@ -80,7 +82,7 @@ def counts(db: Snapshot, terms: list[str]) -> dict[str, int]:
             "SELECT term, SUM(LENGTH(data) / CASE WHEN wide <> 0 THEN ? ELSE ? END) FROM postings "
             f"WHERE {cond} GROUP BY term",
             (WIDE.itemsize, NARROW.itemsize, arg),
-        )
+        ).fetchall()
     )
     return {t: int(got.get(t) or 0) for t in terms}
 
@@ -102,9 +104,11 @@ def live_counts(db: Snapshot, terms: list[str], key: tuple) -> dict[str, int]:
         in_segs, segs = in_ids(db, "seg", sorted({int(i) >> SEG_BITS for i in dead}))
         for term, wide, data in db.execute(
             f"SELECT term, wide, data FROM postings WHERE {cond} AND {in_segs}", (arg, segs)
-        ):
+        ).fetchall():
             n[term] -= int(np.isin(decode(wide, data)["id"], dead).sum())
-    for term, c in db.execute(f"SELECT term, COUNT(*) FROM postings_delta WHERE {cond} GROUP BY term", (arg,)):
+    for term, c in db.execute(
+        f"SELECT term, COUNT(*) FROM postings_delta WHERE {cond} GROUP BY term", (arg,)
+    ).fetchall():
         n[term] += int(c)
     return n
 

@@ -51,7 +51,7 @@ def near(db: Snapshot, token: str, slack: int) -> list[str]:
         prefixes = [token[:2]]
     out: dict[str, None] = {}
     for prefix in prefixes:
-        for (t,) in db.execute(sql, (prefix, _upper(prefix), lo, hi, MAX_TERMS)):
+        for (t,) in db.execute(sql, (prefix, _upper(prefix), lo, hi, MAX_TERMS)).fetchall():
             out[str(t)] = None
     out.pop(token, None)
     return list(out)

@@ -41,7 +41,7 @@ def delete_workspace(db: Snapshot, workspace_id: int) -> None:
     """Every chunk row of a workspace (before its chunks go)."""
     if dialect(db) == POSTGRES:
         pg_lexical.removed(
-            db, [r[0] for r in db.execute("SELECT id FROM chunks WHERE workspace_id=?", (workspace_id,))]
+            db, [r[0] for r in db.execute("SELECT id FROM chunks WHERE workspace_id=?", (workspace_id,)).fetchall()]
         )
     else:
         db.execute(
