@@ -122,7 +122,8 @@ def _database(target: str) -> Iterator[Check]:
         return
     from .store.pg.reach import cause_of, fix_for
     from .store.pg.roles import can_write
-    from .store.pg.schema import MIGRATIONS, SCHEMA, schema_version
+    from .store.pg.schema import MIGRATIONS, schema_version
+    from .store.pg.store import schema_of
 
     try:
         given = conninfo_to_dict(target)
@@ -159,25 +160,26 @@ def _database(target: str) -> Iterator[Check]:
                 "absent: each daemon searches vectors itself, in memory "
                 "(install pgvector on the server to search them in the database)",
             )
-        have, want = schema_version(conn, SCHEMA), len(MIGRATIONS)
+        schema = schema_of(conn.info.get_parameters().get("options", ""))  # autodoc, or the string's search_path
+        have, want = schema_version(conn, schema), len(MIGRATIONS)
         if have == 0:
             yield Check(
                 "schema",
                 True,
-                f"{SCHEMA} not created yet: the first indexer (a role that may create in this database) creates it",
+                f"{schema} not created yet: the first indexer (a role that may create in this database) creates it",
             )
             return
         if have > want:
             yield Check(
                 "schema",
                 False,
-                f"{SCHEMA} is version {have}, newer than this AutoDoc understands ({want})",
+                f"{schema} is version {have}, newer than this AutoDoc understands ({want})",
                 "upgrade autodoc on this machine",
             )
             return
-        behind = f" (the next writer migrates it to {want})" if have < want else ""
-        yield Check("schema", True, f"{SCHEMA}, version {have}{behind}")
-        if can_write(conn, SCHEMA):
+        behind = f" (the owner's next index migrates it to {want})" if have < want else ""
+        yield Check("schema", True, f"{schema}, version {have}{behind}")
+        if can_write(conn, schema):
             yield Check("role", True, f"{role[0] if role else '?'} may index (reads and writes the rows)")
         else:
             yield Check(
@@ -186,7 +188,7 @@ def _database(target: str) -> Iterator[Check]:
                 f"{role[0] if role else '?'} reads only: searches and reads answer, "
                 "indexing is refused (an indexer role indexes: README, For a team)",
             )
-        rows = conn.execute(f'SELECT name, root FROM "{SCHEMA}".workspaces ORDER BY name').fetchall()
+        rows = conn.execute(f'SELECT name, root FROM "{schema}".workspaces ORDER BY name').fetchall()
     if not rows:
         yield Check("workspaces", True, "none yet (autodoc workspace add NAME FOLDER, by an indexer)")
     for name, root in rows:
