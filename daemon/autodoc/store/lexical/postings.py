@@ -38,6 +38,7 @@ import apsw
 import numpy as np
 
 from ..interface import Snapshot
+from ..pg import lexical as pg_lexical
 from ..sql import POSTGRES, all_rows, dialect, in_ids, scalar
 from . import fts5, ftstext
 from .ftstext import fts_text
@@ -120,12 +121,16 @@ def added(db: Snapshot, chunk_id: int, texts: tuple[str, str, str, str]) -> list
     """A chunk's FTS row was inserted with these four column strings: its records go to the delta,
     unless the ids from the build's cursor on are the build's (an older store, or a large batch's tail).
     Returns the columns' sizes in tokens when it wrote the records."""
-    state = built(db)
+    pg = dialect(db) == POSTGRES  # (whose postings are complete from the start: no build, no tail)
+    state = COMPLETE if pg else built(db)
     if state is None or (state != COMPLETE and chunk_id >= int(state)):
         return None
     tok = fts5._tokenizer(db)
     cols = tuple(_tokens(tok, s) for s in texts)
     d = sum(len(c) for c in cols)
+    if pg:  # one statement a chunk, not one a word
+        pg_lexical.add_delta(db, chunk_id, d, row_terms(tok, cols))
+        return [len(c) for c in cols]
     db.executemany(
         "INSERT INTO postings_delta(term, chunk, d, t0, t1, t2, t3) VALUES (?,?,?,?,?,?,?) ON CONFLICT(term, chunk) "
         "DO UPDATE SET d=excluded.d, t0=excluded.t0, t1=excluded.t1, t2=excluded.t2, t3=excluded.t3",

@@ -34,14 +34,25 @@ def state(db: Snapshot) -> tuple[int, int, tuple]:
 def added(db: Snapshot, chunk_id: int, sizes: list[int]) -> None:
     """A chunk's lexical row was written with these column sizes (tokens): FTS5's docsize and averages."""
     db.execute(
-        "INSERT INTO lexical_sizes(chunk, t0, t1, t2, t3) VALUES (?,?,?,?,?) "
-        "ON CONFLICT(chunk) DO UPDATE SET t0 = excluded.t0, t1 = excluded.t1, t2 = excluded.t2, t3 = excluded.t3",
-        (chunk_id, *sizes),
-    )
-    db.execute(
+        "WITH s AS (INSERT INTO lexical_sizes(chunk, t0, t1, t2, t3) VALUES (?,?,?,?,?)) "
         "UPDATE lexical_stats SET chunks = chunks + 1, t0 = t0 + ?, t1 = t1 + ?, t2 = t2 + ?, t3 = t3 + ?, "
         "version = version + 1 WHERE id = 1",
-        tuple(sizes),
+        (chunk_id, *sizes, *sizes),
+    )
+
+
+def add_delta(db: Snapshot, chunk_id: int, d: int, terms: dict[str, list[int]]) -> None:
+    """A chunk's postings delta rows (store/lexical/postings.py: token → its count per column), in one
+    statement: arrays unnested, where SQLite takes a row at a time."""
+    if not terms:
+        return
+    counts = list(zip(*terms.values()))
+    db.execute(
+        "INSERT INTO postings_delta(term, chunk, d, t0, t1, t2, t3) SELECT t, ?, ?, a, b, c, e FROM "
+        "unnest(?::text[], ?::integer[], ?::integer[], ?::integer[], ?::integer[]) AS u(t, a, b, c, e) "
+        "ON CONFLICT(term, chunk) DO UPDATE SET d = excluded.d, t0 = excluded.t0, t1 = excluded.t1, "
+        "t2 = excluded.t2, t3 = excluded.t3",
+        (chunk_id, d, list(terms), *(list(c) for c in counts)),
     )
 
 
