@@ -221,3 +221,54 @@ class _Percent:
 
     def execute(self, sql, args=()):
         return self.conn.execute(sql.replace("?", "%s"), args)
+
+
+def test_a_service_tells_each_change_once_and_marks_anothers_documents_in_its_caches(pg_uri, tmp_path):
+    """Two Services on one database (the Service's side of the feed, service.py _changed_elsewhere):
+    A's listeners hear its own writes once though its feed reads them back; B's hear A's writes, in
+    order, and B's readers are told which documents' vectors to refresh (all of them after a delete,
+    whose id is gone)."""
+    from autodoc.config import Settings
+    from autodoc.service import Service
+    from autodoc.store import reads
+
+    uri = f"{pg_uri}&options=-csearch_path%3Ds_{uuid.uuid4().hex[:8]}"
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "one.md").write_text("# One\n\nalpha\n")
+    a = Service(Settings.from_env(store=uri))
+    b = None
+    try:
+        a.workspace_add("kb", str(kb), {"embedding": {"provider": "none"}})
+        b = Service(Settings.from_env(store=uri), writer=False)  # a reader machine
+        heard_a: list[int] = []
+        heard_b: list[tuple[str, str, int]] = []
+        marked: list[tuple] = []
+        a.add_change_listener(lambda ws, ch: heard_a.extend(c["cursor"] for c in ch))
+        b.add_change_listener(lambda ws, ch: heard_b.extend((ws, c["path"], c["cursor"]) for c in ch))
+        b.on_invalidate = lambda *item: marked.append(item)
+        a.index("kb")
+        ws_id = a._ws("kb").id
+        with a.store.read() as db:
+            one = reads.document_id(db, ws_id, "one.md")
+        (kb / "two.md").write_text("# Two\n\nbeta\n")
+        (kb / "one.md").unlink()
+        a.index("kb")
+        log = a.changes_since("kb", 0, 100)["changes"]
+        cursors = [c["cursor"] for c in log]
+        # one run's removals are written before its new files (index/job.py _flush)
+        assert [(c["path"], c["op"]) for c in log] == [("one.md", "add"), ("one.md", "delete"), ("two.md", "add")]
+        deadline = time.monotonic() + 10
+        assert a._feed is not None and b._feed is not None
+        while len(heard_b) < 3 or a._feed.cursor < cursors[-1]:
+            assert time.monotonic() < deadline, (heard_b, a._feed.cursor)
+            time.sleep(0.02)
+        assert heard_a == cursors  # each once: A's feed read them back and told nobody again
+        assert heard_b == [("kb", c["path"], c["cursor"]) for c in log]
+        vectors = [item for item in marked if item[0] == "vectors"]
+        assert vectors[0] == ("vectors", ws_id, [one])  # the first run's one document
+        assert ("vectors", ws_id, None) in vectors[1:]  # the second run deleted one: every document
+    finally:
+        for s in (b, a):
+            if s is not None:
+                s.close()
