@@ -329,6 +329,34 @@ def test_an_agent_and_an_editor_on_the_database(team, laptop):
     assert b"runbooks/lease-recovery.md" in got_b
 
 
+async def test_the_terminal_app_on_the_database(team, laptop, tmp_path, monkeypatch):
+    """`autodoc tui` with a PostgreSQL store: found this machine's daemon, searched, previewed."""
+    import asyncio
+
+    from autodoc.config import Settings
+    from autodoc.tui.app import AutodocApp
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", team.env("laptop")["XDG_RUNTIME_DIR"])  # where its lease is
+    app = AutodocApp(
+        Settings.from_env(store=team.uri), start_daemon=False, state_file=tmp_path / "tui.json", workspace="kb"
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        deadline = time.monotonic() + 60
+        s = app.pickers["search"]
+        while not (app.shown_workspace is not None and s.is_mounted):
+            assert time.monotonic() < deadline, "the workspace never showed"
+            await pilot.pause(0.02)
+        assert app.link.mode == "daemon"
+        s.query_one("#query").value = "lease"
+        while not (s.answer is not None and s.pending is None and s.answer["query"] == "lease"):
+            assert time.monotonic() < deadline, "no answer"
+            await pilot.pause(0.02)
+        assert any(h["path"] == "runbooks/lease-recovery.md" for h in s.answer["hits"])
+        while (s.preview_shown or {}).get("path") != s.answer["hits"][0]["path"]:
+            assert time.monotonic() < deadline, "no preview"
+            await asyncio.sleep(0.02)
+
+
 def test_a_spawned_daemon_gets_the_password_through_its_environment(team):
     """connect.start_daemon (what `autodoc mcp` and `autodoc index`'s hand-off run): the connection
     string is not on the daemon's command line, which any user of the machine can read."""
