@@ -75,3 +75,14 @@ def test_every_passage_a_leg_ranks_at_the_top_follows_the_leading_one(svc):
             break
         lead.append((h["line_start"], h["line_end"]))
     assert set(lead) == wanted
+
+
+def test_the_leading_run_holds_no_table_of_contents(svc):
+    """0415's "Table of contents" lists every heading the query names: BM25's second of all, fused
+    second, right behind the leading passage; one passage a document shows what follows its first."""
+    query = "preamble macros wrapper macros type checking composing"
+    full = svc.search("swift", query, {"limit": 30, "per_document": False})
+    assert [h["breadcrumb"].endswith("Table of contents") for h in full["hits"][:2]] == [False, True]
+    a = _compact(svc, query)
+    lead = [h for h in a["hits"] if h["path"] == a["hits"][0]["path"]]
+    assert a["hits"][: len(lead)] == lead and not any(h["section"] == "Table of contents" for h in lead)

@@ -136,7 +136,7 @@ def test_the_leading_documents_top_passages_by_either_leg_follow_its_first():
     ]
     doc_of = {1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 20: 2, 21: 2}
     assert choice.leads(fused, doc_of) == [3, 4]  # the embedding's first and second; BM25's first leads already
-    out = choice.follow(fused, choice.leads(fused, doc_of))
+    out = choice.follow(fused, choice.leads(fused, doc_of), doc_of)
     assert [f.chunk_id for f in out] == [1, 3, 4, 20, 2, 21, 5]
     assert out[1] is fused[3]  # the records as fused: their own scores and ranks
     # another document's top passages (21: BM25's third) stay where fusion put them
@@ -144,7 +144,13 @@ def test_the_leading_documents_top_passages_by_either_leg_follow_its_first():
     # one leg alone: its first passage is the fused first, nothing to add
     alone = [F.Fused(f.chunk_id, f.score, {"lexical": f.ranks["lexical"]}, {"lexical": None}) for f in fused]
     assert choice.leads(alone, doc_of) == []
-    assert choice.follow(fused, []) == fused
+    assert choice.follow(fused, [], doc_of) == fused
+    # the leading run is the first passage and the leads alone: a passage fused second but no leg's
+    # top (a table of contents the engine held back from the leads) goes behind the next document
+    toc_second = [fused[0], fused[2], fused[1], fused[3]]
+    assert [f.chunk_id for f in choice.follow(toc_second, [], doc_of)] == [1, 20, 2, 3]
+    assert [f.chunk_id for f in choice.follow(toc_second, [3], doc_of)] == [1, 3, 20, 2]
+    assert choice.follow([], [], doc_of) == []
 
 
 def test_one_passage_a_document_keeps_the_leading_documents_run():

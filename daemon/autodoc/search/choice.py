@@ -17,8 +17,9 @@ alternative a "why not" question is about). On the answer-span questions (bench/
 tune) the answer was the semantic leg's first passage of all in 6 of the 8 where the right
 document's fused choice missed it. With one passage a document (search/compact.py), `leads`
 names the leading document's other passages that a leg ranks among its first LEAD_RANK of
-all, and `follow` moves them up behind its first: the answer then shows them, in the order its
-confidence is computed on (made monotone: search/answerable.py).
+all, and `follow` moves them up behind its first and its other passages (a table of contents
+that fused second, say) behind the next document's first: the answer then shows them, in the
+order its confidence is computed on (made monotone: search/answerable.py).
 
 Input: the fused order (fusion.py), each candidate's document and text. Output: the same
 records, each document's passages re-slotted; the leading document's top passages by either leg.
@@ -177,11 +178,15 @@ def leads(fused: list[F.Fused], doc_of: Mapping[int, int], legs: tuple[str, ...]
     ]
 
 
-def follow(fused: list[F.Fused], ids: list[int]) -> list[F.Fused]:
-    """`ids` (passages of the first one's document) moved up behind the first, in their order;
-    the rest keep theirs."""
-    if not ids:
+def follow(fused: list[F.Fused], ids: list[int], doc_of: Mapping[int, int]) -> list[F.Fused]:
+    """`ids` (passages of the first one's document) moved up behind the first, in their order, and
+    the document's other passages behind the next document's first: the leading run of the order
+    (what one passage a document keeps of it: search/compact.py) is the first passage and `ids`."""
+    if not fused:
         return fused
+    lead = doc_of[fused[0].chunk_id]
     wanted = set(ids)
     moved = [f for f in fused[1:] if f.chunk_id in wanted]
-    return [fused[0], *moved, *(f for f in fused[1:] if f.chunk_id not in wanted)]
+    rest = [f for f in fused[1:] if f.chunk_id not in wanted]
+    nxt = next((i for i, f in enumerate(rest) if doc_of[f.chunk_id] != lead), 0)
+    return [fused[0], *moved, *rest[nxt : nxt + 1], *rest[:nxt], *rest[nxt + 1 :]]

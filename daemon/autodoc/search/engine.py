@@ -294,12 +294,13 @@ def fuse(ctx: Context, plan: Plan, legs: Legs) -> tuple[list[F.Fused], dict[int,
 
 def _lead_passages(ctx: Context, fused: list[F.Fused], doc_of: dict[int, int]) -> list[F.Fused]:
     """With one passage a document: the leading document's passages that a leg ranks at the top of
-    all follow its first (choice.py `leads`), unless navigation (their text read for that alone)."""
+    all follow its first, unless navigation (their text read for that alone), and its others come
+    after the next document's first (choice.py `leads`, `follow`)."""
     ids = choice.leads(fused, doc_of)
     if ids:
         heads = stored_hits.chunk_heads(ctx.db, ids)
         ids = [c for c in ids if c in heads and choice.navigational(heads[c][1], heads[c][0]) < choice.LEAD_NAV]
-    return choice.follow(fused, ids)
+    return choice.follow(fused, ids, doc_of)
 
 
 def _choose_passages(ctx: Context, plan: Plan, fused: list[F.Fused], doc_of: dict[int, int]) -> list[F.Fused]:
