@@ -285,3 +285,42 @@ def test_workspace_status_says_who_searches_the_vectors(stores):
         assert vector_search(db, stores["ws"]) is None  # no model has vectors yet
         raise LookupError
     assert vector_search(stores["pgvector"], stores["ws"]) == "pgvector"
+
+
+def test_a_service_on_postgres_embeds_and_answers_by_meaning_as_on_sqlite(pg_uri, stores):
+    """End to end through the Service on a PostgreSQL store: index and embed the same corpus (the
+    model run again, on the same texts in the same order), then semantic and hybrid answers; the
+    answers' documents and cosines match the SQLite store's (cosines to 1e-5: two runs of the
+    model may differ in a vector's last bits), and similar documents work from the store's search."""
+    from urllib.parse import quote
+
+    import psycopg
+
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    sep = "&" if "?" in pg_uri else "?"
+    svc = Service(Settings.from_env(store=f"{pg_uri}{sep}options={quote(f'-csearch_path={name}')}"))
+    try:
+        svc.workspace_add("adr", str(ROOT), None)
+        rep = svc.index("adr", embed=True)
+        assert rep["embedding"]["embedded"] > 50
+        st = svc.workspace_status("adr")
+        assert st["embedding"]["state"] == "ready" and st["embedding"]["search"] == "pgvector"
+        for q in QUERIES[:3]:
+            for opts in ({"stages": ["semantic"], "limit": 8}, {"limit": 8}):
+                got, want = svc.search("adr", q, opts), stores["svc"].search("adr", q, opts)
+                assert got["semantic"] == "ready" and got["mode_used"] == want["mode_used"]
+                assert [h["path"] for h in got["hits"]] == [h["path"] for h in want["hits"]]
+                for g, w in zip(got["hits"], want["hits"]):
+                    assert g["scores"]["semantic"] == pytest.approx(w["scores"]["semantic"], abs=1e-5)
+        path = svc.search("adr", QUERIES[0], {"limit": 1})["hits"][0]["path"]
+        got_similar, want_similar = svc.search_similar("adr", path), stores["svc"].search_similar("adr", path)
+        assert got_similar["similar"] and [s["path"] for s in got_similar["similar"]] == [
+            s["path"] for s in want_similar["similar"]
+        ]
+    finally:
+        svc.close()
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
