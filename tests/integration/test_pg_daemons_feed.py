@@ -272,3 +272,44 @@ def test_a_service_tells_each_change_once_and_marks_anothers_documents_in_its_ca
         for s in (b, a):
             if s is not None:
                 s.close()
+
+
+def test_writers_of_two_stores_through_the_row_functions_reach_a_feed_in_commit_order(pg_uri):
+    """The real write path (store/documents.py next_generation, then log_change, whose pg_notify wakes
+    the feed) on two PgStores, as two daemons have: 3 threads on each, each transaction held a random
+    while after its generation. Every change reaches the feed once, in cursor order, each with a
+    generation of its own (one UPDATE … RETURNING: a read-then-write would hand two daemons the same)."""
+    from autodoc.store import open_store
+    from autodoc.store.documents import log_change, next_generation
+    from autodoc.store.pg.notify import follow
+
+    uri = f"{pg_uri}&options=-csearch_path%3Do_{uuid.uuid4().hex[:8]}"
+    stores = [open_store(uri), open_store(uri)]
+    got = Collected()
+    feed = follow(stores[0], got)
+    assert feed is not None and feed.connected.wait(10)
+
+    def writer(k: int) -> None:
+        rnd = random.Random(k)
+        store = stores[k % 2]
+        for i in range(8):
+            with store.write() as db:
+                gen = next_generation(db)
+                time.sleep(rnd.random() * 0.01)  # others queue on the generation row meanwhile
+                log_change(db, "kb", f"w{k}-{i}.md", "modify", gen)
+
+    try:
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        rows = got.wait_for(48)
+    finally:
+        feed.stop()
+        for s in stores:
+            s.close()
+    cursors = [r["cursor"] for r in rows]
+    assert cursors == sorted(cursors) and len(set(cursors)) == 48
+    gens = [r["generation"] for r in rows]
+    assert gens == sorted(gens) and len(set(gens)) == 48

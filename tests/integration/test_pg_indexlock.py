@@ -179,3 +179,17 @@ def test_one_daemon_embeds_a_workspace_at_a_time_and_a_dead_ones_claim_passes_on
     assert a.claim(wid)
     a.close()
     b.close()
+
+
+def test_a_lock_connection_that_cannot_be_made_is_the_products_error_without_the_password(tmp_path):
+    from types import SimpleNamespace
+
+    from autodoc.errors import StoreUnreachable
+    from autodoc.store.pg.indexlock import dedicated
+
+    target = f"postgresql://indexer:s3cret-pw@/db?host={tmp_path}/nowhere&connect_timeout=2"
+    store = SimpleNamespace(target=target, path=target.replace("s3cret-pw", "***"))
+    with pytest.raises(StoreUnreachable) as e:
+        dedicated(store, "index")
+    assert "s3cret-pw" not in str(e.value) and "s3cret-pw" not in str(e.value.data)
+    assert "cannot connect to the PostgreSQL store postgresql://indexer:***@" in str(e.value)

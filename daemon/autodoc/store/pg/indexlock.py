@@ -209,7 +209,20 @@ def dedicated(store: Any, role: str) -> psycopg.Connection:
     target: str = store.target
     keepalives = {k: v for k, v in KEEPALIVES.items() if k not in target.lower()}  # unless the target sets its own
     name = f"autodoc {role} {socket.gethostname()}:{os.getpid()}"
-    return psycopg.connect(target, autocommit=True, application_name=name[:63], **keepalives)
+    try:
+        conn = psycopg.connect(target, autocommit=True, application_name=name[:63], **keepalives)
+    except psycopg.Error as e:  # the product's error, naming the store without its password
+        from ...errors import StoreUnreachable
+        from .reach import cause_of
+
+        raise StoreUnreachable(
+            f"cannot connect to the PostgreSQL store {store.path}: {cause_of(target, e)}", {"store": store.path}
+        ) from None
+    from .store import SERVER_KEEPALIVES
+
+    for setting in SERVER_KEEPALIVES:  # the server notices a holder cut off by the network as soon
+        conn.execute(f"SET {setting}")
+    return conn
 
 
 # pg_try_advisory_lock(EMBED_CLASS, workspace id): who embeds a workspace's pending chunks now
