@@ -4,6 +4,7 @@ figures the design of the PostgreSQL store chooses by.
     python -m bench.pg_study lexical [--store PATH] [--queries N]   # SciFact train nDCG@10
     python -m bench.pg_study vectors [--store PATH] [--size N]      # pgvector HNSW vs exact numpy
     python -m bench.pg_study notify [--edits N]                     # commit → LISTEN delivery latency
+    python -m bench.pg_study scifact [--queries N]                  # SciFact test, both stores, one run
 
 Both read a built SciFact store (bench.quality's cache; --store names one, else the newest under
 the cache's stores/ whose name starts with "scifact-"): it is copied first (SQLite's backup API) so
@@ -26,6 +27,16 @@ notify: one connection commits N transactions, each inserting a row and calling 
 id (as an indexed edit will); another, in another process, LISTENs and records when each arrives: the
 latency from just before COMMIT to delivery, p50/p95 (the floor under "an edit indexed by one daemon
 is searchable through another within 1 s").
+
+scifact: the product on both stores in one run. The bench's cached SciFact store (bench.quality's
+build_store: indexed and embedded) is copied and brought up to date with the code (an incremental
+index; its vectors, keyed by text hash, stay); a PostgreSQL store on the private server gets the
+same workspace folder and configuration, the copy's vectors (rows copied through the store's own
+write, so the `v` column and the HNSW index are made as the embed queue makes them: nothing is
+re-embedded) and its own index run. Then every SciFact test query through `Service.search` on
+each store: lexical, semantic and the default hybrid at limit 100, nDCG@10 / R@10 / R@100 / MRR@10
+by bench.quality's evaluator, p50/p95 latency, how many answers are byte-identical between the
+stores (the search's own timing fields aside) and how the semantic leg was served.
 
 Prints one JSON object. Runs on: the benchmark's main thread."""
 
@@ -264,15 +275,124 @@ def notify(uri: str, edits: int) -> dict[str, Any]:
     return {"edits": edits, "delivered": len(got), "in_order": list(got) == list(sent), "latency_ms": summary_ms(lat)}
 
 
+def _copy_vectors(lite, pg, ws_name: str) -> dict[str, Any]:
+    """The SQLite store's vectors and serving model into the PostgreSQL store's workspace of the same
+    name (store/vectors.py's write: on Postgres it writes `v` and makes the HNSW index)."""
+    from autodoc.store import vectors as stored
+    from autodoc.store.workspaces import get_workspace
+
+    t0 = time.monotonic()
+    with lite.read() as src:
+        ws_src = get_workspace(src, ws_name)
+        active = stored.active_model(src, ws_src.id)
+        assert active is not None, "the SQLite store has no vectors"
+        rows = src.execute(
+            "SELECT text_hash, f32, bits FROM vectors WHERE workspace_id=? AND model_fp=? ORDER BY text_hash",
+            (ws_src.id, active.fingerprint),
+        ).fetchall()
+    with pg.write() as dst:
+        ws = get_workspace(dst, ws_name)
+        for i in range(0, len(rows), 1000):
+            batch = [(h, bytes(f), bytes(b)) for h, f, b in rows[i : i + 1000]]
+            stored.write_vectors(dst, ws.id, active.fingerprint, batch)
+        stored.activate(dst, ws.id, active.fingerprint, active.config or {}, active.name or "")
+    return {"vectors": len(rows), "seconds": round(time.monotonic() - t0, 2), "model_fp": active.fingerprint}
+
+
+def _comparable(answer: bytes) -> Any:
+    """An answer without what no two runs share (timings)."""
+    a = json.loads(answer)
+    if isinstance(a, dict):
+        a.pop("took_ms", None)
+        a.pop("timings", None)
+    return a
+
+
+def scifact(uri: str, tmp: Path, n_queries: int | None) -> dict[str, Any]:
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    from .quality import (
+        DEFAULT_DATA,
+        DEFAULT_HYBRID,
+        HYBRID,
+        WORKSPACE,
+        build_store,
+        evaluate,
+        load_collection,
+        run_queries,
+    )
+
+    col = load_collection(DEFAULT_DATA / "scifact")
+    built = build_store(col, quiet=True)  # the cached store (embeds only what it lacks)
+    lite_path = copy_store(built.store, tmp / "scifact.db")
+    out: dict[str, Any] = {"source_store": str(built.store), "build": built.report}
+    lite = Service(Settings.from_env(store=lite_path))
+    pg = Service(Settings.from_env(store=uri))
+    try:
+        t0 = time.monotonic()
+        lite.index(WORKSPACE)  # the copy against this code (a no-op when the cache is current)
+        out["sqlite_index_seconds"] = round(time.monotonic() - t0, 2)
+        with lite.store.read() as db:  # the same configuration (chunking, model, fusion)
+            config = json.loads(db.execute("SELECT config FROM workspaces WHERE name=?", (WORKSPACE,)).fetchone()[0])
+        pg.workspace_add(WORKSPACE, str(built.workspace_dir), config)
+        out["copy"] = _copy_vectors(lite.store, pg.store, WORKSPACE)
+        t0 = time.monotonic()
+        rep = pg.index(WORKSPACE, embed=True)
+        out["postgres_index"] = {
+            "seconds": round(time.monotonic() - t0, 2),
+            "chunks": rep["chunks"],
+            "embedded": rep["embedding"],
+        }
+        out["embedding"] = {
+            name: {k: svc.workspace_status(WORKSPACE)["embedding"][k] for k in ("state", "embedded", "total", "search")}
+            for name, svc in (("sqlite", lite), ("postgres", pg))
+        }
+        queries = col.split_queries("test")[:n_queries]
+        qrels = {q: col.qrels["test"][q] for q, _ in queries}
+        out["queries"] = len(queries)
+        out["configs"] = []
+        for name, opts in (
+            ("lexical", {"stages": ["lexical"]}),
+            ("semantic", {"stages": ["semantic"]}),
+            (DEFAULT_HYBRID, {"stages": HYBRID}),
+        ):
+            row: dict[str, Any] = {"name": name}
+            answers = {}
+            for backend, svc in (("sqlite", lite), ("postgres", pg)):
+                svc.search(WORKSPACE, "warm up the caches", {**opts, "limit": 5})
+                log(f"{backend}: {name} ({len(queries)} queries)")
+                r = run_queries(svc, queries, {**opts, "limit": 100})
+                answers[backend] = r["answers"]
+                row[backend] = {
+                    "metrics": _round(evaluate(r["run"], qrels)),
+                    "latency_ms": summary_ms(r["latency"]),
+                    "errors": len(r["errors"]),
+                    "semantic": r["semantic"],
+                }
+            row["ndcg10_difference"] = round(
+                row["postgres"]["metrics"]["nDCG@10"] - row["sqlite"]["metrics"]["nDCG@10"], 4
+            )
+            row["identical_answers"] = sum(
+                _comparable(answers["sqlite"][q]) == _comparable(answers["postgres"][q]) for q, _ in queries
+            )
+            log(f"  {row['name']}: sqlite {row['sqlite']['metrics']} postgres {row['postgres']['metrics']}")
+            out["configs"].append(row)
+    finally:
+        pg.close()
+        lite.close()
+    return out
+
+
 def _round(m: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in m.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.pg_study", description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["lexical", "vectors", "notify"])
+    ap.add_argument("what", choices=["lexical", "vectors", "notify", "scifact"])
     ap.add_argument("--store", type=Path, help="a built SciFact store (default: the newest in the bench cache)")
-    ap.add_argument("--queries", type=int, help="lexical: only the first N train queries")
+    ap.add_argument("--queries", type=int, help="lexical, scifact: only the first N train (test) queries")
     ap.add_argument("--size", type=int, default=50_000, help="vectors: rows (real ones, then synthetic)")
     ap.add_argument("--edits", type=int, default=100, help="notify: transactions")
     args = ap.parse_args(argv)
@@ -280,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     res["machine"] = machine_note()
     with tempfile.TemporaryDirectory(prefix="ad-pgstudy-", dir="/tmp") as tmp:
         store = Path(tmp) / "autodoc.db"
-        if args.what != "notify":
+        if args.what in ("lexical", "vectors"):
             src = args.store or newest_store()
             res["source_store"] = str(src)
             copy_store(src, store)
@@ -290,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
                 res.update(lexical(store, uri, args.queries))
             elif args.what == "vectors":
                 res.update(vectors(store, uri, args.size))
+            elif args.what == "scifact":
+                res.update(scifact(uri, Path(tmp), args.queries))
             else:
                 res.update(notify(uri, args.edits))
         finally:
