@@ -29,6 +29,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -207,19 +208,42 @@ def phrase(db: Snapshot, expr: str, key: tuple) -> Phrase:
         first = parts[0]
         got = Phrase(ids, first.d[np.searchsorted(first.ids, ids)], np.array(tfs, np.int64).reshape(-1, 4))
     with _lock:
-        _phrases[cache] = got
-        while len(_phrases) > _KEEP_PHRASES:
-            _phrases.popitem(last=False)
+        _phrases.put(cache, got, len(got.ids))
     return got
 
 
 # -- matching and ranking -----------------------------------------------------------------------
 
 _lock = threading.Lock()
-_KEEP_PHRASES = 256
-_KEEP_RANKINGS = 32
-_phrases: OrderedDict[tuple, Phrase] = OrderedDict()
-_rankings: OrderedDict[tuple, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+# What each cache keeps, in rows (a search asks for one ranking at several depths, and the counts of
+# its phrases more than once): bounded in rows rather than entries, so that a few huge prefixes (`a*`
+# at 1M chunks) cannot hold the memory of hundreds: at most ≈ 50 MB of phrases (48 bytes a row) and
+# 16 MB of rankings.
+KEEP_ROWS = 1 << 20
+
+
+class _Cache:
+    """Values by key, the oldest dropped while their rows exceed KEEP_ROWS (the newest always kept)."""
+
+    def __init__(self) -> None:
+        self.items: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
+        self.rows = 0
+
+    def get(self, key: tuple) -> Any:
+        got = self.items.get(key)
+        return None if got is None else got[0]
+
+    def put(self, key: tuple, value: Any, rows: int) -> None:
+        if key in self.items:
+            return
+        self.items[key] = (value, rows)
+        self.rows += rows
+        while self.rows > KEEP_ROWS and len(self.items) > 1:
+            self.rows -= self.items.popitem(last=False)[1][1]
+
+
+_phrases = _Cache()
+_rankings = _Cache()
 
 
 def _key(db: Snapshot, state: fts5.IndexState | None = None) -> tuple[fts5.IndexState, tuple]:
@@ -270,9 +294,7 @@ def ranking(db: Snapshot, match: str, weights: tuple[float, ...]) -> tuple[np.nd
     best = np.lexsort((ids, -s))
     got = (ids[best], -s[best])
     with _lock:
-        _rankings[cache] = got
-        while len(_rankings) > _KEEP_RANKINGS:
-            _rankings.popitem(last=False)
+        _rankings.put(cache, got, len(got[0]))
     return got
 
 
