@@ -202,6 +202,7 @@ def test_an_unreachable_database_says_so_and_what_to_fix(team, tmp_path):
         proc = team.run(env, *args, check=False)
         assert proc.returncode == 1, (args, proc.stderr)
         assert f"postgresql://{team.owner}:***@/{team.db}" in proc.stderr and "(-32012)" in proc.stderr
+        assert "No such file or directory; fix: start PostgreSQL there" in proc.stderr
         assert "autodoc doctor" in proc.stderr
     serve = subprocess.run(
         [sys.executable, "-m", "autodoc.cli", "serve", "--socket", str(tmp_path / "s.sock")],

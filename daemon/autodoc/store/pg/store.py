@@ -35,6 +35,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from ...errors import StoreReadOnly, StoreTooNew, StoreUnreachable, WorkspaceNotFound
+from .reach import fix_for
 from .roles import can_write
 from .schema import MIGRATIONS, SCHEMA, migrate, schema_version
 from .snapshot import PgSnapshot, prepare
@@ -115,8 +116,10 @@ class PgStore:
                 **_keepalives(self.target),
             )
         except psycopg.Error as e:
+            cause = _reason(e, self.target).removeprefix("connection is bad: ").removeprefix("connection failed: ")
             raise StoreUnreachable(
-                f"cannot connect to the PostgreSQL store {self.path}: {_reason(e, self.target)}", {"store": self.path}
+                f"cannot connect to the PostgreSQL store {self.path}: {cause}; fix: {fix_for(cause)}",
+                {"store": self.path},
             ) from None
         prepare(conn)
         for setting in SERVER_KEEPALIVES:
