@@ -2,9 +2,9 @@
 each command, `autodoc doctor`.
 
 `cause_of(target, exc)` is a driver's failure to connect on one line, scrubbed of the password
-(config/pguri.py `scrub`); `fix_for(cause)` says what to do about it. The store itself raises
-StoreUnreachable naming the store without its password (store/pg/store.py); the CLI prints it and
-exits 1, pointing at `autodoc doctor`, which connects itself and says the fix.
+(config/pguri.py `scrub`); `fix_for(cause)` says what to do about it. The store raises
+StoreUnreachable naming the store without its password, the cause and the fix (store/pg/store.py);
+the CLI prints it and exits 1, the daemon likewise; `autodoc doctor` connects itself and says both.
 
 Pure string work: the driver's exception is only read (its text), so this module imports no driver.
 
