@@ -324,3 +324,44 @@ def test_a_service_on_postgres_embeds_and_answers_by_meaning_as_on_sqlite(pg_uri
         svc.close()
         with psycopg.connect(pg_uri, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def test_an_indexer_role_that_may_not_make_the_index_writes_vectors_searched_in_memory(pg_uri, stores, caplog):
+    """The indexer role of store/pg/roles.py may write rows but not create an index (it does not own
+    the table): its vectors are written with `v` all the same, and searched in memory."""
+    import psycopg
+
+    from autodoc.search.semantic.vector_cache import VectorCache
+    from autodoc.store import vectors as stored
+    from autodoc.store.pg import vectors as pgv
+    from autodoc.store.pg.roles import grant
+    from autodoc.store.pg.snapshot import PgSnapshot, prepare
+
+    name, conn, owner = _schema(pg_uri, True)
+    role = f"r_{uuid.uuid4().hex[:8]}"
+    try:
+        owner.execute("INSERT INTO workspaces(id, name, root, config, created) VALUES (5, 'w', '/', '{}', 0)")
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        grant(conn, indexers=[role], schema=name)
+        vecs = np.stack(
+            [np.frombuffer(f, dtype="<f4") for (f,) in stores["pgvector"].execute("SELECT f32 FROM vectors")]
+        )
+        with psycopg.connect(pg_uri, user=role, autocommit=True) as as_indexer:
+            prepare(as_indexer)
+            as_indexer.execute(f'SET search_path TO "{name}"')
+            db = PgSnapshot(as_indexer)
+            with db:
+                owner_rows = [(f"h{i}", v.tobytes(), np.packbits(v > 0).tobytes()) for i, v in enumerate(vecs[:20])]
+                stored.write_vectors(db, 5, "m", owner_rows)
+                stored.write_vectors(db, 5, "m", owner_rows[:3])  # asked once per process, not per batch
+            assert not pgv.has_index(db, 5, "m")
+            assert db.execute("SELECT count(v) FROM vectors").fetchone() == (20,)
+            assert stored.store_search(db, 5, "m") is None
+            with db:
+                assert VectorCache().searchable(db, 5, "m", stores["dim"]).mode == "memory"
+        assert sum("no HNSW index for workspace 5" in r.getMessage() for r in caplog.records) == 1
+    finally:
+        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+        conn.execute(f"DROP OWNED BY {role}")
+        conn.execute(f"DROP ROLE {role}")
+        conn.close()

@@ -45,6 +45,7 @@ EF_SEARCH_MAX = 1000
 # the migration and indexer locks use the two-int4 space)
 LOCK_INDEX = int.from_bytes(b"adochnsw", "big") & 0x7FFF_FFFF_FFFF_FFFF
 _NAME = re.compile(r"^vectors_hnsw_(\d+)_[0-9a-f]+$")
+_refused: set[tuple[int, str]] = set()  # (workspace, model) whose index this process may not make: asked once
 
 
 def extension(db: Snapshot) -> str | None:
@@ -97,6 +98,8 @@ def ensure_index(db: Snapshot, schema: str, ws_id: int, fp: str, dim: int) -> bo
     does not own the table): that workspace's vectors are then searched in memory."""
     if has_index(db, ws_id, fp):
         return True
+    if (ws_id, fp) in _refused:
+        return False
     ext = _ident(schema)
     try:
         with db:  # a savepoint: a refusal must not end the writer's transaction
@@ -111,6 +114,7 @@ def ensure_index(db: Snapshot, schema: str, ws_id: int, fp: str, dim: int) -> bo
         if type(e).__name__ != "InsufficientPrivilege":
             raise
         log.warning("no HNSW index for workspace %s (%s): %s; its vectors are searched in memory", ws_id, fp[:12], e)
+        _refused.add((ws_id, fp))
         return False
     return True
 
