@@ -135,14 +135,19 @@ def hit_signals(
         f.scores.get("semantic") if cosines_comparable and f.scores.get("semantic") is not None else None for f in page
     ]
     best = max((c for c in cos if c is not None), default=None)
-    out = []
     held: list[set[str]] = []  # each passage's stems, for the names the query asks about
-    for i, (f, c) in enumerate(zip(page, cos)):
+    for f in page:
         row = rows[f.chunk_id]
         present = passage_stems(fts_text(row["breadcrumb"] + "\n" + row["text"])) if q.stems else set()
         if prefixes:
             present = set(present) | {p for p in prefixes if any(w.startswith(p) for w in present)}
         held.append(set(present))
+    first = held[0] if held else set()
+    unconfirmed = {s for n in q.names if n.corrected and not set(n.stems) <= first for s in n.stems}
+    if unconfirmed:  # a name corrected to a word the first passage lacks is no typo of it: unknown
+        q = replace(q, guessed=q.guessed | unconfirmed)
+    out = []
+    for i, (f, c, present) in enumerate(zip(page, cos, held)):
         via = f.via
         s = A.passage_signals(
             q,
