@@ -75,7 +75,9 @@ def _config(ws: Workspace) -> WorkspaceConfig:
 
 
 class Service:
-    def __init__(self, settings: Settings, *, writer: bool = True, holder: dict[str, Any] | None = None):
+    def __init__(
+        self, settings: Settings, *, writer: bool = True, holder: dict[str, Any] | None = None, feed: bool = True
+    ):
         self.settings = settings
         self.store_path = settings.store
         # a database has no file beside it for the store to lease: a writer here takes the lease this
@@ -122,8 +124,9 @@ class Service:
         self._pool = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="autodoc-leg")
         self._told: dict[int, None] = {}  # cursors listeners were told of, oldest first
         self._told_lock = threading.Lock()
-        # what every daemon sharing a PostgreSQL store commits (store/pg/notify.py); None on SQLite
-        self._feed = follow(self.store, self._changed_elsewhere, self._vectors_changed)
+        # what every daemon sharing a PostgreSQL store commits (store/pg/notify.py); None on SQLite, and in
+        # a reader process (feed=False), which its daemon's invalidations keep right
+        self._feed = follow(self.store, self._changed_elsewhere, self._vectors_changed) if feed else None
         self.lexical_helper = LexicalHelper(settings.store) if legproc.enabled() else None  # search/lexical/legproc.py
 
     # -- plumbing ------------------------------------------------------------

@@ -123,7 +123,7 @@ def serve(sock: socket.socket) -> int:
     if settings is None:
         return 0
     os.environ["AUTODOC_READERS"] = "0"  # a reader is one of the processes: no lexical helper of its own
-    service = Service(settings, writer=False)
+    service = Service(settings, writer=False, feed=False)  # the daemon's feed reaches it as invalidations
     service.vectors.private_rows = PRIVATE_ROWS  # above it, only a base the daemon shared
     inbox: queue.Queue[Any] = queue.Queue()
     cancels: dict[int, threading.Event] = {}
