@@ -35,6 +35,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from ...errors import StoreReadOnly, StoreTooNew, StoreUnreachable, WorkspaceNotFound
+from .liveness import alive
 from .reach import fix_for
 from .roles import can_write
 from .schema import MIGRATIONS, SCHEMA, migrate, schema_version
@@ -212,9 +213,14 @@ class PgStore:
 
     @contextmanager
     def locked(self) -> Iterator[PgSnapshot]:
-        """The write lock without a transaction: for work that spans several."""
-        db = self.writer()
+        """The write lock without a transaction: for work that spans several. No BEGIN finds out
+        that the server ended the idle writer (a restart): its socket does (store/pg/liveness.py),
+        so a live index's first write after a restart is not the one that fails."""
+        self.writer()  # a read-only store refuses before it waits for the lock
         with self._write_lock, _translated(self):
+            db = self.writer()
+            if not alive(db.conn):
+                db = self.writer()  # the dead one is closed now: connected again
             yield db
 
     @contextmanager

@@ -1,0 +1,325 @@
+"""Faults of a PostgreSQL store (issue 34, "Faults" and "Security"), with real processes: a daemon
+(`python -m autodoc.daemon --store <URI>`) over a PostgreSQL server of this module's own
+(tests/helpers/pg.py), which these tests stop and start again on the same data: the shared `pg_uri`
+server must not restart under the other tests of this xdist worker.
+
+- the server restarted mid-search: while it is down every answer is store.unreachable (-32012), never
+  -32603 nor an empty answer; once it is back the very next search answers as before;
+- the server restarted mid-index: the job answers -32012, the next run finishes it, nothing lost
+  or duplicated (every file once, its chunks of its generation, one `add` in the log per file);
+- the writer's connection terminated mid-transaction (pg_terminate_backend): nothing half-written,
+  the daemon serves on and the next run finishes;
+- a schema newer than this AutoDoc's: the daemon and the CLI refuse with a clear message;
+- every message and log line of all this names the store without its password.
+
+The server trusts local connections, so the URI's password is never checked: it is there to be
+leaked, and the tests look for it everywhere."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.daemon import Daemon, daemon_argv
+from helpers.pg import PgServer, missing_reason
+
+from autodoc_client.client import RemoteError
+
+pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+KB = Path(__file__).resolve().parents[1] / "corpora" / "kb"
+CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "corpora"
+NO_MODEL = {"embedding": {"provider": "none"}}
+PASSWORD = f"Pw-{uuid.uuid4().hex}"  # what no output may ever show
+UNREACHABLE = -32012
+TRACEBACK = "Traceback (most recent call last)"
+
+
+class Server:
+    """This module's PostgreSQL server, and URIs for a schema of each test's own, with a password."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.pg = PgServer(base / "pgdata")
+        self.uri = self.pg.start()
+        self.host = self.uri.split("host=")[1]
+        self.outputs: list[str] = []  # every message and log a test saw, checked for the password
+
+    def store(self, schema: str) -> str:
+        return f"postgresql://postgres:{PASSWORD}@/postgres?host={self.host}&options=-csearch_path%3D{schema}"
+
+    def shown(self, schema: str) -> str:
+        return self.store(schema).replace(PASSWORD, "***")
+
+    def connect(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(self.uri, autocommit=True)
+
+    def restart(self) -> None:
+        self.pg.stop()
+        self.pg.start()
+
+    def daemon(self, name: str, schema: str, *, watch: bool = False) -> Daemon:
+        base = self.base / name
+        sock = base / "s.sock"
+        store = self.store(schema)
+        args = () if watch else ("--no-watch",)
+        d = Daemon(base, store=base / "unused.db", sock=sock, argv=daemon_argv(store, sock, *args))  # type: ignore[arg-type]
+        d.env["AUTODOC_STORE"] = store
+        return d.start()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    base = Path(tempfile.mkdtemp(prefix="ad-pgf-", dir="/tmp"))
+    s = Server(base)
+    try:
+        yield s
+    finally:
+        s.pg.stop()
+        leaked = [text for text in s.outputs if PASSWORD in text]
+        shutil.rmtree(base, ignore_errors=True)
+        assert not leaked, f"the password was shown: {leaked[0][:2000]}"
+
+
+@pytest.fixture(scope="module")
+def kb(server: Server) -> Iterator[tuple[Daemon, str]]:
+    """A daemon serving tests/corpora/kb (16 documents) from schema kb_…, indexed."""
+    schema = f"kb_{uuid.uuid4().hex[:8]}"
+    d = server.daemon("kb", schema)
+    try:
+        d.call("workspace.add", ["kb", str(KB), NO_MODEL])
+        d.call("workspace.index", ["kb"])
+        yield d, schema
+    finally:
+        d.stop()
+        server.outputs.append(d.log_text())
+
+
+def down_error(server: Server, schema: str, e: RemoteError) -> None:
+    """What a client is told while the server is down: the store unreachable, named without its password."""
+    server.outputs.append(f"{e.message} {json.dumps(e.data)}")
+    assert e.code == UNREACHABLE, (e.code, e.message, e.data)
+    assert server.shown(schema) in e.message, e.message
+    assert e.data["store"] == server.shown(schema)
+
+
+def test_a_server_restart_mid_search_answers_unreachable_then_the_same_answers(server, kb):
+    d, schema = kb
+    queries = ["lease", "frontmatter", "runbook recovery"]
+    before = {q: d.call("search.query", ["kb", q]) for q in queries}
+    assert all(before[q]["hits"] for q in queries)
+    seen: list[tuple[str, Any]] = []  # ("ok", answer) | ("err", RemoteError), from a client searching throughout
+    stop = threading.Event()
+
+    def searching() -> None:
+        i = 0
+        while not stop.is_set():
+            q = queries[i % len(queries)]
+            i += 1
+            try:
+                seen.append(("ok", (q, d.call("search.query", ["kb", q]))))
+            except RemoteError as e:
+                seen.append(("err", e))
+
+    client = threading.Thread(target=searching, daemon=True)
+    client.start()
+    try:
+        time.sleep(0.3)
+        server.pg.stop()
+        time.sleep(0.3)
+        for method, params in (
+            ("search.query", ["kb", "lease"]),
+            ("workspace.status", ["kb"]),
+            ("document.read", {"workspace": "kb", "path": "index.md"}),
+        ):
+            with pytest.raises(RemoteError) as down:
+                d.call(method, params)
+            down_error(server, schema, down.value)
+        server.pg.start()
+        # the very next search answers, on each of the daemon's threads that read before
+        for q in queries * 3:
+            assert d.call("search.query", ["kb", q]) == before[q]
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        client.join(30)
+    answers = [x for kind, x in seen if kind == "ok"]
+    errors = [x for kind, x in seen if kind == "err"]
+    assert answers, "the client never searched"
+    for q, answer in answers:  # never an empty or partial answer: the one from before, or an error
+        assert answer == before[q], q
+    for e in errors:
+        down_error(server, schema, e)
+    assert d.running()
+
+
+def test_after_a_restart_nobody_saw_the_first_request_answers(server, kb):
+    """Restarted between two requests: every connection the daemon holds is stale, and the first
+    request after must not be the one that finds out."""
+    d, _ = kb
+    before = d.call("search.query", ["kb", "lease"])
+    status = d.call("workspace.status", ["kb"])
+    server.restart()
+    assert d.call("search.query", ["kb", "lease"]) == before
+    assert d.call("workspace.status", ["kb"])["files"] == status["files"]
+    assert d.call("document.read", {"workspace": "kb", "path": "index.md"})["text"] == (KB / "index.md").read_text()
+
+
+def test_an_edit_saved_after_a_restart_is_indexed_live(server):
+    """The watcher's first write after a restart finds the writer connection stale outside any
+    transaction (the live index starts under the write lock, before its BEGIN)."""
+    schema = f"lv_{uuid.uuid4().hex[:8]}"
+    root = server.base / "live" / "kb"
+    shutil.copytree(KB, root)
+    d = server.daemon("live", schema, watch=True)
+    try:
+        d.call("workspace.add", ["kb", str(root), NO_MODEL])
+        d.call("workspace.index", ["kb"])
+        server.restart()
+        word = f"quuxly{uuid.uuid4().hex[:6]}"
+        (root / "after-restart.md").write_text(f"# After the restart\n\nThe {word} note.\n")
+        deadline = time.monotonic() + 20
+        while not d.call("search.query", ["kb", word])["hits"]:
+            assert time.monotonic() < deadline, f"the edit was never indexed:\n{d.log_text()[-3000:]}"
+            time.sleep(0.1)
+    finally:
+        d.stop()
+        server.outputs.append(d.log_text())
+
+
+# -- mid-index -------------------------------------------------------------------------------------
+
+BIG = CORPORA / "jekyll"  # 307 files: a run of 5 batches of 64, one committed before it is cut
+
+
+def files_of(root: Path) -> list[str]:
+    paths = (p.relative_to(root) for p in root.rglob("*") if p.suffix in (".md", ".markdown"))
+    return sorted(str(p) for p in paths if not any(part.startswith(".") for part in p.parts))
+
+
+def documents(pg: Any, schema: str) -> int:
+    return pg.execute(f'SELECT count(*) FROM "{schema}".documents').fetchone()[0]
+
+
+def whole(pg: Any, schema: str) -> list[str]:
+    """The store's paths, having checked each document is all there or not at all: its chunks of its
+    generation, each chunk's lexical row and no other, the lexical totals the sum of the rows, one
+    `add` in the change log per document and none for a document not stored."""
+    q = f'"{schema}"'
+
+    def one(sql: str) -> Any:
+        return pg.execute(sql).fetchone()[0]
+
+    assert (
+        one(
+            f"SELECT count(*) FROM {q}.chunks c JOIN {q}.documents d ON d.id = c.document_id "
+            "WHERE c.generation <> d.generation"
+        )
+        == 0
+    )
+    assert (
+        one(f"SELECT count(*) FROM {q}.chunks c LEFT JOIN {q}.documents d ON d.id = c.document_id WHERE d.id IS NULL")
+        == 0
+    )
+    assert (
+        one(f"SELECT count(*) FROM (SELECT document_id, ordinal FROM {q}.chunks GROUP BY 1, 2 HAVING count(*) > 1) x")
+        == 0
+    )
+    assert (
+        one(f"SELECT count(*) FROM {q}.chunks c LEFT JOIN {q}.lexical_sizes s ON s.chunk = c.id WHERE s.chunk IS NULL")
+        == 0
+    )
+    assert (
+        one(f"SELECT count(*) FROM {q}.lexical_sizes s LEFT JOIN {q}.chunks c ON c.id = s.chunk WHERE c.id IS NULL")
+        == 0
+    )
+    assert one(f"SELECT chunks FROM {q}.lexical_stats") == one(f"SELECT count(*) FROM {q}.chunks")
+    assert (
+        one(
+            f"SELECT count(*) FROM {q}.postings_delta p LEFT JOIN {q}.chunks c ON c.id = p.chunk "
+            f"WHERE c.id IS NULL AND p.chunk NOT IN (SELECT chunk FROM {q}.postings_dead)"
+        )
+        == 0
+    )
+    paths = [r[0] for r in pg.execute(f"SELECT path FROM {q}.documents ORDER BY path").fetchall()]
+    adds = pg.execute(f"SELECT path, count(*) FROM {q}.changes WHERE op = 'add' GROUP BY path ORDER BY path").fetchall()
+    assert [p for p, _ in adds] == paths and {n for _, n in adds} <= {1}
+    return paths
+
+
+def index_in_background(d: Daemon, workspace: str) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(d.call("workspace.index", [workspace], timeout=300))
+        except Exception as e:  # RemoteError is what the test looks at
+            out.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def until(what: Any, deadline_s: float = 120) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_server_restart_mid_index_answers_unreachable_and_the_next_run_finishes(server):
+    schema = f"ri_{uuid.uuid4().hex[:8]}"
+    d = server.daemon("ri", schema)
+    files = files_of(BIG)
+    try:
+        d.call("workspace.add", ["big", str(BIG), NO_MODEL])
+        job, out = index_in_background(d, "big")
+        with server.connect() as pg:
+            until(lambda: documents(pg, schema) >= 64)
+        server.pg.stop()
+        job.join(60)
+        assert not job.is_alive()
+        (failed,) = out
+        assert isinstance(failed, RemoteError), failed
+        down_error(server, schema, failed)
+        with pytest.raises(RemoteError) as down:  # an index while it is down: said, not -32603
+            d.call("workspace.index", ["big"])
+        down_error(server, schema, down.value)
+        server.pg.start()
+        with server.connect() as pg:
+            at_restart = whole(pg, schema)
+            assert 0 < len(at_restart) < len(files), "the run was not cut in the middle"
+            report = d.call("workspace.index", ["big"], timeout=300)
+            assert report["added"] + report["unchanged"] == len(files)
+            assert report["unchanged"] == len(at_restart) and report["modified"] == 0
+            assert whole(pg, schema) == files
+        assert d.call("search.query", ["big", "liquid template"])["hits"]
+    finally:
+        d.stop()
+        server.outputs.append(d.log_text())
+
+
+def test_liveness_tells_an_ended_idle_connection_without_a_round_trip(server):
+    from autodoc.store.pg.liveness import alive
+
+    with server.connect() as admin, server.connect() as conn, server.connect() as busy:
+        conn.execute("SELECT 1")
+        assert alive(conn)
+        admin.execute("SELECT pg_notify('nobody_listens', 'x')")  # nothing arrives for conn
+        assert alive(conn) and not conn.closed
+        with busy.transaction():
+            assert alive(busy)  # in a transaction: in use, not looked at
+        admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        until(lambda: not alive(conn), 10)
+        assert conn.closed
