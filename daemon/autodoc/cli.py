@@ -445,7 +445,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             if args.json:
                 print(json.dumps(st, ensure_ascii=False, indent=2))
             else:
-                cliout.print_status(st)
+                cliout.print_status(st, shared=settings.postgres)
         elif args.wcmd == "configure":
             out = call(
                 settings,

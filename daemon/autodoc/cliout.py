@@ -118,13 +118,17 @@ def left_out_lines(name: str, left: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def print_status(st: dict[str, Any]) -> None:
-    """workspace.status for a person: what is indexed, what was left out and why, what meaning covers."""
+def print_status(st: dict[str, Any], *, shared: bool = False) -> None:
+    """workspace.status for a person: what is indexed, what was left out and why, what meaning covers.
+    `shared`: a PostgreSQL store, whose roots are folders on the indexer's machine: one missing here
+    is no fault, and this machine's disk counts nothing."""
     files, emb, rank = st["files"], st.get("embedding") or {}, st.get("ranker") or {}
-    root = st["root"] + ("" if st.get("root_exists", True) else " (missing!)")
-    print(f"{st['name']}: {root}")
+    here = st.get("root_exists", True)
+    missing = " (the indexer's folder: not on this machine)" if shared else " (missing!)"
+    print(f"{st['name']}: {st['root']}{'' if here else missing}")
+    on_disk = f" of {files['on_disk']} on disk" if here or not shared else ""
     print(
-        f"  files: {files['indexed']} indexed of {files['on_disk']} on disk, {len(files['skipped'])} skipped; "
+        f"  files: {files['indexed']} indexed{on_disk}, {len(files['skipped'])} skipped; "
         f"{st['chunks']} chunks; generation {st['generation']}"
     )
     ses = st.get("sessions") or {}

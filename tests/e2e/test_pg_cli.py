@@ -157,6 +157,9 @@ def test_commands_go_to_the_daemon_serving_the_database(team, laptop):
     assert listed.startswith(f"kb\t{team.root}\t16 documents")
     status = json.loads(team.run(env, "workspace", "status", "kb", "--json").stdout)
     assert status["files"]["indexed"] == 16 and status["root_exists"] is False
+    told = team.run(env, "workspace", "status", "kb").stdout.splitlines()
+    assert told[0] == f"kb: {team.root} (the indexer's folder: not on this machine)"
+    assert told[1].startswith("  files: 16 indexed, ")  # not "of 0 on disk": this disk is not the indexer's
 
 
 def test_read_returns_the_stored_text_with_the_root_gone(team, laptop):
