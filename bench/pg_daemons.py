@@ -1,7 +1,7 @@
 """Two daemons sharing one PostgreSQL store (issue 34): how long an edit indexed through daemon A takes
 to reach daemon B (docs/dev/postgres.md, section 6; docs/benchmarks/pg_daemons.md).
 
-    python -m bench.pg_daemons [--edits 100] [--corpus simpler-grants-adr] [--out docs/benchmarks/pg_daemons.json]
+    python -m bench.pg_daemons [--edits 100] [--corpus simpler-grants-adr] [--watch] [--out docs/benchmarks/pg_daemons.json]
 
 A private PostgreSQL 16 server (pgserver, the test extra) in a temp folder; two real daemons
 (`python -m autodoc.daemon --store <uri> --socket … --no-watch`), each with its own socket and XDG
@@ -19,6 +19,10 @@ answers once its transactions committed), and B is watched:
 - `b_after_a_answered`: from A's answer to that first finding search's answer (≥ 0): what a person
   who saw A finish waits before B shows it; the baseline beside it, `b_search`, is one search
   through B on a quiet store (the round trip the loop cannot beat).
+
+With `--watch`, A runs its watcher (the live index) and nobody asks it to index: each edit is a save,
+and `b_searchable` runs from the save's write to the first search through B that finds the word
+(the live index's debounce included); `a_index` and `b_after_a_answered` are then absent.
 
 Prints one JSON object (and writes it to --out). Runs on: the benchmark's main thread (anyio)."""
 
@@ -55,7 +59,7 @@ def start_server(base: Path) -> tuple[Any, str]:
     return server, server.get_uri()
 
 
-def start_daemon(base: Path, uri: str) -> tuple[subprocess.Popen, Path]:
+def start_daemon(base: Path, uri: str, watch: bool = False) -> tuple[subprocess.Popen, Path]:
     """One `machine`: its own socket, XDG dirs and log; ready once the socket answers."""
     from autodoc.rpc.transport import socket_answers
 
@@ -65,7 +69,9 @@ def start_daemon(base: Path, uri: str) -> tuple[subprocess.Popen, Path]:
         env[name] = str(base / name.lower())
         Path(env[name]).mkdir(mode=0o700)
     sock = base / "s.sock"
-    argv = [sys.executable, "-m", "autodoc.daemon", "--store", uri, "--socket", str(sock), "--no-watch"]
+    argv = [sys.executable, "-m", "autodoc.daemon", "--store", uri, "--socket", str(sock)]
+    if not watch:
+        argv.append("--no-watch")
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(base / "log", "wb"), env=env
     )
@@ -77,7 +83,7 @@ def start_daemon(base: Path, uri: str) -> tuple[subprocess.Popen, Path]:
     return proc, sock
 
 
-async def measure(a_sock: Path, b_sock: Path, kb: Path, edits: int) -> dict[str, Any]:
+async def measure(a_sock: Path, b_sock: Path, kb: Path, edits: int, watch: bool) -> dict[str, Any]:
     from autodoc_client import Client
 
     a = await Client.connect_socket(a_sock)
@@ -94,7 +100,7 @@ async def measure(a_sock: Path, b_sock: Path, kb: Path, edits: int) -> dict[str,
     for i in range(edits):
         word = f"edit{i}x{uuid.uuid4().hex[:8]}"
         rel = f"bench-edits/e{i % 10}.md"
-        (kb / rel).write_text(f"# Edit {i}\n\nThe {word} decision, written on machine A.\n")
+        text = f"# Edit {i}\n\nThe {word} decision, written on machine A.\n"
         notified: list[float] = []
         found: list[float] = []
 
@@ -112,21 +118,29 @@ async def measure(a_sock: Path, b_sock: Path, kb: Path, edits: int) -> dict[str,
                     found.append(time.perf_counter())
                     return
 
-        t0 = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(listen)
-            tg.start_soon(poll)
-            await a.call("workspace.index", ["kb"])
-            t1 = time.perf_counter()
-        rows["a_index"].append(t1 - t0)
+        if watch:
+            (kb / rel).write_text(text)  # the save A's watcher sees
+            t0 = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(listen)
+                tg.start_soon(poll)
+        else:
+            (kb / rel).write_text(text)
+            t0 = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(listen)
+                tg.start_soon(poll)
+                await a.call("workspace.index", ["kb"])
+                t1 = time.perf_counter()
+            rows["a_index"].append(t1 - t0)
+            rows["b_after_a_answered"].append(max(0.0, found[0] - t1))
         rows["b_notified"].append(notified[0] - t0)
         rows["b_searchable"].append(found[0] - t0)
-        rows["b_after_a_answered"].append(max(0.0, found[0] - t1))
         if (i + 1) % 20 == 0:
             log(f"{i + 1}/{edits}: b_searchable p50 so far {summary_ms(rows['b_searchable'])}")
     for c in (a, b, sub):
         await c.close()
-    out: dict[str, Any] = {k: summary_ms(v) for k, v in rows.items()}
+    out: dict[str, Any] = {k: summary_ms(v) for k, v in rows.items() if v}
     out["b_search"] = summary_ms(quiet)
     out["within_1s"] = sum(1 for x in rows["b_searchable"] if x <= 1.0)
     return out
@@ -136,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.pg_daemons", description=__doc__.split("\n\n")[0])
     ap.add_argument("--edits", type=int, default=100)
     ap.add_argument("--corpus", default="simpler-grants-adr", help="a folder of ../shared/data/corpora")
+    ap.add_argument("--watch", action="store_true", help="A's watcher indexes each save (no index call)")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = ap.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="ad-pgd-", dir="/tmp"))
@@ -146,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         kb = base / "kb"
         shutil.copytree(CORPORA / args.corpus, kb)
         files = sum(1 for _ in kb.rglob("*.md"))
-        pa, a_sock = start_daemon(base / "a", uri)
+        pa, a_sock = start_daemon(base / "a", uri, watch=args.watch)
         procs.append(pa)
         from autodoc_client import call_socket
 
@@ -165,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             "files": files,
             "chunks": report["chunks"],
             "edits": args.edits,
-            **anyio.run(measure, a_sock, b_sock, kb, args.edits),
+            "watch": args.watch,
+            **anyio.run(measure, a_sock, b_sock, kb, args.edits, args.watch),
         }
     finally:
         for p in procs:
