@@ -29,14 +29,14 @@ from . import __version__, cliout, indexcli, sessioncli
 from .config import Settings
 from .config.logs import configure_logging
 from .connect import call
-from .errors import AutodocError, InternalError, InvalidParams, StoreReadOnly, StoreUnreachable
+from .errors import AutodocError, InternalError, InvalidParams, StoreReadOnly, StoreTooNew, StoreUnreachable
 from .refs import parse as parse_ref
 
 log = logging.getLogger("autodoc")
 
 # Exit codes (README, "Exit codes")
 EXIT_OK = 0
-EXIT_FAILED = 1  # --call answered with an error; the daemon could not start; an OS error; the store's database unreachable or read-only
+EXIT_FAILED = 1  # --call answered with an error; the daemon could not start; an OS error; the store's database unreachable or read-only, or its schema newer than this AutoDoc's
 EXIT_USAGE = 2  # what was asked cannot be done as asked: bad arguments, unknown workspace or file
 EXIT_INTERNAL = 70  # a bug (EX_SOFTWARE)
 EXIT_INTERRUPTED = 130
@@ -288,7 +288,7 @@ def _failed(e: AutodocError) -> int:
     if isinstance(e, StoreUnreachable):  # not the command's fault: the system's, as a refused socket is
         print("autodoc: `autodoc doctor` checks the connection and says what to fix", file=sys.stderr)
         return EXIT_FAILED
-    if isinstance(e, StoreReadOnly):
+    if isinstance(e, (StoreReadOnly, StoreTooNew)):  # the store refuses: no way of writing the command helps
         return EXIT_FAILED
     near = e.data.get("did_you_mean") if isinstance(e.data, dict) else None
     if isinstance(near, list) and near:

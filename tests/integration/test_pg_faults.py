@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.daemon import Daemon, daemon_argv
+from helpers.daemon import Daemon, daemon_argv, isolated_env
 from helpers.pg import PgServer, missing_reason
 
 from autodoc_client.client import RemoteError
@@ -323,3 +325,45 @@ def test_liveness_tells_an_ended_idle_connection_without_a_round_trip(server):
         admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
         until(lambda: not alive(conn), 10)
         assert conn.closed
+
+
+# -- a newer schema ----------------------------------------------------------------------------------
+
+
+def test_a_schema_newer_than_this_autodoc_is_refused_by_the_daemon_and_every_command(server, kb):
+    """Another machine ran a newer AutoDoc against the database: this one neither migrates it back
+    nor reads it as if it understood it, and says so, from the daemon's start and from each command."""
+    from autodoc.store.pg.schema import MIGRATIONS
+
+    d, _ = kb
+    schema = f"new_{uuid.uuid4().hex[:8]}"
+    with server.connect() as pg:  # a copy of kb's schema at a version this AutoDoc does not know
+        pg.execute(f'CREATE SCHEMA "{schema}"')
+        pg.execute(f'CREATE TABLE "{schema}".meta(key text PRIMARY KEY, value text NOT NULL)')
+        pg.execute(f"INSERT INTO \"{schema}\".meta VALUES ('schema_version', '{len(MIGRATIONS) + 1}')")
+    base = server.base / "newer"
+    env = isolated_env(base, extra={"AUTODOC_STORE": server.store(schema)})
+    for name in ("XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+        Path(env[name]).mkdir(parents=True, exist_ok=True, mode=0o700)
+    env.pop("AUTODOC_SOCKET", None)
+    said = f"is version {len(MIGRATIONS) + 1}, newer than this AutoDoc understands ({len(MIGRATIONS)})"
+    runs = [
+        ["serve", "--socket", str(base / "s.sock")],
+        ["search", "-w", "kb", "lease"],
+        ["workspace", "list"],
+        ["index", "kb"],
+        ["read", "kb", "index.md"],
+    ]
+    for args in runs:
+        proc = subprocess.run(
+            [sys.executable, "-m", "autodoc.cli", *args], env=env, capture_output=True, text=True, timeout=60
+        )
+        server.outputs += [proc.stdout, proc.stderr]
+        assert proc.returncode == 1, (args, proc.returncode, proc.stderr)
+        assert said in proc.stderr and "upgrade AutoDoc" in proc.stderr, (args, proc.stderr)
+        assert TRACEBACK not in proc.stderr, proc.stderr
+    with server.connect() as pg:  # nothing was migrated or written there
+        assert pg.execute(
+            f"SELECT count(*) FROM information_schema.tables WHERE table_schema = '{schema}'"
+        ).fetchone() == (1,)
+    assert d.call("search.query", ["kb", "lease"])["hits"]  # the other schema's daemon is not concerned
