@@ -28,6 +28,7 @@ pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_rea
 CORPUS = Path(__file__).resolve().parents[1] / "corpora" / "kb"
 NO_MODEL = json.dumps({"embedding": {"provider": "none"}})
 TRACEBACK = "Traceback (most recent call last)"
+SECRET_NOT_SHOWN = "pw-never-shown"
 
 
 def as_role(uri: str, user: str, password: str, dbname: str) -> str:
@@ -396,3 +397,18 @@ def test_no_output_ever_showed_a_password(team, laptop, reader):
     seen = "\n".join([*team.outputs, laptop.log_text(), reader.log_text()])
     assert team.password not in seen and team.reader_password not in seen
     assert f"{team.owner}:***@" in seen  # the outputs did name the store, masked
+
+
+def test_without_the_driver_a_database_says_what_to_install(tmp_path):
+    """autodoc installed without the `postgres` extra (psycopg absent): exit 1 and the pip line (it was
+    an internal error, exit 70)."""
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from autodoc.cli import main\n"
+        f"sys.exit(main(['--store', 'postgresql://kb:{SECRET_NOT_SHOWN}@/kb?host={tmp_path}', 'search', 'lease']))"
+    )
+    env = isolated_env(tmp_path, extra={"AUTODOC_READERS": "0"})
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "fix: pip install 'autodoc[postgres]' (-32012)" in proc.stderr
+    assert SECRET_NOT_SHOWN not in proc.stderr and TRACEBACK not in proc.stderr

@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .pg.uri import is_postgres
+from ..errors import StoreUnreachable
+from .pg.uri import is_postgres, redact
 
 if TYPE_CHECKING:
     from .interface import StoreInterface
@@ -28,8 +29,14 @@ def open_store(target: str | Path, *, writer: bool = True, holder: dict[str, Any
     """The store at `target`: a PostgreSQL database when it is a PostgreSQL URI or libpq string
     (docs/dev/postgres.md, section 7), else the SQLite file at that path (unchanged)."""
     if isinstance(target, str) and is_postgres(target):
-        from .pg.store import PgStore
-
+        try:
+            from .pg.store import PgStore
+        except ImportError as e:  # installed without the extra: say so, not an internal error
+            raise StoreUnreachable(
+                f"the store {redact(target)} is a PostgreSQL database and its driver does not import ({e}); "
+                "fix: pip install 'autodoc[postgres]'",
+                {"store": redact(target)},
+            ) from None
         return PgStore(target, writer=writer, holder=holder)
     from .store import Store
 
