@@ -115,7 +115,11 @@ def _flagged(e: AutodocError, typed: dict[str, str]) -> AutodocError:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="autodoc", description="Local knowledge-base search daemon.")
     p.add_argument("--version", action="version", version=f"autodoc {__version__}")
-    p.add_argument("--store", help="store file (default: $AUTODOC_STORE or the XDG data dir)")
+    p.add_argument(
+        "--store",
+        help="store file, or a PostgreSQL database shared by a team (postgresql://…, 'host=… dbname=…', "
+        "service=NAME; README, For a team) (default: $AUTODOC_STORE or the XDG data dir)",
+    )
     p.add_argument("--socket", dest="socket_path", help="daemon socket (default: $AUTODOC_SOCKET or the runtime dir)")
     p.add_argument("--call", nargs=2, metavar=("METHOD", "JSON"), help="call one RPC method and print its JSON answer")
     p.add_argument("-v", "--verbose", action="store_true")
