@@ -135,14 +135,17 @@ def hit_signals(
         f.scores.get("semantic") if cosines_comparable and f.scores.get("semantic") is not None else None for f in page
     ]
     best = max((c for c in cos if c is not None), default=None)
-    held: list[set[str]] = []  # each passage's stems, for the names the query asks about
+    held: list[set[str]] = []  # each passage's stems
+    named: list[set[str]] = []  # with its document's title and path, as the index holds them: for names
     for f in page:
         row = rows[f.chunk_id]
         present = passage_stems(fts_text(row["breadcrumb"] + "\n" + row["text"])) if q.stems else set()
         if prefixes:
             present = set(present) | {p for p in prefixes if any(w.startswith(p) for w in present)}
         held.append(set(present))
-    first = held[0] if held else set()
+        if q.names:
+            named.append(held[-1] | passage_stems(fts_text(row["title"] + "\n" + row["path"])))
+    first = named[0] if named else set()
     unconfirmed = {s for n in q.names if n.corrected and not set(n.stems) <= first for s in n.stems}
     if unconfirmed:  # a name corrected to a word the first passage lacks is no typo of it: unknown
         q = replace(q, guessed=q.guessed | unconfirmed)
@@ -159,6 +162,6 @@ def hit_signals(
             position=i,
         )
         out.append(replace(s, lexical="lexical" in via))
-    if q.names and A.missing_names(q, held):
+    if q.names and A.missing_names(q, named):
         out = [replace(s, missing=True) for s in out]
     return out
