@@ -105,10 +105,11 @@ def test_a_sigkilled_holder_is_taken_over_within_10_s(migrated):
             proc.wait(10)
 
 
-def test_indexer_locks_are_reentrant_within_a_daemon_and_refuse_another(migrated):
+def test_indexer_locks_are_held_by_the_daemon_and_refuse_or_keep_another_waiting(migrated):
     """What the index job holds (index/job.py): a nested run and a second thread of the same daemon
-    wait their turn on the process's own lock; another daemon (here another IndexerLocks, as another
-    process's would be) is refused naming the holder; release closes the dedicated connection."""
+    share the hold (the daemon's writer slot orders them, as on SQLite); another daemon (another
+    IndexerLocks, as another process's would be) is refused naming the holder, or with `wait` gets
+    the lock once the last holder here lets go; release closes the dedicated connection."""
     import threading
 
     import psycopg
@@ -126,27 +127,40 @@ def test_indexer_locks_are_reentrant_within_a_daemon_and_refuse_another(migrated
     here = IndexerLocks(connect, schema, lambda: {"host": "ci", "pid": 1, "socket": "/run/a.sock"})
     there = IndexerLocks(connect, schema, lambda: {"host": "laptop", "pid": 2})
     order: list[str] = []
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def second_thread() -> None:
+        with here.hold(wid):
+            order.append("second thread inside")
+            inside.set()
+            leave.wait(10)
+
     with here.hold(wid):
         with here.hold(wid):  # a live index that turned into a whole run
             order.append("nested")
         with pytest.raises(StoreLocked, match=r"host ci, pid 1, socket /run/a.sock"):
             with there.hold(wid):
                 pass
-        second = threading.Thread(target=lambda: _hold_once(here, wid, order))
-        second.start()
-        second.join(0.5)
-        assert second.is_alive()  # the daemon's second indexer of the workspace waits, not refused
-        order.append("first done")
-    second.join(10)
-    assert order == ["nested", "first done", "second"]
-    with there.hold(wid):  # everything released: the other daemon takes it
-        order.append("there")
+        t = threading.Thread(target=second_thread)
+        t.start()
+        assert inside.wait(10)  # the daemon's other thread is not refused by its own session
+    # the first holder let go, the second thread still holds: the other daemon waits for it
+    waiter = threading.Thread(target=lambda: _hold_once(there, wid, order, wait=10))
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive()
+    order.append("second thread leaves")
+    leave.set()
+    t.join(10)
+    waiter.join(10)
+    assert order == ["nested", "second thread inside", "second thread leaves", "there"]
     assert all(c.closed for c in opened)
 
 
-def _hold_once(locks, wid, order):
-    with locks.hold(wid):
-        order.append("second")
+def _hold_once(locks, wid, order, wait=0.0):
+    with locks.hold(wid, wait=wait):
+        order.append("there")
 
 
 def test_one_daemon_embeds_a_workspace_at_a_time_and_a_dead_ones_claim_passes_on(migrated):

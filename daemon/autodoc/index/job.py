@@ -13,7 +13,9 @@ workspace.
 
 On a PostgreSQL store shared by several daemons, a whole run holds the workspace's indexer lock
 (store/pg/indexlock.py): one indexer per workspace at a time, a second one refused naming the
-holder (StoreLocked, as the SQLite lease refuses a second writer). A run cut short (its daemon
+holder (StoreLocked, as the SQLite lease refuses a second writer). A live index's few paths wait
+for it up to LIVE_WAIT_S (another daemon's run may have read the folder before the save), then
+write what the run left to do: nothing, if it had the save already. A run cut short (its daemon
 killed) leaves only whole documents behind, and the next run, by any daemon, writes just what is
 missing: files are compared by content with what the store holds.
 
@@ -54,6 +56,7 @@ log = logging.getLogger("autodoc.index")
 
 Progress = Callable[[int, int, str], None]
 WRITE_BATCH = 64
+LIVE_WAIT_S = 60.0  # how long a live save waits for another daemon's run of its workspace
 
 
 @dataclass
@@ -305,6 +308,10 @@ class IndexJob:
 
     def paths(self, ws: Workspace, relpaths: list[str]) -> IndexReport:
         """Bring just these workspace-relative paths up to date."""
+        with self._locks.hold(ws.id, wait=LIVE_WAIT_S) if self._locks is not None else nullcontext():
+            return self._paths(ws, relpaths)
+
+    def _paths(self, ws: Workspace, relpaths: list[str]) -> IndexReport:
         cfg = WorkspaceConfig.from_json(ws.config)
         root = Path(ws.root).resolve()
         with self.store.locked() as db:

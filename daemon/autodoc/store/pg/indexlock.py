@@ -11,10 +11,9 @@ Postgres ends a session whose client is gone (its socket closes when the process
 SIGKILL; across a network, TCP keepalives notice), and the lock goes with it: another indexer takes
 over without anyone clearing a stale lease. The row a dead holder left is simply overwritten.
 
-`IndexerLocks` is what the index job (index/job.py: IndexJob.run) holds around a whole-workspace run:
-one dedicated connection per workspace being indexed, re-entrant within the daemon. The live index's
-few paths do not take it: each document is its own transaction, serialised across daemons by the
-generation row, and writing a file whose bytes are stored already is a no-op.
+`IndexerLocks` is what the index job (index/job.py) holds around a whole-workspace run and, waiting
+for it a while, around a live index's few paths: one dedicated connection per workspace being
+indexed, held by the daemon (its threads share it).
 
 Runs on: the index job's thread, on the dedicated autocommit connection it passes.
 """
@@ -139,10 +138,11 @@ def describe(info: dict[str, Any]) -> str:
 
 class IndexerLocks:
     """The indexer locks one process holds on a PostgreSQL store (store/pg/store.py: PgStore), for the
-    index job (index/job.py). Re-entrant per workspace within the process: the job's own nested calls
-    (a live index that turns into a whole run) and a second thread of the same daemon wait on a
-    thread lock rather than being refused by their own session; another daemon is refused, naming
-    this one. Each held workspace has its own autocommit connection, closed when it is released."""
+    index job (index/job.py). Held by the process, not a thread: while this daemon holds a workspace,
+    its other threads' runs and live saves of it go on (they are serialised among themselves by the
+    daemon's own writer slot and write lock, as on SQLite) instead of being refused by their own
+    session; another daemon is refused, or waits with `wait`, naming this one. Each held workspace has
+    its own autocommit connection, closed when the last holder in the process lets go."""
 
     def __init__(self, connect: Callable[[], psycopg.Connection], schema: str, holder: Callable[[], dict[str, Any]]):
         self._connect = connect
@@ -155,7 +155,7 @@ class IndexerLocks:
     def hold(self, workspace_id: int, *, wait: float = 0.0) -> Iterator[None]:
         with self._lock:
             held = self._held.setdefault(workspace_id, _Held())
-        with held.mutex:
+        with held.mutex:  # one thread takes the lock; the others join the hold once it is taken
             if held.depth == 0:
                 conn = self._connect()
                 try:
@@ -166,9 +166,10 @@ class IndexerLocks:
                     raise
                 held.lock = lock
             held.depth += 1
-            try:
-                yield
-            finally:
+        try:
+            yield
+        finally:
+            with held.mutex:
                 held.depth -= 1
                 if held.depth == 0 and held.lock is not None:
                     lock, held.lock = held.lock, None
@@ -182,7 +183,7 @@ class IndexerLocks:
 
 class _Held:
     def __init__(self) -> None:
-        self.mutex = threading.RLock()
+        self.mutex = threading.Lock()
         self.depth = 0
         self.lock: IndexerLock | None = None
 
