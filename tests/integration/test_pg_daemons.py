@@ -242,3 +242,72 @@ def _quietly(fn, *args):
         fn(*args, timeout=300)
     except Exception:
         pass  # the daemon is killed under it
+
+
+def test_one_daemon_embeds_a_workspace_and_another_takes_over_when_it_is_sigkilled(pg_uri, short_tmp):
+    """Both daemons may write and both run an embed queue; whichever claims the workspace first fills
+    it while the other stands by (the model server is asked for each text about once, not twice), and
+    when the filler is SIGKILLed mid-fill, the other claims the workspace and embeds the rest: every
+    chunk gets its vector."""
+    import psycopg
+    from helpers.embed_server import EmbedServer
+
+    schema = f"e_{uuid.uuid4().hex[:8]}"
+    uri = schema_uri(pg_uri, schema)
+    kb = short_tmp / "kb"
+    kb.mkdir()
+    for p in sorted((CORPORA / "simpler-grants-adr").rglob("*.md"))[:25]:
+        shutil.copy(p, kb / p.name)
+    server = EmbedServer()
+    a = machine(short_tmp / "a", uri, "--no-watch").start()
+    b = None
+    q = f'"{schema}"'
+    try:
+        a.call("workspace.add", ["kb", str(kb), {"embedding": {"provider": "http", "url": server.url, "model": "m"}}])
+        b = machine(short_tmp / "b", uri, "--no-watch").start()
+        a.call("workspace.index", ["kb"])
+        with psycopg.connect(pg_uri, autocommit=True) as pg:
+            (texts,) = pg.execute(f"SELECT count(DISTINCT text_hash) FROM {q}.chunks").fetchone()
+
+            def vectors() -> int:
+                return pg.execute(f"SELECT count(*) FROM {q}.vectors").fetchone()[0]
+
+            def claimant() -> str | None:
+                row = pg.execute(
+                    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                    "WHERE l.locktype = 'advisory' AND l.granted AND l.classid::bigint = %s",
+                    (int.from_bytes(b"adem", "big"),),
+                ).fetchone()
+                return row[0] if row else None
+
+            deadline = time.monotonic() + 120
+            while vectors() < 32:  # two batches in: A is filling
+                assert time.monotonic() < deadline, a.log_text()[-2000:]
+                time.sleep(0.05)
+            names = {f"autodoc embed {_host()}:{d.pid}": d for d in (a, b)}
+            filler = names[claimant() or ""]  # one of the two, and only one
+            other = b if filler is a else a
+            assert vectors() < texts, "the fill ended before it could be killed: the folder is too small"
+            filler.kill()  # SIGKILL
+            while vectors() < texts:  # the other's next step claims the workspace and goes on
+                assert time.monotonic() < deadline, other.log_text()[-2000:]
+                time.sleep(0.1)
+            assert claimant() in (None, f"autodoc embed {_host()}:{other.pid}")
+            assert pg.execute(
+                f"SELECT count(*) FROM {q}.chunks c WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {q}.vectors v WHERE v.workspace_id = c.workspace_id AND v.text_hash = c.text_hash)"
+            ).fetchone() == (0,)
+        # each text asked for once, but for the batch in flight at the kill (16) and each daemon's one
+        # dimension probe (embed/http.py): never the whole workspace twice over, as two fillers would
+        assert texts <= server.texts <= texts + 16 + 2, (server.texts, texts)
+    finally:
+        server.stop()
+        for d in (a, b):
+            if d is not None:
+                d.close()
+
+
+def _host() -> str:
+    import socket
+
+    return socket.gethostname()
