@@ -149,6 +149,7 @@ class Local:
         from .service import Service
 
         self.service = Service(settings, writer=writer)
+        self.asked_to_write = writer  # and not writable: a database role that may only read
 
     @property
     def writable(self) -> bool:
@@ -325,7 +326,11 @@ class Backend:
         cur = self.current()
         if isinstance(cur, Remote):
             return "daemon"
-        return "in-process" if cur.writable else "in-process (read-only: another process holds the store)"
+        if cur.writable:
+            return "in-process"
+        if cur.asked_to_write:
+            return "in-process (read-only: this database role may only read)"
+        return "in-process (read-only: another process holds the store)"
 
     @property
     def indexes_here(self) -> bool:
@@ -344,7 +349,8 @@ class Backend:
     def call(self, method: str, params: Any, *, progress: Progress | None = None, embed: bool = False) -> Any:
         """One call wherever it runs; a daemon that went away is replaced and the call made again."""
         cur = self.current()
-        if self.rechoose_for_writes and isinstance(cur, Local) and not cur.writable:
+        # (a Local that asked to write and may not is a read-only database role: choosing again cannot help)
+        if self.rechoose_for_writes and isinstance(cur, Local) and not cur.writable and not cur.asked_to_write:
             if (m := METHODS.get(method)) is not None and m.write:
                 cur = self._choose_again(cur, "a write, and the process that held the store may have gone")
         try:

@@ -362,6 +362,55 @@ async def test_the_terminal_app_on_the_database(team, laptop, tmp_path, monkeypa
             await asyncio.sleep(0.02)
 
 
+def test_an_agent_as_the_reader_role_is_told_it_may_not_write(team):
+    """`autodoc mcp --in-process` as the reader role: it searches; save_session says the role may only
+    read (it said another process held the store without a socket to share it)."""
+    env = team.env("agent-host", team.reader_uri)
+    line = lambda o: (json.dumps(o) + "\n").encode()  # noqa: E731
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+    turns = [{"id": "1", "role": "user", "text": "how do I recover the lease?"}]
+    frames = [
+        line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}),
+        line({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "status", "arguments": {}}}),
+        line(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": "lease recovery", "workspace": "kb"}},
+            }
+        ),
+        line(
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {
+                    "name": "save_session",
+                    "arguments": {"session_id": "s1", "turns": turns, "workspace": "kb"},
+                },
+            }
+        ),
+    ]
+    mcp = subprocess.run(
+        [sys.executable, "-m", "autodoc.cli", "mcp", "--in-process"],
+        input=b"".join(frames),
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    team.outputs += [mcp.stdout.decode(), mcp.stderr.decode()]
+    assert mcp.returncode == 0, mcp.stderr.decode()[-2000:]
+    got = {m.get("id"): m for m in map(json.loads, mcp.stdout.splitlines())}
+    server = got[1]["result"]["structuredContent"]["server"]
+    assert server["mode"] == "in-process (read-only: this database role may only read)" and not server["writable"]
+    assert got[2]["result"]["structuredContent"]["hits"]
+    refused = got[3]["result"]
+    assert refused["isError"], refused
+    assert f"the role {team.reader} may only read" in json.dumps(refused)
+
+
 def test_a_spawned_daemon_gets_the_password_through_its_environment(team):
     """connect.start_daemon (what `autodoc mcp` and `autodoc index`'s hand-off run): the connection
     string is not on the daemon's command line, which any user of the machine can read."""

@@ -28,7 +28,7 @@ from ..config import Settings
 from ..config.pguri import redact
 from ..connect import Backend as Link
 from ..connect import read_holder, start_daemon
-from ..errors import ShuttingDown
+from ..errors import ShuttingDown, StoreReadOnly
 from ..suggest import close_names
 
 log = logging.getLogger("autodoc.mcp")
@@ -119,6 +119,8 @@ class Backend:
     def call_sync(self, method: str, params: Any) -> Any:
         try:
             return self.link.call(method, params)
+        except StoreReadOnly:  # a database role that may only read: its message names the role
+            raise
         except RuntimeError:  # the store's own refusal of a write on a read-only connection
             if not self.link.mode.startswith("in-process (read-only"):
                 raise
