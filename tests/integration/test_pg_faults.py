@@ -199,6 +199,43 @@ def test_an_edit_saved_after_a_restart_is_indexed_live(server):
         server.outputs.append(d.log_text())
 
 
+def test_an_edit_saved_while_the_server_is_down_is_indexed_once_it_is_back(server):
+    """The watcher sees the save, the store cannot take it: it is indexed when the server returns,
+    not dropped with a line in the log (and the watcher is still there for the next one)."""
+    schema = f"dn_{uuid.uuid4().hex[:8]}"
+    root = server.base / "down" / "kb"
+    shutil.copytree(KB, root)
+    d = server.daemon("down", schema, watch=True)
+    try:
+        d.call("workspace.add", ["kb", str(root), NO_MODEL])
+        d.call("workspace.index", ["kb"])
+        server.pg.stop()
+        word = f"blorpy{uuid.uuid4().hex[:6]}"
+        (root / "while-down.md").write_text(f"# While it was down\n\nThe {word} note.\n")
+        (root / "index.md").unlink()
+        time.sleep(2)  # the watcher's debounce and its attempt
+        server.pg.start()
+
+        def found(query: str, path: str) -> bool:
+            return any(h["path"] == path for h in d.call("search.query", ["kb", query, {"limit": 50}])["hits"])
+
+        deadline = time.monotonic() + 30
+        while not found(word, "while-down.md"):
+            assert time.monotonic() < deadline, f"the edit was never indexed:\n{d.log_text()[-3000:]}"
+            time.sleep(0.2)
+        with pytest.raises(RemoteError):
+            d.call("document.read", {"workspace": "kb", "path": "index.md"})  # its deletion too
+        word2 = f"snarfy{uuid.uuid4().hex[:6]}"
+        (root / "after.md").write_text(f"# After\n\nThe {word2} note.\n")
+        deadline = time.monotonic() + 20
+        while not found(word2, "after.md"):
+            assert time.monotonic() < deadline, f"the watcher is gone:\n{d.log_text()[-3000:]}"
+            time.sleep(0.2)
+    finally:
+        d.stop()
+        server.outputs.append(d.log_text())
+
+
 # -- mid-index -------------------------------------------------------------------------------------
 
 BIG = CORPORA / "jekyll"  # 307 files: a run of 5 batches of 64, one committed before it is cut
@@ -367,3 +404,41 @@ def test_a_schema_newer_than_this_autodoc_is_refused_by_the_daemon_and_every_com
             f"SELECT count(*) FROM information_schema.tables WHERE table_schema = '{schema}'"
         ).fetchone() == (1,)
     assert d.call("search.query", ["kb", "lease"])["hits"]  # the other schema's daemon is not concerned
+
+
+# -- a connection dropped mid-transaction ------------------------------------------------------------
+
+
+def test_the_writer_terminated_mid_transaction_leaves_nothing_half_written(server):
+    """pg_terminate_backend of the daemon's writer while a batch of documents is being written (its
+    transaction open): that batch is rolled back whole, every document is all there or not at all,
+    the daemon serves on, and the next run writes the rest once."""
+    schema = f"tx_{uuid.uuid4().hex[:8]}"
+    d = server.daemon("tx", schema)
+    files = files_of(BIG)
+    writer = (
+        "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'autodoc write %%' AND xact_start IS NOT NULL"
+    )
+    try:
+        d.call("workspace.add", ["big", str(BIG), NO_MODEL])
+        job, out = index_in_background(d, "big")
+        with server.connect() as pg:
+            until(lambda: documents(pg, schema) >= 64)  # a batch committed: the next one is in flight
+            pids: list[Any] = []
+            until(lambda: bool(pids.extend(r[0] for r in pg.execute(writer).fetchall()) or pids))
+            assert pg.execute("SELECT pg_terminate_backend(%s)", (pids[0],)).fetchone() == (True,)
+            job.join(60)
+            assert not job.is_alive()
+            (answer,) = out
+            if isinstance(answer, RemoteError):
+                down_error(server, schema, answer)  # the job stops there, saying why
+            else:  # or it was between two statements outside a transaction: the job went on
+                assert answer["added"] == len(files), answer
+            cut = whole(pg, schema)
+            assert d.call("search.query", ["big", "liquid template"])["hits"]  # serving still
+            report = d.call("workspace.index", ["big"], timeout=300)
+            assert report["added"] + report["unchanged"] == len(files) and report["unchanged"] == len(cut)
+            assert whole(pg, schema) == files
+    finally:
+        d.stop()
+        server.outputs.append(d.log_text())

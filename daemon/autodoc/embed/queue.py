@@ -391,7 +391,15 @@ class EmbedQueue:
         while not self.stopping.is_set():
             self.wake.clear()  # before the steps, so a write during them is not missed
             did, failed, instant = 0, 0, 0
-            for name in list(names) if names is not None else self._names():
+            try:
+                listed = list(names) if names is not None else self._names()
+            except Exception as e:  # the store unreachable (a database restarting): the daemon serves on
+                if until_idle:
+                    raise
+                log.warning("the embed queue cannot list the workspaces: %s; it tries again", e)
+                self.wake.wait(IDLE_POLL_S)
+                continue
+            for name in listed:
                 if self.stopping.is_set():
                     break
                 retry_at, delay = backoff.get(name, (0.0, 0.0))

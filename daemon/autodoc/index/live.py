@@ -16,7 +16,9 @@ A new folder used to cost a whole-workspace index before its first file
 answered: 2.8 s at 1M chunks (docs/benchmarks/speed.md, save → searchable). A saved .md/.markdown file is handed to `Service.index_paths`
 after a ~50 ms debounce (and so is _schema/frontmatter.yaml, which
 re-derives every document's facets). At start each workspace gets
-one incremental index, to catch edits made while no daemon ran. Of the service it
+one incremental index, to catch edits made while no daemon ran. A store that cannot be
+reached (a PostgreSQL server restarting) loses no save: the workspace whose live index it refused
+is indexed whole once the store answers again, as after a walk. Of the service it
 needs only `Indexer`'s three methods (workspace roots, index, index_paths).
 
 Runs on: the event loop; every store call goes through the host's `read`
@@ -34,7 +36,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from ..errors import WorkspaceNotFound
+from ..errors import StoreUnreachable, WorkspaceNotFound
 from ..fmschema import SCHEMA_DIR, SCHEMA_RELPATH
 from ..ingest.scan import DEFAULT_RULE, MarkdownRule, is_ignored, scan_folders
 
@@ -42,6 +44,7 @@ log = logging.getLogger("autodoc.index.live")
 
 WATCH_DEBOUNCE_MS = 50
 WATCH_STEP_MS = 25
+STORE_RETRY_S = 1.0  # how often the watcher looks whether an unreachable store answers again
 
 Run = Callable[..., Awaitable[Any]]
 
@@ -143,7 +146,15 @@ class LiveIndex:
         while not self._stopping:
             self._restart = anyio.Event()
             walked = False
-            roots = await self._roots()
+            try:
+                roots = await self._roots()
+            except StoreUnreachable as exc:
+                # nothing is watched until it answers: then every workspace is indexed again
+                log.warning("the live index waits for the store: %s", exc)
+                with anyio.move_on_after(STORE_RETRY_S):
+                    await self._restart.wait()
+                rescan = True
+                continue
             if covered is None:
                 covered = set(roots)
             if rescan:  # what changed while no watcher ran
@@ -222,8 +233,20 @@ class LiveIndex:
                 log.debug("live index %s (folders changed): %s", name, _summary(report))
             except WorkspaceNotFound:
                 self.roots_changed()
+            except StoreUnreachable as exc:
+                await self._unreachable(name, exc)
             except Exception:
                 log.exception("live index of workspace %s failed", name)
+
+    async def _unreachable(self, name: str, exc: StoreUnreachable) -> None:
+        """The store could not take a live index of `name` (its database is down or restarting):
+        the workspace is indexed whole, incrementally, once the store answers (the watcher restarts
+        and waits for it), so what was saved meanwhile is not lost."""
+        log.warning("live index of workspace %s waits for the store: %s", name, exc)
+        self._refolder.add(name)
+        with anyio.move_on_after(STORE_RETRY_S):  # not at once: a store that refuses again is not hammered
+            await self._restart.wait()
+        self._restart.set()
 
     async def _watch_late_folders(self, roots: dict[str, Path], watched: set[Path]) -> None:
         """A folder made while the walk ran, after it passed the parent, is in no watch set and gets
@@ -270,6 +293,8 @@ class LiveIndex:
                 log.debug("live index %s (new folders): %s", name, _summary(report))
             except WorkspaceNotFound:
                 self.roots_changed()
+            except StoreUnreachable as exc:
+                await self._unreachable(name, exc)
             except Exception:
                 log.exception("live index of new folders in workspace %s failed", name)
 
@@ -317,6 +342,8 @@ class LiveIndex:
                 log.debug("live index %s: %s", name, _summary(report))
             except WorkspaceNotFound:
                 self.roots_changed()
+            except StoreUnreachable as exc:
+                await self._unreachable(name, exc)
             except Exception:
                 log.exception("live index of workspace %s failed", name)
 
