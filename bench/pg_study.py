@@ -34,7 +34,7 @@ index; its vectors, keyed by text hash, stay); a PostgreSQL store on the private
 same workspace folder and configuration, the copy's vectors (rows copied through the store's own
 write, so the `v` column and the HNSW index are made as the embed queue makes them: nothing is
 re-embedded) and its own index run. Then every SciFact test query through `Service.search` on
-each store: lexical, semantic and the default hybrid at limit 100, nDCG@10 / R@10 / R@100 / MRR@10
+each store: lexical, semantic and the default hybrid at limit 100 (and hybrid at 10), nDCG@10 / R@10 / R@100 / MRR@10
 by bench.quality's evaluator, p50/p95 latency, how many answers are byte-identical between the
 stores (the search's own timing fields aside) and how the semantic leg was served.
 
@@ -308,6 +308,24 @@ def _comparable(answer: bytes) -> Any:
     return a
 
 
+def _difference(lite: bytes, pg: bytes) -> dict[str, Any]:
+    """Where two answers to one query part: the first hit (rank from 1) whose chunk or scores differ,
+    the two hits there, and whether the same chunks are answered at all."""
+    a, b = json.loads(lite), json.loads(pg)
+    ha, hb = a.get("hits", []), b.get("hits", [])
+    key = lambda h: (h.get("path"), h.get("chunk_id"), h.get("scores"))  # noqa: E731
+    rank = next((i for i, (x, y) in enumerate(zip(ha, hb)) if key(x) != key(y)), min(len(ha), len(hb)))
+    pick = lambda h: {k: h.get(k) for k in ("path", "chunk_id", "scores")}  # noqa: E731
+    return {
+        "first_rank": rank + 1,
+        "sqlite": pick(ha[rank]) if rank < len(ha) else None,
+        "postgres": pick(hb[rank]) if rank < len(hb) else None,
+        "same_chunks": {h.get("chunk_id") for h in ha} == {h.get("chunk_id") for h in hb},
+        "hits_differ": sum(key(x) != key(y) for x, y in zip(ha, hb)) + abs(len(ha) - len(hb)),
+        "other_fields_differ": sorted(k for k in set(a) | set(b) if k != "hits" and a.get(k) != b.get(k)),
+    }
+
+
 def scifact(uri: str, tmp: Path, n_queries: int | None) -> dict[str, Any]:
     from autodoc.config import Settings
     from autodoc.service import Service
@@ -353,16 +371,17 @@ def scifact(uri: str, tmp: Path, n_queries: int | None) -> dict[str, Any]:
         out["queries"] = len(queries)
         out["configs"] = []
         for name, opts in (
-            ("lexical", {"stages": ["lexical"]}),
-            ("semantic", {"stages": ["semantic"]}),
-            (DEFAULT_HYBRID, {"stages": HYBRID}),
+            ("lexical", {"stages": ["lexical"], "limit": 100}),
+            ("semantic", {"stages": ["semantic"], "limit": 100}),
+            (DEFAULT_HYBRID, {"stages": HYBRID, "limit": 100}),
+            ("hybrid (default), limit 10", {"stages": HYBRID, "limit": 10}),
         ):
             row: dict[str, Any] = {"name": name}
             answers = {}
             for backend, svc in (("sqlite", lite), ("postgres", pg)):
                 svc.search(WORKSPACE, "warm up the caches", {**opts, "limit": 5})
                 log(f"{backend}: {name} ({len(queries)} queries)")
-                r = run_queries(svc, queries, {**opts, "limit": 100})
+                r = run_queries(svc, queries, opts)
                 answers[backend] = r["answers"]
                 row[backend] = {
                     "metrics": _round(evaluate(r["run"], qrels)),
@@ -373,9 +392,11 @@ def scifact(uri: str, tmp: Path, n_queries: int | None) -> dict[str, Any]:
             row["ndcg10_difference"] = round(
                 row["postgres"]["metrics"]["nDCG@10"] - row["sqlite"]["metrics"]["nDCG@10"], 4
             )
-            row["identical_answers"] = sum(
-                _comparable(answers["sqlite"][q]) == _comparable(answers["postgres"][q]) for q, _ in queries
-            )
+            differ = [q for q, _ in queries if _comparable(answers["sqlite"][q]) != _comparable(answers["postgres"][q])]
+            row["identical_answers"] = len(queries) - len(differ)
+            row["differing"] = [
+                _difference(answers["sqlite"][q], answers["postgres"][q]) | {"query": q} for q in differ
+            ]
             log(f"  {row['name']}: sqlite {row['sqlite']['metrics']} postgres {row['postgres']['metrics']}")
             out["configs"].append(row)
     finally:
