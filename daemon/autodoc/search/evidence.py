@@ -80,9 +80,10 @@ def query_words(
     db: Snapshot, query: str, corrections: Mapping[str, str] | None = None, workspace_id: int | None = None
 ) -> A.QueryWords:
     """The query's informative stems, with how many chunks hold each (chunk_counts: the workspace's
-    when it names one), and the words it names (answerable.name_words). `query` is the query searched; `corrections` the fuzzy
-    fallback's {word typed: word searched} (a typed word no chunk holds, searched as the stored word
-    nearest it): a name corrected to a rare word is a guess, and the name stays unknown."""
+    when it names one), and the words it names (answerable.name_words). `query` is the query
+    searched; `corrections` the fuzzy fallback's {word typed: word searched} (a typed word no chunk
+    holds, searched as the stored word nearest it): a name corrected to a rare word is a guess, and
+    the name stays unknown."""
     corrections = corrections or {}
     stems = A.query_stems(query, tokenize)
     state = ftsterms.index_state(db)
