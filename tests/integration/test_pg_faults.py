@@ -70,13 +70,14 @@ class Server:
         self.pg.stop()
         self.pg.start()
 
-    def daemon(self, name: str, schema: str, *, watch: bool = False) -> Daemon:
+    def daemon(self, name: str, schema: str, *, watch: bool = False, readers: int = 0) -> Daemon:
         base = self.base / name
         sock = base / "s.sock"
         store = self.store(schema)
         args = () if watch else ("--no-watch",)
         d = Daemon(base, store=base / "unused.db", sock=sock, argv=daemon_argv(store, sock, *args))  # type: ignore[arg-type]
         d.env["AUTODOC_STORE"] = store
+        d.env["AUTODOC_READERS"] = str(readers)
         return d.start()
 
 
@@ -97,7 +98,7 @@ def server() -> Iterator[Server]:
 def kb(server: Server) -> Iterator[tuple[Daemon, str]]:
     """A daemon serving tests/corpora/kb (16 documents) from schema kb_…, indexed."""
     schema = f"kb_{uuid.uuid4().hex[:8]}"
-    d = server.daemon("kb", schema)
+    d = server.daemon("kb", schema, readers=2)  # searches served by reader processes too, as on 2 cores
     try:
         d.call("workspace.add", ["kb", str(KB), NO_MODEL])
         d.call("workspace.index", ["kb"])
