@@ -206,11 +206,15 @@ def _one_line(e: BaseException) -> str:
 
 
 def follow(store: Any, deliver: Deliver, on_vectors: OnVectors | None = None) -> ChangeFeed | None:
-    """Start the change feed of a PostgreSQL store (store/pg/store.py: PgStore), from the log's head;
+    """Start the change feed of a PostgreSQL store (store/pg/store.py: PgStore), from the log's head now;
     None for a SQLite store, where this process is the one writer and tells its own listeners."""
     mod = sys.modules.get("autodoc.store.pg.store")  # loaded whenever a PgStore exists: no import for SQLite
     if mod is None or not isinstance(store, mod.PgStore):
         return None
+    from ..changes import head as log_head
     from .indexlock import dedicated
 
-    return ChangeFeed(lambda: dedicated(store, "listen"), store.schema, deliver, on_vectors=on_vectors).start()
+    with store.read() as db:  # from now: whatever commits while the feed connects is read too
+        cursor = log_head(db)
+    feed = ChangeFeed(lambda: dedicated(store, "listen"), store.schema, deliver, cursor=cursor, on_vectors=on_vectors)
+    return feed.start()
