@@ -313,3 +313,27 @@ def test_writers_of_two_stores_through_the_row_functions_reach_a_feed_in_commit_
     assert cursors == sorted(cursors) and len(set(cursors)) == 48
     gens = [r["generation"] for r in rows]
     assert gens == sorted(gens) and len(set(gens)) == 48
+
+
+def test_changes_the_daemon_could_not_take_are_handed_on_again(pg_uri, schema):
+    """A hand-on that fails (the daemon's own store read failed, say) leaves the cursor where it was:
+    the feed reconnects after a pause and hands the same changes on again, none skipped."""
+    import psycopg
+
+    got = Collected()
+    failures = [RuntimeError("the store went away")]
+
+    def flaky(rows):
+        if failures:
+            raise failures.pop()
+        got(rows)
+
+    feed = feed_on(pg_uri, schema, flaky)
+    try:
+        with psycopg.connect(pg_uri, autocommit=True) as w:
+            cursors = [write_change(w, schema, f"f{i}.md") for i in range(3)]
+        rows = got.wait_for(3)
+        assert [r["cursor"] for r in rows] == cursors  # every one once, after the failed first try
+        assert feed.connects >= 2 and not failures
+    finally:
+        feed.stop()

@@ -120,7 +120,6 @@ class ChangeFeed:
         self._poll = poll
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._conn: psycopg.Connection | None = None
         self.connected = threading.Event()  # set while LISTENing (tests wait on it)
         self.connects = 0  # how many times it has (re)connected
         self.backend_pid: int | None = None  # the server process of the LISTEN session
@@ -143,11 +142,12 @@ class ChangeFeed:
                 with self._connect() as conn:
                     self._listen(conn)
                 pause = 0.1
-            except Exception as e:  # the server restarted or the connection dropped: reconnect, then catch up
+            except Exception as e:  # the server restarted, the connection dropped, or the daemon could not
+                # take the changes (its own read failed): reconnect, then read them again from the cursor
                 self.connected.clear()
                 if self._stop.is_set():
                     break
-                log.warning("change feed: %s; reconnecting in %.1f s", _one_line(e), pause)
+                log.warning("change feed: %s; reconnecting in %.1f s", _one_line(e.__cause__ or e), pause)
                 self._stop.wait(pause)
                 pause = min(RETRY_MAX, pause * 2)
 
@@ -182,22 +182,28 @@ class ChangeFeed:
         assert self.cursor is not None
         if 0 < self.cursor < trimmed_through(conn, self.schema):
             log.warning("change feed: the log was trimmed past cursor %d; every cache is stale", self.cursor)
-            self.cursor = head(conn, self.schema)
+            now = head(conn, self.schema)
             self._hand_on(None)
+            self.cursor = now
             return
         while True:
             rows = read_after(conn, self.schema, self.cursor)
             if rows:
-                self.cursor = rows[-1]["cursor"]
                 self._hand_on(rows)
+                self.cursor = rows[-1]["cursor"]  # only once handed on: a failed hand-on is read again
             if len(rows) < PAGE:
                 return
 
     def _hand_on(self, rows: list[dict[str, Any]] | None) -> None:
         try:
             self._deliver(rows)
-        except Exception:  # the daemon's handler failing must not stop the feed
-            log.exception("change feed: handing on changes failed")
+        except Exception as e:
+            log.debug("change feed: handing on changes failed", exc_info=True)
+            raise HandOnFailed("the daemon could not take the changes") from e
+
+
+class HandOnFailed(Exception):
+    """The daemon's handler failed (its store read, say): the feed reads the same changes again later."""
 
 
 def _one_line(e: BaseException) -> str:
