@@ -161,6 +161,12 @@ def escaped_len(s: str) -> int:
     return len(json.dumps(s, ensure_ascii=False)) - 2
 
 
+def shown_len(s: str, text: str) -> int:
+    """Characters a passage takes in the tool's text: as it is where the text holds it raw (the
+    search tool's text since it stopped being JSON), else as escaped in JSON (an older answer)."""
+    return len(s) if s in text else escaped_len(s)
+
+
 def rate(xs: Iterable[bool]) -> float:
     v = list(xs)
     return sum(v) / len(v) if v else float("nan")
@@ -238,12 +244,12 @@ async def _mcp(b: Any, ws: str, query: str, extra: dict[str, Any]) -> dict[str, 
         return {"error": f"{type(e).__name__}: {getattr(e, 'message', e)}", "hits": [], "chars": 0}
     hits = mcp_hits(out)
     return {
-        "hits": [[h["path"], h["start"], h["end"], h["confidence"], escaped_len(h["text"])] for h in hits],
+        "hits": [[h["path"], h["start"], h["end"], h["confidence"], shown_len(h["text"], text)] for h in hits],
         "answerable": out.get("answerable"),
         "truncated": out.get("truncated"),
         "tokens": out.get("tokens"),  # the answer's own count
         "chars": len(text),  # what the model reads (the tool's text)
-        "passage_chars": sum(escaped_len(h["text"]) for h in hits),
+        "passage_chars": sum(shown_len(h["text"], text) for h in hits),
         "notes": out.get("notes") or [],
     }
 

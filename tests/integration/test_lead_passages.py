@@ -5,6 +5,7 @@ the questions are bench/answer_spans swift-05 and swift-08 (tune)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -86,3 +87,59 @@ def test_the_leading_run_holds_no_table_of_contents(svc):
     a = _compact(svc, query)
     lead = [h for h in a["hits"] if h["path"] == a["hits"][0]["path"]]
     assert a["hits"][: len(lead)] == lead and not any(h["section"] == "Table of contents" for h in lead)
+
+
+@pytest.fixture(scope="module")
+def mcp(svc):
+    """The MCP server's Backend on the fixture's store, in this process and read-only (as the
+    bench drives it: bench/answers.py open_backend)."""
+    from autodoc.connect import Backend as Link
+    from autodoc.mcp.backend import Backend
+
+    b = Backend(svc.settings)
+    b.link = Link(b.settings, writer=False, name="test")
+    yield b
+    b.close()
+
+
+def _tool_search(b, query: str, **extra) -> tuple[dict, str]:
+    import anyio
+
+    from autodoc.mcp.tools import call_tool
+
+    async def go() -> tuple[dict, str]:
+        return await call_tool(b, "search", {"query": query, "workspace": "swift", **extra})
+
+    return anyio.run(go)
+
+
+def test_the_search_tool_says_each_path_once(mcp):
+    """The leading document's several passages each wrote its path again in the text the model
+    reads (mcp/answers.py search_text); the structured hits keep each full ref to cite."""
+    out, text = _tool_search(mcp, TWO_ERRORS)
+    refs = [h["ref"] for h in out["hits"]]
+    lead = [r for r in refs if r.startswith(f"swift:{TYPED_THROWS}#L")]
+    assert len(lead) >= 2 and refs[: len(lead)] == lead
+    assert text.count(f"swift:{TYPED_THROWS}") == 1  # said once, at its first passage
+    for i, r in enumerate(lead[1:], 2):  # the others by their lines, pointing back to the first
+        assert f"[{i}] same document as [1], #L{r.rsplit('#L', 1)[1]} · " in text
+    share = sum(len(h["text"]) for h in out["hits"]) / len(text)
+    assert out["tokens"] <= 800 and share >= 0.8, share
+
+
+def test_a_change_every_passage_shares_is_said_once(mcp, svc):
+    """Every file of the answer changed on disk since indexed: said once, not after each passage."""
+    out, _ = _tool_search(mcp, TWO_ERRORS)
+    paths = {h["ref"].split(":", 1)[1].rsplit("#L", 1)[0] for h in out["hits"]}
+    folder = Path(svc.settings.store).parent / "swift"  # the fixture's folder, beside its store
+    saved = {p: (folder / p).stat() for p in paths}
+    try:
+        for p, st in saved.items():
+            os.utime(folder / p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        out, text = _tool_search(mcp, TWO_ERRORS)
+        assert all(h.get("changed") for h in out["hits"]) and len(out["hits"]) >= 2
+        assert text.count("changed on disk since indexed") == 1
+        assert text.split("\n", 1)[0].endswith("every passage's file changed on disk since indexed")
+    finally:
+        for p, st in saved.items():
+            os.utime(folder / p, ns=(st.st_atime_ns, st.st_mtime_ns))

@@ -118,11 +118,16 @@ def text_tokens(text: str) -> int:
 def search_text(answer: dict[str, Any]) -> str:
     """The search answer as the model reads it: one line of what the answer is, then each passage
     under a line with its ref, where it sits and its confidence, the text as it is in the file (not
-    a JSON string: no escaped newlines and quotes), so that most of what it reads is passages."""
+    a JSON string: no escaped newlines and quotes), so that most of what it reads is passages. Each
+    path is said once: a later passage of a document already shown names its lines and the passage
+    that gave its path (the structured hits keep each full ref); a change every passage's file
+    shares is said once, in the first line."""
     hits = answer["hits"]
+    all_changed = len(hits) > 1 and all(h.get("changed") for h in hits)
     head = [
         f"answerable: {'yes' if answer['answerable'] else 'no'} · {len(hits)} passage{'' if len(hits) == 1 else 's'}"
         + (" · truncated: passages cut to fit budget_tokens" if answer["truncated"] else "")
+        + (f" · {ALL_CHANGED}" if all_changed else "")
     ]
     for ws, st in answer["stages"].items():
         # a ranker that is not configured is the usual case, not news: said in `stages`, not here
@@ -132,17 +137,27 @@ def search_text(answer: dict[str, Any]) -> str:
             head.append(f"{ws}: {'+'.join(st['performed']) or 'no stage ran'}{why}")
     head += [f"note: {n}" for n in answer.get("notes", [])]
     blocks = ["\n".join(head)]
+    said: dict[str, int] = {}  # each document's `workspace:path`: the passage that said it
     for i, h in enumerate(hits, 1):
+        base, mark, lines = h["ref"].rpartition("#L")
+        cite = h["ref"]
+        if mark and base in said:
+            cite = f"same document as [{said[base]}], #L{lines}"
+        elif mark:
+            said[base] = i
         where = h["section"] or h["title"]  # the ref's path names the document; the title is in `hits`
         extra = "".join(f" · {k} {h[k]}" for k in ("superseded_by",) if h.get(k)) + (
-            " · changed on disk since indexed" if h.get("changed") else ""
+            " · changed on disk since indexed" if h.get("changed") and not all_changed else ""
         )
         conf = "" if h["confidence"] is None else f" · confidence {h['confidence']:.2f}"
         origin = h.get("origin")
         if origin:
             extra += f" · session {origin.get('session_id')} event {origin.get('event_id')}"
-        blocks.append(f"[{i}] {h['ref']} · {where}{conf}{extra}\n{h['text']}")
+        blocks.append(f"[{i}] {cite} · {where}{conf}{extra}\n{h['text']}")
     return "\n\n".join(blocks)
+
+
+ALL_CHANGED = "every passage's file changed on disk since indexed"
 
 
 def tokens(obj: Any) -> int:
