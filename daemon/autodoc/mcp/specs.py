@@ -36,7 +36,8 @@ TOOLS: list[dict[str, Any]] = [
         "title": "Search the knowledge base",
         "description": (
             "Search the local Markdown knowledge base (notes, ADRs, runbooks, docs) by meaning and keywords. "
-            "Returns the best passages, one per document, each with a `ref` to cite (`workspace:path#L10-15`), "
+            "Returns the best passages, one per document (the first document also its passages that match best "
+            "of all), each with a `ref` to cite (`workspace:path#L10-15`), "
             "its title and section, the passage text, and a `confidence` (0..1). `answerable` is false when "
             "nothing relevant was found: say so rather than guessing from weak hits. `superseded_by` names the "
             "document that replaces an outdated one. Read more around a hit with `read`."
