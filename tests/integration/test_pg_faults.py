@@ -443,3 +443,39 @@ def test_the_writer_terminated_mid_transaction_leaves_nothing_half_written(serve
     finally:
         d.stop()
         server.outputs.append(d.log_text())
+
+
+def test_an_indexer_whose_lock_session_was_cut_takes_it_again_or_stops(server):
+    """The indexer lock lives in a session of its own: a restart (or pg_terminate_backend) ends it
+    while the job, between two batches, has not failed. The job must not write on without it (another
+    daemon could then index the same workspace at the same time): before its next batch it takes the
+    lock again, or stops, saying another daemon has it."""
+    schema = f"lk_{uuid.uuid4().hex[:8]}"
+    d = server.daemon("lk", schema)
+    files = files_of(BIG)
+    held_by_d = (
+        "SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND a.application_name LIKE %s"
+    )
+    try:
+        d.call("workspace.add", ["big", str(BIG), NO_MODEL])
+        job, out = index_in_background(d, "big")
+        with server.connect() as pg:
+            mine = (f"autodoc index %:{d.pid}",)
+            until(lambda: documents(pg, schema) >= 64 and pg.execute(held_by_d, mine).fetchone() is not None)
+            (first,) = pg.execute(held_by_d, mine).fetchone()
+            pg.execute("SELECT pg_terminate_backend(%s)", (first,))
+            until(lambda: pg.execute(held_by_d, mine).fetchone() not in (None, (first,)) or not job.is_alive(), 60)
+            again = pg.execute(held_by_d, mine).fetchone()
+            job.join(120)
+            (answer,) = out
+            assert again is not None or isinstance(answer, RemoteError), "the job wrote on without its lock"
+            if isinstance(answer, RemoteError):
+                report = d.call("workspace.index", ["big"], timeout=300)
+            else:
+                report = answer
+            assert whole(pg, schema) == files
+            assert report["added"] + report["unchanged"] == len(files)
+    finally:
+        d.stop()
+        server.outputs.append(d.log_text())

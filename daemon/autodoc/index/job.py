@@ -389,6 +389,8 @@ class IndexJob:
         names_changed: set[str] = set()
         failed: list[tuple[str, str]] = []
         gone, skips = batch.gone, batch.skips
+        if self._locks is not None:  # a restart may have ended the indexer lock's session since the last batch
+            self._locks.check(ws.id)
 
         with self.store.write() as db:
 

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreLocked
+from .liveness import alive
 from .schema import LOCK_CLASS, SCHEMA
 
 if TYPE_CHECKING:  # a SQLite daemon (psycopg is an optional extra) imports this module without it
@@ -179,6 +180,32 @@ class IndexerLocks:
                         log.debug("indexer lock release failed", exc_info=True)
                     finally:
                         lock.conn.close()
+
+    def check(self, workspace_id: int) -> None:
+        """Before each batch of a job holding `workspace_id`: its lock's session still there. A server
+        restart or pg_terminate_backend ends that session, and the lock with it, while the job sits
+        between two batches; writing on would let another daemon index the workspace at the same time.
+        A lost lock is taken again on a new connection; StoreLocked (nothing of the batch written) when
+        another daemon took it meanwhile, StoreUnreachable while the server is down."""
+        with self._lock:
+            held = self._held.get(workspace_id)
+        if held is None:
+            return
+        with held.mutex:
+            if held.depth == 0 or (held.lock is not None and alive(held.lock.conn)):
+                return
+            if held.lock is not None:
+                held.lock.conn.close()
+                held.lock = None
+            log.warning("workspace %d: the indexer lock's session ended; taking the lock again", workspace_id)
+            conn = self._connect()
+            try:
+                lock = IndexerLock(conn, workspace_id, schema=self.schema)
+                lock.acquire(self._holder())
+            except BaseException:
+                conn.close()
+                raise
+            held.lock = lock
 
 
 class _Held:
