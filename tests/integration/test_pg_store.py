@@ -198,3 +198,55 @@ def test_writers_of_two_stores_take_distinct_generations_in_commit_order(target)
     finally:
         for s in stores:
             s.close()
+
+
+def test_reads_share_a_few_connections_however_many_threads_read(pg_uri, target):
+    """A daemon's threads come and go (anyio retires idle ones): its read connections are as many as
+    it runs reads at once, and at most IDLE_READERS stay open between them, not one per thread that
+    ever read (4 daemons x 40 threads would pass a server's max_connections)."""
+    import os
+
+    import psycopg
+
+    from autodoc.store import open_store
+    from autodoc.store import workspaces as ws_rows
+    from autodoc.store.pg.store import IDLE_READERS
+
+    def readers_open() -> int:
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name LIKE %s",
+                (f"autodoc read %:{os.getpid()}",),
+            ).fetchone()
+            return int(row[0]) if row else -1
+
+    store = open_store(target)
+    try:
+        with store.write() as db:
+            ws_rows.add_workspace(db, "kb", "/nowhere", {})
+
+        def read_once() -> None:
+            with store.read() as db:
+                assert ws_rows.workspace_names(db) == ["kb"]
+
+        for _ in range(30):  # one thread after another: one connection serves them all
+            t = threading.Thread(target=read_once)
+            t.start()
+            t.join()
+        assert readers_open() == 1
+        inside = threading.Barrier(IDLE_READERS + 4)
+
+        def read_together() -> None:
+            with store.read() as db:
+                inside.wait()  # every read is open at once
+                assert ws_rows.workspace_names(db) == ["kb"]
+
+        threads = [threading.Thread(target=read_together) for _ in range(IDLE_READERS + 4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert readers_open() == IDLE_READERS
+    finally:
+        store.close()
+    assert readers_open() == 0

@@ -1,8 +1,11 @@
 """The PostgreSQL store: StoreInterface (store/interface.py) over psycopg connections, the second
 backend beside the SQLite file (docs/dev/postgres.md, sections 1, 4, 5, 7).
 
-- `read()`: this thread's own connection, one REPEATABLE READ, READ ONLY transaction (one snapshot,
-  as a SQLite read transaction is); a read inside a read joins it (a savepoint of the same snapshot).
+- `read()`: a read connection checked out for the read, one REPEATABLE READ, READ ONLY transaction
+  (one snapshot, as a SQLite read transaction is); a read inside a read on the same thread joins it
+  (a savepoint of the same snapshot). Connections go back to an idle list when the outermost read
+  ends, so a daemon holds as many as it runs reads at once (plus up to IDLE_READERS kept open), not
+  one per thread that ever read: four daemons stay well inside a server's max_connections.
 - `write()`: the one writer connection under this process's re-entrant lock, one transaction (a
   savepoint when nested). Across daemons, writers are serialized by the `meta` row `generation`
   (store/documents.py next_generation) that every indexing transaction updates (section 6).
@@ -16,8 +19,8 @@ option), then `public` (where pgvector lives). `path` is the target with its pas
 what every message shows; a psycopg failure to connect is re-raised as the product's own error
 naming that, never the password.
 
-Runs on: any thread. Each thread reads on a connection of its own (opened on first use, closed when
-the thread is gone); writes go through the single writer connection under one re-entrant lock.
+Runs on: any thread. A read holds its connection alone until it ends (another thread's reads take
+another); writes go through the single writer connection under one re-entrant lock.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ from .uri import MASK, redact
 KEEPALIVES = {"keepalives": 1, "keepalives_idle": 3, "keepalives_interval": 1, "keepalives_count": 3}
 SERVER_KEEPALIVES = ("tcp_keepalives_idle = 3", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 3")
 CONNECT_TIMEOUT_S = 10
+# read connections kept open between reads: a daemon runs 8 reads at once (rpc/server.py READERS)
+IDLE_READERS = 8
 
 _SEARCH_PATH = re.compile(r"-c\s*search_path\s*=\s*([^\s,]+)")
 
@@ -74,8 +79,9 @@ class PgStore:
         self._holder = dict(holder or {})
         self._write_lock = threading.RLock()
         self._local = threading.local()
-        self._readers: list[tuple[threading.Thread, PgSnapshot]] = []
+        self._idle: list[PgSnapshot] = []  # read connections no read holds now
         self._readers_lock = threading.Lock()
+        self._closed = False
         self._db: PgSnapshot | None = None
         first = self._connect("write" if writer else "read")
         try:
@@ -159,27 +165,34 @@ class PgStore:
             raise
         return snap
 
-    def reader(self) -> PgSnapshot:
-        """This thread's read connection: each transaction on it is REPEATABLE READ, READ ONLY."""
-        snap: PgSnapshot | None = getattr(self._local, "db", None)
-        if snap is not None and snap.conn.closed:
-            snap = None  # the server ended it (a restart): the next read connects again
-        if snap is None:
-            snap = self._open("read")
-            snap.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            snap.conn.read_only = True
-            self._local.db = snap
-            me = threading.current_thread()
-            with self._readers_lock:
-                alive = []
-                for t, other in self._readers:
-                    if t.is_alive() and t is not me:
-                        alive.append((t, other))
-                    else:
-                        _close_quietly(other)
-                alive.append((me, snap))
-                self._readers = alive
+    def _checkout(self) -> PgSnapshot:
+        """An idle read connection, or a new one: each transaction on it is REPEATABLE READ, READ ONLY."""
+        with self._readers_lock:
+            while self._idle:
+                snap = self._idle.pop()
+                if not snap.conn.closed:
+                    return snap
+        snap = self._open("read")
+        snap.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        snap.conn.read_only = True
         return snap
+
+    def _drop_idle(self) -> None:
+        with self._readers_lock:
+            idle, self._idle = self._idle, []
+        for snap in idle:
+            _close_quietly(snap)
+
+    def _checkin(self, snap: PgSnapshot) -> None:
+        """Back to the idle list once its read is over (closed when the store is, or enough are idle)."""
+        with self._readers_lock:
+            if (
+                not (self._closed or snap.conn.closed or snap.depth or snap.in_transaction)
+                and len(self._idle) < IDLE_READERS
+            ):
+                self._idle.append(snap)
+                return
+        _close_quietly(snap)
 
     # -- StoreInterface ----------------------------------------------------------------------
 
@@ -189,11 +202,31 @@ class PgStore:
 
     @contextmanager
     def read(self) -> Iterator[PgSnapshot]:
-        """One read snapshot (nests: an inner read joins the outer one)."""
-        with _translated(self), ExitStack() as stack:
-            snap = _entered(self.reader)
-            stack.push(snap.__exit__)
-            yield snap
+        """One read snapshot (nests: an inner read on this thread joins the outer one)."""
+        held: PgSnapshot | None = getattr(self._local, "read", None)
+        if held is not None:  # a read inside a read: a savepoint of the same snapshot
+            with _translated(self), held:
+                yield held
+            return
+        holder: list[PgSnapshot] = []
+
+        def connection() -> PgSnapshot:
+            if holder:  # the one that failed at BEGIN is closed; the idle ones went with it (a restart)
+                holder.pop()
+                self._drop_idle()
+            holder.append(self._checkout())
+            return holder[0]
+
+        try:
+            with _translated(self), ExitStack() as stack:
+                snap = _entered(connection)
+                self._local.read = snap
+                stack.push(snap.__exit__)
+                yield snap
+        finally:
+            self._local.read = None
+            if holder:
+                self._checkin(holder[0])
 
     def writer(self) -> PgSnapshot:
         """The writer connection, for a caller that holds `locked()`; connected again when the server
@@ -238,9 +271,8 @@ class PgStore:
 
     def close(self) -> None:
         with self._readers_lock:
-            for _, snap in self._readers:
-                _close_quietly(snap)
-            self._readers.clear()
+            self._closed = True
+        self._drop_idle()
         if self._db is not None:
             with self._write_lock:
                 _close_quietly(self._db)
