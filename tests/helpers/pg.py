@@ -103,6 +103,16 @@ class PgServer:
 
         return self.pid is not None and psutil.pid_exists(self.pid) and psutil.Process(self.pid).status() != "zombie"
 
+    def crash(self) -> None:
+        """An immediate shutdown (`pg_ctl stop -m immediate`): every backend quits at once, its
+        clients see their sockets close with no message, nothing is checkpointed; `start()` then
+        recovers from the WAL, as after the server's processes were killed."""
+        from pgserver._commands import pg_ctl
+
+        assert self._server is not None, "the server is not started"
+        pg_ctl(["-m", "immediate", "-w", "stop"], pgdata=self.pgdata, user=self._server.system_user)
+        self.stop()  # pgserver's handle let go: the postmaster is gone already
+
     def stop(self, timeout: float = 30.0) -> None:
         """A clean shutdown: returns once the postmaster has exited, raises if it has not in `timeout` s."""
         if self._server is None:
