@@ -148,6 +148,7 @@ EXPRESSIONS = [
     '"数据 据库"',
     '"迁"*',
     '"graph" OR "daily note" OR "temp"*',
+    '"graph graph graph graph"',  # longer than a title that holds its one word (positions past its end)
 ]
 
 

@@ -169,14 +169,20 @@ def _token(db: Snapshot, token: str, prefix: bool, key: tuple) -> Phrase:
 
 
 def _instances(col: list[str], want: tuple[str, ...], prefix: bool) -> int:
-    """How many positions of a column the phrase starts at (FTS5's instances of it there)."""
-    m, head, last, n = len(want), list(want[:-1]), want[-1], 0
-    for i in range(len(col) - m + 1):
-        if col[i] == head[0] and col[i : i + m - 1] == head:
-            tail = col[i + m - 1]
-            if tail.startswith(last) if prefix else tail == last:
-                n += 1
-    return n
+    """How many positions of a column the phrase starts at (FTS5's instances of it there); the
+    first token is found by list.index (a scan in C), the rest compared only there."""
+    m, first, middle, last = len(want), want[0], list(want[1:-1]), want[-1]
+    end, n, i = len(col) - m + 1, 0, -1
+    if end <= 0:
+        return 0  # (a shorter column; and list.index would read a negative end from the back)
+    while True:
+        try:
+            i = col.index(first, i + 1, end)
+        except ValueError:
+            return n
+        tail = col[i + m - 1]
+        if col[i + 1 : i + m - 1] == middle and (tail.startswith(last) if prefix else tail == last):
+            n += 1
 
 
 def phrase(db: Snapshot, expr: str, key: tuple) -> Phrase:
@@ -196,11 +202,19 @@ def phrase(db: Snapshot, expr: str, key: tuple) -> Phrase:
         cand = parts[0].ids
         for part in parts[1:]:
             cand = np.intersect1d(cand, part.ids, assume_unique=True)
-        rows = fts5.indexed_rows(db, cand.tolist())
+        # a column can hold the phrase only where it holds every one of its tokens: only those are tokenized
+        where = np.ones((len(cand), 4), bool)
+        for part in parts:
+            where &= part.tf[np.searchsorted(part.ids, cand)] > 0
+        some = where.any(axis=1)
+        cand, where = cand[some], where[some]
+        texts = fts5.indexed_texts(db, cand.tolist())
         keep, tfs = [], []
-        for cid in cand.tolist():
-            row = rows.get(cid)
-            counts = [_instances(col, p.tokens, p.prefix) for col in row.columns] if row else [0, 0, 0, 0]
+        for cid, cols in zip(cand.tolist(), where.tolist()):
+            row = texts.get(cid)
+            counts = [
+                _instances(fts5.tokens(db, row[c]), p.tokens, p.prefix) if row and cols[c] else 0 for c in range(4)
+            ]
             if any(counts):
                 keep.append(cid)
                 tfs.append(counts)

@@ -108,30 +108,36 @@ class Row:
     vocab: frozenset[str]  # every token of the row
 
 
+def indexed_texts(db: Snapshot, chunk_ids: list[int]) -> dict[int, tuple[str, ...]]:
+    """chunk id → the four strings its FTS row was indexed from (title, breadcrumb, meta, body: what
+    store/documents.py writes through fts_text)."""
+    if not chunk_ids:
+        return {}
+    ids_in, ids = in_ids(db, "c.id", chunk_ids)
+    return {
+        cid: tuple(
+            s if s.isascii() else fts_text(s)
+            for s in (title, crumb, meta_text(json.loads(aliases), json.loads(tags), path), text)
+        )
+        for cid, title, crumb, tags, aliases, path, text in db.execute(
+            "SELECT c.id, d.title, c.breadcrumb, d.tags, d.aliases, d.path, c.text FROM chunks c "
+            f"JOIN documents d ON d.id = c.document_id WHERE {ids_in}",
+            (ids,),
+        ).fetchall()
+    }
+
+
+def tokens(db: Snapshot, text: str) -> list[str]:
+    """A column's tokens as FTS5 indexed them (its positions are their places in the list)."""
+    flags = apsw.FTS5_TOKENIZE_DOCUMENT
+    return _tokenizer(db)(text.encode("utf-8"), flags, None, include_offsets=False, include_colocated=False)
+
+
 def indexed_rows(db: Snapshot, chunk_ids: list[int]) -> dict[int, Row]:
     """chunk id → its FTS row's tokens, from the text it was indexed with (store/documents.py
     writes the same four fields through fts_text; the tokenizer is FTS5's own)."""
-    if not chunk_ids:
-        return {}
-    tok = _tokenizer(db)
-    flags = apsw.FTS5_TOKENIZE_DOCUMENT
     out: dict[int, Row] = {}
-    ids_in, ids = in_ids(db, "c.id", chunk_ids)
-    for cid, title, crumb, tags, aliases, path, text in db.execute(
-        "SELECT c.id, d.title, c.breadcrumb, d.tags, d.aliases, d.path, c.text FROM chunks c "
-        f"JOIN documents d ON d.id = c.document_id WHERE {ids_in}",
-        (ids,),
-    ).fetchall():
-        meta = meta_text(json.loads(aliases), json.loads(tags), path)
-        cols = tuple(
-            tok(
-                (s if s.isascii() else fts_text(s)).encode("utf-8"),
-                flags,
-                None,
-                include_offsets=False,
-                include_colocated=False,
-            )
-            for s in (title, crumb, meta, text)
-        )
+    for cid, texts in indexed_texts(db, chunk_ids).items():
+        cols = tuple(tokens(db, s) for s in texts)
         out[cid] = Row(cols, frozenset(cols[3]).union(cols[0], cols[1], cols[2]))
     return out
