@@ -487,3 +487,23 @@ def test_an_indexer_whose_lock_session_was_cut_takes_it_again_or_stops(server):
     finally:
         d.stop()
         server.outputs.append(d.log_text())
+
+
+def test_an_embed_claim_whose_session_ended_is_taken_again_not_believed(server):
+    """A daemon's embed claims live in one session: after a restart (here pg_terminate_backend) the
+    claims are gone with it, and the next step must claim again rather than trust what it held."""
+    from autodoc.store.pg.indexlock import EMBED_CLASS, EmbedClaims
+
+    claims = EmbedClaims(server.connect)
+    held = "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid::bigint = %s AND objid = %s"
+    try:
+        with server.connect() as pg:
+            assert claims.claim(7)
+            (first,) = pg.execute(held, (EMBED_CLASS, 7)).fetchone()
+            pg.execute("SELECT pg_terminate_backend(%s)", (first,))
+            until(lambda: pg.execute(held, (EMBED_CLASS, 7)).fetchone() is None, 10)
+            assert claims.claim(7)
+            again = pg.execute(held, (EMBED_CLASS, 7)).fetchone()
+            assert again is not None and again != (first,), "the claim was believed, not held"
+    finally:
+        claims.close()

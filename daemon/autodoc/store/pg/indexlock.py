@@ -273,6 +273,8 @@ class EmbedClaims:
     def claim(self, workspace_id: int) -> bool:
         """True when this daemon embeds the workspace (now, or already); False when another does."""
         with self._lock:
+            if self._conn is not None and not alive(self._conn):  # a restart ended the session, and its claims
+                self._conn.close()
             if workspace_id in self._held and self._conn is not None and not self._conn.closed:
                 return True
             if self._conn is None or self._conn.closed or self._conn.broken:
