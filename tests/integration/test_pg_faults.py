@@ -145,10 +145,21 @@ def test_a_server_restart_mid_search_answers_unreachable_then_the_same_answers(s
         time.sleep(0.3)
         server.pg.stop()
         time.sleep(0.3)
-        for method, params in (
+        for method, params in (  # what reads, what writes, what subscribes: each says the store is down
             ("search.query", ["kb", "lease"]),
             ("workspace.status", ["kb"]),
+            ("workspace.list", {}),
             ("document.read", {"workspace": "kb", "path": "index.md"}),
+            ("document.outline", {"workspace": "kb", "path": "index.md"}),
+            ("document.backlinks", {"workspace": "kb", "path": "index.md"}),
+            ("changes.since", {"workspace": "kb", "cursor": 0}),
+            ("changes.subscribe", {"workspace": "kb"}),
+            (
+                "session.append",
+                {"workspace": "kb", "session_id": "s1", "events": [{"id": "e1", "kind": "message", "text": "hi"}]},
+            ),
+            ("workspace.index", ["kb"]),
+            ("workspace.add", ["kb2", str(KB), NO_MODEL]),
         ):
             with pytest.raises(RemoteError) as down:
                 d.call(method, params)
