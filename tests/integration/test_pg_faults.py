@@ -253,6 +253,48 @@ def test_an_edit_saved_while_the_server_is_down_is_indexed_once_it_is_back(serve
         server.outputs.append(d.log_text())
 
 
+def test_after_a_restart_an_edit_through_one_daemon_reaches_the_other_and_its_subscriber(server):
+    """Two daemons on one schema, a subscriber on B, the server restarted: B's change feed and its
+    subscriber's stream survive it; an edit indexed through A afterwards reaches B's searches and its
+    subscriber (the feed reconnected and caught up), and nothing committed before is announced twice."""
+    import anyio
+
+    from autodoc_client import Client
+
+    schema = f"two_{uuid.uuid4().hex[:8]}"
+    root = server.base / "two" / "kb"
+    shutil.copytree(KB, root)
+    a = server.daemon("two-a", schema)
+    b = None
+    try:
+        a.call("workspace.add", ["kb", str(root), NO_MODEL])
+        a.call("workspace.index", ["kb"])
+        b = server.daemon("two-b", schema)
+        word = f"frobly{uuid.uuid4().hex[:6]}"
+
+        async def main() -> None:
+            assert b is not None
+            async with await Client.connect_socket(b.sock) as sub:
+                await sub.call("changes.subscribe", {"workspace": "kb"})
+                await anyio.to_thread.run_sync(server.restart)
+                (root / "after.md").write_text(f"# After\n\nThe {word} note, indexed through A.\n")
+                report = await anyio.to_thread.run_sync(a.call, "workspace.index", ["kb"])
+                assert report["added"] == 1, report
+                note = await sub.next_notification("changes.changed", timeout=15)
+                assert [(c["path"], c["op"]) for c in note.params["changes"]] == [("after.md", "add")]
+
+        anyio.run(main)
+        deadline = time.monotonic() + 15
+        while not any(h["path"] == "after.md" for h in b.call("search.query", ["kb", word])["hits"]):
+            assert time.monotonic() < deadline, f"A's edit never reached B:\n{b.log_text()[-3000:]}"
+            time.sleep(0.1)
+    finally:
+        for d in (a, b):
+            if d is not None:
+                d.stop()
+                server.outputs.append(d.log_text())
+
+
 # -- mid-index -------------------------------------------------------------------------------------
 
 BIG = CORPORA / "jekyll"  # 307 files: a run of 5 batches of 64, one committed before it is cut
