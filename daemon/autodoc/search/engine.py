@@ -285,7 +285,10 @@ def fuse(ctx: Context, plan: Plan, legs: Legs) -> tuple[list[F.Fused], dict[int,
     assert legs.keys is not None  # set by run_legs
     fused = ties.order_fused(fused, legs.keys)
     fused = _choose_passages(ctx, plan, fused, doc_of)
-    fused = F.cap_per_document(fused, doc_of, PER_DOCUMENT)
+    # the leading document's passages a leg ranks at the top of all are named before the cap: fused
+    # fourth of their document, the cap dropped them and one passage a document never showed them
+    ahead = choice.leads(fused, doc_of) if plan.opts.per_document else []
+    fused = F.cap_per_document(fused, doc_of, PER_DOCUMENT, keep=set(ahead))
     if plan.opts.demote_superseded:
         successor, path_of = ctx.successors() if ctx.successors else stored_hits.successors(ctx.db, ctx.ws.id)
         fused = F.demote_superseded(fused, doc_of, successor, path_of)

@@ -15,7 +15,7 @@ Runs on: any thread (pure: no I/O, no shared state).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..config import LINK_BOOST, PER_DOCUMENT, RRF_K, TAG_BOOST
@@ -212,10 +212,16 @@ LATER_PASSAGE = 0.5
 
 
 def cap_per_document(
-    fused: list[Fused], doc_of: Mapping[int, int], cap: int = PER_DOCUMENT, later: float | None = None
+    fused: list[Fused],
+    doc_of: Mapping[int, int],
+    cap: int = PER_DOCUMENT,
+    later: float | None = None,
+    keep: Collection[int] = (),
 ) -> list[Fused]:
     """At most `cap` passages a document, its later ones discounted (LATER_PASSAGE) when more than
-    one leg found the hits. The sort is stable: equal scores keep their content order (search/ties.py)."""
+    one leg found the hits; the passages `keep` names stay whatever the cap (the leading document's
+    that a leg ranks at the top of all: search/choice.py `leads`). The sort is stable: equal scores
+    keep their content order (search/ties.py)."""
     later = LATER_PASSAGE if later is None else later
     if fused and len(fused[0].ranks) < 2:  # the legs fused (every record names them all)
         later = 1.0
@@ -224,7 +230,7 @@ def cap_per_document(
     for f in fused:
         d = doc_of[f.chunk_id]
         n = seen.get(d, 0)
-        if n < cap:
+        if n < cap or f.chunk_id in keep:
             seen[d] = n + 1
             if n and later != 1.0:
                 f.score *= later**n
