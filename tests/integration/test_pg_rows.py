@@ -203,3 +203,18 @@ def test_the_read_side_answers_the_same(both):
     assert sqlite["kb.search 'type:adr' {'facet_counts': ['status', 'type', 'tags']}"]["facet_counts"]["status"]  # type: ignore[index]
     for key in sqlite:
         assert sqlite[key] == pg[key], key
+
+
+def test_removing_a_workspace_leaves_the_same_rows(both):
+    """Last in this module (it removes `kb` from both stores): every row of the workspace goes, on both."""
+    sqlite, pg = both["services"]
+    assert sqlite.workspace_remove("kb") == pg.workspace_remove("kb")
+    rows = [snapshot_rows(svc.store) for svc in (sqlite, pg)]
+    for table in TABLES:
+        assert rows[0][table] == rows[1][table], _diff(rows[0][table], rows[1][table])
+        of_kb = [r for r in rows[1][table] if "kb" in (r[0], r[0][0] if isinstance(r[0], tuple) else None)]
+        assert table == "changes" or not of_kb, table  # the change log keeps its history
+    with pg.store.read() as db:
+        assert db.execute(
+            "SELECT COUNT(*) FROM chunks WHERE workspace_id NOT IN (SELECT id FROM workspaces)"
+        ).fetchone() == (0,)
