@@ -161,7 +161,12 @@ def test_the_active_model_has_its_hnsw_index(stores):
     db = stores["pgvector"]
     name = pgv.index_name(stores["ws"], stores["fp"])
     (indexdef,) = db.execute("SELECT indexdef FROM pg_indexes WHERE indexname = ?", (name,)).fetchone()
-    assert "USING hnsw" in indexdef and "vector_cosine_ops" in indexdef and f"vector({stores['dim']})" in indexdef
+    assert (
+        "USING hnsw" in indexdef
+        and "vector_cosine_ops" in indexdef
+        and "m='32'" in indexdef
+        and f"vector({stores['dim']})" in indexdef
+    )
     assert f"model_fp = '{stores['fp']}'" in indexdef and f"workspace_id = {stores['ws']}" in indexdef
 
 
