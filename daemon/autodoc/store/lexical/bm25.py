@@ -208,7 +208,7 @@ def phrase(db: Snapshot, expr: str, key: tuple) -> Phrase:
             where &= part.tf[np.searchsorted(part.ids, cand)] > 0
         some = where.any(axis=1)
         cand, where = cand[some], where[some]
-        texts = fts5.indexed_texts(db, cand.tolist())
+        texts = fts5.indexed_texts(db, cand.tolist(), frozenset(np.flatnonzero(where.any(axis=0)).tolist()))
         keep, tfs = [], []
         for cid, cols in zip(cand.tolist(), where.tolist()):
             row = texts.get(cid)

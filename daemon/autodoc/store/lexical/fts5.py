@@ -108,23 +108,24 @@ class Row:
     vocab: frozenset[str]  # every token of the row
 
 
-def indexed_texts(db: Snapshot, chunk_ids: list[int]) -> dict[int, tuple[str, ...]]:
+def indexed_texts(
+    db: Snapshot, chunk_ids: list[int], columns: frozenset[int] = frozenset(range(4))
+) -> dict[int, tuple[str, ...]]:
     """chunk id → the four strings its FTS row was indexed from (title, breadcrumb, meta, body: what
-    store/documents.py writes through fts_text)."""
+    store/documents.py writes through fts_text); a column not in `columns` is left "" (not built)."""
     if not chunk_ids:
         return {}
     ids_in, ids = in_ids(db, "c.id", chunk_ids)
-    return {
-        cid: tuple(
-            s if s.isascii() else fts_text(s)
-            for s in (title, crumb, meta_text(json.loads(aliases), json.loads(tags), path), text)
-        )
-        for cid, title, crumb, tags, aliases, path, text in db.execute(
-            "SELECT c.id, d.title, c.breadcrumb, d.tags, d.aliases, d.path, c.text FROM chunks c "
-            f"JOIN documents d ON d.id = c.document_id WHERE {ids_in}",
-            (ids,),
-        ).fetchall()
-    }
+    out: dict[int, tuple[str, ...]] = {}
+    for cid, title, crumb, tags, aliases, path, text in db.execute(
+        "SELECT c.id, d.title, c.breadcrumb, d.tags, d.aliases, d.path, c.text FROM chunks c "
+        f"JOIN documents d ON d.id = c.document_id WHERE {ids_in}",
+        (ids,),
+    ).fetchall():
+        meta = meta_text(json.loads(aliases), json.loads(tags), path) if 2 in columns else ""
+        raw = (title, crumb, meta, text)
+        out[cid] = tuple("" if c not in columns else s if s.isascii() else fts_text(s) for c, s in enumerate(raw))
+    return out
 
 
 def tokens(db: Snapshot, text: str) -> list[str]:
