@@ -36,7 +36,8 @@ write, so the `v` column and the HNSW index are made as the embed queue makes th
 re-embedded) and its own index run. Then every SciFact test query through `Service.search` on
 each store: lexical, semantic and the default hybrid at limit 100 (and hybrid at 10), nDCG@10 / R@10 / R@100 / MRR@10
 by bench.quality's evaluator, p50/p95 latency, how many answers are byte-identical between the
-stores (the search's own timing fields aside) and how the semantic leg was served.
+stores and where they part, how the semantic leg was served, and the leg alone at depths 11, 51
+and 201 against the SQLite store's exact search (answers differing, exact chunks missed).
 
 Prints one JSON object. Runs on: the benchmark's main thread."""
 
@@ -399,9 +400,48 @@ def scifact(uri: str, tmp: Path, n_queries: int | None) -> dict[str, Any]:
             ]
             log(f"  {row['name']}: sqlite {row['sqlite']['metrics']} postgres {row['postgres']['metrics']}")
             out["configs"].append(row)
+        out["semantic_leg"] = _leg_recall(lite, pg, WORKSPACE, [t for _, t in queries])
     finally:
         pg.close()
         lite.close()
+    return out
+
+
+def _leg_recall(lite, pg, ws_name: str, texts: list[str]) -> dict[str, Any]:
+    """The semantic leg alone at the depths a search asks it for (51: limit 10; 201: limit 100): the
+    PostgreSQL store's answer (HNSW candidates, rescored) against the SQLite store's exact in-memory
+    one, query by query: how many answers differ and how many of the exact chunks were missed."""
+    from autodoc.search.semantic.vector_cache import VectorCache
+    from autodoc.store import vectors as stored
+    from autodoc.store.workspaces import get_workspace
+
+    out: dict[str, Any] = {}
+    with lite.store.read() as a, pg.store.read() as b:
+        wa, wb = get_workspace(a, ws_name), get_workspace(b, ws_name)
+        active = stored.active_model(a, wa.id)
+        assert active is not None
+        provider = lite.providers.get(active.config or {})
+        exact = VectorCache().searchable(a, wa.id, active.fingerprint, provider.dim)
+        served = VectorCache().searchable(b, wb.id, active.fingerprint, provider.dim)
+        vecs = [provider.embed_query(t) for t in texts]
+        for top in (11, 51, 201):
+            differ = missed = 0
+            lat = []
+            for v in vecs:
+                want = exact.search(v, top, None)
+                t0 = time.perf_counter()
+                got = served.search(v, top, None)
+                lat.append(time.perf_counter() - t0)
+                differ += got != want
+                missed += len({i for i, _ in want} - {i for i, _ in got})
+            out[f"top{top}"] = {
+                "served_by": served.mode,
+                "answers_differing": differ,
+                "exact_chunks_missed": missed,
+                "of": top * len(vecs),
+                "recall": round(1 - missed / (top * len(vecs)), 5),
+                "latency_ms": summary_ms(lat),
+            }
     return out
 
 
