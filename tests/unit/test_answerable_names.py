@@ -31,3 +31,12 @@ from autodoc.search.answerable import name_words
 )
 def test_name_words(query, names):
     assert name_words(query) == names
+
+
+def test_mcp_states_the_servers_floor():
+    """MCP has no floor of its own (issue 35): its min_confidence default is the server's."""
+    from autodoc.mcp.specs import TOOLS
+    from autodoc.search.answerable import FLOOR
+
+    search = next(t for t in TOOLS if t["name"] == "search")
+    assert search["inputSchema"]["properties"]["min_confidence"]["default"] == FLOOR
