@@ -18,6 +18,7 @@ leaked, and the tests look for it everywhere."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,7 @@ NO_MODEL = {"embedding": {"provider": "none"}}
 PASSWORD = f"Pw-{uuid.uuid4().hex}"  # what no output may ever show
 UNREACHABLE = -32012
 TRACEBACK = "Traceback (most recent call last)"
+INTERNAL = re.compile(r"ERROR autodoc\.rpc: \S+( failed|: the quick lane failed before the call)$", re.MULTILINE)
 
 
 class Server:
@@ -95,8 +97,11 @@ def server() -> Iterator[Server]:
     finally:
         s.pg.stop()
         leaked = [text for text in s.outputs if PASSWORD in text]
+        # what the RPC layer logs when it answers -32603 ("<method> failed" and a traceback)
+        internal = [m.group(0) for text in s.outputs for m in INTERNAL.finditer(text)]
         shutil.rmtree(base, ignore_errors=True)
         assert not leaked, f"the password was shown: {leaked[0][:2000]}"
+        assert not internal, f"a daemon answered -32603: {internal}"
 
 
 @pytest.fixture(scope="module")
