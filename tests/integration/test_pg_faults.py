@@ -199,6 +199,22 @@ def test_after_a_restart_nobody_saw_the_first_request_answers(server, kb):
     assert d.call("document.read", {"workspace": "kb", "path": "index.md"})["text"] == (KB / "index.md").read_text()
 
 
+def test_its_read_connections_terminated_between_requests_the_daemon_answers_on(server, kb):
+    """An administrator (or an idle-session timeout) ends the daemon's idle read sessions, the
+    server staying up: the next requests answer, on new sessions."""
+    d, _ = kb
+    before = d.call("search.query", ["kb", "lease"])
+    with server.connect() as pg:
+        ended = pg.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE %s",
+            (f"autodoc read %:{d.pid}",),
+        ).fetchall()
+        assert ended and all(ok for (ok,) in ended)
+    for _ in range(4):
+        assert d.call("search.query", ["kb", "lease"]) == before
+    assert d.call("document.read", {"workspace": "kb", "path": "index.md"})["text"] == (KB / "index.md").read_text()
+
+
 def test_an_edit_saved_after_a_restart_is_indexed_live(server):
     """The watcher's first write after a restart finds the writer connection stale outside any
     transaction (the live index starts under the write lock, before its BEGIN)."""
