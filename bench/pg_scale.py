@@ -1,0 +1,489 @@
+"""The PostgreSQL store at scale (issue 34, "Scale"): the speed stores of bench.speed (100k, 1M chunks)
+copied into PostgreSQL and measured beside the SQLite store they came from, in one run.
+
+    python -m bench.pg_scale copy --size 100000            # the cached speed store -> a database (once)
+    python -m bench.pg_scale measure --size 100000 [--queries 100] [--out docs/benchmarks/pg_scale.md]
+
+`copy`: the speed store (bench.speed --build-only --sizes N builds and caches it) goes into the
+database `speed_N` of a private PostgreSQL 16 + pgvector server (pgserver, the test extra; its data in
+the bench cache, `pg-scale/pgdata`, so a 1M copy is made once) by the product's own `store copy`
+(store/pg/copy.py: binary COPY table by table, the same ids, then the HNSW index as the product makes
+it). Timed, with the load beside it.
+
+`measure` (one process, everything interleaved query by query, warm-up first):
+
+- search: `Service.search` on the SQLite store and on the PostgreSQL store (each a read-only
+  Service, as a reader daemon opens it), hybrid (the default stages) and each leg alone
+  (["lexical"], ["semantic"]), for bench.speed's two query sets (keyword pairs and SciFact claims);
+  the SQLite backend is the same-process baseline, so every PostgreSQL figure has its ratio;
+- a reader daemon's RSS: `autodoc serve` on the database (pgvector: the daemon holds no vectors)
+  after the query sets went through it, its reader processes counted; the same for the SQLite store;
+- 16 clients over 4 daemons on the one database (each daemon its own socket and XDG dirs, as four
+  machines), each client a thread with its own connection sending the query sets in turn for
+  `--seconds`: requests/s and p50/p99; beside it 16 clients on one daemon over the SQLite store;
+- index throughput: real corpora of ../shared/data/corpora (opentelemetry-docs + swift-evolution,
+  ~1,500 files; lexical only, no model) indexed by `Service.index` into a fresh SQLite file and a
+  fresh PostgreSQL schema, alternately, `--index-rounds` times: chunks/s each.
+
+The server is a throwaway one (fsync off, as the tests' server), shared_buffers 1 GB. The machine is
+shared: every figure has the load average (1 min) beside it.
+
+Runs on: the benchmark's main thread (16 client threads for the concurrency part).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .common import (
+    DEFAULT_DATA,
+    SCIFACT,
+    WORKSPACE,
+    SocketClient,
+    cache_root,
+    command_line,
+    git_commit,
+    interleaved,
+    log,
+    machine_note,
+    percentile,
+    query_sets,
+    ratio,
+    summary_ms,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+CORPORA = DEFAULT_DATA / "corpora"
+INDEX_CORPORA = ("opentelemetry-docs", "swift-evolution")
+NO_MODEL = {"embedding": {"provider": "none"}}
+XDG = ("XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME")
+SERVER_CONF = "\n# bench/pg_scale.py\nshared_buffers = 1GB\nmax_connections = 200\n"
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+# -- the server ----------------------------------------------------------------------------------
+
+
+class Server:
+    """The bench's PostgreSQL server (data kept in the bench cache between runs)."""
+
+    def __init__(self) -> None:
+        sys.path.insert(0, str(REPO / "tests"))
+        from helpers.pg import PgServer  # type: ignore[import-not-found]  # the tests' private server
+
+        self.base = cache_root() / "pg-scale"
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.pg = PgServer(self.base / "pgdata")
+
+    def start(self) -> str:
+        conf = self.pg.pgdata / "postgresql.conf"
+        if not conf.exists():
+            self.pg.start()  # initdb
+            self.pg.stop()
+        if "bench/pg_scale.py" not in conf.read_text():
+            with open(conf, "a") as f:
+                f.write(SERVER_CONF)
+        return self.pg.start()
+
+    def uri(self, database: str) -> str:
+        return self.pg.uri(database)
+
+    def stop(self) -> None:
+        self.pg.stop(timeout=120)
+
+
+def _database(admin_uri: str, name: str, fresh: bool) -> None:
+    import psycopg
+
+    with psycopg.connect(admin_uri, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if exists and fresh:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        if fresh or not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _copied(server: Server, size: int) -> Path:
+    return server.base / f"copied-{size}.json"
+
+
+def speed_store(size: int) -> Path:
+    from .speed import find_store
+
+    store = find_store(size, cache_root())
+    if store is None:
+        raise SystemExit(f"no cached {size}-chunk speed store: python -m bench.speed --build-only --sizes {size}")
+    return store
+
+
+# -- copy ----------------------------------------------------------------------------------------
+
+
+def run_copy(size: int) -> dict[str, Any]:
+    from autodoc.store.pg.copy import copy_store
+
+    server = Server()
+    admin = server.start()
+    try:
+        src = speed_store(size)
+        name = f"speed_{size}"
+        _database(admin, name, fresh=True)
+        before = load()
+        t0 = time.monotonic()
+        last = [0.0]
+
+        def progress(table: str, n: int) -> None:
+            if time.monotonic() - last[0] > 30 or n == 0:
+                last[0] = time.monotonic()
+                log(f"  copy {table}: {n:,} rows ({time.monotonic() - t0:.0f} s, load {load()})")
+
+        report = copy_store(src, server.uri(name), progress=progress)
+        info = {
+            "size": size,
+            "source": str(src),
+            "source_mb": round(src.stat().st_size / 2**20, 1),
+            "seconds": round(time.monotonic() - t0, 1),
+            "load_before": before,
+            "load_after": load(),
+            "command": command_line(),
+            "commit": git_commit(),
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "report": report,
+        }
+        import psycopg
+
+        with psycopg.connect(server.uri(name)) as conn:
+            row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+            info["database_mb"] = round(row[0] / 2**20, 1) if row else None
+        _copied(server, size).write_text(json.dumps(info, indent=1))
+        log(json.dumps(info))
+        return info
+    finally:
+        server.stop()
+
+
+# -- measuring -----------------------------------------------------------------------------------
+
+
+def _services(src: Path, uri: str) -> tuple[Any, Any]:
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    return Service(Settings.from_env(store=src), writer=False), Service(Settings.from_env(store=uri), writer=False)
+
+
+def _search(svc: Any, opts: dict[str, Any], q: str) -> Any:
+    return svc.search(WORKSPACE, q, opts)
+
+
+def searches(src: Path, uri: str, sets: dict[str, list[str]], rounds: int) -> dict[str, Any]:
+    """Every query set through both backends, hybrid and each leg alone, interleaved."""
+    lite, pg = _services(src, uri)
+    out: dict[str, Any] = {}
+    try:
+        st = pg.workspace_status(WORKSPACE)
+        out["postgres_embedding"] = st["embedding"]
+        kinds = {"hybrid": None, "lexical": ["lexical"], "semantic": ["semantic"]}
+        for name, queries in sets.items():
+            fns: dict[str, Callable[[str], Any]] = {}
+            for kind, stages in kinds.items():
+                opts: dict[str, Any] = {"limit": 10} | ({"stages": stages} if stages else {})
+                for backend, svc in (("sqlite", lite), ("postgres", pg)):
+                    fns[f"{kind}/{backend}"] = functools.partial(_search, svc, opts)
+            t0 = time.monotonic()
+            for q in queries:  # warm-up: the query vectors land in the provider's cache, pages in memory
+                for fn in fns.values():
+                    fn(q)
+            log(f"  {name}: warm-up {time.monotonic() - t0:.0f} s (load {load()})")
+            same = sum(
+                1
+                for q in queries
+                if [h["chunk_id"] for h in lite.search(WORKSPACE, q, {"limit": 10})["hits"]]
+                == [h["chunk_id"] for h in pg.search(WORKSPACE, q, {"limit": 10})["hits"]]
+            )
+            before = load()
+            t = interleaved(queries, fns, rounds=rounds)
+            s = {k: summary_ms(v) for k, v in t.items()}
+            res: dict[str, Any] = {"queries": len(queries), "same_hybrid_top10": same, "load": [before, load()]}
+            for kind in kinds:
+                a, b = s[f"{kind}/postgres"], s[f"{kind}/sqlite"]
+                res[kind] = {"postgres": a, "sqlite": b, "ratio": ratio(a, b)}
+            out[name] = res
+            log(f"  {name}: {json.dumps(res)}")
+    finally:
+        lite.close()
+        pg.close()
+    return out
+
+
+def _tree_rss(pid: int, children: bool = True) -> float:
+    """RSS of a process and its children (a daemon's reader processes), MB."""
+    import psutil  # type: ignore[import-untyped]  # pgserver's dependency
+
+    p = psutil.Process(pid)
+    return round(sum(x.memory_info().rss for x in [p, *(p.children(recursive=True) if children else [])]) / 2**20, 1)
+
+
+def start_daemon(base: Path, store: str) -> tuple[subprocess.Popen, Path]:
+    """One `machine`: its own socket, XDG dirs and log; ready once the socket answers."""
+    from autodoc.rpc.transport import socket_answers
+
+    base.mkdir(parents=True)
+    env = {**os.environ, "AUTODOC_STORE": store, "AUTODOC_LOG": "WARNING"}
+    for name in XDG:
+        env[name] = str(base / name.lower())
+        Path(env[name]).mkdir(mode=0o700)
+    sock = base / "s.sock"
+    argv = [sys.executable, "-m", "autodoc.daemon", "--store", store, "--socket", str(sock), "--no-watch"]
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(base / "log", "wb"), env=env
+    )
+    deadline = time.monotonic() + 600
+    while not (sock.exists() and socket_answers(sock)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            sys.exit(f"the daemon did not start:\n{(base / 'log').read_text(errors='replace')[-3000:]}")
+        time.sleep(0.1)
+    return proc, sock
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def clients(socks: list[Path], queries: list[str], n: int, seconds: float) -> dict[str, Any]:
+    """`n` clients (threads, each its own connection), spread over the sockets, each sending the
+    queries in turn (its own starting point) for `seconds`: requests/s and latency."""
+    times: list[list[float]] = [[] for _ in range(n)]
+    errors: list[str] = []
+    start = threading.Barrier(n + 1)
+    stop_at = [0.0]
+
+    def client(i: int) -> None:
+        c = SocketClient(socks[i % len(socks)])
+        try:
+            k = i * 7
+            start.wait()
+            while time.monotonic() < stop_at[0]:
+                q = queries[k % len(queries)]
+                k += 1
+                t = time.perf_counter()
+                try:
+                    c.call("search.query", [WORKSPACE, q, {"limit": 10}])
+                except Exception as e:  # counted, and the run goes on
+                    errors.append(str(e)[:200])
+                times[i].append(time.perf_counter() - t)
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    before = load()
+    stop_at[0] = time.monotonic() + seconds
+    t0 = time.monotonic()
+    start.wait()
+    for t in threads:
+        t.join()
+    took = time.monotonic() - t0
+    every = [x for ts in times for x in ts]
+    return {
+        "clients": n,
+        "daemons": len(socks),
+        "seconds": round(took, 1),
+        "requests": len(every),
+        "requests_per_s": round(len(every) / took, 1),
+        "p50_ms": round(percentile(every, 50) * 1000, 1),
+        "p99_ms": round(percentile(every, 99) * 1000, 1),
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+        "load": [before, load()],
+    }
+
+
+def daemons(src: Path, uri: str, sets: dict[str, list[str]], seconds: float) -> dict[str, Any]:
+    """A reader daemon's RSS on each backend, then 16 clients over 4 daemons (PostgreSQL) and over
+    the one daemon a SQLite store can have."""
+    base = Path(tempfile.mkdtemp(prefix="ad-pgscale-", dir="/tmp"))
+    queries = [q for qs in sets.values() for q in qs]
+    out: dict[str, Any] = {}
+    procs: list[subprocess.Popen] = []
+    try:
+        for backend, store in (("sqlite", str(src)), ("postgres", uri)):
+            t0 = time.monotonic()
+            p, sock = start_daemon(base / f"rss-{backend}", store)
+            procs.append(p)
+            started = round(time.monotonic() - t0, 1)
+            c = SocketClient(sock)
+            rss0 = _tree_rss(p.pid)
+            for q in queries:
+                c.call("search.query", [WORKSPACE, q, {"limit": 10}])
+            status = c.call("workspace.status", [WORKSPACE])
+            c.close()
+            out[f"rss_{backend}"] = {
+                "started_s": started,
+                "rss_started_mb": rss0,
+                "rss_after_mb": _tree_rss(p.pid),
+                "daemon_only_mb": _tree_rss(p.pid, children=False),
+                "searches": len(queries),
+                "embedding_search": status["embedding"].get("search"),
+                "load": load(),
+            }
+            log(f"  rss {backend}: {out[f'rss_{backend}']}")
+            if backend == "sqlite":
+                out["clients_sqlite_1_daemon"] = clients([sock], queries, 16, seconds)
+                log(f"  16 clients, 1 SQLite daemon: {out['clients_sqlite_1_daemon']}")
+            stop(procs)
+            procs.clear()
+        socks = []
+        for i in range(4):
+            p, sock = start_daemon(base / f"d{i}", uri)
+            procs.append(p)
+            socks.append(sock)
+        clients(socks, queries[:20], 16, 5)  # warm-up: every daemon's reader connections and caches
+        out["clients_postgres_4_daemons"] = clients(socks, queries, 16, seconds)
+        log(f"  16 clients, 4 PostgreSQL daemons: {out['clients_postgres_4_daemons']}")
+        out["clients_postgres_1_daemon"] = clients(socks[:1], queries, 16, seconds)
+        log(f"  16 clients, 1 PostgreSQL daemon: {out['clients_postgres_1_daemon']}")
+    finally:
+        stop(procs)
+        shutil.rmtree(base, ignore_errors=True)
+    return out
+
+
+def throughput(server: Server, rounds: int) -> dict[str, Any]:
+    """Real corpora indexed into a fresh SQLite file and a fresh PostgreSQL database, alternately."""
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    base = Path(tempfile.mkdtemp(prefix="ad-pgscale-ix-", dir="/tmp"))
+    runs: dict[str, list[dict[str, Any]]] = {"sqlite": [], "postgres": []}
+    try:
+        for r in range(rounds):
+            order = ("sqlite", "postgres") if r % 2 == 0 else ("postgres", "sqlite")
+            for backend in order:
+                if backend == "sqlite":
+                    store: Any = base / f"ix-{r}" / "autodoc.db"
+                    store.parent.mkdir(parents=True)
+                else:
+                    _database(server.uri("postgres"), "index_bench", fresh=True)
+                    store = server.uri("index_bench")
+                svc = Service(Settings.from_env(store=store))
+                try:
+                    chunks = files = 0
+                    before = load()
+                    t0 = time.monotonic()
+                    for name in INDEX_CORPORA:
+                        svc.workspace_add(name, str(CORPORA / name), NO_MODEL)
+                        rep = svc.index(name)
+                        chunks += rep["chunks"]
+                        files += rep["added"]
+                    took = time.monotonic() - t0
+                finally:
+                    svc.close()
+                row = {
+                    "files": files,
+                    "chunks": chunks,
+                    "seconds": round(took, 1),
+                    "chunks_per_s": round(chunks / took, 1),
+                    "files_per_s": round(files / took, 1),
+                    "load": [before, load()],
+                }
+                runs[backend].append(row)
+                log(f"  index {backend}: {row}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    best = {k: max(v, key=lambda x: x["chunks_per_s"]) for k, v in runs.items()}
+    return {
+        "corpora": list(INDEX_CORPORA),
+        "runs": runs,
+        "best_chunks_per_s": {k: v["chunks_per_s"] for k, v in best.items()},
+        "ratio_best": round(best["postgres"]["chunks_per_s"] / best["sqlite"]["chunks_per_s"], 3),
+    }
+
+
+def run_measure(args: argparse.Namespace) -> dict[str, Any]:
+    server = Server()
+    server.start()
+    try:
+        copied = json.loads(_copied(server, args.size).read_text())
+        src = speed_store(args.size)
+        uri = server.uri(f"speed_{args.size}")
+        sets = query_sets(SCIFACT, args.queries)
+        res: dict[str, Any] = {
+            "bench": "pg_scale",
+            "size": args.size,
+            "command": command_line(),
+            "commit": git_commit(),
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "machine": machine_note(),
+            "load_start": load(),
+            "copy": {
+                k: copied[k] for k in ("seconds", "source_mb", "database_mb", "load_before", "load_after", "command")
+            }
+            | {"hnsw": copied["report"].get("hnsw"), "steps_s": copied["report"]["seconds"]},
+        }
+        if "search" in args.parts:
+            log(f"searches at {args.size:,}")
+            res["search"] = searches(src, uri, sets, args.rounds)
+        if "daemons" in args.parts:
+            log("daemons")
+            res["daemons"] = daemons(src, uri, sets, args.seconds)
+        if "index" in args.parts:
+            log("index throughput")
+            res["index"] = throughput(server, args.index_rounds)
+        res["load_end"] = load()
+        return res
+    finally:
+        server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.pg_scale", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("copy", help="copy the cached speed store of --size chunks into the bench's database")
+    c.add_argument("--size", type=int, default=100_000)
+    m = sub.add_parser("measure", help="measure --size (its copy made first)")
+    m.add_argument("--size", type=int, default=100_000)
+    m.add_argument("--queries", type=int, default=100, help="queries per set (keyword pairs, claims)")
+    m.add_argument("--rounds", type=int, default=1)
+    m.add_argument("--seconds", type=float, default=30.0, help="each concurrency run")
+    m.add_argument("--index-rounds", type=int, default=2)
+    m.add_argument("--parts", default="search,daemons,index")
+    m.add_argument("--json", type=Path, default=None, help="write the result here (default: print only)")
+    args = ap.parse_args(argv)
+    if args.cmd == "copy":
+        run_copy(args.size)
+        return 0
+    args.parts = set(args.parts.split(","))
+    res = run_measure(args)
+    text = json.dumps(res, indent=1)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
