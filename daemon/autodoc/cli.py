@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import __version__, cliout, indexcli, sessioncli
+from . import __version__, cliout, indexcli, sessioncli, storecli
 from .config import Settings
 from .config.logs import configure_logging
 from .connect import call
@@ -210,6 +210,7 @@ def _parser() -> argparse.ArgumentParser:
     rd.add_argument("path", nargs="?")
     rd.add_argument("--lines", help="START-END or START:END (1-based, inclusive), or one line")
     sessioncli.add_parser(sub)
+    storecli.add_parser(sub)
     return p
 
 
@@ -391,6 +392,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_FAILED
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return EXIT_OK
+
+    if args.cmd == "store":
+        return storecli.run(args, settings)
 
     if args.cmd == "doctor":
         from .doctor import build_instant

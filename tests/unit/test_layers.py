@@ -64,6 +64,7 @@ ALLOWED: dict[str, set[str]] = {
     "progress": {"errors", "config"},
     "doctor": {"errors", "config", "connect", "store", "embed"},
     "sessioncli": {"errors", "config", "connect", "ingest"},
+    "storecli": {"errors", "config", "store"},  # `autodoc store copy`: a store file into a database
     "indexcli": {"config", "connect", "cliout"},  # `autodoc index`: the run, then the daemon that embeds
     "cliout": {"refs"},  # the CLI's output for people: pure
     "lsp": {"autodoc", "errors", "config", "connect", "ingest"},
@@ -78,6 +79,7 @@ ALLOWED: dict[str, set[str]] = {
         "daemon",
         "doctor",
         "sessioncli",
+        "storecli",
         "indexcli",
         "cliout",
         "refs",
