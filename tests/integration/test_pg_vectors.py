@@ -164,7 +164,7 @@ def test_the_active_model_has_its_hnsw_index(stores):
     assert (
         "USING hnsw" in indexdef
         and "vector_cosine_ops" in indexdef
-        and "m='32'" in indexdef
+        and "m='24'" in indexdef
         and f"vector({stores['dim']})" in indexdef
     )
     assert f"model_fp = '{stores['fp']}'" in indexdef and f"workspace_id = {stores['ws']}" in indexdef

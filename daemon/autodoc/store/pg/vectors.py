@@ -5,7 +5,7 @@ vector row carries `v`, the same float32 values as its `f32` bytes, and each (wo
 whose vectors are written gets a partial expression index of its own:
 
     CREATE INDEX vectors_hnsw_<ws>_<fp hash> ON vectors
-        USING hnsw ((v::public.vector(DIM)) public.vector_cosine_ops) WITH (m = 32, ef_construction = 200)
+        USING hnsw ((v::public.vector(DIM)) public.vector_cosine_ops) WITH (m = 24, ef_construction = 100)
         WHERE workspace_id = <ws> AND model_fp = '<fp>'
 
 `v` is untyped (a model's dimension is known at run time); the cast types it for the index. One
@@ -41,12 +41,13 @@ log = logging.getLogger(__name__)
 ABSENT = "absent"
 # pgvector's ceiling for hnsw.ef_search: a search never asks the index for more texts than this
 EF_SEARCH_MAX = 1000
-# The graph's build: pgvector's defaults (m 16, ef_construction 64) missed 17 of the 3,300 exact top-11
-# chunks of SciFact's 300 test queries at ef_search 100 and 35 of 15,300 top-51 at 204; m 32 with
-# ef_construction 200 misses 3 and 3, at about the same search time (docs/benchmarks/postgres.md).
-# Building costs more (7,422 rows: 9.6 s instead of 2.0), mostly paid row by row as vectors are made.
-HNSW_M = 32
-HNSW_EF_CONSTRUCTION = 200
+# The graph's build, measured on SciFact's 7,422 real vectors and 300 test queries (exact top-11 /
+# top-51 chunks the index missed at ef_search 100 / 204; rows a second inserted one by one into the
+# index, as the embed queue writes them, load ≈ 7): pgvector's default m 16, ef_construction 64:
+# 17 / 35 missed, 383 rows/s; m 24, 100: 7 / 11, 307 rows/s; m 32, 200: 3 / 3, 104 rows/s. The
+# middle one: a third of the misses for a fifth more insert time (docs/benchmarks/postgres.md).
+HNSW_M = 24
+HNSW_EF_CONSTRUCTION = 100
 # serialises index creation between daemons (one key of the single-bigint advisory lock space;
 # the migration and indexer locks use the two-int4 space)
 LOCK_INDEX = int.from_bytes(b"adochnsw", "big") & 0x7FFF_FFFF_FFFF_FFFF
