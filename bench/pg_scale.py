@@ -49,6 +49,7 @@ from typing import Any
 
 from .common import (
     DEFAULT_DATA,
+    RESULTS,
     SCIFACT,
     WORKSPACE,
     SocketClient,
@@ -118,6 +119,24 @@ def _database(admin_uri: str, name: str, fresh: bool) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+READER = "autodoc_reader"
+
+
+def reader_uri(server: Server, database: str) -> str:
+    """The database as a reader role sees it (README, For a team): SELECT only, so its daemons open the
+    store read-only (no watching, no catch-up index, no embedding): what a team's readers run."""
+    import psycopg
+
+    from autodoc.store.pg.roles import grant
+
+    with psycopg.connect(server.uri(database), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (READER,)).fetchone() is None:
+            conn.execute(f"CREATE ROLE {READER} LOGIN")
+        grant(conn, readers=[READER])
+    uri = server.uri(database)
+    return uri.replace("postgres:@", f"{READER}:@", 1) if "postgres:@" in uri else uri + f"&user={READER}"
+
+
 def _copied(server: Server, size: int) -> Path:
     return server.base / f"copied-{size}.json"
 
@@ -134,7 +153,7 @@ def speed_store(size: int) -> Path:
 # -- copy ----------------------------------------------------------------------------------------
 
 
-def run_copy(size: int) -> dict[str, Any]:
+def run_copy(size: int, build_memory: str) -> dict[str, Any]:
     from autodoc.store.pg.copy import copy_store
 
     server = Server()
@@ -152,7 +171,7 @@ def run_copy(size: int) -> dict[str, Any]:
                 last[0] = time.monotonic()
                 log(f"  copy {table}: {n:,} rows ({time.monotonic() - t0:.0f} s, load {load()})")
 
-        report = copy_store(src, server.uri(name), progress=progress)
+        report = copy_store(src, server.uri(name), progress=progress, build_memory=build_memory)
         info = {
             "size": size,
             "source": str(src),
@@ -163,6 +182,7 @@ def run_copy(size: int) -> dict[str, Any]:
             "command": command_line(),
             "commit": git_commit(),
             "date": time.strftime("%Y-%m-%d %H:%M"),
+            "build_memory": build_memory,
             "report": report,
         }
         import psycopg
@@ -429,7 +449,7 @@ def run_measure(args: argparse.Namespace) -> dict[str, Any]:
     try:
         copied = json.loads(_copied(server, args.size).read_text())
         src = speed_store(args.size)
-        uri = server.uri(f"speed_{args.size}")
+        uri = reader_uri(server, f"speed_{args.size}")
         sets = query_sets(SCIFACT, args.queries)
         res: dict[str, Any] = {
             "bench": "pg_scale",
@@ -464,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("copy", help="copy the cached speed store of --size chunks into the bench's database")
     c.add_argument("--size", type=int, default=100_000)
+    c.add_argument("--build-memory", default="3GB", help="maintenance_work_mem of the HNSW build (the graph fits)")
     m = sub.add_parser("measure", help="measure --size (its copy made first)")
     m.add_argument("--size", type=int, default=100_000)
     m.add_argument("--queries", type=int, default=100, help="queries per set (keyword pairs, claims)")
@@ -471,18 +492,118 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--seconds", type=float, default=30.0, help="each concurrency run")
     m.add_argument("--index-rounds", type=int, default=2)
     m.add_argument("--parts", default="search,daemons,index")
-    m.add_argument("--json", type=Path, default=None, help="write the result here (default: print only)")
+    m.add_argument("--json", type=Path, default=RESULTS / "pg_scale.json", help="results by size ('-': print only)")
+    r = sub.add_parser("render", help="write --out from --json")
+    r.add_argument("--json", type=Path, default=RESULTS / "pg_scale.json")
+    r.add_argument("--out", type=Path, default=RESULTS / "pg_scale.md")
     args = ap.parse_args(argv)
     if args.cmd == "copy":
-        run_copy(args.size)
+        run_copy(args.size, args.build_memory)
+        return 0
+    if args.cmd == "render":
+        args.out.write_text(render(json.loads(args.json.read_text())))
         return 0
     args.parts = set(args.parts.split(","))
     res = run_measure(args)
-    text = json.dumps(res, indent=1)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    print(json.dumps(res, indent=1))
+    if str(args.json) != "-":
+        every = json.loads(args.json.read_text()) if args.json.exists() else {}
+        every[str(args.size)] = res
+        args.json.write_text(json.dumps(every, indent=1) + "\n")
     return 0
+
+
+def _ms(x: dict[str, Any]) -> str:
+    return f"{x['p50']:.1f} / {x['p95']:.1f}"
+
+
+def render(every: dict[str, Any]) -> str:
+    """docs/benchmarks/pg_scale.md from the results by size."""
+    sizes = sorted(every, key=int)
+    L = [
+        "# The PostgreSQL store at scale (issue 34)",
+        "",
+        "Generated by `python -m bench.pg_scale render` from pg_scale.json (`python -m bench.pg_scale copy|measure"
+        " --size N`; the harness's docstring says what each figure is). The machine: 2 cores shared with other"
+        " work, so absolute figures are inflated; the SQLite store measured in the same process, interleaved"
+        " query by query, is the baseline, and the load average (1 min) is beside every figure.",
+        "",
+    ]
+    for k in sizes:
+        r = every[k]
+        c = r["copy"]
+        L += [
+            f"## {int(k):,} chunks",
+            "",
+            f"Commit {r['commit']}, {r['date']}; `{r['command']}`.",
+            "",
+            f"- Copy (`{c['command']}`, `store copy` of the {c['source_mb']:,} MB speed store): {c['seconds']} s at load"
+            f" {c['load_before']}→{c['load_after']}; database {c['database_mb']:,} MB; steps (s): "
+            + ", ".join(f"{t} {v}" for t, v in c["steps_s"].items() if v >= 0.5)
+            + "; HNSW "
+            + ", ".join(f"{h['seconds']} s" for h in c.get("hnsw") or []),
+        ]
+        if "search" in r:
+            L += [
+                "",
+                "| query set | stages | PostgreSQL p50 / p95 ms | SQLite p50 / p95 ms | ratio p50 / p95 | load |",
+                "|---|---|---|---|---|---|",
+            ]
+            for name in ("keywords", "claims"):
+                x = r["search"][name]
+                for kind in ("hybrid", "lexical", "semantic"):
+                    y = x[kind]
+                    L.append(
+                        f"| {name} | {kind} | **{_ms(y['postgres'])}** | {_ms(y['sqlite'])} | "
+                        f"{y['ratio']['p50']} / {y['ratio']['p95']} | {x['load'][0]}→{x['load'][1]} |"
+                    )
+            L += [
+                "",
+                f"Hybrid top-10 the same chunks on both: keywords {r['search']['keywords']['same_hybrid_top10']}/"
+                f"{r['search']['keywords']['queries']}, claims {r['search']['claims']['same_hybrid_top10']}/"
+                f"{r['search']['claims']['queries']}. PostgreSQL vectors searched by: "
+                f"{r['search']['postgres_embedding'].get('search')}.",
+            ]
+        if "daemons" in r:
+            d = r["daemons"]
+            L += [
+                "",
+                "| daemon | RSS at start MB | RSS after the query sets MB (daemon alone) | load |",
+                "|---|---|---|---|",
+            ]
+            for b in ("postgres", "sqlite"):
+                x = d[f"rss_{b}"]
+                L.append(
+                    f"| {b} ({x['embedding_search']}) | {x['rss_started_mb']} | **{x['rss_after_mb']}** "
+                    f"({x['daemon_only_mb']}) | {x['load']} |"
+                )
+            L += ["", "| clients | requests/s | p50 ms | p99 ms | errors | load |", "|---|---|---|---|---|---|"]
+            for key, label in (
+                ("clients_postgres_4_daemons", "16 over 4 PostgreSQL reader daemons"),
+                ("clients_postgres_1_daemon", "16 on 1 PostgreSQL reader daemon"),
+                ("clients_sqlite_1_daemon", "16 on 1 SQLite daemon (baseline)"),
+            ):
+                if key in d:
+                    x = d[key]
+                    L.append(
+                        f"| {label} | **{x['requests_per_s']}** | {x['p50_ms']} | **{x['p99_ms']}** | {x['errors']} | "
+                        f"{x['load'][0]}→{x['load'][1]} |"
+                    )
+        if "index" in r:
+            ix = r["index"]
+            L += [
+                "",
+                f"Index throughput ({' + '.join(ix['corpora'])}, lexical only, fresh store each run, alternating):",
+                "",
+                "| backend | runs: chunks/s (load) | best |",
+                "|---|---|---|",
+            ]
+            for b in ("postgres", "sqlite"):
+                runs = ", ".join(f"{x['chunks_per_s']} ({x['load'][0]}→{x['load'][1]})" for x in ix["runs"][b])
+                L.append(f"| {b} | {runs} | **{ix['best_chunks_per_s'][b]}** |")
+            L.append(f"\nPostgreSQL / SQLite (best runs): {ix['ratio_best']}.")
+        L.append("")
+    return "\n".join(L) + "\n"
 
 
 if __name__ == "__main__":
