@@ -18,6 +18,10 @@ from . import refs
 
 ELLIPSIS = "…"  # where a passage begins or ends inside a line
 MIN_PASSAGE_TOKENS = 40  # what a cut passage keeps at least: its heading and first lines, enough to judge it
+# A passage less confident than this share of the first is fitted after the others when not all fit
+# whole (fit_budget). bench/answers.py --split tune: 0.2 kept answer-in-passage at 800 (0.90) and
+# gave back at 300 what the first passage's opening lines lost; 0.35 and up lost answers at 800
+WEAK_SHARE = 0.2
 
 
 def answer_tokens(obj: Any) -> int:
@@ -116,23 +120,42 @@ def cited_lines(cited: str) -> tuple[str, int]:
     return base, int(lines.split("-")[0])
 
 
+def _least(entry: dict[str, Any]) -> int:
+    """The tokens an entry takes at least, its cited first lines (or all of it when shorter)."""
+    return min(answer_tokens({**entry, "text": ""}) + MIN_PASSAGE_TOKENS, answer_tokens(entry)) + 1
+
+
 def fit_budget(
     answer: dict[str, Any], entries: list[dict[str, Any]], budget: int, weights: list[list[int]] | None = None
 ) -> dict[str, Any]:
     """Passages in order within `budget` tokens. Every document listed keeps at least a cited
     first part: as many entries are kept as fit at that minimum (the rest dropped), and a passage
     that would eat into what the later ones need is cut at a line end. The first passage is kept
-    whatever the budget, cut to what is left of it (its heading line at least). `weights`, one list
-    an entry (cut()), keeps a cut passage's lines that hold the query. `truncated` says that
+    whatever the budget, cut to what is left of it (its heading line at least). When not all fit
+    whole and the answer is `answerable`, the passages less than WEAK_SHARE as confident as the
+    first (the end of the list: confidence never rises down it) are fitted after the others, in
+    what is left. `weights`, one
+    list an entry (cut()), keeps a cut passage's lines that hold the query. `truncated` says that
     something was cut or dropped, and only then."""
     answer["tokens"] = 9999  # the field's own digits count
     used = answer_tokens(answer)
-    mins = [min(answer_tokens({**e, "text": ""}) + MIN_PASSAGE_TOKENS, answer_tokens(e)) + 1 for e in entries]
+    weak: list[dict[str, Any]] = []
+    if answer.get("answerable") and entries and used + sum(answer_tokens(e) + 1 for e in entries) > budget:
+        # a passage a tenth as confident as the first took a minimum of the budget while the first
+        # was cut to its opening lines, the answer under its heading cut away. Not when nothing
+        # answers: among weak passages alike, each keeps its first lines (and a lower floor,
+        # min_confidence, never shows fewer)
+        top = entries[0].get("confidence")
+        k = len(entries)
+        if top:
+            k = next((i for i, e in enumerate(entries) if i and (e.get("confidence") or 0.0) < WEAK_SHARE * top), k)
+        entries, weak = entries[:k], entries[k:]
+    mins = [_least(e) for e in entries]
     keep = 0
     while keep < len(entries) and used + sum(mins[: keep + 1]) <= budget:
         keep += 1
     keep = max(keep, min(1, len(entries)))  # the top passage, however small the budget
-    answer["truncated"] = keep < len(entries)
+    answer["truncated"] = keep < len(entries) or bool(weak)
     for i, e in enumerate(entries[:keep]):
         room = budget - used - sum(mins[i + 1 : keep]) - 1  # what the later entries need stays free
         if answer_tokens(e) > room:
@@ -145,6 +168,16 @@ def fit_budget(
             e = part
         answer["hits"].append(e)
         used += answer_tokens(e) + 1
+    if keep == len(entries):  # the weak ones in what is left, each cut to fit or, not even its first lines, dropped
+        for i, e in enumerate(weak, len(entries)):
+            room = budget - used - 1
+            if answer_tokens(e) > room:
+                part = cut(e, room, MIN_PASSAGE_TOKENS, weights[i] if weights else None)
+                if part is None:
+                    break
+                e = part
+            answer["hits"].append(e)
+            used += answer_tokens(e) + 1
     for _ in range(3):  # the count counts its own digits: settle it
         answer["tokens"] = answer_tokens(answer)
     return answer

@@ -77,7 +77,7 @@ TOOLS: list[dict[str, Any]] = [
                     "default": 800,
                     "description": "Most tokens the whole answer may take. The first passage comes whole "
                     "when it fits and is cut at a line end when it does not; later ones are cut to their "
-                    "first lines, or dropped, to fit (`truncated` then says so).",
+                    "first lines, or dropped, to fit, the least confident last (`truncated` then says so).",
                 },
                 "min_confidence": {
                     "type": "number",
