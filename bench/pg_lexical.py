@@ -1,11 +1,12 @@
 """The lexical leg on both stores in one run (issue 34, docs/dev/postgres.md section 2): a folder
 indexed into SQLite (FTS5) and into PostgreSQL (the product's postings, bm25 computed from them:
 store/lexical/bm25.py) by the same Service, then every query through `Service.search` with stages
-["lexical"] on each, interleaved: how many answers are byte-identical (the search's timing field
-aside), and each backend's latency p50/p95 and their ratio (PostgreSQL / SQLite).
+["lexical"] on each: how many answers are byte-identical (the search's timing field aside), each
+query's first answer's latency on each (no cache of the leg holds it yet), then --rounds of them all
+interleaved: p50/p95 on each backend and their ratio (PostgreSQL / SQLite).
 
     python -m bench.pg_lexical                                  # foam-docs, the equivalence test's queries
-    python -m bench.pg_lexical --scifact [--queries N]          # SciFact's 5,183 abstracts: claims + keywords
+    python -m bench.pg_lexical --scifact [--queries N]          # SciFact's 5,183 abstracts: claims, keywords, phrases
 
 The PostgreSQL server is a private one (pgserver, PostgreSQL 16) in a temp folder, on a Unix socket.
 SciFact's folder is bench.quality's cached Markdown copy (built by `python -m bench.quality` first).
@@ -47,6 +48,10 @@ FOAM_QUERIES = [
     "vscode extension settings",
 ]
 
+# phrases of common words: each is verified by tokenizing every chunk holding all its words (bm25.py);
+# with --rounds 1 each is timed once, before any cache holds it
+SCIFACT_PHRASES = ['"in the"', '"of the"', '"the effect of"', '"in a" study', '"associated with"', '"t cells"']
+
 
 def _server(base: Path) -> tuple[Any, str]:
     sys.path.insert(0, str(ROOT / "tests"))
@@ -72,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         if not folders:
             log("no SciFact Markdown folder in the bench cache: run python -m bench.quality first")
             return 2
-        corpus, sets = folders[-1], query_sets(DATA / "scifact", args.queries)
+        corpus, sets = folders[-1], {**query_sets(DATA / "scifact", args.queries), "phrases": SCIFACT_PHRASES}
     else:
         corpus, sets = FOAM, {"foam": FOAM_QUERIES}
     base = Path(tempfile.mkdtemp(prefix="pglex-", dir="/tmp"))
@@ -102,7 +107,18 @@ def main(argv: list[str] | None = None) -> int:
             return json.dumps(ans, sort_keys=True, ensure_ascii=False)
 
         for label, queries in sets.items():
-            differ = [q for q in queries if answer("sqlite", q) != answer("postgres", q)]
+            differ: list[str] = []
+            first: dict[str, list[float]] = {
+                n: [] for n in services
+            }  # the first answer to each query: no cache holds it
+            for q in queries:
+                got = {}
+                for n in services:
+                    t0 = time.perf_counter()
+                    got[n] = answer(n, q)
+                    first[n].append(time.perf_counter() - t0)
+                if got["sqlite"] != got["postgres"]:
+                    differ.append(q)
             fns: dict[str, Callable[[str], str]] = {n: functools.partial(answer, n) for n in services}
             times = interleaved(queries, fns, rounds=args.rounds)
             lite, pg = summary_ms(times["sqlite"]), summary_ms(times["postgres"])
@@ -110,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                 "queries": len(queries),
                 "identical": len(queries) - len(differ),
                 "differ": differ[:10],
+                "first_sqlite_ms": summary_ms(first["sqlite"]),
+                "first_postgres_ms": summary_ms(first["postgres"]),
                 "sqlite_ms": lite,
                 "postgres_ms": pg,
                 "postgres_over_sqlite": ratio(pg, lite),
