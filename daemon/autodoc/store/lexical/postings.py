@@ -87,6 +87,8 @@ def has_tables(db: Snapshot) -> bool:
 
 def built(db: Snapshot) -> str | None:
     """COMPLETE, the next chunk id to build from, or None when the store has no postings tables."""
+    if dialect(db) == POSTGRES:
+        return COMPLETE  # from its schema on: every chunk's records are written with it (no build, no tail)
     row = db.execute("SELECT value FROM meta WHERE key='postings_built'").fetchone()
     return row[0] if row else None
 

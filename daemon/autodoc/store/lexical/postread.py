@@ -13,7 +13,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..interface import Snapshot
-from ..sql import all_rows, in_ids
+from ..sql import POSTGRES, all_rows, dialect, in_ids
 from .postings import NARROW, SEG_BITS, WIDE, _dead, _widen, decode
 
 _lock = threading.Lock()
@@ -22,7 +22,10 @@ _dead_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
 
 def cache_key(db: Snapshot, fts_key: tuple) -> tuple:
     """What a reader's caches of the postings are keyed by: FTS5's state (every write changes it) and
-    the maintenance generation (a merge, compaction or build slice changes the tables, not FTS5)."""
+    the maintenance generation (a merge, compaction or build slice changes the tables, not FTS5). On
+    PostgreSQL the index state's key holds both already (store/pg/lexical.state)."""
+    if dialect(db) == POSTGRES:
+        return fts_key
     row = db.execute("SELECT value FROM meta WHERE key='postings_gen'").fetchone()
     return (*fts_key, row[0] if row else "0")
 

@@ -24,11 +24,14 @@ from ..sql import in_ids, one
 
 
 def state(db: Snapshot) -> tuple[int, int, tuple]:
-    """(chunks, tokens over every column, a key naming this state of the index): one read."""
-    chunks, tokens, version, born = one(
-        db, "SELECT chunks, t0 + t1 + t2 + t3, version, born FROM lexical_stats WHERE id = 1"
+    """(chunks, tokens over every column, a key naming this state of the index and of its postings'
+    maintenance: store/lexical/postread.cache_key's on SQLite): one read."""
+    chunks, tokens, version, born, gen = one(
+        db,
+        "SELECT chunks, t0 + t1 + t2 + t3, version, born, (SELECT value FROM meta WHERE key = 'postings_gen') "
+        "FROM lexical_stats WHERE id = 1",
     )
-    return int(chunks), int(tokens), ("postgres", born, int(version))
+    return int(chunks), int(tokens), ("postgres", born, int(version), gen or "0")
 
 
 def added(db: Snapshot, chunk_id: int, sizes: list[int]) -> None:
