@@ -59,9 +59,11 @@ def test_a_second_indexer_is_refused_naming_the_holder_until_it_releases(migrate
         first, second = IndexerLock(a, wid, schema=schema), IndexerLock(b, wid, schema=schema)
         first.acquire({"host": "ci-runner", "pid": 4242})
         with pytest.raises(
-            StoreLocked, match=r"being indexed by another AutoDoc \(host ci-runner, pid 4242, backend pid \d+\)"
-        ):
+            StoreLocked,
+            match=r"^workspace kb is being indexed by another AutoDoc \(host ci-runner, pid 4242, backend pid \d+\)",
+        ) as refused:
             second.acquire({"host": "laptop", "pid": 7})
+        assert refused.value.data["workspace"] == "kb"  # a person reads the name, not the row id
         # another workspace is not held
         (other,) = b.execute(
             f"INSERT INTO \"{schema}\".workspaces(name, root, config, created) VALUES ('kb2', '/kb2', '{{}}', 0) RETURNING id"

@@ -93,13 +93,23 @@ class IndexerLock:
         deadline = time.monotonic() + wait
         while not self.try_acquire(holder):
             if time.monotonic() >= deadline:
-                info = self.holder()
+                info, name = self.holder(), self.workspace_name()
                 raise StoreLocked(
-                    f"workspace {self.workspace_id} is being indexed by another AutoDoc ({describe(info)}); "
+                    f"workspace {name} is being indexed by another AutoDoc ({describe(info)}); "
                     "wait for it to finish, or stop it",
-                    {"holder": info},
+                    {"holder": info, "workspace": name},
                 )
             time.sleep(poll)
+
+    def workspace_name(self) -> str:
+        """The workspace's name, as a person knows it (its id when the row is gone)."""
+        from psycopg import sql
+
+        row = self.conn.execute(
+            sql.SQL("SELECT name FROM {}.workspaces WHERE id = %s").format(sql.Identifier(self.schema)),
+            (self.workspace_id,),
+        ).fetchone()
+        return str(row[0]) if row else f"#{self.workspace_id}"
 
     def holder(self) -> dict[str, Any]:
         """Who holds the lock: the holder's own row (`row`) and Postgres's view of its session
