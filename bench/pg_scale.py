@@ -392,6 +392,61 @@ def daemons(src: Path, uri: str, sets: dict[str, list[str]], seconds: float) -> 
     return out
 
 
+def fallback(server: Server, size: int, sets: dict[str, list[str]]) -> dict[str, Any]:
+    """A reader daemon's RSS where the database has no pgvector: the product's in-memory index,
+    loaded from the bytea rows. The database is a copy of the measured one (CREATE DATABASE …
+    TEMPLATE) made as store/pg/schema.py leaves a database without the extension: no `v`, no HNSW,
+    meta vector_extension "absent"."""
+    import psycopg
+
+    name = f"speed_{size}_novector"
+    with psycopg.connect(server.uri("postgres"), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            t0 = time.monotonic()
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "speed_{size}"')
+            with psycopg.connect(server.uri(name), autocommit=True) as db:
+                db.execute("SET search_path TO autodoc, public")
+                for (index,) in db.execute(
+                    "SELECT indexname FROM pg_indexes WHERE schemaname = 'autodoc' AND indexname LIKE 'vectors_hnsw_%'"
+                ).fetchall():
+                    db.execute(f'DROP INDEX "{index}"')
+                db.execute("ALTER TABLE vectors DROP COLUMN v")
+                db.execute("UPDATE meta SET value = 'absent' WHERE key = 'vector_extension'")
+                db.execute("VACUUM FULL vectors")
+            log(f"  {name} made in {time.monotonic() - t0:.0f} s")
+    uri = reader_uri(server, name)
+    base = Path(tempfile.mkdtemp(prefix="ad-pgscale-fb-", dir="/tmp"))
+    queries = [q for qs in sets.values() for q in qs]
+    procs: list[subprocess.Popen] = []
+    try:
+        p, sock = start_daemon(base / "fallback", uri)
+        procs.append(p)
+        c = SocketClient(sock)
+        rss0 = _tree_rss(p.pid)
+        t0 = time.monotonic()
+        c.call("search.query", [WORKSPACE, queries[0], {"limit": 10}])
+        first = time.monotonic() - t0
+        times = []
+        for q in queries:
+            t = time.perf_counter()
+            c.call("search.query", [WORKSPACE, q, {"limit": 10}])
+            times.append(time.perf_counter() - t)
+        status = c.call("workspace.status", [WORKSPACE])
+        c.close()
+        return {
+            "rss_started_mb": rss0,
+            "first_search_s": round(first, 1),
+            "rss_after_mb": _tree_rss(p.pid),
+            "daemon_only_mb": _tree_rss(p.pid, children=False),
+            "search_ms": summary_ms(times),
+            "embedding_search": status["embedding"].get("search"),
+            "load": load(),
+        }
+    finally:
+        stop(procs)
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def throughput(server: Server, rounds: int) -> dict[str, Any]:
     """Real corpora indexed into a fresh SQLite file and a fresh PostgreSQL database, alternately."""
     from autodoc.config import Settings
@@ -470,6 +525,10 @@ def run_measure(args: argparse.Namespace) -> dict[str, Any]:
         if "daemons" in args.parts:
             log("daemons")
             res["daemons"] = daemons(src, uri, sets, args.seconds)
+        if "fallback" in args.parts:
+            log("in-memory fallback daemon")
+            res["fallback"] = fallback(server, args.size, sets)
+            log(f"  {res['fallback']}")
         if "index" in args.parts:
             log("index throughput")
             res["index"] = throughput(server, args.index_rounds)
@@ -491,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--rounds", type=int, default=1)
     m.add_argument("--seconds", type=float, default=30.0, help="each concurrency run")
     m.add_argument("--index-rounds", type=int, default=2)
-    m.add_argument("--parts", default="search,daemons,index")
+    m.add_argument("--parts", default="search,daemons,index", help="of search,daemons,index,fallback")
     m.add_argument("--json", type=Path, default=RESULTS / "pg_scale.json", help="results by size ('-': print only)")
     r = sub.add_parser("render", help="write --out from --json")
     r.add_argument("--json", type=Path, default=RESULTS / "pg_scale.json")
@@ -508,13 +567,27 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(res, indent=1))
     if str(args.json) != "-":
         every = json.loads(args.json.read_text()) if args.json.exists() else {}
-        every[str(args.size)] = res
+        # a run of some parts updates those parts: each part keeps the command and commit it ran with
+        for part in ("search", "daemons", "index", "fallback"):
+            if part in res:
+                res[part]["run"] = {k: res[k] for k in ("command", "commit", "date")}
+        every[str(args.size)] = every.get(str(args.size), {}) | res
         args.json.write_text(json.dumps(every, indent=1) + "\n")
     return 0
 
 
 def _ms(x: dict[str, Any]) -> str:
     return f"{x['p50']:.1f} / {x['p95']:.1f}"
+
+
+def _runs(r: dict[str, Any]) -> list[str]:
+    """Which command measured which parts (a run of some parts updates only those)."""
+    by: dict[tuple[str, str, str], list[str]] = {}
+    for part in ("search", "daemons", "index", "fallback"):
+        if part in r and "run" in r[part]:
+            run = r[part]["run"]
+            by.setdefault((run["command"], run["commit"][:12], run["date"]), []).append(part)
+    return [f"{', '.join(parts)}: `{cmd}` at {commit}, {date}" for (cmd, commit, date), parts in by.items()]
 
 
 def render(every: dict[str, Any]) -> str:
@@ -535,7 +608,7 @@ def render(every: dict[str, Any]) -> str:
         L += [
             f"## {int(k):,} chunks",
             "",
-            f"Commit {r['commit']}, {r['date']}; `{r['command']}`.",
+            "Runs: " + "; ".join(_runs(r)) + ".",
             "",
             f"- Copy (`{c['command']}`, `store copy` of the {c['source_mb']:,} MB speed store): {c['seconds']} s at load"
             f" {c['load_before']}→{c['load_after']}; database {c['database_mb']:,} MB; steps (s): "
@@ -589,6 +662,15 @@ def render(every: dict[str, Any]) -> str:
                         f"| {label} | **{x['requests_per_s']}** | {x['p50_ms']} | **{x['p99_ms']}** | {x['errors']} | "
                         f"{x['load'][0]}→{x['load'][1]} |"
                     )
+        if "fallback" in r:
+            f = r["fallback"]
+            L += [
+                "",
+                f"Without pgvector (the in-memory fallback, a copy of the database with no `v` column): a reader "
+                f"daemon's RSS {f['rss_started_mb']} MB at start, **{f['rss_after_mb']} MB** once its first search "
+                f"loaded the vectors ({f['first_search_s']} s), searches p50/p95 {_ms(f['search_ms'])} ms through the "
+                f"socket, load {f['load']}.",
+            ]
         if "index" in r:
             ix = r["index"]
             L += [
