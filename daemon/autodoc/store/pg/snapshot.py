@@ -102,7 +102,10 @@ class PgCursor:
         return self._cur.fetchall()
 
     def __iter__(self) -> Iterator[Any]:
-        return self
+        # psycopg rebuilds `description` on each read of it: checked once here, not per row
+        if self._cur.description is None:
+            return iter(())
+        return iter(self._cur)
 
     def __next__(self) -> Any:
         if self._cur.description is None:
