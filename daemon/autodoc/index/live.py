@@ -16,7 +16,8 @@ A new folder used to cost a whole-workspace index before its first file
 answered: 2.8 s at 1M chunks (docs/benchmarks/speed.md, save → searchable). A saved .md/.markdown file is handed to `Service.index_paths`
 after a ~50 ms debounce (and so is _schema/frontmatter.yaml, which
 re-derives every document's facets). At start each workspace gets
-one incremental index, to catch edits made while no daemon ran. A store that cannot be
+one incremental index, to catch edits made while no daemon ran (tried again every LOCKED_RETRY_S
+while another daemon holds the workspace's indexer lock, said once in the log). A store that cannot be
 reached (a PostgreSQL server restarting) loses no save: the workspace whose live index it refused
 is indexed whole once the store answers again, as after a walk. Of the service it
 needs only `Indexer`'s three methods (workspace roots, index, index_paths).
@@ -36,7 +37,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from ..errors import StoreUnreachable, WorkspaceNotFound
+from ..errors import StoreLocked, StoreUnreachable, WorkspaceNotFound
 from ..fmschema import SCHEMA_DIR, SCHEMA_RELPATH
 from ..ingest.scan import DEFAULT_RULE, MarkdownRule, is_ignored, scan_folders
 
@@ -45,6 +46,7 @@ log = logging.getLogger("autodoc.index.live")
 WATCH_DEBOUNCE_MS = 50
 WATCH_STEP_MS = 25
 STORE_RETRY_S = 1.0  # how often the watcher looks whether an unreachable store answers again
+LOCKED_RETRY_S = 2.0  # how often a catch-up another daemon's index run held off is tried again
 
 Run = Callable[..., Awaitable[Any]]
 
@@ -129,12 +131,34 @@ class LiveIndex:
         return {name: Path(root) for name, root in listed.items() if Path(root).is_dir()}
 
     async def _catch_up(self) -> None:
+        held: dict[str, StoreLocked] = {}
         for name in await self._roots():
             try:
                 report = await self._write(self.service.index, name)
                 log.info("caught up %s: %s", name, _summary(report))
+            except StoreLocked as exc:  # another daemon indexes it (a shared PostgreSQL store)
+                log.warning("catching up workspace %s later: %s", name, exc.message)
+                held[name] = exc
             except Exception:
                 log.exception("catching up workspace %s failed", name)
+        # Not waiting inside the index for the lock: that would hold this daemon's writer slot (its
+        # saves, its other workspaces) for as long as the other run lasts. Tried again now and then
+        # instead, said once; what the other run indexed meanwhile costs a stat here.
+        while held and not self._stopping:
+            await anyio.sleep(LOCKED_RETRY_S)
+            for name in sorted(held):
+                try:
+                    report = await self._write(self.service.index, name)
+                    log.info("caught up %s: %s", name, _summary(report))
+                except StoreLocked:
+                    continue
+                except WorkspaceNotFound:
+                    pass  # removed meanwhile
+                except StoreUnreachable:
+                    continue  # the watcher waits for the store, and then indexes every workspace anyway
+                except Exception:
+                    log.exception("catching up workspace %s failed", name)
+                del held[name]
 
     async def _watch_loop(self) -> None:
         from watchfiles import awatch
@@ -344,6 +368,8 @@ class LiveIndex:
                 self.roots_changed()
             except StoreUnreachable as exc:
                 await self._unreachable(name, exc)
+            except StoreLocked as exc:  # another daemon's run, past LIVE_WAIT_S: it or the next scan has the save
+                log.warning("live index of workspace %s refused: %s", name, exc.message)
             except Exception:
                 log.exception("live index of workspace %s failed", name)
 

@@ -1,0 +1,108 @@
+"""Daemons sharing one PostgreSQL store and what each says of the others' work (issue 34's loose
+ends): a daemon started while another indexes a workspace, a second indexer that waits its turn, and
+what a peer answers after a workspace is removed or reconfigured elsewhere. Real `autodoc serve`
+processes, each with its own socket and XDG dirs (a machine of its own), over the `pg_uri` server."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.daemon import Daemon, daemon_argv
+from helpers.pg import missing_reason
+
+pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+KB = Path(__file__).resolve().parents[1] / "corpora" / "kb"
+NO_MODEL = {"embedding": {"provider": "none"}}
+TRACEBACK = "Traceback (most recent call last)"
+
+
+def schema_uri(pg_uri: str, schema: str) -> str:
+    return f"{pg_uri}{'&' if '?' in pg_uri else '?'}options=-csearch_path%3D{schema}"
+
+
+def machine(base: Path, uri: str, *args: str) -> Daemon:
+    sock = base / "s.sock"
+    return Daemon(
+        base, store=base / "unused.db", sock=sock, argv=daemon_argv(uri, sock, *args), env={"AUTODOC_STORE": uri}
+    )
+
+
+class Peers:
+    def __init__(self, base: Path, uri: str, schema: str, kb: Path, a: Daemon):
+        self.base, self.uri, self.schema, self.kb, self.a = base, uri, schema, kb, a
+
+    def connect(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(self.uri, autocommit=True)
+
+    def workspace_id(self, name: str) -> int:
+        with self.connect() as pg:
+            return int(pg.execute(f'SELECT id FROM "{self.schema}".workspaces WHERE name = %s', (name,)).fetchone()[0])
+
+
+@pytest.fixture(scope="module")
+def peers(pg_uri) -> Iterator[Peers]:
+    """Daemon A (no watcher) over a fresh schema, tests/corpora/kb added as `kb` and indexed."""
+    base = Path(tempfile.mkdtemp(prefix="ad-pgp-", dir="/tmp"))
+    schema = f"p_{uuid.uuid4().hex[:8]}"
+    uri = schema_uri(pg_uri, schema)
+    kb = base / "kb"
+    shutil.copytree(KB, kb)
+    a = machine(base / "a", uri, "--no-watch").start()
+    try:
+        a.call("workspace.add", ["kb", str(kb), NO_MODEL])
+        a.call("workspace.index", ["kb"])
+        yield Peers(base, uri, schema, kb, a)
+    finally:
+        a.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def until(what: Any, seconds: float, why: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not what():
+        assert time.monotonic() < deadline, why
+        time.sleep(0.1)
+
+
+def hits(d: Daemon, workspace: str, query: str) -> set[str]:
+    return {h["path"] for h in d.call("search.query", [workspace, query])["hits"]}
+
+
+def test_a_daemon_starting_while_another_indexes_logs_one_line_and_catches_up_once_it_is_free(peers):
+    """Its catch-up at start finds the workspace's indexer lock held by another AutoDoc: one line
+    naming the holder (no traceback), and the catch-up is done once the lock is free."""
+    import psycopg
+
+    from autodoc.store.pg.indexlock import IndexerLock
+
+    word = f"glimmet{uuid.uuid4().hex[:6]}"
+    (peers.kb / "while-held.md").write_text(f"# While held\n\nThe {word} note, saved while no daemon ran here.\n")
+    conn = psycopg.connect(peers.uri, autocommit=True)
+    lock = IndexerLock(conn, peers.workspace_id("kb"), schema=peers.schema)
+    lock.acquire({"host": "ci-runner", "pid": 4242})
+    c = machine(peers.base / "c", peers.uri).start()  # watching: it catches up at start
+    try:
+        until(lambda: "ci-runner" in c.log_text(), 30, f"no word of the holder:\n{c.log_text()[-3000:]}")
+        time.sleep(3)  # a retry or two while it is still held
+        assert hits(c, "kb", word) == set()
+        lock.release()
+        until(lambda: hits(c, "kb", word) == {"while-held.md"}, 30, f"never caught up:\n{c.log_text()[-3000:]}")
+        log = c.log_text()
+        assert TRACEBACK not in log, log[-3000:]
+        said = [line for line in log.splitlines() if "ci-runner" in line]
+        assert len(said) == 1 and "workspace kb" in said[0] and "pid 4242" in said[0], said
+    finally:
+        conn.close()
+        c.close()
+        (peers.kb / "while-held.md").unlink()
+        peers.a.call("workspace.index", ["kb"])
