@@ -5,6 +5,7 @@ figures the design of the PostgreSQL store chooses by.
     python -m bench.pg_study vectors [--store PATH] [--size N]      # pgvector HNSW vs exact numpy
     python -m bench.pg_study notify [--edits N]                     # commit → LISTEN delivery latency
     python -m bench.pg_study scifact [--queries N]                  # SciFact test, both stores, one run
+    python -m bench.pg_study hnsw [--store PATH] [--queries N]      # the HNSW graph's build parameters
 
 Both read a built SciFact store (bench.quality's cache; --store names one, else the newest under
 the cache's stores/ whose name starts with "scifact-"): it is copied first (SQLite's backup API) so
@@ -38,6 +39,13 @@ each store: lexical, semantic and the default hybrid at limit 100 (and hybrid at
 by bench.quality's evaluator, p50/p95 latency, how many answers are byte-identical between the
 stores and where they part, how the semantic leg was served, and the leg alone at depths 11, 51
 and 201 against the SQLite store's exact search (answers differing, exact chunks missed).
+
+hnsw: the graph parameters of the store's index (store/pg/vectors.py HNSW_M, HNSW_EF_CONSTRUCTION):
+for each (m, ef_construction), the store's real vectors inserted one statement per row into a table
+that has the index already (as the embed queue writes them: rows/s), then every SciFact test query
+(embedded by the model) answered by the index at ef_search 100 and 204 (what a search asks for its
+top 11 and 51: store_side.py) against the exact top 11 / 51 of the same rows: exact neighbours
+missed, and p50 per query.
 
 Prints one JSON object. Runs on: the benchmark's main thread."""
 
@@ -445,13 +453,80 @@ def _leg_recall(lite, pg, ws_name: str, texts: list[str]) -> dict[str, Any]:
     return out
 
 
+GRAPHS = [(16, 64), (24, 100), (32, 200)]
+
+
+def hnsw(store: Path, uri: str, n_queries: int | None) -> dict[str, Any]:
+    import apsw
+    import psycopg
+
+    from autodoc.embed.providers import Providers
+    from autodoc.store.pg.vectors import literal
+
+    from .quality import DEFAULT_DATA, load_collection
+
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    active = db.execute("SELECT active_fp, active_config FROM embed_state WHERE active_fp IS NOT NULL").fetchone()
+    assert active is not None, "the store has no vectors"
+    fp, config = active
+    rows = [(h, bytes(b)) for h, b in db.execute("SELECT text_hash, f32 FROM vectors WHERE model_fp = ?", (fp,))]
+    db.close()
+    real = np.stack([np.frombuffer(b, dtype="<f4") for _, b in rows])
+    dim = real.shape[1]
+    provider = Providers().get(json.loads(config))
+    assert provider is not None and provider.fingerprint == fp, "the store's model is not the bundled one"
+    col = load_collection(DEFAULT_DATA / "scifact")
+    queries = [provider.embed_query(t) for _, t in col.split_queries("test")[:n_queries]]
+    exact = {
+        top: [np.argsort(-(real @ (q / np.linalg.norm(q))), kind="stable")[:top] for q in queries] for top in (11, 51)
+    }
+    out: dict[str, Any] = {"rows": len(rows), "dim": dim, "queries": len(queries), "graphs": []}
+    with psycopg.connect(uri, autocommit=True) as pg:
+        pg.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        for m, efc in GRAPHS:
+            pg.execute("DROP TABLE IF EXISTS g")
+            pg.execute("CREATE TABLE g (id int PRIMARY KEY, v vector)")
+            pg.execute(
+                f"CREATE INDEX g_hnsw ON g USING hnsw ((v::vector({dim})) vector_cosine_ops) "
+                f"WITH (m = {m}, ef_construction = {efc})"
+            )
+            t0 = time.monotonic()
+            with pg.transaction(), pg.cursor() as cur:
+                cur.executemany("INSERT INTO g VALUES (%s, %s::vector)", [(i, literal(v)) for i, v in enumerate(real)])
+            row: dict[str, Any] = {
+                "m": m,
+                "ef_construction": efc,
+                "insert_rows_per_s": round(len(rows) / (time.monotonic() - t0), 1),
+            }
+            for top, ef in ((11, 100), (51, 204)):
+                missed, lat = 0, []
+                for q, want in zip(queries, exact[top]):
+                    with pg.transaction():
+                        pg.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
+                        t0 = time.perf_counter()
+                        got = [
+                            i
+                            for (i,) in pg.execute(
+                                f"SELECT id FROM g ORDER BY v::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
+                                (literal(q), ef),
+                            )
+                        ]
+                        lat.append(time.perf_counter() - t0)
+                    missed += len(set(want.tolist()) - set(got))
+                row[f"top{top}_ef{ef}"] = {"missed": missed, "of": top * len(queries), "p50_ms": summary_ms(lat)["p50"]}
+            log(f"hnsw m {m} ef_construction {efc}: {row}")
+            out["graphs"].append(row)
+        pg.execute("DROP TABLE IF EXISTS g")
+    return out
+
+
 def _round(m: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in m.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.pg_study", description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["lexical", "vectors", "notify", "scifact"])
+    ap.add_argument("what", choices=["lexical", "vectors", "notify", "scifact", "hnsw"])
     ap.add_argument("--store", type=Path, help="a built SciFact store (default: the newest in the bench cache)")
     ap.add_argument("--queries", type=int, help="lexical, scifact: only the first N train (test) queries")
     ap.add_argument("--size", type=int, default=50_000, help="vectors: rows (real ones, then synthetic)")
@@ -461,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     res["machine"] = machine_note()
     with tempfile.TemporaryDirectory(prefix="ad-pgstudy-", dir="/tmp") as tmp:
         store = Path(tmp) / "autodoc.db"
-        if args.what in ("lexical", "vectors"):
+        if args.what in ("lexical", "vectors", "hnsw"):
             src = args.store or newest_store()
             res["source_store"] = str(src)
             copy_store(src, store)
@@ -471,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
                 res.update(lexical(store, uri, args.queries))
             elif args.what == "vectors":
                 res.update(vectors(store, uri, args.size))
+            elif args.what == "hnsw":
+                res.update(hnsw(store, uri, args.queries))
             elif args.what == "scifact":
                 res.update(scifact(uri, Path(tmp), args.queries))
             else:
