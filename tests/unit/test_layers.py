@@ -67,8 +67,9 @@ ALLOWED: dict[str, set[str]] = {
     "storecli": {"errors", "config", "store"},  # `autodoc store copy`: a store file into a database
     "indexcli": {"config", "connect", "cliout"},  # `autodoc index`: the run, then the daemon that embeds
     "cliout": {"refs"},  # the CLI's output for people: pure
-    "lsp": {"autodoc", "errors", "config", "connect", "ingest"},
-    "mcp": {"autodoc", "errors", "config", "budget", "connect", "api", "suggest", "refs"},
+    "earlywire": set(),  # the stdio wire lsp/ and mcp/ answer first requests on before their library loads
+    "lsp": {"autodoc", "errors", "config", "connect", "ingest", "earlywire"},
+    "mcp": {"autodoc", "errors", "config", "budget", "connect", "api", "suggest", "refs", "earlywire"},
     "tui": {"errors", "config", "connect", "rpc", "fuzzy", "refs"},
     "cli": {
         "autodoc",
