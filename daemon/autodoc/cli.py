@@ -29,14 +29,22 @@ from . import __version__, cliout, indexcli, sessioncli, storecli
 from .config import Settings
 from .config.logs import configure_logging
 from .connect import call
-from .errors import AutodocError, InternalError, InvalidParams, StoreReadOnly, StoreTooNew, StoreUnreachable
+from .errors import (
+    AutodocError,
+    InternalError,
+    InvalidParams,
+    StoreLocked,
+    StoreReadOnly,
+    StoreTooNew,
+    StoreUnreachable,
+)
 from .refs import parse as parse_ref
 
 log = logging.getLogger("autodoc")
 
 # Exit codes (README, "Exit codes")
 EXIT_OK = 0
-EXIT_FAILED = 1  # --call answered with an error; the daemon could not start; an OS error; the store's database unreachable or read-only, or its schema newer than this AutoDoc's
+EXIT_FAILED = 1  # --call answered with an error; the daemon could not start; an OS error; the store's database unreachable or read-only, its schema newer than this AutoDoc's, or the store (a workspace's indexer lock) held by another AutoDoc
 EXIT_USAGE = 2  # what was asked cannot be done as asked: bad arguments, unknown workspace or file
 EXIT_INTERNAL = 70  # a bug (EX_SOFTWARE)
 EXIT_INTERRUPTED = 130
@@ -293,7 +301,9 @@ def _failed(e: AutodocError) -> int:
     if isinstance(e, StoreUnreachable):  # not the command's fault: the system's, as a refused socket is
         print("autodoc: `autodoc doctor` checks the connection and says what to fix", file=sys.stderr)
         return EXIT_FAILED
-    if isinstance(e, (StoreReadOnly, StoreTooNew)):  # the store refuses: no way of writing the command helps
+    if isinstance(
+        e, (StoreReadOnly, StoreTooNew, StoreLocked)
+    ):  # the store refuses (or is busy): the command was right
         return EXIT_FAILED
     near = e.data.get("did_you_mean") if isinstance(e.data, dict) else None
     if isinstance(near, list) and near:
@@ -464,7 +474,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
 
     if args.cmd == "index":
-        return indexcli.run(settings, args.name, full=args.full, wait=args.wait)
+        return indexcli.run(settings, args.name, full=args.full, wait=args.wait, wait_lock=args.wait_lock)
 
     if args.cmd == "search":
         names = _search_names(settings, args.workspace)

@@ -2,7 +2,8 @@
 meaning, which a daemon fills in the background: the one that runs, else one started here once the
 words are indexed (issue 38: an in-process run kept a person at the prompt for most of an hour
 embedding 30k chunks, with nothing said until it ended). `--wait` embeds before returning, in this
-process when no daemon runs (scripts that want every vector before they go on).
+process when no daemon runs (scripts that want every vector before they go on). `--wait-lock`
+queues behind another AutoDoc indexing the workspace on a shared PostgreSQL store (CI behind CI).
 
 Runs on: the main thread of `autodoc index`.
 """
@@ -16,8 +17,11 @@ from typing import Any
 from . import cliout
 from .config import Settings
 from .connect import call, daemon_socket, start_daemon
+from .errors import StoreLocked
 
 DAEMON_START_S = 60.0  # how long `autodoc index` waits for the daemon it starts to answer
+WAIT_LOCK_S = 3600.0  # `--wait-lock` alone: an hour, longer than a team's largest run
+LOCK_POLL_S = 1.0  # how often a waiting index tries again
 
 
 def add_parser(sub: Any) -> None:
@@ -29,6 +33,16 @@ def add_parser(sub: Any) -> None:
         "--wait",
         action="store_true",
         help="embed before returning (in this process when no daemon runs) instead of leaving it to a daemon",
+    )
+    i.add_argument(
+        "--wait-lock",
+        nargs="?",
+        type=float,
+        const=WAIT_LOCK_S,
+        default=0.0,
+        metavar="SECONDS",
+        help=f"when another AutoDoc is indexing the workspace (a shared PostgreSQL store), wait up to SECONDS "
+        f"(default {WAIT_LOCK_S:.0f}) for it to finish, then index, instead of refusing: CI queues behind it",
     )
 
 
@@ -47,16 +61,14 @@ def _embedding_line(name: str, emb: dict[str, Any] | None, here: bool, seconds: 
     return f"{name}: search by meaning covers all {n} chunks"
 
 
-def run(settings: Settings, name: str | None, *, full: bool, wait: bool) -> int:
+def run(settings: Settings, name: str | None, *, full: bool, wait: bool, wait_lock: float = 0.0) -> int:
     """Index `name` (every workspace when None); the exit status."""
     names = [name] if name else [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
     here = daemon_socket(settings) is None
     handed: list[str] = []
     for n in names:
         t0 = time.monotonic()
-        rep = call(
-            settings, "workspace.reindex" if full else "workspace.index", {"workspace": n}, progress=True, embed=wait
-        )
+        rep = _index(settings, n, full=full, wait=wait, wait_lock=wait_lock)
         print(
             f"{n}: {rep['added']} added, {rep['modified']} modified, {rep['renamed']} renamed, "
             f"{rep['deleted']} deleted, {rep['unchanged']} unchanged, {len(rep['skipped'])} skipped; "
@@ -75,6 +87,33 @@ def run(settings: Settings, name: str | None, *, full: bool, wait: bool) -> int:
     if handed:
         _hand_off(settings, handed)
     return 0
+
+
+def _index(settings: Settings, name: str, *, full: bool, wait: bool, wait_lock: float) -> dict[str, Any]:
+    """One workspace's run. Refused while another AutoDoc indexes it (StoreLocked naming the holder);
+    with `wait_lock`, tried again each LOCK_POLL_S until then. Waited for here, not in the daemon: a
+    daemon waiting inside the call would hold its writer slot (its live saves) all that time."""
+    deadline = time.monotonic() + wait_lock
+    said = False
+    while True:
+        try:
+            return call(
+                settings,
+                "workspace.reindex" if full else "workspace.index",
+                {"workspace": name},
+                progress=True,
+                embed=wait,
+            )
+        except StoreLocked as e:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if not wait_lock:
+                    print("autodoc: `autodoc index --wait-lock` waits for it instead", file=sys.stderr)
+                raise
+            if not said:
+                print(f"autodoc: {e.message.split('; wait')[0]}; waiting up to {left:.0f} s", file=sys.stderr)
+                said = True
+            time.sleep(min(LOCK_POLL_S, left))
 
 
 def _hand_off(settings: Settings, names: list[str]) -> None:

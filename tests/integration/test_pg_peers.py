@@ -106,3 +106,57 @@ def test_a_daemon_starting_while_another_indexes_logs_one_line_and_catches_up_on
         c.close()
         (peers.kb / "while-held.md").unlink()
         peers.a.call("workspace.index", ["kb"])
+
+
+def cli_env(base: Path, uri: str) -> dict[str, str]:
+    """A machine with no daemon of its own: `autodoc` runs the command in its own process."""
+    from helpers.daemon import isolated_env
+
+    env = isolated_env(base, extra={"AUTODOC_STORE": uri})
+    for name in ("XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+        Path(env[name]).mkdir(parents=True, exist_ok=True, mode=0o700)
+    env.pop("AUTODOC_SOCKET", None)
+    return env
+
+
+def test_a_second_indexer_refuses_naming_the_holder_or_with_wait_lock_queues_behind_it(peers):
+    """CI behind CI: `autodoc index` while another AutoDoc holds the workspace refuses (exit 1, the
+    holder named); with `--wait-lock` it says it waits, and indexes once the holder is done."""
+    import subprocess
+    import sys
+    import threading
+
+    import psycopg
+
+    from autodoc.store.pg.indexlock import IndexerLock
+
+    env = cli_env(peers.base / "ci", peers.uri)
+    word = f"quibbet{uuid.uuid4().hex[:6]}"
+    (peers.kb / "queued.md").write_text(f"# Queued\n\nThe {word} note, indexed by the second run.\n")
+    conn = psycopg.connect(peers.uri, autocommit=True)
+    lock = IndexerLock(conn, peers.workspace_id("kb"), schema=peers.schema)
+    lock.acquire({"host": "ci-runner-1", "pid": 4242})
+    try:
+        cmd = [sys.executable, "-m", "autodoc.cli", "index", "kb"]
+        refused = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 1, refused
+        assert "workspace kb is being indexed by another AutoDoc (host ci-runner-1, pid 4242" in refused.stderr
+        assert TRACEBACK not in refused.stderr, refused.stderr
+        release = threading.Timer(3.0, lock.release)
+        release.start()
+        t0 = time.monotonic()
+        queued = subprocess.run([*cmd, "--wait-lock", "60"], env=env, capture_output=True, text=True, timeout=90)
+        release.join()
+        assert queued.returncode == 0, queued
+        assert time.monotonic() - t0 >= 2.5, "it did not wait for the holder"
+        assert "host ci-runner-1, pid 4242" in queued.stderr and "waiting up to" in queued.stderr, queued.stderr
+        assert "kb: 1 added" in queued.stdout, queued.stdout
+        assert hits(peers.a, "kb", word) == {"queued.md"}
+        short = subprocess.run(
+            [*cmd, "--wait-lock", "0.5"], env=env, capture_output=True, text=True, timeout=60
+        )  # nothing held now: it just runs
+        assert short.returncode == 0 and "kb: 0 added" in short.stdout, short
+    finally:
+        conn.close()
+        (peers.kb / "queued.md").unlink()
+        peers.a.call("workspace.index", ["kb"])

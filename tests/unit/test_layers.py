@@ -65,7 +65,7 @@ ALLOWED: dict[str, set[str]] = {
     "doctor": {"errors", "config", "connect", "store", "embed"},
     "sessioncli": {"errors", "config", "connect", "ingest"},
     "storecli": {"errors", "config", "store"},  # `autodoc store copy`: a store file into a database
-    "indexcli": {"config", "connect", "cliout"},  # `autodoc index`: the run, then the daemon that embeds
+    "indexcli": {"errors", "config", "connect", "cliout"},  # `autodoc index`: the run, then the daemon that embeds
     "cliout": {"refs"},  # the CLI's output for people: pure
     "earlywire": set(),  # the stdio wire lsp/ and mcp/ answer first requests on before their library loads
     "lsp": {"autodoc", "errors", "config", "connect", "ingest", "earlywire"},
