@@ -99,7 +99,7 @@ TABLE = (
     Method("document.read", lambda s, p: s.document_read(p["workspace"], p["path"], p.get("opts"))),
     Method("document.links", lambda s, p: s.document_links(p["workspace"], p["path"])),
     Method("document.backlinks", lambda s, p: s.document_backlinks(p["workspace"], p["path"])),
-    Method("document.find", lambda s, p: s.document_find(p["workspace"], p["pattern"], p["limit"])),
+    Method("document.find", lambda s, p: s.document_find(p["workspace"], p["pattern"], p["limit"], p["facets"])),
     Method("document.outline", lambda s, p: s.document_outline(p["workspace"], p["path"])),
     Method("document.problems", lambda s, p: s.document_problems(p["workspace"], p.get("path"))),
     Method("changes.since", lambda s, p: s.changes_since(p["workspace"], p["cursor"], p["limit"])),

@@ -198,6 +198,11 @@ def names_of(db: Snapshot, ws: Workspace) -> fuzzy.Names:
     return fuzzy.Names([(p, t or "") for p, t, _ in reads.document_names(db, ws.id)])
 
 
+def only(names: fuzzy.Names, paths: set[str]) -> fuzzy.Names:
+    """The names of these documents only."""
+    return fuzzy.Names([row for row in names.rows if row[0] in paths])
+
+
 def find_answer(ws: Workspace, names: fuzzy.Names, pattern: str, limit: int) -> dict[str, Any]:
     """document.find: the documents whose title or path the pattern fuzzy-matches, best first."""
     found, matched = fuzzy.find(names, pattern, limit)

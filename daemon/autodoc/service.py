@@ -381,6 +381,13 @@ class Service:
         self._per_generation[(what, ws.id)] = (gen, value)
         return value
 
+    def _fields(self, db: Snapshot, ws: Workspace, gen: int) -> tuple[set[str], dict[str, str] | None]:
+        """The fields a facet may name, and their kinds (None: no workspace schema types them)."""
+        schema = active_schema(db, ws.id)
+        if schema:
+            return schema.declared, schema.kinds
+        return self._cached("fields", ws, gen, lambda: wsrows.known_fields(db, ws.id)), None
+
     def search(
         self, name: str, query: str, opts: dict[str, Any] | None = None, *, cancel: threading.Event | None = None
     ) -> dict[str, Any]:
@@ -391,11 +398,8 @@ class Service:
             shape = compact.request(opts)  # the answer's shape; the engine gets enough hits for it
             options = parse_options(compact.engine_opts(opts, shape), cfg)
             rank, rank_model = rank_step(self.rankers, cfg.ranker, cancel)
-            schema = active_schema(db, ws.id)
             gen = wsrows.store_generation(db)
-            known = (
-                schema.declared if schema else self._cached("fields", ws, gen, lambda: wsrows.known_fields(db, ws.id))
-            )
+            known, kinds = self._fields(db, ws, gen)
             ctx = engine.Context(
                 db=db,
                 ws=ws,
@@ -405,7 +409,7 @@ class Service:
                 lexical_helper=self.lexical_helper,
                 rank=rank,
                 rank_model=rank_model,
-                facet_kinds=schema.kinds if schema else None,
+                facet_kinds=kinds,
                 successors=lambda: self._cached("successors", ws, gen, lambda: stored_hits.successors(db, ws.id)),
             )
             return compact.finish(db, ws, engine.search(ctx, query, options), shape)
@@ -438,13 +442,16 @@ class Service:
     def document_read(self, name: str, path: str, opts: dict[str, Any] | None = None) -> dict[str, Any]:
         return docs.read_answer(*self._content(name, path), opts)
 
-    def document_find(self, name: str, pattern: str, limit: int) -> dict[str, Any]:
+    def document_find(self, name: str, pattern: str, limit: int, facets: str = "") -> dict[str, Any]:
         """The documents whose title or path the pattern fuzzy-matches, over every one of the
-        workspace (their names read once per store generation)."""
+        workspace (their names read once per store generation) or every one `facets` admits."""
         with self.store.read() as db:
             ws = wss.find(db, name)
             gen = wsrows.store_generation(db)
             names = self._cached("names", ws, gen, lambda: docs.names_of(db, ws))
+            if facets.strip():
+                known, kinds = self._fields(db, ws, gen)
+                names = docs.only(names, engine.facet_paths(db, ws.id, facets, known, kinds, len(names.rows)))
         return docs.find_answer(ws, names, pattern, limit)
 
     def document_problems(self, name: str, path: str | None = None) -> dict[str, Any]:

@@ -481,11 +481,12 @@ async def test_open_a_document_by_fuzzy_title_and_facet(kb, tmp_path, monkeypatc
 
 
 def many_documents(kb) -> str:
-    """451 documents: past the 200 a listing page held, a dated file and one found by its title."""
+    """451 documents: past the 200 a listing page held, a dated file and one found by its title;
+    the 449 notes share one facet value (type:note)."""
     folder = kb.base / "many"
     (folder / "notes").mkdir(parents=True, exist_ok=True)
     for i in range(449):
-        (folder / "notes" / f"n{i:03}.md").write_text(f"# Note {i}\n\nFiller about topic {i}.\n")
+        (folder / "notes" / f"n{i:03}.md").write_text(f"---\ntype: note\n---\n# Note {i}\n\nFiller about topic {i}.\n")
     (folder / "zz").mkdir(exist_ok=True)
     (folder / "zz" / "2023-05-19-borrow-checker.md").write_text("# Fighting the borrow checker\n\nLifetimes.\n")
     (folder / "zz" / "zh.md").write_text("# Zhang-Hu collision index\n\nHashing.\n")
@@ -523,6 +524,33 @@ async def test_the_document_picker_matches_every_document_not_the_first_200(kb, 
             await until(pilot, lambda: d.shown and d.got.get("matched") == 1, f"{typed!r} matched")
             assert d.shown[0]["path"] == want
             assert "1 of 451 documents" in d.listing.border_title
+
+
+async def test_the_document_picker_with_a_facet_matches_past_the_first_200(kb, tmp_path):
+    """A facet chosen: the picker listed the first 200 documents with it (a facet-only search's
+    page, in path order) and matched only those, so `n448` found nothing among 449 notes."""
+    ws = await asyncio.to_thread(many_documents, kb)
+    found = await rpc(kb, "document.find", {"workspace": ws, "pattern": "n448", "limit": 5, "facets": "type:note"})
+    assert (found["total"], found["matched"]) == (449, 1)
+    assert [d["path"] for d in found["documents"]] == ["notes/n448.md"]
+    none = await rpc(kb, "document.find", {"workspace": ws, "pattern": "borrow", "facets": "type:note"})
+    assert none["matched"] == 0  # zz/2023-05-19-borrow-checker.md has no type
+    out = await rpc(kb, "document.find", {"workspace": ws, "pattern": "borrow", "facets": "-type:note"})
+    assert [d["path"] for d in out["documents"]] == ["zz/2023-05-19-borrow-checker.md"]
+    with pytest.raises(Exception) as bad:  # a word that is no facet: said, not searched as a word
+        await rpc(kb, "document.find", {"workspace": ws, "facets": "type:note nosuch:x"})
+    assert getattr(bad.value, "code", None) == -32602 and "nosuch:x" in str(bad.value)
+
+    app = make_app(kb, tmp_path, workspace=ws)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot, app)
+        await pilot.press("ctrl+o")
+        d = app.pickers["documents"]
+        await until(pilot, lambda: d.got["total"] == 451, "the workspace's documents")
+        await pilot.press(*"type:note n448")
+        await until(pilot, lambda: d.got.get("total") == 449, "the notes")
+        await until(pilot, lambda: [x["path"] for x in d.shown] == ["notes/n448.md"], "n448 among the notes")
+        assert "1 of 449 documents with the facet" in d.listing.border_title
 
 
 async def test_it_reconnects_when_the_daemon_restarts(tmp_path):

@@ -28,6 +28,7 @@ from ..config import LEG_DEPTH, LEXICAL_TOP, PER_DOCUMENT, RRF_K, SEMANTIC_TOP
 from ..errors import InvalidParams, Unsupported
 from ..store import hits as stored_hits
 from ..store.filters import Filter, build_filter
+from ..store.interface import Snapshot
 from . import choice, ties
 from . import fusion as F
 from .graph import run_graph
@@ -91,6 +92,21 @@ def _check_fields(ctx: Context, opts: SearchOptions) -> None:
 
     check("opts.facets.{}", opts.facets)
     check("opts.facet_counts", opts.facet_counts)
+
+
+def facet_paths(
+    db: Snapshot, ws_id: int, facets: str, known: set[str], kinds: dict[str, str] | None, limit: int
+) -> set[str]:
+    """The paths of the documents `field:value` words admit, as a query's facets do
+    (document.find's `facets`)."""
+    parsed = resolve_facets(parse_query(facets), known)
+    if parsed.terms:
+        words = " ".join(t.text for t in parsed.terms)
+        raise InvalidParams("facets", f"{words!r}: not `field:value` words on a field of this workspace")
+    filt = build_filter(
+        ws_id, facets=parsed.facets, opt_facets={}, tags=(), paths=(), include_abstract=True, kinds=kinds
+    )
+    return {row[0] for row in stored_hits.matching_documents(db, ws_id, filt, limit)}
 
 
 def plan_search(ctx: Context, query: str, opts: SearchOptions) -> Plan:

@@ -5,10 +5,8 @@ pattern), the facet chooser, the workspace. Output: the matching documents,
 best first, the one under the cursor previewed from its top; Enter opens it
 in $EDITOR.
 
-Without a facet the daemon matches (document.find: every document's title
-and path, however many there are), a moment after each key. With a facet
-the documents come from a facet-only search.query (at most BROWSE of them,
-in path order) and are matched here with the same rules (fuzzy.py).
+The daemon matches (document.find: every document's title and path, however
+many there are, or every one the facets admit), a moment after each key.
 
 Runs on: the TUI's event loop; the searches on a worker thread.
 """
@@ -26,13 +24,11 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Button, Input, Select
 
-from .. import fuzzy
 from . import render
 from .facets import FacetSelect, WorkspaceSelect
 from .link import Cancelled, Pending
 from .picker import PickerScreen
 
-BROWSE = 200  # search.query's largest page
 FETCH_DEBOUNCE_S = 0.08
 SHOWN = 200  # the most documents listed (document.find's answer)
 _FACET = re.compile(r"^-?[\w.]+:.")
@@ -47,13 +43,6 @@ def split_filter(text: str) -> tuple[str, str]:
     return " ".join(facets), " ".join(words)
 
 
-def rank(docs: list[dict[str, Any]], pattern: str) -> list[dict[str, Any]]:
-    """The documents every word of the pattern matches, best first, each with its marks."""
-    by_path = {d["path"]: d for d in docs}
-    found, _ = fuzzy.find([(d["path"], d.get("title") or "") for d in docs], pattern, len(docs))
-    return [{**by_path[f.path], "title_marks": f.title_marks, "path_marks": f.path_marks} for f in found]
-
-
 class DocumentScreen(PickerScreen):
     BINDINGS = [
         Binding("ctrl+y", "copy_path", "Copy path"),
@@ -63,9 +52,9 @@ class DocumentScreen(PickerScreen):
     def __init__(self) -> None:
         super().__init__(id="documents-screen")
         self.docs: list[dict[str, Any]] = []
-        self.got: dict[str, Any] = {"documents": [], "matched": 0, "total": 0, "local": True}
+        self.got: dict[str, Any] = {"documents": [], "matched": 0, "total": 0, "facets": ""}
         self.shown: list[dict[str, Any]] = []
-        self.fetched_for: tuple[str | None, str, str | None, str] | None = None
+        self.fetched_for: tuple[str | None, str, str] | None = None
         self.pending: Pending | None = None
         self.seq = 0
         self._timer: Timer | None = None
@@ -96,8 +85,6 @@ class DocumentScreen(PickerScreen):
         return self.query_one("#filter", Input).value
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        if self.got["local"]:
-            self.show()  # matched here at once; the daemon's answer follows the pause
         if self._timer is not None:
             self._timer.stop()
         self._timer = self.set_timer(FETCH_DEBOUNCE_S, self.fetch)
@@ -124,7 +111,7 @@ class DocumentScreen(PickerScreen):
         chosen = self.query_one(FacetSelect).facet()
         if chosen:
             facets = f"{facets} {chosen[0]}:{chosen[1]}".strip()
-        key = (ws, facets, None if facets else pattern, str(chosen))
+        key = (ws, facets, pattern)
         if key == self.fetched_for:
             self.show()
             return
@@ -138,13 +125,9 @@ class DocumentScreen(PickerScreen):
     @work(thread=True, group="documents")
     def _fetch(self, seq: int, pending: Pending, ws: str, facets: str, pattern: str) -> None:
         try:
-            if facets:
-                browse = self.autodoc.call("search.query", [ws, facets, {"limit": BROWSE}], pending=pending)
-                got = {"documents": browse["hits"], "matched": None, "total": len(browse["hits"]), "local": True}
-            else:
-                found = self.autodoc.call("document.find", [ws, pattern, SHOWN], pending=pending)
-                docs = [{**d, "workspace": ws} for d in found["documents"]]
-                got = {"documents": docs, "matched": found["matched"], "total": found["total"], "local": False}
+            found = self.autodoc.call("document.find", [ws, pattern, SHOWN, facets], pending=pending)
+            docs = [{**d, "workspace": ws} for d in found["documents"]]
+            got = {"documents": docs, "matched": found["matched"], "total": found["total"], "facets": facets}
         except Cancelled:
             return
         except Exception as e:
@@ -156,32 +139,22 @@ class DocumentScreen(PickerScreen):
         if seq != self.seq:
             return
         self.pending = None
-        self.got = got or {"documents": [], "matched": 0, "total": 0, "local": True}
+        self.got = got or {"documents": [], "matched": 0, "total": 0, "facets": ""}
         self.docs = self.got["documents"]
         self.show(error)
 
     def show(self, error: str | None = None) -> None:
-        """What was fetched, matched by the pattern typed: here when it came from a facet
-        search (on every key), else as the daemon ranked it."""
+        """The daemon's answer, as it ranked it."""
         got = self.got
-        if got["local"]:
-            _, pattern = split_filter(self.filter_text())
-            self.shown = rank(self.docs, pattern)
-            matched, total = len(self.shown), got["total"]
-        else:
-            self.shown = self.docs
-            matched, total = got["matched"], got["total"]
+        self.shown = self.docs
+        matched, total = got["matched"], got["total"]
         ol = self.listing
         ol.set_options([render.doc_label(d) for d in self.shown])
         ws = self.autodoc.workspace or "no workspace"
-        if got["local"]:
-            capped = " (a facet lists at most the first 200 in path order)" if total >= BROWSE else ""
-            self.set_list_title(f"{ws} · {matched} of {total} documents with the facet")
-        else:
-            more = f", the best {len(self.shown)} shown" if matched > len(self.shown) else ""
-            self.set_list_title(f"{ws} · {matched} of {total} documents{more}")
-            capped = ""
-        self.set_status(error or f"Enter opens in $EDITOR · Ctrl+F facet · Ctrl+T workspace{capped}")
+        more = f", the best {len(self.shown)} shown" if matched > len(self.shown) else ""
+        with_facet = " with the facet" if got["facets"] else ""
+        self.set_list_title(f"{ws} · {matched} of {total} documents{with_facet}{more}")
+        self.set_status(error or "Enter opens in $EDITOR · Ctrl+F facet · Ctrl+T workspace")
         if self.shown:
             ol.highlighted = 0
             self.show_preview(0)
