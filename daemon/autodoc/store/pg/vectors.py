@@ -41,11 +41,12 @@ log = logging.getLogger(__name__)
 ABSENT = "absent"
 # pgvector's ceiling for hnsw.ef_search: a search never asks the index for more texts than this
 EF_SEARCH_MAX = 1000
-# The graph's build, measured on SciFact's 7,422 real vectors and 300 test queries (exact top-11 /
-# top-51 chunks the index missed at ef_search 100 / 204; rows a second inserted one by one into the
-# index, as the embed queue writes them, load ≈ 7): pgvector's default m 16, ef_construction 64:
-# 17 / 35 missed, 383 rows/s; m 24, 100: 7 / 11, 307 rows/s; m 32, 200: 3 / 3, 104 rows/s. The
-# middle one: a third of the misses for a fifth more insert time (docs/benchmarks/postgres.md).
+# The graph's build (python -m bench.pg_study hnsw; docs/benchmarks/postgres.md): on SciFact's 7,422
+# real vectors and 300 test queries, pgvector's defaults (m 16, ef_construction 64) missed 14 / 34
+# of the exact top-11 / top-51 at the ef_search a search uses (100 / 204); m 24, 100: 6 / 11; m 32,
+# 200: 3 / 3. Inserted one row at a time (as the embed queue writes, in its transaction): 256, 106,
+# 36 rows/s. The middle one: half the misses or fewer, still inserting faster than the embed queue
+# makes vectors here (25-60 a second).
 HNSW_M = 24
 HNSW_EF_CONSTRUCTION = 100
 # serialises index creation between daemons (one key of the single-bigint advisory lock space;
