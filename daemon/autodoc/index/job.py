@@ -330,7 +330,7 @@ class IndexJob:
             if not rule.matches(rel) or is_session_path(rel):  # a session is never a file, even if one is there
                 continue
             report.scanned += 1
-            if not (root / rel).exists():  # gone, or a symlink whose target is
+            if not (root / rel).exists() and not (root / rel).is_symlink():  # a dangling link is a skip, as in a scan
                 gone.append(rel)
                 continue
             # what a scan would say of it (ingest/scan.py): ignored, or a skip (outside, too large, ...)
