@@ -454,6 +454,19 @@ def _table(rows: dict[str, dict[str, dict[str, float]]], keys: list[str]) -> lis
     return out
 
 
+_FROZEN = "bench/known_items/"  # the frozen sets: questions.jsonl, typos.jsonl
+
+
+def _questions_file(doc: dict[str, Any]) -> str:
+    """The questions file the run read (`--questions`), named in the repository when it is one of
+    its sets (the run may have been in another checkout)."""
+    path = Path(doc.get("questions_file") or QUESTIONS).resolve()
+    if path.is_relative_to(REPO):
+        return path.relative_to(REPO).as_posix()
+    cut = path.as_posix().rfind("/" + _FROZEN)
+    return path.as_posix()[cut + 1 :] if cut >= 0 else str(path)
+
+
 def render(doc: dict[str, Any]) -> str:
     s = doc["summary"]
     t = s["table"]
@@ -467,8 +480,8 @@ def render(doc: dict[str, Any]) -> str:
         f"- Commit: `{doc['commit']}` · date {doc['date']} · product code from `{doc['product']}`",
         f"- Machine: {doc['machine']['nproc']} cores ({doc['machine']['cpu']}), load average "
         f"{doc['machine']['load']} at the start; Python {doc['machine']['python']}",
-        f"- Questions: `bench/known_items/questions.jsonl` (frozen; {len(doc['questions'])} questions, "
-        f"sha256 `{doc['questions_digest']}`), see bench/known_items/README.md.",
+        f"- Questions: `{_questions_file(doc)}` ({'frozen; ' if _questions_file(doc).startswith(_FROZEN) else ''}"
+        f"{len(doc['questions'])} questions, sha256 `{doc['questions_digest']}`), see bench/known_items/README.md.",
         f'- Searches: in-process `Service.search(workspace, query, {{"limit": {LIMIT}, "stages": …}})` with '
         'stages `["lexical"]`, `["semantic"]`, `["lexical", "semantic"]` (the default hybrid and '
         "the workspace's default fusion, "

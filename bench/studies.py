@@ -477,6 +477,21 @@ class Known:
         return out
 
 
+def scifact_store(cache: Path) -> Path:
+    """The cached SciFact store embedded with the model this code loads. The first by name was
+    taken: one embedded with an earlier model, whose vectors no search reads, so the semantic leg
+    was off and every hybrid row equalled the lexical one."""
+    from .quality import model_fingerprint
+
+    _, fp = model_fingerprint()
+    for meta in sorted((cache / "stores").glob("scifact-*/bench-meta.json")):
+        if json.loads(meta.read_text()).get("key", {}).get("model_fp") == fp:
+            return meta.parent / "autodoc.db"
+    raise SystemExit(
+        f"no SciFact store embedded with this model ({fp[:12]}) in {cache / 'stores'}: python -m bench.quality builds it"
+    )
+
+
 LEGS = {"hybrid": HYBRID, "lexical": ["lexical"], "semantic": ["semantic"]}
 
 
@@ -504,8 +519,7 @@ def main_ranking(argv: list[str] | None = None) -> int:
     sets = a.sets.split(",")
     sci = known = None
     if "scifact" in sets:
-        stores = sorted((cache / "stores").glob("scifact-*/autodoc.db"))
-        sci = SciFact(stores[0], DEFAULT_DATA / "scifact", a.queries, a.split)
+        sci = SciFact(scifact_store(cache), DEFAULT_DATA / "scifact", a.queries, a.split)
     if "known" in sets:
         known = Known(cache / "known", a.corpora)
     for st in (sci, known):
