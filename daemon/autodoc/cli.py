@@ -139,19 +139,21 @@ def _parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("workspace", help="add, list, remove, configure workspaces")
     wsub = w.add_subparsers(dest="wcmd", required=True)
-    a = wsub.add_parser("add")
+    a = wsub.add_parser("add", help="name a folder to index")
     a.add_argument("name")
     a.add_argument("path")
     a.add_argument("--config", help="workspace options as JSON")
     a.add_argument("--if-missing", action="store_true", help="do nothing when the workspace exists")
     a.add_argument("--force", action="store_true", help="accept / or the home folder itself as the root")
-    wsub.add_parser("list")
-    r = wsub.add_parser("remove")
+    wsub.add_parser("list", help="the workspaces, their roots and sizes")
+    r = wsub.add_parser("remove", help="forget a workspace and its index (its files stay)")
     r.add_argument("name")
-    st = wsub.add_parser("status", help="what is indexed, skipped and embedded (--json: the answer as is)")
-    st.add_argument("name")
+    st = wsub.add_parser(
+        "status", help="what is indexed, skipped and embedded, of one workspace or every one (--json: the answer as is)"
+    )
+    st.add_argument("name", nargs="?", help="a workspace (default: every one)")
     st.add_argument("--json", action="store_true", help="print the answer exactly as the RPC returns it")
-    c = wsub.add_parser("configure")
+    c = wsub.add_parser("configure", help="set a workspace's options (JSON)")
     c.add_argument("name")
     c.add_argument("options", help="JSON object of options")
 
@@ -459,11 +461,19 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             out = call(settings, "workspace.remove", {"name": args.name})
             print(f"removed workspace {out['removed']}")
         elif args.wcmd == "status":
-            st = call(settings, "workspace.status", {"workspace": args.name})
-            if args.json:
-                print(json.dumps(st, ensure_ascii=False, indent=2))
+            names = (
+                [args.name] if args.name else [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
+            )
+            answers = [call(settings, "workspace.status", {"workspace": n}) for n in names]
+            if args.json:  # one workspace named: its answer; else the list of every one's
+                print(json.dumps(answers[0] if args.name else answers, ensure_ascii=False, indent=2))
+            elif not answers:
+                print("no workspace yet: autodoc workspace add NAME FOLDER")
             else:
-                cliout.print_status(st, shared=settings.postgres)
+                for i, st in enumerate(answers):
+                    if i:
+                        print()
+                    cliout.print_status(st, shared=settings.postgres)
         elif args.wcmd == "configure":
             out = call(
                 settings,

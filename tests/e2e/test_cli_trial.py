@@ -222,3 +222,13 @@ def test_one_ref_format_quoted_when_needed_and_read_takes_it_back(kb_env, short_
     # a name needing no quotes is printed bare
     plain = ok(kb_env, "search", "-w", "kb", "--compact", "lease recovery").stdout
     assert " 1. kb:" in plain and "#L" in plain, plain
+
+
+def test_workspace_status_without_a_name_is_every_workspace(two_env):
+    # a reader of a team's database does not know the workspaces' names yet (README, For a team)
+    human = ok(two_env, "workspace", "status").stdout
+    firsts = [line.split(":")[0] for line in human.splitlines() if not line.startswith(" ") and line]
+    assert firsts == ["kb", "small"], human
+    assert "16 indexed" in human and "2 indexed" in human, human
+    answers = json.loads(ok(two_env, "workspace", "status", "--json").stdout)
+    assert [a["name"] for a in answers] == ["kb", "small"], answers
