@@ -496,6 +496,15 @@ def many_documents(kb) -> str:
     return "many"
 
 
+async def documents_picker(pilot, app: AutodocApp, total: int):
+    """The picker Ctrl+O opens, once it lists the workspace's `total` documents."""
+    await ready(pilot, app)
+    await pilot.press("ctrl+o")
+    d = app.pickers["documents"]
+    await until(pilot, lambda: d.got["total"] == total, "the workspace's documents")
+    return d
+
+
 async def test_the_document_picker_matches_every_document_not_the_first_200(kb, tmp_path):
     """Issue 38: Ctrl+O matched only the first 200 paths (plus a word search): `0519borrow` and
     `zhcollidx` found nothing and the header said "200 of 200 documents" in a larger workspace."""
@@ -511,10 +520,7 @@ async def test_the_document_picker_matches_every_document_not_the_first_200(kb, 
 
     app = make_app(kb, tmp_path, workspace=ws)
     async with app.run_test(size=(120, 40)) as pilot:
-        await ready(pilot, app)
-        await pilot.press("ctrl+o")
-        d = app.pickers["documents"]
-        await until(pilot, lambda: d.got["total"] == 451, "the workspace's documents")
+        d = await documents_picker(pilot, app, 451)
         assert "451 of 451 documents" in d.listing.border_title
         assert d.query_one("#filter").has_focus
         for typed, want in (("0519borrow", "zz/2023-05-19-borrow-checker.md"), ("zhcollidx", "zz/zh.md")):
@@ -543,10 +549,7 @@ async def test_the_document_picker_with_a_facet_matches_past_the_first_200(kb, t
 
     app = make_app(kb, tmp_path, workspace=ws)
     async with app.run_test(size=(120, 40)) as pilot:
-        await ready(pilot, app)
-        await pilot.press("ctrl+o")
-        d = app.pickers["documents"]
-        await until(pilot, lambda: d.got["total"] == 451, "the workspace's documents")
+        d = await documents_picker(pilot, app, 451)
         await pilot.press(*"type:note n448")
         await until(pilot, lambda: d.got.get("total") == 449, "the notes")
         await until(pilot, lambda: [x["path"] for x in d.shown] == ["notes/n448.md"], "n448 among the notes")
