@@ -163,10 +163,14 @@ def _database(target: str) -> Iterator[Check]:
         schema = schema_of(conn.info.get_parameters().get("options", ""))  # autodoc, or the string's search_path
         have, want = schema_version(conn, schema), len(MIGRATIONS)
         if have == 0:
+            # README's roles SQL creates the schema itself: say so, or that step reads as failed
+            made = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
             yield Check(
                 "schema",
                 True,
-                f"{schema} not created yet: the first indexer (a role that may create in this database) creates it",
+                f"{schema} exists, no tables yet: the first autodoc index by an indexer role makes them"
+                if made
+                else f"{schema} does not exist yet: the first autodoc index by an indexer role creates it",
             )
             return
         if have > want:

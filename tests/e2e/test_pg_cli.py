@@ -194,6 +194,25 @@ def test_doctor_on_the_database(team):
     assert "reads only" in next(c for c in as_reader if c["name"] == "role")["detail"]
 
 
+def test_doctor_before_the_first_index_tells_a_missing_schema_from_an_empty_one(team, pg_uri):
+    import psycopg
+
+    # README's SQL creates the schema: doctor then said "autodoc not created yet", as if that step had failed
+    tag = uuid.uuid4().hex[:8]
+    uri = f"{team.uri}&options=-csearch_path%3Dfresh_{tag}"
+    detail = lambda: next(  # noqa: E731
+        c["detail"]
+        for c in json.loads(team.run(team.env("ci", uri), "doctor", "--json").stdout)
+        if c["name"] == "schema"
+    )
+    assert detail() == f"fresh_{tag} does not exist yet: the first autodoc index by an indexer role creates it", (
+        detail()
+    )
+    with psycopg.connect(as_role(pg_uri, "postgres", "", team.db), autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA fresh_{tag} AUTHORIZATION {team.owner}")
+    assert detail() == f"fresh_{tag} exists, no tables yet: the first autodoc index by an indexer role makes them"
+
+
 def test_an_unreachable_database_says_so_and_what_to_fix(team, tmp_path):
     nowhere = f"postgresql://{team.owner}:{team.password}@/{team.db}?host={tmp_path}"  # a socket dir, no server
     env = team.env("desk", nowhere)
