@@ -10,8 +10,9 @@ differ, which the SciFact bench measures (docs/benchmarks/postgres.md).
 
 A filter narrows the candidates in the store (HNSW filters after its walk): a narrow filter
 (at most FILTER_EXACT_BELOW chunks) is scanned exactly from those chunks' rows; a wide one asks
-the index for more texts until `top` pass it, and past pgvector's ef_search ceiling the
-workspace's rows are scanned exactly, streamed (as is a `top` beyond what the index can give).
+the index for more texts until `top` pass it, up to pgvector's ef_search ceiling (1,000, also the
+most a deep `top` asks for); beyond it the workspace's rows are scanned exactly, streamed (as is
+a `top` above 1,000).
 Either way the answer is exact on what it reads, and nothing is held between searches: a reader
 daemon's memory does not grow with the store (issue 34).
 
@@ -95,7 +96,9 @@ class StoreVectors:
                 return []
             return rescore(stored.chunk_vectors(self.db, self.ws_id, self.fp, allowed.tolist()), q, top, self.dim)
         k = min(stored.EF_SEARCH_MAX, max(CANDIDATES_MIN, CANDIDATES_FACTOR * top))
-        if top <= k // 2:
+        # past ef_search's ceiling the index still gives up to 1,000 texts: enough for a deep fetch
+        # (a run of equal cosines followed past the page, engine.py), where a scan would read every row
+        if top <= k:
             while True:
                 ids = None if allowed is None else allowed.tolist()
                 near, answered = stored.nearest(self.db, self.schema, self.ws_id, self.fp, q, k, ids)
