@@ -127,7 +127,13 @@ class DocumentScreen(PickerScreen):
         try:
             found = self.autodoc.call("document.find", [ws, pattern, SHOWN, facets], pending=pending)
             docs = [{**d, "workspace": ws} for d in found["documents"]]
-            got = {"documents": docs, "matched": found["matched"], "total": found["total"], "facets": facets}
+            got = {
+                "documents": docs,
+                "matched": found["matched"],
+                "total": found["total"],
+                "facets": facets,
+                "pattern": pattern,
+            }
         except Cancelled:
             return
         except Exception as e:
