@@ -484,7 +484,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
 
     if args.cmd == "index":
-        return indexcli.run(settings, args.name, full=args.full, wait=args.wait, wait_lock=args.wait_lock)
+        name, wait_lock = indexcli.name_and_wait_lock(args.name, args.wait_lock)
+        return indexcli.run(settings, name, full=args.full, wait=args.wait, wait_lock=wait_lock)
 
     if args.cmd == "search":
         names = _search_names(settings, args.workspace)

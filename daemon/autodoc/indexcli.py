@@ -37,13 +37,32 @@ def add_parser(sub: Any) -> None:
     i.add_argument(
         "--wait-lock",
         nargs="?",
-        type=float,
+        type=_seconds_or_name,
         const=WAIT_LOCK_S,
         default=0.0,
         metavar="SECONDS",
         help=f"when another AutoDoc is indexing the workspace (a shared PostgreSQL store), wait up to SECONDS "
         f"(default {WAIT_LOCK_S:.0f}) for it to finish, then index, instead of refusing: CI queues behind it",
     )
+
+
+def _seconds_or_name(value: str) -> float | str:
+    """--wait-lock's optional value: a number of seconds, else (`--wait-lock kb`) the workspace's name,
+    which argparse would otherwise fail to read as a number ("invalid float value: 'kb'")."""
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def name_and_wait_lock(name: str | None, wait_lock: float | str) -> tuple[str | None, float]:
+    """The workspace to index and the seconds to wait for another indexer, from the parsed arguments."""
+    if isinstance(wait_lock, float):
+        return name, wait_lock
+    if name is None:
+        return wait_lock, WAIT_LOCK_S
+    print(f"autodoc index: error: --wait-lock takes SECONDS, not {wait_lock!r}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _embedding_line(name: str, emb: dict[str, Any] | None, here: bool, seconds: float) -> str:
