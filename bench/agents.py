@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note
+from .common import scifact_store as cached_scifact_store
 from .known_item import CORPORA, load_questions
 from .quality import WORKSPACE, doc_path, load_collection
 
@@ -64,10 +65,12 @@ def fresh(opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def scifact_store(cache: Path) -> Path:
-    found = sorted((cache / "stores").glob("scifact-*/autodoc.db"))
-    if len(found) != 1:
-        raise SystemExit(f"need exactly one cached SciFact store (python -m bench.quality builds it), found {found}")
-    return found[0]
+    found = cached_scifact_store(cache)
+    if found is None:  # one made with an earlier model is searched by its words alone
+        raise SystemExit(
+            f"no SciFact store embedded with this model in {cache / 'stores'} (python -m bench.quality builds it)"
+        )
+    return found
 
 
 def known_store(cache: Path, corpus: str) -> Path:

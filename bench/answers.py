@@ -67,6 +67,7 @@ from .common import (
     percentile,
     replace_section,
 )
+from .common import scifact_store as cached_scifact_store
 
 CORPORA = ["foam-docs", "simpler-grants-adr", "jekyll", "opentelemetry-docs", "swift-evolution"]
 DATA = REPO / "bench" / "answer_spans"
@@ -450,16 +451,7 @@ def summarise(questions: list[dict[str, Any]], negatives: list[dict[str, Any]], 
 def scifact_store(given: Path | None) -> Path | None:
     """The SciFact store to read: the one given, else the cached one (bench.quality builds it) made with
     the embedding model this product runs (several may be cached while the model changes)."""
-    if given is not None:
-        return given
-    from autodoc.embed.onnx import OnnxProvider
-
-    fp = OnnxProvider().fingerprint
-    for d in sorted((cache_root() / "stores").glob("scifact-*"), key=lambda p: -p.stat().st_mtime):
-        meta = d / "bench-meta.json"
-        if (d / "autodoc.db").exists() and meta.exists() and json.loads(meta.read_text())["key"].get("model_fp") == fp:
-            return d / "autodoc.db"
-    return None
+    return given if given is not None else cached_scifact_store(cache_root())
 
 
 def scifact_confidence(store: Path | None, corpora: dict[str, Path], n: int | None) -> dict[str, Any]:

@@ -47,6 +47,20 @@ def cache_root() -> Path:
     return Path(base) / "autodoc-bench"
 
 
+def scifact_store(cache: Path) -> Path | None:
+    """The cached SciFact store (bench.quality builds it) embedded with the model this product runs;
+    None when there is none. Several may be cached while the model changes: an earlier model's
+    vectors are read by no search, so a store taken by its name alone measured hybrid as lexical."""
+    from autodoc.embed.onnx import OnnxProvider
+
+    fp = OnnxProvider().fingerprint
+    for d in sorted((cache / "stores").glob("scifact-*"), key=lambda p: -p.stat().st_mtime):
+        meta = d / "bench-meta.json"
+        if (d / "autodoc.db").exists() and meta.exists() and json.loads(meta.read_text())["key"].get("model_fp") == fp:
+            return d / "autodoc.db"
+    return None
+
+
 def git_commit() -> str:
     """The commit the benchmark ran on, with '+dirty' when the tree has changes.
     $AUTODOC_BENCH_COMMIT overrides it (a run against an exported snapshot)."""

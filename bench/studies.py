@@ -33,7 +33,7 @@ import numpy as np
 from autodoc.config import RRF_K, RRF_WEIGHTS
 
 from . import quality as E
-from .common import DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note
+from .common import DEFAULT_DATA, RESULTS, cache_root, command_line, git_commit, log, machine_note, scifact_store
 from .known_item import CORPORA, LIMIT, distinct_docs, load_questions, metrics, store_dir, target_rank
 from .quality import WORKSPACE, Collection, build_store, evaluate, load_collection, path_doc
 
@@ -477,21 +477,6 @@ class Known:
         return out
 
 
-def scifact_store(cache: Path) -> Path:
-    """The cached SciFact store embedded with the model this code loads. The first by name was
-    taken: one embedded with an earlier model, whose vectors no search reads, so the semantic leg
-    was off and every hybrid row equalled the lexical one."""
-    from .quality import model_fingerprint
-
-    _, fp = model_fingerprint()
-    for meta in sorted((cache / "stores").glob("scifact-*/bench-meta.json")):
-        if json.loads(meta.read_text()).get("key", {}).get("model_fp") == fp:
-            return meta.parent / "autodoc.db"
-    raise SystemExit(
-        f"no SciFact store embedded with this model ({fp[:12]}) in {cache / 'stores'}: python -m bench.quality builds it"
-    )
-
-
 LEGS = {"hybrid": HYBRID, "lexical": ["lexical"], "semantic": ["semantic"]}
 
 
@@ -519,7 +504,12 @@ def main_ranking(argv: list[str] | None = None) -> int:
     sets = a.sets.split(",")
     sci = known = None
     if "scifact" in sets:
-        sci = SciFact(scifact_store(cache), DEFAULT_DATA / "scifact", a.queries, a.split)
+        store = scifact_store(cache)
+        if store is None:
+            raise SystemExit(
+                f"no SciFact store embedded with this model in {cache / 'stores'}: python -m bench.quality builds it"
+            )
+        sci = SciFact(store, DEFAULT_DATA / "scifact", a.queries, a.split)
     if "known" in sets:
         known = Known(cache / "known", a.corpora)
     for st in (sci, known):
