@@ -581,3 +581,37 @@ def test_an_embed_claim_whose_session_ended_is_taken_again_not_believed(server):
             assert again is not None and again != (first,), "the claim was believed, not held"
     finally:
         claims.close()
+
+
+# -- a hung server -----------------------------------------------------------------------------------
+
+
+def test_a_hung_server_answers_unreachable_in_seconds_then_serves_again(server, kb):
+    """Every process of the server stopped (SIGSTOP): its kernel still accepts connections and
+    answers keepalives, nothing replies. A read and an index answer -32012 within seconds (they hung
+    until the client gave up before); once it runs again the next search answers as before."""
+    import psutil
+
+    d, schema = kb
+    before = d.call("search.query", ["kb", "lease"])
+    postmaster = psutil.Process(server.pg.pid)
+    stopped = [postmaster, *postmaster.children(recursive=True)]
+    for p in stopped:
+        p.suspend()
+    try:
+        for method, params in (
+            ("search.query", ["kb", "runbook recovery"]),
+            ("document.read", {"workspace": "kb", "path": "index.md"}),
+            ("workspace.index", ["kb"]),
+        ):
+            t0 = time.monotonic()
+            with pytest.raises(RemoteError) as hung:
+                d.call(method, params, timeout=45)
+            took = time.monotonic() - t0
+            down_error(server, schema, hung.value)
+            assert took < 20, (method, took)
+    finally:
+        for p in stopped:
+            p.resume()
+    assert d.call("search.query", ["kb", "lease"]) == before
+    assert d.running()

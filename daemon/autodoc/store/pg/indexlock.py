@@ -244,11 +244,17 @@ def dedicated(store: Any, role: str) -> psycopg.Connection:
     pg_stat_activity, with the store's keepalives (a holder cut off is noticed in seconds)."""
     import psycopg
 
+    from .hang import PgConnection
+    from .store import CONNECT_TIMEOUT_S, SERVER_KEEPALIVES
+
     target: str = store.target
     keepalives = {k: v for k, v in KEEPALIVES.items() if k not in target.lower()}  # unless the target sets its own
     name = f"autodoc {role} {socket.gethostname()}:{os.getpid()}"
     try:
-        conn = psycopg.connect(target, autocommit=True, application_name=name[:63], **keepalives)
+        conn = PgConnection.connect(
+            target, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name=name[:63], **keepalives
+        )
+        conn.watch = getattr(store, "_watch", None)  # a hung server's waits cut (store/pg/hang.py)
     except psycopg.Error as e:  # the product's error, naming the store without its password
         from ...errors import StoreUnreachable
         from .reach import cause_of
@@ -256,7 +262,6 @@ def dedicated(store: Any, role: str) -> psycopg.Connection:
         raise StoreUnreachable(
             f"cannot connect to the PostgreSQL store {store.path}: {cause_of(target, e)}", {"store": store.path}
         ) from None
-    from .store import SERVER_KEEPALIVES
 
     for setting in SERVER_KEEPALIVES:  # the server notices a holder cut off by the network as soon
         conn.execute(f"SET {setting}")

@@ -38,6 +38,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from ...errors import StoreReadOnly, StoreTooNew, StoreUnreachable, WorkspaceNotFound
+from .hang import HangWatch, PgConnection
 from .liveness import alive
 from .reach import fix_for
 from .roles import can_write
@@ -50,6 +51,14 @@ from .uri import MASK, redact
 KEEPALIVES = {"keepalives": 1, "keepalives_idle": 3, "keepalives_interval": 1, "keepalives_count": 3}
 SERVER_KEEPALIVES = ("tcp_keepalives_idle = 3", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 3")
 CONNECT_TIMEOUT_S = 10
+# A read's statements and lock waits are bounded on the server (section 7b): a search, a read, a
+# page of the in-memory vectors take milliseconds to a second or two even at 1M chunks; a read held
+# 30 s is stuck, and its client is told so (-32012) rather than kept waiting. The writer is not
+# bounded there: an index batch waits its turn behind other daemons' transactions (the generation
+# row), and `store copy` builds an HNSW index for minutes. A hung server is store/pg/hang.py's.
+# A target that sets either itself (`options=-c statement_timeout=…`) keeps its own.
+READ_STATEMENT_TIMEOUT = "30s"
+READ_LOCK_TIMEOUT = "10s"
 # read connections kept open between reads: a daemon runs 8 reads at once (rpc/server.py READERS)
 IDLE_READERS = 8
 
@@ -83,6 +92,7 @@ class PgStore:
         self._readers_lock = threading.Lock()
         self._closed = False
         self._db: PgSnapshot | None = None
+        self._watch = HangWatch(target, _keepalives(target))  # a hung server's waits cut (store/pg/hang.py)
         first = self._connect("write" if writer else "read")
         try:
             self.schema = schema or schema_of(first.conn.info.get_parameters().get("options", ""))
@@ -115,7 +125,7 @@ class PgStore:
         """A new autocommit connection (transactions are explicit), named in pg_stat_activity."""
         name = f"autodoc {role} {socket.gethostname()}:{os.getpid()}"
         try:
-            conn = psycopg.connect(
+            conn = PgConnection.connect(
                 self.target,
                 autocommit=True,
                 connect_timeout=CONNECT_TIMEOUT_S,
@@ -128,6 +138,7 @@ class PgStore:
                 f"cannot connect to the PostgreSQL store {self.path}: {cause}; fix: {fix_for(cause)}",
                 {"store": self.path},
             ) from None
+        conn.watch = self._watch
         prepare(conn)
         for setting in SERVER_KEEPALIVES:
             conn.execute(f"SET {setting}")
@@ -173,6 +184,9 @@ class PgStore:
                 if not snap.conn.closed:
                     return snap
         snap = self._open("read")
+        for setting, value in (("statement_timeout", READ_STATEMENT_TIMEOUT), ("lock_timeout", READ_LOCK_TIMEOUT)):
+            if setting not in self.target.lower():
+                snap.conn.execute(f"SET {setting} = '{value}'")
         snap.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         snap.conn.read_only = True
         return snap
@@ -272,6 +286,7 @@ class PgStore:
     def close(self) -> None:
         with self._readers_lock:
             self._closed = True
+        self._watch.close()
         self._drop_idle()
         if self._db is not None:
             with self._write_lock:
@@ -300,6 +315,11 @@ def _translated(store: PgStore) -> Iterator[None]:
     """A lost connection (server restart, network) as the product's error naming the store."""
     try:
         yield
+    except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as e:  # a read's bounds
+        raise StoreUnreachable(
+            f"the PostgreSQL store {store.path} did not answer in time: {_reason(e, store.target)}",
+            {"store": store.path},
+        ) from e
     except psycopg.OperationalError as e:
         raise StoreUnreachable(
             f"the PostgreSQL store {store.path} went away: {_reason(e, store.target)}", {"store": store.path}
@@ -315,7 +335,7 @@ def _entered(connection: Callable[[], PgSnapshot]) -> PgSnapshot:
     try:
         snap.__enter__()
     except psycopg.OperationalError:
-        if snap.depth:
+        if snap.depth or getattr(snap.conn, "cut", False):  # cut: the server hangs, a new one would wait too
             raise
         _close_quietly(snap)
         snap = connection()
