@@ -177,6 +177,7 @@ class FakeService:
                 "rate": None,
                 "eta_seconds": None,
                 "instant": None,
+                "search": None,
             },
             "ranker": {"state": "off", "model": None, "reason": "no ranker"},
             "change_cursor": len(self.changes),
