@@ -284,7 +284,7 @@ class Service:
         with self.store.read() as db:  # one snapshot for every count
             ws = wss.find(db, name)
             stored = wss.stored_status(db, ws, self._embedding_status)
-        return wss.status(ws, stored, self.rankers.status)
+        return wss.status(ws, stored, self.rankers.status, writable=self.store.writable)
 
     def workspaces(self) -> list[str]:
         with self.store.read() as db:

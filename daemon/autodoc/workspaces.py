@@ -12,6 +12,7 @@ Runs on: the caller's thread, on the snapshot it passes.
 from __future__ import annotations
 
 import posixpath
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from .store import sessions as stored_sessions
 from .store import workspaces as wsrows
 from .store.facets import schema_row
 from .store.interface import Snapshot
+from .store.sql import dialect
 from .store.workspaces import Workspace
 from .suggest import workspace_not_found
 
@@ -117,7 +119,15 @@ def stored_status(
     cursor = changelog.head(db)
     embedding = embedding_status(db, ws)
     sessions = stored_sessions.counts(db, ws.id)
+    shared = dialect(db) == "postgres"
+    host = None
+    if shared:  # a shared store's workspace is indexed from one machine: the host its last run held the lock on
+        from .store.pg.indexlock import indexed_from  # loads psycopg: a SQLite daemon may not have it
+
+        host = indexed_from(db, ws.id)
     return {
+        "indexed_from": host,
+        "shared": shared,
         "counts": counts,
         "skipped": skipped,
         "problems": found,
@@ -147,13 +157,30 @@ def _names_a_file(root: Path, link: dict[str, Any], cfg: WorkspaceConfig) -> boo
     return False
 
 
+def reads_disk(stored: dict[str, Any], *, writable: bool) -> bool:
+    """Whether workspace.status looks at the root on this machine's disk. On a SQLite store, yes. On a
+    shared (PostgreSQL) store, only where this daemon is the workspace's indexer: it may write the
+    store, and the workspace's last run was on this host (or none has run yet). Elsewhere a folder
+    at that path is another checkout or nothing to do with it: the status is the stored state only
+    (root_exists false, nothing on disk counted, broken links as stored)."""
+    if not stored.get("shared"):
+        return True
+    return writable and stored.get("indexed_from") in (None, socket.gethostname())
+
+
 def status(
-    ws: Workspace, stored: dict[str, Any], ranker_status: Callable[[dict[str, Any]], dict[str, Any]]
+    ws: Workspace,
+    stored: dict[str, Any],
+    ranker_status: Callable[[dict[str, Any]], dict[str, Any]],
+    *,
+    writable: bool = True,
 ) -> dict[str, Any]:
-    """workspace.status: what `stored_status` read, the files on disk (after the snapshot), the ranker."""
+    """workspace.status: what `stored_status` read, the files on disk (after the snapshot, where this
+    daemon indexes the workspace: `reads_disk`), the ranker."""
     cfg = config_of(ws)
     counts: wsrows.Counts = stored["counts"]
     schema = stored["schema"]
+    local = reads_disk(stored, writable=writable)
     root = Path(ws.root)
     left_out = LeftOut()
     on_disk = (
@@ -164,13 +191,13 @@ def status(
             )
             if not e.relpath.endswith("/")
         )
-        if root.is_dir()
+        if local and root.is_dir()
         else 0
     )  # files: a folder entry is a skip reason (unreadable, linked), not a file
     return {
         "name": ws.name,
         "root": ws.root,
-        "root_exists": root.is_dir(),
+        "root_exists": local and root.is_dir(),
         "files": {
             "on_disk": on_disk,
             "indexed": counts.documents,
@@ -185,7 +212,7 @@ def status(
         "broken_links": [
             {k: v for k, v in b.items() if k != "kind"}
             for b in stored["broken_links"]
-            if b["kind"] != "markdown" or not _names_a_file(root, b, cfg)
+            if b["kind"] != "markdown" or not (local and _names_a_file(root, b, cfg))
         ],
         # the frontmatter schema in force (protocol/SCHEMA.md): what a facet picker can offer
         "schema": None

@@ -160,3 +160,27 @@ def test_a_second_indexer_refuses_naming_the_holder_or_with_wait_lock_queues_beh
         conn.close()
         (peers.kb / "queued.md").unlink()
         peers.a.call("workspace.index", ["kb"])
+
+
+def test_status_reads_this_disk_only_on_the_workspaces_indexer(peers):
+    """A folder at the workspace's root path on a machine that does not index it (another checkout,
+    or nothing to do with it) says nothing of the workspace: status there is the stored state only.
+    The machine that last indexed it (the indexer row's host) counts its disk, as on SQLite."""
+    a = peers.a
+    mine = a.call("workspace.status", ["kb"])
+    assert mine["root_exists"] and mine["files"]["on_disk"] >= mine["files"]["indexed"] > 0
+    with peers.connect() as pg:  # another machine ran the last index (what its indexer lock wrote)
+        pg.execute(
+            f"UPDATE \"{peers.schema}\".indexer SET holder = jsonb_set(holder::jsonb, '{{host}}', '\"ci-runner\"')::text"
+        )
+    (peers.kb / "only-on-this-disk.md").write_text("# Not indexed\n\nA file of this machine's folder.\n")
+    try:
+        theirs = a.call("workspace.status", ["kb"])
+        assert not theirs["root_exists"], theirs  # not this machine's folder to read
+        assert theirs["files"]["on_disk"] == 0 and theirs["files"]["left_out"]["files"] == 0
+        assert theirs["files"]["indexed"] == mine["files"]["indexed"]  # the stored state, all of it
+        assert theirs["chunks"] == mine["chunks"] and theirs["generation"] == mine["generation"]
+    finally:
+        (peers.kb / "only-on-this-disk.md").unlink()
+        a.call("workspace.index", ["kb"])  # this machine indexes it again: its row says so
+    assert a.call("workspace.status", ["kb"])["root_exists"]

@@ -135,6 +135,16 @@ class IndexerLock:
             self.conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, self.workspace_id))
 
 
+def indexed_from(db: Any, workspace_id: int) -> str | None:
+    """The host that last held the workspace's indexer lock (its `indexer` row), on a store
+    Snapshot; None when no run has taken it yet."""
+    row = db.execute("SELECT holder FROM indexer WHERE workspace_id = ?", (workspace_id,)).fetchone()
+    if row is None:
+        return None
+    host = json.loads(row[0]).get("host")
+    return str(host) if host is not None else None
+
+
 def describe(info: dict[str, Any]) -> str:
     """A holder in a few words: what its row says (host, pid, socket), else its session's name."""
     row = info.get("row") or {}
