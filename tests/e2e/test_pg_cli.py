@@ -327,6 +327,18 @@ def test_an_agent_and_an_editor_on_the_database(team, laptop):
             "params": {"processId": None, "rootUri": None, "capabilities": {}},
         },
         {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {  # a file of the laptop's own: in no workspace (a shared store's roots are on the indexer's machine)
+            "jsonrpc": "2.0",
+            "method": "textDocument/didOpen",
+            "params": {
+                "textDocument": {
+                    "uri": (team.base / "laptop-note.md").as_uri(),
+                    "languageId": "markdown",
+                    "version": 1,
+                    "text": "# A note\n",
+                }
+            },
+        },
         {"jsonrpc": "2.0", "id": 2, "method": "workspace/symbol", "params": {"query": "lease"}},
     ]
     p = subprocess.Popen(
@@ -351,6 +363,10 @@ def test_an_agent_and_an_editor_on_the_database(team, laptop):
     team.outputs += [(got_b + rest).decode(errors="replace"), err.decode(errors="replace")]
     assert p.returncode == 0, err.decode()[-2000:]
     assert b"runbooks/lease-recovery.md" in got_b
+    # a reader cannot add a workspace: the message said "add one: autodoc workspace add NAME PATH"
+    said = (got_b + rest).decode(errors="replace")
+    assert "is in no workspace of the store" in said and "workspace add" not in said, said[-3000:]
+    assert "folders on the indexer's machine" in said, said[-3000:]
 
 
 async def test_the_terminal_app_on_the_database(team, laptop, tmp_path, monkeypatch):

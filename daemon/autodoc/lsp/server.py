@@ -123,7 +123,13 @@ class AutodocLanguageServer(LanguageServer):
                     # the store named: an editor that starts the server without the shell's
                     # AUTODOC_STORE looks in another one, and every answer is then empty
                     message=f"AutoDoc: {path} is in no workspace of the store {self.settings.store_named()} "
-                    "(add one: autodoc workspace add NAME PATH)",
+                    + (
+                        # a team's database: its roots are the indexer's folders, and a reader may add none
+                        "(a shared store's workspaces are folders on the indexer's machine: workspace "
+                        "symbols search them; links, hover and diagnostics need a file under one's root)"
+                        if self.settings.postgres
+                        else "(add one: autodoc workspace add NAME PATH)"
+                    ),
                 )
             )
         return None
