@@ -106,96 +106,75 @@ def _database(target: str) -> Iterator[Check]:
     """A PostgreSQL store: whether it connects (and if not, why and what to fix), the server's
     version, pgvector, the schema's version, and what this role may do. Read-only, as every check:
     it never creates the schema nor the extension."""
+    import importlib.util
+
     from .config.pguri import redact
 
     shown = redact(target)
-    try:
-        import psycopg
-        from psycopg.conninfo import conninfo_to_dict, make_conninfo
-    except ImportError as e:
+    if importlib.util.find_spec("psycopg") is None:
         yield Check(
             "store",
             False,
-            f"{shown} is a PostgreSQL store, and psycopg does not import: {e}",
+            f"{shown} is a PostgreSQL store, and its driver (psycopg) is not installed",
             "pip install 'autodoc[postgres]'",
         )
         return
-    from .store.pg.reach import cause_of, fix_for
-    from .store.pg.roles import can_write
-    from .store.pg.schema import MIGRATIONS, schema_version
-    from .store.pg.store import schema_of
+    from .store.pg.reach import fix_for
+    from .store.pg.survey import survey
 
-    try:
-        given = conninfo_to_dict(target)
-        # a doctor that hangs on a dead host helps nobody: 5 s unless the string says otherwise
-        conninfo = make_conninfo(target, **({} if "connect_timeout" in given else {"connect_timeout": 5}))
-        conn = psycopg.connect(conninfo, autocommit=True, application_name="autodoc doctor")
-    except Exception as e:  # the driver's every failure to connect: the cause and the fix, no traceback
-        cause = cause_of(target, e)
-        yield Check("store", False, f"cannot connect to {shown}: {cause}", fix_for(cause))
+    s = survey(target)
+    if s.cause:
+        yield Check("store", False, f"cannot connect to {shown}: {s.cause}", fix_for(s.cause))
         return
-    with conn:
-        version = conn.execute("SHOW server_version").fetchone()
-        role = conn.execute("SELECT current_user").fetchone()
+    yield Check("store", True, f"{shown}: connected, PostgreSQL {s.version}, as role {s.role}")
+    if s.vector:
+        yield Check("pgvector", True, f"{s.vector}: vectors are searched in the database (HNSW)")
+    elif s.vector_offered:
         yield Check(
-            "store",
+            "pgvector",
             True,
-            f"{shown}: connected, PostgreSQL {version[0] if version else '?'}, as role {role[0] if role else '?'}",
+            "offered by the server, not yet created in this database: the first "
+            "migration creates it (a role allowed to: CREATE EXTENSION vector)",
         )
-        ext = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-        offered = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
-        if ext:
-            yield Check("pgvector", True, f"{ext[0]}: vectors are searched in the database (HNSW)")
-        elif offered:
-            yield Check(
-                "pgvector",
-                True,
-                "offered by the server, not yet created in this database: the first "
-                "migration creates it (a role allowed to: CREATE EXTENSION vector)",
-            )
-        else:
-            yield Check(
-                "pgvector",
-                True,
-                "absent: each daemon searches vectors itself, in memory "
-                "(install pgvector on the server to search them in the database)",
-            )
-        schema = schema_of(conn.info.get_parameters().get("options", ""))  # autodoc, or the string's search_path
-        have, want = schema_version(conn, schema), len(MIGRATIONS)
-        if have == 0:
-            # README's roles SQL creates the schema itself: say so, or that step reads as failed
-            made = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
-            yield Check(
-                "schema",
-                True,
-                f"{schema} exists, no tables yet: the first autodoc index by an indexer role makes them"
-                if made
-                else f"{schema} does not exist yet: the first autodoc index by an indexer role creates it",
-            )
-            return
-        if have > want:
-            yield Check(
-                "schema",
-                False,
-                f"{schema} is version {have}, newer than this AutoDoc understands ({want})",
-                "upgrade autodoc on this machine",
-            )
-            return
-        behind = f" (the owner's next index migrates it to {want})" if have < want else ""
-        yield Check("schema", True, f"{schema}, version {have}{behind}")
-        if can_write(conn, schema):
-            yield Check("role", True, f"{role[0] if role else '?'} may index (reads and writes the rows)")
-        else:
-            yield Check(
-                "role",
-                True,
-                f"{role[0] if role else '?'} reads only: searches and reads answer, "
-                "indexing is refused (an indexer role indexes: README, For a team)",
-            )
-        rows = conn.execute(f'SELECT name, root FROM "{schema}".workspaces ORDER BY name').fetchall()
-    if not rows:
+    else:
+        yield Check(
+            "pgvector",
+            True,
+            "absent: each daemon searches vectors itself, in memory "
+            "(install pgvector on the server to search them in the database)",
+        )
+    if s.have == 0:
+        # README's roles SQL creates the schema itself: say so, or that step reads as failed
+        yield Check(
+            "schema",
+            True,
+            f"{s.schema} exists, no tables yet: the first autodoc index by an indexer role makes them"
+            if s.schema_exists
+            else f"{s.schema} does not exist yet: the first autodoc index by an indexer role creates it",
+        )
+        return
+    if s.have > s.want:
+        yield Check(
+            "schema",
+            False,
+            f"{s.schema} is version {s.have}, newer than this AutoDoc understands ({s.want})",
+            "upgrade autodoc on this machine",
+        )
+        return
+    behind = f" (the owner's next index migrates it to {s.want})" if s.have < s.want else ""
+    yield Check("schema", True, f"{s.schema}, version {s.have}{behind}")
+    if s.writes:
+        yield Check("role", True, f"{s.role} may index (reads and writes the rows)")
+    else:
+        yield Check(
+            "role",
+            True,
+            f"{s.role} reads only: searches and reads answer, "
+            "indexing is refused (an indexer role indexes: README, For a team)",
+        )
+    if not s.workspaces:
         yield Check("workspaces", True, "none yet (autodoc workspace add NAME FOLDER, by an indexer)")
-    for name, root in rows:
+    for name, root in s.workspaces:
         # a root is a folder on the indexer's machine: reading never opens it (documents come from the
         # database), so its absence here is no fault
         here = "present here" if Path(root).is_dir() else "not on this machine: documents are read from the database"

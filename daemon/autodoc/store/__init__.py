@@ -12,6 +12,7 @@ Runs on: any thread (importing; `Store` itself says how it is shared).
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,14 +30,14 @@ def open_store(target: str | Path, *, writer: bool = True, holder: dict[str, Any
     """The store at `target`: a PostgreSQL database when it is a PostgreSQL URI or libpq string
     (docs/dev/postgres.md, section 7), else the SQLite file at that path (unchanged)."""
     if isinstance(target, str) and is_postgres(target):
-        try:
-            from .pg.store import PgStore
-        except ImportError as e:  # installed without the extra: say so, not an internal error
+        if importlib.util.find_spec("psycopg") is None:  # installed without the extra: say so, not an internal error
             raise StoreUnreachable(
-                f"the store {redact(target)} is a PostgreSQL database and its driver does not import ({e}); "
+                f"the store {redact(target)} is a PostgreSQL database and its driver (psycopg) is not installed; "
                 "fix: pip install 'autodoc[postgres]'",
                 {"store": redact(target)},
-            ) from None
+            )
+        from .pg.store import PgStore
+
         return PgStore(target, writer=writer, holder=holder)
     from .store import Store
 
