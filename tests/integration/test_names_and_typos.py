@@ -109,6 +109,14 @@ def test_one_misspelt_word_finds_the_one_document_that_holds_it(svc):
     assert a["hits"][0]["path"] == DEBOUNCE
 
 
+def test_a_misspelt_word_whose_stem_is_far_is_corrected_by_its_root(svc):
+    # "deplyment": its stem keeps "-ment" (Porter strips it only after two syllables), three edits
+    # from "deploy", the stem of "deployment": it was searched as is, and matched nothing
+    a = _search(svc, "deplyment strategy")
+    assert a["lexical_match"] == "fuzzy" and a["corrections"] == {"deplyment": "deployment"}, a.get("corrections")
+    assert a["hits"][0]["path"] == "adr/2023-07-20-deployment-strategy.md"
+
+
 def test_a_known_word_beside_a_misspelt_one_is_kept(svc):
     a = _search(svc, "deboucing clock")
     assert a["corrections"] == {"deboucing": "debounce"}  # the word its text holds

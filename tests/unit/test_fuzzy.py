@@ -27,3 +27,14 @@ def test_the_query_is_rewritten_word_by_word():
     assert fuzzy.corrected("deboucing in Swift, deboucing2", {"deboucing": "debounce"}) == (
         "debounce in Swift, deboucing2"
     )
+
+
+def test_a_word_less_its_ending_is_tried_after_its_stem():
+    assert fuzzy.roots("deplyment", "deplyment") == [("deplyment", ""), ("deply", "ment")]
+    assert fuzzy.roots("deboucing", "debouc") == [("debouc", "")]  # the stem already is the root
+    assert fuzzy.roots("colectors", "colector") == [("colector", "")]
+    assert fuzzy.roots("things", "thing") == [("thing", "")]
+    assert fuzzy.roots("runs", "run") == [("run", "")]
+    # a root of four letters is one edit from too many words ("reat" from "relat": SciFact's "reatment")
+    assert fuzzy.roots("reatment", "reatment") == [("reatment", "")]
+    assert fuzzy.roots("coatmer", "coatmer") == [("coatmer", ""), ("coatm", "er")]

@@ -8,6 +8,9 @@ left alone: one edit from a three-letter word is another word); ties go to the s
 hold. The candidates are the stored stems that share the word's first letters and are within that
 many letters of its length (store/lexical/vocab.py: index ranges, bounded at any store size).
 A word the index holds is never corrected, nor a phrase, a prefix, a number or a CJK run.
+When nothing is near its stem, the word less a common ending is tried the same way: the stemmer
+strips an ending only from a long enough stem, so "deplyment" keeps its "-ment" and is three edits
+from "deploy" (the stem of "deployment"), while "deply" is one.
 
 Runs on: the search's thread, on its snapshot.
 """
@@ -27,6 +30,10 @@ from .fts import term_match
 
 MIN_LETTERS = 4  # a stem shorter than this is never corrected
 TWO_EDITS = 9  # a stem this long may be two edits away ("colector" is one from "collector", two from "cofactor")
+# endings tried off a word whose stem has nothing near ("deplyment" -> "deply"), longest first; the
+# root left must have ROOT_LETTERS: one edit from "reat" ("reatment", SciFact) is "relat", another word
+ROOT_LETTERS = 5
+ENDINGS = ("ations", "ation", "ments", "ment", "ness", "ings", "ing", "ions", "ion", "ers", "er", "ed", "es", "s")
 
 
 def allowed(stem: str) -> int:
@@ -68,6 +75,20 @@ def nearest(stem: str, candidates: list[str], docs: dict[str, int]) -> list[str]
     return [c for _, _, c in sorted(scored)]
 
 
+def roots(word: str, stem: str) -> list[tuple[str, str]]:
+    """What to look for stored stems near, in order, each with the ending to put back on the one
+    found: the word's stem (""), then the word less the longest common ending it has (at least
+    ROOT_LETTERS left), when that differs from the stem: ("deply", "ment") for "deplyment"."""
+    out = [(stem, "")]
+    low = word.lower()
+    for end in ENDINGS:
+        if low.endswith(end) and len(low) - len(end) >= ROOT_LETTERS:
+            if low[: -len(end)] != stem:
+                out.append((low[: -len(end)], end))
+            break
+    return out
+
+
 def correct(db: Snapshot, terms: list[Term]) -> tuple[list[Term], dict[str, str]]:
     """The terms with each unknown word replaced by its nearest stored stem, and {word typed: stem}."""
     state = ftsterms.index_state(db)
@@ -87,20 +108,26 @@ def correct(db: Snapshot, terms: list[Term]) -> tuple[list[Term], dict[str, str]
     known = ftsterms.term_docs(db, [e for e, _ in words.values()], state)
     out, fixed = list(terms), {}
     for i, (expr, stem) in words.items():
-        if known[expr]:
-            continue
-        cands = vocab.near(db, stem, allowed(stem))
-        if not cands:
-            continue
-        pre = nearest(stem, cands, {})  # by edits alone: count only the few that are near
-        docs = ftsterms.token_docs(db, pre, state) if pre else {}
-        for c in nearest(stem, pre, docs):
-            # the stem is searched as a word: only when the tokenizer reads it back as itself
-            if ftsterms.parse_expr(db, term_match(Term(c)) or "").tokens == (c,):
-                out[i] = replace(terms[i], text=c)
-                fixed[terms[i].text] = c
-                break
+        if not known[expr]:
+            found = _nearest_word(db, state, stem, terms[i].text)
+            if found:
+                out[i] = replace(terms[i], text=found)
+                fixed[terms[i].text] = found
     return out, fixed
+
+
+def _nearest_word(db: Snapshot, state: ftsterms.IndexState, stem: str, typed: str) -> str | None:
+    """The word to search for `typed` (its stem `stem` unknown): a stored stem near it, searched as a
+    word only when the tokenizer reads it back as that stem; by its root, the stem with the typed
+    ending put back ("deploy" + "ment": the stem "deploy" alone reads back as "deploi")."""
+    for root, ending in roots(typed, stem):
+        cands = vocab.near(db, root, allowed(root))
+        pre = nearest(root, cands, {}) if cands else []  # by edits alone: count only the few that are near
+        docs = ftsterms.token_docs(db, pre, state) if pre else {}
+        for c in nearest(root, pre, docs):
+            if ftsterms.parse_expr(db, term_match(Term(c + ending)) or "").tokens == (c,):
+                return c + ending
+    return None
 
 
 def surfaces(db: Snapshot, fixed: dict[str, str], texts: list[str]) -> dict[str, str]:
