@@ -58,7 +58,8 @@ from .store.facets import active_schema
 from .store.interface import Snapshot, StoreInterface
 from .store.lease import Lease
 from .store.links import LinkResolver
-from .store.pg.notify import follow
+from .store.pg.notify import follow, notify_workspace
+from .store.sql import dialect
 from .store.workspaces import Workspace
 
 log = logging.getLogger("autodoc.service")
@@ -126,7 +127,11 @@ class Service:
         self._told_lock = threading.Lock()
         # what every daemon sharing a PostgreSQL store commits (store/pg/notify.py); None on SQLite, and in
         # a reader process (feed=False), which its daemon's invalidations keep right
-        self._feed = follow(self.store, self._changed_elsewhere, self._vectors_changed) if feed else None
+        self._feed = (
+            follow(self.store, self._changed_elsewhere, self._vectors_changed, self._workspace_elsewhere)
+            if feed
+            else None
+        )
         self.lexical_helper = LexicalHelper(settings.store) if legproc.enabled() else None  # search/lexical/legproc.py
 
     # -- plumbing ------------------------------------------------------------
@@ -184,6 +189,8 @@ class Service:
                 if name not in names:
                     continue  # removed since
                 ws = wsrows.get_workspace(db, name)
+                # its names as another daemon wrote them: the next link this one indexes resolves by them
+                self.links.forget(ws.id)
                 mine = [c for c in changes or () if c["workspace"] == name]
                 ids = [reads.document_id(db, ws.id, c["path"]) for c in mine]
                 known = sorted({i for i in ids if i is not None})
@@ -191,6 +198,14 @@ class Service:
                 self._vectors_changed(ws.id, None if changes is None or len(known) < len(ids) else known)
                 if mine:
                     self._tell(name, mine)
+
+    def _workspace_elsewhere(self, ws_id: int, event: str) -> None:
+        """A workspace removed or configured through a daemon sharing this PostgreSQL store (its feed's
+        thread; store/pg/notify.py): what this one keeps of it goes (its link name tables, and on a
+        removal its vectors, here and in the readers); the store holds the rest."""
+        self.links.forget(ws_id)
+        if event == "removed":
+            self._forget(ws_id)
 
     def _searching(self) -> bool:
         """A search is using a core now, here or in a reader: the embed queue yields to it."""
@@ -243,6 +258,8 @@ class Service:
         with self.store.write() as db:
             ws = wss.find(db, name, "name")
             documents = wsrows.remove_workspace(db, ws)
+            if dialect(db) == "postgres":  # the other daemons sharing the store drop what they keep of it
+                notify_workspace(db, ws.id, "removed")
         self._forget(ws.id)
         self.links.forget(ws.id)
         return {"removed": ws.name, "documents": documents}
@@ -258,6 +275,8 @@ class Service:
                 old = _config(ws)
                 new = wss.configured(old, options)
                 wsrows.set_config(db, ws, new.stored())
+                if dialect(db) == "postgres":
+                    notify_workspace(db, ws.id, "configured")
                 if (new.site_roots, new.page_suffixes) != (old.site_roots, old.page_suffixes):
                     self.links.reconfigure(db, ws.id)  # the name tables hold the old site layout
             if new.embedding != old.embedding:

@@ -5,6 +5,7 @@ processes, each with its own socket and XDG dirs (a machine of its own), over th
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import time
@@ -184,3 +185,104 @@ def test_status_reads_this_disk_only_on_the_workspaces_indexer(peers):
         (peers.kb / "only-on-this-disk.md").unlink()
         a.call("workspace.index", ["kb"])  # this machine indexes it again: its row says so
     assert a.call("workspace.status", ["kb"])["root_exists"]
+
+
+def test_a_workspace_removed_or_reconfigured_through_a_reads_the_same_through_b(peers):
+    """B serves what A did to a workspace: a removal (search, status, list all say it is gone), a
+    configure (its options, and searches by the new settings), a new workspace by the old name (its
+    own documents, none of the removed one's)."""
+    from autodoc_client.client import RemoteError
+
+    word, other = f"plimsy{uuid.uuid4().hex[:6]}", f"quorbl{uuid.uuid4().hex[:6]}"
+    one, two = peers.base / "one", peers.base / "two"
+    one.mkdir()
+    two.mkdir()
+    (one / "a.md").write_text(f"# One\n\nThe {word} note of the first folder.\n")
+    (two / "b.md").write_text(f"# Two\n\nThe {other} note of the second folder.\n")
+    a = peers.a
+    b = machine(peers.base / "b", peers.uri, "--no-watch").start()
+    try:
+        a.call("workspace.add", ["tmp", str(one), NO_MODEL])
+        a.call("workspace.index", ["tmp"])
+        assert hits(b, "tmp", word) == {"a.md"}  # B has read it (and cached what it caches)
+        assert b.call("workspace.status", ["tmp"])["files"]["indexed"] == 1
+
+        a.call("workspace.configure", ["tmp", {"site_roots": ["docs"]}])
+        listed = {w["name"]: w for w in b.call("workspace.list", {})["workspaces"]}
+        assert listed["tmp"]["config"]["site_roots"] == ["docs"], listed["tmp"]
+
+        a.call("workspace.remove", ["tmp"])
+        assert "tmp" not in {w["name"] for w in b.call("workspace.list", {})["workspaces"]}
+        for method, params in (("search.query", ["tmp", word]), ("workspace.status", ["tmp"])):
+            with pytest.raises(RemoteError) as gone:
+                b.call(method, params)
+            assert gone.value.code == -32001, (method, gone.value.code, gone.value.message)
+
+        a.call("workspace.add", ["tmp", str(two), NO_MODEL])
+        a.call("workspace.index", ["tmp"])
+        assert hits(b, "tmp", word) == set()
+        assert hits(b, "tmp", other) == {"b.md"}
+        assert b.call("workspace.status", ["tmp"])["files"]["indexed"] == 1
+        assert TRACEBACK not in b.log_text(), b.log_text()[-3000:]
+    finally:
+        b.close()
+        try:
+            a.call("workspace.remove", ["tmp"])
+        except RemoteError:
+            pass
+
+
+def test_a_link_indexed_through_b_resolves_to_a_note_a_indexed(peers):
+    """Two daemons that both index a workspace (each watches its copy, say): B's name tables must
+    take in what A indexed since B last looked, or a link B indexes to A's new note is broken."""
+    a = peers.a
+    b = machine(peers.base / "b2", peers.uri, "--no-watch").start()
+    target, linker = peers.kb / "peer-target.md", peers.kb / "peer-linker.md"
+    try:
+        b.call("workspace.index", ["kb"])  # B has read every name of the workspace
+        target.write_text("# Zephyr Quillon\n\nA note indexed through A.\n")
+        assert a.call("workspace.index", ["kb"])["added"] == 1
+        time.sleep(1.5)  # B's change feed has heard of it (p50 65 ms, docs/dev/postgres.md section 6)
+        linker.write_text("# Linker\n\nSee [[Zephyr Quillon]] for the details.\n")
+        assert b.call("workspace.index", ["kb"])["added"] == 1
+        broken = [x for x in b.call("workspace.status", ["kb"])["broken_links"] if x["path"] == linker.name]
+        assert broken == [], broken
+        backlinks = b.call("document.backlinks", {"workspace": "kb", "path": target.name})
+        assert linker.name in json.dumps(backlinks), backlinks
+    finally:
+        b.close()
+        target.unlink(missing_ok=True)
+        linker.unlink(missing_ok=True)
+        a.call("workspace.index", ["kb"])
+
+
+def test_the_feed_hands_on_a_workspace_removed_or_configured_elsewhere(peers):
+    """Neither makes a change-log row: the transaction's notification (`w <id> removed|configured`)
+    is what tells the other daemons to drop what they keep of it (vectors, link name tables)."""
+    import psycopg
+
+    from autodoc.store.pg.notify import ChangeFeed, notify_workspace
+    from autodoc.store.pg.snapshot import PgSnapshot
+
+    heard: list[tuple[int, str]] = []
+    feed = ChangeFeed(
+        lambda: psycopg.connect(peers.uri, autocommit=True),
+        peers.schema,
+        lambda rows: None,
+        poll=0.05,
+        on_workspace=lambda ws_id, event: heard.append((ws_id, event)),
+    ).start()
+    try:
+        assert feed.connected.wait(30)
+        with psycopg.connect(peers.uri, autocommit=True) as conn:
+            db = PgSnapshot(conn)
+            with db:
+                notify_workspace(db, 41, "configured")
+                time.sleep(0.3)
+                assert heard == []  # not before the commit
+            with db:
+                notify_workspace(db, 42, "removed")
+        until(lambda: len(heard) == 2, 10, f"heard {heard}")
+        assert heard == [(41, "configured"), (42, "removed")]
+    finally:
+        feed.stop()

@@ -20,6 +20,13 @@ Vectors written by a daemon's embed queue make no change-log row: the writing tr
 docs/dev/postgres.md section 3) refreshes those documents. Such a notification lost while the feed
 was cut off cannot be read back: after a reconnect the feed hands on None as well.
 
+A workspace removed or configured makes no change-log row either (its documents' rows go with it, or
+stay as they are): the writing transaction sends `notify_workspace` (`w <workspace id> removed|configured`)
+and the feed hands it to `on_workspace`, so every daemon drops what it keeps of that workspace (its
+vectors, its link name tables) rather than serve or index by what is gone. Lost while the feed was
+cut off, it is not read back: the feed hands on None after a reconnect, which forgets every
+workspace's name tables as well.
+
 A daemon also hears its own changes; the service drops those it already told (the cursors it emitted).
 A feed whose cursor predates what the log has trimmed (a daemon cut off for longer than the log
 keeps) hands on None: anything may have changed.
@@ -52,6 +59,8 @@ RETRY_MAX = 5.0  # the longest pause between reconnect attempts
 # or vector notifications may have been missed while the feed was cut off)
 Deliver = Callable[[list[dict[str, Any]] | None], None]
 OnVectors = Callable[[int, list[int] | None], None]  # (workspace id, its documents whose vectors changed, or None)
+OnWorkspace = Callable[[int, str], None]  # (workspace id, "removed" | "configured")
+WORKSPACE_EVENTS = ("removed", "configured")
 VECTORS_PAYLOAD_MAX = 7900  # pg_notify's payload must stay under 8000 bytes: past it, "any document"
 
 
@@ -67,6 +76,20 @@ def notify_vectors(db: Any, workspace_id: int, documents: list[int] | None) -> N
         full = payload + "".join(f" {d}" for d in documents)
         payload = full if len(full) <= VECTORS_PAYLOAD_MAX else payload
     db.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload))
+
+
+def notify_workspace(db: Any, workspace_id: int, event: str) -> None:
+    """In the transaction that removes or configures a workspace: every daemon's feed hears it at commit."""
+    assert event in WORKSPACE_EVENTS, event
+    db.execute("SELECT pg_notify(?, ?)", (CHANNEL, f"w {workspace_id} {event}"))
+
+
+def parse_workspace(payload: str) -> tuple[int, str] | None:
+    """(workspace id, event) of a `notify_workspace` payload; None for any other payload."""
+    parts = payload.split()
+    if len(parts) != 3 or parts[0] != "w" or not parts[1].isdigit() or parts[2] not in WORKSPACE_EVENTS:
+        return None
+    return int(parts[1]), parts[2]
 
 
 def parse_vectors(payload: str) -> tuple[int, list[int] | None] | None:
@@ -111,11 +134,13 @@ class ChangeFeed:
         cursor: int | None = None,
         poll: float = POLL,
         on_vectors: OnVectors | None = None,
+        on_workspace: OnWorkspace | None = None,
     ) -> None:
         self._connect = connect  # a new autocommit connection each call
         self.schema = schema
         self._deliver = deliver
         self._on_vectors = on_vectors
+        self._on_workspace = on_workspace
         self.cursor = cursor
         self._poll = poll
         self._stop = threading.Event()
@@ -175,6 +200,12 @@ class ChangeFeed:
                             self._on_vectors(*got)
                         except Exception:
                             log.exception("change feed: handing on vectors failed")
+                    event = parse_workspace(note.payload)
+                    if event is not None and self._on_workspace is not None:
+                        try:
+                            self._on_workspace(*event)
+                        except Exception:
+                            log.exception("change feed: handing on a workspace's change failed")
             elif conn.closed or conn.broken:
                 raise ConnectionError("the change feed's connection closed")
 
@@ -211,7 +242,9 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0] if text else ''}"
 
 
-def follow(store: Any, deliver: Deliver, on_vectors: OnVectors | None = None) -> ChangeFeed | None:
+def follow(
+    store: Any, deliver: Deliver, on_vectors: OnVectors | None = None, on_workspace: OnWorkspace | None = None
+) -> ChangeFeed | None:
     """Start the change feed of a PostgreSQL store (store/pg/store.py: PgStore), from the log's head now;
     None for a SQLite store, where this process is the one writer and tells its own listeners."""
     mod = sys.modules.get("autodoc.store.pg.store")  # loaded whenever a PgStore exists: no import for SQLite
@@ -222,5 +255,12 @@ def follow(store: Any, deliver: Deliver, on_vectors: OnVectors | None = None) ->
 
     with store.read() as db:  # from now: whatever commits while the feed connects is read too
         cursor = log_head(db)
-    feed = ChangeFeed(lambda: dedicated(store, "listen"), store.schema, deliver, cursor=cursor, on_vectors=on_vectors)
+    feed = ChangeFeed(
+        lambda: dedicated(store, "listen"),
+        store.schema,
+        deliver,
+        cursor=cursor,
+        on_vectors=on_vectors,
+        on_workspace=on_workspace,
+    )
     return feed.start()
