@@ -427,6 +427,14 @@ def test_an_agent_as_the_reader_role_is_told_it_may_not_write(team):
                 },
             }
         ),
+        line(
+            {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "method": "tools/call",
+                "params": {"name": "sessions", "arguments": {"workspace": "kb"}},
+            }
+        ),
     ]
     mcp = subprocess.run(
         [sys.executable, "-m", "autodoc.cli", "mcp", "--in-process"],
@@ -444,6 +452,9 @@ def test_an_agent_as_the_reader_role_is_told_it_may_not_write(team):
     refused = got[3]["result"]
     assert refused["isError"], refused
     assert f"the role {team.reader} may only read" in json.dumps(refused)
+    # no saved conversation: the note said "`save_session` keeps one", which this role may not do
+    notes = got[4]["result"]["structuredContent"]["notes"]
+    assert notes and "save_session` keeps one" not in notes[0] and "read-only" in notes[0], notes
 
 
 def test_a_spawned_daemon_gets_the_password_through_its_environment(team):

@@ -112,7 +112,14 @@ async def list_sessions(b: Backend, a: Args) -> tuple[dict[str, Any], str]:
         "next_cursor": got["next_cursor"],
     }
     if not got["sessions"] and not a.str("cursor"):
-        a.notes.append("no saved conversations yet: `save_session` keeps one")
+        # a team's reader role may not save one: say so rather than suggest what will be refused
+        writable = (await b.call("server.info", [])).get("writable", True)
+        a.notes.append(
+            "no saved conversations yet: `save_session` keeps one"
+            if writable
+            else "no saved conversations: this store is read-only for this connection (a team database's "
+            "reader role), so `save_session` is refused here"
+        )
     if a.notes:
         out["notes"] = a.notes
     return out, json.dumps(out, ensure_ascii=False, separators=(",", ":"))
