@@ -365,7 +365,14 @@ class Service:
 
     def _embedding_status(self, db: Snapshot, ws: Workspace, load: bool = True) -> dict[str, Any]:
         """What semantic coverage really is, and what is coming (embed/status.py)."""
-        return embedding_status(db, ws, _config(ws).embedding, self.providers, self.embed_queue, load=load)
+        out = embedding_status(db, ws, _config(ws).embedding, self.providers, self.embed_queue, load=load)
+        if out.get("pending") and not self.writable and self.settings.postgres:
+            # a team database's reader never embeds: what waits, waits for the indexer
+            out["reason"] = (
+                f"{out['reason'] or 'chunks wait for vectors'}; on a shared store only the indexer embeds, not "
+                "this process (its daemon, or autodoc index --wait as the indexer role)"
+            )
+        return out
 
     def embedding_status_by_name(self, name: Any) -> dict[str, Any]:
         with self.store.read() as db:

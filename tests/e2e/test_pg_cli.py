@@ -457,6 +457,36 @@ def test_an_agent_as_the_reader_role_is_told_it_may_not_write(team):
     assert notes and "save_session` keeps one" not in notes[0] and "read-only" in notes[0], notes
 
 
+def test_a_reader_is_told_the_indexer_embeds_what_waits_for_vectors(team, pg_uri, tmp_path):
+    """A reader neither indexes nor embeds: its status said "3 chunks wait for vectors" and nothing
+    more, which never changes from its side (a CI job ended before its vectors were made)."""
+    import psycopg
+
+    folder = tmp_path / "pend"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\nA few words about topic {i}.\n")
+    ci = team.env("ci-pend")
+    team.run(ci, "workspace", "add", "pend", str(folder))
+    try:
+        team.run(ci, "index", "--wait", "pend")
+        with psycopg.connect(as_role(pg_uri, "postgres", "", team.db), autocommit=True) as conn:
+            conn.execute(
+                "DELETE FROM autodoc.vectors WHERE workspace_id = (SELECT id FROM autodoc.workspaces WHERE name = 'pend')"
+            )
+        desk = team.env("desk-pend", team.reader_uri)
+        emb = json.loads(team.run(desk, "workspace", "status", "pend", "--json").stdout)["embedding"]
+        assert emb["pending"] == 3, emb
+        assert "3 chunks wait for vectors" in emb["reason"], emb
+        assert "only the indexer embeds" in emb["reason"] and "autodoc index --wait" in emb["reason"], emb
+        # and a daemon of the indexer's, which embeds them, says nothing of the kind
+        with team.daemon("ci-pend"):
+            own = json.loads(team.run(ci, "workspace", "status", "pend", "--json").stdout)["embedding"]
+        assert "only the indexer embeds" not in (own["reason"] or ""), own
+    finally:
+        team.run(ci, "workspace", "remove", "pend")
+
+
 def test_a_spawned_daemon_gets_the_password_through_its_environment(team):
     """connect.start_daemon (what `autodoc mcp` and `autodoc index`'s hand-off run): the connection
     string is not on the daemon's command line, which any user of the machine can read."""
