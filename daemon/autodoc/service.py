@@ -23,7 +23,6 @@ model and vector scan run on a small pool beside the lexical leg.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from .embed.status import embedding_status, index_embedding, summary
 from .fmschema import SCHEMA_RELPATH
 from .index.job import IndexJob, Progress
 from .index.session import SessionIndex
+from .peers import ChangeListener, Peers
 from .rerank.rankers import Rankers
 from .search import compact, engine
 from .search.lexical import legproc
@@ -58,15 +58,7 @@ from .store.facets import active_schema
 from .store.interface import Snapshot, StoreInterface
 from .store.lease import Lease
 from .store.links import LinkResolver
-from .store.pg.notify import follow, notify_workspace
-from .store.sql import dialect
 from .store.workspaces import Workspace
-
-log = logging.getLogger("autodoc.service")
-
-TOLD_KEEP = 10_000  # change cursors remembered as told: a change reaches listeners once, whoever reports it first
-
-ChangeListener = Callable[[str, list[dict[str, Any]]], None]
 
 LEG_THREADS = 4
 
@@ -92,7 +84,6 @@ class Service:
                 self._lease.release()
             raise
         self.closed = False
-        self._listeners: list[ChangeListener] = []
         # (what, workspace) → (store generation, value): facts readers derive once per generation
         self._per_generation: dict[tuple[str, int], tuple[int, Any]] = {}
         self.providers = Providers()
@@ -123,15 +114,8 @@ class Service:
         )
         self.sessions = SessionIndex(self.store, counter, self._written)
         self._pool = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="autodoc-leg")
-        self._told: dict[int, None] = {}  # cursors listeners were told of, oldest first
-        self._told_lock = threading.Lock()
-        # what every daemon sharing a PostgreSQL store commits (store/pg/notify.py); None on SQLite, and in
-        # a reader process (feed=False), which its daemon's invalidations keep right
-        self._feed = (
-            follow(self.store, self._changed_elsewhere, self._vectors_changed, self._workspace_elsewhere)
-            if feed
-            else None
-        )
+        # the listeners here, and the change feed of the daemons sharing a PostgreSQL store (peers.py)
+        self.peers = Peers(self.store, self.links, self._vectors_changed, self._forget, feed=feed)
         self.lexical_helper = LexicalHelper(settings.store) if legproc.enabled() else None  # search/lexical/legproc.py
 
     # -- plumbing ------------------------------------------------------------
@@ -146,66 +130,17 @@ class Service:
             self._lease.update(holder)
 
     def add_change_listener(self, fn: ChangeListener) -> None:
-        self._listeners.append(fn)
+        self.peers.listen(fn)
 
     def remove_change_listener(self, fn: ChangeListener) -> None:
-        if fn in self._listeners:
-            self._listeners.remove(fn)
+        self.peers.unlisten(fn)
 
     def _written(self, ws: Workspace, changes: list[dict], documents: list[int]) -> None:
         """After an index transaction commits: vectors to refresh, listeners to tell."""
         if not changes:
             return
         self._vectors_changed(ws.id, documents)
-        self._tell(ws.name, changes)
-
-    def _tell(self, workspace: str, changes: list[dict]) -> None:
-        """Listeners hear of each change once: a shared store's feed also reports this daemon's own."""
-        with self._told_lock:
-            fresh = [c for c in changes if c["cursor"] not in self._told]
-            self._told.update((c["cursor"], None) for c in fresh)
-            while len(self._told) > TOLD_KEEP:
-                del self._told[next(iter(self._told))]
-        if not fresh:
-            return
-        for fn in list(self._listeners):
-            try:
-                fn(workspace, fresh)
-            except Exception:  # a listener's failure must not undo a committed write
-                log.exception("change listener failed")
-
-    def _changed_elsewhere(self, changes: list[dict[str, Any]] | None) -> None:
-        """What the shared store's change feed read (its thread; store/pg/notify.py): changes another
-        daemon committed (and this one's, again) mark their documents in the caches, here and in the
-        readers, and reach the listeners. None: anything may have changed."""
-        if changes is not None:
-            with self._told_lock:  # this daemon's own, already handled when it wrote them
-                changes = [c for c in changes if c["cursor"] not in self._told]
-            if not changes:
-                return
-        with self.store.read() as db:
-            names = wsrows.workspace_names(db)
-            for name in names if changes is None else sorted({c["workspace"] for c in changes}):
-                if name not in names:
-                    continue  # removed since
-                ws = wsrows.get_workspace(db, name)
-                # its names as another daemon wrote them: the next link this one indexes resolves by them
-                self.links.forget(ws.id)
-                mine = [c for c in changes or () if c["workspace"] == name]
-                ids = [reads.document_id(db, ws.id, c["path"]) for c in mine]
-                known = sorted({i for i in ids if i is not None})
-                # a deleted document's id is gone with it: its vectors are found by reloading them all
-                self._vectors_changed(ws.id, None if changes is None or len(known) < len(ids) else known)
-                if mine:
-                    self._tell(name, mine)
-
-    def _workspace_elsewhere(self, ws_id: int, event: str) -> None:
-        """A workspace removed or configured through a daemon sharing this PostgreSQL store (its feed's
-        thread; store/pg/notify.py): what this one keeps of it goes (its link name tables, and on a
-        removal its vectors, here and in the readers); the store holds the rest."""
-        self.links.forget(ws_id)
-        if event == "removed":
-            self._forget(ws_id)
+        self.peers.tell(ws.name, changes)
 
     def _searching(self) -> bool:
         """A search is using a core now, here or in a reader: the embed queue yields to it."""
@@ -229,8 +164,7 @@ class Service:
         if self.closed:
             return
         self.closed = True
-        if self._feed is not None:
-            self._feed.stop()
+        self.peers.stop()
         self.embed_queue.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
         if self.lexical_helper is not None:
@@ -258,8 +192,7 @@ class Service:
         with self.store.write() as db:
             ws = wss.find(db, name, "name")
             documents = wsrows.remove_workspace(db, ws)
-            if dialect(db) == "postgres":  # the other daemons sharing the store drop what they keep of it
-                notify_workspace(db, ws.id, "removed")
+            self.peers.announce(db, ws.id, "removed")  # the other daemons sharing the store drop what they keep of it
         self._forget(ws.id)
         self.links.forget(ws.id)
         return {"removed": ws.name, "documents": documents}
@@ -275,8 +208,7 @@ class Service:
                 old = _config(ws)
                 new = wss.configured(old, options)
                 wsrows.set_config(db, ws, new.stored())
-                if dialect(db) == "postgres":
-                    notify_workspace(db, ws.id, "configured")
+                self.peers.announce(db, ws.id, "configured")
                 if (new.site_roots, new.page_suffixes) != (old.site_roots, old.page_suffixes):
                     self.links.reconfigure(db, ws.id)  # the name tables hold the old site layout
             if new.embedding != old.embedding:

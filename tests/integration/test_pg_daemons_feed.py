@@ -224,7 +224,7 @@ class _Percent:
 
 
 def test_a_service_tells_each_change_once_and_marks_anothers_documents_in_its_caches(pg_uri, tmp_path):
-    """Two Services on one database (the Service's side of the feed, service.py _changed_elsewhere):
+    """Two Services on one database (the Service's side of the feed, peers.py _changed_elsewhere):
     A's listeners hear its own writes once though its feed reads them back; B's hear A's writes, in
     order, and B's readers are told which documents' vectors to refresh (all of them after a delete,
     whose id is gone)."""
@@ -259,9 +259,9 @@ def test_a_service_tells_each_change_once_and_marks_anothers_documents_in_its_ca
         # one run's removals are written before its new files (index/job.py _flush)
         assert [(c["path"], c["op"]) for c in log] == [("one.md", "add"), ("one.md", "delete"), ("two.md", "add")]
         deadline = time.monotonic() + 10
-        assert a._feed is not None and b._feed is not None
-        while len(heard_b) < 3 or a._feed.cursor < cursors[-1]:
-            assert time.monotonic() < deadline, (heard_b, a._feed.cursor)
+        assert a.peers.feed is not None and b.peers.feed is not None
+        while len(heard_b) < 3 or a.peers.feed.cursor < cursors[-1]:
+            assert time.monotonic() < deadline, (heard_b, a.peers.feed.cursor)
             time.sleep(0.02)
         assert heard_a == cursors  # each once: A's feed read them back and told nobody again
         assert heard_b == [("kb", c["path"], c["cursor"]) for c in log]

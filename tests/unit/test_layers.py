@@ -39,6 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     # the facade that composes them, and the method table over it
     "documents": {"errors", "config", "suggest", "ingest", "store", "fuzzy"},
     "workspaces": {"errors", "config", "suggest", "ingest", "fmschema", "store", "embed", "rerank"},
+    "peers": {"store"},  # who hears of a committed change: listeners here, daemons sharing a store
     "service": {
         "autodoc",
         "errors",
@@ -53,6 +54,7 @@ ALLOWED: dict[str, set[str]] = {
         "search",
         "documents",
         "workspaces",
+        "peers",
     },
     "api": {"errors", "service", "index"},
     # the server side: readers serve searches in their own processes; rpc routes calls to the table

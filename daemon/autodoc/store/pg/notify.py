@@ -5,7 +5,7 @@ log_change): `pg_notify('autodoc_changes', '<cursor>')`, which Postgres delivers
 before the rows are visible. Every daemon keeps one `ChangeFeed`: a thread with an autocommit
 connection that LISTENs and, on each wake-up (and on every (re)connect, when it may have missed
 some), reads `changes` after the last cursor it handed on and hands the rows to its daemon, which
-marks those documents dirty in its caches and tells its subscribers (service.py: _changed_elsewhere).
+marks those documents dirty in its caches and tells its subscribers (peers.py: _changed_elsewhere).
 
 The notification is only the wake-up: the change log is the truth, so a lost notification (a dropped
 connection, a server restart) delays a daemon's view but never loses a change, and the payload is
@@ -27,7 +27,7 @@ vectors, its link name tables) rather than serve or index by what is gone. Lost 
 cut off, it is not read back: the feed hands on None after a reconnect, which forgets every
 workspace's name tables as well.
 
-A daemon also hears its own changes; the service drops those it already told (the cursors it emitted).
+A daemon also hears its own changes; peers.py drops those it already told (the cursors it emitted).
 A feed whose cursor predates what the log has trimmed (a daemon cut off for longer than the log
 keeps) hands on None: anything may have changed.
 
