@@ -296,15 +296,11 @@ class Service:
     # -- embeddings ----------------------------------------------------------------
 
     def _embedding_status(self, db: Snapshot, ws: Workspace, load: bool = True) -> dict[str, Any]:
-        """What semantic coverage really is, and what is coming (embed/status.py)."""
-        out = embedding_status(db, ws, _config(ws).embedding, self.providers, self.embed_queue, load=load)
-        if out.get("pending") and not self.writable and self.settings.postgres:
-            # a team database's reader never embeds: what waits, waits for the indexer
-            out["reason"] = (
-                f"{out['reason'] or 'chunks wait for vectors'}; on a shared store only the indexer embeds, not "
-                "this process (its daemon, or autodoc index --wait as the indexer role)"
-            )
-        return out
+        """What semantic coverage really is, and what is coming (embed/status.py); a team
+        database's reader never embeds."""
+        embeds = self.writable or not self.settings.postgres
+        cfg = _config(ws).embedding
+        return embedding_status(db, ws, cfg, self.providers, self.embed_queue, load=load, embeds=embeds)
 
     def embedding_status_by_name(self, name: Any) -> dict[str, Any]:
         with self.store.read() as db:

@@ -90,10 +90,16 @@ def embedding_status(
     queue: EmbedQueue,
     *,
     load: bool = True,
+    embeds: bool = True,
 ) -> dict[str, Any]:
     """{available, state, model, embedded, pending, skipped, total, reason, model_state, rate, eta_seconds,
-    instant, search}."""
+    instant, search}. `embeds` false: this process never embeds (a team database's reader role)."""
     out = _status(db, ws, cfg, providers, queue, load)
+    if out.get("pending") and not embeds:  # what waits, waits for the indexer
+        out["reason"] = (
+            f"{out['reason'] or 'chunks wait for vectors'}; on a shared store only the indexer embeds, not "
+            "this process (its daemon, or autodoc index --wait as the indexer role)"
+        )
     out.setdefault("instant", None)
     out["search"] = vector_search(db, ws.id)
     return out
