@@ -68,13 +68,14 @@ ALLOWED: dict[str, set[str]] = {
     "sessioncli": {"errors", "config", "connect", "ingest"},
     "storecli": {"errors", "config", "store"},  # `autodoc store copy`: a store file into a database
     "indexcli": {"errors", "config", "connect", "cliout"},  # `autodoc index`: the run, then the daemon that embeds
+    "cliargs": {"autodoc", "indexcli", "sessioncli", "storecli"},  # `autodoc …` as typed: the commands, their options
     "cliout": {"refs"},  # the CLI's output for people: pure
     "earlywire": set(),  # the stdio wire lsp/ and mcp/ answer first requests on before their library loads
     "lsp": {"autodoc", "errors", "config", "connect", "ingest", "earlywire"},
     "mcp": {"autodoc", "errors", "config", "budget", "connect", "api", "suggest", "refs", "earlywire"},
     "tui": {"errors", "config", "connect", "rpc", "fuzzy", "refs"},
     "cli": {
-        "autodoc",
+        "cliargs",
         "errors",
         "config",
         "connect",
