@@ -72,7 +72,7 @@ def copied(pg_uri, tmp_path_factory):
         svc.close()
     schema = f"c_{uuid.uuid4().hex[:10]}"
     uri = _uri(pg_uri, schema)
-    assert cli.main(["--store", str(store), "store", "copy", "--to", uri]) == 0
+    assert cli.main(["--store", str(store), "store", "copy", "--to", uri, "--build-memory", "64MB"]) == 0
     lite = Service(Settings.from_env(store=store), writer=False)
     pg = Service(Settings.from_env(store=uri), writer=False)
     try:
