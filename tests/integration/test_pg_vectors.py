@@ -371,3 +371,40 @@ def test_an_indexer_role_that_may_not_make_the_index_writes_vectors_searched_in_
         conn.execute(f"DROP OWNED BY {role}")
         conn.execute(f"DROP ROLE {role}")
         conn.close()
+
+
+def test_a_document_still_waiting_for_a_vector_is_left_out_of_the_index_search(stores):
+    """The nearest chunks belong to a document one chunk of which has no vector: the pgvector
+    search skips that document, as the in-memory index (which holds complete documents only)."""
+    from autodoc.search.semantic import store_side
+    from autodoc.search.semantic.vector_cache import VectorCache
+    from autodoc.store import vectors as stored
+
+    ws, fp, dim, db = stores["ws"], stores["fp"], stores["dim"], stores["pgvector"]
+    doc, first = db.execute(
+        "SELECT document_id, min(id) FROM chunks GROUP BY document_id HAVING count(*) > 3 ORDER BY 1 LIMIT 1"
+    ).fetchone()
+    (f32,) = db.execute(
+        "SELECT v.f32 FROM chunks c JOIN vectors v ON v.text_hash = c.text_hash AND v.model_fp = ? WHERE c.id = ?",
+        (fp, first),
+    ).fetchone()
+    q = np.frombuffer(bytes(f32), dtype="<f4").copy()
+    vectors = VectorCache().searchable(db, ws, fp, dim)
+    with db:
+        before = vectors.search(q, 10, None)
+    assert before[0][0] == first
+    with pytest.raises(LookupError), db:  # rolled back by the raise
+        db.execute(
+            "DELETE FROM vectors WHERE model_fp = ? AND text_hash = "
+            "(SELECT text_hash FROM chunks WHERE document_id = ? ORDER BY id DESC LIMIT 1)",
+            (fp, doc),
+        )
+        rows = [(cid, f, b) for cid, _, f, b in stored.complete_vectors(db, ws, fp, None)]
+        want = store_side.rescore(rows, q, 10, dim)
+        hits = vectors.search(q, 10, None)
+        assert vectors.mode == "pgvector"
+        assert hits == want
+        assert not {cid for cid, _ in hits} & {
+            cid for (cid,) in db.execute("SELECT id FROM chunks WHERE document_id = ?", (doc,))
+        }
+        raise LookupError

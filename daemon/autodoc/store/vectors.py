@@ -236,10 +236,16 @@ def store_search(db: Snapshot, ws_id: int, fp: str) -> str | None:
 
 def nearest(
     db: Snapshot, schema: str, ws_id: int, fp: str, q: np.ndarray, k: int, allowed: list[int] | None
-) -> tuple[list[tuple[int, str, float]], int]:
+) -> tuple[list[tuple[int, str, float, int]], int]:
     """The store's nearest k texts to q, as their chunks' (id, text hash, the index's cosine
-    distance), nearest first, and how many texts the index answered (store/pg/vectors.py: nearest)."""
+    distance, document id), nearest first, and how many texts the index answered; documents still
+    waiting for a vector included (`waiting` says which; store/pg/vectors.py: nearest)."""
     return pg.nearest(db, schema, ws_id, fp, q, k, allowed)
+
+
+def waiting(db: Snapshot, ws_id: int, fp: str, doc_ids: Iterable[int]) -> set[int]:
+    """Those of these documents not every chunk of which has a vector for fp yet."""
+    return pg.waiting(db, ws_id, fp, doc_ids)
 
 
 def text_vectors(db: Snapshot, ws_id: int, fp: str, hashes: Iterable[str]) -> dict[str, tuple[bytes, bytes]]:

@@ -101,13 +101,32 @@ class StoreVectors:
         if top <= k:
             while True:
                 ids = None if allowed is None else allowed.tolist()
-                near, answered = stored.nearest(self.db, self.schema, self.ws_id, self.fp, q, k, ids)
+                found, answered = stored.nearest(self.db, self.schema, self.ws_id, self.fp, q, k, ids)
+                near = self._complete(found, top)
                 if len(near) >= top or answered < k:  # enough, or the index has nothing more
                     return rescore(self._survivors(near, top), q, top, self.dim)
                 if k >= stored.EF_SEARCH_MAX:
                     break
                 k = min(stored.EF_SEARCH_MAX, k * CANDIDATES_FACTOR)
         return self._scan(q, top, allowed)
+
+    def _complete(self, near: list[tuple[int, str, float, int]], top: int) -> list[tuple[int, str, float]]:
+        """The candidates of complete documents (every chunk with a vector, as the in-memory index
+        holds) as far as `_survivors` reads them: all of them while `top` or fewer are left, else
+        those within MARGIN of the top-th. Only those candidates' documents are checked (waiting
+        ones are rare: each one found moves the cut past another candidate, checked in turn)."""
+        checked: set[int] = set()
+        gone: set[int] = set()
+        while True:
+            kept = [n for n in near if n[3] not in gone]
+            if len(kept) > top:
+                cut = kept[top - 1][2] + MARGIN
+                kept = [n for n in kept if n[2] <= cut]
+            docs = {n[3] for n in kept} - checked
+            if not docs:
+                return [(cid, h, d) for cid, h, d, _ in kept]
+            gone |= stored.waiting(self.db, self.ws_id, self.fp, docs)
+            checked |= docs
 
     def _survivors(self, near: list[tuple[int, str, float]], top: int) -> list[tuple[int, bytes, bytes]]:
         """The rows of the candidates that can be in the exact top `top`: those the index puts within

@@ -15,9 +15,10 @@ it short. The index is made with the model's first vectors (so a model filling b
 one is indexed row by row as it fills, and its activation costs nothing) and dropped with them.
 
 A search asks the index for the nearest `k` texts with `hnsw.ef_search` at least `k`, joins them to
-their chunks (of documents whose every chunk has a vector, as the in-memory index holds), and
-answers their float32 bytes: the caller rescores exactly (search/semantic/store_side.py), so every
-cosine is the one the SQLite store's in-memory index computes.
+their chunks, and answers their float32 bytes: the caller rescores exactly
+(search/semantic/store_side.py), so every cosine is the one the SQLite store's in-memory index
+computes, and leaves out (asking `waiting`) the documents not every chunk of which has a vector
+yet, as the in-memory index holds none of them.
 
 Without the extension (or without the privilege to create the index) nothing here is used: the
 store's vectors are searched in memory, loaded from the `f32` rows (search/semantic/vector_cache.py).
@@ -166,11 +167,13 @@ def drop_indexes(db: Snapshot, ws_id: int, *, only: str | None = None, keep: str
 
 def nearest(
     db: Snapshot, schema: str, ws_id: int, fp: str, q: np.ndarray, k: int, allowed: Iterable[int] | None = None
-) -> tuple[list[tuple[int, str, float]], int]:
-    """The chunks holding the `k` texts nearest `q` by the index (of complete documents, and among
-    `allowed` chunk ids when given), nearest first: ([(chunk id, text hash, the index's cosine
-    distance)], how many texts the index answered). The vectors themselves stay in the database
-    (`rows`: only those the caller rescores travel)."""
+) -> tuple[list[tuple[int, str, float, int]], int]:
+    """The chunks holding the `k` texts nearest `q` by the index (among `allowed` chunk ids when
+    given), nearest first: ([(chunk id, text hash, the index's cosine distance, document id)], how
+    many texts the index answered). Documents still waiting for a vector are not left out here: the
+    caller asks `waiting` about the few candidates it reads (a check of every candidate's document
+    probed ~1,000 vector keys a search and doubled the statement, docs/dev/postgres.md 7c). The
+    vectors themselves stay in the database (`rows`: only those the caller rescores travel)."""
     ext = _ident(schema)
     dim = int(np.asarray(q).shape[0])
     db.execute("SELECT set_config('hnsw.ef_search', ?, true)", (str(min(EF_SEARCH_MAX, max(40, k))),))
@@ -183,16 +186,27 @@ def nearest(
         f"""WITH near AS MATERIALIZED (
               SELECT text_hash, {distance} AS d FROM vectors WHERE workspace_id = ? AND model_fp = ?
               ORDER BY {distance} LIMIT ?)
-            SELECT c.id, near.text_hash, near.d FROM near
+            SELECT c.id, near.text_hash, near.d, c.document_id FROM near
             LEFT JOIN chunks c ON c.workspace_id = ? AND c.text_hash = near.text_hash{scope}
-              AND NOT EXISTS (SELECT 1 FROM chunks c2 WHERE c2.document_id = c.document_id AND NOT EXISTS (
-                SELECT 1 FROM vectors v2 WHERE v2.workspace_id = c2.workspace_id AND v2.model_fp = ?
-                AND v2.text_hash = c2.text_hash))
             ORDER BY near.d, c.id""",
-        [text, ws_id, fp, text, k, ws_id, *args, fp],
+        [text, ws_id, fp, text, k, ws_id, *args],
     ).fetchall()
     answered = len({r[1] for r in rows})
-    return [(int(r[0]), str(r[1]), float(r[2])) for r in rows if r[0] is not None], answered
+    return [(int(r[0]), str(r[1]), float(r[2]), int(r[3])) for r in rows if r[0] is not None], answered
+
+
+def waiting(db: Snapshot, ws_id: int, fp: str, doc_ids: Iterable[int]) -> set[int]:
+    """Those of these documents with a chunk that has no vector for fp yet (a search leaves them
+    out, as the in-memory index holds only complete documents)."""
+    return {
+        int(d)
+        for (d,) in db.execute(
+            "SELECT DISTINCT c2.document_id FROM chunks c2 WHERE c2.workspace_id = ? AND c2.document_id = ANY(?) "
+            "AND NOT EXISTS (SELECT 1 FROM vectors v2 WHERE v2.workspace_id = c2.workspace_id "
+            "AND v2.model_fp = ? AND v2.text_hash = c2.text_hash)",
+            (ws_id, list(doc_ids), fp),
+        )
+    }
 
 
 def rows(db: Snapshot, ws_id: int, fp: str, hashes: Iterable[str]) -> dict[str, tuple[bytes, bytes]]:
