@@ -5,7 +5,7 @@ Input: a workspace and either the whole folder (`run`) or some of its paths
 generation at a time, change-log entries, and the listeners told.
 
 Files are read and parsed outside the write transaction; each batch of
-documents is written in one transaction, each document atomically. A deleted
+documents is written in one transaction (index/batch.py), each document atomically. A deleted
 file whose bytes reappear under a new path is a rename (its rows and vectors
 stay). Links are resolved once per job, after its last batch: resolving after
 every batch re-read every document's names each time, quadratic in the
@@ -32,7 +32,6 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +39,7 @@ from ..config import WorkspaceConfig
 from ..errors import InvalidParams
 from ..ingest.readfile import FileRead
 from ..ingest.scan import OUTSIDE, LeftOut, MarkdownRule, ScanEntry, SkipFile, entry_for, read_file, scan_workspace
-from ..store import changes as changelog
 from ..store import documents as stored
-from ..store import reads
 from ..store.documents import FileState
 from ..store.facets import sync_schema
 from ..store.interface import StoreInterface
@@ -50,7 +47,8 @@ from ..store.lexical import postings
 from ..store.links import LinkResolver
 from ..store.sessions import is_session_path
 from ..store.workspaces import Workspace, chunk_count, chunking, set_chunking
-from .prepare import Parsed, Preparer, prepare_or_reason, workers_for
+from .batch import Batch, IndexReport, Pending, Touched, write_batch
+from .prepare import Preparer, prepare_or_reason, workers_for
 
 log = logging.getLogger("autodoc.index")
 
@@ -58,19 +56,6 @@ Progress = Callable[[int, int, str], None]
 WRITE_BATCH = 64
 LIVE_WAIT_S = 60.0  # how long a live save waits for another daemon's run of its workspace
 
-
-@dataclass
-class Touched:
-    """A file whose stat changed but not its bytes: only its change signal is stored."""
-
-    path: str
-    mtime_ns: int
-    ctime_ns: int | None = None
-    inode: int | None = None
-    size: int | None = None
-
-
-Pending = Parsed | Touched
 
 # A stat taken this soon after the file's last change is not trusted as a change signal: a same-size
 # write in the same clock tick (coarse file-system timestamps: 1 s on some, 2 s on FAT) would leave
@@ -96,34 +81,6 @@ def _unchanged(old: FileState | None, e: ScanEntry, full: bool) -> bool:
         and old[3] is not None
         and (old[1], old[2], old[3], old[4]) == (e.size, e.mtime_ns, e.ctime_ns, e.inode)
     )
-
-
-@dataclass
-class IndexReport:
-    workspace: str
-    scanned: int = 0
-    added: int = 0
-    modified: int = 0
-    deleted: int = 0
-    renamed: int = 0
-    unchanged: int = 0
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    left_out: dict[str, Any] | None = None  # what looks like Markdown but the `markdown` option leaves out
-    chunks: int = 0
-    seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class _Batch:
-    """What one transaction writes."""
-
-    pending: list[Pending]
-    gone: list[str] | None = None  # paths no longer on disk (None: not known in this batch)
-    skips: list[tuple[str, str]] | None = None  # (path, reason)
-    every_skip: bool = False  # skips is the whole workspace's list (a full scan): forget the others
 
 
 def _indexer_locks(store: StoreInterface) -> Any:
@@ -252,7 +209,7 @@ class IndexJob:
                 got.size = size
                 pending.append(got)
                 if len(pending) >= WRITE_BATCH:
-                    renamed |= self._flush(ws, _Batch(pending), report, full, failures, defer_links=True)
+                    renamed |= self._flush(ws, Batch(pending), report, full, failures, defer_links=True)
                     pending = []
                 if progress:
                     progress(i + 1, total, e.relpath)
@@ -286,7 +243,7 @@ class IndexJob:
             take(drain=True)
             gone = [p for p in known if p not in on_disk]
             self._flush(
-                ws, _Batch(pending, gone=gone, skips=skips, every_skip=True), report, full, failures, renamed=renamed
+                ws, Batch(pending, gone=gone, skips=skips, every_skip=True), report, full, failures, renamed=renamed
             )
             with self.store.write() as db:
                 set_chunking(db, ws.id, cut)
@@ -362,7 +319,7 @@ class IndexJob:
             parsed.size = got.size
             pending.append(parsed)
         failures: list[tuple[str, str]] = []
-        self._flush(ws, _Batch(pending, gone=gone or None, skips=skips or None), report, False, failures)
+        self._flush(ws, Batch(pending, gone=gone or None, skips=skips or None), report, False, failures)
         report.skipped = [{"path": p, "reason": r} for p, r in skips + failures]
         return report
 
@@ -371,7 +328,7 @@ class IndexJob:
     def _flush(
         self,
         ws: Workspace,
-        batch: _Batch,
+        batch: Batch,
         report: IndexReport,
         full: bool,
         failures: list[tuple[str, str]],
@@ -379,137 +336,15 @@ class IndexJob:
         defer_links: bool = False,
         renamed: set[str] | None = None,
     ) -> set[str]:
-        """Write one batch. Returns the paths whose names (path, title, aliases,
-        frontmatter) changed. With defer_links the batch's links stay unresolved
-        for the job's last batch to resolve in one pass (`renamed`: the earlier
-        batches' paths). A document that cannot be written is skipped with its
-        reason, appended to `failures` (the job's), and the rest of the batch is written."""
-        emitted: list[dict] = []
-        touched: set[int] = set()
-        names_changed: set[str] = set()
-        failed: list[tuple[str, str]] = []
-        gone, skips = batch.gone, batch.skips
+        """Write one batch (index/batch.py), tell the listeners, then maintain the postings. Returns
+        the paths whose names (path, title, aliases, frontmatter) changed."""
         if self._locks is not None:  # a restart may have ended the indexer lock's session since the last batch
             self._locks.check(ws.id)
-
         with self.store.write() as db:
-
-            def note(path: str) -> None:
-                doc_id = reads.document_id(db, ws.id, path)
-                if doc_id is not None:
-                    touched.add(doc_id)
-
-            for path in gone or ():
-                note(path)
-            for p in batch.pending:
-                note(p.path)
-            for path, _ in skips or ():
-                note(path)
-            retitled: set[str] = set()  # renamed here: rewritten below only if their chunks changed
-            tail = sum(
-                len(p.chunks) for p in batch.pending if isinstance(p, Parsed)
-            ) >= postings.TAIL_CHUNKS and postings.open_tail(db)
-            if gone:
-                # a deleted file whose bytes reappear under a new path is a rename
-                new_by_hash = {stored.content_hash(p.data): p.path for p in batch.pending if isinstance(p, Parsed)}
-                for path in gone:
-                    h = stored.stored_hash(db, ws.id, path)
-                    target = new_by_hash.pop(h, None) if h else None
-                    try:
-                        with db:  # a savepoint, as for a written document
-                            if target and reads.document_id(db, ws.id, target) is None:
-                                ch = stored.rename_document(db, ws, path, target)
-                            else:
-                                target, ch = None, stored.delete_document(db, ws, path)
-                    except Exception as e:
-                        log.exception("workspace %s: %s could not be removed", ws.name, path)
-                        failed.append(
-                            (path, f"could not be removed ({type(e).__name__}: {e}); the log has the details")
-                        )
-                        continue
-                    if target:
-                        report.renamed += 1
-                        retitled.add(target)  # a title taken from the file name is in every breadcrumb
-                        names_changed.add(target)
-                    else:
-                        report.deleted += 1
-                    if ch:
-                        emitted.append(ch)
-                        names_changed.add(path)
-            for p in batch.pending:
-                if isinstance(p, Touched):
-                    stored.touch_stat(db, ws.id, p.path, p.mtime_ns, p.ctime_ns, p.inode, p.size)
-                    continue
-                try:
-                    with db:  # a savepoint: one document that cannot be written leaves the rest
-                        fm = json.loads(json.dumps(p.doc.frontmatter, default=str))
-                        self.links.check(ws.id, p.path, p.doc.title, p.doc.aliases, fm)  # its link names
-                        names = stored.names_of(db, ws.id, p.path)
-                        ch = stored.write_document(
-                            db,
-                            ws,
-                            p.path,
-                            data=p.data,
-                            doc=p.doc,
-                            chunks=p.chunks,
-                            mtime_ns=p.mtime_ns,
-                            ctime_ns=p.ctime_ns,
-                            inode=p.inode,
-                            size=p.size,
-                            force=full or p.path in retitled,
-                        )
-                except Exception as e:
-                    log.exception("workspace %s: %s could not be written", ws.name, p.path)
-                    reason = f"could not be written ({type(e).__name__}: {e}); the log has the details"
-                    failed.append((p.path, reason))
-                    continue
-                if names != (p.doc.title, p.doc.aliases, fm):
-                    names_changed.add(p.path)
-                if ch is None:
-                    report.unchanged += 1
-                else:
-                    if ch["op"] == "add":
-                        report.added += 1
-                    elif ch["op"] == "rename":
-                        report.renamed += 1
-                    else:
-                        report.modified += 1
-                    emitted.append(ch)
-            if tail:
-                try:
-                    with db:  # a savepoint: a failing build must not fail the batch
-                        postings.close_tail(db)
-                except Exception:
-                    log.exception(
-                        "postings: the batch's records could not be built; FTS5 ranks until the "
-                        "background build has them"
-                    )
-            failures.extend(failed)
-            for path, reason in failed:
-                stored.record_skip(db, ws, path, reason)
-            for path, reason in skips or ():
-                ch = stored.delete_document(db, ws, path)  # a file that became unreadable leaves the index
-                if ch:
-                    emitted.append(ch)
-                    names_changed.add(path)
-                stored.record_skip(db, ws, path, reason)
-            if batch.every_skip:  # a live index's few paths leave the other records be
-                stored.clear_skips_except(db, ws, {p for p, _ in skips or ()} | {p for p, _ in failures})
-            if (emitted or gone is not None) and not defer_links:
-                try:
-                    relinked = self.links.update(
-                        db, ws.id, changed=None if full else names_changed | (renamed or set())
-                    )
-                except BaseException:
-                    self.links.forget(ws.id)  # the transaction rolls back; the cached names must too
-                    raise
-                if relinked and not emitted:
-                    stored.next_generation(db)  # readers' caches (supersede chains) are keyed by it
-                changelog.trim(db)
-            for p in batch.pending:
-                if isinstance(p, Parsed):
-                    note(p.path)
-        self._written(ws, emitted, sorted(touched))
+            out = write_batch(
+                db, self.links, ws, batch, report, full, failures, defer_links=defer_links, renamed=renamed
+            )
+        self._written(ws, out.emitted, out.touched)
         with self.store.locked() as db:  # after the batch is out: fold a large delta, build a slice of an old store
             postings.maintain(db, budget=0, size=postings.SMALL_SLICE)
-        return names_changed
+        return out.names_changed
