@@ -61,11 +61,11 @@ def test_migrate_makes_the_sqlite_schema(pg_uri, schema, tmp_path):
 
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         assert schema_version(conn, schema) == 0
-        assert migrate(conn, schema) == len(MIGRATIONS) == 1
+        assert migrate(conn, schema) == len(MIGRATIONS) == 2
         got = pg_tables(conn, schema)
         meta = dict(conn.execute(f'SELECT key, value FROM "{schema}".meta').fetchall())
         # a second run changes nothing
-        assert migrate(conn, schema) == 1
+        assert migrate(conn, schema) == 2
         assert pg_tables(conn, schema) == got
         # the migration's search path did not outlive its transaction
         assert schema not in str(conn.execute("SHOW search_path").fetchone())
@@ -73,7 +73,7 @@ def test_migrate_makes_the_sqlite_schema(pg_uri, schema, tmp_path):
     assert set(got) == set(want) | PG_ONLY_TABLES
     for table, columns in want.items():
         assert got[table] == columns | PG_ONLY_COLUMNS.get(table, set()), table
-    assert meta["schema_version"] == "1"
+    assert meta["schema_version"] == "2"
     assert meta["generation"] == "0"
     assert meta["vector_extension"] == "public"  # pgserver's server has pgvector
 
@@ -124,7 +124,7 @@ def test_daemons_starting_together_migrate_once(pg_uri, schema):
     for t in threads:
         t.join(60)
     try:
-        assert results == [1] * n
+        assert results == [2] * n
         rows = conns[0].execute(f'SELECT count(*) FROM "{schema}".meta WHERE key = %s', ("schema_version",))
         assert rows.fetchone() == (1,)
     finally:
@@ -151,8 +151,29 @@ def test_a_newer_schema_is_refused(pg_uri, schema):
 
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         migrate(conn, schema)
-        conn.execute(f"UPDATE \"{schema}\".meta SET value = '2' WHERE key = 'schema_version'")
-        with pytest.raises(StoreTooNew, match=r"version 2, newer than this AutoDoc understands \(1\)"):
+        conn.execute(f"UPDATE \"{schema}\".meta SET value = '3' WHERE key = 'schema_version'")
+        with pytest.raises(StoreTooNew, match=r"version 3, newer than this AutoDoc understands \(2\)"):
             migrate(conn, schema)
         # refused without touching it
-        assert conn.execute(f"SELECT value FROM \"{schema}\".meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        assert conn.execute(f"SELECT value FROM \"{schema}\".meta WHERE key = 'schema_version'").fetchone() == ("3",)
+
+
+def test_posting_lists_written_after_version_2_are_stored_uncompressed(pg_uri, schema, monkeypatch):
+    """A version-1 schema migrates to 2; a posting list written afterwards is not pglz-compressed
+    (every search reading it would decompress it: docs/dev/postgres.md 7c), one written before stays so."""
+    import psycopg
+
+    from autodoc.store.pg import schema as pgschema
+
+    blob = b"\x00\x01" * 50_000  # compressible and past the 2 kB toast threshold
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        monkeypatch.setattr(pgschema, "MIGRATIONS", pgschema.MIGRATIONS[:1])
+        assert pgschema.migrate(conn, schema) == 1
+        insert = f'INSERT INTO "{schema}".postings(term, seg, wide, data) VALUES (%s, 0, 0, %s)'
+        conn.execute(insert, ("before", blob))
+        monkeypatch.undo()
+        assert pgschema.migrate(conn, schema) == 2
+        conn.execute(insert, ("after", blob))
+        got = dict(conn.execute(f'SELECT term, pg_column_compression(data) FROM "{schema}".postings').fetchall())
+        assert got == {"before": "pglz", "after": None}
+        assert conn.execute(f'SELECT data FROM "{schema}".postings WHERE term = %s', ("after",)).fetchone() == (blob,)
