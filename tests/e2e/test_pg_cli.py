@@ -187,7 +187,9 @@ def test_doctor_on_the_database(team):
     assert checks["store"]["ok"] and "PostgreSQL 16" in checks["store"]["detail"]
     assert f"as role {team.owner}" in checks["store"]["detail"] and "***" in checks["store"]["detail"]
     assert checks["pgvector"]["ok"] and checks["pgvector"]["detail"].startswith("0.")
-    assert checks["schema"]["detail"].startswith("autodoc, version 1")
+    from autodoc.store.pg.schema import MIGRATIONS
+
+    assert checks["schema"]["detail"].startswith(f"autodoc, version {len(MIGRATIONS)}")
     assert "may index" in checks["role"]["detail"]
     assert "not on this machine" in checks["workspace kb"]["detail"] and checks["workspace kb"]["ok"]
     as_reader = json.loads(team.run(team.env("desk", team.reader_uri), "doctor", "--json", check=False).stdout)

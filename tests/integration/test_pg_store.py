@@ -5,6 +5,7 @@ its password (issue 34; docs/dev/postgres.md, sections 1, 5 and 7)."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from urllib.parse import quote
 
@@ -212,7 +213,15 @@ def test_reads_share_a_few_connections_however_many_threads_read(pg_uri, target)
     from autodoc.store import workspaces as ws_rows
     from autodoc.store.pg.store import IDLE_READERS
 
-    def readers_open() -> int:
+    def readers_open(expect: int) -> int:
+        """The read connections the server still lists: a closed connection's backend leaves
+        pg_stat_activity a moment after the client closed it, so wait (5 s at most) for `expect`."""
+        deadline = time.monotonic() + 5
+        while (n := listed()) != expect and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return n
+
+    def listed() -> int:
         with psycopg.connect(pg_uri, autocommit=True) as conn:
             row = conn.execute(
                 "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name LIKE %s",
@@ -233,7 +242,7 @@ def test_reads_share_a_few_connections_however_many_threads_read(pg_uri, target)
             t = threading.Thread(target=read_once)
             t.start()
             t.join()
-        assert readers_open() == 1
+        assert readers_open(1) == 1
         inside = threading.Barrier(IDLE_READERS + 4)
 
         def read_together() -> None:
@@ -246,7 +255,7 @@ def test_reads_share_a_few_connections_however_many_threads_read(pg_uri, target)
             t.start()
         for t in threads:
             t.join()
-        assert readers_open() == IDLE_READERS
+        assert readers_open(IDLE_READERS) == IDLE_READERS
     finally:
         store.close()
-    assert readers_open() == 0
+    assert readers_open(0) == 0
