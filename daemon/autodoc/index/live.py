@@ -131,14 +131,14 @@ class LiveIndex:
         return {name: Path(root) for name, root in listed.items() if Path(root).is_dir()}
 
     async def _catch_up(self) -> None:
-        held: dict[str, StoreLocked] = {}
+        held: set[str] = set()
         for name in await self._roots():
             try:
                 report = await self._write(self.service.index, name)
                 log.info("caught up %s: %s", name, _summary(report))
             except StoreLocked as exc:  # another daemon indexes it (a shared PostgreSQL store)
                 log.warning("catching up workspace %s later: %s", name, exc.message)
-                held[name] = exc
+                held.add(name)
             except Exception:
                 log.exception("catching up workspace %s failed", name)
         # Not waiting inside the index for the lock: that would hold this daemon's writer slot (its
@@ -158,7 +158,7 @@ class LiveIndex:
                     continue  # the watcher waits for the store, and then indexes every workspace anyway
                 except Exception:
                     log.exception("catching up workspace %s failed", name)
-                del held[name]
+                held.discard(name)
 
     async def _watch_loop(self) -> None:
         from watchfiles import awatch

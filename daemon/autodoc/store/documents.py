@@ -18,7 +18,7 @@ from ..ingest.types import Chunk, ParsedDocument
 from .changes import entry
 from .facets import active_schema, write_facets
 from .interface import Snapshot
-from .lexical import ftstext
+from .lexical import fts5, ftstext
 from .lexical import writes as lexical_rows
 from .lexical.ftstext import fts_text
 from .pg.notify import notify
@@ -258,12 +258,12 @@ def rename_document(db: Snapshot, ws: Workspace, old: str, new: str) -> dict | N
 
 def _refresh_fts(db: Snapshot, doc_id: int, path: str) -> None:
     """Write the document's chunks' FTS rows again (and their postings), from the stored text."""
-    ((title, tags, aliases),) = all_rows(db, "SELECT title, tags, aliases FROM documents WHERE id=?", (doc_id,))
-    meta = ftstext.meta_text(json.loads(aliases), json.loads(tags), path)
-    rows = all_rows(db, "SELECT id, breadcrumb, text FROM chunks WHERE document_id=? ORDER BY ordinal", (doc_id,))
-    lexical_rows.delete(db, [cid for cid, _, _ in rows])
-    for cid, crumb, text in rows:
-        _insert_fts(db, cid, (fts_text(title), fts_text(crumb), meta, fts_text(text)))
+    ids = [cid for (cid,) in all_rows(db, "SELECT id FROM chunks WHERE document_id=? ORDER BY ordinal", (doc_id,))]
+    texts = fts5.indexed_texts(db, ids)  # from the stored rows, the path already the new one
+    lexical_rows.delete(db, ids)
+    for cid in ids:
+        title, crumb, meta, body = texts[cid]
+        _insert_fts(db, cid, (title, crumb, meta, body))
 
 
 def record_skip(db: Snapshot, ws: Workspace, path: str, reason: str) -> None:

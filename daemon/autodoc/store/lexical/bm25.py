@@ -139,6 +139,7 @@ def _of(rec: np.ndarray) -> Phrase:
 
 
 def _upper(prefix: str) -> str:
+    """The least string above every string starting with `prefix`."""
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 

@@ -123,8 +123,8 @@ def added(db: Snapshot, chunk_id: int, texts: tuple[str, str, str, str]) -> list
     """A chunk's FTS row was inserted with these four column strings: its records go to the delta,
     unless the ids from the build's cursor on are the build's (an older store, or a large batch's tail).
     Returns the columns' sizes in tokens when it wrote the records."""
-    pg = dialect(db) == POSTGRES  # (whose postings are complete from the start: no build, no tail)
-    state = COMPLETE if pg else built(db)
+    pg = dialect(db) == POSTGRES
+    state = built(db)  # COMPLETE on Postgres, whose postings are complete from the start: no build, no tail
     if state is None or (state != COMPLETE and chunk_id >= int(state)):
         return None
     tok = fts5._tokenizer(db)

@@ -16,14 +16,10 @@ from ..interface import Snapshot
 from ..pg import lexical as pg_lexical
 from ..sql import POSTGRES, dialect
 from . import postings
+from .bm25 import _upper
 from .ftsterms import VOCAB_SQL
 
 MAX_TERMS = 20_000  # tokens read per word at most: a bound at any store size
-
-
-def _upper(prefix: str) -> str:
-    """The least string above every string starting with `prefix`."""
-    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
 def near(db: Snapshot, token: str, slack: int) -> list[str]:

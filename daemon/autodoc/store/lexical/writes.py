@@ -39,12 +39,10 @@ def delete(db: Snapshot, chunk_ids: list[int]) -> None:
 
 def delete_workspace(db: Snapshot, workspace_id: int) -> None:
     """Every chunk row of a workspace (before its chunks go)."""
-    if dialect(db) == POSTGRES:
-        pg_lexical.removed(
-            db, [r[0] for r in db.execute("SELECT id FROM chunks WHERE workspace_id=?", (workspace_id,)).fetchall()]
-        )
-    else:
-        db.execute(
-            "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE workspace_id=?)", (workspace_id,)
-        )
+    if dialect(db) == POSTGRES:  # whose postings tables always exist: the chunk ids read once for both
+        ids = [r[0] for r in db.execute("SELECT id FROM chunks WHERE workspace_id=?", (workspace_id,)).fetchall()]
+        pg_lexical.removed(db, ids)
+        postings.removed(db, ids)
+        return
+    db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE workspace_id=?)", (workspace_id,))
     postings.removed_workspace(db, workspace_id)
