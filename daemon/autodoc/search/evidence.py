@@ -102,7 +102,8 @@ def query_words(
             names.append(A.Name(word, searched, absent=not typo, corrected=True))
         else:
             own = _stems(word)
-            held = chunk_counts(db, [s for s in own if s not in counts], state, workspace_id)[0]
+            missing = [s for s in own if s not in counts]  # a name's stems are mostly the query's, counted above
+            held = chunk_counts(db, missing, state, workspace_id)[0] if missing else {}
             names.append(A.Name(word, own, absent=any(not (counts.get(s) or held.get(s)) for s in own)))
     return A.QueryWords(
         stems,
