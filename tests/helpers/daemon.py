@@ -239,3 +239,11 @@ class Daemon:
             self.stop()
         else:
             self.close()
+
+
+def machine(base: Path, uri: str, *args: str) -> Daemon:
+    """A daemon as another machine runs it on a shared database: its own socket, XDG dirs and log."""
+    sock = base / "s.sock"
+    return Daemon(
+        base, store=base / "unused.db", sock=sock, argv=daemon_argv(uri, sock, *args), env={"AUTODOC_STORE": uri}
+    )

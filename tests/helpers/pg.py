@@ -126,3 +126,8 @@ class PgServer:
                     f"PostgreSQL (pid {self.pid}) did not stop in {timeout} s:\n{self.log_text()[-2000:]}"
                 )
             time.sleep(0.05)
+
+
+def schema_uri(pg_uri: str, schema: str) -> str:
+    """The server's URI with the AutoDoc schema to use (each test module its own)."""
+    return f"{pg_uri}{'&' if '?' in pg_uri else '?'}options=-csearch_path%3D{schema}"

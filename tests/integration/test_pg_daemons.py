@@ -15,8 +15,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from helpers.daemon import Daemon, daemon_argv
-from helpers.pg import missing_reason
+from helpers.daemon import Daemon, machine
+from helpers.pg import missing_reason, schema_uri
 
 from autodoc.rpc import schemas
 from autodoc_client import Client
@@ -26,19 +26,6 @@ pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_rea
 
 CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "corpora"
 NO_MODEL = {"embedding": {"provider": "none"}}
-
-
-def schema_uri(pg_uri: str, schema: str) -> str:
-    """The server's URI with the AutoDoc schema to use (each test module its own)."""
-    return f"{pg_uri}{'&' if '?' in pg_uri else '?'}options=-csearch_path%3D{schema}"
-
-
-def machine(base: Path, uri: str, *args: str) -> Daemon:
-    """A daemon as another machine runs it: its own socket, XDG dirs and log, the shared database."""
-    sock = base / "s.sock"
-    return Daemon(
-        base, store=base / "unused.db", sock=sock, argv=daemon_argv(uri, sock, *args), env={"AUTODOC_STORE": uri}
-    )
 
 
 @pytest.fixture(scope="module")

@@ -15,25 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.daemon import Daemon, daemon_argv
-from helpers.pg import missing_reason
+from helpers.daemon import Daemon, machine
+from helpers.pg import missing_reason, schema_uri
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
 
 KB = Path(__file__).resolve().parents[1] / "corpora" / "kb"
 NO_MODEL = {"embedding": {"provider": "none"}}
 TRACEBACK = "Traceback (most recent call last)"
-
-
-def schema_uri(pg_uri: str, schema: str) -> str:
-    return f"{pg_uri}{'&' if '?' in pg_uri else '?'}options=-csearch_path%3D{schema}"
-
-
-def machine(base: Path, uri: str, *args: str) -> Daemon:
-    sock = base / "s.sock"
-    return Daemon(
-        base, store=base / "unused.db", sock=sock, argv=daemon_argv(uri, sock, *args), env={"AUTODOC_STORE": uri}
-    )
 
 
 class Peers:
