@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InvalidParams
+from ..lexical import postings
 from . import vectors as pg_vectors
 
 # parents before children (foreign keys); `meta`, `lexical_*` and `indexer` are not copied as rows
@@ -164,17 +165,7 @@ def _copy(conn: Any, table: str, cols: list[tuple[str, str]], rows: Iterable[tup
 def _docsizes(src: Any) -> Iterator[tuple[int, ...]]:
     """FTS5's docsize rows as (chunk, tokens of each of the four columns): varints, one per column."""
     for chunk, blob in src.execute("SELECT id, sz FROM chunks_fts_docsize ORDER BY id"):
-        sizes: list[int] = []
-        i = 0
-        while i < len(blob) and len(sizes) < 4:
-            v = 0
-            while True:  # SQLite's varint (values here stay far below its nine-byte form)
-                b = blob[i]
-                i += 1
-                v = (v << 7) | (b & 0x7F)
-                if b < 0x80:
-                    break
-            sizes.append(v)
+        sizes = postings._sizes(blob)[:4]  # the varint reading the postings index does
         yield (int(chunk), *(sizes + [0, 0, 0, 0])[:4])
 
 
