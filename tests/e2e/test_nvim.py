@@ -416,7 +416,10 @@ def test_a_model_transition_runs_the_search_again(kb, nv_factory):
     st = state(nv)
     assert "semantic ready" in st["title"]
     assert st["stats"]["refreshed"] >= 1
-    assert nv.json(f"return {CURRENT}.session.last_refresh").startswith("embedding")
+    # the search ran again because the daemon pushed: the model's state, or the reconfigure's
+    # change feed when the two tiny files were embedded before that search ran (seen under CI load)
+    why = nv.json(f"return {CURRENT}.session.last_refresh")
+    assert why and all(r == "changes" or r.startswith("embedding ") for r in why.split(", ")), why
 
 
 # -- commands --------------------------------------------------------------------------

@@ -310,13 +310,19 @@ function Session:refresh(why)
   if self.closed or not self.query:find("%S") then
     return
   end
+  -- pushes that land within one debounce make one search; keep every reason, not the last
+  self.pending_why = self.pending_why or {}
+  if not vim.tbl_contains(self.pending_why, why) then
+    table.insert(self.pending_why, why)
+  end
   self.refresh_timer:stop()
   self.refresh_timer:start(REFRESH_MS, 0, vim.schedule_wrap(function()
     if self.closed then
       return
     end
     self.stats.refreshed = self.stats.refreshed + 1
-    self.last_refresh = why
+    self.last_refresh = table.concat(self.pending_why or {}, ", ")
+    self.pending_why = nil
     self:run()
   end))
 end
