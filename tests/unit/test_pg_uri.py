@@ -1,11 +1,11 @@
-"""store/pg/uri.py: which targets are PostgreSQL connection strings, and that no form of one
+"""config/pguri.py: which targets are PostgreSQL connection strings, and that no form of one
 shows its password once redacted (issue 34: credentials never logged or echoed)."""
 
 from __future__ import annotations
 
 import pytest
 
-from autodoc.store.pg.uri import MASK, is_postgres, redact
+from autodoc.config.pguri import MASK, is_postgres, redact
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 database behind the PgStore (pg/store.py, docs/dev/postgres.md); each module here owns the SQL of
 one kind of row, one text for both where it can (store/sql.py).
 
-`open_store` is how a caller opens either: a PostgreSQL URI (store/pg/uri.py) opens a PgStore,
+`open_store` is how a caller opens either: a PostgreSQL URI (config/pguri.py) opens a PgStore,
 anything else is a store file's path. `Store` and the PgStore are loaded when first asked for (a
 module `__getattr__`, and inside `open_store`), so reading the lease (store/lease.py) or a row module
 does not load apsw, psycopg, numpy and every migration: the CLI finds a daemon without them.
@@ -16,8 +16,8 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config.pguri import is_postgres, redact
 from ..errors import StoreUnreachable
-from .pg.uri import is_postgres, redact
 
 if TYPE_CHECKING:
     from .interface import StoreInterface

@@ -37,6 +37,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from ...config.pguri import MASK, redact
 from ...errors import StoreReadOnly, StoreTooNew, StoreUnreachable, WorkspaceNotFound
 from .hang import HangWatch, PgConnection
 from .liveness import alive
@@ -44,7 +45,6 @@ from .reach import fix_for
 from .roles import can_write
 from .schema import MIGRATIONS, SCHEMA, migrate, schema_version
 from .snapshot import PgSnapshot, prepare
-from .uri import MASK, redact
 
 # TCP keepalives both ways (section 5): a peer cut off by the network is noticed in ~6 s, so an
 # indexer's lock is released and taken over within the 10 s. Unix sockets ignore them.
