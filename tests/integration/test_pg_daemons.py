@@ -96,14 +96,10 @@ def test_changes_since_gives_the_same_feed_from_either_daemon(two):
     assert from_b == from_a
     got = [(c["path"], c["op"]) for c in from_b["changes"]]
     assert got[:3] == [("feed-1.md", "add"), ("feed-1.md", "modify"), ("feed-2.md", "add")]
-    # one run: its order is the job's. Under a loaded CI machine the move was once logged as feed-2's
-    # delete and feed-3's add instead of one rename (not reproduced alone; open in the closing note):
-    # either way both daemons must give the same feed, which is what this test is for
-    moved = sorted(got[3:])
-    assert moved in (
-        [("feed-1.md", "delete"), ("feed-3.md", "rename")],
-        [("feed-1.md", "delete"), ("feed-2.md", "delete"), ("feed-3.md", "add")],
-    ), moved
+    # one run: its order is the job's. The move is one rename: feed-3.md is last in the scan, behind
+    # ~90 files read again when their stored stats were too recent to trust; they used to fill a
+    # batch first, which wrote feed-3.md as an add and feed-2.md as a delete (test_live_moves.py)
+    assert sorted(got[3:]) == [("feed-1.md", "delete"), ("feed-3.md", "rename")]
     # and page by page from the other daemon, the same again
     first = b.call("changes.since", ["kb", head, 2])
     rest = a.call("changes.since", ["kb", first["next_cursor"], 1000])

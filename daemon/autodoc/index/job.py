@@ -186,6 +186,12 @@ class IndexJob:
         total = len(entries)
         count = self._token_counter(ws)
         changed = sum(1 for e in entries if not e.skip and not _unchanged(known.get(e.relpath), e, full))
+        # The paths gone are written with the last batch: a file holding a gone path's bytes waits
+        # for that batch too, so the two are paired as one rename. Written in an earlier batch it
+        # was an add, and the gone path a delete (a move among more than WRITE_BATCH changes).
+        listed = {e.relpath for e in entries if not e.skip}
+        gone_hashes = {old[0] for path, old in known.items() if path not in listed}
+        moved: list[Pending] = []
         # Every entry but the unchanged ones passes through the preparer, in scan order, so
         # batches, skips and document ids come out as an inline run makes them.
         preparer: Preparer[tuple[int, ScanEntry], str | Touched] = Preparer(
@@ -207,7 +213,10 @@ class IndexJob:
                     continue
                 got.mtime_ns, got.ctime_ns, got.inode = signal
                 got.size = size
-                pending.append(got)
+                if gone_hashes and stored.content_hash(got.data) in gone_hashes:
+                    moved.append(got)
+                else:
+                    pending.append(got)
                 if len(pending) >= WRITE_BATCH:
                     renamed |= self._flush(ws, Batch(pending), report, full, failures, defer_links=True)
                     pending = []
@@ -243,7 +252,12 @@ class IndexJob:
             take(drain=True)
             gone = [p for p in known if p not in on_disk]
             self._flush(
-                ws, Batch(pending, gone=gone, skips=skips, every_skip=True), report, full, failures, renamed=renamed
+                ws,
+                Batch(pending + moved, gone=gone, skips=skips, every_skip=True),
+                report,
+                full,
+                failures,
+                renamed=renamed,
             )
             with self.store.write() as db:
                 set_chunking(db, ws.id, cut)
