@@ -302,7 +302,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             if args.if_missing:
                 existing = (
                     {w["name"] for w in call(settings, "workspace.list", {})["workspaces"]}
-                    if not isinstance(settings.store, Path) or settings.store.exists()
+                    if settings.postgres or Path(settings.store).exists()
                     else set()
                 )
                 if args.name in existing:

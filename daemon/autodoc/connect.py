@@ -201,8 +201,8 @@ def start_daemon(
 
     # a database's connection string goes in the environment, never in argv: a command line is
     # anyone's to read (ps, /proc/PID/cmdline) and the string may hold a password
-    store = ["--store", str(settings.store)] if isinstance(settings.store, Path) else []
-    env = None if isinstance(settings.store, Path) else {**os.environ, "AUTODOC_STORE": settings.store}
+    store = [] if settings.postgres else ["--store", str(settings.store)]
+    env = {**os.environ, "AUTODOC_STORE": str(settings.store)} if settings.postgres else None
     argv = [sys.executable, "-m", "autodoc.cli", *store, "--socket", str(settings.socket), "serve", "--socket"]
     log.info("starting a daemon on %s: %s", settings.store_shown, " ".join(argv))
     log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -42,14 +42,14 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _store(settings: Settings) -> Iterator[Check]:
-    if isinstance(settings.store, str):
-        yield from _database(settings.store)
+    if settings.postgres:
+        yield from _database(str(settings.store))
         return
     from .store.db import open_reader
     from .store.migrations import MIGRATIONS, schema_version
     from .store.workspaces import workspace_roots
 
-    path = settings.store
+    path = Path(settings.store)
     if not path.exists():
         # normal before the first workspace: nothing is broken, the first `workspace add` creates it
         yield Check(

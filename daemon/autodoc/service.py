@@ -76,7 +76,7 @@ class Service:
         # a database has no file beside it for the store to lease: a writer here takes the lease this
         # machine's clients find its daemon by (config/settings.py lease_file); the database itself
         # keeps its writers apart (store/pg/indexlock.py)
-        self._lease = Lease(settings.store, holder) if writer and isinstance(settings.store, str) else None
+        self._lease = Lease(settings.store, holder) if writer and settings.postgres else None
         try:
             self.store: StoreInterface = open_store(settings.store, writer=writer, holder=holder)
         except BaseException:
@@ -201,13 +201,20 @@ class Service:
         with self.store.read() as db:
             return {"workspaces": [wss.describe(db, wsrows.get_workspace(db, n)) for n in wsrows.workspace_names(db)]}
 
-    def workspace_configure(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    def workspace_configure(
+        self, name: str, options: dict[str, Any] | None = None, root: str | None = None, force: bool = False
+    ) -> dict[str, Any]:
+        # a new root is only stored: documents keep their workspace-relative paths, so the next index
+        # finds the files that kept theirs and their bytes unchanged (nothing re-cut or re-embedded)
+        moved = str(wss.check_root(root, force)) if root is not None else None
         with self.store.locked():
             with self.store.write() as db:
                 ws = wss.find(db, name)
                 old = _config(ws)
-                new = wss.configured(old, options)
+                new = wss.configured(old, options or {})
                 wsrows.set_config(db, ws, new.stored())
+                if moved is not None and moved != ws.root:
+                    wsrows.set_root(db, ws, moved)
                 self.peers.announce(db, ws.id, "configured")
                 if (new.site_roots, new.page_suffixes) != (old.site_roots, old.page_suffixes):
                     self.links.reconfigure(db, ws.id)  # the name tables hold the old site layout

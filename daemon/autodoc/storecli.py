@@ -46,21 +46,22 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """The copy, its progress on stderr and what was copied on stdout; exit 0."""
     to = str(args.to)
-    if not isinstance(settings.store, Path):
+    if settings.postgres:
         raise InvalidParams("--store", "store copy copies a store file; this names a database already")
+    store = Path(settings.store)
     if not is_postgres(to):
         raise InvalidParams("--to", f"{redact(to)!r} is not a PostgreSQL connection string (postgresql://…)")
-    if not settings.store.exists():
-        raise InvalidParams("--store", f"there is no store at {settings.store} to copy")
+    if not store.exists():
+        raise InvalidParams("--store", f"there is no store at {store} to copy")
     from .store.pg.copy import copy_store
 
     def progress(table: str, n: int) -> None:
         print(f"autodoc: {table}: {n:,} rows" if n else f"autodoc: {table} …", file=sys.stderr)
 
-    rep = copy_store(settings.store, to, progress=progress, build_memory=str(args.build_memory))
+    rep = copy_store(store, to, progress=progress, build_memory=str(args.build_memory))
     rows = rep["rows"]
     print(
-        f"copied {settings.store} to {redact(to)}: {rows['workspaces']} workspaces, {rows['documents']:,} documents, "
+        f"copied {store} to {redact(to)}: {rows['workspaces']} workspaces, {rows['documents']:,} documents, "
         f"{rows['chunks']:,} chunks, {rows['vectors']:,} vectors in {sum(rep['seconds'].values()):.1f} s"
     )
     for h in rep["hnsw"]:

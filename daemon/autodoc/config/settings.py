@@ -102,7 +102,7 @@ class Settings:
     def store_shown(self) -> str:
         """The store as a message, log line or answer names it: a path, or the connection string
         with its password masked."""
-        return redact(self.store) if isinstance(self.store, str) else str(self.store)
+        return redact(str(self.store)) if self.postgres else str(self.store)
 
     @property
     def lease(self) -> Path:
@@ -113,7 +113,7 @@ class Settings:
     def daemon_log(self) -> Path:
         """Where a daemon started in the background (connect.start_daemon) writes its log: beside
         the store file, or beside a database's lease."""
-        return Path(str(self.store) + ".daemon.log") if isinstance(self.store, Path) else self.lease.with_suffix(".log")
+        return self.lease.with_suffix(".log") if self.postgres else Path(str(self.store) + ".daemon.log")
 
     def store_named(self) -> str:
         """The store and how it was chosen, as a message names it."""
