@@ -37,6 +37,7 @@ def test_open_store_opens_a_pg_store_that_writes_and_reads(target):
     from autodoc.store import workspaces as ws_rows
     from autodoc.store.documents import next_generation
     from autodoc.store.pg.store import PgStore
+    from autodoc.store.sql import POSTGRES, dialect
 
     store = open_store(target)
     try:
@@ -51,6 +52,9 @@ def test_open_store_opens_a_pg_store_that_writes_and_reads(target):
         with store.read() as db:
             assert ws_rows.workspace_names(db) == ["kb"]
             assert ws_rows.store_generation(db) == 1
+            assert (
+                store.dialect == dialect(db) == POSTGRES
+            )  # the store says what its snapshots say (embed/queue.py asks)
             with store.read() as inner:  # a read inside a read joins it
                 assert inner is db
     finally:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from collections import deque
@@ -33,6 +32,7 @@ from ..errors import WorkspaceNotFound
 from ..store import vectors as stored
 from ..store.interface import StoreInterface
 from ..store.pg.notify import notify_vectors
+from ..store.sql import POSTGRES
 from ..store.workspaces import Workspace, get_workspace, workspace_names
 from .base import ProviderDown
 from .codes import sign_codes
@@ -78,8 +78,8 @@ def _by_length(rows: list[tuple[str, str]], count_tokens: Callable[[list[str]], 
 
 def _embed_claims(store: StoreInterface) -> Any:
     """A shared PostgreSQL store's embed claims (store/pg/indexlock.py: one daemon fills a workspace at a
-    time), else None: no PgStore exists unless its module is loaded, and a SQLite daemon loads no psycopg."""
-    if "autodoc.store.pg.store" not in sys.modules:
+    time), else None. Imported only for a database: a SQLite daemon loads no psycopg."""
+    if store.dialect != POSTGRES:
         return None
     from ..store.pg.indexlock import embed_claims
 

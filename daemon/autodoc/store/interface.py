@@ -61,6 +61,11 @@ class StoreInterface(Protocol):
         ...
 
     @property
+    def dialect(self) -> str:
+        """Which backend this is: store/sql.py's SQLITE or POSTGRES, as `dialect(db)` says of its snapshots."""
+        ...
+
+    @property
     def writable(self) -> bool:
         """Whether this process holds the writer (and the lease)."""
         ...

@@ -28,9 +28,12 @@ import apsw
 from ..errors import WorkspaceNotFound
 from .db import open_reader, open_writer
 from .lease import Lease
+from .sql import SQLITE
 
 
 class Store:
+    dialect = SQLITE
+
     def __init__(self, path: Path, *, writer: bool = True, holder: dict[str, Any] | None = None):
         self.path = path
         self._lease: Lease | None = None

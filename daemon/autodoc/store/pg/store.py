@@ -44,7 +44,7 @@ from .liveness import alive
 from .reach import fix_for
 from .roles import can_write
 from .schema import MIGRATIONS, SCHEMA, migrate, schema_version
-from .snapshot import PgSnapshot, prepare
+from .snapshot import DIALECT, PgSnapshot, prepare
 
 # TCP keepalives both ways (section 5): a peer cut off by the network is noticed in ~6 s, so an
 # indexer's lock is released and taken over within the issue's 10 s. Unix sockets ignore them.
@@ -74,6 +74,8 @@ def schema_of(options: str) -> str:
 
 class PgStore:
     """A store in a PostgreSQL database: the same rows as the SQLite file's, many daemons at once."""
+
+    dialect = DIALECT
 
     def __init__(
         self,
