@@ -55,3 +55,65 @@ def test_a_move_after_a_batch_of_files_read_again_is_one_rename(service_factory,
     report = svc.index("kb")
     assert (report["renamed"], report["added"], report["deleted"]) == (1, 0, 0), report
     assert ops(svc, start) == [("z-new.md", "rename")]
+
+
+def _live(svc):
+    """A LiveIndex on `svc`, its store calls run on a worker thread (the daemon's reader and writer)."""
+    from functools import partial
+
+    import anyio
+
+    from autodoc.index.live import LiveIndex
+
+    async def run(fn, *a, **k):
+        return await anyio.to_thread.run_sync(partial(fn, *a, **k))
+
+    return LiveIndex(svc, read=run, write=run, set_watching=lambda _: None)
+
+
+async def test_a_move_split_across_two_watcher_batches_is_one_rename(service_factory, tmp_path: Path):
+    """The watcher's debounce may cut between the two events of one rename (MOVED_FROM, then
+    MOVED_TO in its next batch): the deletion waits one debounce for its other half."""
+    from watchfiles import Change
+
+    root = tmp_path / "kb"
+    (root / "sub").mkdir(parents=True)
+    (root / "old.md").write_text("# Moved\n\nthe note that moves\n")
+    (root / "kept.md").write_text("# Kept\n\nstays\n")
+    svc = service_factory(root)
+    start = head(svc)
+    live = _live(svc)
+    roots = {"kb": root}
+    (root / "old.md").rename(root / "sub" / "new.md")
+    await live._apply({(Change.deleted, str(root / "old.md"))}, roots)
+    (root / "kept.md").write_text("# Kept\n\nstays, edited\n")
+    await live._apply({(Change.added, str(root / "sub" / "new.md")), (Change.modified, str(root / "kept.md"))}, roots)
+    assert ops(svc, start) == [("kept.md", "modify"), ("sub/new.md", "rename")]
+
+
+async def test_the_watcher_logs_a_move_as_a_rename_and_a_lone_delete_soon(service_factory, tmp_path: Path):
+    """Through the real watcher: a move (both halves in one batch, or two) is a rename, and a
+    deletion held for its other half is written once none comes."""
+    import anyio
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "old.md").write_text("# Moved\n\nthe note that moves\n")
+    (root / "doomed.md").write_text("# Doomed\n\nabout to go\n")
+    svc = service_factory(root)
+    start = head(svc)
+    watching: list[list[str]] = []
+    live = _live(svc)
+    live._set_watching = watching.append
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(live.run)
+        with anyio.fail_after(20):
+            while not (watching and watching[-1] == ["kb"]):
+                await anyio.sleep(0.01)
+            (root / "old.md").rename(root / "new.md")
+            (root / "doomed.md").unlink()
+            while len(ops(svc, start)) < 2:
+                await anyio.sleep(0.01)
+        live.stop()
+        tg.cancel_scope.cancel()
+    assert ops(svc, start) == [("doomed.md", "delete"), ("new.md", "rename")]

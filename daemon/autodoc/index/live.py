@@ -15,7 +15,8 @@ the new watcher runs, so a file saved in that gap is not missed.
 A new folder used to cost a whole-workspace index before its first file
 answered: 2.8 s at 1M chunks (docs/benchmarks/speed.md, save → searchable). A saved .md/.markdown file is handed to `Service.index_paths`
 after a ~50 ms debounce (and so is _schema/frontmatter.yaml, which
-re-derives every document's facets). At start each workspace gets
+re-derives every document's facets). A batch where a file is gone waits one debounce more for the
+next, so a move the debounce cut in two is still one rename (up to MOVE_HOLD_MAX_S). At start each workspace gets
 one incremental index, to catch edits made while no daemon ran (tried again every LOCKED_RETRY_S
 while another daemon holds the workspace's indexer lock, said once in the log). A store that cannot be
 reached (a PostgreSQL server restarting) loses no save: the workspace whose live index it refused
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -47,6 +49,7 @@ WATCH_DEBOUNCE_MS = 50
 WATCH_STEP_MS = 25
 STORE_RETRY_S = 1.0  # how often the watcher looks whether an unreachable store answers again
 LOCKED_RETRY_S = 2.0  # how often a catch-up another daemon's index run held off is tried again
+MOVE_HOLD_MAX_S = 1.0  # a stream of batches with files gone is written at least this often
 
 Run = Callable[..., Awaitable[Any]]
 
@@ -105,6 +108,14 @@ class LiveIndex:
         self._walk_all = True
         # each workspace's `markdown` option: which files a change is about, which hidden folders are watched
         self._rules: dict[str, MarkdownRule] = {}
+        # A batch where a file is gone, by workspace: held one debounce for the other half of a move
+        # (the debounce can cut between a rename's two events; index/batch.py pairs a gone path with
+        # a new one of the same bytes only within one write), then written with the next batch, or
+        # by _release_held if none came. A batch with no file gone is written at once (a save).
+        self._held: dict[str, set[str]] = {}
+        self._held_since: dict[str, float] = {}
+        self._batches = 0  # batches applied: a release is for the last one only
+        self._applying = anyio.Lock()  # a batch and the release of held deletions, one at a time
 
     def roots_changed(self) -> None:
         self._walk_all = True
@@ -242,6 +253,8 @@ class LiveIndex:
                         recursive=False,
                     ):
                         await self._apply(changes, roots)
+                        if self._held:
+                            tg.start_soon(self._release_held, self._batches, roots)
             except Exception as exc:
                 # a folder vanished under the watcher, or the watcher could not report a file name
                 # (one that is not valid UTF-8): the daemon keeps serving, the watcher starts again
@@ -322,7 +335,25 @@ class LiveIndex:
             except Exception:
                 log.exception("live index of new folders in workspace %s failed", name)
 
+    async def _release_held(self, batch: int, roots: dict[str, Path]) -> None:
+        """What batch number `batch` held (a batch with a file gone), written: no other batch came
+        within a debounce to bring the other half of a move."""
+        await anyio.sleep(self.debounce_ms / 1000)
+        async with self._applying:
+            if self._batches != batch:
+                return  # a later batch took them (and holds its own)
+            held, self._held = self._held, {}
+            self._held_since = {}
+            for name, rels in sorted(held.items()):
+                if name in roots:
+                    await self._index_paths(name, rels)
+
     async def _apply(self, changes: set[tuple[Any, str]], roots: dict[str, Path]) -> None:
+        async with self._applying:
+            self._batches += 1
+            await self._apply_batch(changes, roots)
+
+    async def _apply_batch(self, changes: set[tuple[Any, str]], roots: dict[str, Path]) -> None:
         paths: dict[str, set[str]] = defaultdict(set)
         rescan: set[str] = set()
         fresh: dict[str, set[str]] = defaultdict(set)
@@ -360,9 +391,22 @@ class LiveIndex:
                 self._new_folders[name] |= rels
             self._restart.set()
         await self._index_folders({n: r for n, r in fresh.items() if n not in rescan})
+        for name in rescan:  # indexed whole: what it held too
+            self._held.pop(name, None)
+            self._held_since.pop(name, None)
         for name in sorted(set(paths) - rescan):
+            rels = paths[name] | self._held.pop(name, set())
+            since = self._held_since.pop(name, time.monotonic())
+            gone = any(not _present(roots[name] / r) for r in paths[name])
+            if gone and time.monotonic() - since < MOVE_HOLD_MAX_S:
+                self._held[name], self._held_since[name] = rels, since
+            else:
+                await self._index_paths(name, rels)
+
+    async def _index_paths(self, name: str, rels: set[str]) -> None:
+        if rels:
             try:
-                report = await self._write(self.service.index_paths, name, sorted(paths[name]))
+                report = await self._write(self.service.index_paths, name, sorted(rels))
                 log.debug("live index %s: %s", name, _summary(report))
             except WorkspaceNotFound:
                 self.roots_changed()
@@ -431,6 +475,11 @@ def _relative(raw: str, root: Path) -> str | None:
             return None
     text = rel.as_posix()
     return None if text in ("", ".") else text
+
+
+def _present(path: Path) -> bool:
+    """A path still there (a dangling link is: the index skips it, as a scan does)."""
+    return path.exists() or path.is_symlink()
 
 
 def _maybe_folder(path: Path) -> bool:
