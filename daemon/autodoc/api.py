@@ -73,7 +73,7 @@ TABLE = (
     Method("workspace.list", lambda s, p: s.workspace_list()),
     Method(
         "workspace.configure",
-        lambda s, p: s.workspace_configure(p["workspace"], p["options"]),
+        lambda s, p: s.workspace_configure(p["workspace"], p.get("options"), p.get("root"), p["force"]),
         write=True,
         announce="configured",
     ),

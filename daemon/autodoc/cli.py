@@ -335,12 +335,21 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                         print()
                     cliout.print_status(st, shared=settings.postgres)
         elif args.wcmd == "configure":
-            out = call(
-                settings,
-                "workspace.configure",
-                {"workspace": args.name, "options": json_arg("the options", args.options)},
-            )
-            print(json.dumps(out["config"], indent=2))
+            if args.options is None and args.root is None:
+                raise UsageError("workspace configure: give the options (JSON), --root PATH, or both")
+            asked: dict[str, Any] = {"workspace": args.name, "force": args.force}
+            if args.options is not None:
+                asked["options"] = json_arg("the options", args.options)
+            if args.root is not None:  # resolved here: the daemon's working folder is not this shell's
+                asked["root"] = str(Path(args.root).expanduser().resolve())
+            try:
+                out = call(settings, "workspace.configure", asked)
+            except AutodocError as e:
+                raise _flagged(e, {"root": "--root"}) from None
+            if args.root is not None:
+                print(f"workspace {out['name']} → {out['root']}")
+            if args.options is not None:
+                print(json.dumps(out["config"], indent=2))
         return EXIT_OK
 
     if args.cmd == "index":

@@ -46,9 +46,16 @@ def parser() -> argparse.ArgumentParser:
     )
     st.add_argument("name", nargs="?", help="a workspace (default: every one)")
     st.add_argument("--json", action="store_true", help="print the answer exactly as the RPC returns it")
-    c = wsub.add_parser("configure", help="set a workspace's options (JSON)")
+    c = wsub.add_parser("configure", help="set a workspace's options (JSON), or move its root (--root)")
     c.add_argument("name")
-    c.add_argument("options", help="JSON object of options")
+    c.add_argument("options", nargs="?", help="JSON object of options")
+    c.add_argument(
+        "--root",
+        metavar="PATH",
+        help="the folder moved here (a new checkout, a copied store, a renamed folder): the next index "
+        "finds unchanged files unchanged, nothing is embedded again",
+    )
+    c.add_argument("--force", action="store_true", help="accept / or the home folder itself as the root")
 
     indexcli.add_parser(sub)
 

@@ -156,6 +156,8 @@ async def serve_daemon(
                     set_watching=partial(setattr, server, "watching"),
                 )
                 server.workspace_listeners.append(live.roots_changed)
+                # a workspace another daemon sharing the store removed or moved (peers.py): watched anew
+                service.peers.workspace_listeners.append(partial(server.run_in_loop, server.workspaces_changed))
                 # a daemon that may not write (a PostgreSQL store reached as a reader role) serves
                 # searches and reads only: what it would watch, embed or build is the indexer's
                 if watch and service.writable:

@@ -6,7 +6,8 @@ once. On a shared PostgreSQL store each daemon also follows the store's change f
 (store/pg/notify.py): what another daemon committed marks its documents in this one's caches
 (through the Service's `vectors_changed`, which reaches its reader processes too), drops the
 link name tables it indexes by, and reaches the listeners; a workspace another daemon removed or
-configured is forgotten here (`announce` is the writing side). A daemon hears its own changes on
+configured is forgotten here, and the workspace listeners (the live index) look at the roots again:
+a configure may have moved one (`announce` is the writing side). A daemon hears its own changes on
 the feed as well: the cursors it told are remembered, so a change reaches listeners once,
 whoever reports it first. On SQLite this process is the one writer and there is no feed.
 
@@ -51,6 +52,9 @@ class Peers:
         self._vectors_changed = vectors_changed
         self._forget = forget  # a workspace's vectors, here and in the readers
         self.listeners: list[ChangeListener] = []
+        # told (on the feed's thread) when another daemon removed or configured a workspace: the live
+        # index watches the roots anew, a configure may have moved one (daemon.py)
+        self.workspace_listeners: list[Callable[[], None]] = []
         self._told: dict[int, None] = {}  # cursors listeners were told of, oldest first
         self._told_lock = threading.Lock()
         # what every daemon sharing a PostgreSQL store commits (store/pg/notify.py); None on SQLite, and in
@@ -124,3 +128,8 @@ class Peers:
         self.links.forget(ws_id)
         if event == "removed":
             self._forget(ws_id)
+        for fn in list(self.workspace_listeners):
+            try:
+                fn()
+            except Exception:  # the feed must keep running
+                log.exception("workspace listener failed")

@@ -89,6 +89,11 @@ def set_config(db: Snapshot, ws: Workspace, config: dict[str, Any]) -> None:
     db.execute("UPDATE workspaces SET config=? WHERE id=?", (json.dumps(config), ws.id))
 
 
+def set_root(db: Snapshot, ws: Workspace, root: str) -> None:
+    """The folder the workspace's relative paths are under (workspace.configure's `root`)."""
+    db.execute("UPDATE workspaces SET root=? WHERE id=?", (root, ws.id))
+
+
 @dataclass(frozen=True)
 class Counts:
     documents: int  # files: sessions (store/sessions.py) are counted apart
