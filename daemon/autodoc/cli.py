@@ -279,6 +279,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
         return serve(settings)
 
+    if args.cmd == "socket":
+        return _socket(settings, start=args.start, wait_s=args.wait, as_json=args.json)
+
     if args.cmd == "tui":
         from .tui import run as tui
 
@@ -390,6 +393,57 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return sessioncli.run(args, settings)
 
     cliargs.parser().print_help()
+    return EXIT_OK
+
+
+def _taken(sock: Path) -> str:
+    """Why a daemon could not listen on `sock`, when another one does: the store it serves."""
+    from .connect import call_socket
+
+    try:
+        other = call_socket(sock, "server.info", {}, timeout=2.0).get("store")
+    except (OSError, AutodocError, ValueError):
+        return ""
+    return f"; the daemon of {other} listens on {sock}: give this store's daemon another (AUTODOC_SOCKET)"
+
+
+def _socket(settings: Settings, *, start: bool, wait_s: float, as_json: bool) -> int:
+    """`autodoc socket`: the daemon serving this store, by the rule every client here follows
+    (the store's lease names its socket), for a client that runs none of this package's code
+    (the Neovim plugin), which would otherwise need its own copy of the rule and of a database
+    lease's name; with `start`, the daemon started when none serves it, as `autodoc tui` starts it."""
+    from .connect import daemon_socket, read_holder, start_daemon
+
+    sock, started, why = daemon_socket(settings), False, None
+    if sock is None:
+        held = read_holder(settings.store)
+        if held and not held.get("socket"):
+            why = f"pid {held.get('pid')} holds it and serves no socket (serve --stdio, lsp, index); stop it first"
+        elif not start:
+            why = "none runs; start one: autodoc serve --socket &"
+        else:
+            why = start_daemon(settings, settings.daemon_log, wait_s=wait_s)
+            sock = daemon_socket(settings)
+            started = sock is not None
+            if sock is None and settings.socket.exists():
+                why = f"{why}{_taken(settings.socket)}"
+    holder = read_holder(settings.store) if sock is not None else None
+    answer = {
+        "socket": str(sock) if sock is not None else None,
+        "store": settings.store_shown,
+        "store_from": settings.store_from,
+        "pid": holder.get("pid") if holder else None,
+        "started": started,
+        "log": str(settings.daemon_log) if started else None,
+        "why": None if sock is not None else why or "it did not start",
+    }
+    if as_json:
+        print(json.dumps(answer, ensure_ascii=False))
+    elif sock is not None:
+        print(sock)
+    if sock is None:
+        print(f"autodoc: no daemon serves the store {settings.store_named()}: {answer['why']}", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 

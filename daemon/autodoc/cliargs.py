@@ -90,6 +90,22 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="distil the instant tier's token table now (else the first large index does)",
     )
+    so = sub.add_parser(
+        "socket",
+        help="print the socket of the daemon serving the store, found as every client finds it "
+        "(the store's lease); --start starts one when none does",
+    )
+    so.add_argument(
+        "--start",
+        action="store_true",
+        help="when no daemon serves the store, start one (autodoc serve --socket, detached) and wait until it answers",
+    )
+    so.add_argument("--wait", type=float, default=15.0, metavar="S", help="with --start: how long to wait (15 s)")
+    so.add_argument(
+        "--json",
+        action="store_true",
+        help="socket (null when none), store (its password masked), store_from, pid, started, log, why",
+    )
     t = sub.add_parser("tui", help="the terminal app: search as you type, open a document, add a workspace")
     t.add_argument("-w", "--workspace")
     t.add_argument("--in-process", action="store_true", help="do not start a daemon when none runs")

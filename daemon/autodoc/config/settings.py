@@ -60,6 +60,19 @@ def lease_file(store: Path | str) -> Path:
     return runtime_dir() / f"pg-{digest}.lease"
 
 
+def store_socket_path(store: Path | str) -> Path:
+    """Where the daemon serving `store` listens unless told (--socket PATH, $AUTODOC_SOCKET): the
+    default store's at the default socket; any other store's beside it, under a name made from
+    the store (a database's: its lease's name). A daemon started for a second store (by the
+    TUI, MCP, `autodoc socket --start`, the Neovim plugin) then never finds the default socket
+    taken by the first's, nor does a client of that socket reach a store it did not name."""
+    if isinstance(store, Path):
+        if store == default_store_path().expanduser().resolve():
+            return default_socket_path()
+        return runtime_dir() / f"store-{hashlib.sha256(str(store).encode()).hexdigest()[:16]}.sock"
+    return lease_file(store).with_suffix(".sock")
+
+
 def default_instant_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "autodoc", "instant")
@@ -81,10 +94,11 @@ class Settings:
     @classmethod
     def from_env(cls, store: str | os.PathLike | None = None, socket: str | os.PathLike | None = None) -> Settings:
         s = store or os.environ.get("AUTODOC_STORE") or default_store_path()
-        k = socket or os.environ.get("AUTODOC_SOCKET") or default_socket_path()
+        where: Path | str = str(s).strip() if is_postgres(str(s)) else Path(s).expanduser().resolve()
+        k = socket or os.environ.get("AUTODOC_SOCKET") or store_socket_path(where)
         i = os.environ.get("AUTODOC_INSTANT_DIR") or default_instant_dir()
         return cls(
-            store=str(s).strip() if is_postgres(str(s)) else Path(s).expanduser().resolve(),
+            store=where,
             socket=Path(k).expanduser(),
             instant_dir=None if i == "off" else Path(i).expanduser(),
             store_from="--store" if store else "AUTODOC_STORE" if os.environ.get("AUTODOC_STORE") else "default",

@@ -5,7 +5,9 @@
 --- Output: callbacks called on the main loop with (err, result), where err is
 --- the daemon's {code, message, data} or a client error (errors.lua).
 ---
---- - Connects lazily on the first request; when nothing answers and
+--- - Connects lazily on the first request, to the daemon serving the store
+---   (`<cmd> socket`, which starts it with `autostart`: daemon.locate), or,
+---   with the `socket` option, to that socket; when nothing answers there and
 ---   `autostart` is on, starts `<cmd> serve --socket <socket>` (detached, its
 ---   log in stdpath("log")/autodoc-daemon.log) and waits for it to listen.
 --- - A lost connection fails the requests in flight (a request sent with
@@ -70,11 +72,13 @@ end
 local Client = {}
 Client.__index = Client
 
---- A client for one socket. opts: socket, cmd, autostart, start_timeout_ms, request_timeout_ms.
+--- A client for one store's daemon. opts: socket (nil: the store's daemon, located by
+--- `<cmd> socket`), cmd, autostart, start_timeout_ms, request_timeout_ms.
 function M.new(opts)
   local self = setmetatable({}, Client)
   self.opts = opts
-  self.socket = opts.socket
+  self.socket = opts.socket -- with no `socket` option: the last one located
+  self.store = nil -- what `<cmd> socket` said: {store, store_from, socket, pid, …}
   self.state = "idle" -- idle | connecting | connected | closed
   self.pipe = nil
   self.next_id = 0
@@ -284,10 +288,44 @@ end
 
 function Client:_unreachable(reason)
   local hint = self.opts.autostart and "" or " (autostart is off: run `autodoc serve --socket`)"
+  if not self.socket then
+    return errors.client(errors.UNREACHABLE, string.format("no daemon answers%s%s", reason and (": " .. reason) or "", hint))
+  end
   return errors.client(
     errors.UNREACHABLE,
     string.format("no daemon answers at %s%s%s", self.socket, reason and (": " .. reason) or "", hint)
   )
+end
+
+--- Whether `cmd` may be skipped when it cannot be run: nothing names a store but the default.
+local function default_store_only(cmd)
+  local store = vim.env.AUTODOC_STORE
+  return #cmd == 1 and (store == nil or store == "")
+end
+
+--- Ask `<cmd> socket` for the store's daemon (starting it when `start`); cb(err) once
+--- self.socket is its socket, or the error to fail with.
+function Client:_locate(start, cb)
+  daemon.locate(self.opts.cmd, start, self.opts.start_timeout_ms, function(err, info)
+    if info then
+      self.store = info
+    end
+    if err and err.spawn_failed and default_store_only(self.opts.cmd) then
+      -- no `autodoc` to ask (not on Neovim's PATH): a daemon started by other means may still
+      -- listen where the default store's does
+      self.socket = config.default_socket()
+      return cb(nil)
+    end
+    if err then
+      return cb(err)
+    end
+    if info.started then
+      self.daemon = { pid = info.pid, log = info.log }
+      self.stats.started = self.stats.started + 1
+    end
+    self.socket = info.socket
+    cb(nil)
+  end)
 end
 
 function Client:_ensure()
@@ -295,6 +333,28 @@ function Client:_ensure()
     return
   end
   self.state = "connecting"
+  if not self.opts.socket then
+    return self:_locate(self.opts.autostart, function(err)
+      if self.state ~= "connecting" then
+        return
+      end
+      if err then
+        return self:_fail_queue(err)
+      end
+      try_connect(self.socket, function(cerr, pipe)
+        if self.state ~= "connecting" then
+          if pipe then
+            pipe:close()
+          end
+          return
+        end
+        if pipe then
+          return self:_attach(pipe)
+        end
+        self:_fail_queue(self:_unreachable(tostring(cerr)))
+      end)
+    end)
+  end
   local started, deadline
   local function attempt()
     try_connect(self.socket, function(err, pipe)
@@ -428,12 +488,24 @@ function Client:_maybe_watch()
   end
   self._watching = true
   local delay = RECONNECT_MIN_MS
+  local function try(cb)
+    if self.opts.socket then
+      return try_connect(self.socket, cb)
+    end
+    -- the store's daemon may come back on another socket: ask again (never starting one)
+    self:_locate(false, function(err)
+      if err then
+        return cb(err)
+      end
+      try_connect(self.socket, cb)
+    end)
+  end
   local function step()
     if self.state ~= "idle" or not self:_wants_push() then
       self._watching = false
       return
     end
-    try_connect(self.socket, function(err, pipe)
+    try(function(err, pipe)
       if self.state ~= "idle" or not self:_wants_push() then
         if pipe then
           pipe:close()
@@ -632,6 +704,9 @@ local shared_key
 function M.options_from(opts)
   return {
     socket = config.socket_path(opts),
+    -- the environment that chooses the store (and a started daemon's socket): a client is
+    -- made again when it changes; hashed, as a connection string may hold a password
+    env = vim.fn.sha256((vim.env.AUTODOC_STORE or "") .. "\n" .. (vim.env.AUTODOC_SOCKET or "")),
     cmd = opts.cmd,
     autostart = opts.autostart,
     start_timeout_ms = opts.start_timeout_ms,

@@ -11,12 +11,14 @@ local STAGES = { "lexical", "semantic", "rerank" }
 
 ---@class autodoc.Options
 M.defaults = {
-  -- The daemon's Unix socket. nil: $AUTODOC_SOCKET, else the daemon's default
-  -- ($XDG_RUNTIME_DIR/autodoc/autodoc.sock or /tmp/autodoc-<uid>/autodoc.sock).
+  -- The daemon's Unix socket. nil: the socket of the daemon serving the store `cmd`
+  -- names (its --store, else $AUTODOC_STORE, else the default store), as `<cmd> socket`
+  -- finds it through the store's lease: the daemon the CLI uses in the same environment.
   socket = nil,
   -- The autodoc executable, with any global flags (e.g. {"autodoc", "--store", "~/kb.db"}).
   cmd = { "autodoc" },
-  -- Start `<cmd> serve --socket <socket>` when no daemon answers.
+  -- Start the store's daemon when none serves it (`<cmd> socket --start`; with `socket`
+  -- set, `<cmd> serve --socket <socket>` when nothing answers there).
   autostart = true,
   start_timeout_ms = 15000,
   request_timeout_ms = 30000,
@@ -296,12 +298,18 @@ function M.reset()
   setup_opts = nil
 end
 
---- The socket the options point at.
+--- The socket the options name (`socket`), or nil: then the daemon is the one serving the
+--- store, found by asking `<cmd> socket` (daemon.locate).
 function M.socket_path(opts)
   opts = opts or M.get()
   if opts.socket then
     return vim.fn.expand(opts.socket)
   end
+end
+
+--- The default socket as this plugin knew it before it asked `<cmd> socket`: where to look
+--- when `cmd` cannot be run at all and nothing names another store (client.lua).
+function M.default_socket()
   local env = vim.env.AUTODOC_SOCKET
   if env and env ~= "" then
     return vim.fn.expand(env)

@@ -3,6 +3,7 @@
 --- It never starts a daemon: it reports what is there.
 local client = require("autodoc.client")
 local config = require("autodoc.config")
+local daemon = require("autodoc.daemon")
 local errors = require("autodoc.errors")
 
 local M = {}
@@ -54,17 +55,23 @@ function M.check()
   end
 
   start("autodoc: daemon")
-  local socket = config.socket_path(opts)
   local c = client.new(vim.tbl_extend("force", client.options_from(opts), { autostart = false }))
   local err, si = c:request_sync("server.info", vim.empty_dict(), TIMEOUT_MS)
+  if c.store then
+    info(string.format("store %s: its daemon is found through its lease (`%s socket`)", daemon.store_named(c.store), table.concat(opts.cmd, " ")))
+  elseif not opts.socket then
+    info("store: `" .. table.concat(opts.cmd, " ") .. " socket` did not say which; looking at the default socket")
+  end
   if err then
-    error_(string.format("socket %s: %s", socket, errors.format(err):gsub("^autodoc: ", "")), {
-      opts.autostart and "the daemon is started on the first search (autostart is on)" or "start it: autodoc serve --socket " .. socket,
+    local where = c.socket and ("socket " .. c.socket) or "daemon"
+    error_(string.format("%s: %s", where, (errors.format(err):gsub("^autodoc: ", ""))), {
+      opts.autostart and "the daemon is started on the first search (autostart is on)"
+        or "start it: " .. table.concat(opts.cmd, " ") .. " serve --socket" .. (opts.socket and (" " .. c.socket) or ""),
     })
     c:close()
     return
   end
-  ok(string.format("socket %s answers (daemon pid %s, store %s%s)", socket, tostring(si.pid), tostring(si.store), si.writable and "" or ", read-only"))
+  ok(string.format("socket %s answers (daemon pid %s, store %s%s)", c.socket, tostring(si.pid), tostring(si.store), si.writable and "" or ", read-only"))
   local major = tonumber(tostring(si.protocol_version or ""):match("^(%d+)"))
   local line = string.format("daemon %s %s, protocol %s", tostring(si.name), tostring(si.version), tostring(si.protocol_version))
   if major == client.PROTOCOL_MAJOR then
