@@ -674,6 +674,7 @@ def test_help_file_has_its_tags(nv_factory):
         ":AutodocBacklinks",
         "autodoc-picker-keys",
         "autodoc.setup()",
+        "autodoc-store",
     ):
         assert f"{tag}\t" in tags, tag
     nv.command(f"set rtp+={base}")
