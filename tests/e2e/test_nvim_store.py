@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,44 @@ def test_autodoc_socket_is_the_rule_the_plugin_asks(world):
     assert not any("s3cret" in p.name for p in runtime.iterdir())
     logs = [p for p in runtime.iterdir() if p.name.startswith("pg-") and p.suffix == ".log"]
     assert logs and all("s3cret" not in p.read_text() for p in logs), logs
+
+
+def test_a_database_named_by_AUTODOC_STORE_gets_its_daemon_started_and_searched(world, nvim, pg_uri):
+    """AUTODOC_STORE a PostgreSQL connection string with a password: the plugin starts and finds
+    the database's daemon (its socket named after the lease, the password nowhere), beside the
+    default store's daemon on the default socket."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    db, password = f"nvim_{uuid.uuid4().hex[:12]}", f"Pw-{uuid.uuid4().hex}"
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {db}")
+    # the test server trusts local connections: the password is only there for no output to show it
+    uri = f"postgresql://postgres:{password}@/{db}?host={conninfo_to_dict(pg_uri)['host']}"
+    env = {"AUTODOC_STORE": uri}
+    cli_env = {**clean_env(world.base), **QUIET, **env}
+    folder = notes(world.base / f"notes-{db}", "database")
+    for method, params in (("workspace.add", ["kb", str(folder), NO_MODEL]), ("workspace.index", ["kb"])):
+        done = subprocess.run(
+            [AUTODOC, "--call", method, json.dumps(params)], env=cli_env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+    nv = nvim({"autostart": True, "cmd": [AUTODOC]}, env, folder)
+    sock = None
+    try:
+        assert paths(search(nv, "quokkaword")) == ["database-only.md"]
+        located = nv.json("return require('autodoc.client').get().store")
+        sock = Path(located["socket"])
+        assert sock.parent == world.default_sock.parent and sock.name.startswith("pg-") and sock.suffix == ".sock"
+        assert located["store"] == uri.replace(password, "***") and located["started"] is True
+        info = call_socket(sock, "server.info", [])
+        assert password not in json.dumps(info) and password not in json.dumps(located)
+        assert password not in Path(f"/proc/{info['pid']}/cmdline").read_text()
+        assert call_socket(world.default_sock, "server.info", [])["store"] == str(world.default_store)
+    finally:
+        if sock is not None:
+            pid = call_socket(sock, "server.info", [])["pid"]
+            call_socket(sock, "server.shutdown", [])
+            wait_gone(pid)
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
