@@ -87,14 +87,15 @@ def _store(settings: Settings) -> Iterator[Check]:
                 f"workspace {name}",
                 False,
                 f"root {root} does not exist",
-                f"restore the folder, or autodoc workspace remove {name} and add it again",
+                f"autodoc workspace configure {name} --root FOLDER where it moved (nothing is indexed again), "
+                f"restore the folder, or autodoc workspace remove {name}",
             )
         elif not p.is_dir():
             yield Check(
                 f"workspace {name}",
                 False,
                 f"root {root} is not a folder",
-                f"autodoc workspace remove {name} and add a folder",
+                f"autodoc workspace configure {name} --root FOLDER",
             )
         elif not os.access(p, os.R_OK | os.X_OK):
             yield Check(f"workspace {name}", False, f"root {root} is not readable", f"chmod u+rx {root}")

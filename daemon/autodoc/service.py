@@ -212,9 +212,13 @@ class Service:
                 ws = wss.find(db, name)
                 old = _config(ws)
                 new = wss.configured(old, options or {})
-                wsrows.set_config(db, ws, new.stored())
                 if moved is not None and moved != ws.root:
                     wsrows.set_root(db, ws, moved)
+                elif new.stored() == ws.config:
+                    # nothing changes (CI's configure --root of the same checkout): the daemons
+                    # sharing the store are not woken to look at the roots again for it
+                    return wss.describe(db, ws)
+                wsrows.set_config(db, ws, new.stored())
                 self.peers.announce(db, ws.id, "configured")
                 if (new.site_roots, new.page_suffixes) != (old.site_roots, old.page_suffixes):
                     self.links.reconfigure(db, ws.id)  # the name tables hold the old site layout

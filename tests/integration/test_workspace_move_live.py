@@ -49,9 +49,12 @@ def test_the_cli_moves_a_renamed_folder_and_the_next_index_finds_it_unchanged(sh
     assert first["added"] > 0
     (short_tmp / "kb").rename(short_tmp / "docs")
 
-    # before: an index of the old root refuses, naming it
+    # before: an index of the old root refuses, naming it, and it and doctor say how to move it
     gone = _cli(env, short_tmp, "index", "kb", check=False)
     assert gone.returncode != 0 and str(short_tmp / "kb") in gone.stderr
+    assert "autodoc workspace configure kb --root" in gone.stderr, gone.stderr
+    doctor = _cli(env, short_tmp, "doctor", check=False)
+    assert "autodoc workspace configure kb --root FOLDER" in doctor.stdout, doctor.stdout
 
     # a relative --root is this shell's: resolved before it reaches the store
     moved = _cli(env, short_tmp, "workspace", "configure", "kb", "--root", "docs")

@@ -65,7 +65,7 @@ def test_nothing_else_has_a_schema():
 
 def test_positional_params_follow_the_schema_order():
     assert schemas.param_names("search.query") == ["workspace", "query", "opts"]
-    assert schemas.param_names("workspace.configure") == ["workspace", "options"]
+    assert schemas.param_names("workspace.configure") == ["workspace", "options", "root", "force"]
     assert schemas.param_names("workspace.section_size") == ["workspace", "tokens"]
     assert schemas.param_names("document.read") == ["workspace", "path", "opts"]
     assert schemas.param_names("changes.since") == ["workspace", "cursor", "limit"]

@@ -164,7 +164,11 @@ class IndexJob:
         cfg = WorkspaceConfig.from_json(ws.config)
         root = Path(ws.root)
         if not root.is_dir():
-            raise InvalidParams("workspace", f"the workspace root {ws.root} is not a folder any more")
+            raise InvalidParams(
+                "workspace",
+                f"the workspace root {ws.root} is not a folder any more (moved? workspace.configure's root, "
+                f"autodoc workspace configure {ws.name} --root FOLDER, keeps what is indexed)",
+            )
         self.sync_schema(ws)
         cut = self.chunking(cfg)
         left_out = LeftOut()
