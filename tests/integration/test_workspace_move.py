@@ -3,15 +3,18 @@ another laptop, a folder renamed): `workspace.configure` takes the new `root`, a
 finds every file unchanged, so nothing is re-chunked or re-embedded. Before, the only way was
 remove and add again, which embedded every chunk anew.
 
-Real parts: a SQLite store, the real ONNX model (tests/corpora/kb, ~20 files)."""
+Real parts: a SQLite store and a PostgreSQL one (tests/helpers/pg.py), the real ONNX model
+(tests/corpora/kb, ~20 files)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
+from helpers.pg import missing_reason, schema_uri
 
 from autodoc.connect import invoke
 from autodoc.errors import InvalidParams
@@ -160,3 +163,30 @@ def test_force_takes_the_home_folder_as_add_does(service_factory, short_tmp, mon
     assert err.value.field == "root"
     out = invoke(svc, "workspace.configure", {"workspace": "kb", "root": str(home), "force": True})
     assert out["root"] == str(home)
+
+
+@pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+def test_on_postgres_the_move_keeps_every_chunk_and_vector(pg_uri, short_tmp):
+    """The same on a PostgreSQL store: the root is a column there too, the vectors pgvector's."""
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    root = short_tmp / "run-1" / "kb"
+    shutil.copytree(KB, root, symlinks=True)
+    svc = Service(Settings.from_env(store=schema_uri(pg_uri, f"mv_{uuid.uuid4().hex[:8]}")))
+    try:
+        svc.workspace_add("kb", str(root), {})
+        assert svc.index("kb", embed=True)["embedding"]["embedded"] > 0
+        before, answers = _rows(svc), _answers(svc)
+        moved = short_tmp / "run-2" / "kb"
+        shutil.copytree(root, moved, symlinks=True, copy_function=shutil.copyfile)
+        shutil.rmtree(root)
+        out = invoke(svc, "workspace.configure", {"workspace": "kb", "root": str(moved)})
+        assert schemas.result_errors("workspace.configure", out) == [] and out["root"] == str(moved)
+        report = svc.index("kb", embed=True)
+        _no_change(report)
+        assert report["embedding"]["embedded"] == 0
+        assert _rows(svc) == before
+        assert _answers(svc) == answers
+    finally:
+        svc.close()
