@@ -156,6 +156,19 @@ def test_autostart_starts_the_named_stores_daemon_beside_the_default_one(world, 
             timeout=30,
         )
         assert json.loads(cli.stdout)["pid"] == pid, cli.stderr
+
+        # the daemon stops, and the CLI starts the store's daemon again: the open picker finds it
+        # (asking `autodoc socket` again, not the default socket) and searches again
+        call_socket(sock, "server.shutdown", [])
+        wait_gone(pid)
+        code, again, err = autodoc_socket(world.base, env, "--start", "--wait", "30")
+        assert code == 0 and again["started"] and again["socket"] == str(sock), (again, err)
+        nv.wait_lua(
+            f"local s = {CURRENT}.session; return s.last_refresh == 'reconnected' and s.answer and not s.inflight",
+            what="the search to run again on the store's new daemon",
+        )
+        assert paths(nv.json(f"return {CURRENT}.session.answer")) == ["third-only.md"]
+        assert nv.json("return require('autodoc.client').get().stats.started") == 1
     finally:
         held = read_holder(world.third_store)
         if held:  # the daemon Neovim started: stopped, and gone before the folder is
