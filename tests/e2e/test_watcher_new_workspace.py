@@ -15,6 +15,7 @@ from __future__ import annotations
 from functools import partial
 
 import anyio
+import pytest
 
 from autodoc.config import Settings
 from autodoc.index import live as live_mod
@@ -159,14 +160,16 @@ async def test_a_save_while_the_watcher_restarts_for_nothing_new_is_not_missed(s
         svc.close()
 
 
-async def test_a_folder_made_during_the_walk_is_watched(short_tmp, monkeypatch):
+@pytest.mark.parametrize("late", ["z", "sub/deeper/z"])
+async def test_a_folder_made_during_the_walk_is_watched(short_tmp, monkeypatch, late):
     """Seen by bench.reliability generative (live sequences: mkdir z, then z/c.md 0.2 s later,
     right after a workspace was added): a folder made after the walk passed its parent and
     before the watcher came up was in no watch set, so nothing saved in it was indexed until the
-    next walk. The folder is made inside the walk, after it listed the folders; the note in it
-    is saved once the watcher runs."""
+    next walk. The folder is made inside the walk, after it listed the folders (at the top, or
+    deeper: in a folder the walk watches, or in one made with it); the note in it is saved once
+    the watcher runs."""
     kb = short_tmp / "kb"
-    kb.mkdir()
+    (kb / "sub").mkdir(parents=True)
     (kb / "a.md").write_text("# A\n\nalpha\n")
     svc = Service(Settings.from_env(store=short_tmp / "s.db"))
     svc.workspace_add("kb", str(kb), NO_MODEL)
@@ -178,7 +181,7 @@ async def test_a_folder_made_during_the_walk_is_watched(short_tmp, monkeypatch):
         out = real_walk(roots, *rules)
         walks.append(len(out))
         if len(walks) == 1:
-            (kb / "z").mkdir()  # made after the walk listed the folders
+            (kb / late).mkdir(parents=True)  # made after the walk listed the folders
         return out
 
     monkeypatch.setattr(live_mod, "_folders", walk)
@@ -193,16 +196,50 @@ async def test_a_folder_made_during_the_walk_is_watched(short_tmp, monkeypatch):
             tg.start_soon(live.run)
             await _wait(lambda: _now(watching[-1:] == [["kb"]]))
             await anyio.sleep(1.0)
-            (kb / "z" / "c.md").write_text("# C\n\nzebracorn in a late folder\n")
+            (kb / late / "c.md").write_text("# C\n\nzebracorn in a late folder\n")
 
             async def found() -> bool:
                 hits = (await run(svc.search, "kb", "zebracorn", {"stages": ["lexical"]}))["hits"]
-                return [h["path"] for h in hits] == ["z/c.md"]
+                return [h["path"] for h in hits] == [f"{late}/c.md"]
 
             try:
                 await _wait(found)
             except TimeoutError:
-                raise AssertionError(f"z/c.md never indexed (walks {walks})") from None
+                raise AssertionError(f"{late}/c.md never indexed (walks {walks})") from None
             live.stop()
+    finally:
+        svc.close()
+
+
+async def test_the_watcher_walks_the_roots_once_at_start(short_tmp, monkeypatch):
+    """A start walks every root once (the folders to watch); what changed while it walked is
+    found by a stat of the folders it listed, not by a second walk of every root."""
+    kb = short_tmp / "kb"
+    (kb / "sub" / "deeper").mkdir(parents=True)
+    (kb / "a.md").write_text("# A\n\nalpha\n")
+    svc = Service(Settings.from_env(store=short_tmp / "s.db"))
+    svc.workspace_add("kb", str(kb), NO_MODEL)
+    svc.index("kb")
+    walks: list[str] = []
+    real_walk = live_mod.scan_folders
+
+    def walk(root, *rule):
+        walks.append(str(root))
+        return real_walk(root, *rule)
+
+    monkeypatch.setattr(live_mod, "scan_folders", walk)
+    watching: list[list[str]] = []
+
+    async def run(fn, *args):
+        return await anyio.to_thread.run_sync(partial(fn, *args))
+
+    live = live_mod.LiveIndex(svc, read=run, write=run, set_watching=watching.append)
+    try:
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(live.run)
+                await _wait(lambda: _now(watching[-1:] == [["kb"]]))
+                live.stop()  # run() ends once the start's every step has
+        assert walks == [str(kb)], walks
     finally:
         svc.close()

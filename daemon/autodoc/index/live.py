@@ -202,6 +202,7 @@ class LiveIndex:
                 continue
             if self._walk_all or roots != watched:
                 self._walk_all = False
+                walk_ns = time.time_ns()
                 folders = await anyio.to_thread.run_sync(_folders, roots, dict(self._rules))
                 walked = True
                 # Nothing watched while the folders were walked (seconds for a large tree): a
@@ -234,7 +235,7 @@ class LiveIndex:
                     if added:
                         tg.start_soon(self._index_if_indexed, added)
                     if walked:
-                        tg.start_soon(self._watch_late_folders, roots, set(folders))
+                        tg.start_soon(self._watch_late_folders, roots, set(folders), walk_ns)
                     if self._new_folders:
                         tg.start_soon(self._index_folders, dict(self._new_folders))
                         self._new_folders = defaultdict(set)
@@ -285,12 +286,12 @@ class LiveIndex:
             await self._restart.wait()
         self._restart.set()
 
-    async def _watch_late_folders(self, roots: dict[str, Path], watched: set[Path]) -> None:
+    async def _watch_late_folders(self, roots: dict[str, Path], watched: set[Path], walk_ns: int) -> None:
         """A folder made while the walk ran, after it passed the parent, is in no watch set and gets
-        no event of its own: walk once more now that the watcher runs, and handle any such
-        folder as one that appeared (watched, then its Markdown indexed)."""
-        now = await anyio.to_thread.run_sync(_folders_again, roots, dict(self._rules))
-        late = set(now) - watched
+        no event of its own: now that the watcher runs, the folders changed since the walk began
+        are listed again (a stat of each watched folder, not a second walk of every root), and
+        any such folder is handled as one that appeared (watched, then its Markdown indexed)."""
+        late = await anyio.to_thread.run_sync(_made_since, roots, watched, walk_ns, dict(self._rules))
         if not late or self._stopping:
             return
         for name, root in roots.items():
@@ -435,7 +436,39 @@ def _folders(roots: dict[str, Path], rules: dict[str, MarkdownRule] | None = Non
     return out
 
 
-_folders_again = _folders  # the same walk, named apart from the restart's (tests hook that one)
+# A folder's mtime may lag the clock by a tick, or by 2 s on coarse file systems (FAT): a folder
+# changed this long before the walk began is listed again too (a listing, not a walk).
+CLOCK_SLACK_NS = 2_000_000_000
+
+
+def _made_since(roots: dict[str, Path], watched: set[Path], since_ns: int, rules: dict[str, MarkdownRule]) -> set[Path]:
+    """The folders the scan would walk that are not in `watched` (the walk's, begun at since_ns)
+    and sit in a watched folder changed since: made, or moved in, after the walk passed it."""
+    out: set[Path] = set()
+    for name, root in roots.items():
+        rule = rules.get(name, DEFAULT_RULE)
+        made: list[tuple[Path, str, MarkdownRule]] = []
+        for folder in watched:
+            if not folder.is_relative_to(root):
+                continue
+            try:
+                st = folder.stat()
+                if max(st.st_mtime_ns, st.st_ctime_ns) < since_ns - CLOCK_SLACK_NS:
+                    continue
+                subs = [Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                continue  # gone: its parent's event says so
+            for sub in subs:
+                rel = sub.relative_to(root).as_posix()
+                if sub not in watched and (rel == SCHEMA_DIR or not is_ignored(root, rel, rule)):
+                    made.append((root, rel, rule))
+        for d in _folders_under(made):
+            try:
+                str(d).encode("utf-8")  # as _folders: a name the watcher cannot be given is left out
+            except UnicodeEncodeError:
+                continue
+            out.add(d)
+    return out
 
 
 def _folders_under(pairs: list[tuple[Path, str, MarkdownRule]]) -> set[Path]:
