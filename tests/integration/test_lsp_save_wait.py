@@ -5,6 +5,7 @@ whole SAVE_WAIT. The store here is a real one, read through a real Service."""
 
 from __future__ import annotations
 
+from autodoc.ingest import text
 from autodoc.lsp import server
 
 
@@ -29,7 +30,17 @@ def test_a_saved_file_whose_indexed_text_differs_is_seen_at_once(service_factory
     (kb / "plain.md").write_text("# plain\n\nnothing to mask\n")
     svc = service_factory(kb)
     monkeypatch.setattr(server, "SAVE_WAIT", 60.0)  # a miss would loop for a minute, not return
+    decoded: list[int] = []
+    real_decode = text.decode
+
+    def decode(data):
+        decoded.append(len(data))
+        return real_decode(data)
+
+    monkeypatch.setattr(text, "decode", decode)
     for name in ("key.md", "bytes.md", "plain.md"):
         client = _Client(svc)
+        decoded.clear()
         server._await_index(client, "kb", name, (kb / name).as_uri())  # type: ignore[arg-type]
         assert client.calls == 1, name
+        assert len(decoded) == 1, name  # the saved bytes prepared once (masked or not, from one text)

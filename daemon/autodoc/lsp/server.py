@@ -52,6 +52,7 @@ from ..connect import Backend
 from ..errors import AutodocError, DocumentNotFound, WorkspaceNotFound
 from ..ingest.inline import link_spans, reference_definitions, slug
 from ..ingest.readfile import Refused, read_regular
+from ..ingest.secrets import mask
 from ..ingest.text import prepared_text
 
 log = logging.getLogger("autodoc.lsp")
@@ -368,8 +369,9 @@ def _await_index(ls: AutodocLanguageServer, name: str, rel: str, uri: str) -> No
     except (OSError, Refused):  # a FIFO or device is never waited on (ingest/readfile.py)
         return
     # the store holds the indexed text (bad bytes replaced, secrets masked when the workspace
-    # masks them), not the file's bytes: either form means the save is in
-    want = {prepared_text(rel, data, redact=r)[0] for r in (True, False)}
+    # masks them), not the file's bytes: either form means the save is in (prepared once, then masked)
+    plain = prepared_text(rel, data, redact=False)[0]
+    want = {plain, mask(plain)[0]}
     deadline = time.monotonic() + SAVE_WAIT
     while time.monotonic() < deadline:
         try:
