@@ -83,6 +83,15 @@ def _unchanged(old: FileState | None, e: ScanEntry, full: bool) -> bool:
     )
 
 
+def _root_gone(ws: Workspace) -> InvalidParams:
+    """A root that is no folder: nothing is indexed (or removed) until it is back or configured anew."""
+    return InvalidParams(
+        "workspace",
+        f"the workspace root {ws.root} is not a folder any more (moved? workspace.configure's root, "
+        f"autodoc workspace configure {ws.name} --root FOLDER, keeps what is indexed)",
+    )
+
+
 def _indexer_locks(store: StoreInterface) -> Any:
     """The indexer locks of a PostgreSQL store, else None (no PgStore exists unless its module is
     loaded: a SQLite daemon imports no psycopg, which may not even be installed)."""
@@ -164,11 +173,7 @@ class IndexJob:
         cfg = WorkspaceConfig.from_json(ws.config)
         root = Path(ws.root)
         if not root.is_dir():
-            raise InvalidParams(
-                "workspace",
-                f"the workspace root {ws.root} is not a folder any more (moved? workspace.configure's root, "
-                f"autodoc workspace configure {ws.name} --root FOLDER, keeps what is indexed)",
-            )
+            raise _root_gone(ws)
         self.sync_schema(ws)
         cut = self.chunking(cfg)
         left_out = LeftOut()
@@ -193,7 +198,7 @@ class IndexJob:
         # The paths gone are written with the last batch: a file holding a gone path's bytes waits
         # for that batch too, so the two are paired as one rename. Written in an earlier batch it
         # was an add, and the gone path a delete (a move among more than WRITE_BATCH changes).
-        listed = {e.relpath for e in entries if not e.skip}
+        listed = {e.relpath for e in entries}
         gone_hashes = {old[0] for path, old in known.items() if path not in listed}
         moved: list[Pending] = []
         # Every entry but the unchanged ones passes through the preparer, in scan order, so
@@ -254,7 +259,10 @@ class IndexJob:
                         preparer.add(key, e.relpath, got.data)
                 take()
             take(drain=True)
-            gone = [p for p in known if p not in on_disk]
+            # a file skipped (a dangling link, grown too large) is not gone: the batch's skips take
+            # its document out and say why, as the live index does
+            skipped = {p for p, _ in skips}
+            gone = [p for p in known if p not in on_disk and p not in skipped]
             self._flush(
                 ws,
                 Batch(pending + moved, gone=gone, skips=skips, every_skip=True),
@@ -291,10 +299,13 @@ class IndexJob:
         root = Path(ws.root).resolve()
         with self.store.locked() as db:
             recorded = chunking(db, ws.id)
-        if recorded is not None and recorded != self.chunking(cfg) and root.is_dir():
+        if not root.is_dir():
+            # moved or unmounted, not emptied: the watcher, which still holds the moved folders, reports
+            # a save there under the old path, where no file is; its document is no deletion
+            raise _root_gone(ws)
+        if recorded is not None and recorded != self.chunking(cfg):
             return self.run(ws)  # the chunking changed: every file is cut again, not just these
-        if root.is_dir():
-            self.sync_schema(ws)  # the watcher hands us _schema/frontmatter.yaml too
+        self.sync_schema(ws)  # the watcher hands us _schema/frontmatter.yaml too
         report = IndexReport(ws.name)
         rule = MarkdownRule.of(cfg.markdown)
         counter = functools.cache(lambda: self._token_counter(ws))  # once, and only if a file is parsed
