@@ -260,3 +260,35 @@ def test_a_database_named_by_AUTODOC_STORE_gets_its_daemon_started_and_searched(
             wait_gone(pid)
         with psycopg.connect(pg_uri, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
+
+def test_an_autodoc_that_cannot_run_says_so(world, nvim):
+    """No `autodoc` to ask: with nothing naming a store, the default socket is still tried (a
+    daemon started by other means may listen there) and the error says both; with AUTODOC_STORE
+    set, nothing else is tried."""
+    cmd = ["/nonexistent/autodoc"]
+    nv = nvim({"autostart": True, "cmd": cmd}, {}, world.base / "notes-default")
+    assert paths(search(nv, "quokkaword")) == ["default-only.md"]
+
+    nv2 = nvim({"autostart": True, "cmd": cmd}, {"AUTODOC_STORE": str(world.other_store)}, world.base)
+    nv2.command("AutodocSearch quokkaword")
+    message = error_note(nv2)
+    assert message.startswith("autodoc: search: cannot run /nonexistent/autodoc"), message
+    assert "no daemon answers" not in message
+    assert nv2.json("return require('autodoc.client').get().socket") is None
+
+    world.default.stop()
+    try:
+        nv3 = nvim({"autostart": True, "cmd": cmd}, {}, world.base)
+        nv3.command("AutodocSearch quokkaword")
+        message = error_note(nv3)
+        assert "cannot run /nonexistent/autodoc" in message and f"no daemon answers at {world.default_sock}" in message
+    finally:
+        world.default.start()
+
+
+def error_note(nv: Nvim) -> str:
+    return nv.wait_lua(
+        "for _, n in ipairs(_G.__notes) do if n.level == vim.log.levels.ERROR then return n.msg end end",
+        what="an error notification",
+    )

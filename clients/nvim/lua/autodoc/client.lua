@@ -310,10 +310,11 @@ function Client:_locate(start, cb)
     if info then
       self.store = info
     end
+    self.cannot_ask = nil
     if err and err.spawn_failed and default_store_only(self.opts.cmd) then
       -- no `autodoc` to ask (not on Neovim's PATH): a daemon started by other means may still
       -- listen where the default store's does
-      self.socket = config.default_socket()
+      self.socket, self.cannot_ask = config.default_socket(), err
       return cb(nil)
     end
     if err then
@@ -351,7 +352,11 @@ function Client:_ensure()
         if pipe then
           return self:_attach(pipe)
         end
-        self:_fail_queue(self:_unreachable(tostring(cerr)))
+        local why = self:_unreachable(tostring(cerr))
+        if self.cannot_ask then
+          why = errors.client(errors.START_FAILED, self.cannot_ask.message .. ", and " .. why.message)
+        end
+        self:_fail_queue(why)
       end)
     end)
   end

@@ -60,7 +60,7 @@ function M.check()
   if c.store then
     info(string.format("store %s: its daemon is found through its lease (`%s socket`)", daemon.store_named(c.store), table.concat(opts.cmd, " ")))
   elseif not opts.socket then
-    info("store: `" .. table.concat(opts.cmd, " ") .. " socket` did not say which; looking at the default socket")
+    info("store: `" .. table.concat(opts.cmd, " ") .. " socket` did not answer, so the store's daemon is not known")
   end
   if err then
     local where = c.socket and ("socket " .. c.socket) or "daemon"
