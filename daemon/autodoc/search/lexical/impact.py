@@ -1,7 +1,7 @@
 """FTS5's ranking of an OR of single tokens, computed in numpy from the postings
 index (store/lexical/postings.py) instead of by FTS5's bm25() over every matching row.
 
-The arithmetic is fts5_aux.c's fts5Bm25Function, operation for operation:
+The arithmetic is fts5_aux.c's fts5Bm25Function, operation for operation (store/lexical/bm25.py):
 avgdl = total tokens / rows (FTS5's averages record), per phrase
 idf = log((N − n + 0.5) / (n + 0.5)) clamped to 1e-6 when ≤ 0 (n: the live
 rows holding it, which is what FTS5's xQueryPhrase counts), per row
@@ -25,7 +25,6 @@ Runs on: the search's thread, on its snapshot.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -33,11 +32,10 @@ from contextlib import contextmanager
 import numpy as np
 
 from ...store.interface import Snapshot
-from ...store.lexical import ftsterms, postings, postread
+from ...store.lexical import bm25, ftsterms, postings, postread
 from ...store.lexical.matches import BM25_WEIGHTS
 from . import maxscore
 
-K1, B = 1.2, 0.75  # fts5_aux.c
 PRUNE_MIN = 20_000  # below this many postings in all, scoring them all is cheaper than the probe
 ENABLED = True
 
@@ -67,12 +65,8 @@ class Terms:
         self.w = np.array([float(x) for x in weights])
         self.recs = recs
         self.ids: list[np.ndarray] = [rec["id"].astype(np.int64) for rec in recs]
-        self.idf: list[float] = []
-        for k, rec in enumerate(recs):
-            n = len(rec) if docs is None else docs[k]
-            idf = math.log((rows - n + 0.5) / (n + 0.5))
-            self.idf.append(1e-6 if idf <= 0.0 else idf)
-        self.bound = [idf * (K1 + 1.0) for idf in self.idf]
+        self.idf = [bm25.idf(rows, len(rec) if docs is None else docs[k]) for k, rec in enumerate(recs)]
+        self.bound = [idf * (bm25.K1 + 1.0) for idf in self.idf]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -80,9 +74,7 @@ class Terms:
     def contrib(self, i: int, at: np.ndarray | None = None) -> np.ndarray:
         """Phrase i's bm25 term for its postings (or those at `at`), as fts5Bm25Function computes it."""
         rec = self.recs[i] if at is None else self.recs[i][at]
-        f = rec["tf"].astype(np.float64) @ self.w  # integers times integer weights: exact in any order
-        d = rec["d"].astype(np.float64)
-        return self.idf[i] * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / self.avgdl)))
+        return bm25.weight(self.idf[i], rec["tf"], rec["d"], self.w, self.avgdl)
 
     def score(self, essential: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """(rows holding an essential term, their full scores), summed in phrase order."""

@@ -35,7 +35,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-K1 = 1.2  # FTS5's bm25 constants (fts5_aux.c); b = 0.75 does not enter the bound
+from ...store.lexical import bm25
+
 MIN_TERMS = 3  # below, the plain OR query is as cheap as the probe
 PROBE_ROWS = 20  # the probe's budget: matches of its terms, × the k asked for
 MIN_MATCHES = 20_000  # below (the rows the plain query scores, at most), its three queries cost more than they save
@@ -50,8 +51,8 @@ def upper_bound(rows: int, docs: int | None) -> float:
     """The most one term can add to a row's score; infinite when its document count is unknown."""
     if docs is None:
         return math.inf
-    idf = math.log((rows - docs + 0.5) / (docs + 0.5)) if rows > 0 else 0.0
-    return max(idf, 1e-6) * (K1 + 1.0)  # FTS5 clamps an IDF ≤ 0 to 1e-6
+    idf = bm25.idf(rows, docs) if rows > 0 else 0.0
+    return max(idf, 1e-6) * (bm25.K1 + 1.0)  # (b does not enter the bound)
 
 
 def probe_terms(bounds: list[float], docs: list[int], budget: int) -> list[int]:

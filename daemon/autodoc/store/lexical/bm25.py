@@ -14,7 +14,7 @@ tightest, then AND, then OR, as in FTS5. Each phrase's rows and its instances pe
   columns tokenized as they were indexed (fts5.indexed_rows: FTS5's tokenizer over the same
   strings) and the phrase's occurrences counted by position, within a column, as FTS5 matches it.
 
-The score is fts5_aux.c's fts5Bm25Function as search/lexical/impact.py computes it, with N and the
+The score is fts5_aux.c's fts5Bm25Function (`idf`, `weight`: search/lexical/impact.py's too), with N and the
 average length from the index's statistics (store/pg/lexical.py), every phrase's IDF from the rows
 holding it in the whole index, and the per-phrase terms added in phrase order (a phrase a row does
 not hold adds 0.0, which changes no bit). Rows rank by score, then id.
@@ -37,6 +37,19 @@ from ..interface import Snapshot
 from . import fts5, postread
 
 K1, B = 1.2, 0.75  # fts5_aux.c
+
+
+def idf(rows: int, n: int) -> float:
+    """fts5Bm25Function's IDF of a phrase `n` of the index's `rows` rows hold: clamped to 1e-6 when ≤ 0."""
+    x = math.log((rows - n + 0.5) / (n + 0.5))
+    return 1e-6 if x <= 0.0 else x
+
+
+def weight(idf: float, tf: np.ndarray, d: np.ndarray, w: np.ndarray, avgdl: float) -> np.ndarray:
+    """fts5Bm25Function's term of one phrase for rows holding it: `tf` its instances per column, `d`
+    the rows' lengths, `w` the columns' weights (search/lexical/impact.py sums these in phrase order)."""
+    f = tf.astype(np.float64) @ w  # integers times integer weights: exact in any order
+    return idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d.astype(np.float64) / avgdl)))
 
 
 @dataclass(frozen=True)
@@ -138,9 +151,11 @@ def _of(rec: np.ndarray) -> Phrase:
     return Phrase(rec["id"].astype(np.int64), rec["d"].astype(np.int64), rec["tf"].astype(np.int64))
 
 
-def _upper(prefix: str) -> str:
-    """The least string above every string starting with `prefix`."""
-    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+def prefix_range(prefix: str) -> tuple[str, str]:
+    """The range [lo, hi) of the strings starting with `prefix` (not empty): `prefix`, and the least
+    string above every one of them. The stored tokens compare bytewise on both stores, so an index
+    range scan of it reads those tokens only (here, and the fuzzy fallback's store/lexical/vocab.py)."""
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
 def _prefixed(db: Snapshot, prefix: str, key: tuple) -> Phrase:
@@ -148,9 +163,9 @@ def _prefixed(db: Snapshot, prefix: str, key: tuple) -> Phrase:
     terms = [
         r[0]
         for r in db.execute(
-            "SELECT DISTINCT term FROM postings WHERE term >= ? AND term < ? "
-            "UNION SELECT DISTINCT term FROM postings_delta WHERE term >= ? AND term < ?",
-            (prefix, _upper(prefix), prefix, _upper(prefix)),
+            "SELECT DISTINCT term FROM postings WHERE term >= ?1 AND term < ?2 "
+            "UNION SELECT DISTINCT term FROM postings_delta WHERE term >= ?1 AND term < ?2",
+            prefix_range(prefix),
         ).fetchall()
     ]
     recs = [_of(r) for r in postread.read_terms(db, terms, key).values() if len(r)]
@@ -297,15 +312,11 @@ def ranking(db: Snapshot, match: str, weights: tuple[float, ...]) -> tuple[np.nd
         for p in order:
             r = rows[p]
             n = len(r.ids)
-            idf = math.log((state.rows - n + 0.5) / (n + 0.5))
-            idf = 1e-6 if idf <= 0.0 else idf
             if not n:
                 continue
             pos = np.minimum(np.searchsorted(r.ids, ids), n - 1)
             hit = r.ids[pos] == ids
-            f = r.tf[pos[hit]].astype(np.float64) @ w  # integer weights: exact in any order
-            d = r.d[pos[hit]].astype(np.float64)
-            s[hit] += idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / avgdl)))
+            s[hit] += weight(idf(state.rows, n), r.tf[pos[hit]], r.d[pos[hit]], w, avgdl)
     best = np.lexsort((ids, -s))
     got = (ids[best], -s[best])
     with _lock:

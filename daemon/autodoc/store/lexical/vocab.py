@@ -13,13 +13,20 @@ Runs on: the search's thread, on its snapshot.
 from __future__ import annotations
 
 from ..interface import Snapshot
-from ..pg import lexical as pg_lexical
 from ..sql import POSTGRES, dialect
 from . import postings
-from .bm25 import _upper
+from .bm25 import prefix_range
 from .ftsterms import VOCAB_SQL
 
 MAX_TERMS = 20_000  # tokens read per word at most: a bound at any store size
+# The range in the postings, in term order on both stores (SQLite's index walk gives that order
+# anyway; PostgreSQL needs the ORDER BY), so that LIMIT keeps the same terms on both.
+NEAR_SQL = (
+    "SELECT term FROM (SELECT DISTINCT term FROM postings WHERE term >= ?1 AND term < ?2 "
+    "AND length(term) BETWEEN ?3 AND ?4 ORDER BY term LIMIT ?5) a UNION "
+    "SELECT DISTINCT term FROM postings_delta WHERE term >= ?1 AND term < ?2 AND length(term) BETWEEN ?3 AND ?4 "
+    "ORDER BY term"
+)
 
 
 def near(db: Snapshot, token: str, slack: int) -> list[str]:
@@ -28,15 +35,8 @@ def near(db: Snapshot, token: str, slack: int) -> list[str]:
     reaches (a typo in the first two letters is found while that letter's range fits the bound).
     Without complete postings, fts5vocab's, over the first two letters only."""
     lo, hi = len(token) - slack, len(token) + slack
-    if dialect(db) == POSTGRES:  # the same range, in term order as SQLite's index gives it (LIMIT keeps the same)
-        sql = pg_lexical.NEAR_SQL
-        prefixes = [token[:2], token[:1]] if len(token) > 1 else [token[:1]]
-    elif postings.has_tables(db) and postings.complete(db):
-        sql = (
-            "SELECT term FROM (SELECT DISTINCT term FROM postings WHERE term >= ?1 AND term < ?2 "
-            "AND length(term) BETWEEN ?3 AND ?4 LIMIT ?5) UNION "
-            "SELECT DISTINCT term FROM postings_delta WHERE term >= ?1 AND term < ?2 AND length(term) BETWEEN ?3 AND ?4"
-        )
+    if dialect(db) == POSTGRES or (postings.has_tables(db) and postings.complete(db)):
+        sql = NEAR_SQL
         prefixes = [token[:2], token[:1]] if len(token) > 1 else [token[:1]]
     else:
         db.execute(VOCAB_SQL)
@@ -47,7 +47,7 @@ def near(db: Snapshot, token: str, slack: int) -> list[str]:
         prefixes = [token[:2]]
     out: dict[str, None] = {}
     for prefix in prefixes:
-        for (t,) in db.execute(sql, (prefix, _upper(prefix), lo, hi, MAX_TERMS)).fetchall():
+        for (t,) in db.execute(sql, (*prefix_range(prefix), lo, hi, MAX_TERMS)).fetchall():
             out[str(t)] = None
     out.pop(token, None)
     return list(out)
