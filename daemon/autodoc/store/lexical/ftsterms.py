@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 from ..interface import Snapshot
 from ..sql import POSTGRES, dialect, scalar
@@ -41,84 +42,80 @@ _TERMS = 50_000  # terms a state keeps counted: a daemon that never writes still
 
 
 _lock = threading.Lock()
-_docs: OrderedDict[tuple, dict[str, int]] = OrderedDict()
+_docs: OrderedDict[tuple, dict[str, int]] = OrderedDict()  # index state's key → cached counts
 
 
 def term_docs(db: Snapshot, exprs: list[str], state: IndexState | None = None) -> dict[str, int]:
     """expression → how many chunks match it (every workspace: BM25's IDF counts them all).
-    A single token is one fts5vocab row; a phrase or a prefix is counted by FTS5 itself."""
-    state = state or index_state(db)
-    wanted = list(dict.fromkeys(exprs))
-    with _lock:
-        known = _docs.get(state.key) or {}
-        got = {e: known[e] for e in wanted if e in known}
-        if known:
-            _docs.move_to_end(state.key)
-    missing = [e for e in wanted if e not in got]
-    if missing and dialect(db) == POSTGRES:
-        got.update(_pg_docs(db, missing, state))
-        _remember(state, {e: got[e] for e in missing})
-    elif missing:
-        vocab = False
-        for e in missing:
-            p = parse_expr(db, e)
-            if len(p.tokens) == 1 and not p.prefix:
-                if not vocab:
-                    db.execute(VOCAB_SQL)
-                    vocab = True
-                row = db.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (p.tokens[0],)).fetchone()
-                got[e] = row[0] if row else 0
-            else:
-                got[e] = scalar(db, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (e,))
-        _remember(state, {e: got[e] for e in missing})
-    return {e: got[e] for e in exprs}
-
-
-def _remember(state: IndexState, counts: dict[str, int]) -> None:
-    """Cache counts under this index state (term_docs' expressions, token_docs' keys)."""
-    with _lock:
-        merged = _docs.setdefault(state.key, {})
-        if len(merged) + len(counts) > _TERMS:
-            merged.clear()
-        merged.update(counts)
-        _docs.move_to_end(state.key)
-        while len(_docs) > _KEEP:
-            _docs.popitem(last=False)
+    A single token is counted as token_docs counts it; a phrase or a prefix by FTS5 itself (on
+    PostgreSQL, by bm25.py from the postings)."""
+    return _cached(db, exprs, state, "", _expr_counts)
 
 
 def token_docs(db: Snapshot, tokens: list[str], state: IndexState | None = None) -> dict[str, int]:
-    """token, as the tokenizer gave it (already stemmed) → how many chunks hold it. Not through
-    term_docs: it would stem the token again, and the stemmer is not idempotent ("decis" →
-    "deci"). Cached beside term_docs' expressions, under keys no expression has."""
+    """token, as the tokenizer gave it (already stemmed) → how many chunks hold it: fts5vocab's count
+    (on PostgreSQL, the postings'). Not through term_docs: it would stem the token again, and the
+    stemmer is not idempotent ("decis" → "deci"). Cached beside term_docs' expressions, under keys
+    no expression has."""
+    return _cached(db, tokens, state, "\x00", _token_counts)
+
+
+def _cached(
+    db: Snapshot,
+    names: list[str],
+    state: IndexState | None,
+    mark: str,
+    count: Callable[[Snapshot, list[str], IndexState], dict[str, int]],
+) -> dict[str, int]:
+    """name → its count under this index state: those cached (under `mark` + name), the rest counted."""
     state = state or index_state(db)
-    keys = {t: "\x00" + t for t in dict.fromkeys(tokens)}
+    keys = {n: mark + n for n in dict.fromkeys(names)}
     with _lock:
         known = _docs.get(state.key) or {}
-        got = {t: known[k] for t, k in keys.items() if k in known}
-    missing = [t for t in keys if t not in got]
-    if missing and dialect(db) == POSTGRES:
-        got.update(_pg_token_docs(db, missing, state))
-        _remember(state, {keys[t]: got[t] for t in missing})
-    elif missing:
-        db.execute(VOCAB_SQL)
-        for t in missing:
-            row = db.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (t,)).fetchone()
-            got[t] = row[0] if row else 0
-        _remember(state, {keys[t]: got[t] for t in missing})
-    return {t: got[t] for t in tokens}
+        got = {n: known[k] for n, k in keys.items() if k in known}
+        if known:
+            _docs.move_to_end(state.key)
+    missing = [n for n in keys if n not in got]
+    if missing:
+        got.update(count(db, missing, state))
+        with _lock:
+            merged = _docs.setdefault(state.key, {})
+            if len(merged) + len(missing) > _TERMS:
+                merged.clear()
+            merged.update((keys[n], got[n]) for n in missing)
+            _docs.move_to_end(state.key)
+            while len(_docs) > _KEEP:
+                _docs.popitem(last=False)
+    return {n: got[n] for n in names}
 
 
-def _pg_token_docs(db: Snapshot, tokens: list[str], state: IndexState) -> dict[str, int]:
-    """What fts5vocab counts, from the postings (the PostgreSQL store has no FTS5)."""
-    return postread.live_counts(db, tokens, postread.cache_key(db, state.key))
+def _token_counts(db: Snapshot, tokens: list[str], state: IndexState) -> dict[str, int]:
+    """What fts5vocab counts of each token; from the postings on PostgreSQL, which has no FTS5."""
+    if dialect(db) == POSTGRES:
+        return postread.live_counts(db, tokens, postread.cache_key(db, state.key))
+    db.execute(VOCAB_SQL)
+    counts = {}
+    for t in tokens:
+        row = db.execute("SELECT doc FROM temp.chunks_vocab WHERE term=?", (t,)).fetchone()
+        counts[t] = row[0] if row else 0
+    return counts
 
 
-def _pg_docs(db: Snapshot, exprs: list[str], state: IndexState) -> dict[str, int]:
-    """term_docs without FTS5: a word from its postings, a phrase or a prefix from its rows (bm25.py)."""
+def _expr_counts(db: Snapshot, exprs: list[str], state: IndexState) -> dict[str, int]:
+    """A word's count from _token_counts; a phrase's or a prefix's from its rows: FTS5's count of
+    a MATCH of it, or bm25.py's on PostgreSQL."""
     parsed = {e: parse_expr(db, e) for e in exprs}
     single = {e: p.tokens[0] for e, p in parsed.items() if len(p.tokens) == 1 and not p.prefix}
-    counts = _pg_token_docs(db, list(dict.fromkeys(single.values())), state) if single else {}
-    return {e: counts[single[e]] if e in single else bm25.docs(db, e, state) for e in exprs}
+    counts = _token_counts(db, list(dict.fromkeys(single.values())), state) if single else {}
+    out = {}
+    for e in exprs:
+        if e in single:
+            out[e] = counts[single[e]]
+        elif dialect(db) == POSTGRES:
+            out[e] = bm25.docs(db, e, state)
+        else:
+            out[e] = scalar(db, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (e,))
+    return out
 
 
 def holds(row: Row, expr: Expr) -> bool:
