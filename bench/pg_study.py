@@ -419,6 +419,7 @@ def _leg_recall(lite, pg, ws_name: str, texts: list[str]) -> dict[str, Any]:
     """The semantic leg alone at the depths a search asks it for (51: limit 10; 201: limit 100): the
     PostgreSQL store's answer (HNSW candidates, rescored) against the SQLite store's exact in-memory
     one, query by query: how many answers differ and how many of the exact chunks were missed."""
+    from autodoc.search.semantic.store_side import StoreVectors
     from autodoc.search.semantic.vector_cache import VectorCache
     from autodoc.store import vectors as stored
     from autodoc.store.workspaces import get_workspace
@@ -443,7 +444,7 @@ def _leg_recall(lite, pg, ws_name: str, texts: list[str]) -> dict[str, Any]:
                 differ += got != want
                 missed += len({i for i, _ in want} - {i for i, _ in got})
             out[f"top{top}"] = {
-                "served_by": served.mode,
+                "served_by": "pgvector" if isinstance(served, StoreVectors) else "memory",
                 "answers_differing": differ,
                 "exact_chunks_missed": missed,
                 "of": top * len(vecs),

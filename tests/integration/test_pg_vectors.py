@@ -112,19 +112,20 @@ def stores(pg_uri, tmp_path_factory):
 
 
 def _search(cache, db, s, q, top, allowed=None, in_transaction=True):
+    """(how many vectors this process holds to answer it: 0 when the store searches them, the hits)."""
     vectors = cache.searchable(db, s["ws"], s["fp"], s["dim"])
     if in_transaction:
         with db:  # the store's read is one transaction: ef_search is set for it alone
-            return vectors.mode, vectors.search(q, top, allowed)
-    return vectors.mode, vectors.search(q, top, allowed)
+            return len(vectors), vectors.search(q, top, allowed)
+    return len(vectors), vectors.search(q, top, allowed)
 
 
 def _sqlite(s, q, top, allowed=None):
     from autodoc.search.semantic.vector_cache import VectorCache
 
     with s["svc"].store.read() as db:
-        mode, hits = _search(VectorCache(), db, s, q, top, allowed, in_transaction=False)
-    assert mode == "memory"
+        held, hits = _search(VectorCache(), db, s, q, top, allowed, in_transaction=False)
+    assert held > 0  # loaded and searched in memory
     return hits
 
 
@@ -134,8 +135,8 @@ def test_pgvector_hits_and_cosines_equal_the_sqlite_stores(stores, top):
 
     (chunks,) = stores["pgvector"].execute("SELECT count(*) FROM chunks").fetchone()
     for q in stores["queries"].values():
-        mode, hits = _search(VectorCache(), stores["pgvector"], stores, q, top)
-        assert mode == "pgvector"
+        held, hits = _search(VectorCache(), stores["pgvector"], stores, q, top)
+        assert held == 0  # the store's index answered: nothing loaded here
         assert hits == _sqlite(stores, q, top)  # ids, order and every float cosine
         assert len(hits) == min(top, chunks)
 
@@ -205,8 +206,8 @@ def test_without_the_extension_vectors_are_searched_in_memory_from_the_bytea_row
     assert db.execute("SELECT to_regclass(?)", (f"vectors_hnsw_{stores['ws']}_x",)).fetchone() == (None,)
     cache = VectorCache()
     for q in stores["queries"].values():
-        mode, hits = _search(cache, db, stores, q, 10)
-        assert mode == "memory"
+        held, hits = _search(cache, db, stores, q, 10)
+        assert held > 0  # loaded and searched in memory
         assert hits == _sqlite(stores, q, 10)
 
 
@@ -277,6 +278,30 @@ def test_a_models_index_goes_with_its_vectors(pg_uri, stores):
         conn.close()
 
 
+def test_a_connection_reads_where_pgvector_lives_once_and_the_index_at_every_search(stores):
+    """meta `vector_extension` is written once, by the first migration: every search asked it again
+    (a round trip each); the HNSW index can come and go (a model's first vectors, a model dropped),
+    so its existence is still asked each time."""
+    from autodoc.store import vectors as stored
+
+    class Counted:
+        dialect = "postgres"
+
+        def __init__(self, db):
+            self.db, self.sql = db, []
+
+        def execute(self, sql, args=None):
+            self.sql.append(sql)
+            return self.db.execute(sql, args)
+
+    for name, want in (("pgvector", "public"), ("absent", None)):
+        db = Counted(stores[name])
+        for _ in range(3):
+            assert stored.store_search(db, stores["ws"], stores["fp"]) == want
+        assert sum("vector_extension" in s for s in db.sql) == 1, (name, db.sql)
+        assert sum("to_regclass" in s for s in db.sql) == (3 if want else 0), (name, db.sql)
+
+
 def test_workspace_status_says_who_searches_the_vectors(stores):
     from autodoc.embed.status import vector_search
     from autodoc.rpc import schemas
@@ -337,7 +362,7 @@ def test_an_indexer_role_that_may_not_make_the_index_writes_vectors_searched_in_
     the table): its vectors are written with `v` all the same, and searched in memory."""
     import psycopg
 
-    from autodoc.search.semantic.vector_cache import VectorCache
+    from autodoc.search.semantic.vector_cache import VectorCache, WorkspaceVectors
     from autodoc.store import vectors as stored
     from autodoc.store.pg import vectors as pgv
     from autodoc.store.pg.roles import grant
@@ -364,7 +389,7 @@ def test_an_indexer_role_that_may_not_make_the_index_writes_vectors_searched_in_
             assert db.execute("SELECT count(v) FROM vectors").fetchone() == (20,)
             assert stored.store_search(db, 5, "m") is None
             with db:
-                assert VectorCache().searchable(db, 5, "m", stores["dim"]).mode == "memory"
+                assert isinstance(VectorCache().searchable(db, 5, "m", stores["dim"]), WorkspaceVectors)
         assert sum("no HNSW index for workspace 5" in r.getMessage() for r in caplog.records) == 1
     finally:
         conn.execute(f'DROP SCHEMA "{name}" CASCADE')
@@ -402,8 +427,7 @@ def test_a_document_still_waiting_for_a_vector_is_left_out_of_the_index_search(s
         rows = [(cid, f, b) for cid, _, f, b in stored.complete_vectors(db, ws, fp, None)]
         want = store_side.rescore(rows, q, 10, dim)
         hits = vectors.search(q, 10, None)
-        assert vectors.mode == "pgvector"
-        assert hits == want
+        assert hits == want and len(vectors) == 0  # the store's index, on this transaction: nothing held here
         assert not {cid for cid, _ in hits} & {
             cid for (cid,) in db.execute("SELECT id FROM chunks WHERE document_id = ?", (doc,))
         }

@@ -32,7 +32,6 @@ from ...store import vectors as stored
 from ...store.interface import Snapshot
 from .vectors import VectorIndex
 
-MODE = "pgvector"  # how a search's semantic leg was answered (vector_cache.MEMORY otherwise)
 CANDIDATES_MIN = 100
 CANDIDATES_FACTOR = 4
 FILTER_EXACT_BELOW = 5_000  # a filter of at most this many chunks is scanned exactly
@@ -71,8 +70,6 @@ class _DocChunks:
 
 class StoreVectors:
     """The `search` of WorkspaceVectors, answered by the store's index and rescored here."""
-
-    mode = MODE
 
     def __init__(self, db: Snapshot, ws_id: int, fp: str, dim: int, schema: str):
         self.db, self.ws_id, self.fp, self.dim, self.schema = db, ws_id, fp, dim, schema

@@ -57,13 +57,10 @@ from .store_side import StoreVectors
 from .vectors import VectorIndex
 
 MODELS_PER_WORKSPACE = 2
-MEMORY = "memory"  # how a search's semantic leg was answered (store_side.MODE otherwise)
 
 
 class Searchable(Protocol):
     """What a search reads of a workspace's vectors: WorkspaceVectors (in memory) or StoreVectors."""
-
-    mode: str  # "memory" | "pgvector"
 
     @property
     def doc_chunks(self) -> Any: ...  # .get(document id) → its chunk ids, when all have vectors
@@ -142,7 +139,6 @@ class WorkspaceVectors:
     alive: np.ndarray | None = None  # bool mask over base rows; None while nothing is dead
     shared: VectorIndex | None = None  # the daemon: the base it last shared (merges replace it)
     borrowed: bool = False  # a reader: the base is the daemon's shared one, never merged here
-    mode: str = MEMORY
 
     def __len__(self) -> int:
         return len(self.base) - len(self.dead) + len(self.delta)

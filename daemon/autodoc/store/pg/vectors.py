@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import weakref
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -55,12 +56,20 @@ HNSW_EF_CONSTRUCTION = 100
 LOCK_INDEX = int.from_bytes(b"adochnsw", "big") & 0x7FFF_FFFF_FFFF_FFFF
 _NAME = re.compile(r"^vectors_hnsw_(\d+)_[0-9a-f]+$")
 _refused: set[tuple[int, str]] = set()  # (workspace, model) whose index this process may not make: asked once
+# connection → its store's meta `vector_extension`: written once, by the first migration, and a
+# connection serves one store for its life, so a search (every one asks) reads it once per connection
+_extension: weakref.WeakKeyDictionary[Snapshot, str] = weakref.WeakKeyDictionary()
 
 
 def extension(db: Snapshot) -> str | None:
     """The schema pgvector lives in, or None where the store was made without it."""
-    row = db.execute("SELECT value FROM meta WHERE key = 'vector_extension'").fetchone()
-    return None if row is None or row[0] == ABSENT else str(row[0])
+    value = _extension.get(db)
+    if value is None:
+        row = db.execute("SELECT value FROM meta WHERE key = 'vector_extension'").fetchone()
+        if row is None:
+            return None  # (not migrated yet: nothing to remember)
+        value = _extension[db] = str(row[0])
+    return None if value == ABSENT else value
 
 
 def index_name(ws_id: int, fp: str) -> str:
