@@ -412,6 +412,8 @@ def _socket(settings: Settings, *, start: bool, wait_s: float, as_json: bool) ->
     (the store's lease names its socket), for a client that runs none of this package's code
     (the Neovim plugin), which would otherwise need its own copy of the rule and of a database
     lease's name; with `start`, the daemon started when none serves it, as `autodoc tui` starts it."""
+    import time
+
     from .connect import daemon_socket, read_holder, start_daemon
 
     sock, started, why = daemon_socket(settings), False, None
@@ -422,9 +424,14 @@ def _socket(settings: Settings, *, start: bool, wait_s: float, as_json: bool) ->
         elif not start:
             why = "none runs; start one: autodoc serve --socket &"
         else:
+            deadline = time.monotonic() + wait_s
             why = start_daemon(settings, settings.daemon_log, wait_s=wait_s)
+            started = why is None
+            # ours lost the lease (or the socket) to a daemon another client started at the same
+            # moment (two editors opening at once): that one is the store's, once it listens
+            while why and read_holder(settings.store) and not daemon_socket(settings) and time.monotonic() < deadline:
+                time.sleep(0.05)
             sock = daemon_socket(settings)
-            started = sock is not None
             if sock is None and settings.socket.exists():
                 why = f"{why}{_taken(settings.socket)}"
     holder = read_holder(settings.store) if sock is not None else None

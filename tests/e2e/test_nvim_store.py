@@ -292,3 +292,23 @@ def error_note(nv: Nvim) -> str:
         "for _, n in ipairs(_G.__notes) do if n.level == vim.log.levels.ERROR then return n.msg end end",
         what="an error notification",
     )
+
+
+def test_two_clients_starting_the_stores_daemon_at_once_both_get_it(world):
+    """Two editors opening at once each run `autodoc socket --start`: one daemon wins the lease,
+    and both are given its socket (the loser's daemon exits; its client waits for the winner's)."""
+    store = world.base / "fourth" / f"d-{uuid.uuid4().hex[:6]}.db"
+    env = {**clean_env(world.base), **QUIET, "AUTODOC_STORE": str(store)}
+    argv = [AUTODOC, "socket", "--json", "--start", "--wait", "30"]
+    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in "ab"]
+    outs = [p.communicate(timeout=60) for p in procs]
+    got = [json.loads(out) for out, _ in outs]
+    held = read_holder(store)
+    try:
+        assert [p.returncode for p in procs] == [0, 0], outs
+        assert held and got[0]["socket"] == got[1]["socket"] == held["socket"], (got, held)
+        assert got[0]["pid"] == got[1]["pid"] == held["pid"]
+    finally:
+        if held:
+            call_socket(Path(held["socket"]), "server.shutdown", [])
+            wait_gone(held["pid"])
