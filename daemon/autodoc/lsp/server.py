@@ -23,6 +23,12 @@ When the daemon it went to has gone, the backend chooses again once (the next
 daemon's socket, or this process) and the call is retried.
 A file outside every workspace gets no answers and one message saying why.
 
+A workspace whose root is not a folder on this machine (a team's database, indexed by a daemon
+on the machine that has the files) is answered from its stored text: each location is a
+read-only copy of the document as stored (copies.py), so a symbol, a definition or a reference
+opens at the lines it names, and links, hover and references work from inside the copy too. A
+save of a copy is never indexed (its workspace's files are elsewhere).
+
 A location spans whole lines, from the first line's start to the last line's
 end (not to the start of the line after it, which LSP allows too: Neovim
 lists a range by `end.line + 1`, so a hit on lines 17-19 showed as 17-20).
@@ -49,11 +55,12 @@ from pygls.lsp.server import LanguageServer
 from .. import __version__
 from ..config import Settings
 from ..connect import Backend
-from ..errors import AutodocError, DocumentNotFound, WorkspaceNotFound
+from ..errors import AutodocError, DocumentNotFound, GenerationGone, WorkspaceNotFound
 from ..ingest.inline import link_spans, reference_definitions, slug
 from ..ingest.readfile import Refused, read_regular
 from ..ingest.secrets import mask
 from ..ingest.text import prepared_text
+from .copies import Copies, copies_dir
 
 log = logging.getLogger("autodoc.lsp")
 
@@ -84,6 +91,7 @@ class AutodocLanguageServer(LanguageServer):
         self._backend_lock = threading.Lock()
         self._roots: list[tuple[Path, str]] | None = None  # (root, workspace name), longest root first
         self._warned: set[str] = set()
+        self.copies = Copies(copies_dir(settings))  # stored texts of documents not on this machine
 
     @property
     def backend(self) -> Backend:
@@ -107,11 +115,18 @@ class AutodocLanguageServer(LanguageServer):
         return self._roots
 
     def locate(self, uri: str) -> tuple[str, str, Path] | None:
-        """(workspace, workspace-relative path, root) of a document, or None (said once per file)."""
+        """(workspace, workspace-relative path, root) of a document, or None (said once per file).
+        A copy of a stored document (copies.py) is located as the document it copies."""
         path = uri_path(uri)
         if path is None:
             return None
         path = path.resolve()
+        copied = self.copies.locate(path)
+        if copied is not None:
+            name, rel = copied
+            for root, known in self.roots():
+                if known == name:
+                    return name, rel, root
         for refresh in (False, True):
             for root, name in self.roots(refresh):
                 if path.is_relative_to(root):
@@ -127,7 +142,8 @@ class AutodocLanguageServer(LanguageServer):
                     + (
                         # a team's database: its roots are the indexer's folders, and a reader may add none
                         "(a shared store's workspaces are folders on the indexer's machine: workspace "
-                        "symbols search them; links, hover and diagnostics need a file under one's root)"
+                        "symbols search them and open read-only copies of the stored text; links, hover "
+                        "and diagnostics work in those copies, or in a file under a root on this machine)"
                         if self.settings.postgres
                         else "(add one: autodoc workspace add NAME PATH)"
                     ),
@@ -171,12 +187,15 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
             # symbols, whether or not the workspace's vectors are in yet
             answer = ls.ws_call("search.query", [name, query, {"limit": SYMBOL_LIMIT, "scope": "files"}])
             for h in answer["hits"]:
+                where = files.document(name, root, h["path"], h["line_start"], h["line_end"], h["generation"])
+                if where is None:
+                    continue  # removed since the search: nothing to open
                 out.append(
                     T.SymbolInformation(
                         name=h["breadcrumb"] or h["path"],
                         kind=T.SymbolKind.String,
                         container_name=f"{name}:{h['path']}:{h['line_start']}",
-                        location=files.location(root / h["path"], h["line_start"], h["line_end"]),
+                        location=where,
                     )
                 )
         return out
@@ -227,7 +246,7 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
                 )
             except DocumentNotFound:
                 pass
-        return FileLines(ls).location(root / link["target_path"], line, line)
+        return FileLines(ls).document(name, root, link["target_path"], line, line)
 
     @server.feature(T.TEXT_DOCUMENT_HOVER)
     @server.thread()
@@ -256,7 +275,8 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         except DocumentNotFound:
             return []
         files = FileLines(ls)
-        return [files.location(root / b["source_path"], b["line"], b["line"]) for b in back]
+        found = (files.document(name, root, b["source_path"], b["line"], b["line"]) for b in back)
+        return [loc for loc in found if loc is not None]
 
     @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=["[", "#"]))
     @server.thread()
@@ -315,8 +335,9 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
         if where is None:
             return
         name, rel, root = where
-        if saved and not ls.backend.index_paths(name, [rel]):  # a daemon, or another writer, indexes it
-            _await_index(ls, name, rel, uri)
+        here = uri_path(uri) or root / rel  # the file itself, or a copy of the stored text
+        if saved and ls.copies.locate(here.resolve()) is None and not ls.backend.index_paths(name, [rel]):
+            _await_index(ls, name, rel, uri)  # a daemon, or another writer, indexes it
         try:
             problems = ls.ws_call("document.problems", [name, rel])["problems"]
         except (AutodocError, OSError) as e:  # not indexed (yet, or skipped as too large)
@@ -328,7 +349,7 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
                 uri=uri,
                 diagnostics=[
                     T.Diagnostic(
-                        range=files.range(root / rel, max(p.get("line") or 1, 1), max(p.get("line") or 1, 1)),
+                        range=files.range(here, max(p.get("line") or 1, 1), max(p.get("line") or 1, 1)),
                         message=p["message"],
                         severity=T.DiagnosticSeverity.Warning,
                         source="autodoc",
@@ -450,9 +471,10 @@ class FileLines:
     """Ranges over whole lines of workspace files, for one answer: each file read once, from the
     editor's buffer when it has the file open, else from disk."""
 
-    def __init__(self, ls: LanguageServer):
+    def __init__(self, ls: AutodocLanguageServer):
         self.ls = ls
         self._read: dict[Path, list[str]] = {}
+        self._copied: dict[tuple[str, str], Path | None] = {}  # (workspace, path) → its copy, once an answer
 
     def lines(self, path: Path) -> list[str]:
         if path not in self._read:
@@ -481,6 +503,36 @@ class FileLines:
 
     def location(self, path: Path, start: int, end: int) -> T.Location:
         return T.Location(uri=path_uri(path), range=self.range(path, start, end))
+
+    def document(
+        self, name: str, root: Path, rel: str, start: int, end: int, generation: int | None = None
+    ) -> T.Location | None:
+        """Lines of workspace name's document rel: in its file when its root is a folder on this
+        machine, else in a read-only copy of its stored text (at `generation`, a hit's, when the
+        index still keeps it); None when the store no longer has the document."""
+        if root.is_dir():
+            return self.location(root / rel, start, end)
+        key = (name, rel)
+        if key not in self._copied:
+            self._copied[key] = self._copy(name, rel, generation)
+        path = self._copied[key]
+        return None if path is None else self.location(path, start, end)
+
+    def _copy(self, name: str, rel: str, generation: int | None) -> Path | None:
+        ls = self.ls
+        opts = {} if generation is None else {"generation": generation}
+        try:
+            try:
+                text = ls.ws_call("document.read", [name, rel, opts])["text"]
+            except GenerationGone:  # written again since the search: the lines are the newer text's
+                text = ls.ws_call("document.read", [name, rel])["text"]
+        except DocumentNotFound:
+            return None
+        try:
+            return ls.copies.write(name, rel, text)
+        except OSError as e:
+            log.warning("no copy of %s:%s could be written: %s", name, rel, e)
+            return None
 
 
 def _cursor(ls: LanguageServer, uri: str, pos: T.Position) -> tuple[str, int]:
