@@ -205,8 +205,19 @@ def test_autodoc_socket_is_the_rule_the_plugin_asks(world):
     assert code == 0 and got["socket"] == str(world.other_sock) and got["pid"] == world.other.pid
     assert (got["store"], got["store_from"], got["started"]) == (str(world.other_store), "AUTODOC_STORE", False)
 
-    code, got, err = autodoc_socket(world.base, {"AUTODOC_STORE": str(world.base / "none" / "x.db")})
+    nowhere = {"AUTODOC_STORE": str(world.base / "none" / "x.db")}
+    code, got, err = autodoc_socket(world.base, nowhere)
     assert code == 1 and got["socket"] is None and "none runs" in got["why"] and "no daemon serves" in err
+    # that store's daemon would not listen on the default socket: doctor no longer takes the
+    # default store's live daemon's socket for one a killed daemon left (and says to rm it)
+    doctor = subprocess.run(
+        [AUTODOC, "doctor", "--json"],
+        env={**clean_env(world.base), **QUIET, **nowhere},
+        capture_output=True,
+        timeout=60,
+    )
+    check = next(c for c in json.loads(doctor.stdout) if c["name"] == "socket")
+    assert check["ok"] and str(world.default_sock) not in json.dumps(check), check
 
     # a database nobody listens for: named without its password, here and by the daemon --start ran
     uri = "postgresql://alice:s3cret@127.0.0.1:1/kb"
