@@ -128,3 +128,35 @@ def test_a_peer_on_the_shared_store_hears_of_the_move_and_watches_the_new_root(p
         for d in (a, b):
             if d is not None:
                 d.close()
+
+
+def test_a_save_in_a_folder_renamed_under_the_watcher_deletes_nothing(daemon_factory, short_tmp):
+    """`mv kb docs` while the daemon watches, then a save in docs/: the watcher still holds the
+    moved folders and reports the save under the old path, where no file is. That is no deletion
+    (the root is gone, not emptied): the document stays until the root is configured, and the index
+    then finds just the saved file modified and the new one added."""
+    old, new = short_tmp / "kb", short_tmp / "docs"
+    shutil.copytree(KB, old, symlinks=True)
+    d = daemon_factory(short_tmp / "d", timeout=30)
+    d.call("workspace.add", ["kb", str(old), NO_MODEL])
+    d.call("workspace.index", ["kb"])
+    head = d.call("changes.since", ["kb", 0, 1000])["next_cursor"]
+    documents = d.call("workspace.list", {})["workspaces"][0]["documents"]
+    old.rename(new)
+    saved = new / "runbooks" / "lease-recovery.md"
+    saved.write_text(saved.read_text() + "\nAppended after the move.\n")
+    deadline = time.monotonic() + DEADLINE
+    while "live index of workspace kb refused" not in d.log_text():  # the watcher heard the save, refused it
+        changes = d.call("changes.since", ["kb", head, 1000])["changes"]
+        assert not changes, changes
+        assert time.monotonic() < deadline, d.log_text()[-3000:]
+        time.sleep(0.05)
+    assert d.call("changes.since", ["kb", head, 1000])["changes"] == []
+    assert d.call("workspace.list", {})["workspaces"][0]["documents"] == documents
+
+    (new / "added-later.md").write_text("# Later\n\nA note written in the moved folder.\n")
+    d.call("workspace.configure", {"workspace": "kb", "root": str(new)})
+    expected = [("added-later.md", "add"), ("runbooks/lease-recovery.md", "modify")]
+    while sorted((c["path"], c["op"]) for c in d.call("changes.since", ["kb", head, 1000])["changes"]) != expected:
+        assert time.monotonic() < deadline + DEADLINE, d.call("changes.since", ["kb", head, 1000])
+        time.sleep(0.05)

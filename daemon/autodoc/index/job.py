@@ -259,6 +259,8 @@ class IndexJob:
                         preparer.add(key, e.relpath, got.data)
                 take()
             take(drain=True)
+            if not root.is_dir():
+                raise _root_gone(ws)  # moved during the run: the files it did not find are not gone
             # a file skipped (a dangling link, grown too large) is not gone: the batch's skips take
             # its document out and say why, as the live index does
             skipped = {p for p, _ in skips}

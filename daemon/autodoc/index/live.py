@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from ..errors import StoreLocked, StoreUnreachable, WorkspaceNotFound
+from ..errors import InvalidParams, StoreLocked, StoreUnreachable, WorkspaceNotFound
 from ..fmschema import SCHEMA_DIR, SCHEMA_RELPATH
 from ..ingest.scan import DEFAULT_RULE, MarkdownRule, is_ignored, scan_folders
 
@@ -415,6 +415,11 @@ class LiveIndex:
                 await self._unreachable(name, exc)
             except StoreLocked as exc:  # another daemon's run, past LIVE_WAIT_S: it or the next scan has the save
                 log.warning("live index of workspace %s refused: %s", name, exc.message)
+            except InvalidParams as exc:
+                # its root is gone (moved, unmounted): the folders still watched are the moved ones, let go
+                # until the root is back or configured anew (workspace.configure's root)
+                log.warning("live index of workspace %s refused: %s", name, exc.message)
+                self.roots_changed()
             except Exception:
                 log.exception("live index of workspace %s failed", name)
 
