@@ -92,3 +92,48 @@ def test_locations_in_a_workspace_not_on_this_machine_open_copies_of_the_stored_
     finally:
         if client.proc.poll() is None:
             client.proc.kill()
+
+
+def test_on_a_database_read_by_a_second_daemon_symbols_open_copies(pg_uri, monkeypatch):
+    """As a team runs it: daemon A indexed the folder on its machine; this machine's daemon B
+    reads the database, and the editor's server goes through B."""
+    import tempfile
+    import uuid
+
+    from helpers.daemon import machine
+    from helpers.pg import schema_uri
+
+    base = Path(tempfile.mkdtemp(prefix="ad-lspr-", dir="/tmp"))  # sockets want a short path
+    uri = schema_uri(pg_uri, f"l_{uuid.uuid4().hex[:8]}")
+    kb = base / "kb"
+    shutil.copytree(CORPUS, kb, symlinks=True)
+    b = None
+    client = None
+    try:
+        a = machine(base / "a", uri, "--no-watch").start()
+        try:
+            a.call("workspace.add", ["kb", str(kb), {"embedding": {"provider": "none"}}])
+            a.call("workspace.index", ["kb"])
+        finally:
+            a.close()
+        kb.rename(base / "on-the-indexer")  # not on this machine
+        b = machine(base / "b", uri, "--no-watch").start()
+        for k, v in b.env.items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(base / "cache"))
+        client = LspClient(uri, base / "lsp.log")  # type: ignore[arg-type]
+        client.start(base)
+        symbols = client.request("workspace/symbol", {"query": "lease recovery"})
+        assert symbols
+        for s in symbols:
+            copy = _path(s["location"]["uri"])
+            rel = copy.relative_to((base / "cache").resolve()).as_posix().split("/kb/", 1)[1]
+            assert copy.read_text(encoding="utf-8") == (base / "on-the-indexer" / rel).read_text(encoding="utf-8")
+        assert f"calls go to the daemon at {b.sock}" in (base / "lsp.log").read_text()
+        assert client.stop() == 0
+    finally:
+        if client is not None and client.proc.poll() is None:
+            client.proc.kill()
+        if b is not None:
+            b.close()
+        shutil.rmtree(base, ignore_errors=True)
