@@ -30,6 +30,7 @@ import json
 import logging
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
@@ -199,7 +200,7 @@ class IndexJob:
         # for that batch too, so the two are paired as one rename. Written in an earlier batch it
         # was an add, and the gone path a delete (a move among more than WRITE_BATCH changes).
         listed = {e.relpath for e in entries}
-        gone_hashes = {old[0] for path, old in known.items() if path not in listed}
+        gone_hashes = Counter(old[0] for path, old in known.items() if path not in listed)  # one held each
         moved: list[Pending] = []
         # Every entry but the unchanged ones passes through the preparer, in scan order, so
         # batches, skips and document ids come out as an inline run makes them.
@@ -222,7 +223,8 @@ class IndexJob:
                     continue
                 got.mtime_ns, got.ctime_ns, got.inode = signal
                 got.size = size
-                if gone_hashes and stored.content_hash(got.data) in gone_hashes:
+                if gone_hashes and gone_hashes[h := stored.content_hash(got.data)] > 0:
+                    gone_hashes[h] -= 1
                     moved.append(got)
                 else:
                     pending.append(got)
