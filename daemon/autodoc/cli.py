@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -304,12 +305,16 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             config = json_arg("--config", args.config) if args.config else None
             if args.if_missing:
                 existing = (
-                    {w["name"] for w in call(settings, "workspace.list", {})["workspaces"]}
+                    {w["name"]: w["root"] for w in call(settings, "workspace.list", {})["workspaces"]}
                     if settings.postgres or Path(settings.store).exists()
-                    else set()
+                    else {}
                 )
                 if args.name in existing:
-                    print(f"workspace {args.name} exists")
+                    there, here = existing[args.name], str(Path(args.path).resolve())
+                    # a CI checkout at a new path each run: the workspace keeps its first root unless moved
+                    move = f"autodoc workspace configure {args.name} --root {shlex.quote(here)}"
+                    moved = "" if there == here else f" at {there}, not {here} ({move} moves it)"
+                    print(f"workspace {args.name} exists{moved}")
                     return EXIT_OK
             ws = call(
                 settings,

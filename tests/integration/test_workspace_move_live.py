@@ -55,6 +55,10 @@ def test_the_cli_moves_a_renamed_folder_and_the_next_index_finds_it_unchanged(sh
     assert "autodoc workspace configure kb --root" in gone.stderr, gone.stderr
     doctor = _cli(env, short_tmp, "doctor", check=False)
     assert "autodoc workspace configure kb --root FOLDER" in doctor.stdout, doctor.stdout
+    # CI's `add --if-missing` of this run's checkout leaves the workspace where it was, and says so
+    kept = _cli(env, short_tmp, "workspace", "add", "kb", "docs", "--if-missing").stdout.strip()
+    where = f"at {short_tmp / 'kb'}, not {short_tmp / 'docs'}"
+    assert kept == f"workspace kb exists {where} (autodoc workspace configure kb --root {short_tmp / 'docs'} moves it)"
 
     # a relative --root is this shell's: resolved before it reaches the store
     moved = _cli(env, short_tmp, "workspace", "configure", "kb", "--root", "docs")
@@ -62,6 +66,7 @@ def test_the_cli_moves_a_renamed_folder_and_the_next_index_finds_it_unchanged(sh
     again = _counts(_cli(env, short_tmp, "index", "kb").stdout)
     assert again == {"added": 0, "modified": 0, "deleted": 0, "unchanged": first["added"]}, again
     listed = _cli(env, short_tmp, "workspace", "list").stdout
+    assert _cli(env, short_tmp, "workspace", "add", "kb", "docs", "--if-missing").stdout == "workspace kb exists\n"
     assert f"kb\t{short_tmp / 'docs'}\t" in listed
     hits = _cli(env, short_tmp, "search", "-w", "kb", "lease", "recovery").stdout
     assert "runbooks/lease-recovery.md" in hits
