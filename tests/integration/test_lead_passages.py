@@ -83,7 +83,11 @@ def test_the_leading_run_holds_no_table_of_contents(svc):
     second, right behind the leading passage; one passage a document shows what follows its first."""
     query = "preamble macros wrapper macros type checking composing"
     full = svc.search("swift", query, {"limit": 30, "per_document": False})
-    assert [h["breadcrumb"].endswith("Table of contents") for h in full["hits"][:2]] == [False, True]
+    words = svc.search("swift", query, {"limit": 3, "per_document": False, "stages": ["lexical"]})
+    assert any(h["breadcrumb"].endswith("Table of contents") for h in words["hits"])  # BM25's top three
+    # the leading document's shown passages (search/passages.py) come first, and it is not one of them
+    lead = next(i for i, h in enumerate(full["hits"]) if h["path"] != full["hits"][0]["path"])
+    assert lead >= 2 and not any(h["breadcrumb"].endswith("Table of contents") for h in full["hits"][:lead])
     a = _compact(svc, query)
     lead = [h for h in a["hits"] if h["path"] == a["hits"][0]["path"]]
     assert a["hits"][: len(lead)] == lead and not any(h["section"] == "Table of contents" for h in lead)
@@ -145,22 +149,18 @@ def test_a_change_every_passage_shares_is_said_once(mcp, svc):
 
 
 @pytest.mark.parametrize("query", [TWO_ERRORS, BODY_CHECKED])
-def test_the_cap_of_passages_a_document_drops_none_a_leg_ranks_at_the_top(svc, query):
-    """A document keeps at most three passages (fusion.py cap_per_document), and the cap ran before
-    the leading document's run was chosen: a passage a leg ranks among its first three of all, but
-    fused fourth of its document, was dropped, never shown. Each leg's own first three (a leg alone:
-    its order, which a cap of three cannot cut) of the leading document all follow its first."""
+def test_the_leading_run_is_the_same_in_either_shape(svc, query):
+    """The leading document's passages to show (search/passages.py) are chosen before the cap of three
+    passages a document (fusion.py cap_per_document), which then keeps them: the full list (passages
+    in their document's places) and the compact answer (they follow its first) show the same ones,
+    at most three, none of them navigation."""
     a = _compact(svc, query)
     top = a["hits"][0]["path"]
-    first = (a["hits"][0]["line_start"], a["hits"][0]["line_end"])
-    lead = set()
+    lead = []
     for h in a["hits"]:
         if h["path"] != top:
             break
-        lead.add((h["line_start"], h["line_end"]))
-    wanted = set()
-    for leg in ("lexical", "semantic"):
-        alone = svc.search("swift", query, {"limit": 3, "per_document": False, "stages": [leg]})["hits"]
-        wanted |= {(h["line_start"], h["line_end"]) for h in alone if h["path"] == top}
-    assert wanted <= lead, (sorted(wanted - lead), sorted(lead))
-    assert lead - {first} <= wanted  # and no other passage
+        lead.append((h["line_start"], h["line_end"]))
+    assert 1 <= len(lead) <= 3 and not any(h["section"].endswith("Table of contents") for h in a["hits"][: len(lead)])
+    full = svc.search("swift", query, {"limit": 10, "per_document": False})["hits"]
+    assert [(h["line_start"], h["line_end"]) for h in full if h["path"] == top][: len(lead)] == lead

@@ -119,12 +119,10 @@ def _legs(cid: int, score: float, lexical: int | None, semantic: int | None) -> 
     return F.Fused(cid, score, ranks, {"lexical": None, "semantic": None}, relevance=score, via=[])
 
 
-def test_the_leading_documents_top_passages_by_either_leg_follow_its_first():
-    """bench/answer_spans swift-05 ("Can a function declare that it throws one of two specific error
-    types...?"), as fused over swift-evolution: 0413-typed-throws.md (document 1) leads with "When to use
-    typed throws" (BM25's first, the embedding's 35th); the answer, "Alternatives considered › Multiple
-    thrown error types", is the embedding's first of all passages but fused third of its document, behind
-    0235-add-result.md (document 2): one passage a document never showed it."""
+def test_the_leading_documents_shown_passages_follow_its_first():
+    """bench/answer_spans swift-05 as fused over swift-evolution: 0413-typed-throws.md (document 1)
+    leads; the answer (3) and another of its passages (4) are to be shown with it (search/passages.py
+    chose them), ahead of 0235-add-result.md (document 2), whose first stays next."""
     fused = [
         _legs(1, 0.109, 0, 35),  # When to use typed throws
         _legs(20, 0.090, 1, 3),  # 0235-add-result.md
@@ -135,18 +133,12 @@ def test_the_leading_documents_top_passages_by_either_leg_follow_its_first():
         _legs(5, 0.041, 30, 7),
     ]
     doc_of = {1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 20: 2, 21: 2}
-    assert choice.leads(fused, doc_of) == [3, 4]  # the embedding's first and second; BM25's first leads already
-    out = choice.follow(fused, choice.leads(fused, doc_of), doc_of)
+    out = choice.follow(fused, [3, 4], doc_of)
     assert [f.chunk_id for f in out] == [1, 3, 4, 20, 2, 21, 5]
     assert out[1] is fused[3]  # the records as fused: their own scores and ranks
-    # another document's top passages (21: BM25's third) stay where fusion put them
-    assert 21 not in choice.leads(fused, doc_of)
-    # one leg alone: its first passage is the fused first, nothing to add
-    alone = [F.Fused(f.chunk_id, f.score, {"lexical": f.ranks["lexical"]}, {"lexical": None}) for f in fused]
-    assert choice.leads(alone, doc_of) == []
-    assert choice.follow(fused, [], doc_of) == fused
-    # the leading run is the first passage and the leads alone: a passage fused second but no leg's
-    # top (a table of contents the engine held back from the leads) goes behind the next document
+    assert choice.follow(fused, [], doc_of)[:2] == [fused[0], fused[1]]
+    # the leading run is the first passage and those named: a passage fused second but not named
+    # (a table of contents) goes behind the next document
     toc_second = [fused[0], fused[2], fused[1], fused[3]]
     assert [f.chunk_id for f in choice.follow(toc_second, [], doc_of)] == [1, 20, 2, 3]
     assert [f.chunk_id for f in choice.follow(toc_second, [3], doc_of)] == [1, 3, 20, 2]

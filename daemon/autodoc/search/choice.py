@@ -10,19 +10,12 @@ such navigation; `choose` reorders each document's passages by their fused score
 it, and hands them the document's own fused scores in that order: the document keeps its place
 (so which documents are found does not change), and its first passage is the one that answers.
 
-The legs often disagree on which passage of the leading document answers: BM25 favours the
-passage holding the most of the query's words (an overview that names every option), the
-embedding the one that says what was asked (the section on the option, the rejected
-alternative a "why not" question is about). On the answer-span questions (bench/answers.py,
-tune) the answer was the semantic leg's first passage of all in 6 of the 8 where the right
-document's fused choice missed it. With one passage a document (search/compact.py), `leads`
-names the leading document's other passages that a leg ranks among its first LEAD_RANK of
-all, and `follow` moves them up behind its first and its other passages (a table of contents
-that fused second, say) behind the next document's first: the answer then shows them, in the
-order its confidence is computed on (made monotone: search/answerable.py).
+With one passage a document (search/compact.py), the leading document shows its best passages
+(search/passages.py scores all of them), and `follow` moves them up behind its first and its other
+passages (a table of contents that fused second, say) behind the next document's first.
 
 Input: the fused order (fusion.py), each candidate's document and text. Output: the same
-records, each document's passages re-slotted; the leading document's top passages by either leg.
+records, each document's passages re-slotted.
 
 Runs on: the search's thread (pure: no I/O, no shared state).
 """
@@ -155,27 +148,7 @@ def choose(
     return out
 
 
-LEAD_LEGS = ("semantic", "lexical")  # the legs whose top passages of the leading document are shown
-# a leg's passage ranked this high among all passages (0-based, below it) is shown with the
-# leading document: lower, a leg's best of one document can be its 40th of all, a weak match
-# that would pull down the confidence of the passages shown after it
-LEAD_RANK = 3
-LEAD_NAV = 0.5  # nor one this navigational (`choose` demoted it; engine.py reads its text for this)
-
-
-def leads(fused: list[F.Fused], doc_of: Mapping[int, int], legs: tuple[str, ...] | None = None) -> list[int]:
-    """Chunk ids of the leading document's passages, the first one's aside, that a leg ranks
-    among its first LEAD_RANK of all passages, in fused order. Only when legs were fused (every
-    record names them all): alone, a leg's order is the fused order already."""
-    legs = LEAD_LEGS if legs is None else legs
-    if len(fused) < 2 or len(fused[0].ranks) < 2:
-        return []
-    lead = doc_of[fused[0].chunk_id]
-    return [
-        f.chunk_id
-        for f in fused[1:]
-        if doc_of[f.chunk_id] == lead and any((r := f.ranks.get(leg)) is not None and r < LEAD_RANK for leg in legs)
-    ]
+LEAD_NAV = 0.5  # a passage this navigational is not shown behind its document's first (search/passages.py)
 
 
 def follow(fused: list[F.Fused], ids: list[int], doc_of: Mapping[int, int]) -> list[F.Fused]:

@@ -29,7 +29,7 @@ from ..errors import InvalidParams, Unsupported
 from ..store import hits as stored_hits
 from ..store.filters import Filter, build_filter
 from ..store.interface import Snapshot
-from . import choice, ties
+from . import choice, evidence, passages, ties
 from . import fusion as F
 from .graph import run_graph
 from .lexical import fuzzy, legproc
@@ -214,6 +214,7 @@ def _semantic_leg(
     """Stage "semantic" from the leg's outcome (search/semantic/leg.py): its hits, or why it was skipped."""
     legs.semantic_state = outcome.state
     legs.semantic_tier = outcome.tier
+    legs.query_vector, legs.model_fp = outcome.query_vector, outcome.model_fp
     if outcome.hits is None:
         if not want_lex:  # semantic alone was asked for: never answer with words instead
             raise outcome.error or Unsupported(outcome.reason or NO_MODEL_REASON)
@@ -301,25 +302,70 @@ def fuse(ctx: Context, plan: Plan, legs: Legs) -> tuple[list[F.Fused], dict[int,
     assert legs.keys is not None  # set by run_legs
     fused = ties.order_fused(fused, legs.keys)
     fused = _choose_passages(ctx, plan, fused, doc_of)
-    # the leading document's passages a leg ranks at the top of all are named before the cap: fused
-    # fourth of their document, the cap dropped them and one passage a document never showed them
-    ahead = choice.leads(fused, doc_of) if plan.opts.per_document else []
+    fused, ahead = _lead_document(ctx, plan, legs, fused, doc_of)
+    # the leading document's passages to show are named before the cap: fused fourth of their
+    # document (or not found by a leg at all), the cap would drop them
     fused = F.cap_per_document(fused, doc_of, PER_DOCUMENT, keep=set(ahead))
     if plan.opts.demote_superseded:
         successor, path_of = ctx.successors() if ctx.successors else stored_hits.successors(ctx.db, ctx.ws.id)
         fused = F.demote_superseded(fused, doc_of, successor, path_of)
-    return (_lead_passages(ctx, fused, doc_of) if plan.opts.per_document else fused), doc_of
+    if plan.opts.per_document and fused and ahead and doc_of[fused[0].chunk_id] == doc_of[ahead[0]]:
+        fused = choice.follow(fused, ahead[1:], doc_of)  # one passage a document: they follow its first
+    return fused, doc_of
 
 
-def _lead_passages(ctx: Context, fused: list[F.Fused], doc_of: dict[int, int]) -> list[F.Fused]:
-    """With one passage a document: the leading document's passages that a leg ranks at the top of
-    all follow its first, unless navigation (their text read for that alone), and its others come
-    after the next document's first (choice.py `leads`, `follow`)."""
-    ids = choice.leads(fused, doc_of)
-    if ids:
-        heads = stored_hits.chunk_heads(ctx.db, ids)
-        ids = [c for c in ids if c in heads and choice.navigational(heads[c][1], heads[c][0]) < choice.LEAD_NAV]
-    return choice.follow(fused, ids, doc_of)
+def _lead_document(
+    ctx: Context, plan: Plan, legs: Legs, fused: list[F.Fused], doc_of: dict[int, int]
+) -> tuple[list[F.Fused], list[int]]:
+    """The leading document's passages scored whole (search/passages.py), the best first in the
+    leading place and the others it shows right behind; with the chunk ids shown, in order. A
+    passage no leg brought back joins the candidates with its own cosine. Only where words were
+    searched and fused (a leg alone keeps its order) and on a first page (a cursor's page is
+    ordered by what the first showed)."""
+    if len(fused) < 2 or len(fused[0].ranks) < 2 or plan.opts.after:
+        return fused, []
+    lead = doc_of[fused[0].chunk_id]
+    words = evidence.query_words(ctx.db, plan.parsed.text, legs.corrections, ctx.ws.id)
+    weights = passages.idf({s: words.counts.get(s, 0) for s in words.stems}, words.total)
+    scored = passages.read(ctx.db, ctx.ws.id, lead, plan.filt, weights, legs.query_vector, legs.model_fp)
+    if len(scored) < 2:
+        return fused, []
+    among = [f.chunk_id for f in fused if doc_of[f.chunk_id] == lead]
+    ids = passages.shown(passages.order(scored, among), {p.chunk_id: p.nav for p in scored})
+    by_id = {f.chunk_id: f for f in fused}
+    new = [c for c in ids if c not in by_id]
+    if new:
+        legs.cands.update(stored_hits.candidates(ctx.db, new))
+        doc_of.update({c: legs.cands[c].document_id for c in new if c in legs.cands})
+    cos = {p.chunk_id: p.cosine for p in scored}
+    lex = {p.chunk_id: p.lexical for p in scored}
+    floor = min(f.score for f in fused if doc_of[f.chunk_id] == lead)
+    head: list[F.Fused] = []
+    for c in ids:
+        if c not in doc_of:  # retired since the read
+            continue
+        f = by_id.get(c) or F.Fused(
+            c,
+            floor,
+            dict.fromkeys(fused[0].ranks),
+            {"semantic": cos[c], "lexical": None},
+            relevance=min(f.relevance for f in fused if doc_of[f.chunk_id] == lead),
+            via=[v for v, on in (("lexical", lex[c] > 0), ("semantic", cos[c] is not None)) if on],
+        )
+        head.append(f)
+    if not head:
+        return fused, []
+    # the document's places in the order, and the scores fusion gave them, stay; the passages
+    # shown take its first places, its other candidates the rest (a new passage's place is the
+    # last candidate's: the per-document cap drops that one)
+    shown = {f.chunk_id for f in head}
+    places = [i for i, f in enumerate(fused) if doc_of[f.chunk_id] == lead]
+    ordered = head + [fused[i] for i in places if fused[i].chunk_id not in shown]
+    out = list(fused)
+    for slot, f in zip(places, ordered):
+        out[slot] = replace(f, score=fused[slot].score, relevance=fused[slot].relevance)
+    extra = ordered[len(places) :]  # more passages shown than the document had candidates
+    return out + extra, [f.chunk_id for f in head]
 
 
 def _choose_passages(ctx: Context, plan: Plan, fused: list[F.Fused], doc_of: dict[int, int]) -> list[F.Fused]:

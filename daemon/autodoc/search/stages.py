@@ -71,6 +71,8 @@ class Legs:
     semantic_tier: str | None = None
     cands: dict[int, stored_hits.Candidate] = field(default_factory=dict)  # every hit's facts, by chunk id
     keys: ties.TieKeys | None = None  # content-order keys of the candidates, read as needed
+    query_vector: Any = None  # the semantic leg's query vector (full tier), for search/passages.py
+    model_fp: str | None = None
 
 
 @dataclass

@@ -66,6 +66,10 @@ class SemanticOutcome:
     error: AutodocError | None = None  # raised instead when semantic was the only leg asked for
     model: str | None = None
     tier: str | None = None  # full | instant: which vectors answered (None: none did)
+    # the query's vector and the model whose stored vectors it compares with (the full tier only:
+    # an instant tier's table is not stored per chunk): search/passages.py scores a whole document
+    query_vector: np.ndarray | None = None
+    model_fp: str | None = None
 
 
 def _switching(detail: str = "") -> SemanticOutcome:
@@ -103,6 +107,7 @@ class Prepared:
     allowed: np.ndarray | None
     state: str  # ready | partial | switching
     tier: str = TIER_FULL
+    fp: str | None = None  # the serving model's fingerprint
 
     def run(self, text: str, top: int) -> SemanticOutcome:
         with self.leg._count:
@@ -129,6 +134,8 @@ class Prepared:
             None,
             model=self.provider.name,
             tier=self.tier,
+            query_vector=qvec if self.tier == TIER_FULL else None,
+            model_fp=self.fp if self.tier == TIER_FULL else None,
         )
 
 
@@ -204,7 +211,7 @@ class SemanticLeg:
         allowed = None
         if not filt.empty:
             allowed = np.array(stored_hits.filtered_chunk_ids(db, ws.id, filt), dtype=np.int64)
-        return Prepared(self, provider, vectors, allowed, state, tier)
+        return Prepared(self, provider, vectors, allowed, state, tier, fp)
 
     def search(
         self, db: Snapshot, ws: Workspace, embedding: dict[str, Any], text: str, filt: Filter, top: int
