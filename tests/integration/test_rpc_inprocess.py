@@ -131,9 +131,13 @@ class FakeService:
     def workspace_list(self) -> dict:
         return {"workspaces": [dict(w) for w in self.workspaces.values()]}
 
-    def workspace_configure(self, name: str, options: dict) -> dict:
+    def workspace_configure(
+        self, name: str, options: dict | None = None, root: str | None = None, force: bool = False
+    ) -> dict:
         ws = self._ws(name)
-        ws["config"] = WorkspaceConfig.from_json(ws["config"]).merged(options).to_json()
+        ws["config"] = WorkspaceConfig.from_json(ws["config"]).merged(options or {}).to_json()
+        if root is not None:
+            ws["root"] = root  # the service stores a moved root as it is (nothing indexed is touched)
         return dict(ws)
 
     def workspace_section_size(self, name: str, tokens: int) -> dict:
@@ -381,6 +385,7 @@ CALLS = [
     ("workspace.add", ["kb", "/tmp"]),
     ("workspace.list", {}),
     ("workspace.configure", ["kb", {"demote_superseded": False}]),
+    ("workspace.configure", {"workspace": "kb", "root": "/tmp/kb-moved"}),
     ("workspace.section_size", ["kb", 400]),
     ("workspace.status", ["kb"]),
     ("workspace.index", ["kb"]),
