@@ -130,9 +130,10 @@ def added(db: Snapshot, chunk_id: int, texts: tuple[str, str, str, str]) -> list
     tok = fts5._tokenizer(db)
     cols = tuple(_tokens(tok, s) for s in texts)
     d = sum(len(c) for c in cols)
-    if pg:  # one statement a chunk, not one a word
-        pg_lexical.add_delta(db, chunk_id, d, row_terms(tok, cols))
-        return [len(c) for c in cols]
+    if pg:  # with its sizes, held until the transaction commits: a batch's chunks in a few statements
+        sizes = [len(c) for c in cols]
+        pg_lexical.add(db, chunk_id, d, row_terms(tok, cols), sizes)
+        return sizes
     db.executemany(
         "INSERT INTO postings_delta(term, chunk, d, t0, t1, t2, t3) VALUES (?,?,?,?,?,?,?) ON CONFLICT(term, chunk) "
         "DO UPDATE SET d=excluded.d, t0=excluded.t0, t1=excluded.t1, t2=excluded.t2, t3=excluded.t3",

@@ -3,7 +3,8 @@
 
 - SQLite: the FTS5 row (chunks_fts, the source of truth there) and its postings (postings.py);
 - PostgreSQL (no FTS5, docs/dev/postgres.md section 2): the postings, from FTS5's own tokenizer over
-  the same four strings, and the index's sizes and totals (store/pg/lexical.py) that FTS5 keeps itself.
+  the same four strings, and the index's sizes and totals (store/pg/lexical.py) that FTS5 keeps itself,
+  held by the transaction and sent at its commit (or before a statement that reads them).
 
 Runs on: the writer, inside the caller's transaction.
 """
@@ -18,10 +19,8 @@ from . import postings
 
 def insert(db: Snapshot, chunk_id: int, texts: tuple[str, str, str, str]) -> None:
     """The chunk's row: title, breadcrumb, meta and body as the index holds them (ftstext.fts_text)."""
-    if dialect(db) == POSTGRES:
-        sizes = postings.added(db, chunk_id, texts)
-        if sizes is not None:  # (always: a PostgreSQL store's postings are complete from its start)
-            pg_lexical.added(db, chunk_id, sizes)
+    if dialect(db) == POSTGRES:  # postings and sizes together (store/pg/lexical.py add)
+        postings.added(db, chunk_id, texts)
         return
     db.execute("INSERT INTO chunks_fts(rowid, title, breadcrumb, meta, body) VALUES (?,?,?,?,?)", (chunk_id, *texts))
     postings.added(db, chunk_id, texts)

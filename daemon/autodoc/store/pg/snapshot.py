@@ -10,6 +10,9 @@ alone, and `::` is Postgres's cast, not a parameter.
 `with snap:` is a transaction, a savepoint when one is open already (as an apsw connection's is);
 the connection itself stays in autocommit so that each transaction is explicit and begins with the
 connection's own isolation level and access mode (the store's readers: REPEATABLE READ, READ ONLY).
+A writer's transaction may hold rows back to send them in one statement (`deferred`: the chunks'
+lexical rows, store/pg/lexical.py): they are sent before a statement that names their tables and
+before the commit, and a savepoint rolled back drops those it added.
 
 A statement's cursor answers `fetchone`, `fetchall` and iteration; a statement that returns no rows
 answers None and [] (as apsw's cursor does), never psycopg's "no result available".
@@ -25,7 +28,7 @@ import re
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg.adapt import Loader
@@ -134,6 +137,19 @@ def prepare(conn: psycopg.Connection) -> None:
     conn.adapters.register_loader("numeric", _NumericLoader)
 
 
+class Deferred(Protocol):
+    """Rows a transaction holds back (store/pg/lexical.py's Pending): positions, so a savepoint can
+    drop what it added; sent before a statement that reads their tables, and at the commit."""
+
+    def mark(self) -> Any: ...
+
+    def undo(self, mark: Any) -> None: ...
+
+    def before(self, db: PgSnapshot, sql: str) -> None: ...
+
+    def committing(self, db: PgSnapshot) -> None: ...
+
+
 class PgSnapshot:
     """A psycopg (autocommit) connection speaking the row modules' SQL; `dialect` is "postgres"."""
 
@@ -142,12 +158,18 @@ class PgSnapshot:
     def __init__(self, conn: psycopg.Connection):
         self.conn = conn
         self._tx: list[AbstractContextManager[Any]] = []
+        self._marks: list[Any] = []  # the deferred rows' mark as each savepoint began (None: the transaction)
+        self.deferred: Deferred | None = None
 
     def execute(self, sql: str, args: Any = None, /) -> PgCursor:
+        if self.deferred is not None:
+            self.deferred.before(self, sql)
         text, numbered = convert(sql)
         return PgCursor(self.conn.execute(text, _args(args, numbered)))
 
     def executemany(self, sql: str, seq: Iterable[Any], /) -> None:
+        if self.deferred is not None:
+            self.deferred.before(self, sql)
         text, numbered = convert(sql)
         with self.conn.cursor() as cur:
             cur.executemany(text, [_args(a, numbered) for a in seq])
@@ -165,9 +187,22 @@ class PgSnapshot:
         tx = self.conn.transaction()
         tx.__enter__()
         self._tx.append(tx)
+        self._marks.append(self.deferred.mark() if self.deferred is not None and len(self._tx) > 1 else None)
         return self
 
     def __exit__(self, etype: Any, evalue: Any, etraceback: Any, /) -> bool:
+        mark = self._marks.pop()
+        deferred = self.deferred
+        if deferred is not None:
+            if etype is not None:
+                deferred.undo(mark)  # (None at the transaction's end: everything)
+            elif not self._marks:  # the commit: what the transaction held goes first
+                try:
+                    deferred.committing(self)
+                except BaseException as e:
+                    deferred.undo(None)
+                    self._tx.pop().__exit__(type(e), e, e.__traceback__)
+                    raise
         tx = self._tx.pop()
         return bool(tx.__exit__(etype, evalue, etraceback))
 
