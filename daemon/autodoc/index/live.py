@@ -6,7 +6,7 @@ root: a link to /usr cost 15,450 inotify watches). The watch set is rebuilt
 when workspaces are added or removed and when a folder appears, vanishes or
 is renamed (inotify watches the folder, not its name). A folder that
 appears is indexed at once (its Markdown files, found by walking just that
-folder), then again once the new watcher is up, so a file saved between the
+folder: newfolders.py), then again once the new watcher is up, so a file saved between the
 two is not missed; a workspace where a folder vanished or was renamed away
 is indexed whole (the files inside got no event of their own) once re-watched.
 While every folder is walked again (workspaces added or removed), nothing
@@ -30,7 +30,6 @@ Runs on: the event loop; every store call goes through the host's `read`
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
@@ -42,6 +41,7 @@ import anyio
 from ..errors import InvalidParams, StoreLocked, StoreUnreachable, WorkspaceNotFound
 from ..fmschema import SCHEMA_DIR, SCHEMA_RELPATH
 from ..ingest.scan import DEFAULT_RULE, MarkdownRule, is_ignored, scan_folders
+from .newfolders import folders_under, made_since, markdown_under
 
 log = logging.getLogger("autodoc.index.live")
 
@@ -291,7 +291,7 @@ class LiveIndex:
         no event of its own: now that the watcher runs, the folders changed since the walk began
         are listed again (a stat of each watched folder, not a second walk of every root), and
         any such folder is handled as one that appeared (watched, then its Markdown indexed)."""
-        late = await anyio.to_thread.run_sync(_made_since, roots, watched, walk_ns, dict(self._rules))
+        late = await anyio.to_thread.run_sync(made_since, roots, watched, walk_ns, dict(self._rules))
         if not late or self._stopping:
             return
         for name, root in roots.items():
@@ -323,7 +323,7 @@ class LiveIndex:
             if root is None:
                 continue
             rule = self._rules.get(name, DEFAULT_RULE)
-            paths = await anyio.to_thread.run_sync(_markdown_under, root, sorted(rels), rule)
+            paths = await anyio.to_thread.run_sync(markdown_under, root, sorted(rels), rule)
             if not paths:
                 continue
             try:
@@ -381,7 +381,7 @@ class LiveIndex:
                 self._walk_all = True
             else:
                 self._more_folders |= await anyio.to_thread.run_sync(
-                    _folders_under,
+                    folders_under,
                     [
                         (roots[n], r, self._rules.get(n, DEFAULT_RULE))
                         for n, rels in fresh.items()
@@ -439,68 +439,6 @@ def _folders(roots: dict[str, Path], rules: dict[str, MarkdownRule] | None = Non
                 continue
             out.append(folder)
     return out
-
-
-# A folder's mtime may lag the clock by a tick, or by 2 s on coarse file systems (FAT): a folder
-# changed this long before the walk began is listed again too (a listing, not a walk).
-CLOCK_SLACK_NS = 2_000_000_000
-
-
-def _made_since(roots: dict[str, Path], watched: set[Path], since_ns: int, rules: dict[str, MarkdownRule]) -> set[Path]:
-    """The folders the scan would walk that are not in `watched` (the walk's, begun at since_ns)
-    and sit in a watched folder changed since: made, or moved in, after the walk passed it."""
-    out: set[Path] = set()
-    for name, root in roots.items():
-        rule = rules.get(name, DEFAULT_RULE)
-        made: list[tuple[Path, str, MarkdownRule]] = []
-        for folder in watched:
-            if not folder.is_relative_to(root):
-                continue
-            try:
-                st = folder.stat()
-                if max(st.st_mtime_ns, st.st_ctime_ns) < since_ns - CLOCK_SLACK_NS:
-                    continue
-                subs = [Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
-            except OSError:
-                continue  # gone: its parent's event says so
-            for sub in subs:
-                rel = sub.relative_to(root).as_posix()
-                if sub not in watched and (rel == SCHEMA_DIR or not is_ignored(root, rel, rule)):
-                    made.append((root, rel, rule))
-        for d in _folders_under(made):
-            try:
-                str(d).encode("utf-8")  # as _folders: a name the watcher cannot be given is left out
-            except UnicodeEncodeError:
-                continue
-            out.add(d)
-    return out
-
-
-def _folders_under(pairs: list[tuple[Path, str, MarkdownRule]]) -> set[Path]:
-    """The folders the scan would walk in these (root, folder, rule) triples, each folder included."""
-    out: set[Path] = set()
-    for root, folder, rule in pairs:
-        for d, dirs, _ in os.walk(root / folder):
-            rel_d = Path(d).relative_to(root).as_posix()
-            dirs[:] = [x for x in dirs if not is_ignored(root, f"{rel_d}/{x}", rule) and not Path(d, x).is_symlink()]
-            out.add(Path(d))
-    return out
-
-
-def _markdown_under(root: Path, folders: list[str], rule: MarkdownRule = DEFAULT_RULE) -> list[str]:
-    """Workspace-relative paths of the Markdown files the scan would index under
-    these folders (walked alone, not the whole root)."""
-    out: set[str] = set()
-    for folder in folders:
-        for d, dirs, files in os.walk(root / folder):
-            rel_d = Path(d).relative_to(root).as_posix()
-            dirs[:] = [x for x in dirs if not is_ignored(root, f"{rel_d}/{x}", rule) and not Path(d, x).is_symlink()]
-            out.update(
-                f"{rel_d}/{f}"
-                for f in files
-                if rule.matches(f"{rel_d}/{f}") and not is_ignored(root, f"{rel_d}/{f}", rule)
-            )
-    return sorted(out)
 
 
 def _relative(raw: str, root: Path) -> str | None:

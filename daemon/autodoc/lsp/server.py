@@ -29,9 +29,7 @@ read-only copy of the document as stored (copies.py), so a symbol, a definition 
 opens at the lines it names, and links, hover and references work from inside the copy too. A
 save of a copy is never indexed (its workspace's files are elsewhere).
 
-A location spans whole lines, from the first line's start to the last line's
-end (not to the start of the line after it, which LSP allows too: Neovim
-lists a range by `end.line + 1`, so a hit on lines 17-19 showed as 17-20).
+A location spans whole lines, in the file or in its copy (locations.py).
 pygls's own log (each message at INFO) is kept to warnings unless -v or
 AUTODOC_LOG=debug asks for it; the server's own lines stay.
 
@@ -55,12 +53,13 @@ from pygls.lsp.server import LanguageServer
 from .. import __version__
 from ..config import Settings
 from ..connect import Backend
-from ..errors import AutodocError, DocumentNotFound, GenerationGone, WorkspaceNotFound
+from ..errors import AutodocError, DocumentNotFound, WorkspaceNotFound
 from ..ingest.inline import link_spans, reference_definitions, slug
 from ..ingest.readfile import Refused, read_regular
 from ..ingest.secrets import mask
 from ..ingest.text import prepared_text
 from .copies import Copies, copies_dir
+from .locations import FileLines
 
 log = logging.getLogger("autodoc.lsp")
 
@@ -77,10 +76,6 @@ _OPEN_TAG = re.compile(r"(?<![\w&#/\\{])#([\w/-]*)$")  # as ingest/inline.py rea
 def uri_path(uri: str) -> Path | None:
     u = urlparse(uri)
     return Path(unquote(u.path)) if u.scheme == "file" else None
-
-
-def path_uri(path: Path) -> str:
-    return path.resolve().as_uri()
 
 
 class AutodocLanguageServer(LanguageServer):
@@ -465,74 +460,6 @@ def _span(ls: LanguageServer, uri: str, pos: T.Position, start_char: int) -> T.R
     doc = ls.workspace.get_text_document(uri)
     start = doc.position_codec.position_to_client_units(doc.lines, T.Position(line=pos.line, character=start_char))
     return T.Range(start=start, end=pos)
-
-
-class FileLines:
-    """Ranges over whole lines of workspace files, for one answer: each file read once, from the
-    editor's buffer when it has the file open, else from disk."""
-
-    def __init__(self, ls: AutodocLanguageServer):
-        self.ls = ls
-        self._read: dict[Path, list[str]] = {}
-        self._copied: dict[tuple[str, str], Path | None] = {}  # (workspace, path) → its copy, once an answer
-
-    def lines(self, path: Path) -> list[str]:
-        if path not in self._read:
-            doc = self.ls.workspace.text_documents.get(unquote(path_uri(path)))  # pygls keys them unquoted
-            if doc is not None:
-                self._read[path] = list(doc.lines)
-            else:
-                try:
-                    self._read[path] = path.read_text(encoding="utf-8", errors="replace").split("\n")
-                except OSError:
-                    self._read[path] = []
-        return self._read[path]
-
-    def range(self, path: Path, start: int, end: int) -> T.Range:
-        """1-based inclusive lines → the LSP range from the first one's start to the last one's end,
-        in the client's units (a line the file no longer has ends at its start)."""
-        first = max(start, 1) - 1
-        last = max(end, start, 1) - 1
-        lines = self.lines(path)
-        end_pos = T.Position(line=last, character=0)
-        if last < len(lines):
-            text = lines[last].rstrip("\r\n")
-            codec = self.ls.workspace.position_codec
-            end_pos = codec.position_to_client_units(lines, T.Position(line=last, character=len(text)))
-        return T.Range(start=T.Position(line=first, character=0), end=end_pos)
-
-    def location(self, path: Path, start: int, end: int) -> T.Location:
-        return T.Location(uri=path_uri(path), range=self.range(path, start, end))
-
-    def document(
-        self, name: str, root: Path, rel: str, start: int, end: int, generation: int | None = None
-    ) -> T.Location | None:
-        """Lines of workspace name's document rel: in its file when its root is a folder on this
-        machine, else in a read-only copy of its stored text (at `generation`, a hit's, when the
-        index still keeps it); None when the store no longer has the document."""
-        if root.is_dir():
-            return self.location(root / rel, start, end)
-        key = (name, rel)
-        if key not in self._copied:
-            self._copied[key] = self._copy(name, rel, generation)
-        path = self._copied[key]
-        return None if path is None else self.location(path, start, end)
-
-    def _copy(self, name: str, rel: str, generation: int | None) -> Path | None:
-        ls = self.ls
-        opts = {} if generation is None else {"generation": generation}
-        try:
-            try:
-                text = ls.ws_call("document.read", [name, rel, opts])["text"]
-            except GenerationGone:  # written again since the search: the lines are the newer text's
-                text = ls.ws_call("document.read", [name, rel])["text"]
-        except DocumentNotFound:
-            return None
-        try:
-            return ls.copies.write(name, rel, text)
-        except OSError as e:
-            log.warning("no copy of %s:%s could be written: %s", name, rel, e)
-            return None
 
 
 def _cursor(ls: LanguageServer, uri: str, pos: T.Position) -> tuple[str, int]:
