@@ -1,5 +1,5 @@
 """workspace.changed: subscribed clients hear of workspaces added, reconfigured
-and removed (the real daemon, over its socket)."""
+(options or root) and removed (the real daemon, over its socket)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,20 @@ async def test_workspace_changes_are_pushed(short_tmp, daemon_factory):
             await c.call("workspace.add", {"name": "kb", "root": str(short_tmp / "kb"), "config": NO_MODEL})
             n = await c.next_notification("workspace.changed", timeout=20)
             assert n.params["op"] == "added" and n.params["workspace"] == "kb"
+            assert n.params["root"] == str((short_tmp / "kb").resolve())
             await c.call("workspace.section_size", ["kb", 200])
             n = await c.next_notification("workspace.changed", timeout=20)
             assert n.params["op"] == "configured" and n.params["config"]["section_tokens"] == 200
             assert schemas.notification_errors("workspace.changed", n.params) == []
+            # the folder moved: a client showing the root learns the new one
+            (short_tmp / "kb").rename(short_tmp / "moved")
+            await c.call("workspace.configure", {"workspace": "kb", "root": str(short_tmp / "moved")})
+            n = await c.next_notification("workspace.changed", timeout=20)
+            assert n.params["op"] == "configured" and n.params["root"] == str((short_tmp / "moved").resolve())
+            assert schemas.notification_errors("workspace.changed", n.params) == []
             await c.call("workspace.remove", ["kb"])
             n = await c.next_notification("workspace.changed", timeout=20)
-            assert n.params == {"workspace": "kb", "op": "removed", "config": None}
+            assert n.params == {"workspace": "kb", "op": "removed", "config": None, "root": None}
             await c.call("server.shutdown", {})
         d.wait(timeout=30)
     finally:

@@ -89,7 +89,7 @@ def test_a_new_row_needs_no_other_code(monkeypatch):
     def call(name: str):
         def run(s, p):
             ran[name] = threading.get_ident()
-            return {"name": p["name"], "config": {}}
+            return {"name": p["name"], "config": {}, "root": "/kb"}
 
         return run
 
@@ -115,8 +115,12 @@ def test_a_new_row_needs_no_other_code(monkeypatch):
         assert "test.read" in server.quick.reads and "test.write" not in server.quick.reads
         for m in rows:
             ctx = RequestContext(peer=None, method=m.name, id=1)
-            assert await server.dispatcher.handlers[m.name](ctx, {"name": "kb"}) == {"name": "kb", "config": {}}
+            assert await server.dispatcher.handlers[m.name](ctx, {"name": "kb"}) == {
+                "name": "kb",
+                "config": {},
+                "root": "/kb",
+            }
 
     anyio.run(main)
     assert set(ran) == {"test.read", "test.write"} and threading.get_ident() not in ran.values()
-    assert heard == [("kb", "workspace.changed", {"workspace": "kb", "op": "configured", "config": {}})]
+    assert heard == [("kb", "workspace.changed", {"workspace": "kb", "op": "configured", "config": {}, "root": "/kb"})]

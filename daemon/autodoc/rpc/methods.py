@@ -94,13 +94,14 @@ class Methods:
     # -- workspaces ---------------------------------------------------------------
 
     def _announce(self, op: str, result: dict) -> None:
-        """Tell subscribed clients a workspace came, went or changed its
-        configuration, so an open picker can re-run its query."""
+        """Tell subscribed clients a workspace came, went or changed its configuration or its
+        root, so an open picker can re-run its query and a client showing the root shows the new one."""
         if op in ("added", "removed", "configured"):  # configured: its `markdown` option may watch other folders
             self.app.workspaces_changed()
         workspace = result["removed"] if op == "removed" else result["name"]
-        config = None if op == "removed" else result["config"]
-        self.app.broadcast(workspace, "workspace.changed", {"workspace": workspace, "op": op, "config": config})
+        config, root = (None, None) if op == "removed" else (result["config"], result["root"])
+        params = {"workspace": workspace, "op": op, "config": config, "root": root}
+        self.app.broadcast(workspace, "workspace.changed", params)
 
     def _progress(self, ctx: RequestContext, workspace: str) -> Callable[[int, int, str], None]:
         """A progress callback for an index run (called from its thread):
