@@ -22,7 +22,7 @@ sends them first, so the transaction reads what it wrote, as on SQLite; a savepo
 takes its chunks' held rows with it.
 
 Runs on: the caller's thread, inside the writing transaction (add, removed) or on a read
-snapshot (state, near).
+snapshot (state).
 """
 
 from __future__ import annotations
@@ -166,13 +166,3 @@ def removed(db: Snapshot, chunk_ids: list[int]) -> None:
             "version = version + 1 WHERE id = 1",
             (int(n), int(t0), int(t1), int(t2), int(t3)),
         )
-
-
-# The fuzzy fallback's range of stored tokens (store/lexical/vocab.py), in term order as SQLite's
-# index walk gives it, so that LIMIT keeps the same terms on both stores.
-NEAR_SQL = (
-    "SELECT term FROM (SELECT DISTINCT term FROM postings WHERE term >= ?1 AND term < ?2 "
-    "AND length(term) BETWEEN ?3 AND ?4 ORDER BY term LIMIT ?5) a UNION "
-    "SELECT DISTINCT term FROM postings_delta WHERE term >= ?1 AND term < ?2 AND length(term) BETWEEN ?3 AND ?4 "
-    "ORDER BY term"
-)
