@@ -6,4 +6,4 @@ legs, fusion), rank (cross-encoders), rpc (JSON-RPC transports), lsp.
 """
 
 __version__ = "0.1.0"
-PROTOCOL_VERSION = "1.2"
+PROTOCOL_VERSION = "1.3"
