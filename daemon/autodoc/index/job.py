@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -47,6 +46,7 @@ from ..store.interface import StoreInterface
 from ..store.lexical import postings
 from ..store.links import LinkResolver
 from ..store.sessions import is_session_path
+from ..store.sql import POSTGRES
 from ..store.workspaces import Workspace, chunk_count, chunking, set_chunking
 from .batch import Batch, IndexReport, Pending, Touched, write_batch
 from .prepare import Preparer, prepare_or_reason, workers_for
@@ -94,9 +94,9 @@ def _root_gone(ws: Workspace) -> InvalidParams:
 
 
 def _indexer_locks(store: StoreInterface) -> Any:
-    """The indexer locks of a PostgreSQL store, else None (no PgStore exists unless its module is
-    loaded: a SQLite daemon imports no psycopg, which may not even be installed)."""
-    if "autodoc.store.pg.store" not in sys.modules:
+    """The indexer locks of a PostgreSQL store, else None (asked only then: a SQLite daemon imports
+    no psycopg, which may not even be installed)."""
+    if store.dialect != POSTGRES:
         return None
     from ..store.pg.indexlock import indexer_locks
 

@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreLocked
+from ..sql import POSTGRES
 from .liveness import alive
 from .schema import LOCK_CLASS, SCHEMA
 
@@ -238,8 +238,7 @@ class _Held:
 def indexer_locks(store: Any) -> IndexerLocks | None:
     """The indexer locks of a PostgreSQL store; None for a SQLite store, whose lease already makes its
     holder the one writer (and so the one indexer) of every workspace in it."""
-    mod = sys.modules.get("autodoc.store.pg.store")  # loaded whenever a PgStore exists: no import for SQLite
-    if mod is None or not isinstance(store, mod.PgStore):
+    if getattr(store, "dialect", None) != POSTGRES:
         return None
     host = socket.gethostname()
 
@@ -330,7 +329,6 @@ class EmbedClaims:
 
 def embed_claims(store: Any) -> EmbedClaims | None:
     """The embed claims of a PostgreSQL store; None for a SQLite store (its one writer embeds all)."""
-    mod = sys.modules.get("autodoc.store.pg.store")
-    if mod is None or not isinstance(store, mod.PgStore):
+    if getattr(store, "dialect", None) != POSTGRES:
         return None
     return EmbedClaims(lambda: dedicated(store, "embed"))

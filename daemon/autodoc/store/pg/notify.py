@@ -38,12 +38,12 @@ Runs on: `notify` on the writing thread, in its transaction; `ChangeFeed` on its
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..changes import entry
+from ..sql import POSTGRES
 
 if TYPE_CHECKING:  # the type only: a SQLite daemon never loads psycopg
     import psycopg
@@ -247,8 +247,7 @@ def follow(
 ) -> ChangeFeed | None:
     """Start the change feed of a PostgreSQL store (store/pg/store.py: PgStore), from the log's head now;
     None for a SQLite store, where this process is the one writer and tells its own listeners."""
-    mod = sys.modules.get("autodoc.store.pg.store")  # loaded whenever a PgStore exists: no import for SQLite
-    if mod is None or not isinstance(store, mod.PgStore):
+    if getattr(store, "dialect", None) != POSTGRES:
         return None
     from ..changes import head as log_head
     from .indexlock import dedicated
