@@ -15,6 +15,8 @@ It is copied by the CLI into a fresh schema of the pg_uri server; then:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
 import uuid
 from pathlib import Path
@@ -72,7 +74,11 @@ def copied(pg_uri, tmp_path_factory):
         svc.close()
     schema = f"c_{uuid.uuid4().hex[:10]}"
     uri = _uri(pg_uri, schema)
-    assert cli.main(["--store", str(store), "store", "copy", "--to", uri, "--build-memory", "64MB"]) == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["--store", str(store), "store", "copy", "--to", uri, "--build-memory", "64MB"]) == 0
+    said = out.getvalue()  # the vector index is named by its workspace's name, not its row id
+    assert "vector index of workspace adr (" in said and "built in" in said, said
     lite = Service(Settings.from_env(store=store), writer=False)
     pg = Service(Settings.from_env(store=uri), writer=False)
     try:

@@ -271,16 +271,17 @@ def _copy_all(
             if ext:
                 if build_memory:
                     conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (build_memory,))
-                for ws_id, fp, nbytes in src.execute(
-                    "SELECT workspace_id, model_fp, MIN(LENGTH(f32)) FROM vectors GROUP BY workspace_id, model_fp"
+                for ws_id, name, fp, nbytes in src.execute(
+                    "SELECT v.workspace_id, w.name, v.model_fp, MIN(LENGTH(v.f32)) FROM vectors v"
+                    " JOIN workspaces w ON w.id = v.workspace_id GROUP BY v.workspace_id, w.name, v.model_fp"
                 ).fetchall():
                     t0 = time.monotonic()
                     if progress is not None:
-                        progress(f"hnsw {ws_id}", 0)
+                        progress(f"hnsw {name}", 0)
                     made = pg_vectors.ensure_index(db, ext, int(ws_id), str(fp), int(nbytes) // 4)
                     out["hnsw"].append(
                         {
-                            "workspace": int(ws_id),
+                            "workspace": str(name),
                             "model": str(fp),
                             "made": made,
                             "seconds": round(time.monotonic() - t0, 1),
