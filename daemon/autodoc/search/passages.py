@@ -142,9 +142,7 @@ def read(
                 cos[cid] = float(v @ q)
     counts = [stem_counts(fts_text(b + "\n" + t)) for _, b, t in rows]
     lexical = bm25(counts, weights) if weights else [0.0] * len(rows)
-    return [
-        Passage(cid, cos.get(cid), lex, navigational(t, b)) for (cid, b, t), lex in zip(rows, lexical)
-    ]
+    return [Passage(cid, cos.get(cid), lex, navigational(t, b)) for (cid, b, t), lex in zip(rows, lexical)]
 
 
 def idf(counts: dict[str, int], total: int) -> dict[str, float]:
