@@ -122,3 +122,38 @@ def test_a_transaction_of_many_chunks_sends_their_rows_in_a_few_statements(store
         os.unlink(path)
     assert 0 < len(sent) <= 6, f"{len(sent)} statements for 200 chunks"
     assert _rows(store, list(range(3000, 3200)))[:2] == (list(range(3000, 3200)), list(range(3000, 3200)))
+
+
+def test_a_batch_of_many_chunks_goes_into_the_segments_and_a_rewritten_chunk_by_the_delta(store):
+    """From TAIL_CHUNKS held chunks on, a commit builds their records into the segments (as SQLite's
+    index batch does): the same records a delta row would hold. A chunk written again after a delete
+    in such a batch has stale records marked dead in its segment: its new ones go by the delta, or
+    the dead mark would hide them."""
+    from autodoc.store.lexical import postread, writes
+    from autodoc.store.pg import lexical
+
+    batch = list(range(5000, 5000 + lexical.TAIL_CHUNKS + 20))
+    with store.write() as db:
+        for i in batch:
+            writes.insert(db, i, _text(i))
+    with store.write() as db:  # a few: the delta
+        writes.insert(db, 6000, _text(6000))
+    with store.read() as db:
+        assert _rows(store, batch)[:2] == (batch, [])  # sized, and no delta row: in the segments
+        got = postread.read_terms(db, ["alpha", "gamma5010"], lexical.state(db)[2])
+        assert {5010, 6000} <= set(got["alpha"]["id"].tolist()) and got["gamma5010"]["id"].tolist() == [5010]
+        alpha = {int(r["id"]): (int(r["d"]), r["tf"].tolist()) for r in got["alpha"]}
+        assert alpha[5010] == alpha[6000]  # a built record is the record the delta holds
+
+    more = list(range(7000, 7000 + lexical.TAIL_CHUNKS))
+    with store.write() as db:
+        writes.delete(db, [5010])
+        writes.insert(db, 5010, ("Title 5010", "", "", "rewritten as delta5010 alpha"))
+        for i in more:
+            writes.insert(db, i, _text(i))
+    assert _rows(store, [5010, *more])[:2] == ([5010, *more], [5010])
+    with store.read() as db:
+        got = postread.read_terms(db, ["alpha", "gamma5010", "delta5010"], lexical.state(db)[2])
+        assert got["delta5010"]["id"].tolist() == [5010] and got["gamma5010"]["id"].tolist() == []
+        ids = got["alpha"]["id"].tolist()
+        assert ids.count(5010) == 1 and set(more) <= set(ids) and ids == sorted(ids)
