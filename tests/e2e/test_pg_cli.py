@@ -459,11 +459,14 @@ def test_an_agent_as_the_reader_role_is_told_it_may_not_write(team):
     assert notes and "save_session` keeps one" not in notes[0] and "read-only" in notes[0], notes
 
 
-def test_a_reader_is_told_the_indexer_embeds_what_waits_for_vectors(team, pg_uri, tmp_path):
+def test_a_reader_is_told_the_indexer_embeds_what_waits_for_vectors(team, laptop, pg_uri, tmp_path):
     """A reader neither indexes nor embeds: its status said "3 chunks wait for vectors" and nothing
     more, which never changes from its side (a CI job ended before its vectors were made)."""
     import psycopg
 
+    # no indexer runs: the laptop's daemon (the indexer role) would embed the chunks again at
+    # once (seen under CI load: the reader then read 0 waiting)
+    assert laptop.stop() == 0
     folder = tmp_path / "pend"
     folder.mkdir()
     for i in range(3):
@@ -487,6 +490,7 @@ def test_a_reader_is_told_the_indexer_embeds_what_waits_for_vectors(team, pg_uri
         assert "only the indexer embeds" not in (own["reason"] or ""), own
     finally:
         team.run(ci, "workspace", "remove", "pend")
+        laptop.start()
 
 
 def test_a_spawned_daemon_gets_the_password_through_its_environment(team):
