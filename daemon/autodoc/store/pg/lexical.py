@@ -14,12 +14,12 @@ is derived from them (store/lexical/postread.live_counts), never kept apart. The
 by store/pg/schema.py.
 
 A chunk's rows are not sent when it is written but held by the writer's snapshot (`Pending`, the
-snapshot's `deferred`) and sent together when the transaction commits: an index batch's thousand
-chunks are three statements, not two a chunk (section 7c: one statement a chunk was most of an index
-job's SQL, and each chunk's UPDATE of the one `lexical_stats` row walked the row's versions the
-transaction had made so far). A statement on the same connection that names one of the three tables
-sends them first, so the transaction reads what it wrote, as on SQLite; a savepoint rolled back
-takes its chunks' held rows with it.
+snapshot's `deferred`) and sent together when the transaction commits: the sizes and totals in one
+statement, an index batch's records built into the segments (from TAIL_CHUNKS chunks, as SQLite's
+batch tail is) and a live save's few by the delta in one COPY, not two statements a chunk (section
+7c: those were most of an index job's time). A statement on the same connection that names one of
+the three tables sends them first, so the transaction reads what it wrote, as on SQLite; a savepoint
+rolled back takes its chunks' held rows with it.
 
 Runs on: the caller's thread, inside the writing transaction (add, removed) or on a read
 snapshot (state).
