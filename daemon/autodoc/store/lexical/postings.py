@@ -132,7 +132,7 @@ def added(db: Snapshot, chunk_id: int, texts: tuple[str, str, str, str]) -> list
     d = sum(len(c) for c in cols)
     if pg:  # with its sizes, held until the transaction commits: a batch's chunks in a few statements
         sizes = [len(c) for c in cols]
-        pg_lexical.add(db, chunk_id, d, row_terms(tok, cols), sizes)
+        pg_lexical.add(db, chunk_id, d, row_terms(tok, cols), sizes, fold_rows)
         return sizes
     db.executemany(
         "INSERT INTO postings_delta(term, chunk, d, t0, t1, t2, t3) VALUES (?,?,?,?,?,?,?) ON CONFLICT(term, chunk) "
@@ -469,3 +469,31 @@ def _bump(db: Snapshot) -> None:
         "INSERT INTO meta(key, value) VALUES ('postings_gen', '1') "
         "ON CONFLICT(key) DO UPDATE SET value = CAST(meta.value AS INTEGER) + 1"
     )
+
+
+def fold_rows(db: Snapshot, rows: list[pg_lexical.Row]) -> list[pg_lexical.Row]:
+    """Many chunks' records built into the segments at once, as SQLite's index batch builds its tail
+    (open_tail), PostgreSQL's (pg_lexical.Pending). A chunk written again after a delete has stale
+    records marked dead there, which would hide new ones: those go by the delta (returned)."""
+    dead = {c for (c,) in db.execute("SELECT chunk FROM postings_dead WHERE chunk = ANY(?)", ([r[0] for r in rows],))}
+    codes: dict[str, int] = {}
+    term, chunk, length = [], [], []
+    tf: list[list[int]] = []
+    for chunk_id, d, counts, _ in (r for r in rows if r[0] not in dead):
+        term += [codes.setdefault(t, len(codes)) for t in counts]
+        chunk += [chunk_id] * len(counts)
+        length += [d] * len(counts)
+        tf += counts.values()
+    if term:
+        t, i = np.array(term, np.int64), np.array(chunk, np.int64)
+        seg = i >> SEG_BITS
+        order = np.lexsort((i, t, seg))  # by segment, term, id: what _fold takes
+        t, seg = t[order], seg[order]
+        rec = np.empty(len(t), WIDE)
+        rec["id"], rec["d"], rec["tf"] = i[order], np.array(length, np.int64)[order], np.array(tf, np.int64)[order]
+        names = list(codes)
+        for s in np.unique(seg).tolist():
+            lo, hi = np.searchsorted(seg, [s, s + 1])
+            starts = np.flatnonzero(np.r_[True, t[lo + 1 : hi] != t[lo : hi - 1]])
+            _fold(db, s, [names[c] for c in t[lo:hi][starts].tolist()], rec[lo:hi], starts)
+    return [r for r in rows if r[0] in dead]

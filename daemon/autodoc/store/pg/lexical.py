@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import functools
 import re
-
-import numpy as np
+from collections.abc import Callable
 
 from ..interface import Snapshot
 from ..sql import in_ids, one
@@ -54,13 +53,19 @@ def state(db: Snapshot) -> tuple[int, int, tuple]:
     return int(chunks), int(tokens), ("postgres", born, int(version), gen or "0")
 
 
-def add(db: Snapshot, chunk_id: int, d: int, terms: dict[str, list[int]], sizes: list[int]) -> None:
+def add(
+    db: Snapshot, chunk_id: int, d: int, terms: dict[str, list[int]], sizes: list[int], fold: Fold | None = None
+) -> None:
     """A chunk's lexical rows (its postings delta: token -> count per column; its column sizes, FTS5's
-    docsize and averages), held until the transaction commits (sent now outside one)."""
+    docsize and averages), held until the transaction commits (sent now outside one). `fold` builds
+    an index batch's rows into the postings segments (store/lexical/postings.py fold_rows: passed
+    in, as postings imports this module)."""
     pending = getattr(db, "deferred", None)
     if not isinstance(pending, Pending):
         pending = Pending()
         db.deferred = pending  # type: ignore[attr-defined]  # a PgSnapshot (dialect postgres)
+    if fold is not None:
+        pending.fold = fold
     if chunk_id in pending.ids:  # written twice unsent: the first goes first, as a row at a time would
         pending.flush(db)
     pending.rows.append((chunk_id, d, terms, sizes))
@@ -70,6 +75,8 @@ def add(db: Snapshot, chunk_id: int, d: int, terms: dict[str, list[int]], sizes:
 
 
 Row = tuple[int, int, dict[str, list[int]], list[int]]  # chunk id, its length, token -> counts, column sizes
+# many chunks' rows built into the postings segments; returns those that must go by the delta
+Fold = Callable[[Snapshot, list[Row]], list[Row]]
 
 
 class Pending:
@@ -84,6 +91,7 @@ class Pending:
         self.rows: list[Row] = []
         self.sent = 0
         self.ids: set[int] = set()  # the held rows' chunks
+        self.fold: Fold | None = None
 
     def mark(self) -> tuple[int, int]:
         return self.sent, len(self.rows)
@@ -123,8 +131,8 @@ class Pending:
             "version = version + ? WHERE id = 1",
             (*sizes, len(rows), *(sum(c) for c in sizes[1:]), len(rows)),
         )
-        if len(rows) >= TAIL_CHUNKS:  # an index batch's: into the segments, not through the delta
-            rows = _fold(db, rows)
+        if len(rows) >= TAIL_CHUNKS and self.fold is not None:  # an index batch's: into the segments
+            rows = self.fold(db, rows)
         # COPY, not an INSERT's ON CONFLICT: a chunk's delta rows exist only beside its lexical_sizes
         # row (written and deleted together), whose primary key refused a second chunk just above
         text = _copy_text(rows)
@@ -132,43 +140,6 @@ class Pending:
             with db.conn.cursor() as cur:  # type: ignore[attr-defined]  # a PgSnapshot's psycopg connection
                 with cur.copy("COPY postings_delta(term, chunk, d, t0, t1, t2, t3) FROM STDIN") as copy:
                     copy.write(text)
-
-
-def _fold(db: Snapshot, rows: list[Row]) -> list[Row]:
-    """Many chunks' records built into the postings segments at once, as SQLite's index batch builds
-    its tail (store/lexical/postings.py open_tail): cheaper than a delta row per token that a merge
-    reads, folds and deletes later. A chunk written again after a delete (a retitle, a rename) has
-    stale records marked dead in the segments, which would hide new ones there: those go by the
-    delta (returned), as they do on SQLite."""
-    from ..lexical import postings  # (imported here: postings imports this module)
-
-    ids = [r[0] for r in rows]
-    dead = {c for (c,) in db.execute("SELECT chunk FROM postings_dead WHERE chunk = ANY(?)", (ids,)).fetchall()}
-    codes: dict[str, int] = {}
-    term: list[int] = []
-    chunk: list[int] = []
-    length: list[int] = []
-    tf: list[list[int]] = []
-    for chunk_id, d, counts, _ in rows:
-        if chunk_id in dead:
-            continue
-        term += [codes.setdefault(t, len(codes)) for t in counts]
-        chunk += [chunk_id] * len(counts)
-        length += [d] * len(counts)
-        tf += counts.values()
-    if term:
-        t, i = np.array(term, np.int64), np.array(chunk, np.int64)
-        seg = i >> postings.SEG_BITS
-        order = np.lexsort((i, t, seg))  # by segment, term, id: what _fold takes
-        t, seg = t[order], seg[order]
-        rec = np.empty(len(t), postings.WIDE)
-        rec["id"], rec["d"], rec["tf"] = i[order], np.array(length, np.int64)[order], np.array(tf, np.int64)[order]
-        names = list(codes)
-        for s in np.unique(seg).tolist():
-            lo, hi = np.searchsorted(seg, [s, s + 1])
-            starts = np.flatnonzero(np.r_[True, t[lo + 1 : hi] != t[lo : hi - 1]])
-            postings._fold(db, s, [names[c] for c in t[lo:hi][starts].tolist()], rec[lo:hi], starts)
-    return [r for r in rows if r[0] in dead]
 
 
 # COPY's text format: a backslash, tab, newline or carriage return in a value is escaped (FTS5's
