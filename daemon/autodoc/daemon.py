@@ -31,6 +31,7 @@ Runs on: the event loop; store and model work on worker threads.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -70,6 +71,8 @@ def run_daemon(
     """Run the daemon until it is told to stop; return the exit status
     (0, or 1 after a startup failure already explained on stderr)."""
     configure_logging()
+    # `kill -USR1 PID` prints every thread's stack to the log: what a daemon that will not stop waits in
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     if not stdio and socket_path is None:
         print("autodoc: error: nothing to serve: give --stdio, --socket or both", file=sys.stderr)
         return EXIT_FAILED

@@ -207,6 +207,8 @@ class Daemon:
                 try:
                     self.proc.wait(timeout=timeout or self.timeout)
                 except subprocess.TimeoutExpired:
+                    self.proc.send_signal(signal.SIGUSR1)  # its threads' stacks into the log (daemon.py)
+                    time.sleep(1)
                     self.kill()
                     raise AssertionError(f"the daemon ignored signal {sig}:\n{self.log_text()}") from None
             return self.proc.returncode
