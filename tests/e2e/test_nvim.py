@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.daemon import NO_MODEL, Daemon, daemon_argv, wait_gone, wait_listening
-from helpers.nvim import PLUGIN, Nvim
+from helpers.nvim import PLUGIN, Nvim, close_all
 from helpers.tiny_models import build_tiny_cross_encoder
 
 from autodoc import PROTOCOL_VERSION
@@ -80,12 +80,8 @@ def nv_factory():
 
     yield make
     try:
-        for nv in made:
-            if nv.proc.poll() is None:
-                assert nv.lua_errors() == []
+        close_all(made)
     finally:
-        for nv in made:
-            nv.close()
         for base in bases:
             shutil.rmtree(base, ignore_errors=True)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers.daemon import NO_MODEL, Daemon, wait_gone
-from helpers.nvim import Nvim
+from helpers.nvim import Nvim, close_all
 
 from autodoc.config import Settings
 from autodoc.connect import call as call_in_process
@@ -82,13 +82,7 @@ def nvim(world):
         return nv
 
     yield make
-    try:
-        for nv in made:
-            if nv.proc.poll() is None:
-                assert nv.lua_errors() == []
-    finally:
-        for nv in made:
-            nv.close()
+    close_all(made)
 
 
 def search(nv: Nvim, query: str) -> dict:

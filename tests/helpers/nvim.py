@@ -327,3 +327,14 @@ class Nvim:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def close_all(made: list[Nvim]) -> None:
+    """After a test: no Lua error in any Neovim still running, and every one closed."""
+    try:
+        for nv in made:
+            if nv.proc.poll() is None:
+                assert nv.lua_errors() == []
+    finally:
+        for nv in made:
+            nv.close()

@@ -329,6 +329,22 @@ function Client:_locate(start, cb)
   end)
 end
 
+--- A connect attempt ended: true when nothing is left to do (the client stopped connecting
+--- meanwhile, and the pipe was closed; or the pipe is attached).
+function Client:_settled(pipe)
+  if self.state ~= "connecting" then
+    if pipe then
+      pipe:close()
+    end
+    return true
+  end
+  if pipe then
+    self:_attach(pipe)
+    return true
+  end
+  return false
+end
+
 function Client:_ensure()
   if self.state ~= "idle" then
     return
@@ -343,14 +359,8 @@ function Client:_ensure()
         return self:_fail_queue(err)
       end
       try_connect(self.socket, function(cerr, pipe)
-        if self.state ~= "connecting" then
-          if pipe then
-            pipe:close()
-          end
+        if self:_settled(pipe) then
           return
-        end
-        if pipe then
-          return self:_attach(pipe)
         end
         local why = self:_unreachable(tostring(cerr))
         if self.cannot_ask then
@@ -363,14 +373,8 @@ function Client:_ensure()
   local started, deadline
   local function attempt()
     try_connect(self.socket, function(err, pipe)
-      if self.state ~= "connecting" then
-        if pipe then
-          pipe:close()
-        end
+      if self:_settled(pipe) then
         return
-      end
-      if pipe then
-        return self:_attach(pipe)
       end
       if not started and self.opts.autostart then
         local state, start_err = self:_start_daemon()
