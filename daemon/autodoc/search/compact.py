@@ -82,8 +82,8 @@ def finish(db: Snapshot, ws: Workspace, full: dict[str, Any], req: Request) -> d
 
 def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     """Each document's first (best) hit, in answer order, up to `limit` documents; the leading
-    document's hits that directly follow its first stay with it (the engine puts there its passages
-    that a leg ranks at the top of all: search/choice.py `leads`)."""
+    document's hits that directly follow its first stay with it (the engine puts there the others
+    it shows: search/passages.py)."""
     seen: set[tuple[str, str]] = set()
     out = []
     for i, h in enumerate(hits):

@@ -325,10 +325,11 @@ def _lead_document(
     if len(fused) < 2 or len(fused[0].ranks) < 2 or plan.opts.after:
         return fused, []
     lead = doc_of[fused[0].chunk_id]
-    words = evidence.query_words(ctx.db, plan.parsed.text, legs.corrections, ctx.ws.id)
+    searched = fuzzy.corrected(plan.parsed.text, legs.corrections) if legs.corrections else plan.parsed.text
+    words = evidence.query_words(ctx.db, searched, legs.corrections, ctx.ws.id)
     weights = passages.idf({s: words.counts.get(s, 0) for s in words.stems}, words.total)
     scored = passages.read(ctx.db, ctx.ws.id, lead, plan.filt, weights, legs.query_vector, legs.model_fp)
-    if len(scored) < 2:
+    if len(scored) < passages.MIN_PASSAGES:  # two passages: scaling within the document decides on a hair
         return fused, []
     among = [f.chunk_id for f in fused if doc_of[f.chunk_id] == lead]
     ids = passages.shown(passages.order(scored, among), {p.chunk_id: p.nav for p in scored})
@@ -338,7 +339,6 @@ def _lead_document(
         legs.cands.update(stored_hits.candidates(ctx.db, new))
         doc_of.update({c: legs.cands[c].document_id for c in new if c in legs.cands})
     cos = {p.chunk_id: p.cosine for p in scored}
-    lex = {p.chunk_id: p.lexical for p in scored}
     floor = min(f.score for f in fused if doc_of[f.chunk_id] == lead)
     head: list[F.Fused] = []
     for c in ids:
@@ -348,9 +348,11 @@ def _lead_document(
             c,
             floor,
             dict.fromkeys(fused[0].ranks),
-            {"semantic": cos[c], "lexical": None},
+            # no leg found it: its legs' scores stay null; its cosine within the document is what
+            # the confidence model reads (evidence.py)
+            {"semantic": None, "lexical": None, "within": cos[c]},
             relevance=min(f.relevance for f in fused if doc_of[f.chunk_id] == lead),
-            via=[v for v, on in (("lexical", lex[c] > 0), ("semantic", cos[c] is not None)) if on],
+            via=["document"],
         )
         head.append(f)
     if not head:

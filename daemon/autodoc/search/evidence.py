@@ -133,8 +133,12 @@ def hit_signals(
     workspace searched, whose chunks count the words (query_words)."""
     q = query_words(db, query, corrections, workspace_id)
     prefixes = prefix_stems(query) & set(q.stems)
+    # a passage no leg found but its document's whole scoring chose (search/passages.py) has its cosine as "within"
     cos: list[float | None] = [
-        f.scores.get("semantic") if cosines_comparable and f.scores.get("semantic") is not None else None for f in page
+        (f.scores.get("semantic") if f.scores.get("semantic") is not None else f.scores.get("within"))
+        if cosines_comparable
+        else None
+        for f in page
     ]
     best = max((c for c in cos if c is not None), default=None)
     held: list[set[str]] = []  # each passage's stems

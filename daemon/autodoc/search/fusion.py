@@ -220,7 +220,7 @@ def cap_per_document(
 ) -> list[Fused]:
     """At most `cap` passages a document, its later ones discounted (LATER_PASSAGE) when more than
     one leg found the hits; the passages `keep` names stay whatever the cap (the leading document's
-    that a leg ranks at the top of all: search/choice.py `leads`). The sort is stable: equal scores
+    passages to show: search/passages.py). The sort is stable: equal scores
     keep their content order (search/ties.py)."""
     later = LATER_PASSAGE if later is None else later
     if fused and len(fused[0].ranks) < 2:  # the legs fused (every record names them all)

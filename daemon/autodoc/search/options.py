@@ -32,8 +32,8 @@ class SearchOptions:
     scope: str = "all"  # files, sessions (session.append) or all
     after: str | None = None  # only documents whose path sorts after this one (paging a browse)
     min_confidence: float = FLOOR  # hits under it are held back (answerable.py: the floor)
-    # one passage a document will be shown (search/compact.py): the leading document's passages a
-    # leg ranks at the top follow its first (search/choice.py `leads`)
+    # one passage a document will be shown (search/compact.py): the leading document's other
+    # passages to show follow its first (search/passages.py)
     per_document: bool = False
 
 

@@ -31,7 +31,8 @@ Runs on: the search's thread, on its read snapshot (one document's rows and vect
 from __future__ import annotations
 
 import math
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,8 @@ from ..store.lexical.ftstext import fts_text
 from .choice import LEAD_NAV, NAV_KEEP, navigational
 from .lexical.tokens import stem_counts
 
+MIN_PASSAGES = 3  # fewer, and min-max scaling turns a hair's difference into the whole range
+MAX_PASSAGES = 400  # more (a long session's events), and the document keeps fusion's choice: a search reads no more
 SHOWN = 3  # passages of the leading document shown at most (the per-document cap, PER_DOCUMENT)
 FOLLOW_SHARE = 0.6  # a later passage is shown while it scores this share of the best
 # what the legs' ranking among all passages adds to a passage's score within its document (0..1):
@@ -130,8 +133,8 @@ def read(
     model_fp: str | None,
 ) -> list[Passage]:
     """Every passage of one document the filter admits, scored (its cosine where it has a vector)."""
-    rows = stored_hits.document_passages(db, workspace_id, doc_id, filt)
-    if not rows:
+    rows = stored_hits.document_passages(db, workspace_id, doc_id, filt, MAX_PASSAGES + 1)
+    if not rows or len(rows) > MAX_PASSAGES:
         return []
     cos: dict[int, float] = {}
     if query_vector is not None and model_fp:
@@ -140,9 +143,31 @@ def read(
             v = np.frombuffer(f32, dtype=np.float32)
             if v.shape == q.shape:
                 cos[cid] = float(v @ q)
-    counts = [stem_counts(fts_text(b + "\n" + t)) for _, b, t in rows]
-    lexical = bm25(counts, weights) if weights else [0.0] * len(rows)
-    return [Passage(cid, cos.get(cid), lex, navigational(t, b)) for (cid, b, t), lex in zip(rows, lexical)]
+    facts = [_facts(cid, b, t) for cid, b, t in rows]
+    lexical = bm25([c for c, _ in facts], weights) if weights else [0.0] * len(rows)
+    return [Passage(cid, cos.get(cid), lex, nav) for (cid, _, _), lex, (_, nav) in zip(rows, lexical, facts)]
+
+
+_facts_lock = threading.Lock()
+_facts_cache: OrderedDict[tuple[int, int], tuple[Counter[str], float]] = OrderedDict()
+FACTS_CACHED = 20_000  # passages' stems and navigation kept: the leading document is often the last one's
+
+
+def _facts(chunk_id: int, breadcrumb: str, text: str) -> tuple[Counter[str], float]:
+    """A passage's stem counts and navigational score, which do not depend on the query: kept by
+    chunk id and text (an id a store reuses for other text is another key)."""
+    key = (chunk_id, hash((breadcrumb, text)))
+    with _facts_lock:
+        got = _facts_cache.get(key)
+        if got is not None:
+            _facts_cache.move_to_end(key)
+            return got
+    got = (stem_counts(fts_text(breadcrumb + "\n" + text)), navigational(text, breadcrumb))
+    with _facts_lock:
+        _facts_cache[key] = got
+        while len(_facts_cache) > FACTS_CACHED:
+            _facts_cache.popitem(last=False)
+    return got
 
 
 def idf(counts: dict[str, int], total: int) -> dict[str, float]:

@@ -216,15 +216,17 @@ def matching_documents(db: Snapshot, workspace_id: int, filt: Filter, limit: int
     return list(heapq.merge(with_chunks, without, key=lambda r: r[0]))[:limit]
 
 
-def document_passages(db: Snapshot, workspace_id: int, doc_id: int, filt: Filter) -> list[tuple[int, str, str]]:
-    """(chunk id, breadcrumb, text) of one document's chunks the filter admits, in document order
-    (search/passages.py scores them all)."""
+def document_passages(
+    db: Snapshot, workspace_id: int, doc_id: int, filt: Filter, limit: int
+) -> list[tuple[int, str, str]]:
+    """(chunk id, breadcrumb, text) of one document's first `limit` chunks the filter admits, in
+    document order (search/passages.py scores them all)."""
     where = f" AND {filt.sql}" if filt.sql else ""
     return [
         (int(r[0]), r[1], r[2])
         for r in db.execute(
             f"""SELECT c.id, c.breadcrumb, c.text FROM chunks c
-                WHERE c.workspace_id = ? AND c.document_id = ?{where} ORDER BY c.ordinal""",
-            (workspace_id, doc_id, *filt.params),
+                WHERE c.workspace_id = ? AND c.document_id = ?{where} ORDER BY c.ordinal LIMIT ?""",
+            (workspace_id, doc_id, *filt.params, limit),
         )
     ]
