@@ -51,6 +51,7 @@ from .search.semantic.leg import SemanticLeg
 from .search.semantic.vector_cache import VectorCache
 from .search.similar import SimilarOptions, similar
 from .store import changes as changelog
+from .store import documents as stored_docs
 from .store import hits as stored_hits
 from .store import open_store, reads
 from .store import workspaces as wsrows
@@ -261,6 +262,12 @@ class Service:
         """Whether an index run of the workspace has ended (it records what its chunks were cut with)."""
         with self.store.read() as db:
             return wsrows.chunking(db, self._ws(name).id) is not None
+
+    def stored_under(self, name: Any, folders: list[str]) -> list[str]:
+        """The files indexed under these folders of a workspace (the live index checks them when a
+        folder appears: it may replace one that held them)."""
+        with self.store.read() as db:
+            return stored_docs.paths_under(db, self._ws(name).id, folders)
 
     def workspace_markdown(self) -> dict[str, list[str]]:
         """Each workspace's `markdown` option (which files are Markdown), for the live index."""

@@ -77,6 +77,10 @@ class Indexer(Protocol):
         """Whether an index run of the workspace has ended."""
         ...
 
+    def stored_under(self, name: Any, folders: list[str]) -> list[str]:
+        """The files indexed under these folders."""
+        ...
+
 
 class LiveIndex:
     def __init__(
@@ -324,6 +328,9 @@ class LiveIndex:
                 continue
             rule = self._rules.get(name, DEFAULT_RULE)
             paths = await anyio.to_thread.run_sync(markdown_under, root, sorted(rels), rule)
+            # and what the store holds there: a folder moved out and another made under its name, or
+            # a file made and deleted before the new folder was watched, leaves no event of its own
+            paths = sorted(set(paths) | set(await self._read(self.service.stored_under, name, sorted(rels))))
             if not paths:
                 continue
             try:

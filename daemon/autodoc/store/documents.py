@@ -301,6 +301,21 @@ def file_states(db: Snapshot, ws_id: int) -> dict[str, FileState]:
     }
 
 
+def paths_under(db: Snapshot, ws_id: int, folders: list[str]) -> list[str]:
+    """The indexed files under these folders (relative paths; a byte-order range, so no LIKE
+    wildcard in a folder's name matters): what a folder that reappeared must be checked against."""
+    out: list[str] = []
+    for folder in folders:
+        out += [
+            r[0]
+            for r in db.execute(
+                f"SELECT path FROM documents WHERE workspace_id=? AND path >= ? AND path < ? AND {NOT_SESSION}",
+                (ws_id, folder + "/", folder + "0"),  # "0" is the byte after "/"
+            )
+        ]
+    return out
+
+
 def stored_hash(db: Snapshot, ws_id: int, path: str) -> str | None:
     row = db.execute("SELECT content_hash FROM documents WHERE workspace_id=? AND path=?", (ws_id, path)).fetchone()
     return None if row is None else row[0]
