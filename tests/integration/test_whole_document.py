@@ -127,3 +127,14 @@ def test_one_passage_a_document_shows_it_with_its_document(kb, crowded):
 def test_a_cursor_page_and_one_leg_keep_the_legs_order(kb, crowded):
     lexical = kb.search("kb", QUERY, {"limit": 5, "stages": ["lexical"]})
     assert not any(_holds(h) for h in lexical["hits"])  # a leg alone: its own list
+
+
+def test_a_document_past_the_cap_keeps_fusions_choice(kb, crowded, monkeypatch):
+    """More passages than MAX_PASSAGES (a long session's events): the document is not read whole,
+    so the answer no leg returned is not reached; fusion's first stays first."""
+    from autodoc.search import passages
+
+    monkeypatch.setattr(passages, "MAX_PASSAGES", len(SECTIONS) - 1)
+    ans = kb.search("kb", QUERY, {"limit": 5})
+    assert ans["hits"][0]["path"] == "ops/runbook.md" and not _holds(ans["hits"][0])
+    assert all("document" not in h["via"] for h in ans["hits"])
