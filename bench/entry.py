@@ -414,7 +414,30 @@ def index_handoff(corpus: Path, ws: str, tmp: Path, env: dict[str, str], ad: lis
     subprocess.run(
         [*ad, "--call", "server.shutdown", "{}"], env=fresh_env, capture_output=True, timeout=60
     )  # the daemon `index` started, if it did
+    _stop_holder(store)  # and if the call reached none (it was still starting), not left running
     return out
+
+
+def _stop_holder(store: Path, wait_s: float = 10.0) -> None:
+    """The daemon holding `store`'s lease, gone: asked by SIGTERM, then killed at the deadline."""
+    from autodoc.store.lease import read_holder
+
+    holder = read_holder(store)
+    pid = int(holder["pid"]) if holder and holder.get("pid") else None
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if pid is None:
+            return
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
 
 
 def render(res: dict[str, Any]) -> str:
