@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from autodoc.config import Settings
+from autodoc.rpc import schemas
 from autodoc.search import engine
 from autodoc.service import Service
 
@@ -107,6 +108,7 @@ def test_the_answer_no_leg_returned_leads_its_document(kb, crowded):
     ans = kb.search("kb", QUERY, {"limit": 5})
     assert crowded, "the legs had found the answering passage: nothing was taken out"
     assert ans["stages"]["performed"][:2] == ["lexical", "semantic"]
+    assert schemas.result_errors("search.query", ans) == []  # `via: ["document"]` is in the contract
     first = ans["hits"][0]
     assert _holds(first)
     # found by no leg, and said so: its legs' scores and ranks null, `via` the document's scoring
