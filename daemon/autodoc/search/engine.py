@@ -326,8 +326,8 @@ def _lead_document(
         return fused, []
     lead = doc_of[fused[0].chunk_id]
     searched = fuzzy.corrected(plan.parsed.text, legs.corrections) if legs.corrections else plan.parsed.text
-    words = evidence.query_words(ctx.db, searched, legs.corrections, ctx.ws.id)
-    weights = passages.idf({s: words.counts.get(s, 0) for s in words.stems}, words.total)
+    stems, counts, total, _ = evidence.query_counts(ctx.db, searched, ctx.ws.id)
+    weights = passages.idf({s: counts.get(s, 0) for s in stems}, total)
     scored = passages.read(ctx.db, ctx.ws.id, lead, plan.filt, weights, legs.query_vector, legs.model_fp)
     if len(scored) < passages.MIN_PASSAGES:  # two passages: scaling within the document decides on a hair
         return fused, []

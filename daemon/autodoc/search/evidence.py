@@ -76,6 +76,17 @@ def _stems(word: str) -> tuple[str, ...]:
     return tuple(s for _, _, s in tokenize(fts_text(word)))
 
 
+def query_counts(
+    db: Snapshot, query: str, workspace_id: int | None
+) -> tuple[list[str], dict[str, int], int, ftsterms.IndexState]:
+    """The query's informative stems, how many chunks hold each and of how many (chunk_counts), and
+    the index state they were counted in."""
+    stems = A.query_stems(query, tokenize)
+    state = ftsterms.index_state(db)
+    counts, total = chunk_counts(db, stems, state, workspace_id)
+    return stems, counts, total, state
+
+
 def query_words(
     db: Snapshot, query: str, corrections: Mapping[str, str] | None = None, workspace_id: int | None = None
 ) -> A.QueryWords:
@@ -85,9 +96,7 @@ def query_words(
     holds, searched as the stored word nearest it): a name corrected to a rare word is a guess, and
     the name stays unknown."""
     corrections = corrections or {}
-    stems = A.query_stems(query, tokenize)
-    state = ftsterms.index_state(db)
-    counts, total = chunk_counts(db, stems, state, workspace_id)
+    stems, counts, total, state = query_counts(db, query, workspace_id)
     typed = query
     for word, to in corrections.items():
         typed = re.sub(rf"(?<!\w){re.escape(to)}(?!\w)", word, typed)
