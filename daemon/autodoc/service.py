@@ -269,6 +269,12 @@ class Service:
         with self.store.read() as db:
             return stored_docs.paths_under(db, self._ws(name).id, folders)
 
+    def stale_in(self, name: Any, folders: list[str]) -> list[str]:
+        """The paths directly in these folders of a workspace that a whole index would read again
+        (index/job.py's `stale`): the live index checks the folders it watched before its watcher
+        restarted, which had no event for what was saved or deleted meanwhile."""
+        return self.indexer.stale(self._ws(name), folders)
+
     def workspace_markdown(self) -> dict[str, list[str]]:
         """Each workspace's `markdown` option (which files are Markdown), for the live index."""
         with self.store.read() as db:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -37,11 +38,22 @@ from typing import Any
 
 from ..config import WorkspaceConfig
 from ..errors import InvalidParams
+from ..fmschema import SCHEMA_RELPATH
 from ..ingest.readfile import FileRead
-from ..ingest.scan import OUTSIDE, LeftOut, MarkdownRule, ScanEntry, SkipFile, entry_for, read_file, scan_workspace
+from ..ingest.scan import (
+    OUTSIDE,
+    LeftOut,
+    MarkdownRule,
+    ScanEntry,
+    SkipFile,
+    entry_for,
+    is_ignored,
+    read_file,
+    scan_workspace,
+)
 from ..store import documents as stored
 from ..store.documents import FileState
-from ..store.facets import sync_schema
+from ..store.facets import read_schema_file, schema_hash, schema_row, sync_schema
 from ..store.interface import StoreInterface
 from ..store.lexical import postings
 from ..store.links import LinkResolver
@@ -355,6 +367,51 @@ class IndexJob:
         self._flush(ws, Batch(pending, gone=gone or None, skips=skips or None), report, False, failures)
         report.skipped = [{"path": p, "reason": r} for p, r in skips + failures]
         return report
+
+    # -- what a whole run would read again, in some folders (the live index) -------------------
+
+    def stale(self, ws: Workspace, folders: list[str]) -> list[str]:
+        """The paths directly in these workspace-relative folders ("" the root) that a whole run
+        would read again (no stored document, or a stat not the stored one: `_unchanged`), the
+        stored ones there now gone, and the frontmatter schema if it is not the one applied.
+        A listing of each folder and a stat of each file in it, and one read of the store: what
+        the live index checks for the saves its restarting watcher had no event for."""
+        cfg = WorkspaceConfig.from_json(ws.config)
+        rule = MarkdownRule.of(cfg.markdown)
+        root = Path(ws.root)
+        with self.store.read() as db:
+            known = stored.file_states(db, ws.id)
+            applied = schema_row(db, ws.id)
+        out: set[str] = set()
+        listed: set[str] = set()
+        found: set[str] = set()  # the Markdown files in them
+        for folder in folders:
+            prefix = f"{folder}/" if folder else ""
+            try:
+                items = list(os.scandir(root / folder))
+            except OSError:
+                continue  # gone: the watcher's restart for it indexes the workspace whole
+            listed.add(folder)
+            for it in items:
+                rel = prefix + it.name
+                if not rule.matches(rel):
+                    continue
+                try:
+                    if it.is_dir():
+                        continue
+                    st = it.stat()  # through a link, as the scan's entry is
+                except OSError:  # a dangling link: a skip if it is stored, as a scan says
+                    if rel in known:
+                        out.add(rel)
+                    continue
+                found.add(rel)
+                e = ScanEntry(rel, Path(it.path), st.st_size, st.st_mtime_ns, None, st.st_ctime_ns, st.st_ino)
+                if not _unchanged(known.get(rel), e, False) and (rel in known or not is_ignored(root, rel, rule)):
+                    out.add(rel)
+        out.update(p for p in known if p not in found and p.rpartition("/")[0] in listed)
+        if applied is None or applied[0] != schema_hash(read_schema_file(root)):
+            out.add(SCHEMA_RELPATH)  # `paths` applies it (sync_schema), whatever else it is given
+        return sorted(out)
 
     # -- one transaction ------------------------------------------------------------------------
 

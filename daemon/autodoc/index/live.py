@@ -81,6 +81,10 @@ class Indexer(Protocol):
         """The files indexed under these folders."""
         ...
 
+    def stale_in(self, name: Any, folders: list[str]) -> list[str]:
+        """The paths directly in these folders a whole index would read again."""
+        ...
+
 
 class LiveIndex:
     def __init__(
@@ -182,6 +186,7 @@ class LiveIndex:
         covered: set[str] | None = None  # the workspaces _catch_up indexes (those there at the start)
         folders: list[Path] = []
         watched: dict[str, Path] = {}
+        handed_ns = 0  # when the watcher last handed over a batch (or began): it drops what it held since
         while not self._stopping:
             self._restart = anyio.Event()
             walked = False
@@ -204,6 +209,7 @@ class LiveIndex:
                 self._set_watching([])
                 await self._restart.wait()
                 continue
+            gap: dict[str, list[str]] = {}
             if self._walk_all or roots != watched:
                 self._walk_all = False
                 walk_ns = time.time_ns()
@@ -219,6 +225,16 @@ class LiveIndex:
                     # (it came while the roots were read). The watcher stopped for it all the same,
                     # so what was saved meanwhile is found by indexing again, as after a walk.
                     self._refolder.update(roots)
+                # A restart for folders that appeared: the old watcher dropped the events it held,
+                # and none watched until the new one runs. What was saved or deleted meanwhile in
+                # the folders watched before is found by comparing them with the store (a stat of
+                # each file, not a whole index: that would hold the writer slot, and every save,
+                # for seconds at 1M chunks); a folder made in them, by listing those changed since.
+                gap = {
+                    name: sorted({_rel(f, root) for f in folders if f.is_relative_to(root)})
+                    for name, root in roots.items()
+                    if name not in self._refolder
+                }
                 folders = sorted(set(folders) | self._more_folders)
             # A workspace added while the daemon runs gets its first index from workspace.index, which
             # can end before this watcher is up (inside the walk above): a file saved in between had
@@ -238,8 +254,10 @@ class LiveIndex:
                         self._refolder = set()
                     if added:
                         tg.start_soon(self._index_if_indexed, added)
-                    if walked:
-                        tg.start_soon(self._watch_late_folders, roots, set(folders), walk_ns)
+                    # folders made after the walk passed their parent, or while no watcher ran
+                    tg.start_soon(self._watch_late_folders, roots, set(folders), walk_ns if walked else handed_ns)
+                    if gap:
+                        tg.start_soon(self._index_stale, gap)
                     if self._new_folders:
                         tg.start_soon(self._index_folders, dict(self._new_folders))
                         self._new_folders = defaultdict(set)
@@ -248,6 +266,7 @@ class LiveIndex:
                         len(folders),
                         ", ".join(f"{n}={r}" for n, r in sorted(roots.items())),
                     )
+                    handed_ns = time.time_ns()
                     async for changes in awatch(
                         *folders,
                         watch_filter=None,
@@ -257,6 +276,7 @@ class LiveIndex:
                         ignore_permission_denied=True,
                         recursive=False,
                     ):
+                        handed_ns = time.time_ns()
                         await self._apply(changes, roots)
                         if self._held:
                             tg.start_soon(self._release_held, self._batches, roots)
@@ -304,6 +324,25 @@ class LiveIndex:
                 self._new_folders[name] |= rels
         self._more_folders |= late
         self._restart.set()
+
+    async def _index_stale(self, folders: dict[str, list[str]]) -> None:
+        """What changed in these folders (by workspace) while no watcher had them: the files whose
+        stat is not the stored one, the stored ones gone, indexed as saves are."""
+        for name, rels in sorted(folders.items()):
+            try:
+                paths = await self._read(self.service.stale_in, name, rels)
+            except WorkspaceNotFound:
+                self.roots_changed()
+                continue
+            except StoreUnreachable as exc:
+                await self._unreachable(name, exc)
+                continue
+            except Exception:
+                log.exception("live index of workspace %s after the watcher restarted failed", name)
+                continue
+            if paths:
+                log.debug("live index %s: %d changed while the watcher restarted", name, len(paths))
+                await self._index_paths(name, set(paths))
 
     async def _index_if_indexed(self, names: list[str]) -> None:
         """Through the writer slot, so behind a workspace.index already queued or running: one
@@ -446,6 +485,11 @@ def _folders(roots: dict[str, Path], rules: dict[str, MarkdownRule] | None = Non
                 continue
             out.append(folder)
     return out
+
+
+def _rel(folder: Path, root: Path) -> str:
+    """A watched folder relative to its workspace's root ("" the root itself)."""
+    return "" if folder == root else folder.relative_to(root).as_posix()
 
 
 def _relative(raw: str, root: Path) -> str | None:
