@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections import Counter
 from typing import Any
 
 from . import refs
@@ -33,7 +35,7 @@ def answer_tokens(obj: Any) -> int:
 
 
 def cut(
-    entry: dict[str, Any], room: int, least: int = MIN_PASSAGE_TOKENS, weights: list[int] | None = None
+    entry: dict[str, Any], room: int, least: int = MIN_PASSAGE_TOKENS, weights: list[float] | None = None
 ) -> dict[str, Any] | None:
     """The entry with its passage cut to fit `room` tokens: at a line end when one keeps at
     least half of what fits, else inside the line at a word, and then it ends with ELLIPSIS
@@ -47,7 +49,7 @@ def cut(
     return _cut_window(entry, room, weights, first_lines) or first_lines
 
 
-def _cut_window(entry: dict[str, Any], room: int, weights: list[int], head: dict[str, Any]) -> dict[str, Any] | None:
+def _cut_window(entry: dict[str, Any], room: int, weights: list[float], head: dict[str, Any]) -> dict[str, Any] | None:
     """The run of whole lines, no longer than the first-lines cut, that holds the most weight,
     when it holds more than those first lines do (the earliest such run); None otherwise."""
     lines = entry["text"].split("\n")
@@ -55,7 +57,7 @@ def _cut_window(entry: dict[str, Any], room: int, weights: list[int], head: dict
         return None
     size = len(head["text"].removesuffix(ELLIPSIS))
     kept = head["text"].count("\n") + 1
-    best, best_at, a, width, got = sum(weights[:kept]), None, 0, 0, 0
+    best, best_at, a, width, got = sum(weights[:kept]), None, 0, 0, 0.0
     for b, line in enumerate(lines):  # two pointers over the lines, a window of at most `size` characters
         width += len(line) + (1 if b > a else 0)
         got += weights[b]
@@ -63,7 +65,7 @@ def _cut_window(entry: dict[str, Any], room: int, weights: list[int], head: dict
             width -= len(lines[a]) + 1
             got -= weights[a]
             a += 1
-        if width <= size and got > best:
+        if width <= size and got > best + 1e-9:  # the sums drift: an equal run is not more
             best, best_at = got, (a, b)
     if best_at is None:
         return None
@@ -126,7 +128,7 @@ def _least(entry: dict[str, Any]) -> int:
 
 
 def fit_budget(
-    answer: dict[str, Any], entries: list[dict[str, Any]], budget: int, weights: list[list[int]] | None = None
+    answer: dict[str, Any], entries: list[dict[str, Any]], budget: int, weights: list[list[float]] | None = None
 ) -> dict[str, Any]:
     """Passages in order within `budget` tokens. Every document listed keeps at least a cited
     first part: as many entries are kept as fit at that minimum (the rest dropped), and a passage
@@ -181,3 +183,31 @@ def fit_budget(
     for _ in range(3):  # the count counts its own digits: settle it
         answer["tokens"] = answer_tokens(answer)
     return answer
+
+
+# Words too common to tell one line of a passage from another (the search itself weighs words by
+# how rare they are; this only picks which lines of a passage to keep)
+COMMON = frozenset(
+    "about after also does from have into just need should that their them then there these they this "
+    "what when where which while will with would your".split()
+)
+_WORDS = re.compile(r"\w+")
+STEM = 5  # letters a word is compared by: "permissions" and "permission", "configure" and "configuring"
+
+
+def query_words(query: str) -> set[str]:
+    """The query's words that can tell lines apart: four letters or more, not COMMON, by their first STEM."""
+    return {w[:STEM] for w in _WORDS.findall(query.lower()) if len(w) >= 4 and w not in COMMON}
+
+
+def line_weights(texts: list[str], words: set[str]) -> list[list[float]]:
+    """For each line of each passage, the query's words it holds, each weighed by how few of the
+    answer's lines hold it (log(lines / lines holding it)): a word on every line of the passages
+    found (the product's name, a word of the question's topic) tells no line from another; the
+    rare one the question turns on ("literal" in "a literal dollar sign in the collector's
+    config") does."""
+    lines = [[words & {w[:STEM] for w in _WORDS.findall(line.lower())} for line in t.split("\n")] for t in texts]
+    held = Counter(w for passage in lines for line in passage for w in line)
+    total = sum(len(passage) for passage in lines)
+    weight = {w: math.log(1 + total / n) for w, n in held.items()}
+    return [[sum(weight[w] for w in line) for line in passage] for passage in lines]

@@ -88,8 +88,9 @@ def test_budget_cuts_later_passages_and_says_so(kb):
         assert a["truncated"] is True and a["tokens"] == answer_tokens(a) <= budget
         assert 1 <= len(a["hits"]) <= len(whole["hits"])
         for got, full in zip(a["hits"], whole["hits"]):  # the same documents in order, each cut or whole
-            assert got["path"] == full["path"] and got["line_start"] == full["line_start"]
-            assert full["text"].startswith(got["text"]) and got["line_end"] <= full["line_end"]
+            # cut to a run of its lines (the first ones, or those holding the query's rarest words)
+            assert got["path"] == full["path"] and got["text"] in full["text"]
+            assert full["line_start"] <= got["line_start"] <= got["line_end"] <= full["line_end"]
             # cut at a line end: whole lines still (the corpus has no line too long for a passage)
             assert got["text"] == _lines(root, got["path"], got["line_start"], got["line_end"])
     # a budget a little short of the whole answer keeps every document, cutting passages
@@ -231,5 +232,29 @@ def test_a_passage_inside_a_long_line_keeps_its_own_text_and_says_where_it_is_cu
             else:
                 assert c["text"] == lines
             assert len(c["text"].strip(ELLIPSIS)) >= 100  # not a heading alone (the review's 21 characters)
+    finally:
+        s.close()
+
+
+def test_a_budget_cut_keeps_the_lines_that_answer(tmp_path):
+    """search.query's own budget cut kept a passage's first lines (only the MCP tool's looked for the
+    lines holding the query): at budget_tokens 300 an answer in a long section's last lines was cut
+    away. It keeps the run of lines holding the query's rarest words, and its ref says which."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    filler = [f"The replication service copies table {n} from the source database nightly." for n in range(40)]
+    answer = "The replication role needs only SELECT grants on the Oracle schema."
+    (root / "adr.md").write_text("# Data replication\n\n## Security\n\n" + "\n".join(filler + [answer]) + "\n")
+    s = Service(Settings.from_env(store=tmp_path / "s.db"))
+    try:
+        s.workspace_add("kb", str(root), {"embedding": {"provider": "none"}})
+        s.index("kb")
+        q = "Which grants does the replication service need on the source Oracle database?"
+        a = _valid(s.search("kb", q, {"answer": "compact", "budget_tokens": 300}))
+        top = a["hits"][0]
+        assert a["truncated"] and a["tokens"] <= 300
+        assert top["text"].endswith(answer) and top["line_end"] == 45
+        assert top["text"] == _lines(root, "adr.md", top["line_start"], top["line_end"])
+        assert top["ref"] == f"kb:adr.md#L{top['line_start']}-45"
     finally:
         s.close()

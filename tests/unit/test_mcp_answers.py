@@ -119,4 +119,21 @@ def test_a_cut_passage_keeps_the_lines_that_hold_the_query():
 def test_query_words_and_line_weights():
     words = answers.query_words("What permissions does the replication service need on the Oracle DB?")
     assert words == {"permi", "repli", "servi", "oracl"}
-    assert answers.line_weights("Grant SELECT permission\nto the Oracle replication role", words) == [1, 2]
+    [weights] = answers.line_weights(["Grant SELECT permission\nto the Oracle replication role"], words)
+    assert 0 < weights[0] < weights[1]  # one word of the query, then two as rare
+
+
+def test_a_cut_keeps_the_line_with_the_rare_word_over_lines_of_the_topics_words():
+    """A question's topic words on every line of a passage (the collector, its configuration)
+    outweighed, counted alike, the one line holding the word it turns on: otel-10 ("a literal
+    dollar sign in the collector's config") was cut to the passage's opening lines at 300 tokens."""
+    lines = ["## Environment variables", ""] + [
+        f"Write the collector configuration with environment variable number {n} set." for n in range(24)
+    ]
+    lines += ["Use `$$` to indicate a literal `$`."]
+    lines += [f"Then restart, step {n}." for n in range(3)]
+    h = {**_hit(0), "text": "\n".join(lines), "ref": f"kb:config.md#L1-{len(lines)}"}
+    out = answers.fit(_envelope(), [h], 300, query="How do I write a literal dollar sign in the collector config?")
+    kept = out["hits"][0]["text"]
+    assert "a literal `$`" in kept and out["truncated"] is True
+    assert "number 0 " not in kept  # not the opening lines: the run around the rare word

@@ -8,10 +8,9 @@ Runs on: the event loop (pure).
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
-from ..budget import answer_tokens, cut, fit_budget
+from ..budget import answer_tokens, cut, fit_budget, line_weights, query_words
 from ..refs import ref as ref  # the one ref format; mcp/ calls it as answers.ref
 
 
@@ -65,7 +64,7 @@ def fit(answer: dict[str, Any], hits: list[dict[str, Any]], budget: int, query: 
     lines when they hold as much."""
     entries = [passage(h) for h in hits]
     words = query_words(query)
-    weights = [line_weights(e["text"], words) for e in entries] if words else None
+    weights = line_weights([e["text"] for e in entries], words) if words else None
     # fit_budget counts the JSON, which costs more than the text (keys, escaped newlines): the
     # JSON allowance grows until the text fills the budget (a few rounds; each is pure and quick)
     allowance, best = budget, None
@@ -86,26 +85,6 @@ def fit(answer: dict[str, Any], hits: list[dict[str, Any]], budget: int, query: 
 
 
 NO_RANKER = "no ranker is configured for this workspace"  # search/rerank.py NO_RANKER_REASON
-# Words too common to tell one line of a passage from another (the search itself weighs words by
-# how rare they are; this only picks which lines of a passage to keep)
-COMMON = frozenset(
-    "about after also does from have into just need should that their them then there these they this "
-    "what when where which while will with would your".split()
-)
-_WORDS = re.compile(r"\w+")
-STEM = 5  # letters a word is compared by: "permissions" and "permission", "configure" and "configuring"
-
-
-def query_words(query: str) -> set[str]:
-    """The query's words that can tell lines apart: four letters or more, not COMMON, by their first STEM."""
-    return {w[:STEM] for w in _WORDS.findall(query.lower()) if len(w) >= 4 and w not in COMMON}
-
-
-def line_weights(text: str, words: set[str]) -> list[int]:
-    """For each line of a passage, how many of the query's words it holds."""
-    return [len(words & {w[:STEM] for w in _WORDS.findall(line.lower())}) for line in text.split("\n")]
-
-
 FIT_ROUNDS = 6
 FIT_SLACK = 12  # tokens of the budget a fitted answer may leave unused
 

@@ -10,7 +10,9 @@ byte span, so the ref's lines are exactly the text. The answer is held to
 `budget_tokens` (estimated as characters / 4 of the answer's JSON); when the
 budget bites, the later passages are cut at a line end, or at a word within a
 long line, each listed document keeping at least its first lines; when even
-that does not fit, the last documents are dropped. `truncated` says so.
+that does not fit, the last documents are dropped. `truncated` says so. A cut
+passage keeps the run of its lines holding the most of the query's rarer words
+(budget.line_weights; the MCP tool cuts the same way).
 
 Every answer, full or compact, carries the engine's `answerable`, `held_back` and each hit's
 `confidence` (search/answerable.py, search/shape.py).
@@ -26,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..budget import ELLIPSIS, fit_budget
+from ..budget import ELLIPSIS, fit_budget, line_weights, query_words
 from ..config import PER_DOCUMENT
 from ..refs import ref
 from ..store import passages
@@ -77,7 +79,9 @@ def finish(db: Snapshot, ws: Workspace, full: dict[str, Any], req: Request) -> d
         return {**full, "hits": hits}
     docs = passages.documents(db, ws.id, [h["path"] for h in hits])
     entries = [compact_hit(h, h["confidence"], docs.get(h["path"]), ws.root) for h in hits]
-    return fit_budget(envelope(full, full["answerable"]), entries, req.budget)
+    words = query_words(full.get("query") or "")
+    weights = line_weights([e["text"] for e in entries], words) if words else None
+    return fit_budget(envelope(full, full["answerable"]), entries, req.budget, weights)
 
 
 def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
