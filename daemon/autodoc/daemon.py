@@ -43,12 +43,13 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from .config import Settings, env_settings
+from .config import Settings, WorkspaceConfig, env_settings
 from .config.logs import configure_logging
 from .errors import AutodocError, StoreLocked
 from .index.live import LiveIndex
 from .readers.pool import ReaderPool, pool_size
 from .rpc.bridge import bridge_stdio
+from .rpc.methods import announce
 from .rpc.server import RpcServer
 from .rpc.transport import SocketInUse, SocketPathError
 from .service import Service
@@ -159,8 +160,9 @@ async def serve_daemon(
                     set_watching=partial(setattr, server, "watching"),
                 )
                 server.workspace_listeners.append(live.roots_changed)
-                # a workspace another daemon sharing the store removed or moved (peers.py): watched anew
-                service.peers.workspace_listeners.append(partial(server.run_in_loop, server.workspaces_changed))
+                # a workspace another daemon sharing the store added, removed or configured (peers.py):
+                # the roots watched anew and the subscribers told, as after this daemon's own
+                service.peers.workspace_listeners.append(partial(_changed_elsewhere, server))
                 # a daemon that may not write (a PostgreSQL store reached as a reader role) serves
                 # searches and reads only: what it would watch, embed or build is the indexer's
                 if watch and service.writable:
@@ -182,6 +184,16 @@ async def serve_daemon(
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(service.close)
         log.info("stopped")
+
+
+def _changed_elsewhere(server: RpcServer, op: str, name: str, ws: Any) -> None:
+    """A workspace's row (None: removed) after another daemon's `workspace.*` method (the change feed's
+    thread, peers.py), announced here as that method's answer would be (rpc/methods.py)."""
+    if ws is None:
+        result: dict[str, Any] = {"removed": name}
+    else:
+        result = {"name": name, "root": ws.root, "config": WorkspaceConfig.from_json(ws.config).to_json()}
+    server.run_in_loop(announce, server, op, result)
 
 
 def _open_service(settings: Settings, holder: dict[str, Any]) -> Service:

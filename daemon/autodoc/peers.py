@@ -5,11 +5,14 @@ which passes it to the change listeners (the RPC server's subscribers, an in-pro
 once. On a shared PostgreSQL store each daemon also follows the store's change feed
 (store/pg/notify.py): what another daemon committed marks its documents in this one's caches
 (through the Service's `vectors_changed`, which reaches its reader processes too), drops the
-link name tables it indexes by, and reaches the listeners; a workspace another daemon removed or
-configured is forgotten here, and the workspace listeners (the live index) look at the roots again:
-a configure may have moved one (`announce` is the writing side). A daemon hears its own changes on
-the feed as well: the cursors it told are remembered, so a change reaches listeners once,
-whoever reports it first. On SQLite this process is the one writer and there is no feed.
+link name tables it indexes by, and reaches the listeners. A workspace another daemon added, removed
+or configured (`announce` is the writing side) is forgotten here, and the workspace listeners hear
+what changed (the live index looks at the roots again, the RPC server tells its subscribers
+`workspace.changed`): what this daemon last knew of every workspace is compared with the store, so a
+notification lost while the feed was cut off is made up at the reconnect. A daemon hears its own
+changes on the feed as well: the cursors it told are remembered, so a change reaches listeners once,
+whoever reports it first; a workspace notification its own writer connection sent is not told again
+(its RPC method told its clients). On SQLite this process is the one writer and there is no feed.
 
 Runs on: `tell` and `announce` on the writing thread (`announce` inside its transaction); the
 feed's callbacks on the feed's own thread (autodoc-changes). The told cursors are kept under a
@@ -28,13 +31,16 @@ from .store import workspaces as wsrows
 from .store.interface import StoreInterface
 from .store.links import LinkResolver
 from .store.pg.notify import ChangeFeed, follow, notify_workspace
-from .store.sql import dialect
+from .store.sql import POSTGRES, dialect
+from .store.workspaces import Workspace
 
 log = logging.getLogger("autodoc.peers")
 
 TOLD_KEEP = 10_000  # change cursors remembered as told: a change reaches listeners once, whoever reports it first
 
 ChangeListener = Callable[[str, list[dict[str, Any]]], None]
+# (op: added | removed | configured, the workspace's name, its row after the change or None when removed)
+WorkspaceListener = Callable[[str, str, Workspace | None], None]
 
 
 class Peers:
@@ -52,11 +58,16 @@ class Peers:
         self._vectors_changed = vectors_changed
         self._forget = forget  # a workspace's vectors, here and in the readers
         self.listeners: list[ChangeListener] = []
-        # told (on the feed's thread) when another daemon removed or configured a workspace: the live
-        # index watches the roots anew, a configure may have moved one (daemon.py)
-        self.workspace_listeners: list[Callable[[], None]] = []
+        # told (on the feed's thread) when another daemon added, removed or configured a workspace: the
+        # live index watches the roots anew, subscribers hear `workspace.changed` (daemon.py)
+        self.workspace_listeners: list[WorkspaceListener] = []
         self._told: dict[int, None] = {}  # cursors listeners were told of, oldest first
         self._told_lock = threading.Lock()
+        # every workspace as the listeners last heard of it, by id (a shared store only): what the store
+        # holds now is told as the difference, and a removed one's name is known after its row went
+        self._known: dict[int, Workspace] = {}  # read and replaced on the feed's thread only
+        if feed and getattr(store, "dialect", None) == POSTGRES:
+            self._known = self._workspaces()  # before the feed starts: its first event compares with these
         # what every daemon sharing a PostgreSQL store commits (store/pg/notify.py); None on SQLite, and in
         # a reader process (feed=False), which its daemon's invalidations keep right
         self.feed: ChangeFeed | None = (
@@ -91,16 +102,19 @@ class Peers:
 
     @staticmethod
     def announce(db: Any, ws_id: int, event: str) -> None:
-        """In the transaction removing or configuring a workspace: the other daemons sharing a
-        PostgreSQL store drop what they keep of it (`event`: removed or configured)."""
+        """In the transaction adding, removing or configuring a workspace: the other daemons sharing a
+        PostgreSQL store drop what they keep of it and tell their clients (`event`: added, removed or
+        configured)."""
         if dialect(db) == "postgres":
             notify_workspace(db, ws_id, event)
 
     def _changed_elsewhere(self, changes: list[dict[str, Any]] | None) -> None:
         """What the shared store's change feed read (its thread; store/pg/notify.py): changes another
         daemon committed (and this one's, again) mark their documents in the caches, here and in the
-        readers, and reach the listeners. None: anything may have changed."""
-        if changes is not None:
+        readers, and reach the listeners. None: anything may have changed, workspaces too."""
+        if changes is None:
+            self._sync()
+        else:
             with self._told_lock:  # this daemon's own, already handled when it wrote them
                 changes = [c for c in changes if c["cursor"] not in self._told]
             if not changes:
@@ -121,15 +135,40 @@ class Peers:
                 if mine:
                     self.tell(name, mine)
 
-    def _workspace_elsewhere(self, ws_id: int, event: str) -> None:
-        """A workspace removed or configured through a daemon sharing this PostgreSQL store (its feed's
-        thread; store/pg/notify.py): what this one keeps of it goes (its link name tables, and on a
-        removal its vectors, here and in the readers); the store holds the rest."""
+    def _workspace_elsewhere(self, ws_id: int, event: str, sender: int | None = None) -> None:
+        """A workspace added, removed or configured through a daemon sharing this PostgreSQL store (its
+        feed's thread; store/pg/notify.py): what this one keeps of it goes (its link name tables, and on
+        a removal its vectors, here and in the readers); the store holds the rest. The listeners hear
+        it, unless `sender` is this daemon's writer (its own: its method told its clients already)."""
         self.links.forget(ws_id)
         if event == "removed":
             self._forget(ws_id)
-        for fn in list(self.workspace_listeners):
-            try:
-                fn()
-            except Exception:  # the feed must keep running
-                log.exception("workspace listener failed")
+        own = sender is not None and sender == getattr(self.store, "writer_pid", None)
+        self._sync(quiet=ws_id if own else None)
+
+    def _workspaces(self) -> dict[int, Workspace]:
+        with self.store.read() as db:
+            return {ws.id: ws for ws in (wsrows.get_workspace(db, n) for n in wsrows.workspace_names(db))}
+
+    def _sync(self, quiet: int | None = None) -> None:
+        """Tell the workspace listeners how the workspaces differ from what they last heard (a
+        removal first: a name removed and added again is two workspaces), all but workspace `quiet`."""
+        now = self._workspaces()
+        before, self._known = self._known, now
+        told: list[tuple[int, str, str, Workspace | None]] = [
+            (i, "removed", ws.name, None) for i, ws in before.items() if i not in now
+        ]
+        for i, ws in now.items():
+            was = before.get(i)
+            if was is None:
+                told.append((i, "added", ws.name, ws))
+            elif (was.name, was.root, was.config) != (ws.name, ws.root, ws.config):
+                told.append((i, "configured", ws.name, ws))
+        for i, op, name, row in told:
+            if i == quiet:
+                continue
+            for fn in list(self.workspace_listeners):
+                try:
+                    fn(op, name, row)
+                except Exception:  # the feed must keep running
+                    log.exception("workspace listener failed")

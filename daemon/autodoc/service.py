@@ -187,7 +187,9 @@ class Service:
         path = wss.check_root(root, force)
         cfg = wss.configured(WorkspaceConfig(), config or {}, prefix="config")
         with self.store.write() as db:
-            return wss.describe(db, wsrows.add_workspace(db, name, str(path), cfg.stored()))
+            ws = wsrows.add_workspace(db, name, str(path), cfg.stored())
+            self.peers.announce(db, ws.id, "added")  # the other daemons sharing the store watch it, tell their clients
+            return wss.describe(db, ws)
 
     def workspace_remove(self, name: Any) -> dict[str, Any]:
         with self.store.write() as db:

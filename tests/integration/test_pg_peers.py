@@ -259,7 +259,7 @@ def test_the_feed_hands_on_a_workspace_removed_or_configured_elsewhere(peers):
         peers.schema,
         lambda rows: None,
         poll=0.05,
-        on_workspace=lambda ws_id, event: heard.append((ws_id, event)),
+        on_workspace=lambda ws_id, event, sender: heard.append((ws_id, event)),
     ).start()
     try:
         assert feed.connected.wait(30)
@@ -275,3 +275,94 @@ def test_the_feed_hands_on_a_workspace_removed_or_configured_elsewhere(peers):
         assert heard == [(41, "configured"), (42, "removed")]
     finally:
         feed.stop()
+
+
+def watching(d: Daemon) -> set[str]:
+    return set(d.call("server.info", {})["watching"])
+
+
+def test_a_workspace_added_through_a_is_watched_by_b_while_it_runs(peers):
+    """B (watching) learns of a workspace A added without a restart: it watches its root, and a file
+    saved there is indexed by B's live index (searchable through A)."""
+    from autodoc_client.client import RemoteError
+
+    word = f"fennix{uuid.uuid4().hex[:6]}"
+    fresh = peers.base / "fresh-watched"
+    fresh.mkdir()
+    (fresh / "first.md").write_text("# First\n\nA note there before the workspace was added.\n")
+    a = peers.a
+    b = machine(peers.base / "b-watch", peers.uri).start()  # watching
+    try:
+        until(lambda: "kb" in watching(b), 30, f"B never watched kb:\n{b.log_text()[-3000:]}")
+        a.call("workspace.add", ["fresh", str(fresh), NO_MODEL])
+        a.call("workspace.index", ["fresh"])
+        until(lambda: "fresh" in watching(b), 15, f"B never watched A's new workspace:\n{b.log_text()[-3000:]}")
+        (fresh / "saved.md").write_text(f"# Saved\n\nThe {word} note, saved on B's machine.\n")
+        until(lambda: hits(a, "fresh", word) == {"saved.md"}, 15, f"B never indexed it:\n{b.log_text()[-3000:]}")
+        a.call("workspace.remove", ["fresh"])
+        until(lambda: "fresh" not in watching(b), 15, f"B still watches a removed workspace:\n{b.log_text()[-3000:]}")
+        assert TRACEBACK not in b.log_text(), b.log_text()[-3000:]
+    finally:
+        b.close()
+        try:
+            a.call("workspace.remove", ["fresh"])
+        except RemoteError:
+            pass
+
+
+def test_bs_subscribers_hear_of_a_workspace_added_configured_and_removed_through_a_once(peers):
+    """`workspace.changed` reaches B's subscribers for what A did, in the documented shape (checked
+    against the schema), as A's own subscribers hear it: each once (A hears its own on the feed too)."""
+    import anyio
+
+    from autodoc.rpc import schemas
+    from autodoc_client import Client
+
+    fresh = peers.base / "fresh-told"
+    fresh.mkdir()
+    (fresh / "one.md").write_text("# One\n\nA note.\n")
+    moved = peers.base / "fresh-told-moved"
+    moved.mkdir()
+    a = peers.a
+    b = machine(peers.base / "b-told", peers.uri, "--no-watch").start()
+
+    async def main() -> None:
+        async with await Client.connect_socket(a.sock) as on_a, await Client.connect_socket(b.sock) as on_b:
+            for sub in (on_a, on_b):
+                await sub.call("changes.subscribe", [])
+
+            async def both(op: str) -> dict[str, Any]:
+                got = []
+                for sub in (on_a, on_b):
+                    note = await sub.next_notification("workspace.changed", timeout=10)
+                    assert schemas.params_error("workspace.changed", note.params) is None, note.params
+                    got.append(note.params)
+                assert got[0] == got[1], got  # B says what A says
+                assert got[1]["workspace"] == "told" and got[1]["op"] == op, got
+                return got[1]
+
+            await anyio.to_thread.run_sync(a.call, "workspace.add", ["told", str(fresh), NO_MODEL])
+            added = await both("added")
+            assert added["root"] == str(fresh) and added["config"]["site_roots"] != ["wiki"], added
+            await anyio.to_thread.run_sync(a.call, "workspace.configure", ["told", {"site_roots": ["wiki"]}])
+            assert (await both("configured"))["config"]["site_roots"] == ["wiki"]
+            await anyio.to_thread.run_sync(a.call, "workspace.configure", {"workspace": "told", "root": str(moved)})
+            assert (await both("configured"))["root"] == str(moved)
+            await anyio.to_thread.run_sync(a.call, "workspace.remove", ["told"])
+            removed = await both("removed")
+            assert removed["config"] is None and removed["root"] is None, removed
+            for sub in (on_a, on_b):  # once each: A's own, heard again on its feed, is not told twice
+                with pytest.raises(TimeoutError):
+                    await sub.next_notification("workspace.changed", timeout=1.5)
+
+    try:
+        anyio.run(main)
+        assert TRACEBACK not in b.log_text(), b.log_text()[-3000:]
+    finally:
+        b.close()
+        from autodoc_client.client import RemoteError
+
+        try:
+            a.call("workspace.remove", ["told"])
+        except RemoteError:
+            pass

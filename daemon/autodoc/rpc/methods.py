@@ -94,14 +94,7 @@ class Methods:
     # -- workspaces ---------------------------------------------------------------
 
     def _announce(self, op: str, result: dict) -> None:
-        """Tell subscribed clients a workspace came, went or changed its configuration or its
-        root, so an open picker can re-run its query and a client showing the root shows the new one."""
-        if op in ("added", "removed", "configured"):  # configured: its `markdown` option may watch other folders
-            self.app.workspaces_changed()
-        workspace = result["removed"] if op == "removed" else result["name"]
-        config, root = (None, None) if op == "removed" else (result["config"], result["root"])
-        params = {"workspace": workspace, "op": op, "config": config, "root": root}
-        self.app.broadcast(workspace, "workspace.changed", params)
+        announce(self.app, op, result)
 
     def _progress(self, ctx: RequestContext, workspace: str) -> Callable[[int, int, str], None]:
         """A progress callback for an index run (called from its thread):
@@ -156,3 +149,15 @@ class Methods:
         # path answers the rare client that sends it as a request.
         ctx.peer.cancel_request(p["id"])
         return None
+
+
+def announce(app: App, op: str, result: dict) -> None:
+    """Tell subscribed clients a workspace came, went or changed its configuration or its root, so an
+    open picker can re-run its query and a client showing the root shows the new one: after a
+    `workspace.*` method here (its answer), or one another daemon sharing the store ran (peers.py)."""
+    if op in ("added", "removed", "configured"):  # configured: its `markdown` option may watch other folders
+        app.workspaces_changed()
+    workspace = result["removed"] if op == "removed" else result["name"]
+    config, root = (None, None) if op == "removed" else (result["config"], result["root"])
+    params = {"workspace": workspace, "op": op, "config": config, "root": root}
+    app.broadcast(workspace, "workspace.changed", params)

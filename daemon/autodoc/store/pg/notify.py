@@ -20,12 +20,15 @@ Vectors written by a daemon's embed queue make no change-log row: the writing tr
 docs/dev/postgres.md section 3) refreshes those documents. Such a notification lost while the feed
 was cut off cannot be read back: after a reconnect the feed hands on None as well.
 
-A workspace removed or configured makes no change-log row either (its documents' rows go with it, or
-stay as they are): the writing transaction sends `notify_workspace` (`w <workspace id> removed|configured`)
-and the feed hands it to `on_workspace`, so every daemon drops what it keeps of that workspace (its
-vectors, its link name tables) rather than serve or index by what is gone. Lost while the feed was
-cut off, it is not read back: the feed hands on None after a reconnect, which forgets every
-workspace's name tables as well.
+A workspace added, removed or configured makes no change-log row either (its documents' rows come
+later, go with it, or stay as they are): the writing transaction sends `notify_workspace`
+(`w <workspace id> added|removed|configured`) and the feed hands it to `on_workspace` with the
+sending server process (so a daemon knows its own), and every daemon drops what it keeps of that
+workspace (its vectors, its link name tables) rather than serve or index by what is gone, watches the
+roots anew and tells its clients. Lost while the feed was cut off, it is not read back: the feed hands
+on None after a reconnect, which forgets every workspace's name tables and looks at the workspaces
+again. A daemon older than "added" ignores it (the payload is not one it knows) and learns of the
+workspace at its next restart, as before.
 
 A daemon also hears its own changes; peers.py drops those it already told (the cursors it emitted).
 A feed whose cursor predates what the log has trimmed (a daemon cut off for longer than the log
@@ -59,8 +62,9 @@ RETRY_MAX = 5.0  # the longest pause between reconnect attempts
 # or vector notifications may have been missed while the feed was cut off)
 Deliver = Callable[[list[dict[str, Any]] | None], None]
 OnVectors = Callable[[int, list[int] | None], None]  # (workspace id, its documents whose vectors changed, or None)
-OnWorkspace = Callable[[int, str], None]  # (workspace id, "removed" | "configured")
-WORKSPACE_EVENTS = ("removed", "configured")
+# (workspace id, "added" | "removed" | "configured", the server process of the transaction that sent it)
+OnWorkspace = Callable[[int, str, int], None]
+WORKSPACE_EVENTS = ("added", "removed", "configured")
 VECTORS_PAYLOAD_MAX = 7900  # pg_notify's payload must stay under 8000 bytes: past it, "any document"
 
 
@@ -79,7 +83,7 @@ def notify_vectors(db: Any, workspace_id: int, documents: list[int] | None) -> N
 
 
 def notify_workspace(db: Any, workspace_id: int, event: str) -> None:
-    """In the transaction that removes or configures a workspace: every daemon's feed hears it at commit."""
+    """In the transaction that adds, removes or configures a workspace: every daemon's feed hears it at commit."""
     assert event in WORKSPACE_EVENTS, event
     db.execute("SELECT pg_notify(?, ?)", (CHANNEL, f"w {workspace_id} {event}"))
 
@@ -203,7 +207,7 @@ class ChangeFeed:
                     event = parse_workspace(note.payload)
                     if event is not None and self._on_workspace is not None:
                         try:
-                            self._on_workspace(*event)
+                            self._on_workspace(*event, note.pid)
                         except Exception:
                             log.exception("change feed: handing on a workspace's change failed")
             elif conn.closed or conn.broken:
