@@ -6,16 +6,20 @@ A save, a deletion or a new folder in a folder watched before, in that gap, got 
 missing from the index until the next whole index. So was a folder made inside the new folder
 before the new watcher ran (its later saves were never seen).
 
-The gap lasts milliseconds, so the test makes its changes inside it on purpose: watchfiles'
-`awatch` is wrapped so that its second call (the restart) first changes the disk, after the old
-watcher is gone and before the new one exists. Everything else is real: the Service, its SQLite
-store, the LiveIndex and the watcher."""
+The gap lasts milliseconds, so the test makes its changes inside it on purpose, at one of its two
+parts: while the batch that found the new folder is applied (the old watcher still runs, and holds
+the events, then drops them when it stops), found by wrapping the Service's `stored_under`, which
+that batch asks about the new folder; or between the two watchers, found by wrapping watchfiles'
+`awatch`, whose second call (the restart) comes after the old watcher is gone and before the new
+one exists. Everything else is real: the Service, its SQLite store, the LiveIndex and the watcher."""
 
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 import anyio
+import pytest
 import watchfiles
 
 from autodoc.config import Settings
@@ -25,7 +29,8 @@ from autodoc.service import Service
 DEADLINE = 10
 
 
-async def test_changes_made_while_the_watcher_restarts_are_indexed(short_tmp, kb_copy, monkeypatch):
+@pytest.mark.parametrize("gap", ["held by the old watcher", "between the watchers"])
+async def test_changes_made_while_the_watcher_restarts_are_indexed(gap, short_tmp, kb_copy, monkeypatch):
     old = kb_copy / "notes"
     (old / "doomed.md").write_text("# Doomed\n\nthe lugubrious axolotl\n")
     (old / "edited.md").write_text("# Edited\n\nthe first version\n")
@@ -44,16 +49,23 @@ async def test_changes_made_while_the_watcher_restarts_are_indexed(short_tmp, kb
             (fresh / "early.md").write_text("# Early\n\nthe first draft\n")
             (fresh / "early.md").write_text("# Early\n\nthe redrafted wombat\n")  # made, then changed
 
-        calls: list[tuple] = []
-        real_awatch = watchfiles.awatch
+        made: list[str] = []  # the gap's changes, once
+        real_awatch, real_stored_under = watchfiles.awatch, service.stored_under
 
         def awatch(*paths, **kwargs):
-            calls.append(paths)
-            if len(calls) == 2:
+            if gap == "between the watchers" and not made and fresh in map(Path, paths):
                 in_the_gap()
+                made.append(gap)
             return real_awatch(*paths, **kwargs)
 
+        def stored_under(name, folders):
+            if gap == "held by the old watcher" and not made and folders == ["fresh"]:
+                in_the_gap()
+                made.append(gap)
+            return real_stored_under(name, folders)
+
         monkeypatch.setattr(watchfiles, "awatch", awatch)
+        service.stored_under = stored_under
 
         async def read(fn, *a, **k):
             return await anyio.to_thread.run_sync(partial(fn, *a, **k))
@@ -91,7 +103,7 @@ async def test_changes_made_while_the_watcher_restarts_are_indexed(short_tmp, kb
                     await anyio.sleep(0.05)
             live.stop()
             tg.cancel_scope.cancel()
-        assert len(calls) >= 2
+        assert made == [gap]
         assert all(now.values()), [k for k, v in now.items() if not v]  # what is missing
     finally:
         service.close()

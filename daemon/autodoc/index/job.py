@@ -394,19 +394,20 @@ class IndexJob:
             listed.add(folder)
             for it in items:
                 rel = prefix + it.name
-                if not rule.matches(rel):
+                old = known.get(rel)
+                if old is None and not rule.matches(rel):  # a stored one matched (a new rule re-indexes whole)
                     continue
                 try:
                     if it.is_dir():
                         continue
                     st = it.stat()  # through a link, as the scan's entry is
                 except OSError:  # a dangling link: a skip if it is stored, as a scan says
-                    if rel in known:
+                    if old is not None:
                         out.add(rel)
                     continue
                 found.add(rel)
                 e = ScanEntry(rel, Path(it.path), st.st_size, st.st_mtime_ns, None, st.st_ctime_ns, st.st_ino)
-                if not _unchanged(known.get(rel), e, False) and (rel in known or not is_ignored(root, rel, rule)):
+                if not _unchanged(old, e, False) and (old is not None or not is_ignored(root, rel, rule)):
                     out.add(rel)
         out.update(p for p in known if p not in found and p.rpartition("/")[0] in listed)
         if applied is None or applied[0] != schema_hash(read_schema_file(root)):
