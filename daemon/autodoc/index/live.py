@@ -9,6 +9,11 @@ appears is indexed at once (its Markdown files, found by walking just that
 folder: newfolders.py), then again once the new watcher is up, so a file saved between the
 two is not missed; a workspace where a folder vanished or was renamed away
 is indexed whole (the files inside got no event of their own) once re-watched.
+A watcher that stops drops the events it held, and none watches until the next one runs: after
+a restart for a new folder, the folders watched before are compared with the store once the new
+watcher runs (a stat of each file, as a whole index decides: 20 ms for 2,000 files) and what
+changed or went is indexed; a folder made in that gap is found by listing the folders changed
+since the old watcher last handed over a batch (newfolders.py), and watched.
 While every folder is walked again (workspaces added or removed), nothing
 watches: each workspace watched before is indexed again (incrementally) once
 the new watcher runs, so a file saved in that gap is not missed.
