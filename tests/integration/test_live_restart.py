@@ -107,3 +107,29 @@ async def test_changes_made_while_the_watcher_restarts_are_indexed(gap, short_tm
         assert all(now.values()), [k for k, v in now.items() if not v]  # what is missing
     finally:
         service.close()
+
+
+def test_the_check_after_a_restart_reads_again_only_what_changed(short_tmp, kb_copy, monkeypatch):
+    """What the check hands to the index, of every folder the watcher had: the files changed, made
+    or gone, and those a whole index reads every time (a skipped file: it is no document) - not
+    every file (that would cost a restart a whole index's reading)."""
+    import autodoc.index.job as job
+    from autodoc.ingest.scan import scan_folders
+
+    monkeypatch.setattr(job, "RACY_NS", 0)  # the copy's stats are trusted at once, as an old tree's are
+    service = Service(Settings.from_env(store=short_tmp / "store.db"))
+    try:
+        service.workspace_add("kb", str(kb_copy), {"embedding": {"provider": "none"}})
+        skipped = sorted(s["path"] for s in service.index("kb")["skipped"] if (kb_copy / s["path"]).exists())
+        folders = ["" if f == kb_copy else f.relative_to(kb_copy).as_posix() for f in scan_folders(kb_copy)]
+        assert service.stale_in("kb", folders) == skipped
+        stored = service.stored_under("kb", ["adrs"])
+        (kb_copy / stored[0]).write_text("# Changed\n")
+        (kb_copy / stored[1]).unlink()
+        (kb_copy / "adrs" / "9999-new.md").write_text("# New\n")
+        (kb_copy / "adrs" / ".hidden.md").write_text("# Hidden\n")  # the scan never reads it
+        changed = sorted([stored[0], stored[1], "adrs/9999-new.md"])
+        assert service.stale_in("kb", folders) == sorted(changed + skipped)
+        assert service.stale_in("kb", ["notes"]) == [p for p in skipped if p.startswith("notes/")]
+    finally:
+        service.close()
