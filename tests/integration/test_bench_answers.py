@@ -93,17 +93,24 @@ def test_frozen_question_files_match_the_corpora():
     assert A.check_files(CORPORA, qs, neg) == []
 
 
-def test_run_on_tiny_corpus_through_the_mcp_tool_and_the_legs(tmp_path):
+@pytest.fixture(scope="module")
+def kb_store(tmp_path_factory):
+    """tests/corpora/kb indexed once, lexical only (no model: seconds)."""
     from autodoc.config import Settings
     from autodoc.service import Service
 
-    store = tmp_path / "autodoc.db"
+    store = tmp_path_factory.mktemp("kb") / "autodoc.db"
     svc = Service(Settings.from_env(store=store))
     try:
         svc.workspace_add("kb", str(KB), {"embedding": {"provider": "none"}})
         svc.index("kb")
     finally:
         svc.close()
+    return store
+
+
+def test_run_on_tiny_corpus_through_the_mcp_tool_and_the_legs(kb_store):
+    store = kb_store
     qs = [
         {
             "id": "t1",
@@ -159,11 +166,9 @@ def test_run_on_tiny_corpus_through_the_mcp_tool_and_the_legs(tmp_path):
     assert "## The MCP `search` tool" in md and "ECE" in md
 
 
-def test_doc_signals_reorders_and_measures_a_tiny_corpus(tmp_path):
+def test_doc_signals_reorders_and_measures_a_tiny_corpus(kb_store):
     """bench/doc_signals.py: its re-ordering on known values, and a run of its signals on
     tests/corpora/kb (lexical only: the cosine signals are 0, the words' are not)."""
-    from autodoc.config import Settings
-    from autodoc.service import Service
     from bench import doc_signals as D
 
     cands = [{"path": "a", "s": 0.1}, {"path": "b", "s": 0.9}, {"path": "c", "s": 0.5}]
@@ -172,20 +177,13 @@ def test_doc_signals_reorders_and_measures_a_tiny_corpus(tmp_path):
     # fused: a is 1/10 + 1/12, b 1/11 + 1/10, c 1/12 + 1/11 (k 10): b, then a and c
     assert D.reorder(cands, "s", k=10)[0] == "b"
 
-    store = tmp_path / "autodoc.db"
-    svc = Service(Settings.from_env(store=store))
-    try:
-        svc.workspace_add("kb", str(KB), {"embedding": {"provider": "none"}})
-        svc.index("kb")
-    finally:
-        svc.close()
     q = {
         "id": "t1",
         "split": "tune",
         "query": "lease written by another host NFS",
         "answers": [{"path": "runbooks/lease-recovery.md", "lines": [43, 44]}],
     }
-    [row] = D.corpus_features(store, "kb", [q])
+    [row] = D.corpus_features(kb_store, "kb", [q])
     assert row["want"] == {"runbooks/lease-recovery.md"} and row["cands"]
     lease = next(c for c in row["cands"] if c["path"] == "runbooks/lease-recovery.md")
     assert lease["bm25"] > 0 and 0 < lease["coverage"] <= 1 and lease["max"] == 0.0
