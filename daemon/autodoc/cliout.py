@@ -76,8 +76,10 @@ def print_hits(answers: list[dict[str, Any]], hits: list[dict[str, Any]]) -> Non
             print("    " + h["text"].replace("\n", "\n    "))
             continue
         loc = shown(ref(h.get("workspace") or answers[0]["workspace"], h["path"], h["line_start"], h["line_end"]))
-        rel = "" if h.get("relevance") is None else f"  {h['relevance']:.2f}"
-        print(f"{i:>2}. {loc}{rel}  [{','.join(h.get('via', []))}]")
+        # the calibrated confidence, as --compact and MCP print it: `relevance` is each search's own
+        # scale (1.00 atop an answer of nothing relevant; out of order in a merged list)
+        conf = "" if h.get("confidence") is None else f"  {h['confidence']:.2f}"
+        print(f"{i:>2}. {loc}{conf}  [{','.join(h.get('via', []))}]")
         print(f"    {h['breadcrumb']}")
         if h.get("superseded_by"):
             print(f"    (superseded by {h['superseded_by']})")
