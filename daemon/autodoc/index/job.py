@@ -380,6 +380,8 @@ class IndexJob:
         rule = MarkdownRule.of(cfg.markdown)
         root = Path(ws.root)
         with self.store.read() as db:
+            if chunking(db, ws.id) is None:
+                return []  # never indexed: its first run reads every file (with the report it gives)
             known = stored.file_states(db, ws.id)
             applied = schema_row(db, ws.id)
         out: set[str] = set()
