@@ -229,6 +229,11 @@ def _search_names(settings: Settings, given: str | None) -> list[str]:
     return names
 
 
+def _markdown(ws: dict[str, Any] | None) -> list[str]:
+    """A workspace.list entry's `markdown` option: the entries in effect, which a new list replaces."""
+    return list(((ws or {}).get("config") or {}).get("markdown") or [])
+
+
 def _merged(got: list[dict[str, Any]], limit: int, budget: int | None) -> dict[str, Any]:
     """Several workspaces' answers as one list, as MCP's search merges them: compact passages by
     confidence within the budget (mcp/answers.py merge), full hits by confidence too; each workspace's
@@ -329,9 +334,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             out = call(settings, "workspace.remove", {"name": args.name})
             print(f"removed workspace {out['removed']}")
         elif args.wcmd == "status":
-            names = (
-                [args.name] if args.name else [w["name"] for w in call(settings, "workspace.list", {})["workspaces"]]
-            )
+            listed = {w["name"]: w for w in call(settings, "workspace.list", {})["workspaces"]}
+            names = [args.name] if args.name else list(listed)
             answers = [call(settings, "workspace.status", {"workspace": n}) for n in names]
             if args.json:  # one workspace named: its answer; else the list of every one's
                 print(json.dumps(answers[0] if args.name else answers, ensure_ascii=False, indent=2))
@@ -341,7 +345,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                 for i, st in enumerate(answers):
                     if i:
                         print()
-                    cliout.print_status(st, shared=settings.postgres)
+                    cliout.print_status(st, _markdown(listed.get(st["name"])), shared=settings.postgres)
         elif args.wcmd == "configure":
             if args.options is None and args.root is None:
                 raise UsageError("workspace configure: give the options (JSON), --root PATH, or both")
@@ -358,6 +362,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"workspace {out['name']} → {out['root']}")
             if args.options is not None:
                 print(json.dumps(out["config"], indent=2))
+            if "markdown" in (asked.get("options") or {}):
+                # a list replaces the one in effect: what it leaves out is dropped from the index now
+                left = call(settings, "workspace.status", {"workspace": out["name"]})["files"].get("left_out")
+                for line in cliout.left_out_lines(out["name"], left, out["config"]["markdown"]):
+                    print(line, file=sys.stderr)
         return EXIT_OK
 
     if args.cmd == "index":

@@ -9,6 +9,7 @@ Runs on: the main thread of the CLI.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -96,8 +97,10 @@ def _some(items: list[Any], show: Any) -> list[str]:
     return out
 
 
-def left_out_lines(name: str, left: dict[str, Any] | None) -> list[str]:
-    """What the `markdown` option left out (files.left_out), and the entries that take it in."""
+def left_out_lines(name: str, left: dict[str, Any] | None, entries: list[str]) -> list[str]:
+    """What the `markdown` option left out (files.left_out), and the command that takes it in: the
+    option's `entries` in effect and the new ones, since a list given replaces the one in effect (a
+    hint naming only the new ones led a user to drop every .md file of the workspace)."""
     if not left or not (left["files"] or left.get("hidden_files") or left["hidden_folders"]):
         return []
     parts, more = [], [f"*{ext}" for ext in left["by_extension"]]
@@ -113,17 +116,18 @@ def left_out_lines(name: str, left: dict[str, Any] | None) -> list[str]:
     if n := left["hidden_folders"]:
         parts.append(f"{n} hidden folder{'s' if n > 1 else ''} ({', '.join(folders[:3])}{', …' if n > 3 else ''})")
         more += [f"{h}**/*.md" for h in folders[:3]]
+    option = json.dumps({left["setting"]: list(dict.fromkeys([*entries, *more]))})
     return [
         f"  left out: {'; '.join(parts)}",
-        f"    to index them, add {', '.join(json.dumps(m) for m in more)} to the workspace option "
-        f"{left['setting']} (autodoc workspace configure {name} '{{\"{left['setting']}\": [...]}}')",
+        f"    to index them too: autodoc workspace configure {shlex.quote(name)} {shlex.quote(option)}",
     ]
 
 
-def print_status(st: dict[str, Any], *, shared: bool = False) -> None:
+def print_status(st: dict[str, Any], markdown: list[str], *, shared: bool = False) -> None:
     """workspace.status for a person: what is indexed, what was left out and why, what meaning covers.
-    `shared`: a PostgreSQL store, whose roots are folders on the indexer's machine: one missing here
-    is no fault, and this machine's disk counts nothing."""
+    `markdown`: the workspace's option in effect. `shared`: a PostgreSQL store, whose roots are
+    folders on the indexer's machine: one missing here is no fault, and this machine's disk counts
+    nothing."""
     files, emb, rank = st["files"], st.get("embedding") or {}, st.get("ranker") or {}
     here = st.get("root_exists", True)
     missing = " (the indexer's folder: not on this machine)" if shared else " (missing!)"
@@ -154,7 +158,7 @@ def print_status(st: dict[str, Any], *, shared: bool = False) -> None:
         print(f"  frontmatter schema: {st['schema'].get('path')}")
     for s in _some(files["skipped"], lambda s: f"    skipped {s['path']}: {s['reason']}"):
         print(s)
-    for line in left_out_lines(st["name"], files.get("left_out")):
+    for line in left_out_lines(st["name"], files.get("left_out"), markdown):
         print(line)
     if st["problems"]:
         print(f"  problems: {len(st['problems'])}")

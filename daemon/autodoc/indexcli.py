@@ -96,7 +96,7 @@ def run(settings: Settings, name: str | None, *, full: bool, wait: bool, wait_lo
         )
         for s in rep["skipped"]:
             print(f"  skipped {s['path']}: {s['reason']}", file=sys.stderr)
-        for line in cliout.left_out_lines(n, rep.get("left_out")):
+        for line in cliout.left_out_lines(n, rep.get("left_out"), _markdown(settings, n, rep.get("left_out"))):
             print(line, file=sys.stderr)
         emb = rep.get("embedding") or {}
         if here and not wait and emb.get("available") and emb.get("skipped"):
@@ -106,6 +106,15 @@ def run(settings: Settings, name: str | None, *, full: bool, wait: bool, wait_lo
     if handed:
         _hand_off(settings, handed)
     return 0
+
+
+def _markdown(settings: Settings, name: str, left: dict[str, Any] | None) -> list[str]:
+    """The workspace's `markdown` option in effect, which the hint to take in what it left out keeps
+    (a list given replaces it); asked only when something was left out."""
+    if not cliout.left_out_lines(name, left, []):
+        return []
+    listed = {w["name"]: w for w in call(settings, "workspace.list", {})["workspaces"]}
+    return list(((listed.get(name) or {}).get("config") or {}).get("markdown") or [])
 
 
 def _index(settings: Settings, name: str, *, full: bool, wait: bool, wait_lock: float) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -66,3 +67,55 @@ def test_the_score_printed_is_the_confidence_the_hits_are_ordered_by(two_env, pi
         assert h["path"] in loc and shown == pytest.approx(h["confidence"], abs=0.006), (loc, shown, h)
     scores = [s for _, s in printed]
     assert scores == sorted(scores, reverse=True), human
+
+
+def test_the_left_out_hint_is_a_command_that_keeps_what_is_indexed(short_tmp):
+    """`workspace status` said `add "*.md.erb" ... to the workspace option markdown (autodoc workspace
+    configure kb '{"markdown": [...]}')`; the option is a list that replaces the one in effect, so
+    the user who wrote the entries named there left out every .md file the workspace had (91 files
+    of an ADR folder dropped from the index at once). The hint is the whole command, the entries in
+    effect and the new ones; run as printed, it keeps the .md files and takes in the others."""
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTODOC_STORE", "AUTODOC_SOCKET")}
+    env.update(XDG_DATA_HOME=str(short_tmp / "data"), XDG_RUNTIME_DIR=str(short_tmp / "run"))
+    env["AUTODOC_STORE"] = str(short_tmp / "store" / "a.db")
+    (short_tmp / "run").mkdir(mode=0o700)
+    kb = short_tmp / "kb"
+    (kb / ".github").mkdir(parents=True)
+    (kb / "runbook.md").write_text("# Runbook\n\nRestart the wombat service.\n")
+    (kb / "playbook.html.md.erb").write_text("# Playbook\n\n<%= partial 'x' %> Page the grommet team.\n")
+    (kb / ".github" / "CONTRIBUTING.md").write_text("# Contributing\n\nRun make frobnicate.\n")
+    ok(env, "workspace", "add", "ops.kb", str(kb), "--config", WORDS_ONLY)
+    indexed = ok(env, "index", "ops.kb")
+    status = ok(env, "workspace", "status", "ops.kb").stdout
+    for said in (indexed.stderr, status):
+        hint = [line.strip() for line in said.splitlines() if "autodoc workspace configure" in line]
+        assert len(hint) == 1, said
+        cmd = shlex.split(hint[0][hint[0].index("autodoc workspace configure") :])
+        assert cmd[:4] == ["autodoc", "workspace", "configure", "ops.kb"], cmd
+        assert json.loads(cmd[4])["markdown"][:5] == [".md", ".markdown", ".mdown", ".mkd", ".mdx"], cmd
+    configured = ok(env, *cmd[1:])
+    assert "left out" not in configured.stderr, configured.stderr
+    ok(env, "index", "ops.kb")
+    files = json.loads(ok(env, "workspace", "status", "ops.kb", "--json").stdout)["files"]
+    assert files["indexed"] == 3 and not files["left_out"]["files"], files
+    for word in ("wombat", "grommet", "frobnicate"):
+        assert json.loads(ok(env, "search", "-w", "ops.kb", "--json", word).stdout)["hits"], word
+
+
+def test_configure_says_at_once_what_a_markdown_list_leaves_out(short_tmp):
+    """A `markdown` list without `.md` drops every .md file from the index as it is saved: the
+    command says so on stderr (what is left out now, and the command that takes it back in)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTODOC_STORE", "AUTODOC_SOCKET")}
+    env.update(XDG_DATA_HOME=str(short_tmp / "data"), XDG_RUNTIME_DIR=str(short_tmp / "run"))
+    env["AUTODOC_STORE"] = str(short_tmp / "store" / "a.db")
+    (short_tmp / "run").mkdir(mode=0o700)
+    kb = short_tmp / "kb"
+    kb.mkdir()
+    (kb / "runbook.md").write_text("# Runbook\n\nRestart the wombat service.\n")
+    (kb / "notes.txt").write_text("plain words\n")
+    ok(env, "workspace", "add", "kb", str(kb), "--config", WORDS_ONLY)
+    ok(env, "index", "kb")
+    p = ok(env, "workspace", "configure", "kb", '{"markdown": ["*.txt"]}')
+    assert json.loads(p.stdout)["markdown"] == ["*.txt"]  # stdout stays the config, JSON
+    assert "left out: 1 file that looks like Markdown (1 .md)" in p.stderr, p.stderr
+    assert '"markdown": ["*.txt", "*.md"]' in p.stderr, p.stderr

@@ -48,11 +48,15 @@ def test_status_and_index_say_what_the_markdown_option_left_out_and_how_to_take_
         "examples": [".github/", "notes/.draft.md", "source/a.html.md.erb", "source/b.html.md.erb"],
         "setting": "markdown",
     }
-    lines = cliout.left_out_lines("kb", left)
+    lines = cliout.left_out_lines("kb", left, [".md", ".markdown"])
     assert lines[0] == (
         "  left out: 2 files that look like Markdown (2 .md.erb); 1 hidden file (notes/.draft.md); "
         "1 hidden folder (.github/)"
     )
-    assert '"*.md.erb", ".*.md", ".github/**/*.md"' in lines[1] and "autodoc workspace configure kb" in lines[1]
+    # the whole list to give: the entries in effect, then the new ones (a list replaces the one in effect)
+    assert lines[1] == (
+        "    to index them too: autodoc workspace configure kb "
+        """'{"markdown": [".md", ".markdown", "*.md.erb", ".*.md", ".github/**/*.md"]}'"""
+    )
     none = {**left, "files": 0, "by_extension": {}, "hidden_files": 0, "hidden_folders": 0}
-    assert cliout.left_out_lines("kb", none) == []
+    assert cliout.left_out_lines("kb", none, [".md"]) == []
