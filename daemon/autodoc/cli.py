@@ -229,6 +229,15 @@ def _search_names(settings: Settings, given: str | None) -> list[str]:
     return names
 
 
+def _never_indexed(settings: Settings, got: list[dict[str, Any]]) -> frozenset[str]:
+    """The workspaces searched that hold nothing (no document, no session): added, never indexed.
+    Asked only when a workspace's search found nothing."""
+    if all(a["hits"] for a in got):
+        return frozenset()
+    listed = call(settings, "workspace.list", {})["workspaces"]
+    return frozenset(w["name"] for w in listed if not w.get("documents") and not w.get("chunks"))
+
+
 def _markdown(ws: dict[str, Any] | None) -> list[str]:
     """A workspace.list entry's `markdown` option: the entries in effect, which a new list replaces."""
     return list(((ws or {}).get("config") or {}).get("markdown") or [])
@@ -395,7 +404,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             print(json.dumps(answer, ensure_ascii=False, indent=2))
         else:
-            cliout.print_hits(got, answer.get("hits", []))
+            cliout.print_hits(got, answer.get("hits", []), _never_indexed(settings, got))
         return EXIT_OK
 
     if args.cmd == "read":

@@ -32,8 +32,9 @@ def semantic_state(answer: dict[str, Any]) -> str:
     return f"semantic {state or 'off'}" + (f": {why}" if why else "")
 
 
-def status_line(answer: dict[str, Any], hits: int) -> str:
-    """One line a person reads before the hits: the workspace, the mode, and semantic's state."""
+def status_line(answer: dict[str, Any], hits: int, never_indexed: bool = False) -> str:
+    """One line a person reads before the hits: the workspace, the mode, and semantic's state;
+    `never_indexed`: the workspace holds nothing yet, so no words would find anything."""
     stages = answer.get("stages") or {}
     ran = ", ".join(stages.get("performed", [])) or "nothing"
     line = (
@@ -54,14 +55,19 @@ def status_line(answer: dict[str, Any], hits: int) -> str:
         line += f"; {n} weak hit{'' if n == 1 else 's'} held back (--min-confidence 0 shows them)"
     if answer.get("truncated"):
         line += "; the token budget cut the last passages"
+    if never_indexed:
+        line += f"; the workspace holds no documents yet: autodoc index {shlex.quote(answer.get('workspace') or '')}"
     return line
 
 
-def print_hits(answers: list[dict[str, Any]], hits: list[dict[str, Any]]) -> None:
-    """Each workspace's status line (and why a stage other than semantic did not run), then the hits."""
+def print_hits(
+    answers: list[dict[str, Any]], hits: list[dict[str, Any]], never_indexed: frozenset[str] = frozenset()
+) -> None:
+    """Each workspace's status line (and why a stage other than semantic did not run), then the hits;
+    `never_indexed`: the workspaces that hold nothing yet."""
     for answer in answers:
         mine = sum(1 for h in hits if h.get("workspace", answer.get("workspace")) == answer.get("workspace"))
-        print(status_line(answer, mine))
+        print(status_line(answer, mine, answer.get("workspace") in never_indexed))
         for stage, why in ((answer.get("stages") or {}).get("skipped") or {}).items():
             if stage != "semantic":
                 print(f"  {stage} skipped: {why}")
@@ -137,6 +143,8 @@ def print_status(st: dict[str, Any], markdown: list[str], *, shared: bool = Fals
         f"  files: {files['indexed']} indexed{on_disk}, {len(files['skipped'])} skipped; "
         f"{st['chunks']} chunks; generation {st['generation']}"
     )
+    if here and files["on_disk"] and not files["indexed"]:
+        print(f"  not indexed yet: autodoc index {shlex.quote(st['name'])}")
     ses = st.get("sessions") or {}
     if ses.get("sessions"):
         print(f"  sessions: {ses['sessions']} ({ses['events']} events, {ses['chunks']} chunks)")

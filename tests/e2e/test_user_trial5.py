@@ -119,3 +119,51 @@ def test_configure_says_at_once_what_a_markdown_list_leaves_out(short_tmp):
     assert json.loads(p.stdout)["markdown"] == ["*.txt"]  # stdout stays the config, JSON
     assert "left out: 1 file that looks like Markdown (1 .md)" in p.stderr, p.stderr
     assert '"markdown": ["*.txt", "*.md"]' in p.stderr, p.stderr
+
+
+@pytest.fixture()
+def never_indexed(short_tmp):
+    """`indexed` (one note, indexed) and `fresh`, a workspace added but never indexed (README's
+    tour runs `autodoc index` after `workspace add`: a user who skipped it)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTODOC_STORE", "AUTODOC_SOCKET")}
+    env.update(XDG_DATA_HOME=str(short_tmp / "data"), XDG_RUNTIME_DIR=str(short_tmp / "run"), HOME=str(short_tmp))
+    env["AUTODOC_STORE"] = str(short_tmp / "store" / "a.db")
+    (short_tmp / "run").mkdir(mode=0o700)
+    for name in ("indexed", "fresh"):
+        (short_tmp / name).mkdir()
+        (short_tmp / name / "runbook.md").write_text("# Runbook\n\nRestart the wombat service.\n")
+        ok(env, "workspace", "add", name, str(short_tmp / name), "--config", WORDS_ONLY)
+    ok(env, "index", "indexed")
+    return env
+
+
+def test_a_workspace_never_indexed_says_so_where_a_search_finds_nothing(never_indexed):
+    """`autodoc search -w fresh wombat` answered `0 hits ... semantic ready` and `no hits`, as if
+    the words were wrong, and `workspace status` `0 indexed of 1 on disk` with no next step."""
+    human = ok(never_indexed, "search", "-w", "fresh", "wombat").stdout
+    first = human.splitlines()[0]
+    assert first.startswith("fresh: 0 hits") and "holds no documents yet: autodoc index fresh" in first, human
+    both = ok(never_indexed, "search", "wombat").stdout.splitlines()
+    assert "holds no documents" not in next(x for x in both if x.startswith("indexed: ")), both
+    assert "autodoc index fresh" in next(x for x in both if x.startswith("fresh: ")), both
+    status = ok(never_indexed, "workspace", "status", "fresh").stdout
+    assert "0 indexed of 1 on disk" in status and "not indexed yet: autodoc index fresh" in status, status
+    assert "not indexed yet" not in ok(never_indexed, "workspace", "status", "indexed").stdout
+
+
+async def test_mcp_search_of_a_workspace_never_indexed_says_to_index_it(never_indexed):
+    """The MCP search answered `nothing relevant found: try other words, fewer filters, or list to
+    browse`: an agent tries other words on a workspace that holds nothing."""
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=AUTODOC, args=["mcp", "--in-process"], env=never_indexed)
+    async with Client(params) as c:
+        r = await c.call_tool("search", {"query": "wombat", "workspace": "fresh"})
+        text, notes = r.content[0].text, (r.structured_content or {}).get("notes", [])
+        assert not r.is_error and "try other words" not in text, text
+        said = "fresh holds no documents yet: its folder was never indexed (autodoc index fresh)"
+        assert said in notes and said in text, text
+        r = await c.call_tool("search", {"query": "wombat"})  # every workspace: the indexed one answers
+        text, answer = r.content[0].text, r.structured_content or {}
+        assert answer["hits"] and answer["hits"][0]["ref"].startswith("indexed:runbook.md"), text
+        assert any(n.startswith("fresh holds no documents yet") for n in answer["notes"]), answer["notes"]

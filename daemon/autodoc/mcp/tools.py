@@ -75,6 +75,8 @@ async def search(b: Backend, a: Args) -> Result:
     got = [g for g in got if not isinstance(g, AutodocError)]
     ran = {ws: _stages(g) for ws, g in zip(names, got)}
     ws_notes = [n for ws, g in zip(names, got) for n in _search_notes(ws, g)]
+    empty = await _never_indexed(b, [ws for ws, g in zip(names, got) if not g["hits"]])
+    ws_notes += [f"{ws} holds no documents yet: its folder was never indexed (autodoc index {ws})" for ws in empty]
     if len(got) == 1:
         hits = got[0]["hits"]
     else:  # confidence is the one score the workspaces' hits share; equal ones keep each workspace's order
@@ -97,7 +99,7 @@ async def search(b: Backend, a: Args) -> Result:
             f"{held} held back by the relevance floor (passages that stopped matching the query); "
             "min_confidence: 0 shows them"
         )
-    if not hits:
+    if not hits and len(empty) < len(names):  # other words find nothing in a workspace that holds nothing
         notes.append("nothing relevant found: try other words, fewer filters, or `list` to browse")
     if notes:
         out["notes"] = notes
@@ -107,6 +109,15 @@ async def search(b: Backend, a: Args) -> Result:
     # unused, or at 300 no passage at all
     out = answers.fit(out, hits, budget, query)
     return out, answers.search_text(out)
+
+
+async def _never_indexed(b: Backend, names: list[str]) -> list[str]:
+    """Those of `names` that hold nothing (no document, no session): added, never indexed. Asked
+    only of workspaces whose search found nothing."""
+    if not names:
+        return []
+    listed = (await b.call("workspace.list", {}))["workspaces"]
+    return [w["name"] for w in listed if w["name"] in names and not w.get("documents") and not w.get("chunks")]
 
 
 async def _or_error(call: Awaitable[Any]) -> Any:
