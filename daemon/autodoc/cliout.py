@@ -23,6 +23,8 @@ def semantic_state(answer: dict[str, Any]) -> str:
     state, tier = answer.get("semantic"), answer.get("semantic_tier")
     why = ((answer.get("stages") or {}).get("skipped") or {}).get("semantic")
     instant = " on the instant tier (the model's own vectors are still being made)" if tier == "instant" else ""
+    if "semantic" not in ((answer.get("stages") or {}).get("requested") or ["semantic"]):
+        return "semantic not asked for (--stages)"  # "semantic off" read as a stage that could not run
     if state == "ready":
         return f"semantic ready{instant}"
     if state == "partial":

@@ -167,3 +167,11 @@ async def test_mcp_search_of_a_workspace_never_indexed_says_to_index_it(never_in
         text, answer = r.content[0].text, r.structured_content or {}
         assert answer["hits"] and answer["hits"][0]["ref"].startswith("indexed:runbook.md"), text
         assert any(n.startswith("fresh holds no documents yet") for n in answer["notes"]), answer["notes"]
+
+
+def test_a_stage_left_out_by_stages_is_not_said_to_be_off(two_env):
+    """`--stages lexical` printed `semantic off`, which reads as a stage that could not run."""
+    first = ok(two_env, "search", "-w", "kb", "--stages", "lexical", "lease").stdout.splitlines()[0]
+    assert first.endswith("mode lexical (ran lexical); semantic not asked for (--stages)"), first
+    first = ok(two_env, "search", "-w", "kb", "lease").stdout.splitlines()[0]
+    assert "semantic off: no embedding model is configured" in first, first
