@@ -3,6 +3,7 @@ shows it, on an isolated home (XDG dirs and the store under a short temp folder)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -175,3 +176,32 @@ def test_a_stage_left_out_by_stages_is_not_said_to_be_off(two_env):
     assert first.endswith("mode lexical (ran lexical); semantic not asked for (--stages)"), first
     first = ok(two_env, "search", "-w", "kb", "lease").stdout.splitlines()[0]
     assert "semantic off: no embedding model is configured" in first, first
+
+
+async def test_the_tui_says_a_workspace_never_indexed_holds_nothing(never_indexed, tmp_path):
+    """The TUI's search of a workspace never indexed read `fresh · 0 hits`, `semantic ready`."""
+    from autodoc.config import Settings
+    from autodoc.tui.app import AutodocApp
+
+    store = Path(never_indexed["AUTODOC_STORE"])
+    settings = Settings(store=store, socket=store.parent / "none.sock")
+    app = AutodocApp(settings, start_daemon=False, state_file=tmp_path / "tui.json", workspace="fresh")
+    async with app.run_test(size=(120, 40)) as pilot:
+        s = app.pickers["search"]
+
+        async def answer(query: str, ws: str) -> str:
+            deadline = asyncio.get_running_loop().time() + 30
+            while not (app.shown_workspace == ws and s.is_mounted):
+                assert asyncio.get_running_loop().time() < deadline, "the workspace"
+                await pilot.pause(0.02)
+            s.query_one("#query").value = query
+            while not (s.answer and s.pending is None and s.answer["query"] == query):
+                assert asyncio.get_running_loop().time() < deadline, f"the answer to {query!r}"
+                await pilot.pause(0.02)
+            return str(s.query_one("#status").render())
+
+        said = await answer("wombat", "fresh")
+        assert "fresh holds no documents yet: its folder was never indexed (autodoc index fresh)" in said, said
+        app.use_workspace("indexed")
+        said = await answer("wombats", "indexed")
+        assert s.hits and "never indexed" not in said, said

@@ -23,6 +23,7 @@ class Host(Protocol):
 
     workspaces: list[dict[str, Any]]
     workspace: str | None
+    status: dict[str, Any] | None  # the workspace's workspace.status
     facets: list[tuple[str, str, int]]
     choice: state.Choice
     available: state.Available

@@ -251,6 +251,8 @@ class SearchScreen(PickerScreen):
         self.set_list_title(f"{ws} · {title}" if title else ws)
         if app.workspace is None and app.link is not None:
             status = "no workspaces yet: add one with Ctrl+N"
+        elif self.answer is not None and not self.hits and state.never_indexed(app.status):
+            status = f"{ws} holds no documents yet: its folder was never indexed (autodoc index {ws})"
         self.set_status(status)
 
     # -- the hit under the cursor ---------------------------------------------------------------

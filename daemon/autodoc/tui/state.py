@@ -197,6 +197,12 @@ def describe(
     return title, " · ".join(parts)
 
 
+def never_indexed(status: dict[str, Any] | None) -> bool:
+    """workspace.status of a workspace added and never indexed: no document, no session, so no
+    words would find anything (the search's own answer cannot tell that from words that miss)."""
+    return status is not None and not (status.get("files") or {}).get("indexed") and not status.get("chunks")
+
+
 def _semantic_detail(sem: str | None, emb: Embedding) -> str:
     text = f"semantic {sem or '?'}"
     if emb.reason:
