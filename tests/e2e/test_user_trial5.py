@@ -205,3 +205,33 @@ async def test_the_tui_says_a_workspace_never_indexed_holds_nothing(never_indexe
         app.use_workspace("indexed")
         said = await answer("wombats", "indexed")
         assert s.hits and "never indexed" not in said, said
+
+
+async def test_the_tui_says_how_many_hits_the_relevance_floor_held_back(short_tmp, tmp_path):
+    """Every client reports what the relevance floor held back (issue 35); the TUI's search of a
+    word no note holds read `0 hits` alone, as if nothing had been searched."""
+    from autodoc.config import Settings
+    from autodoc.tui.app import AutodocApp
+
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTODOC_STORE", "AUTODOC_SOCKET")}
+    env.update(XDG_RUNTIME_DIR=str(short_tmp), AUTODOC_STORE=str(short_tmp / "store" / "a.db"))
+    shutil.copytree(KB, short_tmp / "kb", symlinks=True)
+    ok(env, "workspace", "add", "kb", str(short_tmp / "kb"))  # the bundled model: hits by meaning too
+    ok(env, "index", "--wait", "kb")
+    store = Path(env["AUTODOC_STORE"])
+    settings = Settings(store=store, socket=short_tmp / "none.sock")
+    app = AutodocApp(settings, start_daemon=False, state_file=tmp_path / "tui.json", workspace="kb")
+    async with app.run_test(size=(120, 40)) as pilot:
+        s = app.pickers["search"]
+        deadline = asyncio.get_running_loop().time() + 30
+        while not (app.shown_workspace == "kb" and s.is_mounted):
+            assert asyncio.get_running_loop().time() < deadline, "the workspace"
+            await pilot.pause(0.02)
+        for query in ("lease", "wombat"):
+            s.query_one("#query").value = query
+            while not (s.answer and s.pending is None and s.answer["query"] == query):
+                assert asyncio.get_running_loop().time() < deadline, f"the answer to {query!r}"
+                await pilot.pause(0.02)
+            held = s.answer["held_back"]
+            assert held > 0, s.answer  # the corpus holds a few notes on leases and none on wombats
+            assert f"{held} weak hits held back" in str(s.query_one("#status").render()), query

@@ -194,6 +194,8 @@ def describe(
         parts.append("few chunks had every word: then some of them")
     elif answer.get("lexical_match") == "fuzzy":
         parts.append("searched " + ", ".join(f"{a} → {b}" for a, b in (answer.get("corrections") or {}).items()))
+    if held := answer.get("held_back"):  # the relevance floor (PROTOCOL.md): the list stops where matches stop
+        parts.append(f"{held} weak hit{'' if held == 1 else 's'} held back")
     return title, " · ".join(parts)
 
 
