@@ -10,6 +10,7 @@ Runs on: the main thread of `autodoc index`.
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from typing import Any
@@ -75,8 +76,9 @@ def _embedding_line(name: str, emb: dict[str, Any] | None, here: bool, seconds: 
     if here:
         line = f"{name}: {n} chunks embedded in {max(0.0, seconds):.1f} s"
         return f"{line}; {left} not embedded: {emb.get('reason')}" if left else line
-    if left:
-        return f"{name}: search by meaning covers {n} chunks; {left} more to embed ({emb.get('reason') or 'the daemon embeds them in the background'})"
+    if left:  # a daemon runs: it embeds them in the background, as status shows (with an ETA)
+        why = emb.get("reason") or "the daemon embeds them in the background"
+        return f"{name}: search by meaning covers {n} chunks; {left} more to embed ({why}); follow it: autodoc workspace status {shlex.quote(name)}"
     return f"{name}: search by meaning covers all {n} chunks"
 
 
