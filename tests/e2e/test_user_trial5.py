@@ -235,3 +235,25 @@ async def test_the_tui_says_how_many_hits_the_relevance_floor_held_back(short_tm
             held = s.answer["held_back"]
             assert held > 0, s.answer  # the corpus holds a few notes on leases and none on wombats
             assert f"{held} weak hits held back" in str(s.query_one("#status").render()), query
+
+
+def test_adding_a_folder_another_workspace_covers_says_so(short_tmp):
+    """`workspace add dup <the folder of adr>` was taken silently; every search of all workspaces
+    then listed each of its files twice. The workspace is added (two configurations of one folder
+    are a choice), with a note naming the other and how to undo it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTODOC_STORE", "AUTODOC_SOCKET")}
+    env.update(XDG_RUNTIME_DIR=str(short_tmp), AUTODOC_STORE=str(short_tmp / "store" / "a.db"))
+    docs = short_tmp / "docs"
+    (docs / "adr").mkdir(parents=True)
+    (short_tmp / "elsewhere").mkdir()
+    first = ok(env, "workspace", "add", "adr", str(docs / "adr"), "--config", WORDS_ONLY)
+    assert first.stderr == "", first.stderr
+    same = ok(env, "workspace", "add", "dup", str(docs / "adr"), "--config", WORDS_ONLY)
+    assert same.stdout.startswith("added workspace dup")
+    assert f"workspace adr ({docs / 'adr'}) indexes this folder too" in same.stderr, same.stderr
+    assert "autodoc workspace remove dup" in same.stderr
+    outer = ok(env, "workspace", "add", "all", str(docs), "--config", WORDS_ONLY).stderr
+    assert "workspace adr" in outer and "lies in this folder" in outer and "workspace dup" in outer, outer
+    inner = ok(env, "workspace", "add", "inner", str(docs / "adr"), "--config", WORDS_ONLY).stderr
+    assert "workspace all" in inner and "holds this folder" in inner, inner
+    assert ok(env, "workspace", "add", "other", str(short_tmp / "elsewhere"), "--config", WORDS_ONLY).stderr == ""
