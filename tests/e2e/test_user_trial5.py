@@ -257,3 +257,32 @@ def test_adding_a_folder_another_workspace_covers_says_so(short_tmp):
     inner = ok(env, "workspace", "add", "inner", str(docs / "adr"), "--config", WORDS_ONLY).stderr
     assert "workspace all" in inner and "holds this folder" in inner, inner
     assert ok(env, "workspace", "add", "other", str(short_tmp / "elsewhere"), "--config", WORDS_ONLY).stderr == ""
+
+
+async def test_a_folder_typed_after_clearing_the_field_is_kept(never_indexed, short_tmp, tmp_path):
+    """In the add-a-workspace picker, Ctrl+U and a path typed after it left the field at the
+    folder the picker started in: the empty field was read as the working folder, written back
+    into the field with the cursor before it, and what was typed next went in front of it."""
+    from autodoc.config import Settings
+    from autodoc.tui.app import AutodocApp
+
+    target = short_tmp / "fresh"
+    store = Path(never_indexed["AUTODOC_STORE"])
+    settings = Settings(store=store, socket=store.parent / "none.sock")
+    app = AutodocApp(settings, start_daemon=False, state_file=tmp_path / "tui.json", workspace="indexed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+n")
+        a = app.pickers["add"]
+        deadline = asyncio.get_running_loop().time() + 30
+        while not a.is_mounted:
+            assert asyncio.get_running_loop().time() < deadline, "the add picker"
+            await pilot.pause(0.02)
+        field = a.query_one("#folder")
+        field.focus()
+        await pilot.press("end", "ctrl+u")
+        assert field.value == "", field.value  # cleared, for a path to be typed
+        await pilot.press(*str(target))
+        while a.folder != target:
+            assert asyncio.get_running_loop().time() < deadline, f"at {field.value!r}, not {target}"
+            await pilot.pause(0.02)
+        assert field.value == str(target) and a.query_one("#name").value == "fresh", field.value

@@ -133,6 +133,10 @@ class AddScreen(PickerScreen):
         if event.input.id == "name":
             self.name_typed = event.value not in ("", self.auto_name)
         elif event.input.id == "folder":
+            # an empty field waits for a path ("" is the working folder, which went back into the field
+            # before what was typed next); a change already overtaken by another is not acted on
+            if not event.value.strip() or event.value != event.input.value:
+                return
             p = Path(event.value).expanduser()
             if p.is_dir() and p != self.folder:
                 self.go(p.resolve())
