@@ -286,3 +286,8 @@ async def test_a_folder_typed_after_clearing_the_field_is_kept(never_indexed, sh
             assert asyncio.get_running_loop().time() < deadline, f"at {field.value!r}, not {target}"
             await pilot.pause(0.02)
         assert field.value == str(target) and a.query_one("#name").value == "fresh", field.value
+        title = a.query_one("#preview-title")
+        while "in fresh" not in str(title.render()):
+            assert asyncio.get_running_loop().time() < deadline, "the folder's count"
+            await pilot.pause(0.02)
+        assert str(title.render()) == "1 Markdown file in fresh"  # it read "1 Markdown files"

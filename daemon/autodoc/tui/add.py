@@ -122,7 +122,8 @@ class AddScreen(PickerScreen):
         if folder != self.folder or not self.is_mounted:
             return  # another folder since, or the app closed while it counted
         more = "+" if stopped else ""
-        self.query_one("#preview-title", Static).update(f"{count}{more} Markdown files in {folder.name or folder}")
+        files_ = "file" if count == 1 and not more else "files"
+        self.query_one("#preview-title", Static).update(f"{count}{more} Markdown {files_} in {folder.name or folder}")
         body = Text("\n".join(files) + ("\n…" if count > len(files) else ""), render.DIM if not files else "")
         self.query_one("#preview", Static).update(body if files else Text("no Markdown files here", render.DIM))
 
@@ -197,8 +198,10 @@ class AddScreen(PickerScreen):
         bar = self.query_one("#progress", ProgressBar)
         bar.update(total=max(report.get("scanned") or 1, 1), progress=max(report.get("scanned") or 1, 1))
         emb = report.get("embedding") or {}
-        text = f"{name}: {report['added']} files, {report['chunks']} chunks in {report['seconds']} s" + (
-            f"; {emb['reason']}" if emb.get("reason") else ""
+        added, chunks = report["added"], report["chunks"]
+        text = (
+            f"{name}: {added} file{'' if added == 1 else 's'}, {chunks} chunk{'' if chunks == 1 else 's'} in {report['seconds']} s"
+            + (f"; {emb['reason']}" if emb.get("reason") else "")
         )
         self.set_status(text)
         self.notify(f"workspace {name} is ready: Ctrl+G to search it")
