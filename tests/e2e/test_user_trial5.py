@@ -291,3 +291,39 @@ async def test_a_folder_typed_after_clearing_the_field_is_kept(never_indexed, sh
             assert asyncio.get_running_loop().time() < deadline, "the folder's count"
             await pilot.pause(0.02)
         assert str(title.render()) == "1 Markdown file in fresh"  # it read "1 Markdown files"
+
+
+FOAM = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "corpora" / "foam-docs"
+
+
+@pytest.mark.skipif(not FOAM.is_dir(), reason=f"no corpus at {FOAM}")
+async def test_mcp_links_say_each_document_once_with_the_lines_that_link(short_tmp):
+    """The links tool's text was its JSON: on foam-docs' index page (74 links) ~2,900 tokens, each
+    link's path, title, kind and line, a document linked twice said twice. The text says each
+    document once, by a ref `read` takes, with its title and lines; the structured answer is kept."""
+    from mcp import Client, StdioServerParameters
+
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTODOC_STORE", "AUTODOC_SOCKET")}
+    env.update(XDG_RUNTIME_DIR=str(short_tmp), AUTODOC_STORE=str(short_tmp / "store" / "a.db"), HOME=str(short_tmp))
+    ok(env, "workspace", "add", "foam", str(FOAM), "--config", WORDS_ONLY)  # read in place, never written
+    ok(env, "index", "foam")
+    params = StdioServerParameters(command=AUTODOC, args=["mcp", "--in-process"], env=env)
+    async with Client(params) as c:
+        for path in ("docs/user/index.md", "docs/user/features/tags.md"):
+            r = await c.call_tool("links", {"ref": f"foam:{path}"})
+            text, out = r.content[0].text, r.structured_content or {}
+            assert not r.is_error and out["out"], text
+            assert len(text) <= 0.4 * len(json.dumps(out, ensure_ascii=False, separators=(",", ":"))), text
+            assert text.splitlines()[0] == f"foam:{path}" and f"links out: {len(out['out'])}" in text, text
+            assert f"links in: {len(out['in'])}" in text, text
+            head, _, tail = text.partition("\nlinks in: ")
+            for links, part in ((out["out"], head), (out["in"], tail)):  # each document once in each
+                rows = {line.strip().split(" · ")[0]: line for line in part.splitlines() if line.startswith("  ")}
+                assert len(rows) == len([x for x in part.splitlines() if x.startswith("  ")]), part
+                for link in links:  # and every line that links (a broken one by its target)
+                    doc = link["ref"].split("#L")[0] if "ref" in link else f"{link['target']} (broken)"
+                    assert f"L{link['line']}" in rows[doc].split(" · ")[-1].split(", "), (link, rows[doc])
+                assert len(rows) == len({(x.get("ref") or x["target"]).split("#L")[0] for x in links}), part
+            for ref in [r for r in rows if r.startswith("foam:")][:5]:  # refs as printed are what `read` takes
+                got = await c.call_tool("read", {"ref": ref, "max_lines": 1})
+                assert not got.is_error, (ref, got.content[0].text)

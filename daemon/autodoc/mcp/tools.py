@@ -1,7 +1,8 @@
 """What each MCP tool does: the RPC calls behind it and the answer it gives.
 
 A tool returns (structured answer, text for the model): the answer as compact
-JSON, or for `read` and `outline` the lines themselves (toolkit.py: what the
+JSON, or for `read` and `outline` the lines themselves, for `links` each
+document once with the lines that link (toolkit.py: what the
 tools share; browse.py: list, changes, status, reindex). Calls go through the
 Backend, so they run on the daemon when one serves the store. A search of every
 workspace asks each at once and merges the answers; a workspace that cannot
@@ -304,7 +305,37 @@ async def links(b: Backend, a: Args) -> Result:
             for link in got["backlinks"]
         ]
     with_notes(out, a)
-    return out, as_text(out)
+    return out, links_text(out)
+
+
+def links_text(out: dict[str, Any]) -> str:
+    """The links as a model reads them: each document once, by the ref `read` takes, with its title
+    and the lines that link (the JSON said each link's path, title, kind and line; an index page of
+    74 links came to ~2,900 tokens)."""
+    rows: list[str] = []
+
+    def grouped(links: list[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
+        by: dict[str, list[dict[str, Any]]] = {}
+        for link in links:
+            by.setdefault(link[key], []).append(link)
+        return by
+
+    def lines(links: list[dict[str, Any]]) -> str:
+        return ", ".join(f"L{n}" for n in dict.fromkeys(link["line"] for link in links))
+
+    if "out" in out:
+        broken = sum(1 for link in out["out"] if not link["resolved"])
+        rows.append(f"links out: {len(out['out'])}" + (f" ({broken} broken)" if broken else ""))
+        resolved = grouped([link for link in out["out"] if link["resolved"]], "ref")
+        rows += [f"  {ref} · {ls[0]['title'] or '(untitled)'} · {lines(ls)}" for ref, ls in resolved.items()]
+        for target, ls in grouped([link for link in out["out"] if not link["resolved"]], "target").items():
+            rows.append(f"  {target} (broken) · {lines(ls)}")
+    if "in" in out:
+        rows.append(f"links in: {len(out['in'])}")
+        sources = grouped([{**link, "doc": link["ref"].rpartition("#L")[0]} for link in out["in"]], "doc")
+        rows += [f"  {doc} · {ls[0]['title'] or '(untitled)'} · {lines(ls)}" for doc, ls in sources.items()]
+    notes = "".join(f"\nnote: {n}" for n in out.get("notes", []))
+    return f"{out['ref']}\n" + "\n".join(rows) + notes
 
 
 async def similar(b: Backend, a: Args) -> Result:
