@@ -327,3 +327,45 @@ async def test_mcp_links_say_each_document_once_with_the_lines_that_link(short_t
             for ref in [r for r in rows if r.startswith("foam:")][:5]:  # refs as printed are what `read` takes
                 got = await c.call_tool("read", {"ref": ref, "max_lines": 1})
                 assert not got.is_error, (ref, got.content[0].text)
+
+
+@pytest.mark.skipif(not FOAM.is_dir(), reason=f"no corpus at {FOAM}")
+async def test_mcp_list_changes_and_similar_read_one_line_a_document(short_tmp):
+    """`list` (50 documents by default), `changes` (100) and `similar` answered their JSON as the
+    text: each key on every line, `similar` each path twice (its ref and `path`). One line a
+    document, each path said once, the refs as `read` takes them; the structured answers unchanged."""
+    from mcp import Client, StdioServerParameters
+
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTODOC_STORE", "AUTODOC_SOCKET")}
+    env.update(XDG_RUNTIME_DIR=str(short_tmp), AUTODOC_STORE=str(short_tmp / "store" / "a.db"), HOME=str(short_tmp))
+    features = short_tmp / "foam" / "docs" / "user" / "features"  # 19 pages: embedded in seconds
+    shutil.copytree(FOAM / "docs" / "user" / "features", features)
+    ok(env, "workspace", "add", "foam", str(short_tmp / "foam"))  # the bundled model: `similar` compares vectors
+    ok(env, "index", "--wait", "foam")
+    moved = short_tmp / "foam" / "docs" / "user" / "features" / "tags.md"
+    moved.rename(moved.with_name("tagging.md"))
+    ok(env, "index", "foam")
+    params = StdioServerParameters(command=AUTODOC, args=["mcp", "--in-process"], env=env)
+    compact = (",", ":")
+    async with Client(params) as c:
+        for tool, args, key, share in (  # share: the text's length at most this part of the JSON's
+            ("list", {"paths": ["docs/user/"]}, "documents", 0.8),
+            ("changes", {}, "changes", 0.7),
+            ("similar", {"ref": "foam:docs/user/features/wikilinks.md", "limit": 8}, "similar", 0.6),
+        ):
+            r = await c.call_tool(tool, args)
+            text, out = r.content[0].text, r.structured_content or {}
+            assert not r.is_error and len(out[key]) >= 8, (tool, text)
+            rows = [line.strip() for line in text.splitlines() if line.startswith("  ")]
+            assert len(rows) == len(out[key]), (tool, text)  # one line each
+            assert len(text) <= share * len(json.dumps(out, ensure_ascii=False, separators=compact)), (tool, text)
+            for row, item in zip(rows, out[key], strict=True):
+                ref = item.get("ref") or f"{item['workspace']}:{item['path']}"
+                assert ref in row and row.count(ref.split("#L")[0]) == 1, (tool, row)
+            for item in out[key][:3]:
+                ref = item.get("ref") or f"{item['workspace']}:{item['path']}"
+                if tool != "changes" or item["op"] != "delete":
+                    got = await c.call_tool("read", {"ref": ref, "max_lines": 1})
+                    assert not got.is_error, (tool, ref, got.content[0].text)
+        r = await c.call_tool("changes", {})
+        assert "rename foam:docs/user/features/tagging.md (was docs/user/features/tags.md)" in r.content[0].text

@@ -8,6 +8,7 @@ Runs on: the MCP server's event loop (each RPC call on a worker thread).
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,23 @@ async def list_documents(b: Backend, a: Args) -> Result:
     if ans.get("facet_counts"):
         out["facet_counts"] = ans["facet_counts"]
     with_notes(out, a)
-    return out, as_text(out)
+    return out, list_text(out)
+
+
+def list_text(out: dict[str, Any]) -> str:
+    """A page of documents as a model reads it: one line each (its ref, title, length, tags), then
+    how to page on and the workspace's tags; the JSON said each key on every line."""
+    docs = out["documents"]
+    more = f'more: cursor "{out["next_cursor"]}"' if out["next_cursor"] else "the last page"
+    rows = [f"{out['workspace']}: {len(docs)} document{'' if len(docs) == 1 else 's'} ({more})"]
+    for d in docs:
+        tags = "".join(f" #{t}" for t in d["tags"])
+        rows.append(f"  {d['ref']} · {d['title'] or '(untitled)'} · {d['lines']} lines{tags and ' ·' + tags}")
+    if out["tag_counts"]:
+        rows.append("tags: " + ", ".join(f"{t} {n}" for t, n in out["tag_counts"].items()))
+    for field, values in (out.get("facet_counts") or {}).items():
+        rows.append(f"{field}: " + ", ".join(f"{v} {n}" for v, n in values.items()))
+    return "\n".join(rows + [f"note: {n}" for n in out.get("notes", [])])
 
 
 async def changes(b: Backend, a: Args) -> Result:
@@ -82,7 +99,20 @@ async def changes(b: Backend, a: Args) -> Result:
         "has_more": more,
     }
     with_notes(out, a)
-    return out, as_text(out)
+    return out, changes_text(out)
+
+
+def changes_text(out: dict[str, Any]) -> str:
+    """The changes one a line (cursor, time UTC, what happened, the document's ref), then where to
+    go on from; the JSON said each key on every line."""
+    n = len(out["changes"])
+    more = "more after it: call again with it" if out["has_more"] else "nothing more yet"
+    rows = [f"{n} change{'' if n == 1 else 's'}; next_cursor {out['next_cursor']} ({more})"]
+    for c in out["changes"]:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(c["time"])) if c.get("time") else "?"
+        was = f" (was {c['old_path']})" if c.get("old_path") else ""
+        rows.append(f"  {c['cursor']} {when} {c['op']} {answers.ref(c['workspace'], c['path'])}{was}")
+    return "\n".join(rows + [f"note: {x}" for x in out.get("notes", [])])
 
 
 async def status(b: Backend, a: Args) -> Result:

@@ -25,7 +25,7 @@ from .backend import Backend, ToolError
 from .browse import changes, list_documents, reindex, status
 from .sessions import list_sessions, save_session
 from .specs import KNOWN_ARGS
-from .toolkit import Result, as_text, gather, locate, with_notes
+from .toolkit import Result, gather, locate, with_notes
 
 STAGES = ("lexical", "semantic", "rerank", "graph")
 WHOLE = 32000  # each workspace's passages come whole: the answer is fitted to the budget here
@@ -363,7 +363,10 @@ async def similar(b: Backend, a: Args) -> Result:
     if ans.get("semantic") == "partial":
         a.notes.append("some chunks still wait for vectors: their documents cannot be found yet")
     out = with_notes({"ref": answers.ref(ws, path), "similar": out_hits}, a)
-    return out, as_text(out)
+    rows = [f"documents like {out['ref']}:"] + [
+        f"  {h['ref']} · {h['section'] or h['title']} · {h['score']}" for h in out_hits
+    ]
+    return out, "\n".join(rows + [f"note: {n}" for n in out.get("notes", [])])
 
 
 HANDLERS: dict[str, Callable[[Backend, Args], Awaitable[Result]]] = {
