@@ -196,7 +196,8 @@ def start_daemon(
     """Start `autodoc serve --socket` for this store, detached so it outlives this process and
     serves other clients too, and wait until its socket is in the lease (and, `until_answers`,
     answers). None when it is up, else why not (the caller then works in-process); `watch_exit`
-    stops waiting when the daemon exits first."""
+    stops waiting when the daemon exits first, unless it exited because another daemon (one
+    another client started at the same moment) holds the store's lease to serve a socket."""
     from .rpc.transport import socket_answers
 
     # a database's connection string goes in the environment, never in argv: a command line is
@@ -216,7 +217,13 @@ def start_daemon(
         if sock is not None and (not until_answers or socket_answers(sock)):
             return None
         if watch_exit and proc.poll() is not None:
-            return f"the daemon exited with status {proc.returncode} (its log: {log_path})"
+            held = read_holder(settings.store)
+            if not (held and held.get("socket")):
+                return f"the daemon exited with status {proc.returncode} (its log: {log_path})"
+            # ours lost the lease to a daemon another client started at the same moment (two editors
+            # opening at once), which may still be migrating a new database: that one serves the
+            # store once it listens, so wait for it rather than work in-process
+            watch_exit = False
         time.sleep(poll_s)
     return f"the daemon did not answer within {wait_s:.0f} s (its log: {log_path})"
 
