@@ -229,28 +229,6 @@ def _search_names(settings: Settings, given: str | None) -> list[str]:
     return names
 
 
-def _overlaps(settings: Settings, name: str, root: str) -> list[str]:
-    """Notes on the other workspaces whose folder is this one, holds it or lies in it: a search of
-    every workspace then shows those files twice (a second name for one folder was taken silently)."""
-    out, mine = [], Path(root)
-    for w in call(settings, "workspace.list", {})["workspaces"]:
-        theirs = Path(w["root"])
-        if w["name"] == name or not (mine == theirs or mine in theirs.parents or theirs in mine.parents):
-            continue
-        how = (
-            "indexes this folder too"
-            if mine == theirs
-            else "holds this folder"
-            if theirs in mine.parents
-            else "lies in this folder"
-        )
-        out.append(
-            f"autodoc: note: workspace {w['name']} ({theirs}) {how}: a search of every workspace shows those files "
-            f"twice (autodoc workspace remove {shlex.quote(name)} undoes this one)"
-        )
-    return out
-
-
 def _never_indexed(settings: Settings, got: list[dict[str, Any]]) -> frozenset[str]:
     """The workspaces searched that hold nothing (no document, no session): added, never indexed.
     Asked only when a workspace's search found nothing."""
@@ -358,7 +336,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                 {"name": args.name, "root": str(Path(args.path).resolve()), "config": config, "force": args.force},
             )
             print(f"added workspace {ws['name']} → {ws['root']}")
-            for line in _overlaps(settings, ws["name"], ws["root"]):
+            for line in cliout.overlaps(call(settings, "workspace.list", {})["workspaces"], ws["name"], ws["root"]):
                 print(line, file=sys.stderr)
         elif args.wcmd == "list":
             for ws in call(settings, "workspace.list", {})["workspaces"]:

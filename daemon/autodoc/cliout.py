@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from .refs import ref, shown
@@ -178,3 +179,26 @@ def print_status(st: dict[str, Any], markdown: list[str], *, shared: bool = Fals
         print(f"  broken links: {len(st['broken_links'])}")
         for s in _some(st["broken_links"], lambda b: f"    {b['path']}:{b['line']}: {b['target']}"):
             print(s)
+
+
+def overlaps(listed: list[dict[str, Any]], name: str, root: str) -> list[str]:
+    """Notes on the other workspaces (workspace.list's) whose folder is this one, holds it or lies in
+    it: a search of every workspace then shows those files twice (a second name for one folder was
+    taken silently)."""
+    out, mine = [], Path(root)
+    for w in listed:
+        theirs = Path(w["root"])
+        if w["name"] == name or not (mine == theirs or mine in theirs.parents or theirs in mine.parents):
+            continue
+        how = (
+            "indexes this folder too"
+            if mine == theirs
+            else "holds this folder"
+            if theirs in mine.parents
+            else "lies in this folder"
+        )
+        out.append(
+            f"autodoc: note: workspace {w['name']} ({theirs}) {how}: a search of every workspace shows those files "
+            f"twice (autodoc workspace remove {shlex.quote(name)} undoes this one)"
+        )
+    return out

@@ -266,15 +266,12 @@ class Service:
             return wsrows.chunking(db, self._ws(name).id) is not None
 
     def stored_under(self, name: Any, folders: list[str]) -> list[str]:
-        """The files indexed under these folders of a workspace (the live index checks them when a
-        folder appears: it may replace one that held them)."""
+        """The files indexed under these folders (a folder that appears may replace one that held them)."""
         with self.store.read() as db:
             return stored_docs.paths_under(db, self._ws(name).id, folders)
 
     def stale_in(self, name: Any, folders: list[str]) -> list[str]:
-        """The paths directly in these folders of a workspace that a whole index would read again
-        (index/job.py's `stale`): the live index checks the folders it watched before its watcher
-        restarted, which had no event for what was saved or deleted meanwhile."""
+        """What a whole index would read again in these folders (job.py `stale`): saved in a restart."""
         return self.indexer.stale(self._ws(name), folders)
 
     def workspace_markdown(self) -> dict[str, list[str]]:

@@ -161,7 +161,7 @@ async def test_a_save_while_the_watcher_restarts_is_not_missed(short_tmp, monkey
     svc.workspace_add("kb", str(kb), NO_MODEL)
     svc.index("kb")
     walks = []
-    real_walk = live_mod._folders
+    real_walk = live_mod.watched_folders
 
     def walk(roots, *rules):
         walks.append(sorted(roots))
@@ -169,7 +169,7 @@ async def test_a_save_while_the_watcher_restarts_is_not_missed(short_tmp, monkey
             (kb / "gap.md").write_text("# Gap\n\nzebracorn saved while nothing watched\n")
         return real_walk(roots, *rules)
 
-    monkeypatch.setattr(live_mod, "_folders", walk)
+    monkeypatch.setattr(live_mod, "watched_folders", walk)
     watching: list[list[str]] = []
 
     async def run(fn, *args):

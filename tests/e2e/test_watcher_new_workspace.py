@@ -41,7 +41,7 @@ async def test_a_save_after_a_new_workspaces_index_and_before_its_watcher_is_not
     svc.workspace_add("kb", str(kb), NO_MODEL)
     svc.index("kb")
     walks: list[list[str]] = []
-    real_walk = live_mod._folders
+    real_walk = live_mod.watched_folders
 
     def walk(roots, *rules):
         walks.append(sorted(roots))
@@ -50,7 +50,7 @@ async def test_a_save_after_a_new_workspaces_index_and_before_its_watcher_is_not
             (other / "gap.md").write_text("# Gap\n\nzebracorn saved before the watcher\n")
         return real_walk(roots, *rules)
 
-    monkeypatch.setattr(live_mod, "_folders", walk)
+    monkeypatch.setattr(live_mod, "watched_folders", walk)
     watching: list[list[str]] = []
 
     async def run(fn, *args):
@@ -174,7 +174,7 @@ async def test_a_folder_made_during_the_walk_is_watched(short_tmp, monkeypatch, 
     svc = Service(Settings.from_env(store=short_tmp / "s.db"))
     svc.workspace_add("kb", str(kb), NO_MODEL)
     svc.index("kb")
-    real_walk = live_mod._folders
+    real_walk = live_mod.watched_folders
     walks: list[int] = []
 
     def walk(roots, *rules):
@@ -184,7 +184,7 @@ async def test_a_folder_made_during_the_walk_is_watched(short_tmp, monkeypatch, 
             (kb / late).mkdir(parents=True)  # made after the walk listed the folders
         return out
 
-    monkeypatch.setattr(live_mod, "_folders", walk)
+    monkeypatch.setattr(live_mod, "watched_folders", walk)
     watching: list[list[str]] = []
 
     async def run(fn, *args):
@@ -221,13 +221,15 @@ async def test_the_watcher_walks_the_roots_once_at_start(short_tmp, monkeypatch)
     svc.workspace_add("kb", str(kb), NO_MODEL)
     svc.index("kb")
     walks: list[str] = []
-    real_walk = live_mod.scan_folders
+    from autodoc.index import newfolders
+
+    real_walk = newfolders.scan_folders
 
     def walk(root, *rule):
         walks.append(str(root))
         return real_walk(root, *rule)
 
-    monkeypatch.setattr(live_mod, "scan_folders", walk)
+    monkeypatch.setattr(newfolders, "scan_folders", walk)  # the walk of the folders to watch
     watching: list[list[str]] = []
 
     async def run(fn, *args):

@@ -45,8 +45,17 @@ import anyio
 
 from ..errors import InvalidParams, StoreLocked, StoreUnreachable, WorkspaceNotFound
 from ..fmschema import SCHEMA_DIR, SCHEMA_RELPATH
-from ..ingest.scan import DEFAULT_RULE, MarkdownRule, is_ignored, scan_folders
-from .newfolders import folders_under, made_since, markdown_under
+from ..ingest.scan import DEFAULT_RULE, MarkdownRule, is_ignored
+from .newfolders import (
+    folders_under,
+    made_since,
+    markdown_under,
+    maybe_folder,
+    present,
+    rel_folder,
+    relative,
+    watched_folders,
+)
 
 log = logging.getLogger("autodoc.index.live")
 
@@ -218,7 +227,7 @@ class LiveIndex:
             if self._walk_all or roots != watched:
                 self._walk_all = False
                 walk_ns = time.time_ns()
-                folders = await anyio.to_thread.run_sync(_folders, roots, dict(self._rules))
+                folders = await anyio.to_thread.run_sync(watched_folders, roots, dict(self._rules))
                 walked = True
                 # Nothing watched while the folders were walked (seconds for a large tree): a
                 # file saved meanwhile in a workspace watched before is found by indexing it again
@@ -236,7 +245,7 @@ class LiveIndex:
                 # each file, not a whole index: that would hold the writer slot, and every save,
                 # for seconds at 1M chunks); a folder made in them, by listing those changed since.
                 gap = {
-                    name: sorted({_rel(f, root) for f in folders if f.is_relative_to(root)})
+                    name: sorted({rel_folder(f, root) for f in folders if f.is_relative_to(root)})
                     for name, root in roots.items()
                     if name not in self._refolder
                 }
@@ -411,7 +420,7 @@ class LiveIndex:
         fresh: dict[str, set[str]] = defaultdict(set)
         for _, raw in changes:
             for name, root in roots.items():
-                rel = _relative(raw, root)
+                rel = relative(raw, root)
                 if rel is None:
                     continue
                 rule = self._rules.get(name, DEFAULT_RULE)
@@ -424,7 +433,7 @@ class LiveIndex:
                     rescan.add(name)
                 elif (root / rel).is_dir() and not (root / rel).is_symlink() and not is_ignored(root, rel, rule):
                     fresh[name].add(rel)
-                elif _maybe_folder(root / rel) and not is_ignored(root, rel, rule):
+                elif maybe_folder(root / rel) and not is_ignored(root, rel, rule):
                     rescan.add(name)
         if rescan or fresh:  # re-watch; then index the new folders again, those workspaces whole
             self._refolder |= rescan
@@ -449,7 +458,7 @@ class LiveIndex:
         for name in sorted(set(paths) - rescan):
             rels = paths[name] | self._held.pop(name, set())
             since = self._held_since.pop(name, time.monotonic())
-            gone = any(not _present(roots[name] / r) for r in paths[name])
+            gone = any(not present(roots[name] / r) for r in paths[name])
             if gone and time.monotonic() - since < MOVE_HOLD_MAX_S:
                 self._held[name], self._held_since[name] = rels, since
             else:
@@ -473,53 +482,6 @@ class LiveIndex:
                 self.roots_changed()
             except Exception:
                 log.exception("live index of workspace %s failed", name)
-
-
-def _folders(roots: dict[str, Path], rules: dict[str, MarkdownRule] | None = None) -> list[Path]:
-    """Every folder to watch: the scanned ones and the schema's. A folder whose name
-    is not valid UTF-8 is left out: the watcher could not be given it, and the
-    scan skips every file in it."""
-    out: list[Path] = []
-    for name, root in roots.items():
-        schema = root / SCHEMA_DIR
-        extra = [schema] if schema.is_dir() and not schema.is_symlink() else []
-        for folder in scan_folders(root, (rules or {}).get(name, DEFAULT_RULE)) + extra:
-            try:
-                str(folder).encode("utf-8")
-            except UnicodeEncodeError:
-                continue
-            out.append(folder)
-    return out
-
-
-def _rel(folder: Path, root: Path) -> str:
-    """A watched folder relative to its workspace's root ("" the root itself)."""
-    return "" if folder == root else folder.relative_to(root).as_posix()
-
-
-def _relative(raw: str, root: Path) -> str | None:
-    try:
-        rel = Path(raw).relative_to(root)
-    except ValueError:
-        try:
-            rel = Path(raw).relative_to(root.resolve())
-        except ValueError:
-            return None
-    text = rel.as_posix()
-    return None if text in ("", ".") else text
-
-
-def _present(path: Path) -> bool:
-    """A path still there (a dangling link is: the index skips it, as a scan does)."""
-    return path.exists() or path.is_symlink()
-
-
-def _maybe_folder(path: Path) -> bool:
-    """A path that is a folder now, or was gone and had no suffix (a folder
-    moved or removed: the files inside it got no event of their own)."""
-    if path.is_dir():
-        return True
-    return not path.exists() and not path.suffix
 
 
 def _summary(report: dict) -> str:

@@ -5,7 +5,8 @@ folders the scan would walk under it (`folders_under`) and the index its Markdow
 (`markdown_under`), without walking the whole root again (1.9 s at 1M chunks). A folder made
 while the watcher's own walk ran, after the walk passed its parent, gets no event at all: it is
 found by a stat of each walked folder changed since the walk began and a listing of those
-(`made_since`), not by a second walk of every root.
+(`made_since`), not by a second walk of every root. Also the folders a watcher is given at all
+(`watched_folders`) and the path facts the live index reads of an event's path.
 
 Runs on: a worker thread (anyio.to_thread, from the live index's event loop); each walks or
 lists folders on disk, nothing else.
@@ -17,7 +18,7 @@ import os
 from pathlib import Path
 
 from ..fmschema import SCHEMA_DIR
-from ..ingest.scan import DEFAULT_RULE, MarkdownRule, is_ignored
+from ..ingest.scan import DEFAULT_RULE, MarkdownRule, is_ignored, scan_folders
 
 # A folder's mtime may lag the clock by a tick, or by 2 s on coarse file systems (FAT): a folder
 # changed this long before the walk began is listed again too (a listing, not a walk).
@@ -79,3 +80,50 @@ def markdown_under(root: Path, folders: list[str], rule: MarkdownRule = DEFAULT_
                 if rule.matches(f"{rel_d}/{f}") and not is_ignored(root, f"{rel_d}/{f}", rule)
             )
     return sorted(out)
+
+
+def watched_folders(roots: dict[str, Path], rules: dict[str, MarkdownRule] | None = None) -> list[Path]:
+    """Every folder to watch: the scanned ones and the schema's. A folder whose name
+    is not valid UTF-8 is left out: the watcher could not be given it, and the
+    scan skips every file in it."""
+    out: list[Path] = []
+    for name, root in roots.items():
+        schema = root / SCHEMA_DIR
+        extra = [schema] if schema.is_dir() and not schema.is_symlink() else []
+        for folder in scan_folders(root, (rules or {}).get(name, DEFAULT_RULE)) + extra:
+            try:
+                str(folder).encode("utf-8")
+            except UnicodeEncodeError:
+                continue
+            out.append(folder)
+    return out
+
+
+def rel_folder(folder: Path, root: Path) -> str:
+    """A watched folder relative to its workspace's root ("" the root itself)."""
+    return "" if folder == root else folder.relative_to(root).as_posix()
+
+
+def relative(raw: str, root: Path) -> str | None:
+    try:
+        rel = Path(raw).relative_to(root)
+    except ValueError:
+        try:
+            rel = Path(raw).relative_to(root.resolve())
+        except ValueError:
+            return None
+    text = rel.as_posix()
+    return None if text in ("", ".") else text
+
+
+def present(path: Path) -> bool:
+    """A path still there (a dangling link is: the index skips it, as a scan does)."""
+    return path.exists() or path.is_symlink()
+
+
+def maybe_folder(path: Path) -> bool:
+    """A path that is a folder now, or was gone and had no suffix (a folder
+    moved or removed: the files inside it got no event of their own)."""
+    if path.is_dir():
+        return True
+    return not path.exists() and not path.suffix
