@@ -99,7 +99,7 @@ def _cut_head(entry: dict[str, Any], room: int, least: int) -> dict[str, Any] | 
         part = part.rstrip()
         if not part or answer_tokens({**entry, "text": part}) <= room:
             break
-        limit = len(part) * 9 // 10
+        limit = min(limit - 1, len(part) * 9 // 10)  # strictly shorter: 9/10 of a few characters is as many
     if not part or part == ELLIPSIS:
         return None
     base, first = cited_lines(entry["ref"])
@@ -202,10 +202,10 @@ def query_words(query: str) -> set[str]:
 
 def line_weights(texts: list[str], words: set[str]) -> list[list[float]]:
     """For each line of each passage, the query's words it holds, each weighed by how few of the
-    answer's lines hold it (log(lines / lines holding it)): a word on every line of the passages
-    found (the product's name, a word of the question's topic) tells no line from another; the
-    rare one the question turns on ("literal" in "a literal dollar sign in the collector's
-    config") does."""
+    answer's lines hold it (log(1 + lines / lines holding it)): a word on every line of the
+    passages found (the product's name, a word of the question's topic) weighs log 2, little
+    against the rare one the question turns on ("literal" in "a literal dollar sign in the
+    collector's config"); the 1 keeps every word of the query worth something."""
     lines = [[words & {w[:STEM] for w in _WORDS.findall(line.lower())} for line in t.split("\n")] for t in texts]
     held = Counter(w for passage in lines for line in passage for w in line)
     total = sum(len(passage) for passage in lines)

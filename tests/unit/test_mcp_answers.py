@@ -3,7 +3,9 @@ when something was found, and `truncated` only when something was cut (mcp/answe
 
 from __future__ import annotations
 
-from autodoc.budget import MIN_PASSAGE_TOKENS, answer_tokens, fit_budget
+import pytest
+
+from autodoc.budget import ELLIPSIS, MIN_PASSAGE_TOKENS, answer_tokens, cut, fit_budget
 from autodoc.mcp import answers
 
 
@@ -137,3 +139,16 @@ def test_a_cut_keeps_the_line_with_the_rare_word_over_lines_of_the_topics_words(
     kept = out["hits"][0]["text"]
     assert "a literal `$`" in kept and out["truncated"] is True
     assert "number 0 " not in kept  # not the opening lines: the run around the rare word
+
+
+@pytest.mark.timeout(10)
+def test_a_first_passage_cut_to_a_few_characters_ends():
+    """The cut shrank its limit by 9/10 until the text fit: at 9 characters or fewer 9/10 rounds back
+    to as many, and a first passage left one or two tokens of room (its fields' JSON a multiple of 4
+    characters long) looped for good, a reader thread at full CPU (a reviewer's fuzz of cut())."""
+    text = 'Grant "SELECT" on the schema\nto the replication role\nand restart'
+    for title in ("A", "AA", "AAA", "AAAA"):
+        e = {**_hit(0), "title": title, "text": text, "ref": "kb:a.md#L1-3"}
+        room = answer_tokens({**e, "text": ""}) + 1  # the fields, and one token of text
+        part = cut(e, room, 1)
+        assert part is None or (answer_tokens(part) <= room and part["text"].rstrip(ELLIPSIS) in text)

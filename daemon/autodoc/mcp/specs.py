@@ -76,8 +76,9 @@ TOOLS: list[dict[str, Any]] = [
                     "maximum": 32000,
                     "default": 800,
                     "description": "Most tokens the whole answer may take. The first passage comes whole "
-                    "when it fits and is cut at a line end when it does not; later ones are cut to their "
-                    "first lines, or dropped, to fit, the least confident last (`truncated` then says so).",
+                    "when it fits and is cut at a line end when it does not; later ones are cut to a run of "
+                    "their lines (those holding the question's rarer words), or dropped, to fit, the least "
+                    "confident last (`truncated` then says so).",
                 },
                 "min_confidence": {
                     "type": "number",
