@@ -3,6 +3,7 @@ copied into PostgreSQL and measured beside the SQLite store they came from, in o
 
     python -m bench.pg_scale copy --size 100000            # the cached speed store -> a database (once)
     python -m bench.pg_scale measure --size 100000 [--queries 100] [--out docs/benchmarks/pg_scale.md]
+    python -m bench.pg_scale statements                    # where an index run's writer time goes
 
 `copy`: the speed store (bench.speed --build-only --sizes N builds and caches it) goes into the
 database `speed_N` of a private PostgreSQL 16 + pgvector server (pgserver, the test extra; its data in
@@ -24,6 +25,9 @@ it). Timed, with the load beside it.
 - index throughput: real corpora of ../shared/data/corpora (opentelemetry-docs + swift-evolution,
   ~1,500 files; lexical only, no model) indexed by `Service.index` into a fresh SQLite file and a
   fresh PostgreSQL schema, alternately, `--index-rounds` times: chunks/s each.
+
+`statements`: the index part's corpora indexed once into a fresh database with every statement of
+the writer timed (where an index run's time goes: docs/dev/postgres.md, section 7c).
 
 The server is a throwaway one (fsync off, as the tests' server), shared_buffers 1 GB. The machine is
 shared: every figure has the load average (1 min) beside it.
@@ -514,14 +518,66 @@ def throughput(server: Server, rounds: int) -> dict[str, Any]:
     }
 
 
+def statements() -> dict[str, Any]:
+    """The index part's corpora indexed once into a fresh PostgreSQL database with every statement of
+    the writer's snapshot timed (a wrapper round PgSnapshot.execute/executemany): seconds and count by
+    statement, its first line with the rows of a multi-row VALUES folded into one."""
+    import re
+
+    from autodoc.config import Settings
+    from autodoc.service import Service
+    from autodoc.store.pg.snapshot import PgSnapshot
+
+    spent: dict[str, list[float]] = {}
+
+    def timed(method: Any) -> Any:
+        def run(self: Any, sql: str, *args: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return method(self, sql, *args)
+            finally:
+                key = re.sub(r"\)(\s*,\s*\([?,\s]*\))+", ")", " ".join(sql.split()))[:100]
+                got = spent.setdefault(key, [0.0, 0])
+                got[0] += time.perf_counter() - t0
+                got[1] += 1
+
+        return run
+
+    server = Server()
+    server.start()
+    saved = PgSnapshot.execute, PgSnapshot.executemany
+    PgSnapshot.execute, PgSnapshot.executemany = timed(PgSnapshot.execute), timed(PgSnapshot.executemany)  # type: ignore[method-assign]
+    try:
+        _database(server.uri("postgres"), "statements_bench", fresh=True)
+        svc = Service(Settings.from_env(store=server.uri("statements_bench")))
+        try:
+            before, chunks, t0 = load(), 0, time.monotonic()
+            for name in INDEX_CORPORA:
+                svc.workspace_add(name, str(CORPORA / name), NO_MODEL)
+                chunks += svc.index(name)["chunks"]
+            took = time.monotonic() - t0
+        finally:
+            svc.close()
+    finally:
+        PgSnapshot.execute, PgSnapshot.executemany = saved  # type: ignore[method-assign]
+        server.stop()
+    top = sorted(spent.items(), key=lambda kv: -kv[1][0])
+    return {
+        "command": command_line(),
+        "commit": git_commit(),
+        "chunks": chunks,
+        "seconds": round(took, 1),
+        "load": [before, load()],
+        "in_statements_s": round(sum(v[0] for v in spent.values()), 2),
+        "statements": sum(int(v[1]) for v in spent.values()),
+        "by_statement": [{"sql": k, "seconds": round(v[0], 3), "count": int(v[1])} for k, v in top[:15]],
+    }
+
+
 def run_measure(args: argparse.Namespace) -> dict[str, Any]:
     server = Server()
     server.start()
     try:
-        copied = json.loads(_copied(server, args.size).read_text())
-        src = speed_store(args.size)
-        uri = reader_uri(server, f"speed_{args.size}")
-        sets = query_sets(SCIFACT, args.queries)
         res: dict[str, Any] = {
             "bench": "pg_scale",
             "size": args.size,
@@ -530,11 +586,15 @@ def run_measure(args: argparse.Namespace) -> dict[str, Any]:
             "date": time.strftime("%Y-%m-%d %H:%M"),
             "machine": machine_note(),
             "load_start": load(),
-            "copy": {
-                k: copied[k] for k in ("seconds", "source_mb", "database_mb", "load_before", "load_after", "command")
-            }
-            | {"hnsw": copied["report"].get("hnsw"), "steps_s": copied["report"]["seconds"]},
         }
+        if args.parts - {"index"}:  # the index part indexes corpora of its own: no copy, no query sets
+            copied = json.loads(_copied(server, args.size).read_text())
+            src = speed_store(args.size)
+            uri = reader_uri(server, f"speed_{args.size}")
+            sets = query_sets(SCIFACT, args.queries)
+            res["copy"] = {
+                k: copied[k] for k in ("seconds", "source_mb", "database_mb", "load_before", "load_after", "command")
+            } | {"hnsw": copied["report"].get("hnsw"), "steps_s": copied["report"]["seconds"]}
         if "search" in args.parts:
             log(f"searches at {args.size:,}")
             res["search"] = searches(src, uri, sets, args.rounds)
@@ -568,12 +628,16 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--index-rounds", type=int, default=2)
     m.add_argument("--parts", default="search,daemons,index", help="of search,daemons,index,fallback")
     m.add_argument("--json", type=Path, default=RESULTS / "pg_scale.json", help="results by size ('-': print only)")
+    sub.add_parser("statements", help="the index part's corpora indexed once, every writer statement timed")
     r = sub.add_parser("render", help="write --out from --json")
     r.add_argument("--json", type=Path, default=RESULTS / "pg_scale.json")
     r.add_argument("--out", type=Path, default=RESULTS / "pg_scale.md")
     args = ap.parse_args(argv)
     if args.cmd == "copy":
         run_copy(args.size, args.build_memory)
+        return 0
+    if args.cmd == "statements":
+        print(json.dumps(statements(), indent=1))
         return 0
     if args.cmd == "render":
         args.out.write_text(render(json.loads(args.json.read_text())))
