@@ -337,3 +337,67 @@ def test_changes_the_daemon_could_not_take_are_handed_on_again(pg_uri, schema):
         assert feed.connects >= 2 and not failures
     finally:
         feed.stop()
+
+
+def test_workspaces_changed_elsewhere_reach_the_listeners_once_and_a_lost_one_at_the_reconnect(pg_uri, tmp_path):
+    """peers.py: another Service's workspace.add, configure and remove reach B's workspace listeners
+    (op, name, row), A's own reach none of A's (its RPC method told its clients); one sent while B's
+    feed was cut off (a notification is not read back) is told once the feed is back."""
+    import psycopg
+
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    uri = f"{pg_uri}&options=-csearch_path%3Dw_{uuid.uuid4().hex[:8]}"
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    a = Service(Settings.from_env(store=uri))
+    b = None
+    try:
+        a.workspace_add("first", str(one), {"embedding": {"provider": "none"}})
+        b = Service(Settings.from_env(store=uri), writer=False)
+        told_a: list[tuple] = []
+        told_b: list[tuple] = []
+        a.peers.workspace_listeners.append(lambda op, name, ws: told_a.append((op, name, ws and ws.root)))
+        b.peers.workspace_listeners.append(lambda op, name, ws: told_b.append((op, name, ws and ws.root)))
+        assert a.peers.feed is not None and b.peers.feed is not None
+        assert b.peers.feed.connected.wait(30)
+
+        def heard(n: int) -> list[tuple]:
+            deadline = time.monotonic() + 10
+            while len(told_b) < n:
+                assert time.monotonic() < deadline, told_b
+                time.sleep(0.02)
+            return told_b
+
+        a.workspace_add("second", str(two), {"embedding": {"provider": "none"}})
+        assert heard(1) == [("added", "second", str(two))]
+        a.workspace_configure("second", root=str(one))
+        assert heard(2)[1] == ("configured", "second", str(one))
+        a.workspace_remove("first")
+        assert heard(3)[2] == ("removed", "first", None)
+
+        # B's feed cut off, and kept off while A adds a workspace: its notification never reaches B
+        feed = b.peers.feed
+        connect, cut = feed._connect, threading.Event()
+
+        def refused():
+            cut.set()
+            raise OSError("kept off by the test")
+
+        feed._connect = refused
+        with psycopg.connect(pg_uri, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (feed.backend_pid,))
+        assert cut.wait(10)
+        a.workspace_add("third", str(two), {"embedding": {"provider": "none"}})
+        time.sleep(0.5)
+        assert len(told_b) == 3
+        feed._connect = connect
+        assert heard(4)[3] == ("added", "third", str(two))
+        time.sleep(1.0)  # A's own notifications have long reached A's feed
+        assert told_a == [] and len(told_b) == 4, (told_a, told_b)
+    finally:
+        for s in (b, a):
+            if s is not None:
+                s.close()
