@@ -74,7 +74,7 @@ class Methods:
             progress = self._progress(ctx, p["workspace"]) if m.progress else None
             result = await route(m, ctx, p, progress)
             if m.announce is not None:
-                self._announce(m.announce, result)
+                announce(self.app, m.announce, result)
             return result
 
         return handle
@@ -92,9 +92,6 @@ class Methods:
         return {"shutting_down": True}
 
     # -- workspaces ---------------------------------------------------------------
-
-    def _announce(self, op: str, result: dict) -> None:
-        announce(self.app, op, result)
 
     def _progress(self, ctx: RequestContext, workspace: str) -> Callable[[int, int, str], None]:
         """A progress callback for an index run (called from its thread):
