@@ -8,8 +8,9 @@ once. On a shared PostgreSQL store each daemon also follows the store's change f
 link name tables it indexes by, and reaches the listeners. A workspace another daemon added, removed
 or configured (`announce` is the writing side) is forgotten here, and the workspace listeners hear
 what changed (the live index looks at the roots again, the RPC server tells its subscribers
-`workspace.changed`): what this daemon last knew of every workspace is compared with the store, so a
-notification lost while the feed was cut off is made up at the reconnect. A daemon hears its own
+`workspace.changed`): what this daemon last knew of every workspace is compared with the store, on
+each notification and each time the feed (re)connects, so a notification lost while the feed was
+cut off (or sent before it first listened) is made up then. A daemon hears its own
 changes on the feed as well: the cursors it told are remembered, so a change reaches listeners once,
 whoever reports it first; a workspace notification its own writer connection sent is not told again
 (its RPC method told its clients). On SQLite this process is the one writer and there is no feed.
@@ -71,7 +72,9 @@ class Peers:
         # what every daemon sharing a PostgreSQL store commits (store/pg/notify.py); None on SQLite, and in
         # a reader process (feed=False), which its daemon's invalidations keep right
         self.feed: ChangeFeed | None = (
-            follow(store, self._changed_elsewhere, vectors_changed, self._workspace_elsewhere) if feed else None
+            follow(store, self._changed_elsewhere, vectors_changed, self._workspace_elsewhere, self._sync)
+            if feed
+            else None
         )
 
     def listen(self, fn: ChangeListener) -> None:
@@ -111,10 +114,8 @@ class Peers:
     def _changed_elsewhere(self, changes: list[dict[str, Any]] | None) -> None:
         """What the shared store's change feed read (its thread; store/pg/notify.py): changes another
         daemon committed (and this one's, again) mark their documents in the caches, here and in the
-        readers, and reach the listeners. None: anything may have changed, workspaces too."""
-        if changes is None:
-            self._sync()
-        else:
+        readers, and reach the listeners. None: anything may have changed."""
+        if changes is not None:
             with self._told_lock:  # this daemon's own, already handled when it wrote them
                 changes = [c for c in changes if c["cursor"] not in self._told]
             if not changes:

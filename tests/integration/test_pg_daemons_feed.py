@@ -401,3 +401,39 @@ def test_workspaces_changed_elsewhere_reach_the_listeners_once_and_a_lost_one_at
         for s in (b, a):
             if s is not None:
                 s.close()
+
+
+def test_a_workspace_added_before_the_feed_first_listens_is_known_to_the_peer(pg_uri, tmp_path, monkeypatch):
+    """B reads the workspaces, then its feed starts listening: a workspace A added in between sent
+    its notification to nobody. B's feed reads the workspaces again once it listens, so A's later
+    removal of it reaches B's listeners (it was told of no removal of a workspace it never knew)."""
+    import autodoc.peers as peers_mod
+    from autodoc.config import Settings
+    from autodoc.service import Service
+
+    uri = f"{pg_uri}&options=-csearch_path%3Dv_{uuid.uuid4().hex[:8]}"
+    a = Service(Settings.from_env(store=uri))
+    b = None
+    follow = peers_mod.follow
+
+    def late(*args, **kw):
+        a.workspace_add("between", str(tmp_path), {"embedding": {"provider": "none"}})
+        return follow(*args, **kw)
+
+    try:
+        monkeypatch.setattr(peers_mod, "follow", late)
+        b = Service(Settings.from_env(store=uri), writer=False)
+        monkeypatch.setattr(peers_mod, "follow", follow)
+        told: list[tuple] = []
+        assert b.peers.feed is not None and b.peers.feed.connected.wait(30)
+        b.peers.workspace_listeners.append(lambda op, name, ws: told.append((op, name)))
+        a.workspace_remove("between")
+        deadline = time.monotonic() + 10
+        while not told:
+            assert time.monotonic() < deadline, "B never heard of the removal"
+            time.sleep(0.02)
+        assert told == [("removed", "between")]
+    finally:
+        for s in (b, a):
+            if s is not None:
+                s.close()

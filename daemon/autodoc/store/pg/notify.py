@@ -26,8 +26,9 @@ later, go with it, or stay as they are): the writing transaction sends `notify_w
 sending server process (so a daemon knows its own), and every daemon drops what it keeps of that
 workspace (its vectors, its link name tables) rather than serve or index by what is gone, watches the
 roots anew and tells its clients. Lost while the feed was cut off, it is not read back: the feed hands
-on None after a reconnect, which forgets every workspace's name tables and looks at the workspaces
-again. A daemon older than "added" ignores it (the payload is not one it knows) and learns of the
+on None after a reconnect, which forgets every workspace's name tables, and calls `on_listen` on
+every connect (the first too: the daemon's view of the workspaces was read before the feed
+listened), which reads the workspaces again. A daemon older than "added" ignores it (the payload is not one it knows) and learns of the
 workspace at its next restart, as before.
 
 A daemon also hears its own changes; peers.py drops those it already told (the cursors it emitted).
@@ -139,12 +140,16 @@ class ChangeFeed:
         poll: float = POLL,
         on_vectors: OnVectors | None = None,
         on_workspace: OnWorkspace | None = None,
+        on_listen: Callable[[], None] | None = None,
     ) -> None:
         self._connect = connect  # a new autocommit connection each call
         self.schema = schema
         self._deliver = deliver
         self._on_vectors = on_vectors
         self._on_workspace = on_workspace
+        # called on each (re)connect once LISTENing: what a notification would have said (workspaces
+        # added, removed or configured meanwhile) is read from the store instead
+        self._on_listen = on_listen
         self.cursor = cursor
         self._poll = poll
         self._stop = threading.Event()
@@ -191,6 +196,8 @@ class ChangeFeed:
         self._catch_up(conn)
         if self.connects > 1 and self._on_vectors is not None:
             self._hand_on(None)  # vector notifications sent while the feed was cut off are lost
+        if self._on_listen is not None:
+            self._on_listen()  # a failure (the store's read) is a reconnect, as a hand-on's is
         self.connected.set()
         while not self._stop.is_set():
             notes = list(conn.notifies(timeout=self._poll, stop_after=1))
@@ -247,7 +254,11 @@ def _one_line(e: BaseException) -> str:
 
 
 def follow(
-    store: Any, deliver: Deliver, on_vectors: OnVectors | None = None, on_workspace: OnWorkspace | None = None
+    store: Any,
+    deliver: Deliver,
+    on_vectors: OnVectors | None = None,
+    on_workspace: OnWorkspace | None = None,
+    on_listen: Callable[[], None] | None = None,
 ) -> ChangeFeed | None:
     """Start the change feed of a PostgreSQL store (store/pg/store.py: PgStore), from the log's head now;
     None for a SQLite store, where this process is the one writer and tells its own listeners."""
@@ -265,5 +276,6 @@ def follow(
         cursor=cursor,
         on_vectors=on_vectors,
         on_workspace=on_workspace,
+        on_listen=on_listen,
     )
     return feed.start()
