@@ -160,9 +160,9 @@ async def serve_daemon(
                     set_watching=partial(setattr, server, "watching"),
                 )
                 server.workspace_listeners.append(live.roots_changed)
-                # a workspace another daemon sharing the store added, removed or configured (peers.py):
-                # the roots watched anew and the subscribers told, as after this daemon's own
-                service.peers.workspace_listeners.append(partial(_changed_elsewhere, server))
+                # a workspace a daemon sharing the store added, removed or configured, this one too (the
+                # feed is the one teller there, peers.py): the roots watched anew and the subscribers told
+                service.peers.workspace_listeners.append(partial(_workspace_changed, server))
                 # a daemon that may not write (a PostgreSQL store reached as a reader role) serves
                 # searches and reads only: what it would watch, embed or build is the indexer's
                 if watch and service.writable:
@@ -186,9 +186,9 @@ async def serve_daemon(
         log.info("stopped")
 
 
-def _changed_elsewhere(server: RpcServer, op: str, name: str, ws: Any) -> None:
-    """A workspace's row (None: removed) after another daemon's `workspace.*` method (the change feed's
-    thread, peers.py), announced here as that method's answer would be (rpc/methods.py)."""
+def _workspace_changed(server: RpcServer, op: str, name: str, ws: Any) -> None:
+    """A workspace's row (None: removed) after a `workspace.*` method of any daemon sharing the store
+    (the change feed's thread, peers.py), announced as that method's answer would be (rpc/methods.py)."""
     if ws is None:
         result: dict[str, Any] = {"removed": name}
     else:

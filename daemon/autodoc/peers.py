@@ -5,15 +5,20 @@ which passes it to the change listeners (the RPC server's subscribers, an in-pro
 once. On a shared PostgreSQL store each daemon also follows the store's change feed
 (store/pg/notify.py): what another daemon committed marks its documents in this one's caches
 (through the Service's `vectors_changed`, which reaches its reader processes too), drops the
-link name tables it indexes by, and reaches the listeners. A workspace another daemon added, removed
-or configured (`announce` is the writing side) is forgotten here, and the workspace listeners hear
-what changed (the live index looks at the roots again, the RPC server tells its subscribers
-`workspace.changed`): what this daemon last knew of every workspace is compared with the store, on
-each notification and each time the feed (re)connects, so a notification lost while the feed was
-cut off (or sent before it first listened) is made up then. A daemon hears its own
-changes on the feed as well: the cursors it told are remembered, so a change reaches listeners once,
-whoever reports it first; a workspace notification its own writer connection sent is not told again
-(its RPC method told its clients). On SQLite this process is the one writer and there is no feed.
+link name tables it indexes by, and reaches the listeners. A daemon hears its own changes on the
+feed as well: the cursors it told are remembered, so a change reaches listeners once, whoever reports
+it first.
+
+A workspace added, removed or configured (`announce` is the writing side), by any daemon sharing the
+store this one included, is forgotten here, and the workspace listeners hear what changed (the live
+index looks at the roots again, the RPC server tells its subscribers `workspace.changed`): the feed is
+the one teller of workspace changes on a shared store (`tells_workspaces`; the RPC method then tells
+nothing itself). What the listeners last heard of every workspace is compared with the store on each
+notification and each time the feed (re)connects, and the difference is told: whatever the order the
+notifications of two daemons' changes arrive in, each daemon tells the workspace as it now is once
+(changes committed before it looked are told as one), a configure whose follow-up index failed is told
+all the same, and a notification lost while the feed was cut off (or sent before it first listened) is
+made up then. On SQLite this process is the one writer, there is no feed, and the method tells.
 
 Runs on: `tell` and `announce` on the writing thread (`announce` inside its transaction); the
 feed's callbacks on the feed's own thread (autodoc-changes). The told cursors are kept under a
@@ -59,8 +64,9 @@ class Peers:
         self._vectors_changed = vectors_changed
         self._forget = forget  # a workspace's vectors, here and in the readers
         self.listeners: list[ChangeListener] = []
-        # told (on the feed's thread) when another daemon added, removed or configured a workspace: the
-        # live index watches the roots anew, subscribers hear `workspace.changed` (daemon.py)
+        # told (on the feed's thread) when a daemon sharing the store, this one too, added, removed or
+        # configured a workspace: the live index watches the roots anew, subscribers hear
+        # `workspace.changed` (daemon.py)
         self.workspace_listeners: list[WorkspaceListener] = []
         self._told: dict[int, None] = {}  # cursors listeners were told of, oldest first
         self._told_lock = threading.Lock()
@@ -76,6 +82,12 @@ class Peers:
             if feed
             else None
         )
+
+    @property
+    def tells_workspaces(self) -> bool:
+        """Whether the change feed tells the workspace listeners of every workspace change, this
+        daemon's own too (a shared store); if not, whoever made the change tells them."""
+        return self.feed is not None
 
     def listen(self, fn: ChangeListener) -> None:
         self.listeners.append(fn)
@@ -137,37 +149,36 @@ class Peers:
                     self.tell(name, mine)
 
     def _workspace_elsewhere(self, ws_id: int, event: str, sender: int | None = None) -> None:
-        """A workspace added, removed or configured through a daemon sharing this PostgreSQL store (its
-        feed's thread; store/pg/notify.py): what this one keeps of it goes (its link name tables, and on
-        a removal its vectors, here and in the readers); the store holds the rest. The listeners hear
-        it, unless `sender` is this daemon's writer (its own: its method told its clients already)."""
+        """A workspace added, removed or configured through a daemon sharing this PostgreSQL store, this
+        one included (its feed's thread; store/pg/notify.py): what this one keeps of it goes (its link
+        name tables, and on a removal its vectors, here and in the readers); the store holds the rest.
+        The listeners hear how the workspaces differ from what they last heard, whoever the `sender`:
+        telling by the sender (this daemon's own change quiet here) lost or doubled a change another
+        daemon made to the same workspace before this one's notification was read."""
         self.links.forget(ws_id)
         if event == "removed":
             self._forget(ws_id)
-        own = sender is not None and sender == getattr(self.store, "writer_pid", None)
-        self._sync(quiet=ws_id if own else None)
+        self._sync()
 
     def _workspaces(self) -> dict[int, Workspace]:
         with self.store.read() as db:
             return {ws.id: ws for ws in (wsrows.get_workspace(db, n) for n in wsrows.workspace_names(db))}
 
-    def _sync(self, quiet: int | None = None) -> None:
+    def _sync(self) -> None:
         """Tell the workspace listeners how the workspaces differ from what they last heard (a
-        removal first: a name removed and added again is two workspaces), all but workspace `quiet`."""
+        removal first: a name removed and added again is two workspaces)."""
         now = self._workspaces()
         before, self._known = self._known, now
-        told: list[tuple[int, str, str, Workspace | None]] = [
-            (i, "removed", ws.name, None) for i, ws in before.items() if i not in now
+        told: list[tuple[str, str, Workspace | None]] = [
+            ("removed", ws.name, None) for i, ws in before.items() if i not in now
         ]
         for i, ws in now.items():
             was = before.get(i)
             if was is None:
-                told.append((i, "added", ws.name, ws))
+                told.append(("added", ws.name, ws))
             elif (was.name, was.root, was.config) != (ws.name, ws.root, ws.config):
-                told.append((i, "configured", ws.name, ws))
-        for i, op, name, row in told:
-            if i == quiet:
-                continue
+                told.append(("configured", ws.name, ws))
+        for op, name, row in told:
             for fn in list(self.workspace_listeners):
                 try:
                     fn(op, name, row)

@@ -366,3 +366,106 @@ def test_bs_subscribers_hear_of_a_workspace_added_configured_and_removed_through
             a.call("workspace.remove", ["told"])
         except RemoteError:
             pass
+
+
+async def _told(sub: Any, seconds: float) -> list[dict[str, Any]]:
+    """Every `workspace.changed` a subscriber hears until none comes for `seconds`."""
+    got = []
+    while True:
+        try:
+            got.append((await sub.next_notification("workspace.changed", timeout=seconds)).params)
+        except TimeoutError:
+            return got
+
+
+def test_configures_through_a_and_b_committed_before_either_feed_reads_them_are_told_once_as_they_ended(peers):
+    """A configures a workspace, then B does, both committed before either daemon's feed reads its
+    notifications (a test transaction holds the change log, which the feed reads first). Each daemon's
+    subscribers hear one `workspace.changed`, the workspace as it ended (B's root, A's site_roots): A's
+    feed took B's change for its own and never told it (A's live index kept the old root), and B's
+    subscribers heard it twice (B's method, then A's notification read after B's commit)."""
+    import anyio
+    import psycopg
+
+    from autodoc_client import Client
+    from autodoc_client.client import RemoteError
+
+    first, moved = peers.base / "both", peers.base / "both-moved"
+    for folder in (first, moved):
+        folder.mkdir()
+        (folder / "one.md").write_text("# One\n\nA note.\n")
+    a = peers.a
+    b = machine(peers.base / "b-both", peers.uri, "--no-watch").start()
+
+    async def main() -> None:
+        async with await Client.connect_socket(a.sock) as on_a, await Client.connect_socket(b.sock) as on_b:
+            for sub in (on_a, on_b):
+                await sub.call("changes.subscribe", [])
+            await anyio.to_thread.run_sync(a.call, "workspace.add", ["both", str(first), NO_MODEL])
+            for sub in (on_a, on_b):
+                assert [n["op"] for n in await _told(sub, 1.5)] == ["added"]
+            with psycopg.connect(peers.uri) as hold, hold.transaction():
+                hold.execute(f'LOCK TABLE "{peers.schema}".changes IN ACCESS EXCLUSIVE MODE')
+                await anyio.to_thread.run_sync(a.call, "workspace.configure", ["both", {"site_roots": ["wiki"]}])
+                await anyio.to_thread.run_sync(b.call, "workspace.configure", {"workspace": "both", "root": str(moved)})
+            for who, sub in (("A", on_a), ("B", on_b)):
+                told = await _told(sub, 2.0)
+                assert [(n["op"], n["root"], n["config"]["site_roots"]) for n in told] == [
+                    ("configured", str(moved), ["wiki"])
+                ], (who, told)
+
+    try:
+        anyio.run(main)
+        for d in (a, b):
+            assert TRACEBACK not in d.log_text(), d.log_text()[-3000:]
+    finally:
+        b.close()
+        try:
+            a.call("workspace.remove", ["both"])
+        except RemoteError:
+            pass
+
+
+def test_a_configure_whose_index_fails_is_told_by_the_daemon_that_made_it_too(peers):
+    """A new section size is committed, then its re-index fails (another AutoDoc indexes the workspace):
+    the method answers the error, but the configuration changed, so A's subscribers (and A's live index)
+    hear it as B's do, once."""
+    import anyio
+    import psycopg
+
+    from autodoc.store.pg.indexlock import IndexerLock
+    from autodoc_client import Client
+    from autodoc_client.client import RemoteError
+
+    folder = peers.base / "held"
+    folder.mkdir()
+    (folder / "one.md").write_text("# One\n\nA note.\n")
+    a = peers.a
+    b = machine(peers.base / "b-held", peers.uri, "--no-watch").start()
+    a.call("workspace.add", ["held", str(folder), NO_MODEL])
+    a.call("workspace.index", ["held"])
+    conn = psycopg.connect(peers.uri, autocommit=True)
+    lock = IndexerLock(conn, peers.workspace_id("held"), schema=peers.schema)
+
+    async def main() -> None:
+        async with await Client.connect_socket(a.sock) as on_a, await Client.connect_socket(b.sock) as on_b:
+            for sub in (on_a, on_b):
+                await sub.call("changes.subscribe", [])
+            lock.acquire({"host": "ci-runner", "pid": 4242})
+            with pytest.raises(RemoteError) as failed:
+                await anyio.to_thread.run_sync(a.call, "workspace.configure", ["held", {"section_tokens": 123}])
+            assert "ci-runner" in failed.value.message, failed.value.message
+            for who, sub in (("A", on_a), ("B", on_b)):
+                told = await _told(sub, 2.0)
+                assert [(n["op"], n["config"]["section_tokens"]) for n in told] == [("configured", 123)], (who, told)
+
+    try:
+        anyio.run(main)
+    finally:
+        lock.release()
+        conn.close()
+        b.close()
+        try:
+            a.call("workspace.remove", ["held"])
+        except RemoteError:
+            pass

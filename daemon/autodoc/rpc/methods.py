@@ -6,7 +6,8 @@ schemas/<method>.params.json. Output: the Service's JSON-safe answer.
 Each row's handler is the same: route the call (rpc/route.py decides, from the
 row, where it runs: the writer slot, a reader process, the event loop or a
 worker thread), then, for a row with ``announce``, tell the workspace's
-subscribers. Only the rows marked ``own`` (the process, the connection) have a
+subscribers (on a shared PostgreSQL store the change feed tells them instead,
+peers.py). Only the rows marked ``own`` (the process, the connection) have a
 handler of their own here. An index run's progress callback checks for
 cancellation between files (then answers -32800) and sends ``$/progress``.
 
@@ -51,6 +52,10 @@ class Methods:
         self.app = app
         self.route = route
         self.service = app.service
+        # a shared PostgreSQL store's change feed tells this daemon's subscribers of every workspace
+        # change, its own too, once whatever order two daemons' changes land in (peers.py); telling
+        # here as well would double it. Without a feed (SQLite) the method is the teller.
+        self._announces = not getattr(getattr(self.service, "peers", None), "tells_workspaces", False)
 
     def _own(self) -> dict[str, Handler]:
         """The handlers of the rows marked ``own`` (about the process or the connection)."""
@@ -73,7 +78,7 @@ class Methods:
         async def handle(ctx: RequestContext, p: dict) -> Any:
             progress = self._progress(ctx, p["workspace"]) if m.progress else None
             result = await route(m, ctx, p, progress)
-            if m.announce is not None:
+            if m.announce is not None and self._announces:
                 announce(self.app, m.announce, result)
             return result
 
@@ -151,7 +156,8 @@ class Methods:
 def announce(app: App, op: str, result: dict) -> None:
     """Tell subscribed clients a workspace came, went or changed its configuration or its root, so an
     open picker can re-run its query and a client showing the root shows the new one: after a
-    `workspace.*` method here (its answer), or one another daemon sharing the store ran (peers.py)."""
+    `workspace.*` method here (its answer), or, on a shared PostgreSQL store, when the change feed
+    read what any daemon sharing it changed, this one included (peers.py)."""
     if op in ("added", "removed", "configured"):  # configured: its `markdown` option may watch other folders
         app.workspaces_changed()
     workspace = result["removed"] if op == "removed" else result["name"]
