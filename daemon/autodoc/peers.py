@@ -148,11 +148,11 @@ class Peers:
                 if mine:
                     self.tell(name, mine)
 
-    def _workspace_elsewhere(self, ws_id: int, event: str, sender: int | None = None) -> None:
+    def _workspace_elsewhere(self, ws_id: int, event: str) -> None:
         """A workspace added, removed or configured through a daemon sharing this PostgreSQL store, this
         one included (its feed's thread; store/pg/notify.py): what this one keeps of it goes (its link
         name tables, and on a removal its vectors, here and in the readers); the store holds the rest.
-        The listeners hear how the workspaces differ from what they last heard, whoever the `sender`:
+        The listeners hear how the workspaces differ from what they last heard, whoever sent it:
         telling by the sender (this daemon's own change quiet here) lost or doubled a change another
         daemon made to the same workspace before this one's notification was read."""
         self.links.forget(ws_id)

@@ -259,7 +259,7 @@ def test_the_feed_hands_on_a_workspace_removed_or_configured_elsewhere(peers):
         peers.schema,
         lambda rows: None,
         poll=0.05,
-        on_workspace=lambda ws_id, event, sender: heard.append((ws_id, event)),
+        on_workspace=lambda ws_id, event: heard.append((ws_id, event)),
     ).start()
     try:
         assert feed.connected.wait(30)

@@ -22,9 +22,9 @@ was cut off cannot be read back: after a reconnect the feed hands on None as wel
 
 A workspace added, removed or configured makes no change-log row either (its documents' rows come
 later, go with it, or stay as they are): the writing transaction sends `notify_workspace`
-(`w <workspace id> added|removed|configured`) and the feed hands it to `on_workspace` with the
-sending server process (so a daemon knows its own), and every daemon drops what it keeps of that
-workspace (its vectors, its link name tables) rather than serve or index by what is gone, watches the
+(`w <workspace id> added|removed|configured`) and the feed hands it to `on_workspace` (the
+sender's own feed too: it is every daemon's one teller of workspace changes), and every daemon
+drops what it keeps of that workspace (its vectors, its link name tables) rather than serve or index by what is gone, watches the
 roots anew and tells its clients. Lost while the feed was cut off, it is not read back: the feed hands
 on None after a reconnect, which forgets every workspace's name tables, and calls `on_listen` on
 every connect (the first too: the daemon's view of the workspaces was read before the feed
@@ -63,8 +63,7 @@ RETRY_MAX = 5.0  # the longest pause between reconnect attempts
 # or vector notifications may have been missed while the feed was cut off)
 Deliver = Callable[[list[dict[str, Any]] | None], None]
 OnVectors = Callable[[int, list[int] | None], None]  # (workspace id, its documents whose vectors changed, or None)
-# (workspace id, "added" | "removed" | "configured", the server process of the transaction that sent it)
-OnWorkspace = Callable[[int, str, int], None]
+OnWorkspace = Callable[[int, str], None]  # (workspace id, "added" | "removed" | "configured")
 WORKSPACE_EVENTS = ("added", "removed", "configured")
 VECTORS_PAYLOAD_MAX = 7900  # pg_notify's payload must stay under 8000 bytes: past it, "any document"
 
@@ -214,7 +213,7 @@ class ChangeFeed:
                     event = parse_workspace(note.payload)
                     if event is not None and self._on_workspace is not None:
                         try:
-                            self._on_workspace(*event, note.pid)
+                            self._on_workspace(*event)
                         except Exception:
                             log.exception("change feed: handing on a workspace's change failed")
             elif conn.closed or conn.broken:

@@ -260,13 +260,6 @@ class PgStore:
     def check_writable(self) -> None:
         self.writer()
 
-    @property
-    def writer_pid(self) -> int | None:
-        """The server process of the writer connection now (None: there is none): a notification it
-        sent is this daemon's own (store/pg/notify.py). Read from any thread, without the write lock."""
-        db = self._db
-        return None if db is None or db.conn.closed else int(db.conn.info.backend_pid)
-
     @contextmanager
     def locked(self) -> Iterator[PgSnapshot]:
         """The write lock without a transaction: for work that spans several. No BEGIN finds out
