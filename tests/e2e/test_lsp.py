@@ -560,6 +560,9 @@ def test_a_symbol_search_that_finds_nothing_relevant_lists_nothing(tmp_path):
     try:
         client.start(root)
         assert client.request("workspace/symbol", {"query": "zzqxv blorptang"}) == []
+        # what the floor held back is said where an editor shows a server's log (every client reports it)
+        note = client.wait_note("window/logMessage", lambda p: "zzqxv blorptang" in p["message"])
+        assert f"{nonsense['held_back']} weak hits held back" in note["message"] and nonsense["held_back"] > 0
         assert len(client.request("workspace/symbol", {"query": "lease recovery"})) == len(lease["hits"])
     finally:
         client.stop()

@@ -217,6 +217,24 @@ def test_search_with_a_query_argument_runs_at_once(nv):
     assert nv.json(f"return vim.api.nvim_buf_get_lines({CURRENT}.picker.prompt_buf, 0, -1, false)") == ["lease"]
 
 
+def test_the_title_says_how_many_weak_hits_the_floor_held_back(nv):
+    """Every client reports what the relevance floor held back (issue 35): the picker's title read
+    '0 hits' alone for a word no note holds, as for a search that matched nothing. The answer here is
+    shaped as search.query's (its schema's `held_back`); the floor itself is the daemon's, tested there."""
+    titles = nv.json("""
+        local search = require('autodoc.search')
+        local toggles = {lexical = true, semantic = true, rerank = false}
+        local out = {}
+        for _, held in ipairs({0, 7}) do
+          local d = search.describe({toggles = toggles, answer = {hits = {}, held_back = held, stages = {}}})
+          table.insert(out, search.title_text(d.title))
+        end
+        return out
+    """)
+    assert "· 0 hits" in titles[0] and "held back" not in titles[0]
+    assert "· 0 hits · 7 weak held back" in titles[1]
+
+
 def test_stage_toggles_rerun_the_search_and_change_the_title(nv):
     nv.lua("require('autodoc.search').reset_toggles()")
     nv.command("set columns=200")  # the whole status fits the footer (it is cut to fit at 80)

@@ -3,7 +3,8 @@
 What it answers, each through the same RPC methods the daemon serves:
 
 * workspace/symbol: a search (`search.query`); each hit is a symbol named by
-  its breadcrumb, located at the exact lines it matched.
+  its breadcrumb, located at the exact lines it matched; what the relevance
+  floor held back is counted in a window/logMessage.
 * textDocument/definition on a `[[wikilink]]` or `[text](relative.md)` link:
   the document it resolves to (`document.links`); hover: its title and first lines.
 * textDocument/references: the links that point at this document (`document.backlinks`).
@@ -176,11 +177,13 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
             return []
         out: list[T.SymbolInformation] = []
         files = FileLines(ls)
+        held = 0
         for root, name in ls.workspaces_in_view():
             # a symbol is a place in a file: sessions (session.append) are not
             # the server holds back hits that stop matching (the relevance floor): what is left are the
             # symbols, whether or not the workspace's vectors are in yet
             answer = ls.ws_call("search.query", [name, query, {"limit": SYMBOL_LIMIT, "scope": "files"}])
+            held += answer.get("held_back", 0)
             for h in answer["hits"]:
                 where = files.document(name, root, h["path"], h["line_start"], h["line_end"], h["generation"])
                 if where is None:
@@ -193,6 +196,14 @@ def build_server(settings: Settings) -> AutodocLanguageServer:
                         location=where,
                     )
                 )
+        if held:  # a symbol list has no place for it: the client's log does (every client reports it)
+            ls.window_log_message(
+                T.LogMessageParams(
+                    type=T.MessageType.Info,
+                    message=f"AutoDoc: {query!r}: {len(out)} symbols; {held} weak hits held back by the "
+                    "relevance floor (passages that stopped matching the query)",
+                )
+            )
         return out
 
     def linked(ls: AutodocLanguageServer, uri: str, position: T.Position) -> tuple[str, Path, dict] | None:

@@ -114,6 +114,12 @@ function M.describe(ctx)
   end
   local n = #(a.hits or {})
   add(title, "· " .. n .. (n == 1 and " hit " or " hits "))
+  -- the hits stop where the matches stop (the daemon's relevance floor): say how many it held back,
+  -- so an empty list of a word no note holds reads differently from one of a word nothing matched
+  local held = tonumber(a.held_back) or 0
+  if held > 0 then
+    add(title, "· " .. held .. " weak held back ")
+  end
   local stages = a.stages or {}
   local skipped = stages.skipped or {}
   local performed = stages.performed or {}
