@@ -10,6 +10,7 @@ Runs on: the caller's thread; no I/O.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -127,18 +128,22 @@ def _least(entry: dict[str, Any]) -> int:
     return min(answer_tokens({**entry, "text": ""}) + MIN_PASSAGE_TOKENS, answer_tokens(entry)) + 1
 
 
-def fit_budget(
-    answer: dict[str, Any], entries: list[dict[str, Any]], budget: int, weights: list[list[float]] | None = None
-) -> dict[str, Any]:
+def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: int, query: str = "") -> dict[str, Any]:
     """Passages in order within `budget` tokens. Every document listed keeps at least a cited
     first part: as many entries are kept as fit at that minimum (the rest dropped), and a passage
     that would eat into what the later ones need is cut at a line end. The first passage is kept
     whatever the budget, cut to what is left of it (its heading line at least). When not all fit
     whole and the answer is `answerable`, the passages less than WEAK_SHARE as confident as the
     first (the end of the list: confidence never rises down it) are fitted after the others, in
-    what is left. `weights`, one
-    list an entry (cut()), keeps a cut passage's lines that hold the query. `truncated` says that
-    something was cut or dropped, and only then."""
+    what is left. A cut passage keeps its run of lines that holds the most of the `query`'s words
+    (line_weights, read only when something is cut). `truncated` says that something was cut or
+    dropped, and only then."""
+    words, texts = query_words(query), [e["text"] for e in entries]
+    weighed = functools.cache(lambda: line_weights(texts, words))  # once, and only when a passage is cut
+
+    def weights(i: int) -> list[float] | None:
+        return weighed()[i] if words else None
+
     answer["tokens"] = 9999  # the field's own digits count
     used = answer_tokens(answer)
     weak: list[dict[str, Any]] = []
@@ -163,7 +168,7 @@ def fit_budget(
         if answer_tokens(e) > room:
             # the first passage is cut to whatever is left rather than dropped: an answer with no
             # passage said "nothing relevant found" of a question whose answer ranked first
-            part = cut(e, room, MIN_PASSAGE_TOKENS if i else 1, weights[i] if weights else None)
+            part = cut(e, room, MIN_PASSAGE_TOKENS if i else 1, weights(i))
             answer["truncated"] = True
             if part is None:
                 continue
@@ -174,7 +179,7 @@ def fit_budget(
         for i, e in enumerate(weak, len(entries)):
             room = budget - used - 1
             if answer_tokens(e) > room:
-                part = cut(e, room, MIN_PASSAGE_TOKENS, weights[i] if weights else None)
+                part = cut(e, room, MIN_PASSAGE_TOKENS, weights(i))
                 if part is None:
                     break
                 e = part

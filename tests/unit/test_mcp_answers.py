@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from autodoc.budget import ELLIPSIS, MIN_PASSAGE_TOKENS, answer_tokens, cut, fit_budget
+from autodoc.budget import ELLIPSIS, MIN_PASSAGE_TOKENS, answer_tokens, cut, fit_budget, line_weights, query_words
 from autodoc.mcp import answers
 
 
@@ -119,9 +119,9 @@ def test_a_cut_passage_keeps_the_lines_that_hold_the_query():
 
 
 def test_query_words_and_line_weights():
-    words = answers.query_words("What permissions does the replication service need on the Oracle DB?")
+    words = query_words("What permissions does the replication service need on the Oracle DB?")
     assert words == {"permi", "repli", "servi", "oracl"}
-    [weights] = answers.line_weights(["Grant SELECT permission\nto the Oracle replication role"], words)
+    [weights] = line_weights(["Grant SELECT permission\nto the Oracle replication role"], words)
     assert 0 < weights[0] < weights[1]  # one word of the query, then two as rare
 
 

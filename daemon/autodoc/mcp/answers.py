@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..budget import answer_tokens, cut, fit_budget, line_weights, query_words
+from ..budget import answer_tokens, cut, fit_budget
 from ..refs import ref as ref  # the one ref format; mcp/ calls it as answers.ref
 
 
@@ -63,13 +63,11 @@ def fit(answer: dict[str, Any], hits: list[dict[str, Any]], budget: int, query: 
     keeps the run of its lines that holds most of the query's words (line_weights), its first
     lines when they hold as much."""
     entries = [passage(h) for h in hits]
-    words = query_words(query)
-    weights = line_weights([e["text"] for e in entries], words) if words else None
     # fit_budget counts the JSON, which costs more than the text (keys, escaped newlines): the
     # JSON allowance grows until the text fills the budget (a few rounds; each is pure and quick)
     allowance, best = budget, None
     for _ in range(FIT_ROUNDS):
-        got = fit_budget({**answer, "hits": []}, entries, allowance, weights)
+        got = fit_budget({**answer, "hits": []}, entries, allowance, query)
         used = text_tokens(search_text(got))
         if used <= budget:
             best = got
@@ -79,7 +77,7 @@ def fit(answer: dict[str, Any], hits: list[dict[str, Any]], budget: int, query: 
         else:
             allowance -= used - budget + FIT_SLACK
     if best is None:  # never seen: the text is shorter than its JSON
-        best = fit_budget({**answer, "hits": []}, entries, budget, weights)
+        best = fit_budget({**answer, "hits": []}, entries, budget, query)
     best["tokens"] = text_tokens(search_text(best))
     return best
 

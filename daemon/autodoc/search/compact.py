@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..budget import ELLIPSIS, fit_budget, line_weights, query_words
+from ..budget import ELLIPSIS, fit_budget
 from ..config import PER_DOCUMENT
 from ..refs import ref
 from ..store import passages
@@ -79,9 +79,7 @@ def finish(db: Snapshot, ws: Workspace, full: dict[str, Any], req: Request) -> d
         return {**full, "hits": hits}
     docs = passages.documents(db, ws.id, [h["path"] for h in hits])
     entries = [compact_hit(h, h["confidence"], docs.get(h["path"]), ws.root) for h in hits]
-    words = query_words(full.get("query") or "")
-    weights = line_weights([e["text"] for e in entries], words) if words else None
-    return fit_budget(envelope(full, full["answerable"]), entries, req.budget, weights)
+    return fit_budget(envelope(full, full["answerable"]), entries, req.budget, full.get("query") or "")
 
 
 def one_per_document(hits: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
