@@ -67,12 +67,13 @@ def corpus_features(store: Path, corpus: str, questions: list[dict[str, Any]]) -
     from autodoc.store import hits as stored_hits
     from autodoc.store import vectors as stored_vectors
     from autodoc.store.filters import Filter
+    from autodoc.store.workspaces import get_workspace
 
     svc = Service(Settings.from_env(store=store), writer=False)
     out = []
     try:
-        ws = svc._ws(corpus)
         with svc.store.read() as db:
+            ws = get_workspace(db, corpus)
             model = stored_vectors.active_model(db, ws.id)
             provider = svc.providers.get(model.config) if model and model.config else None
             fp = model.fingerprint if model else None
