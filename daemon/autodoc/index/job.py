@@ -198,7 +198,6 @@ class IndexJob:
                 full = True
         report = IndexReport(ws.name, scanned=sum(1 for e in entries if not e.relpath.endswith("/")))  # files
         report.left_out = left_out.to_json()
-        on_disk: set[str] = set()
         pending: list[Pending] = []
         skips: list[tuple[str, str]] = []
         renamed: set[str] = set()  # paths whose names changed in this job's earlier batches
@@ -227,7 +226,6 @@ class IndexJob:
                 size = read_size.pop(i, None)
                 if isinstance(got, str):
                     skips.append((e.relpath, got))
-                    on_disk.discard(e.relpath)
                     continue
                 if isinstance(got, Touched):
                     report.unchanged += 1
@@ -253,7 +251,6 @@ class IndexJob:
                     preparer.add_ready(key, e.skip)
                     take()
                     continue
-                on_disk.add(e.relpath)
                 old = known.get(e.relpath)
                 if _unchanged(old, e, full):
                     report.unchanged += 1
@@ -275,10 +272,9 @@ class IndexJob:
             take(drain=True)
             if not root.is_dir():
                 raise _root_gone(ws)  # moved during the run: the files it did not find are not gone
-            # a file skipped (a dangling link, grown too large) is not gone: the batch's skips take
-            # its document out and say why, as the live index does
-            skipped = {p for p, _ in skips}
-            gone = [p for p in known if p not in on_disk and p not in skipped]
+            # a file skipped (a dangling link, grown too large) is not gone: it is listed, and the
+            # batch's skips take its document out and say why, as the live index does
+            gone = [p for p in known if p not in listed]
             self._flush(
                 ws,
                 Batch(pending + moved, gone=gone, skips=skips, every_skip=True),
