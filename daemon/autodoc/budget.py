@@ -138,11 +138,10 @@ def fit_budget(answer: dict[str, Any], entries: list[dict[str, Any]], budget: in
     what is left. A cut passage keeps its run of lines that holds the most of the `query`'s words
     (line_weights, read only when something is cut). `truncated` says that something was cut or
     dropped, and only then."""
-    words, texts = query_words(query), [e["text"] for e in entries]
-    weighed = functools.cache(lambda: line_weights(texts, words))  # once, and only when a passage is cut
+    words, texts = frozenset(query_words(query)), tuple(e["text"] for e in entries)
 
-    def weights(i: int) -> list[float] | None:
-        return weighed()[i] if words else None
+    def weights(i: int) -> list[float] | None:  # only when a passage is cut
+        return _weighed(texts, words)[i] if words else None
 
     answer["tokens"] = 9999  # the field's own digits count
     used = answer_tokens(answer)
@@ -198,6 +197,12 @@ COMMON = frozenset(
 )
 _WORDS = re.compile(r"\w+")
 STEM = 5  # letters a word is compared by: "permissions" and "permission", "configure" and "configuring"
+
+
+@functools.lru_cache(maxsize=8)
+def _weighed(texts: tuple[str, ...], words: frozenset[str]) -> list[list[float]]:
+    """line_weights, kept for the rounds of one answer's fitting (mcp/answers.py fit)."""
+    return line_weights(list(texts), set(words))
 
 
 def query_words(query: str) -> set[str]:
