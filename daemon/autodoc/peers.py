@@ -162,7 +162,7 @@ class Peers:
 
     def _workspaces(self) -> dict[int, Workspace]:
         with self.store.read() as db:
-            return {ws.id: ws for ws in (wsrows.get_workspace(db, n) for n in wsrows.workspace_names(db))}
+            return {ws.id: ws for ws in wsrows.all_workspaces(db)}
 
     def _sync(self) -> None:
         """Tell the workspace listeners how the workspaces differ from what they last heard (a

@@ -258,7 +258,7 @@ class Service:
     def workspace_roots(self) -> dict[str, str]:
         """Each workspace's root, without workspace_list's counts (0.7 s at 1M chunks)."""
         with self.store.read() as db:
-            return {n: wsrows.get_workspace(db, n).root for n in wsrows.workspace_names(db)}
+            return dict(wsrows.workspace_roots(db))
 
     def workspace_indexed(self, name: Any) -> bool:
         """Whether an index run of the workspace has ended (it records what its chunks were cut with)."""

@@ -42,6 +42,7 @@ from ..store import hits as stored_hits
 from ..store import vectors as stored_vectors
 from ..store.filters import Filter
 from ..store.interface import Snapshot
+from ..store.lexical.bm25 import K1, B  # the lexical leg's constants
 from ..store.lexical.ftstext import fts_text
 from .choice import LEAD_NAV, NAV_KEEP, navigational
 from .lexical.tokens import stem_counts
@@ -53,7 +54,6 @@ FOLLOW_SHARE = 0.6  # a later passage is shown while it scores this share of the
 # what the legs' ranking among all passages adds to a passage's score within its document (0..1):
 # their first of the document leads where the document's own scores are close
 FUSED_BONUS = 0.25
-K1, B = 1.2, 0.75  # BM25's usual constants (the lexical leg's: store/lexical/bm25.py)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from ..errors import InvalidParams, WorkspaceExists, WorkspaceNotFound
 from .interface import Snapshot
 from .lexical import writes as lexical_rows
 from .sessions import NOT_SESSION
-from .sql import one, scalar
+from .sql import all_rows, one, scalar
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,12 @@ def get_workspace(db: Snapshot, name: Any, field: str = "workspace") -> Workspac
         raise WorkspaceNotFound(f"no workspace named {name!r}", {"workspace": name})
     wid, wname, root, config, created = row
     return Workspace(id=wid, name=wname, root=root, config=json.loads(config), created=created)
+
+
+def all_workspaces(db: Snapshot) -> list[Workspace]:
+    """Every workspace, by name, in one read."""
+    rows = all_rows(db, "SELECT id, name, root, config, created FROM workspaces ORDER BY name")
+    return [Workspace(id=i, name=n, root=r, config=json.loads(c), created=t) for i, n, r, c, t in rows]
 
 
 def workspace_names(db: Snapshot) -> list[str]:
