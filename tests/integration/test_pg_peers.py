@@ -5,6 +5,7 @@ processes, each with its own socket and XDG dirs (a machine of its own), over th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
@@ -215,10 +216,8 @@ def test_a_workspace_removed_or_reconfigured_through_a_reads_the_same_through_b(
         assert TRACEBACK not in b.log_text(), b.log_text()[-3000:]
     finally:
         b.close()
-        try:
+        with contextlib.suppress(RemoteError):  # gone already, or never made
             a.call("workspace.remove", ["tmp"])
-        except RemoteError:
-            pass
 
 
 def test_a_link_indexed_through_b_resolves_to_a_note_a_indexed(peers):
@@ -304,10 +303,8 @@ def test_a_workspace_added_through_a_is_watched_by_b_while_it_runs(peers):
         assert TRACEBACK not in b.log_text(), b.log_text()[-3000:]
     finally:
         b.close()
-        try:
+        with contextlib.suppress(RemoteError):  # gone already, or never made
             a.call("workspace.remove", ["fresh"])
-        except RemoteError:
-            pass
 
 
 def test_bs_subscribers_hear_of_a_workspace_added_configured_and_removed_through_a_once(peers):
@@ -362,10 +359,8 @@ def test_bs_subscribers_hear_of_a_workspace_added_configured_and_removed_through
         b.close()
         from autodoc_client.client import RemoteError
 
-        try:
+        with contextlib.suppress(RemoteError):  # gone already, or never made
             a.call("workspace.remove", ["told"])
-        except RemoteError:
-            pass
 
 
 async def _told(sub: Any, seconds: float) -> list[dict[str, Any]]:
@@ -420,10 +415,8 @@ def test_configures_through_a_and_b_committed_before_either_feed_reads_them_are_
             assert TRACEBACK not in d.log_text(), d.log_text()[-3000:]
     finally:
         b.close()
-        try:
+        with contextlib.suppress(RemoteError):  # gone already, or never made
             a.call("workspace.remove", ["both"])
-        except RemoteError:
-            pass
 
 
 def test_a_configure_whose_index_fails_is_told_by_the_daemon_that_made_it_too(peers):
@@ -465,7 +458,5 @@ def test_a_configure_whose_index_fails_is_told_by_the_daemon_that_made_it_too(pe
         lock.release()
         conn.close()
         b.close()
-        try:
+        with contextlib.suppress(RemoteError):  # gone already, or never made
             a.call("workspace.remove", ["held"])
-        except RemoteError:
-            pass
