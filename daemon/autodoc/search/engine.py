@@ -331,15 +331,16 @@ def _lead_document(
     scored = passages.read(ctx.db, ctx.ws.id, lead, plan.filt, weights, legs.query_vector, legs.model_fp)
     if len(scored) < passages.MIN_PASSAGES:  # two passages: scaling within the document decides on a hair
         return fused, []
-    among = [f.chunk_id for f in fused if doc_of[f.chunk_id] == lead]
-    ids = passages.shown(passages.order(scored, among), {p.chunk_id: p.nav for p in scored})
+    places = [i for i, f in enumerate(fused) if doc_of[f.chunk_id] == lead]  # the document's, in fused order
+    mine = [fused[i] for i in places]
+    ids = passages.shown(passages.order(scored, [f.chunk_id for f in mine]), {p.chunk_id: p.nav for p in scored})
     by_id = {f.chunk_id: f for f in fused}
     new = [c for c in ids if c not in by_id]
     if new:
         legs.cands.update(stored_hits.candidates(ctx.db, new))
         doc_of.update({c: legs.cands[c].document_id for c in new if c in legs.cands})
     cos = {p.chunk_id: p.cosine for p in scored}
-    floor = min(f.score for f in fused if doc_of[f.chunk_id] == lead)
+    floor, low = min(f.score for f in mine), min(f.relevance for f in mine)
     head: list[F.Fused] = []
     for c in ids:
         if c not in doc_of:  # retired since the read
@@ -351,7 +352,7 @@ def _lead_document(
             # no leg found it: its legs' scores stay null; its cosine within the document is what
             # the confidence model reads (evidence.py)
             {"semantic": None, "lexical": None, "within": cos[c]},
-            relevance=min(f.relevance for f in fused if doc_of[f.chunk_id] == lead),
+            relevance=low,
             via=["document"],
         )
         head.append(f)
@@ -361,7 +362,6 @@ def _lead_document(
     # shown take its first places, its other candidates the rest (a new passage's place is the
     # last candidate's: the per-document cap drops that one)
     shown = {f.chunk_id for f in head}
-    places = [i for i, f in enumerate(fused) if doc_of[f.chunk_id] == lead]
     ordered = head + [fused[i] for i in places if fused[i].chunk_id not in shown]
     out = list(fused)
     for slot, f in zip(places, ordered):
